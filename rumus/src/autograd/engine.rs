@@ -1,0 +1,193 @@
+//! The reverse pass: collect the records the outputs depend on (and nothing else), count
+//! each record's consumers, then visit them in Kahn order so every gradient is complete
+//! before it is propagated further.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::grad_mode::{enable_grad, no_grad};
+use super::gradients::{GradientStore, accumulate_into};
+use super::node::{Node, TensorId};
+use crate::error::{AutogradError, Result, ShapeError};
+use crate::tensor::DynTensor;
+
+/// Which gradients the caller keeps.
+enum Wanted<'a> {
+    /// Every leaf (`backward`).
+    Leaves,
+    /// Exactly these tensors, leaves or not (`grad`).
+    Ids(&'a HashSet<TensorId>),
+}
+
+impl Wanted<'_> {
+    fn keeps(&self, id: TensorId, is_leaf: bool) -> bool {
+        match self {
+            Wanted::Leaves => is_leaf,
+            Wanted::Ids(ids) => ids.contains(&id),
+        }
+    }
+}
+
+fn check_seed(output: &DynTensor, seed: &DynTensor) -> Result<()> {
+    if output.dims() != seed.dims() {
+        return Err(ShapeError::Invalid {
+            context: "backward".into(),
+            message: format!("seed gradient has shape {:?} but the output has shape {:?}", seed.dims(), output.dims()),
+        }
+        .into());
+    }
+    if output.dtype() != seed.dtype() {
+        return Err(crate::Error::DTypeMismatch { op: "backward", lhs: output.dtype(), rhs: seed.dtype() });
+    }
+    Ok(())
+}
+
+fn run_backward(roots: &[(&DynTensor, DynTensor)], create_graph: bool, wanted: Wanted) -> Result<HashMap<TensorId, DynTensor>> {
+    let _mode = if create_graph { enable_grad() } else { no_grad() };
+
+    // Discover the records reachable from the outputs and count consumers of each.
+    let mut nodes: HashMap<TensorId, Arc<Node>> = HashMap::new();
+    let mut consumers: HashMap<TensorId, usize> = HashMap::new();
+    let mut stack: Vec<Arc<Node>> = Vec::new();
+    let mut pending: HashMap<TensorId, DynTensor> = HashMap::new();
+    let mut results: HashMap<TensorId, DynTensor> = HashMap::new();
+    for (output, seed) in roots {
+        check_seed(output, seed)?;
+        let meta = output.grad_meta().ok_or_else(|| AutogradError::NotTracked { context: "backward".into() })?;
+        match &meta.node {
+            Some(node) => {
+                if nodes.insert(meta.id, node.clone()).is_none() {
+                    stack.push(node.clone());
+                }
+                accumulate_into(&mut pending, meta.id, seed.clone())?;
+            }
+            None if wanted.keeps(meta.id, true) => accumulate_into(&mut results, meta.id, seed.clone())?,
+            None => {}
+        }
+    }
+    while let Some(node) = stack.pop() {
+        for edge in node.inputs.iter().flatten() {
+            if let Some(child) = &edge.node {
+                *consumers.entry(edge.id).or_default() += 1;
+                if nodes.insert(edge.id, child.clone()).is_none() {
+                    stack.push(child.clone());
+                }
+            }
+        }
+    }
+
+    let mut ready: Vec<TensorId> = nodes.keys().filter(|id| !consumers.contains_key(id)).copied().collect();
+    while let Some(id) = ready.pop() {
+        let node = nodes.remove(&id).expect("every ready id was discovered");
+        let grad = pending.remove(&id);
+        let input_grads = match &grad {
+            Some(grad) => {
+                if wanted.keeps(id, false) {
+                    results.insert(id, grad.clone());
+                }
+                let needs: Vec<bool> = node.inputs.iter().map(Option::is_some).collect();
+                node.op.backward(grad, &needs)?
+            }
+            None => Vec::new(),
+        };
+        let mut input_grads = input_grads.into_iter();
+        for edge in node.inputs.iter() {
+            let input_grad = input_grads.next().flatten();
+            let Some(edge) = edge else { continue };
+            match (&edge.node, input_grad) {
+                (Some(_), Some(g)) => accumulate_into(&mut pending, edge.id, g)?,
+                (None, Some(g)) if wanted.keeps(edge.id, true) => accumulate_into(&mut results, edge.id, g)?,
+                _ => {}
+            }
+            if edge.node.is_some() {
+                let count = consumers.get_mut(&edge.id).expect("counted during discovery");
+                *count -= 1;
+                if *count == 0 {
+                    ready.push(edge.id);
+                }
+            }
+        }
+    }
+    Ok(results)
+}
+
+impl DynTensor {
+    /// Back-propagates from this single-element tensor and returns the gradient of every leaf
+    /// that requires one. The graph is kept, so another output of the same forward pass can be
+    /// back-propagated afterwards.
+    pub fn backward(&self) -> Result<GradientStore> {
+        if self.numel() != 1 {
+            return Err(AutogradError::NonScalarWithoutSeed { shape: self.dims().to_vec() }.into());
+        }
+        let seed = DynTensor::ones(self.dims(), self.dtype())?;
+        self.backward_with(&seed)
+    }
+
+    /// Back-propagates from this tensor with `seed` as its gradient (same shape and dtype).
+    pub fn backward_with(&self, seed: &DynTensor) -> Result<GradientStore> {
+        let grads = run_backward(&[(self, seed.detach())], false, Wanted::Leaves)?;
+        Ok(GradientStore::from_map(grads))
+    }
+}
+
+/// Gradients of the sum of `outputs` (each a single element) with respect to `inputs`, which
+/// may be leaves or intermediate tensors.
+///
+/// With `create_graph`, the backward pass itself is recorded, so the returned gradients can be
+/// differentiated again: Hessian-vector products, gradient penalties.
+pub fn grad(outputs: &[&DynTensor], inputs: &[&DynTensor], create_graph: bool) -> Result<Vec<DynTensor>> {
+    let seeds = outputs
+        .iter()
+        .map(|output| {
+            if output.numel() != 1 {
+                return Err(AutogradError::NonScalarWithoutSeed { shape: output.dims().to_vec() }.into());
+            }
+            DynTensor::ones(output.dims(), output.dtype())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let seeds: Vec<&DynTensor> = seeds.iter().collect();
+    grad_with(outputs, &seeds, inputs, create_graph)
+}
+
+/// Like [`grad`], with an explicit seed gradient for each output (vector-Jacobian products).
+pub fn grad_with(outputs: &[&DynTensor], seeds: &[&DynTensor], inputs: &[&DynTensor], create_graph: bool) -> Result<Vec<DynTensor>> {
+    if outputs.len() != seeds.len() {
+        return Err(crate::Error::InvalidArgument {
+            op: "grad_with",
+            message: format!("{} outputs but {} seed gradients", outputs.len(), seeds.len()),
+        });
+    }
+    let ids = inputs
+        .iter()
+        .map(|input| {
+            input.id().ok_or_else(|| {
+                AutogradError::MissingGradient {
+                    id: 0,
+                    shape: input.dims().to_vec(),
+                    reason: "this input does not require a gradient; call `.requires_grad_()` on it before the forward pass".into(),
+                }
+                .into()
+            })
+        })
+        .collect::<Result<HashSet<TensorId>>>()?;
+    let roots: Vec<(&DynTensor, DynTensor)> = outputs
+        .iter()
+        .zip(seeds)
+        .map(|(output, seed)| (*output, if create_graph { (*seed).clone() } else { seed.detach() }))
+        .collect();
+    let grads = run_backward(&roots, create_graph, Wanted::Ids(&ids))?;
+    inputs
+        .iter()
+        .map(|input| {
+            let id = input.id().expect("checked above");
+            grads.get(&id).cloned().ok_or_else(|| {
+                AutogradError::MissingGradient {
+                    id: id.get(),
+                    shape: input.dims().to_vec(),
+                    reason: "the outputs do not depend on this input".into(),
+                }
+                .into()
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,23 @@
+//! Reverse-mode automatic differentiation.
+//!
+//! Every op that reads a tensor requiring a gradient attaches a [`BackwardOp`] record to its
+//! output. [`DynTensor::backward`](crate::DynTensor::backward) and [`grad`] walk those records
+//! from the output back to the leaves, visiting only what the output depends on, and collect
+//! gradients into an accumulate-only [`GradientStore`]. Under [`no_grad`] nothing is recorded
+//! and no graph metadata is allocated.
+
+mod backward_op;
+mod engine;
+mod grad_mode;
+mod gradcheck;
+mod gradients;
+mod node;
+
+pub use backward_op::BackwardOp;
+pub use engine::{grad, grad_with};
+pub use grad_mode::{GradModeGuard, enable_grad, is_grad_enabled, no_grad};
+pub use gradcheck::{GradcheckError, GradcheckOptions, gradcheck};
+pub use gradients::GradientStore;
+pub use node::{Node, Saved, TensorId, live_nodes};
+
+pub(crate) use node::{GradMeta, record};

@@ -1,0 +1,10 @@
+//! CPU kernels. They are generic over the element type only (`f32`/`f64`, sometimes integers)
+//! and never over shapes: dims arrive as `&[usize]` inside a [`Layout`](crate::shape::Layout),
+//! so adding a model never compiles a new kernel.
+
+pub mod concat;
+pub mod index;
+pub mod matmul;
+pub mod parallel;
+pub mod reduce;
+pub mod strided;

@@ -1,0 +1,134 @@
+//! Reductions over any set of axes. The reduced axes are moved last (a view), the view is
+//! made contiguous if it is not already, and each output element then reduces one contiguous
+//! run, which keeps the inner loop simple and vectorisable.
+
+use rayon::prelude::*;
+
+use super::parallel::{PARALLEL_GRAIN, for_each_row};
+use super::strided::map;
+use crate::element::Float;
+use crate::shape::Layout;
+
+/// What a reduction computes for each group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduction {
+    Sum,
+    Max,
+    Min,
+}
+
+/// Returns the input as contiguous groups: `(data, group_len)` where output element `i`
+/// reduces `data[i * group_len..(i + 1) * group_len]`.
+fn grouped<T: Copy + Sync + Send + Default>(a: &[T], layout: &Layout, axes: &[usize]) -> (Vec<T>, usize) {
+    let kept = (0..layout.rank()).filter(|axis| !axes.contains(axis));
+    let perm: Vec<usize> = kept.chain(axes.iter().copied()).collect();
+    let group_len = axes.iter().map(|&axis| layout.dims()[axis]).product();
+    (map(a, &layout.permute(&perm), |x| x), group_len)
+}
+
+/// Sum with eight independent accumulators: faster than one chain and more accurate.
+#[inline]
+pub fn sum_slice<T: Float>(values: &[T]) -> T {
+    let mut lanes = [T::ZERO; 8];
+    let mut chunks = values.chunks_exact(8);
+    for chunk in &mut chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += v;
+        }
+    }
+    let mut total = T::ZERO;
+    for &v in chunks.remainder() {
+        total += v;
+    }
+    (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]) + (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]) + total
+}
+
+fn extremum<T: Float>(values: &[T], want_max: bool) -> T {
+    let mut acc = if want_max { T::NEG_INFINITY } else { T::INFINITY };
+    for &v in values {
+        if v.is_nan() {
+            return v;
+        }
+        if (want_max && v > acc) || (!want_max && v < acc) {
+            acc = v;
+        }
+    }
+    acc
+}
+
+/// Reduces `axes` (sorted, distinct) of the tensor; the result is laid out over the kept axes.
+pub fn reduce<T: Float + Default>(a: &[T], layout: &Layout, axes: &[usize], kind: Reduction) -> Vec<T> {
+    let (data, group_len) = grouped(a, layout, axes);
+    let groups = if group_len == 0 { layout.numel().max(1) } else { data.len() / group_len };
+    let mut out = vec![T::ZERO; groups];
+    if group_len == 0 {
+        // Reducing an empty axis: sums are zero, extrema have no value.
+        let fill = match kind {
+            Reduction::Sum => T::ZERO,
+            Reduction::Max => T::NEG_INFINITY,
+            Reduction::Min => T::INFINITY,
+        };
+        out.iter_mut().for_each(|o| *o = fill);
+        return out;
+    }
+    let reduce_group = |i: usize| {
+        let group = &data[i * group_len..(i + 1) * group_len];
+        match kind {
+            Reduction::Sum => sum_slice(group),
+            Reduction::Max => extremum(group, true),
+            Reduction::Min => extremum(group, false),
+        }
+    };
+    if data.len() >= PARALLEL_GRAIN && groups > 1 {
+        out.par_iter_mut().enumerate().for_each(|(i, o)| *o = reduce_group(i));
+    } else {
+        out.iter_mut().enumerate().for_each(|(i, o)| *o = reduce_group(i));
+    }
+    out
+}
+
+/// Index of the largest (or smallest) element along `axis`; first index wins ties.
+pub fn arg_extremum<T: Float + Default>(a: &[T], layout: &Layout, axis: usize, want_max: bool) -> Vec<i64> {
+    let (data, group_len) = grouped(a, layout, &[axis]);
+    let groups = data.len() / group_len.max(1);
+    let mut out = vec![0i64; groups];
+    for_each_row(&mut out, 1, |i, o| {
+        let group = &data[i * group_len..(i + 1) * group_len];
+        let mut best = 0;
+        for (j, &v) in group.iter().enumerate() {
+            let better = if want_max { v > group[best] } else { v < group[best] };
+            if better || (v.is_nan() && !group[best].is_nan()) {
+                best = j;
+            }
+        }
+        o[0] = best as i64;
+    });
+    out
+}
+
+/// Numerically stable softmax (or log-softmax) of each contiguous row of length `n`.
+pub fn softmax_rows<T: Float + Default>(rows: &[T], n: usize, log: bool) -> Vec<T> {
+    let mut out = vec![T::ZERO; rows.len()];
+    for_each_row(&mut out, n, |r, dst| {
+        let src = &rows[r * n..(r + 1) * n];
+        let max = extremum(src, true);
+        let shift = if max == T::NEG_INFINITY || max == T::INFINITY { T::ZERO } else { max };
+        let mut total = T::ZERO;
+        for (d, &x) in dst.iter_mut().zip(src) {
+            *d = (x - shift).exp();
+            total += *d;
+        }
+        if log {
+            let log_total = total.ln() + shift;
+            for (d, &x) in dst.iter_mut().zip(src) {
+                *d = x - log_total;
+            }
+        } else {
+            let inv = T::ONE / total;
+            for d in dst.iter_mut() {
+                *d *= inv;
+            }
+        }
+    });
+    out
+}

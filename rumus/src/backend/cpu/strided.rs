@@ -1,0 +1,140 @@
+//! Element-wise kernels over strided (possibly broadcast) operands. The output is always
+//! contiguous; operands are visited one innermost row at a time so the inner loop is a plain
+//! strided walk that the compiler can vectorise when strides are 1.
+
+use super::parallel::for_each_row;
+use crate::shape::Layout;
+
+/// Storage offset of the first element of output row `row` for an operand laid out as
+/// `layout` (already broadcast to the output's dims).
+#[inline]
+fn row_start(row: usize, layout: &Layout) -> usize {
+    let dims = layout.dims();
+    let strides = layout.strides();
+    let outer = dims.len().saturating_sub(1);
+    let mut rest = row;
+    let mut offset = layout.offset();
+    for axis in (0..outer).rev() {
+        offset += (rest % dims[axis]) * strides[axis];
+        rest /= dims[axis];
+    }
+    offset
+}
+
+/// Length and stride of the innermost axis (a scalar is one row of one element).
+#[inline]
+fn inner(layout: &Layout) -> (usize, usize) {
+    match (layout.dims().last(), layout.strides().last()) {
+        (Some(&n), Some(&s)) => (n, s),
+        _ => (1, 1),
+    }
+}
+
+/// `f` applied to every element of `a` (seen through `layout`), in row-major order.
+pub fn map<A: Copy + Sync, O: Copy + Send + Default>(a: &[A], layout: &Layout, f: impl Fn(A) -> O + Sync) -> Vec<O> {
+    let numel = layout.numel();
+    if layout.is_contiguous() {
+        let src = &a[layout.offset()..layout.offset() + numel];
+        let mut out = vec![O::default(); numel];
+        let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
+        for_each_row(&mut out, chunk, |row, dst| {
+            for (d, &s) in dst.iter_mut().zip(&src[row * chunk..]) {
+                *d = f(s);
+            }
+        });
+        return out;
+    }
+    let (n, stride) = inner(layout);
+    let mut out = vec![O::default(); numel];
+    for_each_row(&mut out, n, |row, dst| {
+        let base = row_start(row, layout);
+        for (j, d) in dst.iter_mut().enumerate() {
+            *d = f(a[base + j * stride]);
+        }
+    });
+    out
+}
+
+/// `f(a, b)` element-wise; both layouts have the output's dims (broadcast views allowed).
+pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default>(
+    a: &[A],
+    la: &Layout,
+    b: &[B],
+    lb: &Layout,
+    f: impl Fn(A, B) -> O + Sync,
+) -> Vec<O> {
+    debug_assert_eq!(la.dims(), lb.dims());
+    let numel = la.numel();
+    let mut out = vec![O::default(); numel];
+    if la.is_contiguous() && lb.is_contiguous() {
+        let (sa, sb) = (&a[la.offset()..la.offset() + numel], &b[lb.offset()..lb.offset() + numel]);
+        let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
+        for_each_row(&mut out, chunk, |row, dst| {
+            let start = row * chunk;
+            for ((d, &x), &y) in dst.iter_mut().zip(&sa[start..]).zip(&sb[start..]) {
+                *d = f(x, y);
+            }
+        });
+        return out;
+    }
+    let (n, stride_a) = inner(la);
+    let (_, stride_b) = inner(lb);
+    for_each_row(&mut out, n, |row, dst| {
+        let (base_a, base_b) = (row_start(row, la), row_start(row, lb));
+        match (stride_a, stride_b) {
+            (1, 0) => {
+                let y = b[base_b];
+                for (d, &x) in dst.iter_mut().zip(&a[base_a..base_a + n]) {
+                    *d = f(x, y);
+                }
+            }
+            (1, 1) => {
+                for ((d, &x), &y) in dst.iter_mut().zip(&a[base_a..base_a + n]).zip(&b[base_b..base_b + n]) {
+                    *d = f(x, y);
+                }
+            }
+            _ => {
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = f(a[base_a + j * stride_a], b[base_b + j * stride_b]);
+                }
+            }
+        }
+    });
+    out
+}
+
+/// `f(a, b, c)` element-wise over three operands with the output's dims.
+pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Copy + Send + Default>(
+    (a, la): (&[A], &Layout),
+    (b, lb): (&[B], &Layout),
+    (c, lc): (&[C], &Layout),
+    f: impl Fn(A, B, C) -> O + Sync,
+) -> Vec<O> {
+    let numel = la.numel();
+    let (n, stride_a) = inner(la);
+    let (_, stride_b) = inner(lb);
+    let (_, stride_c) = inner(lc);
+    let mut out = vec![O::default(); numel];
+    for_each_row(&mut out, n, |row, dst| {
+        let (base_a, base_b, base_c) = (row_start(row, la), row_start(row, lb), row_start(row, lc));
+        for (j, d) in dst.iter_mut().enumerate() {
+            *d = f(a[base_a + j * stride_a], b[base_b + j * stride_b], c[base_c + j * stride_c]);
+        }
+    });
+    out
+}
+
+/// Writes `f(dst, src)` into `dst` (a strided view of a mutable buffer) from `src` with the
+/// same dims; used by in-place updates.
+pub fn update_in_place<T: Copy, S: Copy>(dst: &mut [T], ld: &Layout, src: &[S], ls: &Layout, f: impl Fn(T, S) -> T) {
+    let (n, stride_d) = inner(ld);
+    let (_, stride_s) = inner(ls);
+    let rows = if n == 0 { 0 } else { ld.numel() / n };
+    for row in 0..rows {
+        let (base_d, base_s) = (row_start(row, ld), row_start(row, ls));
+        for j in 0..n {
+            let slot = &mut dst[base_d + j * stride_d];
+            *slot = f(*slot, src[base_s + j * stride_s]);
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! Element types. Models train in `f32`; `f64` exists so gradients can be checked against
+//! finite differences; `i64` and `bool` carry labels, indices and masks.
+
+use std::fmt;
+
+/// The element type of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F64,
+    I64,
+    Bool,
+}
+
+impl DType {
+    /// Whether gradients can flow through tensors of this type.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F64)
+    }
+
+    /// Bytes per element.
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F64 | DType::I64 => 8,
+            DType::Bool => 1,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I64 => "i64",
+            DType::Bool => "bool",
+        })
+    }
+}

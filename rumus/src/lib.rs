@@ -1,0 +1,49 @@
+//! # rumus
+//!
+//! Deep learning in Rust with tensor shapes checked at compile time.
+//!
+//! Two layers of tensor:
+//! - [`DynTensor`]: shape known at run time; every op returns [`Result`]. It owns all kernels
+//!   and backward formulas, which are compiled once, not per shape.
+//! - [`Tensor<S>`]: the same tensor with its shape as a type, e.g. `Tensor<(Dyn, D<784>)>`.
+//!   Shape mistakes between static dims are compile errors.
+//!
+//! Gradients come from a tape of [`autograd::BackwardOp`] records:
+//!
+//! ```
+//! use rumus::prelude::*;
+//!
+//! # fn main() -> rumus::Result<()> {
+//! let w = Tensor::<(D<2>, D<2>)>::from_vec(vec![1.0f32, 2.0, 3.0, 4.0])?.requires_grad_()?;
+//! let x = Tensor::<(D<2>, D<1>)>::from_vec(vec![1.0f32, -1.0])?;
+//! let loss = w.matmul(&x).tanh().sum_all();
+//! let grads = loss.backward()?;
+//! assert_eq!(grads.grad_of(&w)?.dims(), &[2, 2]);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod autograd;
+pub mod backend;
+pub mod dtype;
+pub mod element;
+pub mod error;
+pub mod ops;
+pub mod rng;
+pub mod shape;
+pub mod storage;
+pub mod tensor;
+
+pub use autograd::{GradientStore, gradcheck, grad, no_grad};
+pub use dtype::DType;
+pub use error::{AutogradError, Error, Result, ShapeError};
+pub use rng::manual_seed;
+pub use shape::{D, Dim, Dyn, Shape};
+pub use tensor::DynTensor;
+pub use tensor::typed::{StaticShape, Tensor};
+
+/// The names most programs need.
+pub mod prelude {
+    pub use crate::autograd::{GradientStore, no_grad};
+    pub use crate::{D, DType, Dim, DynTensor, Dyn, Shape, Tensor, manual_seed};
+}

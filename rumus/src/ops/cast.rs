@@ -1,0 +1,45 @@
+//! Dtype conversion. Between `f32` and `f64` gradients flow back (converted back); casts to
+//! integers or `bool` end the graph.
+
+use crate::autograd::{BackwardOp, record};
+use crate::backend::cpu::strided::map;
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::error::Result;
+use crate::shape::Layout;
+use crate::storage::CpuBuffer;
+use crate::tensor::DynTensor;
+
+fn convert<S: Element + Default, T: Element + Default>(data: &[S], layout: &Layout) -> Vec<T> {
+    map(data, layout, |x: S| T::from_f64(x.to_f64()))
+}
+
+fn convert_to<S: Element + Default>(data: &[S], layout: &Layout, dtype: DType) -> CpuBuffer {
+    match dtype {
+        DType::F32 => CpuBuffer::F32(convert(data, layout)),
+        DType::F64 => CpuBuffer::F64(convert(data, layout)),
+        DType::I64 => CpuBuffer::I64(convert(data, layout)),
+        DType::Bool => CpuBuffer::Bool(convert(data, layout)),
+    }
+}
+
+impl DynTensor {
+    /// The values converted to `dtype` (float to integer truncates toward zero).
+    pub fn to_dtype(&self, dtype: DType) -> Result<DynTensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        let buffer = self.with_buffer(|buffer, layout| match buffer {
+            CpuBuffer::F32(v) => convert_to(v, layout, dtype),
+            CpuBuffer::F64(v) => convert_to(v, layout, dtype),
+            CpuBuffer::I64(v) => convert_to(v, layout, dtype),
+            CpuBuffer::Bool(v) => convert_to(v, layout, dtype),
+        });
+        let out = DynTensor::from_buffer(buffer, self.dims());
+        if !dtype.is_float() {
+            return Ok(out);
+        }
+        let from = self.dtype();
+        Ok(record(out, &[self], || BackwardOp::Cast { from }))
+    }
+}

@@ -1,0 +1,304 @@
+//! Binary arithmetic with NumPy broadcasting, comparisons to masks, and `where`.
+
+use crate::autograd::{BackwardOp, Saved, record};
+use crate::backend::cpu::strided::{zip3_map, zip_map};
+use crate::dtype::DType;
+use crate::element::Float;
+use crate::error::{Error, Result};
+use crate::shape::{Layout, broadcast_shapes};
+use crate::storage::CpuBuffer;
+use crate::tensor::DynTensor;
+
+/// Arithmetic between two tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+}
+
+impl BinaryOp {
+    fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+        }
+    }
+}
+
+/// Element comparisons; the result is a `bool` tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+fn float_binary<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout, op: BinaryOp) -> Vec<T> {
+    match op {
+        BinaryOp::Add => zip_map(a, la, b, lb, |x, y| x + y),
+        BinaryOp::Sub => zip_map(a, la, b, lb, |x, y| x - y),
+        BinaryOp::Mul => zip_map(a, la, b, lb, |x, y| x * y),
+        BinaryOp::Div => zip_map(a, la, b, lb, |x, y| x / y),
+        BinaryOp::Pow => zip_map(a, la, b, lb, |x, y| x.powf(y)),
+    }
+}
+
+fn compare<T: Copy + PartialOrd + Sync>(a: &[T], la: &Layout, b: &[T], lb: &Layout, op: CompareOp) -> Vec<bool> {
+    match op {
+        CompareOp::Eq => zip_map(a, la, b, lb, |x, y| x == y),
+        CompareOp::Ne => zip_map(a, la, b, lb, |x, y| x != y),
+        CompareOp::Lt => zip_map(a, la, b, lb, |x, y| x < y),
+        CompareOp::Le => zip_map(a, la, b, lb, |x, y| x <= y),
+        CompareOp::Gt => zip_map(a, la, b, lb, |x, y| x > y),
+        CompareOp::Ge => zip_map(a, la, b, lb, |x, y| x >= y),
+    }
+}
+
+/// Reads two tensors' buffers together, taking one lock when they share storage.
+pub(crate) fn read_pair<R>(a: &DynTensor, b: &DynTensor, f: impl FnOnce(&CpuBuffer, &CpuBuffer) -> R) -> R {
+    if a.shares_storage_with(b) {
+        a.with_buffer(|buffer, _| f(buffer, buffer))
+    } else {
+        a.with_buffer(|ba, _| b.with_buffer(|bb, _| f(ba, bb)))
+    }
+}
+
+fn same_dtype(op: &'static str, a: &DynTensor, b: &DynTensor) -> Result<DType> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch { op, lhs: a.dtype(), rhs: b.dtype() });
+    }
+    Ok(a.dtype())
+}
+
+/// Both operands viewed with the broadcast output dims.
+fn broadcast_pair(op: &'static str, a: &DynTensor, b: &DynTensor) -> Result<(Vec<usize>, Layout, Layout)> {
+    let dims = broadcast_shapes(a.dims(), b.dims(), op)?;
+    let (la, lb) = (a.layout().broadcast_to(&dims), b.layout().broadcast_to(&dims));
+    Ok((dims, la, lb))
+}
+
+impl DynTensor {
+    fn binary(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
+        same_dtype(op.name(), self, rhs)?;
+        let (dims, la, lb) = broadcast_pair(op.name(), self, rhs)?;
+        let buffer = read_pair(self, rhs, |a, b| -> Result<CpuBuffer> {
+            Ok(match (a, b) {
+                (CpuBuffer::F32(a), CpuBuffer::F32(b)) => CpuBuffer::F32(float_binary(a, &la, b, &lb, op)),
+                (CpuBuffer::F64(a), CpuBuffer::F64(b)) => CpuBuffer::F64(float_binary(a, &la, b, &lb, op)),
+                (other, _) => {
+                    return Err(Error::DType { op: op.name(), expected: "a floating-point tensor", found: other.dtype() });
+                }
+            })
+        })?;
+        let out = DynTensor::from_buffer(buffer, &dims);
+        Ok(record(out, &[self, rhs], || {
+            let (lhs_dims, rhs_dims) = (self.dims().to_vec(), rhs.dims().to_vec());
+            match op {
+                BinaryOp::Add => BackwardOp::Add { lhs_dims, rhs_dims },
+                BinaryOp::Sub => BackwardOp::Sub { lhs_dims, rhs_dims },
+                BinaryOp::Mul => BackwardOp::Mul { lhs: Saved::new(self), rhs: Saved::new(rhs) },
+                BinaryOp::Div => BackwardOp::Div { lhs: Saved::new(self), rhs: Saved::new(rhs) },
+                BinaryOp::Pow => BackwardOp::Pow { base: Saved::new(self), exponent: Saved::new(rhs) },
+            }
+        }))
+    }
+
+    /// `self + rhs` with broadcasting.
+    pub fn add(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.binary(rhs, BinaryOp::Add)
+    }
+
+    /// `self - rhs` with broadcasting.
+    pub fn sub(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.binary(rhs, BinaryOp::Sub)
+    }
+
+    /// `self * rhs` (element-wise) with broadcasting.
+    pub fn mul(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.binary(rhs, BinaryOp::Mul)
+    }
+
+    /// `self / rhs` (element-wise) with broadcasting.
+    pub fn div(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.binary(rhs, BinaryOp::Div)
+    }
+
+    /// `self ^ exponent` element-wise, both tensors (broadcast).
+    pub fn pow(&self, exponent: &DynTensor) -> Result<DynTensor> {
+        self.binary(exponent, BinaryOp::Pow)
+    }
+
+    /// `scalar - self`.
+    pub fn rsub_scalar(&self, scalar: f64) -> Result<DynTensor> {
+        self.neg()?.add_scalar(scalar)
+    }
+
+    /// `self / scalar`.
+    pub fn div_scalar(&self, scalar: f64) -> Result<DynTensor> {
+        self.mul_scalar(1.0 / scalar)
+    }
+
+    /// `self - scalar`.
+    pub fn sub_scalar(&self, scalar: f64) -> Result<DynTensor> {
+        self.add_scalar(-scalar)
+    }
+
+    /// Element comparison with broadcasting; never tracked (masks have no gradient).
+    pub fn compare(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
+        same_dtype("compare", self, rhs)?;
+        let (dims, la, lb) = broadcast_pair("compare", self, rhs)?;
+        let mask = read_pair(self, rhs, |a, b| match (a, b) {
+            (CpuBuffer::F32(a), CpuBuffer::F32(b)) => compare(a, &la, b, &lb, op),
+            (CpuBuffer::F64(a), CpuBuffer::F64(b)) => compare(a, &la, b, &lb, op),
+            (CpuBuffer::I64(a), CpuBuffer::I64(b)) => compare(a, &la, b, &lb, op),
+            (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => compare(a, &la, b, &lb, op),
+            _ => unreachable!("dtypes checked equal"),
+        });
+        Ok(DynTensor::from_buffer(CpuBuffer::Bool(mask), &dims))
+    }
+
+    fn compare_scalar(&self, value: f64, op: CompareOp) -> Result<DynTensor> {
+        self.compare(&DynTensor::scalar(value, self.dtype())?, op)
+    }
+
+    pub fn eq(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.compare(rhs, CompareOp::Eq)
+    }
+    pub fn ne(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.compare(rhs, CompareOp::Ne)
+    }
+    pub fn lt(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.compare(rhs, CompareOp::Lt)
+    }
+    pub fn le(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.compare(rhs, CompareOp::Le)
+    }
+    pub fn gt(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.compare(rhs, CompareOp::Gt)
+    }
+    pub fn ge(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.compare(rhs, CompareOp::Ge)
+    }
+    pub fn eq_scalar(&self, value: f64) -> Result<DynTensor> {
+        self.compare_scalar(value, CompareOp::Eq)
+    }
+    pub fn lt_scalar(&self, value: f64) -> Result<DynTensor> {
+        self.compare_scalar(value, CompareOp::Lt)
+    }
+    pub fn le_scalar(&self, value: f64) -> Result<DynTensor> {
+        self.compare_scalar(value, CompareOp::Le)
+    }
+    pub fn gt_scalar(&self, value: f64) -> Result<DynTensor> {
+        self.compare_scalar(value, CompareOp::Gt)
+    }
+    pub fn ge_scalar(&self, value: f64) -> Result<DynTensor> {
+        self.compare_scalar(value, CompareOp::Ge)
+    }
+
+    /// Picks `on_true` where `condition` (a `bool` tensor) holds and `on_false` elsewhere; all
+    /// three broadcast together (PyTorch's `torch.where`).
+    pub fn where_(condition: &DynTensor, on_true: &DynTensor, on_false: &DynTensor) -> Result<DynTensor> {
+        if condition.dtype() != DType::Bool {
+            return Err(Error::DType { op: "where", expected: "a bool condition", found: condition.dtype() });
+        }
+        same_dtype("where", on_true, on_false)?;
+        let values = broadcast_shapes(on_true.dims(), on_false.dims(), "where")?;
+        let dims = broadcast_shapes(condition.dims(), &values, "where")?;
+        let (lc, lt, lf) = (
+            condition.layout().broadcast_to(&dims),
+            on_true.layout().broadcast_to(&dims),
+            on_false.layout().broadcast_to(&dims),
+        );
+        fn select<T: Copy + Sync + Send + Default>(c: (&[bool], &Layout), t: (&[T], &Layout), f: (&[T], &Layout)) -> Vec<T> {
+            zip3_map(c, t, f, |c, t, f| if c { t } else { f })
+        }
+        let buffer = condition.with_buffer(|c, _| {
+            let CpuBuffer::Bool(c) = c else { unreachable!("checked bool") };
+            read_pair(on_true, on_false, |t, f| match (t, f) {
+                (CpuBuffer::F32(t), CpuBuffer::F32(f)) => CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf))),
+                (CpuBuffer::F64(t), CpuBuffer::F64(f)) => CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf))),
+                (CpuBuffer::I64(t), CpuBuffer::I64(f)) => CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf))),
+                (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf))),
+                _ => unreachable!("dtypes checked equal"),
+            })
+        });
+        let out = DynTensor::from_buffer(buffer, &dims);
+        Ok(record(out, &[on_true, on_false], || BackwardOp::Where {
+            condition: condition.detach(),
+            lhs_dims: on_true.dims().to_vec(),
+            rhs_dims: on_false.dims().to_vec(),
+        }))
+    }
+
+    /// Element-wise AND of two `bool` masks (broadcast).
+    pub fn logical_and(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        let (dims, la, lb) = broadcast_pair("logical_and", self, rhs)?;
+        let out = read_pair(self, rhs, |a, b| match (a, b) {
+            (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => Ok(zip_map(a, &la, b, &lb, |x, y| x && y)),
+            (CpuBuffer::Bool(_), other) | (other, _) => {
+                Err(Error::DType { op: "logical_and", expected: "bool masks", found: other.dtype() })
+            }
+        })?;
+        Ok(DynTensor::from_buffer(CpuBuffer::Bool(out), &dims))
+    }
+
+    /// Element-wise NOT of a `bool` mask.
+    pub fn logical_not(&self) -> Result<DynTensor> {
+        self.with_buffer(|buffer, layout| match buffer {
+            CpuBuffer::Bool(v) => Ok(DynTensor::from_buffer(CpuBuffer::Bool(crate::backend::cpu::strided::map(v, layout, |x: bool| !x)), self.dims())),
+            other => Err(Error::DType { op: "logical_not", expected: "a bool mask", found: other.dtype() }),
+        })
+    }
+
+    /// `value` where `mask` holds, `self` elsewhere.
+    pub fn masked_fill(&self, mask: &DynTensor, value: f64) -> Result<DynTensor> {
+        DynTensor::where_(mask, &DynTensor::scalar(value, self.dtype())?, self)
+    }
+}
+
+// ---- backward formulas, written with the same differentiable ops ----
+
+pub(crate) fn add_backward(grad: &DynTensor, lhs_dims: &[usize], rhs_dims: &[usize], negate_rhs: bool) -> Result<Vec<Option<DynTensor>>> {
+    let rhs = grad.sum_to(rhs_dims)?;
+    let rhs = if negate_rhs { rhs.neg()? } else { rhs };
+    Ok(vec![Some(grad.sum_to(lhs_dims)?), Some(rhs)])
+}
+
+pub(crate) fn mul_backward(grad: &DynTensor, lhs: &Saved, rhs: &Saved, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+    let (a, b) = (lhs.get("mul")?, rhs.get("mul")?);
+    let ga = if needs[0] { Some(grad.mul(b)?.sum_to(a.dims())?) } else { None };
+    let gb = if needs[1] { Some(grad.mul(a)?.sum_to(b.dims())?) } else { None };
+    Ok(vec![ga, gb])
+}
+
+pub(crate) fn div_backward(grad: &DynTensor, lhs: &Saved, rhs: &Saved, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+    let (a, b) = (lhs.get("div")?, rhs.get("div")?);
+    let ga = if needs[0] { Some(grad.div(b)?.sum_to(a.dims())?) } else { None };
+    // d(a/b)/db = -a / b^2
+    let gb = if needs[1] { Some(grad.mul(a)?.div(&b.mul(b)?)?.neg()?.sum_to(b.dims())?) } else { None };
+    Ok(vec![ga, gb])
+}
+
+pub(crate) fn pow_backward(grad: &DynTensor, base: &Saved, exponent: &Saved, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+    let (a, b) = (base.get("pow")?, exponent.get("pow")?);
+    // d(a^b)/da = b * a^(b-1);  d(a^b)/db = a^b * ln(a)
+    let ga = if needs[0] { Some(grad.mul(&b.mul(&a.pow(&b.sub_scalar(1.0)?)?)?)?.sum_to(a.dims())?) } else { None };
+    let gb = if needs[1] { Some(grad.mul(&a.pow(b)?.mul(&a.log()?)?)?.sum_to(b.dims())?) } else { None };
+    Ok(vec![ga, gb])
+}
+
+pub(crate) fn where_backward(grad: &DynTensor, condition: &DynTensor, lhs_dims: &[usize], rhs_dims: &[usize], needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+    let zero = DynTensor::scalar(0.0, grad.dtype())?;
+    let gt = if needs[0] { Some(DynTensor::where_(condition, grad, &zero)?.sum_to(lhs_dims)?) } else { None };
+    let gf = if needs[1] { Some(DynTensor::where_(condition, &zero, grad)?.sum_to(rhs_dims)?) } else { None };
+    Ok(vec![gt, gf])
+}

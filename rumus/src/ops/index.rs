@@ -1,0 +1,150 @@
+//! Indexing with integer tensors: `index_select`/`index_add` pick whole slices along an
+//! axis, `gather`/`scatter_add` pick single elements. Each pair is the other's adjoint, so
+//! gradients of gradients stay inside this file.
+
+use crate::autograd::{BackwardOp, record};
+use crate::backend::cpu::index as kernel;
+use crate::dtype::DType;
+use crate::error::{Error, Result, ShapeError};
+use crate::shape::normalize_axis;
+use crate::storage::CpuBuffer;
+use crate::tensor::DynTensor;
+
+fn indices_of(indices: &DynTensor, op: &'static str) -> Result<Vec<i64>> {
+    if indices.dtype() != DType::I64 {
+        return Err(Error::DType { op, expected: "an i64 index tensor", found: indices.dtype() });
+    }
+    indices.to_vec::<i64>()
+}
+
+fn contiguous_buffer(t: &DynTensor) -> CpuBuffer {
+    t.to_contiguous_buffer()
+}
+
+/// Index tensor of `gather`/`scatter_add`: same rank, no axis larger than in `target`
+/// except along `axis`.
+fn check_gather_dims(target: &DynTensor, indices: &DynTensor, axis: usize, op: &'static str) -> Result<()> {
+    let fits = indices.rank() == target.rank()
+        && indices.dims().iter().zip(target.dims()).enumerate().all(|(a, (&i, &t))| a == axis || i <= t);
+    if !fits {
+        return Err(ShapeError::Invalid {
+            context: op.into(),
+            message: format!(
+                "index shape {:?} must have the rank of {:?} and no larger size on any axis but {axis}",
+                indices.dims(),
+                target.dims()
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+impl DynTensor {
+    /// Slices `indices` (a 1-D `i64` tensor) of `axis`, in that order.
+    pub fn index_select(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
+        let a = normalize_axis(axis, self.rank(), "index_select")?;
+        if indices.rank() != 1 {
+            return Err(ShapeError::RankMismatch { context: "index_select indices".into(), expected: 1, expected_shape: "[n]".into(), found: indices.rank(), found_shape: indices.dims().to_vec() }.into());
+        }
+        let idx = indices_of(indices, "index_select")?;
+        kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
+        let split = kernel::split_at_axis(self.dims(), a);
+        let buffer = match contiguous_buffer(self) {
+            CpuBuffer::F32(v) => CpuBuffer::F32(kernel::index_select(&v, split, &idx)),
+            CpuBuffer::F64(v) => CpuBuffer::F64(kernel::index_select(&v, split, &idx)),
+            CpuBuffer::I64(v) => CpuBuffer::I64(kernel::index_select(&v, split, &idx)),
+            CpuBuffer::Bool(v) => CpuBuffer::Bool(kernel::index_select(&v, split, &idx)),
+        };
+        let mut dims = self.dims().to_vec();
+        dims[a] = idx.len();
+        let out = DynTensor::from_buffer(buffer, &dims);
+        Ok(record(out, &[self], || BackwardOp::IndexSelect { input_dims: self.dims().to_vec(), axis: a, indices: indices.detach() }))
+    }
+
+    /// `self` with `source`'s slices added at positions `indices` of `axis` (repeats add up).
+    pub fn index_add(&self, axis: isize, indices: &DynTensor, source: &DynTensor) -> Result<DynTensor> {
+        let a = normalize_axis(axis, self.rank(), "index_add")?;
+        let idx = indices_of(indices, "index_add")?;
+        kernel::check_indices(&idx, self.dims()[a], a, "index_add")?;
+        let mut expected = self.dims().to_vec();
+        expected[a] = idx.len();
+        if source.dims() != expected {
+            return Err(ShapeError::Invalid { context: "index_add".into(), message: format!("source has shape {:?}, expected {expected:?}", source.dims()) }.into());
+        }
+        let split = kernel::split_at_axis(self.dims(), a);
+        let buffer = match (contiguous_buffer(self), contiguous_buffer(source)) {
+            (CpuBuffer::F32(mut d), CpuBuffer::F32(s)) => {
+                kernel::index_add(&mut d, split, &idx, &s);
+                CpuBuffer::F32(d)
+            }
+            (CpuBuffer::F64(mut d), CpuBuffer::F64(s)) => {
+                kernel::index_add(&mut d, split, &idx, &s);
+                CpuBuffer::F64(d)
+            }
+            (d, s) => return Err(Error::DTypeMismatch { op: "index_add (float tensors of one dtype)", lhs: d.dtype(), rhs: s.dtype() }),
+        };
+        let out = DynTensor::from_buffer(buffer, self.dims());
+        Ok(record(out, &[self, source], || BackwardOp::IndexAdd { axis: a, indices: indices.detach() }))
+    }
+
+    /// `out[p] = self[p with its axis coordinate replaced by indices[p]]` (PyTorch `gather`).
+    pub fn gather(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
+        let a = normalize_axis(axis, self.rank(), "gather")?;
+        check_gather_dims(self, indices, a, "gather")?;
+        let idx = indices_of(indices, "gather")?;
+        kernel::check_indices(&idx, self.dims()[a], a, "gather")?;
+        let (dims, index_dims) = (self.dims(), indices.dims());
+        let buffer = match contiguous_buffer(self) {
+            CpuBuffer::F32(v) => CpuBuffer::F32(kernel::gather(&v, dims, a, &idx, index_dims)),
+            CpuBuffer::F64(v) => CpuBuffer::F64(kernel::gather(&v, dims, a, &idx, index_dims)),
+            CpuBuffer::I64(v) => CpuBuffer::I64(kernel::gather(&v, dims, a, &idx, index_dims)),
+            CpuBuffer::Bool(v) => CpuBuffer::Bool(kernel::gather(&v, dims, a, &idx, index_dims)),
+        };
+        let out = DynTensor::from_buffer(buffer, index_dims);
+        Ok(record(out, &[self], || BackwardOp::Gather { input_dims: self.dims().to_vec(), axis: a, indices: indices.detach() }))
+    }
+
+    /// `self` plus `source[p]` added at `p with axis := indices[p]` (PyTorch `scatter_add`).
+    pub fn scatter_add(&self, axis: isize, indices: &DynTensor, source: &DynTensor) -> Result<DynTensor> {
+        let a = normalize_axis(axis, self.rank(), "scatter_add")?;
+        check_gather_dims(self, indices, a, "scatter_add")?;
+        if source.dims() != indices.dims() {
+            return Err(ShapeError::Invalid { context: "scatter_add".into(), message: format!("source shape {:?} differs from index shape {:?}", source.dims(), indices.dims()) }.into());
+        }
+        let idx = indices_of(indices, "scatter_add")?;
+        kernel::check_indices(&idx, self.dims()[a], a, "scatter_add")?;
+        let (dims, index_dims) = (self.dims(), indices.dims());
+        let buffer = match (contiguous_buffer(self), contiguous_buffer(source)) {
+            (CpuBuffer::F32(mut d), CpuBuffer::F32(s)) => {
+                kernel::scatter_add(&mut d, dims, a, &idx, index_dims, &s);
+                CpuBuffer::F32(d)
+            }
+            (CpuBuffer::F64(mut d), CpuBuffer::F64(s)) => {
+                kernel::scatter_add(&mut d, dims, a, &idx, index_dims, &s);
+                CpuBuffer::F64(d)
+            }
+            (d, s) => return Err(Error::DTypeMismatch { op: "scatter_add (float tensors of one dtype)", lhs: d.dtype(), rhs: s.dtype() }),
+        };
+        let out = DynTensor::from_buffer(buffer, dims);
+        Ok(record(out, &[self, source], || BackwardOp::ScatterAdd { axis: a, indices: indices.detach() }))
+    }
+}
+
+pub(crate) fn index_select_backward(grad: &DynTensor, input_dims: &[usize], axis: usize, indices: &DynTensor) -> Result<DynTensor> {
+    DynTensor::zeros(input_dims, grad.dtype())?.index_add(axis as isize, indices, grad)
+}
+
+pub(crate) fn index_add_backward(grad: &DynTensor, axis: usize, indices: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+    let source = if needs[1] { Some(grad.index_select(axis as isize, indices)?) } else { None };
+    Ok(vec![Some(grad.clone()), source])
+}
+
+pub(crate) fn gather_backward(grad: &DynTensor, input_dims: &[usize], axis: usize, indices: &DynTensor) -> Result<DynTensor> {
+    DynTensor::zeros(input_dims, grad.dtype())?.scatter_add(axis as isize, indices, grad)
+}
+
+pub(crate) fn scatter_add_backward(grad: &DynTensor, axis: usize, indices: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+    let source = if needs[1] { Some(grad.gather(axis as isize, indices)?) } else { None };
+    Ok(vec![Some(grad.clone()), source])
+}

@@ -1,0 +1,72 @@
+//! In-place updates, for optimizers and buffers (running statistics). Each write bumps the
+//! storage version, so a graph that saved the old values refuses to back-propagate instead of
+//! silently using the new ones. While recording, tensors that require a gradient may not be
+//! updated in place (wrap the update in `no_grad`).
+
+use crate::autograd::is_grad_enabled;
+use crate::backend::cpu::strided::update_in_place;
+use crate::element::Float;
+use crate::error::{AutogradError, Error, Result, ShapeError};
+use crate::shape::Layout;
+use crate::storage::CpuBuffer;
+use crate::tensor::DynTensor;
+
+fn apply<T: Float>(dst: &mut [T], ld: &Layout, src: &[T], ls: &Layout, alpha: f64, scale: f64) {
+    let (alpha, scale) = (T::from_f64(alpha), T::from_f64(scale));
+    if scale == T::ZERO {
+        // An overwrite must not keep NaN/inf from the old value (NaN * 0 is NaN).
+        update_in_place(dst, ld, src, ls, |_, s| alpha * s);
+    } else {
+        update_in_place(dst, ld, src, ls, |d, s| d * scale + alpha * s);
+    }
+}
+
+impl DynTensor {
+    /// `self = self * scale + alpha * source` in place (`source` broadcasts to `self`).
+    pub fn scale_add_(&self, scale: f64, alpha: f64, source: &DynTensor) -> Result<()> {
+        const OP: &str = "in-place update";
+        if is_grad_enabled() && self.requires_grad() {
+            return Err(AutogradError::InPlaceOnTracked { op: OP }.into());
+        }
+        if source.dtype() != self.dtype() {
+            return Err(Error::DTypeMismatch { op: OP, lhs: self.dtype(), rhs: source.dtype() });
+        }
+        let context = format!("in-place update of {:?} from {:?}", self.dims(), source.dims());
+        if crate::shape::broadcast_shapes(self.dims(), source.dims(), &context)? != self.dims() {
+            return Err(ShapeError::Invalid { context, message: "the source must broadcast to the destination's shape".into() }.into());
+        }
+        // Reading and writing the same memory would need two locks: read from a copy instead.
+        let source = if source.shares_storage_with(self) { DynTensor::from_buffer(source.to_contiguous_buffer(), source.dims()) } else { source.clone() };
+        let ls = source.layout().broadcast_to(self.dims());
+        let ld = self.layout().clone();
+        source.with_buffer(|src, _| {
+            let mut dst = self.storage().write();
+            match (&mut *dst, src) {
+                (CpuBuffer::F32(d), CpuBuffer::F32(s)) => apply(d, &ld, s, &ls, alpha, scale),
+                (CpuBuffer::F64(d), CpuBuffer::F64(s)) => apply(d, &ld, s, &ls, alpha, scale),
+                (d, _) => return Err(Error::DType { op: OP, expected: "a floating-point tensor", found: d.dtype() }),
+            }
+            Ok(())
+        })
+    }
+
+    /// `self += alpha * source` in place.
+    pub fn add_scaled_(&self, alpha: f64, source: &DynTensor) -> Result<()> {
+        self.scale_add_(1.0, alpha, source)
+    }
+
+    /// Copies `source`'s values into `self` in place.
+    pub fn copy_(&self, source: &DynTensor) -> Result<()> {
+        self.scale_add_(0.0, 1.0, source)
+    }
+
+    /// Sets every element to `value` in place.
+    pub fn fill_(&self, value: f64) -> Result<()> {
+        self.scale_add_(0.0, 1.0, &DynTensor::scalar(value, self.dtype())?)
+    }
+
+    /// Multiplies every element by `factor` in place.
+    pub fn mul_scalar_(&self, factor: f64) -> Result<()> {
+        self.scale_add_(factor, 0.0, &DynTensor::scalar(0.0, self.dtype())?)
+    }
+}

@@ -1,0 +1,16 @@
+//! Differentiable tensor ops, one family per file. Each file holds the forward (as methods on
+//! [`DynTensor`](crate::DynTensor)) and the backward formulas of its records.
+
+pub mod cast;
+pub mod elementwise;
+pub mod index;
+pub mod inplace;
+pub mod join;
+pub mod matmul;
+pub mod reduce;
+pub mod softmax;
+pub mod unary;
+pub mod view;
+
+pub use elementwise::{BinaryOp, CompareOp};
+pub use unary::UnaryOp;

@@ -1,0 +1,154 @@
+//! Reductions over axes: sum, mean, max/min, argmax/argmin, and the statistics built from
+//! them (variance, standard deviation, log-sum-exp).
+
+use crate::autograd::{BackwardOp, Saved, record};
+use crate::backend::cpu::reduce::{Reduction, arg_extremum, reduce};
+use crate::element::Element;
+use crate::error::Result;
+use crate::shape::{normalize_axes, normalize_axis};
+use crate::storage::CpuBuffer;
+use crate::tensor::{DynTensor, with_float};
+
+/// Dims after reducing `axes` (sorted): kept as 1 with `keepdim`, removed otherwise.
+fn reduced_dims(dims: &[usize], axes: &[usize], keepdim: bool) -> Vec<usize> {
+    dims.iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keepdim) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+impl DynTensor {
+    fn reduce_raw(&self, axes: &[usize], keepdim: bool, kind: Reduction, op: &'static str) -> Result<DynTensor> {
+        let buffer = self.with_buffer(|buffer, layout| -> Result<CpuBuffer> {
+            Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(data, layout, axes, kind))))
+        })?;
+        Ok(DynTensor::from_buffer(buffer, &reduced_dims(self.dims(), axes, keepdim)))
+    }
+
+    /// Sum over `axes` (negative axes count from the end). An empty list sums nothing.
+    pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+        let axes = normalize_axes(axes, self.rank(), "sum")?;
+        let out = self.reduce_raw(&axes, keepdim, Reduction::Sum, "sum")?;
+        Ok(record(out, &[self], || BackwardOp::Sum { input_dims: self.dims().to_vec(), axes, keepdim }))
+    }
+
+    /// Sum of every element, as a rank-0 tensor.
+    pub fn sum_all(&self) -> Result<DynTensor> {
+        self.sum(&all_axes(self.rank()), false)
+    }
+
+    /// Mean over `axes`.
+    pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+        let normalized = normalize_axes(axes, self.rank(), "mean")?;
+        let count: usize = normalized.iter().map(|&a| self.dims()[a]).product();
+        self.sum(axes, keepdim)?.mul_scalar(1.0 / count as f64)
+    }
+
+    /// Mean of every element.
+    pub fn mean_all(&self) -> Result<DynTensor> {
+        self.mean(&all_axes(self.rank()), false)
+    }
+
+    fn extremum(&self, axes: &[isize], keepdim: bool, max: bool) -> Result<DynTensor> {
+        let op = if max { "max" } else { "min" };
+        let axes = normalize_axes(axes, self.rank(), op)?;
+        let kind = if max { Reduction::Max } else { Reduction::Min };
+        let out = self.reduce_raw(&axes, keepdim, kind, op)?;
+        Ok(record(out, &[self], || BackwardOp::Extremum { input: Saved::new(self), axes, keepdim, max }))
+    }
+
+    /// Largest value over `axes`. With ties, the gradient is shared equally among them.
+    pub fn max(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+        self.extremum(axes, keepdim, true)
+    }
+
+    /// Smallest value over `axes`.
+    pub fn min(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+        self.extremum(axes, keepdim, false)
+    }
+
+    fn arg_extremum(&self, axis: isize, keepdim: bool, max: bool) -> Result<DynTensor> {
+        let op = if max { "argmax" } else { "argmin" };
+        let axis = normalize_axis(axis, self.rank(), op)?;
+        let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
+            Ok(with_float!(buffer, op, |data: T| arg_extremum(data, layout, axis, max)))
+        })?;
+        Ok(DynTensor::from_buffer(CpuBuffer::I64(indices), &reduced_dims(self.dims(), &[axis], keepdim)))
+    }
+
+    /// Index (`i64`) of the largest value along `axis`; the first one wins ties.
+    pub fn argmax(&self, axis: isize, keepdim: bool) -> Result<DynTensor> {
+        self.arg_extremum(axis, keepdim, true)
+    }
+
+    /// Index (`i64`) of the smallest value along `axis`.
+    pub fn argmin(&self, axis: isize, keepdim: bool) -> Result<DynTensor> {
+        self.arg_extremum(axis, keepdim, false)
+    }
+
+    /// Variance over `axes` with `correction` subtracted from the count (1 = unbiased, as
+    /// PyTorch's default).
+    pub fn var(&self, axes: &[isize], correction: usize, keepdim: bool) -> Result<DynTensor> {
+        let normalized = normalize_axes(axes, self.rank(), "var")?;
+        let count: usize = normalized.iter().map(|&a| self.dims()[a]).product();
+        let centered = self.sub(&self.mean(axes, true)?)?;
+        let dof = count.saturating_sub(correction) as f64;
+        centered.mul(&centered)?.sum(axes, keepdim)?.mul_scalar(1.0 / dof)
+    }
+
+    /// Standard deviation over `axes` (see [`DynTensor::var`]).
+    pub fn std(&self, axes: &[isize], correction: usize, keepdim: bool) -> Result<DynTensor> {
+        self.var(axes, correction, keepdim)?.sqrt()
+    }
+
+    /// `log(sum(exp(x)))` over `axes`, computed without overflow.
+    pub fn logsumexp(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+        let shift = self.max(axes, true)?.detach();
+        // An all -inf (or +inf) group would give inf - inf; shift such groups by zero instead.
+        let finite = shift.abs()?.lt_scalar(f64::INFINITY)?;
+        let shift = shift.masked_fill(&finite.logical_not()?, 0.0)?;
+        let total = self.sub(&shift)?.exp()?.sum(axes, true)?.log()?.add(&shift)?;
+        if keepdim {
+            Ok(total)
+        } else {
+            let normalized = normalize_axes(axes, self.rank(), "logsumexp")?;
+            total.reshape(&reduced_dims(self.dims(), &normalized, false))
+        }
+    }
+
+    /// Sums a (broadcast) gradient back to `dims`: the adjoint of broadcasting.
+    pub fn sum_to(&self, dims: &[usize]) -> Result<DynTensor> {
+        if self.dims() == dims {
+            return Ok(self.clone());
+        }
+        let extra = self.rank() - dims.len();
+        let axes: Vec<isize> = (0..self.rank())
+            .filter(|&i| i < extra || (dims[i - extra] == 1 && self.dims()[i] != 1))
+            .map(|i| i as isize)
+            .collect();
+        self.sum(&axes, true)?.reshape(dims)
+    }
+}
+
+pub(crate) fn all_axes(rank: usize) -> Vec<isize> {
+    (0..rank as isize).collect()
+}
+
+pub(crate) fn sum_backward(grad: &DynTensor, input_dims: &[usize], axes: &[usize], keepdim: bool) -> Result<DynTensor> {
+    let grad = if keepdim { grad.clone() } else { grad.reshape(&reduced_dims(input_dims, axes, true))? };
+    grad.broadcast_to(input_dims)
+}
+
+pub(crate) fn extremum_backward(grad: &DynTensor, input: &Saved, axes: &[usize], keepdim: bool, max: bool) -> Result<DynTensor> {
+    let x = input.get(if max { "max" } else { "min" })?;
+    let axes_i: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+    let best = if max { x.max(&axes_i, true)? } else { x.min(&axes_i, true)? };
+    let hits = x.eq(&best.detach())?;
+    let count = hits.to_dtype(x.dtype())?.sum(&axes_i, true)?;
+    let share = sum_backward(grad, x.dims(), axes, keepdim)?.div(&count)?;
+    DynTensor::where_(&hits, &share, &DynTensor::scalar(0.0, x.dtype())?)
+}

@@ -1,0 +1,294 @@
+//! Element-wise functions of one tensor: arithmetic with a scalar, math functions and
+//! activations. One kernel walks the data; the op is matched once, outside the loop.
+
+use crate::autograd::{BackwardOp, Saved, record};
+use crate::backend::cpu::strided::map;
+use crate::element::{Element, Float};
+use crate::error::Result;
+use crate::shape::Layout;
+use crate::tensor::{DynTensor, with_float};
+
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+const GELU_TANH_COEF: f64 = 0.044_715;
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+/// A function applied to every element.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Abs,
+    /// -1, 0 or 1; its gradient is zero everywhere.
+    Sign,
+    Erf,
+    Relu,
+    LeakyRelu(f64),
+    Sigmoid,
+    Tanh,
+    /// `x * Phi(x)` with the exact normal CDF.
+    Gelu,
+    /// The tanh approximation of GELU used by GPT-2.
+    GeluTanh,
+    Silu,
+    /// `ln(1 + e^(beta x)) / beta`, linear above `threshold` (PyTorch's defaults: 1, 20).
+    Softplus { beta: f64, threshold: f64 },
+    Powf(f64),
+    Clamp { min: f64, max: f64 },
+    AddScalar(f64),
+    MulScalar(f64),
+}
+
+impl UnaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Relu => "relu",
+            UnaryOp::LeakyRelu(_) => "leaky_relu",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Softplus { .. } => "softplus",
+            UnaryOp::Powf(_) => "powf",
+            UnaryOp::Clamp { .. } => "clamp",
+            UnaryOp::AddScalar(_) => "add_scalar",
+            UnaryOp::MulScalar(_) => "mul_scalar",
+        }
+    }
+
+    /// Ops whose gradient does not depend on the input keep no reference to it.
+    fn saves_input(self) -> bool {
+        !matches!(self, UnaryOp::Neg | UnaryOp::AddScalar(_) | UnaryOp::MulScalar(_))
+    }
+}
+
+#[inline(always)]
+fn sigmoid<T: Float>(x: T) -> T {
+    if x >= T::ZERO {
+        T::ONE / (T::ONE + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (T::ONE + e)
+    }
+}
+
+fn unary_kernel<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -> Vec<T> {
+    let c = |v: f64| T::from_f64(v);
+    let half = c(0.5);
+    match op {
+        UnaryOp::Neg => map(a, layout, |x: T| -x),
+        UnaryOp::Exp => map(a, layout, |x: T| x.exp()),
+        UnaryOp::Log => map(a, layout, |x: T| x.ln()),
+        UnaryOp::Sqrt => map(a, layout, |x: T| x.sqrt()),
+        UnaryOp::Rsqrt => map(a, layout, |x: T| T::ONE / x.sqrt()),
+        UnaryOp::Abs => map(a, layout, |x: T| x.abs()),
+        UnaryOp::Sign => map(a, layout, |x: T| {
+            if x > T::ZERO {
+                T::ONE
+            } else if x < T::ZERO {
+                -T::ONE
+            } else {
+                x
+            }
+        }),
+        UnaryOp::Erf => map(a, layout, |x: T| x.erf()),
+        UnaryOp::Relu => map(a, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
+        UnaryOp::LeakyRelu(slope) => {
+            let slope = c(slope);
+            map(a, layout, move |x: T| if x > T::ZERO { x } else { x * slope })
+        }
+        UnaryOp::Sigmoid => map(a, layout, sigmoid),
+        UnaryOp::Tanh => map(a, layout, |x: T| x.tanh()),
+        UnaryOp::Gelu => {
+            let inv_sqrt2 = c(std::f64::consts::FRAC_1_SQRT_2);
+            map(a, layout, move |x: T| half * x * (T::ONE + (x * inv_sqrt2).erf()))
+        }
+        UnaryOp::GeluTanh => {
+            let (k, coef) = (c(SQRT_2_OVER_PI), c(GELU_TANH_COEF));
+            map(a, layout, move |x: T| half * x * (T::ONE + (k * (x + coef * x * x * x)).tanh()))
+        }
+        UnaryOp::Silu => map(a, layout, |x: T| x * sigmoid(x)),
+        UnaryOp::Softplus { beta, threshold } => {
+            let (beta, threshold) = (c(beta), c(threshold));
+            map(a, layout, move |x: T| if x * beta > threshold { x } else { (x * beta).exp().ln_1p() / beta })
+        }
+        UnaryOp::Powf(p) => {
+            let p = c(p);
+            map(a, layout, move |x: T| x.powf(p))
+        }
+        UnaryOp::Clamp { min, max } => {
+            let (min, max) = (c(min), c(max));
+            map(a, layout, move |x: T| if x < min { min } else if x > max { max } else { x })
+        }
+        UnaryOp::AddScalar(s) => {
+            let s = c(s);
+            map(a, layout, move |x: T| x + s)
+        }
+        UnaryOp::MulScalar(s) => {
+            let s = c(s);
+            map(a, layout, move |x: T| x * s)
+        }
+    }
+}
+
+impl DynTensor {
+    /// Applies `op` to every element (floating-point tensors only).
+    pub fn unary(&self, op: UnaryOp) -> Result<DynTensor> {
+        let buffer = self.with_buffer(|buffer, layout| -> Result<_> {
+            Ok(with_float!(buffer, op.name(), |data: T| T::into_buffer(unary_kernel(data, layout, op))))
+        })?;
+        let out = DynTensor::from_buffer(buffer, self.dims());
+        if op == UnaryOp::Sign {
+            return Ok(out);
+        }
+        Ok(record(out, &[self], || BackwardOp::Unary { op, input: op.saves_input().then(|| Saved::new(self)) }))
+    }
+
+    pub fn neg(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Neg)
+    }
+    pub fn exp(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Exp)
+    }
+    /// Natural logarithm.
+    pub fn log(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Log)
+    }
+    pub fn sqrt(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Sqrt)
+    }
+    /// `1 / sqrt(x)`.
+    pub fn rsqrt(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Rsqrt)
+    }
+    pub fn abs(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Abs)
+    }
+    /// -1, 0 or 1 per element (not differentiable; never tracked).
+    pub fn sign(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Sign)
+    }
+    /// The Gauss error function.
+    pub fn erf(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Erf)
+    }
+    pub fn relu(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Relu)
+    }
+    pub fn leaky_relu(&self, negative_slope: f64) -> Result<DynTensor> {
+        self.unary(UnaryOp::LeakyRelu(negative_slope))
+    }
+    pub fn sigmoid(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Sigmoid)
+    }
+    pub fn tanh(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Tanh)
+    }
+    /// GELU with the exact normal CDF (PyTorch's default `approximate='none'`).
+    pub fn gelu(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Gelu)
+    }
+    /// GELU with the tanh approximation (`approximate='tanh'`).
+    pub fn gelu_tanh(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::GeluTanh)
+    }
+    /// `x * sigmoid(x)`, also called swish.
+    pub fn silu(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Silu)
+    }
+    /// Smooth ReLU `ln(1 + e^(beta x)) / beta`, exactly `x` where `beta x > threshold`.
+    pub fn softplus(&self, beta: f64, threshold: f64) -> Result<DynTensor> {
+        self.unary(UnaryOp::Softplus { beta, threshold })
+    }
+    /// `x ^ exponent` with a scalar exponent.
+    pub fn powf(&self, exponent: f64) -> Result<DynTensor> {
+        self.unary(UnaryOp::Powf(exponent))
+    }
+    /// Limits every element to `[min, max]`.
+    pub fn clamp(&self, min: f64, max: f64) -> Result<DynTensor> {
+        self.unary(UnaryOp::Clamp { min, max })
+    }
+    pub fn add_scalar(&self, scalar: f64) -> Result<DynTensor> {
+        self.unary(UnaryOp::AddScalar(scalar))
+    }
+    pub fn mul_scalar(&self, scalar: f64) -> Result<DynTensor> {
+        self.unary(UnaryOp::MulScalar(scalar))
+    }
+}
+
+/// `grad * d op(x) / dx`, written with differentiable ops so higher derivatives work.
+pub(crate) fn unary_backward(grad: &DynTensor, op: UnaryOp, input: Option<&Saved>) -> Result<DynTensor> {
+    let x = match input {
+        Some(saved) => Some(saved.get(op.name())?),
+        None => None,
+    };
+    let x = || x.expect("ops that need their input save it");
+    let zero = || DynTensor::scalar(0.0, grad.dtype());
+    match op {
+        UnaryOp::Neg => grad.neg(),
+        UnaryOp::AddScalar(_) => Ok(grad.clone()),
+        UnaryOp::MulScalar(s) => grad.mul_scalar(s),
+        UnaryOp::Exp => grad.mul(&x().exp()?),
+        UnaryOp::Log => grad.div(x()),
+        UnaryOp::Sqrt => grad.mul(&x().rsqrt()?.mul_scalar(0.5)?),
+        UnaryOp::Rsqrt => grad.mul(&x().powf(-1.5)?.mul_scalar(-0.5)?),
+        UnaryOp::Abs => grad.mul(&x().sign()?),
+        UnaryOp::Sign => grad.mul_scalar(0.0),
+        UnaryOp::Erf => grad.mul(&x().mul(x())?.neg()?.exp()?.mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?),
+        UnaryOp::Relu => DynTensor::where_(&x().gt_scalar(0.0)?, grad, &zero()?),
+        UnaryOp::LeakyRelu(slope) => DynTensor::where_(&x().gt_scalar(0.0)?, grad, &grad.mul_scalar(slope)?),
+        UnaryOp::Sigmoid => {
+            let s = x().sigmoid()?;
+            grad.mul(&s.mul(&s.rsub_scalar(1.0)?)?)
+        }
+        UnaryOp::Tanh => {
+            let t = x().tanh()?;
+            grad.mul(&t.mul(&t)?.rsub_scalar(1.0)?)
+        }
+        UnaryOp::Gelu => {
+            // Phi(x) + x * phi(x)
+            let x = x();
+            let cdf = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
+            let pdf = x.mul(x)?.mul_scalar(-0.5)?.exp()?.mul_scalar(FRAC_1_SQRT_2PI)?;
+            grad.mul(&cdf.add(&x.mul(&pdf)?)?)
+        }
+        UnaryOp::GeluTanh => {
+            // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
+            let x = x();
+            let x2 = x.mul(x)?;
+            let t = x.add(&x2.mul(x)?.mul_scalar(GELU_TANH_COEF)?)?.mul_scalar(SQRT_2_OVER_PI)?.tanh()?;
+            let left = t.add_scalar(1.0)?.mul_scalar(0.5)?;
+            let inner = x2.mul_scalar(3.0 * GELU_TANH_COEF)?.add_scalar(1.0)?.mul_scalar(SQRT_2_OVER_PI)?;
+            let right = x.mul(&t.mul(&t)?.rsub_scalar(1.0)?)?.mul(&inner)?.mul_scalar(0.5)?;
+            grad.mul(&left.add(&right)?)
+        }
+        UnaryOp::Silu => {
+            // s (1 + x (1 - s))
+            let x = x();
+            let s = x.sigmoid()?;
+            grad.mul(&s.mul(&x.mul(&s.rsub_scalar(1.0)?)?.add_scalar(1.0)?)?)
+        }
+        UnaryOp::Softplus { beta, threshold } => {
+            let scaled = x().mul_scalar(beta)?;
+            let linear = scaled.gt_scalar(threshold)?;
+            DynTensor::where_(&linear, grad, &grad.mul(&scaled.sigmoid()?)?)
+        }
+        UnaryOp::Powf(p) => grad.mul(&x().powf(p - 1.0)?.mul_scalar(p)?),
+        UnaryOp::Clamp { min, max } => {
+            let x = x();
+            let inside = x.ge_scalar(min)?.logical_and(&x.le_scalar(max)?)?;
+            DynTensor::where_(&inside, grad, &zero()?)
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Runtime geometry of a tensor: sizes, strides and offset into its storage, plus the shape
+//! arithmetic every op shares (axis normalisation, broadcasting).
+
+use crate::error::ShapeError;
+
+/// Sizes, strides (in elements) and starting offset of a view into a storage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    dims: Vec<usize>,
+    strides: Vec<usize>,
+    offset: usize,
+}
+
+/// Row-major strides of a contiguous tensor with these sizes.
+pub fn contiguous_strides(dims: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; dims.len()];
+    let mut step = 1;
+    for (stride, &size) in strides.iter_mut().zip(dims).rev() {
+        *stride = step;
+        step *= size;
+    }
+    strides
+}
+
+impl Layout {
+    pub fn contiguous(dims: &[usize]) -> Self {
+        Layout { strides: contiguous_strides(dims), dims: dims.to_vec(), offset: 0 }
+    }
+
+    pub fn new(dims: Vec<usize>, strides: Vec<usize>, offset: usize) -> Self {
+        debug_assert_eq!(dims.len(), strides.len());
+        Layout { dims, strides, offset }
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    pub fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// True when the elements are laid out row-major without gaps (offset may be non-zero).
+    pub fn is_contiguous(&self) -> bool {
+        let mut expected = 1;
+        for (&size, &stride) in self.dims.iter().zip(&self.strides).rev() {
+            if size != 1 && stride != expected {
+                return false;
+            }
+            expected *= size;
+        }
+        true
+    }
+
+    /// The same storage seen with axes reordered: axis `i` of the result is axis `perm[i]`.
+    pub fn permute(&self, perm: &[usize]) -> Layout {
+        Layout {
+            dims: perm.iter().map(|&p| self.dims[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            offset: self.offset,
+        }
+    }
+
+    /// `len` elements of `axis` starting at `start`, sharing storage.
+    pub fn narrow(&self, axis: usize, start: usize, len: usize) -> Layout {
+        let mut dims = self.dims.clone();
+        dims[axis] = len;
+        Layout { dims, strides: self.strides.clone(), offset: self.offset + start * self.strides[axis] }
+    }
+
+    /// Broadcast view to `target` (which must be a valid broadcast of `dims`): new or size-1
+    /// axes get stride 0.
+    pub fn broadcast_to(&self, target: &[usize]) -> Layout {
+        let extra = target.len() - self.dims.len();
+        let strides = target
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| {
+                if i < extra {
+                    0
+                } else {
+                    let src = i - extra;
+                    if self.dims[src] == 1 && size != 1 { 0 } else { self.strides[src] }
+                }
+            })
+            .collect();
+        Layout { dims: target.to_vec(), strides, offset: self.offset }
+    }
+
+    /// A contiguous layout reinterpreted with new sizes (caller checked the element count).
+    pub fn reshaped(&self, dims: &[usize]) -> Layout {
+        debug_assert!(self.is_contiguous());
+        Layout { dims: dims.to_vec(), strides: contiguous_strides(dims), offset: self.offset }
+    }
+}
+
+/// Turns a possibly negative axis into an index, or says which axis was wrong.
+pub fn normalize_axis(axis: isize, rank: usize, context: &str) -> Result<usize, ShapeError> {
+    let r = rank as isize;
+    let index = if axis < 0 { axis + r } else { axis };
+    if index < 0 || index >= r {
+        return Err(ShapeError::AxisOutOfRange { context: context.to_string(), axis, rank });
+    }
+    Ok(index as usize)
+}
+
+/// Normalises and sorts a list of axes, rejecting duplicates.
+pub fn normalize_axes(axes: &[isize], rank: usize, context: &str) -> Result<Vec<usize>, ShapeError> {
+    let mut out = axes.iter().map(|&a| normalize_axis(a, rank, context)).collect::<Result<Vec<_>, _>>()?;
+    out.sort_unstable();
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ShapeError::Invalid {
+            context: context.to_string(),
+            message: format!("axis list {axes:?} names an axis twice"),
+        });
+    }
+    Ok(out)
+}
+
+/// NumPy broadcasting: align from the right; sizes must match or one must be 1.
+pub fn broadcast_shapes(lhs: &[usize], rhs: &[usize], context: &str) -> Result<Vec<usize>, ShapeError> {
+    let rank = lhs.len().max(rhs.len());
+    let mut out = vec![0; rank];
+    for i in 0..rank {
+        let l = if i < lhs.len() { lhs[lhs.len() - 1 - i] } else { 1 };
+        let r = if i < rhs.len() { rhs[rhs.len() - 1 - i] } else { 1 };
+        out[rank - 1 - i] = match (l, r) {
+            _ if l == r => l,
+            (1, r) => r,
+            (l, 1) => l,
+            _ => {
+                return Err(ShapeError::NotBroadcastable {
+                    context: context.to_string(),
+                    lhs: lhs.to_vec(),
+                    rhs: rhs.to_vec(),
+                    axis: i,
+                    lhs_size: l,
+                    rhs_size: r,
+                });
+            }
+        };
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        assert_eq!(broadcast_shapes(&[4, 1, 3], &[5, 1], "t").unwrap(), vec![4, 5, 3]);
+        assert!(broadcast_shapes(&[2, 3], &[4], "t").is_err());
+    }
+
+    #[test]
+    fn transposed_view_is_not_contiguous() {
+        let layout = Layout::contiguous(&[2, 3]);
+        assert!(layout.is_contiguous());
+        assert!(!layout.permute(&[1, 0]).is_contiguous());
+        assert_eq!(layout.narrow(1, 1, 2).offset(), 1);
+    }
+}

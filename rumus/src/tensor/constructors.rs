@@ -1,0 +1,129 @@
+//! Ways to make a tensor: from data (the checked boundary), filled, ranges, identity, random.
+
+use super::DynTensor;
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::error::{Error, Result, ShapeError};
+use crate::rng::{Generator, with_global};
+use crate::storage::CpuBuffer;
+
+fn filled(dims: &[usize], dtype: DType, value: f64) -> CpuBuffer {
+    let n = dims.iter().product();
+    match dtype {
+        DType::F32 => CpuBuffer::F32(vec![value as f32; n]),
+        DType::F64 => CpuBuffer::F64(vec![value; n]),
+        DType::I64 => CpuBuffer::I64(vec![value as i64; n]),
+        DType::Bool => CpuBuffer::Bool(vec![value != 0.0; n]),
+    }
+}
+
+fn from_f64s(values: Vec<f64>, dtype: DType) -> Result<CpuBuffer> {
+    Ok(match dtype {
+        DType::F32 => CpuBuffer::F32(values.into_iter().map(|v| v as f32).collect()),
+        DType::F64 => CpuBuffer::F64(values),
+        other => return Err(Error::DType { op: "random constructor", expected: "f32 or f64", found: other }),
+    })
+}
+
+impl DynTensor {
+    /// Takes ownership of `data` as a tensor with `dims`; fails if the counts differ.
+    pub fn from_vec<T: Element>(data: Vec<T>, dims: &[usize]) -> Result<DynTensor, ShapeError> {
+        let expected: usize = dims.iter().product();
+        if expected != data.len() {
+            return Err(ShapeError::ElementCount { context: "from_vec".into(), shape: dims.to_vec(), expected, found: data.len() });
+        }
+        Ok(DynTensor::from_buffer(T::into_buffer(data), dims))
+    }
+
+    /// Copies `data` into a tensor with `dims`.
+    pub fn from_slice<T: Element>(data: &[T], dims: &[usize]) -> Result<DynTensor, ShapeError> {
+        Self::from_vec(data.to_vec(), dims)
+    }
+
+    /// A rank-0 tensor holding `value`.
+    pub fn scalar(value: f64, dtype: DType) -> Result<DynTensor> {
+        Ok(DynTensor::from_buffer(filled(&[], dtype, value), &[]))
+    }
+
+    pub fn full(dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
+        Ok(DynTensor::from_buffer(filled(dims, dtype, value), dims))
+    }
+
+    pub fn zeros(dims: &[usize], dtype: DType) -> Result<DynTensor> {
+        Self::full(dims, 0.0, dtype)
+    }
+
+    pub fn ones(dims: &[usize], dtype: DType) -> Result<DynTensor> {
+        Self::full(dims, 1.0, dtype)
+    }
+
+    pub fn zeros_like(&self) -> Result<DynTensor> {
+        Self::zeros(self.dims(), self.dtype())
+    }
+
+    pub fn ones_like(&self) -> Result<DynTensor> {
+        Self::ones(self.dims(), self.dtype())
+    }
+
+    /// `start, start + step, ...` up to but excluding `end`.
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<DynTensor> {
+        if step == 0.0 || !step.is_finite() || (end - start) / step < 0.0 {
+            return Err(Error::InvalidArgument { op: "arange", message: format!("step {step} never goes from {start} to {end}") });
+        }
+        let n = ((end - start) / step).ceil() as usize;
+        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
+        let buffer = match dtype {
+            DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
+            DType::Bool => return Err(Error::DType { op: "arange", expected: "a numeric dtype", found: dtype }),
+            _ => from_f64s(values, dtype)?,
+        };
+        Ok(DynTensor::from_buffer(buffer, &[n]))
+    }
+
+    /// The `n x n` identity matrix.
+    pub fn eye(n: usize, dtype: DType) -> Result<DynTensor> {
+        let values: Vec<f64> = (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 }).collect();
+        let buffer = match dtype {
+            DType::F32 | DType::F64 => from_f64s(values, dtype)?,
+            DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
+            DType::Bool => CpuBuffer::Bool(values.iter().map(|&v| v != 0.0).collect()),
+        };
+        Ok(DynTensor::from_buffer(buffer, &[n, n]))
+    }
+
+    /// Samples drawn with `sample` from the global generator (or `generator` if given).
+    fn random(dims: &[usize], dtype: DType, generator: Option<&mut Generator>, sample: impl Fn(&mut Generator) -> f64) -> Result<DynTensor> {
+        let n: usize = dims.iter().product();
+        let draw = |g: &mut Generator| (0..n).map(|_| sample(g)).collect::<Vec<f64>>();
+        let values = match generator {
+            Some(g) => draw(g),
+            None => with_global(draw),
+        };
+        Ok(DynTensor::from_buffer(from_f64s(values, dtype)?, dims))
+    }
+
+    /// Uniform samples in `[0, 1)` from the global generator (see [`crate::manual_seed`]).
+    pub fn rand(dims: &[usize], dtype: DType) -> Result<DynTensor> {
+        Self::random(dims, dtype, None, Generator::next_f64)
+    }
+
+    /// Standard normal samples from the global generator.
+    pub fn randn(dims: &[usize], dtype: DType) -> Result<DynTensor> {
+        Self::random(dims, dtype, None, Generator::next_normal)
+    }
+
+    /// Uniform samples in `[low, high)` from the global generator.
+    pub fn uniform(dims: &[usize], low: f64, high: f64, dtype: DType) -> Result<DynTensor> {
+        Self::random(dims, dtype, None, |g| low + (high - low) * g.next_f64())
+    }
+
+    /// Normal samples with `mean` and `std` from an explicit generator.
+    pub fn randn_with(dims: &[usize], mean: f64, std: f64, dtype: DType, generator: &mut Generator) -> Result<DynTensor> {
+        Self::random(dims, dtype, Some(generator), |g| mean + std * g.next_normal())
+    }
+
+    /// Uniform samples in `[low, high)` from an explicit generator.
+    pub fn uniform_with(dims: &[usize], low: f64, high: f64, dtype: DType, generator: &mut Generator) -> Result<DynTensor> {
+        Self::random(dims, dtype, Some(generator), |g| low + (high - low) * g.next_f64())
+    }
+}

@@ -1,0 +1,194 @@
+//! The untyped core tensor. [`DynTensor`] knows its shape only at run time; it owns every
+//! kernel call and every backward formula, so kernels are compiled once and not per shape.
+//! The typed façade [`Tensor<S>`](crate::Tensor) wraps it at zero cost.
+
+mod constructors;
+mod debug;
+pub(crate) mod typed;
+
+use std::sync::Arc;
+
+use crate::autograd::{GradMeta, TensorId};
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::error::{AutogradError, Error, Result};
+use crate::shape::Layout;
+use crate::storage::{CpuBuffer, Storage};
+
+/// A tensor whose shape is known at run time: dims, strides and offset over shared storage,
+/// plus its place on the autograd graph when it requires a gradient.
+///
+/// Cloning is cheap (one `Arc`); clones are the same tensor for autograd purposes.
+#[derive(Clone)]
+pub struct DynTensor(Arc<TensorImpl>);
+
+struct TensorImpl {
+    storage: Arc<Storage>,
+    layout: Layout,
+    /// `None` for tensors that need no gradient: they carry no graph metadata at all.
+    grad: Option<GradMeta>,
+}
+
+impl DynTensor {
+    pub(crate) fn from_storage(storage: Arc<Storage>, layout: Layout) -> Self {
+        DynTensor(Arc::new(TensorImpl { storage, layout, grad: None }))
+    }
+
+    /// A fresh contiguous tensor over `buffer` (whose length the caller matched to `dims`).
+    pub(crate) fn from_buffer(buffer: CpuBuffer, dims: &[usize]) -> Self {
+        debug_assert_eq!(buffer.len(), dims.iter().product::<usize>());
+        Self::from_storage(Arc::new(Storage::new(buffer)), Layout::contiguous(dims))
+    }
+
+    /// Another view of the same storage, not attached to the graph.
+    pub(crate) fn view_with(&self, layout: Layout) -> Self {
+        Self::from_storage(self.0.storage.clone(), layout)
+    }
+
+    pub(crate) fn with_grad_meta(self, meta: GradMeta) -> Self {
+        DynTensor(Arc::new(TensorImpl { storage: self.0.storage.clone(), layout: self.0.layout.clone(), grad: Some(meta) }))
+    }
+
+    pub(crate) fn grad_meta(&self) -> Option<&GradMeta> {
+        self.0.grad.as_ref()
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<Storage> {
+        &self.0.storage
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+
+    /// Runs `f` on the raw buffer and this tensor's layout under a read lock.
+    pub(crate) fn with_buffer<R>(&self, f: impl FnOnce(&CpuBuffer, &Layout) -> R) -> R {
+        f(&self.0.storage.read(), &self.0.layout)
+    }
+
+    /// Sizes of every axis.
+    pub fn dims(&self) -> &[usize] {
+        self.0.layout.dims()
+    }
+
+    /// Number of axes.
+    pub fn rank(&self) -> usize {
+        self.0.layout.rank()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.0.storage.dtype()
+    }
+
+    /// Whether the elements are row-major without gaps.
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+
+    /// Size of one axis (negative counts from the end).
+    pub fn dim(&self, axis: isize) -> Result<usize> {
+        Ok(self.dims()[crate::shape::normalize_axis(axis, self.rank(), "dim")?])
+    }
+
+    /// The identity autograd uses for this tensor, if it is on the graph.
+    pub fn id(&self) -> Option<TensorId> {
+        self.0.grad.as_ref().map(|meta| meta.id)
+    }
+
+    /// Whether gradients flow to or through this tensor.
+    pub fn requires_grad(&self) -> bool {
+        self.0.grad.is_some()
+    }
+
+    /// True unless this tensor was produced by a recorded op.
+    pub fn is_leaf(&self) -> bool {
+        self.0.grad.as_ref().is_none_or(|meta| meta.node.is_none())
+    }
+
+    /// Marks this tensor as a leaf that gradients are computed for (a parameter). The result
+    /// shares storage with `self` but has a fresh identity.
+    pub fn requires_grad_(self) -> Result<Self> {
+        if !self.dtype().is_float() {
+            return Err(AutogradError::NotDifferentiable { context: "requires_grad_".into(), dtype: self.dtype() }.into());
+        }
+        Ok(self.detach().with_grad_meta(GradMeta::leaf()))
+    }
+
+    /// The same data, cut from the graph.
+    pub fn detach(&self) -> Self {
+        self.view_with(self.0.layout.clone())
+    }
+
+    /// How many in-place writes the underlying storage has seen.
+    pub fn version(&self) -> u64 {
+        self.0.storage.version()
+    }
+
+    /// Whether two tensors are views of the same memory.
+    pub fn shares_storage_with(&self, other: &DynTensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+
+    /// The elements in row-major order. Fails if `T` is not this tensor's dtype.
+    pub fn to_vec<T: Element + Default>(&self) -> Result<Vec<T>> {
+        self.with_buffer(|buffer, layout| match T::slice(buffer) {
+            Some(data) => Ok(crate::backend::cpu::strided::map(data, layout, |x| x)),
+            None => Err(Error::DType { op: "to_vec", expected: std::any::type_name::<T>(), found: buffer.dtype() }),
+        })
+    }
+
+    /// The elements in row-major order converted to `f64`, whatever the dtype.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        fn convert<T: Element + Default>(data: &[T], layout: &Layout) -> Vec<f64> {
+            crate::backend::cpu::strided::map(data, layout, |x: T| x.to_f64())
+        }
+        self.with_buffer(|buffer, layout| match buffer {
+            CpuBuffer::F32(v) => convert(v, layout),
+            CpuBuffer::F64(v) => convert(v, layout),
+            CpuBuffer::I64(v) => convert(v, layout),
+            CpuBuffer::Bool(v) => convert(v, layout),
+        })
+    }
+
+    /// The single value of a one-element tensor.
+    pub fn item<T: Element + Default>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(Error::InvalidArgument {
+                op: "item",
+                message: format!("the tensor has shape {:?} ({} elements), not one element", self.dims(), self.numel()),
+            });
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+}
+
+/// Reads a float buffer as `$T` (`f32` or `f64`) in `$body`, or returns a dtype error.
+macro_rules! with_float {
+    ($buffer:expr, $op:expr, |$data:ident : $T:ident| $body:expr) => {
+        match $buffer {
+            $crate::storage::CpuBuffer::F32($data) => {
+                #[allow(dead_code)]
+                type $T = f32;
+                $body
+            }
+            $crate::storage::CpuBuffer::F64($data) => {
+                #[allow(dead_code)]
+                type $T = f64;
+                $body
+            }
+            other => {
+                return Err($crate::error::Error::DType {
+                    op: $op,
+                    expected: "a floating-point tensor (f32 or f64)",
+                    found: other.dtype(),
+                });
+            }
+        }
+    };
+}
+pub(crate) use with_float;
