@@ -45,13 +45,11 @@ macro_rules! impl_element {
 impl_element!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
 impl_element!(f64, F64, |v: f64| v, |v: f64| v);
 impl_element!(i64, I64, |v: i64| v as f64, |v: f64| v as i64);
-impl_element!(bool, Bool, |v: bool| if v { 1.0 } else { 0.0 }, |v: f64| v != 0.0);
+impl_element!(bool, Bool, |v: bool| if v { 1.0 } else { 0.0 }, |v: f64| v
+    != 0.0);
 
 /// Floating-point element: the math the kernels call, for `f32` and `f64`.
-pub trait Float:
-    Element
-    + num_ops::Arith
-{
+pub trait Float: Element + num_ops::Arith {
     const ZERO: Self;
     const ONE: Self;
     const NEG_INFINITY: Self;

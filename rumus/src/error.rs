@@ -11,9 +11,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum ShapeError {
     /// One axis has the wrong size.
     #[error("{context}: axis {axis} has size {found}, expected {expected}")]
-    AxisMismatch { context: String, axis: usize, expected: usize, found: usize },
+    AxisMismatch {
+        context: String,
+        axis: usize,
+        expected: usize,
+        found: usize,
+    },
     /// The number of axes is wrong.
-    #[error("{context}: expected a rank-{expected} tensor {expected_shape}, got rank {found} with shape {found_shape:?}")]
+    #[error(
+        "{context}: expected a rank-{expected} tensor {expected_shape}, got rank {found} with shape {found_shape:?}"
+    )]
     RankMismatch {
         context: String,
         expected: usize,
@@ -23,9 +30,16 @@ pub enum ShapeError {
     },
     /// A buffer or reshape does not have the number of elements the shape asks for.
     #[error("{context}: shape {shape:?} holds {expected} elements but {found} were given")]
-    ElementCount { context: String, shape: Vec<usize>, expected: usize, found: usize },
+    ElementCount {
+        context: String,
+        shape: Vec<usize>,
+        expected: usize,
+        found: usize,
+    },
     /// Two shapes cannot be broadcast together (NumPy rules: sizes must match or be 1).
-    #[error("{context}: shapes {lhs:?} and {rhs:?} cannot be broadcast (axis {axis} from the right: {lhs_size} vs {rhs_size}; sizes must be equal or one of them 1)")]
+    #[error(
+        "{context}: shapes {lhs:?} and {rhs:?} cannot be broadcast (axis {axis} from the right: {lhs_size} vs {rhs_size}; sizes must be equal or one of them 1)"
+    )]
     NotBroadcastable {
         context: String,
         lhs: Vec<usize>,
@@ -35,11 +49,24 @@ pub enum ShapeError {
         rhs_size: usize,
     },
     /// An axis argument does not exist in the tensor.
-    #[error("{context}: axis {axis} is out of range for a rank-{rank} tensor (valid: -{rank}..{rank})")]
-    AxisOutOfRange { context: String, axis: isize, rank: usize },
+    #[error(
+        "{context}: axis {axis} is out of range for a rank-{rank} tensor (valid: -{rank}..{rank})"
+    )]
+    AxisOutOfRange {
+        context: String,
+        axis: isize,
+        rank: usize,
+    },
     /// Inner dimensions of a matrix product disagree.
-    #[error("matmul: inner dimensions differ: lhs {lhs:?} has {lhs_inner} columns but rhs {rhs:?} has {rhs_inner} rows")]
-    MatmulInner { lhs: Vec<usize>, rhs: Vec<usize>, lhs_inner: usize, rhs_inner: usize },
+    #[error(
+        "matmul: inner dimensions differ: lhs {lhs:?} has {lhs_inner} columns but rhs {rhs:?} has {rhs_inner} rows"
+    )]
+    MatmulInner {
+        lhs: Vec<usize>,
+        rhs: Vec<usize>,
+        lhs_inner: usize,
+        rhs_inner: usize,
+    },
     /// Any other invalid shape argument, with an explanation.
     #[error("{context}: {message}")]
     Invalid { context: String, message: String },
@@ -49,19 +76,35 @@ pub enum ShapeError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AutogradError {
     /// `backward()` was called on a tensor with more than one element.
-    #[error("backward: the output has shape {shape:?}, not a single element; pass a seed gradient of that shape with `backward_with(seed)` or reduce it first (e.g. `.sum_all()`)")]
+    #[error(
+        "backward: the output has shape {shape:?}, not a single element; pass a seed gradient of that shape with `backward_with(seed)` or reduce it first (e.g. `.sum_all()`)"
+    )]
     NonScalarWithoutSeed { shape: Vec<usize> },
     /// A tensor saved for backward was modified in place after it was recorded.
-    #[error("backward of {op}: a tensor saved for the gradient was modified in place after it was recorded (version {saved} when saved, {current} now); compute the loss again after the in-place change, or clone the tensor before mutating it")]
-    VersionMismatch { op: &'static str, saved: u64, current: u64 },
+    #[error(
+        "backward of {op}: a tensor saved for the gradient was modified in place after it was recorded (version {saved} when saved, {current} now); compute the loss again after the in-place change, or clone the tensor before mutating it"
+    )]
+    VersionMismatch {
+        op: &'static str,
+        saved: u64,
+        current: u64,
+    },
     /// The gradient asked for was never produced.
     #[error("no gradient for tensor #{id} {shape:?}: {reason}")]
-    MissingGradient { id: u64, shape: Vec<usize>, reason: String },
+    MissingGradient {
+        id: u64,
+        shape: Vec<usize>,
+        reason: String,
+    },
     /// The output of `backward`/`grad` does not depend on anything that requires a gradient.
-    #[error("{context}: the output is not connected to the graph (no input requires a gradient, or it was computed under `no_grad`)")]
+    #[error(
+        "{context}: the output is not connected to the graph (no input requires a gradient, or it was computed under `no_grad`)"
+    )]
     NotTracked { context: String },
     /// An in-place update on a tensor the tape is tracking, while recording.
-    #[error("{op}: in-place update of a tensor that requires a gradient while gradients are recorded; wrap the update in `let _guard = rumus::no_grad();` (as optimizers do)")]
+    #[error(
+        "{op}: in-place update of a tensor that requires a gradient while gradients are recorded; wrap the update in `let _guard = rumus::no_grad();` (as optimizers do)"
+    )]
     InPlaceOnTracked { op: &'static str },
     /// Gradients are only defined for floating-point tensors.
     #[error("{context}: gradients need a floating-point tensor, this one is {dtype}")]
@@ -77,13 +120,28 @@ pub enum Error {
     Autograd(#[from] AutogradError),
     /// An operation got a tensor of a dtype it does not support.
     #[error("{op}: expected {expected}, got a {found} tensor")]
-    DType { op: &'static str, expected: &'static str, found: DType },
+    DType {
+        op: &'static str,
+        expected: &'static str,
+        found: DType,
+    },
     /// Two operands of one op have different dtypes (rumus never promotes silently).
-    #[error("{op}: operands have different dtypes ({lhs} and {rhs}); convert one with `.to_dtype()`")]
-    DTypeMismatch { op: &'static str, lhs: DType, rhs: DType },
+    #[error(
+        "{op}: operands have different dtypes ({lhs} and {rhs}); convert one with `.to_dtype()`"
+    )]
+    DTypeMismatch {
+        op: &'static str,
+        lhs: DType,
+        rhs: DType,
+    },
     /// An index tensor points outside the axis it indexes.
     #[error("{op}: index {index} is out of range for axis {axis} of size {size}")]
-    IndexOutOfRange { op: &'static str, index: i64, axis: usize, size: usize },
+    IndexOutOfRange {
+        op: &'static str,
+        index: i64,
+        axis: usize,
+        size: usize,
+    },
     /// An invalid scalar argument (a negative size, an empty range, ...).
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },

@@ -34,7 +34,7 @@ pub mod shape;
 pub mod storage;
 pub mod tensor;
 
-pub use autograd::{GradientStore, gradcheck, grad, no_grad};
+pub use autograd::{GradientStore, grad, gradcheck, no_grad};
 pub use dtype::DType;
 pub use error::{AutogradError, Error, Result, ShapeError};
 pub use rng::manual_seed;
@@ -45,5 +45,5 @@ pub use tensor::typed::{StaticShape, Tensor};
 /// The names most programs need.
 pub mod prelude {
     pub use crate::autograd::{GradientStore, no_grad};
-    pub use crate::{D, DType, Dim, DynTensor, Dyn, Shape, Tensor, manual_seed};
+    pub use crate::{D, DType, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed};
 }

@@ -29,7 +29,10 @@ fn splitmix64(x: &mut u64) -> u64 {
 impl Generator {
     pub fn new(seed: u64) -> Self {
         let mut x = seed;
-        Generator { state: std::array::from_fn(|_| splitmix64(&mut x)), spare_normal: None }
+        Generator {
+            state: std::array::from_fn(|_| splitmix64(&mut x)),
+            spare_normal: None,
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {

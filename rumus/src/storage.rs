@@ -61,7 +61,12 @@ impl Storage {
         let dtype = buffer.dtype();
         let bytes = buffer.len() * dtype.size_in_bytes();
         LIVE_STORAGE_BYTES.fetch_add(bytes, Ordering::Relaxed);
-        Storage { buffer: RwLock::new(buffer), version: AtomicU64::new(0), dtype, bytes }
+        Storage {
+            buffer: RwLock::new(buffer),
+            version: AtomicU64::new(0),
+            dtype,
+            bytes,
+        }
     }
 
     pub fn dtype(&self) -> DType {
@@ -69,13 +74,17 @@ impl Storage {
     }
 
     pub fn read(&self) -> RwLockReadGuard<'_, CpuBuffer> {
-        self.buffer.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.buffer
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Write access; bumps the version so saved copies of this memory become stale.
     pub fn write(&self) -> RwLockWriteGuard<'_, CpuBuffer> {
         self.version.fetch_add(1, Ordering::AcqRel);
-        self.buffer.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.buffer
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn version(&self) -> u64 {

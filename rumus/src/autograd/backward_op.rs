@@ -12,28 +12,95 @@ use crate::tensor::DynTensor;
 
 /// One op on the tape and what its gradient needs.
 pub enum BackwardOp {
-    Add { lhs_dims: Vec<usize>, rhs_dims: Vec<usize> },
-    Sub { lhs_dims: Vec<usize>, rhs_dims: Vec<usize> },
-    Mul { lhs: Saved, rhs: Saved },
-    Div { lhs: Saved, rhs: Saved },
-    Pow { base: Saved, exponent: Saved },
-    Where { condition: DynTensor, lhs_dims: Vec<usize>, rhs_dims: Vec<usize> },
-    Unary { op: unary::UnaryOp, input: Option<Saved> },
-    Sum { input_dims: Vec<usize>, axes: Vec<usize>, keepdim: bool },
-    Extremum { input: Saved, axes: Vec<usize>, keepdim: bool, max: bool },
-    Softmax { input: Saved, axis: usize, log: bool },
-    Matmul { lhs: Saved, rhs: Saved },
-    Reshape { input_dims: Vec<usize> },
-    Permute { perm: Vec<usize> },
-    Expand { input_dims: Vec<usize> },
-    Narrow { input_dims: Vec<usize>, axis: usize, start: usize },
+    Add {
+        lhs_dims: Vec<usize>,
+        rhs_dims: Vec<usize>,
+    },
+    Sub {
+        lhs_dims: Vec<usize>,
+        rhs_dims: Vec<usize>,
+    },
+    Mul {
+        lhs: Saved,
+        rhs: Saved,
+    },
+    Div {
+        lhs: Saved,
+        rhs: Saved,
+    },
+    Pow {
+        base: Saved,
+        exponent: Saved,
+    },
+    Where {
+        condition: DynTensor,
+        lhs_dims: Vec<usize>,
+        rhs_dims: Vec<usize>,
+    },
+    Unary {
+        op: unary::UnaryOp,
+        input: Option<Saved>,
+    },
+    Sum {
+        input_dims: Vec<usize>,
+        axes: Vec<usize>,
+        keepdim: bool,
+    },
+    Extremum {
+        input: Saved,
+        axes: Vec<usize>,
+        keepdim: bool,
+        max: bool,
+    },
+    Softmax {
+        input: Saved,
+        axis: usize,
+        log: bool,
+    },
+    Matmul {
+        lhs: Saved,
+        rhs: Saved,
+    },
+    Reshape {
+        input_dims: Vec<usize>,
+    },
+    Permute {
+        perm: Vec<usize>,
+    },
+    Expand {
+        input_dims: Vec<usize>,
+    },
+    Narrow {
+        input_dims: Vec<usize>,
+        axis: usize,
+        start: usize,
+    },
     Contiguous,
-    IndexSelect { input_dims: Vec<usize>, axis: usize, indices: DynTensor },
-    IndexAdd { axis: usize, indices: DynTensor },
-    Gather { input_dims: Vec<usize>, axis: usize, indices: DynTensor },
-    ScatterAdd { axis: usize, indices: DynTensor },
-    Cat { axis: usize, sizes: Vec<usize> },
-    Cast { from: DType },
+    IndexSelect {
+        input_dims: Vec<usize>,
+        axis: usize,
+        indices: DynTensor,
+    },
+    IndexAdd {
+        axis: usize,
+        indices: DynTensor,
+    },
+    Gather {
+        input_dims: Vec<usize>,
+        axis: usize,
+        indices: DynTensor,
+    },
+    ScatterAdd {
+        axis: usize,
+        indices: DynTensor,
+    },
+    Cat {
+        axis: usize,
+        sizes: Vec<usize>,
+    },
+    Cast {
+        from: DType,
+    },
 }
 
 impl BackwardOp {
@@ -69,29 +136,74 @@ impl BackwardOp {
 
     /// Gradients of the op's inputs given the gradient of its output. `needs[i]` says whether
     /// input `i` wants one; formulas skip the work for the others.
-    pub(crate) fn backward(&self, grad: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+    pub(crate) fn backward(
+        &self,
+        grad: &DynTensor,
+        needs: &[bool],
+    ) -> Result<Vec<Option<DynTensor>>> {
         let one = |g: Result<DynTensor>| g.map(|g| vec![Some(g)]);
         match self {
-            BackwardOp::Add { lhs_dims, rhs_dims } => elementwise::add_backward(grad, lhs_dims, rhs_dims, false),
-            BackwardOp::Sub { lhs_dims, rhs_dims } => elementwise::add_backward(grad, lhs_dims, rhs_dims, true),
+            BackwardOp::Add { lhs_dims, rhs_dims } => {
+                elementwise::add_backward(grad, lhs_dims, rhs_dims, false)
+            }
+            BackwardOp::Sub { lhs_dims, rhs_dims } => {
+                elementwise::add_backward(grad, lhs_dims, rhs_dims, true)
+            }
             BackwardOp::Mul { lhs, rhs } => elementwise::mul_backward(grad, lhs, rhs, needs),
             BackwardOp::Div { lhs, rhs } => elementwise::div_backward(grad, lhs, rhs, needs),
-            BackwardOp::Pow { base, exponent } => elementwise::pow_backward(grad, base, exponent, needs),
-            BackwardOp::Where { condition, lhs_dims, rhs_dims } => elementwise::where_backward(grad, condition, lhs_dims, rhs_dims, needs),
-            BackwardOp::Unary { op, input } => one(unary::unary_backward(grad, *op, input.as_ref())),
-            BackwardOp::Sum { input_dims, axes, keepdim } => one(reduce::sum_backward(grad, input_dims, axes, *keepdim)),
-            BackwardOp::Extremum { input, axes, keepdim, max } => one(reduce::extremum_backward(grad, input, axes, *keepdim, *max)),
-            BackwardOp::Softmax { input, axis, log } => one(softmax::softmax_backward(grad, input, *axis, *log)),
+            BackwardOp::Pow { base, exponent } => {
+                elementwise::pow_backward(grad, base, exponent, needs)
+            }
+            BackwardOp::Where {
+                condition,
+                lhs_dims,
+                rhs_dims,
+            } => elementwise::where_backward(grad, condition, lhs_dims, rhs_dims, needs),
+            BackwardOp::Unary { op, input } => {
+                one(unary::unary_backward(grad, *op, input.as_ref()))
+            }
+            BackwardOp::Sum {
+                input_dims,
+                axes,
+                keepdim,
+            } => one(reduce::sum_backward(grad, input_dims, axes, *keepdim)),
+            BackwardOp::Extremum {
+                input,
+                axes,
+                keepdim,
+                max,
+            } => one(reduce::extremum_backward(grad, input, axes, *keepdim, *max)),
+            BackwardOp::Softmax { input, axis, log } => {
+                one(softmax::softmax_backward(grad, input, *axis, *log))
+            }
             BackwardOp::Matmul { lhs, rhs } => matmul::matmul_backward(grad, lhs, rhs, needs),
             BackwardOp::Reshape { input_dims } => one(grad.reshape(input_dims)),
             BackwardOp::Permute { perm } => one(grad.permute(&view::inverse_permutation(perm))),
             BackwardOp::Expand { input_dims } => one(grad.sum_to(input_dims)),
-            BackwardOp::Narrow { input_dims, axis, start } => one(view::narrow_backward(grad, input_dims, *axis, *start)),
+            BackwardOp::Narrow {
+                input_dims,
+                axis,
+                start,
+            } => one(view::narrow_backward(grad, input_dims, *axis, *start)),
             BackwardOp::Contiguous => Ok(vec![Some(grad.clone())]),
-            BackwardOp::IndexSelect { input_dims, axis, indices } => one(index::index_select_backward(grad, input_dims, *axis, indices)),
-            BackwardOp::IndexAdd { axis, indices } => index::index_add_backward(grad, *axis, indices, needs),
-            BackwardOp::Gather { input_dims, axis, indices } => one(index::gather_backward(grad, input_dims, *axis, indices)),
-            BackwardOp::ScatterAdd { axis, indices } => index::scatter_add_backward(grad, *axis, indices, needs),
+            BackwardOp::IndexSelect {
+                input_dims,
+                axis,
+                indices,
+            } => one(index::index_select_backward(
+                grad, input_dims, *axis, indices,
+            )),
+            BackwardOp::IndexAdd { axis, indices } => {
+                index::index_add_backward(grad, *axis, indices, needs)
+            }
+            BackwardOp::Gather {
+                input_dims,
+                axis,
+                indices,
+            } => one(index::gather_backward(grad, input_dims, *axis, indices)),
+            BackwardOp::ScatterAdd { axis, indices } => {
+                index::scatter_add_backward(grad, *axis, indices, needs)
+            }
             BackwardOp::Cat { axis, sizes } => join::cat_backward(grad, *axis, sizes, needs),
             BackwardOp::Cast { from } => one(grad.to_dtype(*from)),
         }

@@ -32,18 +32,34 @@ fn check_seed(output: &DynTensor, seed: &DynTensor) -> Result<()> {
     if output.dims() != seed.dims() {
         return Err(ShapeError::Invalid {
             context: "backward".into(),
-            message: format!("seed gradient has shape {:?} but the output has shape {:?}", seed.dims(), output.dims()),
+            message: format!(
+                "seed gradient has shape {:?} but the output has shape {:?}",
+                seed.dims(),
+                output.dims()
+            ),
         }
         .into());
     }
     if output.dtype() != seed.dtype() {
-        return Err(crate::Error::DTypeMismatch { op: "backward", lhs: output.dtype(), rhs: seed.dtype() });
+        return Err(crate::Error::DTypeMismatch {
+            op: "backward",
+            lhs: output.dtype(),
+            rhs: seed.dtype(),
+        });
     }
     Ok(())
 }
 
-fn run_backward(roots: &[(&DynTensor, DynTensor)], create_graph: bool, wanted: Wanted) -> Result<HashMap<TensorId, DynTensor>> {
-    let _mode = if create_graph { enable_grad() } else { no_grad() };
+fn run_backward(
+    roots: &[(&DynTensor, DynTensor)],
+    create_graph: bool,
+    wanted: Wanted,
+) -> Result<HashMap<TensorId, DynTensor>> {
+    let _mode = if create_graph {
+        enable_grad()
+    } else {
+        no_grad()
+    };
 
     // Discover the records reachable from the outputs and count consumers of each.
     let mut nodes: HashMap<TensorId, Arc<Node>> = HashMap::new();
@@ -53,7 +69,11 @@ fn run_backward(roots: &[(&DynTensor, DynTensor)], create_graph: bool, wanted: W
     let mut results: HashMap<TensorId, DynTensor> = HashMap::new();
     for (output, seed) in roots {
         check_seed(output, seed)?;
-        let meta = output.grad_meta().ok_or_else(|| AutogradError::NotTracked { context: "backward".into() })?;
+        let meta = output
+            .grad_meta()
+            .ok_or_else(|| AutogradError::NotTracked {
+                context: "backward".into(),
+            })?;
         match &meta.node {
             Some(node) => {
                 if nodes.insert(meta.id, node.clone()).is_none() {
@@ -61,7 +81,9 @@ fn run_backward(roots: &[(&DynTensor, DynTensor)], create_graph: bool, wanted: W
                 }
                 accumulate_into(&mut pending, meta.id, seed.clone())?;
             }
-            None if wanted.keeps(meta.id, true) => accumulate_into(&mut results, meta.id, seed.clone())?,
+            None if wanted.keeps(meta.id, true) => {
+                accumulate_into(&mut results, meta.id, seed.clone())?
+            }
             None => {}
         }
     }
@@ -76,7 +98,11 @@ fn run_backward(roots: &[(&DynTensor, DynTensor)], create_graph: bool, wanted: W
         }
     }
 
-    let mut ready: Vec<TensorId> = nodes.keys().filter(|id| !consumers.contains_key(id)).copied().collect();
+    let mut ready: Vec<TensorId> = nodes
+        .keys()
+        .filter(|id| !consumers.contains_key(id))
+        .copied()
+        .collect();
     while let Some(id) = ready.pop() {
         let node = nodes.remove(&id).expect("every ready id was discovered");
         let grad = pending.remove(&id);
@@ -96,11 +122,15 @@ fn run_backward(roots: &[(&DynTensor, DynTensor)], create_graph: bool, wanted: W
             let Some(edge) = edge else { continue };
             match (&edge.node, input_grad) {
                 (Some(_), Some(g)) => accumulate_into(&mut pending, edge.id, g)?,
-                (None, Some(g)) if wanted.keeps(edge.id, true) => accumulate_into(&mut results, edge.id, g)?,
+                (None, Some(g)) if wanted.keeps(edge.id, true) => {
+                    accumulate_into(&mut results, edge.id, g)?
+                }
                 _ => {}
             }
             if edge.node.is_some() {
-                let count = consumers.get_mut(&edge.id).expect("counted during discovery");
+                let count = consumers
+                    .get_mut(&edge.id)
+                    .expect("counted during discovery");
                 *count -= 1;
                 if *count == 0 {
                     ready.push(edge.id);
@@ -117,7 +147,10 @@ impl DynTensor {
     /// back-propagated afterwards.
     pub fn backward(&self) -> Result<GradientStore> {
         if self.numel() != 1 {
-            return Err(AutogradError::NonScalarWithoutSeed { shape: self.dims().to_vec() }.into());
+            return Err(AutogradError::NonScalarWithoutSeed {
+                shape: self.dims().to_vec(),
+            }
+            .into());
         }
         let seed = DynTensor::ones(self.dims(), self.dtype())?;
         self.backward_with(&seed)
@@ -135,12 +168,19 @@ impl DynTensor {
 ///
 /// With `create_graph`, the backward pass itself is recorded, so the returned gradients can be
 /// differentiated again: Hessian-vector products, gradient penalties.
-pub fn grad(outputs: &[&DynTensor], inputs: &[&DynTensor], create_graph: bool) -> Result<Vec<DynTensor>> {
+pub fn grad(
+    outputs: &[&DynTensor],
+    inputs: &[&DynTensor],
+    create_graph: bool,
+) -> Result<Vec<DynTensor>> {
     let seeds = outputs
         .iter()
         .map(|output| {
             if output.numel() != 1 {
-                return Err(AutogradError::NonScalarWithoutSeed { shape: output.dims().to_vec() }.into());
+                return Err(AutogradError::NonScalarWithoutSeed {
+                    shape: output.dims().to_vec(),
+                }
+                .into());
             }
             DynTensor::ones(output.dims(), output.dtype())
         })
@@ -150,11 +190,20 @@ pub fn grad(outputs: &[&DynTensor], inputs: &[&DynTensor], create_graph: bool) -
 }
 
 /// Like [`grad`], with an explicit seed gradient for each output (vector-Jacobian products).
-pub fn grad_with(outputs: &[&DynTensor], seeds: &[&DynTensor], inputs: &[&DynTensor], create_graph: bool) -> Result<Vec<DynTensor>> {
+pub fn grad_with(
+    outputs: &[&DynTensor],
+    seeds: &[&DynTensor],
+    inputs: &[&DynTensor],
+    create_graph: bool,
+) -> Result<Vec<DynTensor>> {
     if outputs.len() != seeds.len() {
         return Err(crate::Error::InvalidArgument {
             op: "grad_with",
-            message: format!("{} outputs but {} seed gradients", outputs.len(), seeds.len()),
+            message: format!(
+                "{} outputs but {} seed gradients",
+                outputs.len(),
+                seeds.len()
+            ),
         });
     }
     let ids = inputs
@@ -173,7 +222,16 @@ pub fn grad_with(outputs: &[&DynTensor], seeds: &[&DynTensor], inputs: &[&DynTen
     let roots: Vec<(&DynTensor, DynTensor)> = outputs
         .iter()
         .zip(seeds)
-        .map(|(output, seed)| (*output, if create_graph { (*seed).clone() } else { seed.detach() }))
+        .map(|(output, seed)| {
+            (
+                *output,
+                if create_graph {
+                    (*seed).clone()
+                } else {
+                    seed.detach()
+                },
+            )
+        })
         .collect();
     let grads = run_backward(&roots, create_graph, Wanted::Ids(&ids))?;
     inputs

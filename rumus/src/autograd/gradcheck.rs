@@ -26,7 +26,12 @@ pub struct GradcheckOptions {
 
 impl Default for GradcheckOptions {
     fn default() -> Self {
-        GradcheckOptions { eps: 1e-6, atol: 1e-5, rtol: 1e-3, seed: 17 }
+        GradcheckOptions {
+            eps: 1e-6,
+            atol: 1e-5,
+            rtol: 1e-3,
+            seed: 17,
+        }
     }
 }
 
@@ -35,20 +40,47 @@ impl Default for GradcheckOptions {
 pub enum GradcheckError {
     #[error(transparent)]
     Op(#[from] Error),
-    #[error("gradcheck needs f64 inputs (finite differences in f32 are too coarse); input {input} is {dtype}")]
+    #[error(
+        "gradcheck needs f64 inputs (finite differences in f32 are too coarse); input {input} is {dtype}"
+    )]
     NotF64 { input: usize, dtype: DType },
-    #[error("the gradient of input {input} has shape {found:?}, but the input has shape {expected:?}")]
-    GradShape { input: usize, expected: Vec<usize>, found: Vec<usize> },
-    #[error("gradient of input {input} differs at element {index}: analytic {analytic:.8e}, numeric {numeric:.8e} (allowed {allowed:.2e})")]
-    Mismatch { input: usize, index: usize, analytic: f64, numeric: f64, allowed: f64 },
+    #[error(
+        "the gradient of input {input} has shape {found:?}, but the input has shape {expected:?}"
+    )]
+    GradShape {
+        input: usize,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    #[error(
+        "gradient of input {input} differs at element {index}: analytic {analytic:.8e}, numeric {numeric:.8e} (allowed {allowed:.2e})"
+    )]
+    Mismatch {
+        input: usize,
+        index: usize,
+        analytic: f64,
+        numeric: f64,
+        allowed: f64,
+    },
 }
 
-fn projected_loss(f: &impl Fn(&[DynTensor]) -> crate::Result<DynTensor>, inputs: &[DynTensor], cotangent: &mut Option<DynTensor>, seed: u64) -> crate::Result<DynTensor> {
+fn projected_loss(
+    f: &impl Fn(&[DynTensor]) -> crate::Result<DynTensor>,
+    inputs: &[DynTensor],
+    cotangent: &mut Option<DynTensor>,
+    seed: u64,
+) -> crate::Result<DynTensor> {
     let out = f(inputs)?;
     let v = match cotangent {
         Some(v) => v.clone(),
         None => {
-            let v = DynTensor::randn_with(out.dims(), 0.0, 1.0, out.dtype(), &mut Generator::new(seed))?;
+            let v = DynTensor::randn_with(
+                out.dims(),
+                0.0,
+                1.0,
+                out.dtype(),
+                &mut Generator::new(seed),
+            )?;
             *cotangent = Some(v.clone());
             v
         }
@@ -59,17 +91,37 @@ fn projected_loss(f: &impl Fn(&[DynTensor]) -> crate::Result<DynTensor>, inputs:
 /// Checks the analytic gradient of `f` with respect to every tensor of `inputs` (all `f64`)
 /// against central finite differences. `f` receives fresh leaf tensors with the inputs'
 /// values; build non-contiguous views or broadcasts inside it to check those paths.
-pub fn gradcheck(f: impl Fn(&[DynTensor]) -> crate::Result<DynTensor>, inputs: &[DynTensor], options: GradcheckOptions) -> Result<(), GradcheckError> {
+pub fn gradcheck(
+    f: impl Fn(&[DynTensor]) -> crate::Result<DynTensor>,
+    inputs: &[DynTensor],
+    options: GradcheckOptions,
+) -> Result<(), GradcheckError> {
     let values: Vec<Vec<f64>> = inputs
         .iter()
         .enumerate()
-        .map(|(i, x)| if x.dtype() == DType::F64 { Ok(x.to_f64_vec()) } else { Err(GradcheckError::NotF64 { input: i, dtype: x.dtype() }) })
+        .map(|(i, x)| {
+            if x.dtype() == DType::F64 {
+                Ok(x.to_f64_vec())
+            } else {
+                Err(GradcheckError::NotF64 {
+                    input: i,
+                    dtype: x.dtype(),
+                })
+            }
+        })
         .collect::<Result<_, _>>()?;
     let leaves_from = |values: &[Vec<f64>]| -> crate::Result<Vec<DynTensor>> {
-        values.iter().zip(inputs).map(|(v, x)| Ok(DynTensor::from_vec(v.clone(), x.dims())?)).collect()
+        values
+            .iter()
+            .zip(inputs)
+            .map(|(v, x)| Ok(DynTensor::from_vec(v.clone(), x.dims())?))
+            .collect()
     };
 
-    let leaves: Vec<DynTensor> = leaves_from(&values)?.into_iter().map(DynTensor::requires_grad_).collect::<crate::Result<_>>()?;
+    let leaves: Vec<DynTensor> = leaves_from(&values)?
+        .into_iter()
+        .map(DynTensor::requires_grad_)
+        .collect::<crate::Result<_>>()?;
     let mut cotangent = None;
     let loss = projected_loss(&f, &leaves, &mut cotangent, options.seed)?;
     let analytic = grad(&[&loss], &leaves.iter().collect::<Vec<_>>(), false)?;
@@ -77,19 +129,30 @@ pub fn gradcheck(f: impl Fn(&[DynTensor]) -> crate::Result<DynTensor>, inputs: &
     let _guard = no_grad();
     for (input, (leaf, analytic)) in leaves.iter().zip(&analytic).enumerate() {
         if analytic.dims() != leaf.dims() {
-            return Err(GradcheckError::GradShape { input, expected: leaf.dims().to_vec(), found: analytic.dims().to_vec() });
+            return Err(GradcheckError::GradShape {
+                input,
+                expected: leaf.dims().to_vec(),
+                found: analytic.dims().to_vec(),
+            });
         }
         let analytic = analytic.to_f64_vec();
         for index in 0..values[input].len() {
             let mut at = |delta: f64| -> crate::Result<f64> {
                 let mut shifted = values.clone();
                 shifted[input][index] += delta;
-                projected_loss(&f, &leaves_from(&shifted)?, &mut cotangent, options.seed)?.item::<f64>()
+                projected_loss(&f, &leaves_from(&shifted)?, &mut cotangent, options.seed)?
+                    .item::<f64>()
             };
             let numeric = (at(options.eps)? - at(-options.eps)?) / (2.0 * options.eps);
             let allowed = options.atol + options.rtol * numeric.abs();
             if !((analytic[index] - numeric).abs() <= allowed) {
-                return Err(GradcheckError::Mismatch { input, index, analytic: analytic[index], numeric, allowed });
+                return Err(GradcheckError::Mismatch {
+                    input,
+                    index,
+                    analytic: analytic[index],
+                    numeric,
+                    allowed,
+                });
             }
         }
     }

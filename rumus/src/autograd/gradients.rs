@@ -81,7 +81,11 @@ impl GradientStore {
     }
 }
 
-pub(crate) fn accumulate_into(map: &mut HashMap<TensorId, DynTensor>, id: TensorId, grad: DynTensor) -> Result<()> {
+pub(crate) fn accumulate_into(
+    map: &mut HashMap<TensorId, DynTensor>,
+    id: TensorId,
+    grad: DynTensor,
+) -> Result<()> {
     let sum = match map.remove(&id) {
         Some(existing) => existing.add(&grad)?,
         None => grad,

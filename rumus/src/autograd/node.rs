@@ -37,7 +37,10 @@ pub(crate) struct GradMeta {
 
 impl GradMeta {
     pub fn leaf() -> Self {
-        GradMeta { id: TensorId::fresh(), node: None }
+        GradMeta {
+            id: TensorId::fresh(),
+            node: None,
+        }
     }
 }
 
@@ -66,10 +69,21 @@ impl Drop for Node {
     /// Frees long chains iteratively; recursive drops would overflow the stack on deep graphs.
     fn drop(&mut self) {
         LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
-        let mut stack: Vec<Arc<Node>> = self.inputs.drain(..).flatten().filter_map(|edge| edge.node).collect();
+        let mut stack: Vec<Arc<Node>> = self
+            .inputs
+            .drain(..)
+            .flatten()
+            .filter_map(|edge| edge.node)
+            .collect();
         while let Some(node) = stack.pop() {
             if let Ok(mut owned) = Arc::try_unwrap(node) {
-                stack.extend(owned.inputs.drain(..).flatten().filter_map(|edge| edge.node));
+                stack.extend(
+                    owned
+                        .inputs
+                        .drain(..)
+                        .flatten()
+                        .filter_map(|edge| edge.node),
+                );
             }
         }
     }
@@ -77,17 +91,32 @@ impl Drop for Node {
 
 /// Attaches `output` to the graph when recording is on and some input requires a gradient.
 /// `op` is built lazily so untracked calls allocate nothing.
-pub(crate) fn record(output: DynTensor, inputs: &[&DynTensor], op: impl FnOnce() -> BackwardOp) -> DynTensor {
+pub(crate) fn record(
+    output: DynTensor,
+    inputs: &[&DynTensor],
+    op: impl FnOnce() -> BackwardOp,
+) -> DynTensor {
     if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
         return output;
     }
     let edges = inputs
         .iter()
-        .map(|t| t.grad_meta().map(|meta| Edge { id: meta.id, node: meta.node.clone() }))
+        .map(|t| {
+            t.grad_meta().map(|meta| Edge {
+                id: meta.id,
+                node: meta.node.clone(),
+            })
+        })
         .collect();
     LIVE_NODES.fetch_add(1, Ordering::Relaxed);
-    let node = Arc::new(Node { op: op(), inputs: edges });
-    output.with_grad_meta(GradMeta { id: TensorId::fresh(), node: Some(node) })
+    let node = Arc::new(Node {
+        op: op(),
+        inputs: edges,
+    });
+    output.with_grad_meta(GradMeta {
+        id: TensorId::fresh(),
+        node: Some(node),
+    })
 }
 
 /// A tensor kept for the backward pass together with the version of its storage at the time,
@@ -99,14 +128,22 @@ pub struct Saved {
 
 impl Saved {
     pub(crate) fn new(tensor: &DynTensor) -> Self {
-        Saved { tensor: tensor.clone(), version: tensor.version() }
+        Saved {
+            tensor: tensor.clone(),
+            version: tensor.version(),
+        }
     }
 
     /// The saved tensor, or [`AutogradError::VersionMismatch`] if it changed since.
     pub(crate) fn get(&self, op: &'static str) -> Result<&DynTensor> {
         let current = self.tensor.version();
         if current != self.version {
-            return Err(AutogradError::VersionMismatch { op, saved: self.version, current }.into());
+            return Err(AutogradError::VersionMismatch {
+                op,
+                saved: self.version,
+                current,
+            }
+            .into());
         }
         Ok(&self.tensor)
     }

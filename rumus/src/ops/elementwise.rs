@@ -1,7 +1,7 @@
 //! Binary arithmetic with NumPy broadcasting, comparisons to masks, and `where`.
 
 use crate::autograd::{BackwardOp, Saved, record};
-use crate::backend::cpu::strided::{zip3_map, zip_map};
+use crate::backend::cpu::strided::{zip_map, zip3_map};
 use crate::dtype::DType;
 use crate::element::Float;
 use crate::error::{Error, Result};
@@ -42,7 +42,13 @@ pub enum CompareOp {
     Ge,
 }
 
-fn float_binary<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout, op: BinaryOp) -> Vec<T> {
+fn float_binary<T: Float + Default>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    op: BinaryOp,
+) -> Vec<T> {
     match op {
         BinaryOp::Add => zip_map(a, la, b, lb, |x, y| x + y),
         BinaryOp::Sub => zip_map(a, la, b, lb, |x, y| x - y),
@@ -52,7 +58,13 @@ fn float_binary<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout, 
     }
 }
 
-fn compare<T: Copy + PartialOrd + Sync>(a: &[T], la: &Layout, b: &[T], lb: &Layout, op: CompareOp) -> Vec<bool> {
+fn compare<T: Copy + PartialOrd + Sync>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    op: CompareOp,
+) -> Vec<bool> {
     match op {
         CompareOp::Eq => zip_map(a, la, b, lb, |x, y| x == y),
         CompareOp::Ne => zip_map(a, la, b, lb, |x, y| x != y),
@@ -64,7 +76,11 @@ fn compare<T: Copy + PartialOrd + Sync>(a: &[T], la: &Layout, b: &[T], lb: &Layo
 }
 
 /// Reads two tensors' buffers together, taking one lock when they share storage.
-pub(crate) fn read_pair<R>(a: &DynTensor, b: &DynTensor, f: impl FnOnce(&CpuBuffer, &CpuBuffer) -> R) -> R {
+pub(crate) fn read_pair<R>(
+    a: &DynTensor,
+    b: &DynTensor,
+    f: impl FnOnce(&CpuBuffer, &CpuBuffer) -> R,
+) -> R {
     if a.shares_storage_with(b) {
         a.with_buffer(|buffer, _| f(buffer, buffer))
     } else {
@@ -74,15 +90,26 @@ pub(crate) fn read_pair<R>(a: &DynTensor, b: &DynTensor, f: impl FnOnce(&CpuBuff
 
 fn same_dtype(op: &'static str, a: &DynTensor, b: &DynTensor) -> Result<DType> {
     if a.dtype() != b.dtype() {
-        return Err(Error::DTypeMismatch { op, lhs: a.dtype(), rhs: b.dtype() });
+        return Err(Error::DTypeMismatch {
+            op,
+            lhs: a.dtype(),
+            rhs: b.dtype(),
+        });
     }
     Ok(a.dtype())
 }
 
 /// Both operands viewed with the broadcast output dims.
-fn broadcast_pair(op: &'static str, a: &DynTensor, b: &DynTensor) -> Result<(Vec<usize>, Layout, Layout)> {
+fn broadcast_pair(
+    op: &'static str,
+    a: &DynTensor,
+    b: &DynTensor,
+) -> Result<(Vec<usize>, Layout, Layout)> {
     let dims = broadcast_shapes(a.dims(), b.dims(), op)?;
-    let (la, lb) = (a.layout().broadcast_to(&dims), b.layout().broadcast_to(&dims));
+    let (la, lb) = (
+        a.layout().broadcast_to(&dims),
+        b.layout().broadcast_to(&dims),
+    );
     Ok((dims, la, lb))
 }
 
@@ -92,10 +119,18 @@ impl DynTensor {
         let (dims, la, lb) = broadcast_pair(op.name(), self, rhs)?;
         let buffer = read_pair(self, rhs, |a, b| -> Result<CpuBuffer> {
             Ok(match (a, b) {
-                (CpuBuffer::F32(a), CpuBuffer::F32(b)) => CpuBuffer::F32(float_binary(a, &la, b, &lb, op)),
-                (CpuBuffer::F64(a), CpuBuffer::F64(b)) => CpuBuffer::F64(float_binary(a, &la, b, &lb, op)),
+                (CpuBuffer::F32(a), CpuBuffer::F32(b)) => {
+                    CpuBuffer::F32(float_binary(a, &la, b, &lb, op))
+                }
+                (CpuBuffer::F64(a), CpuBuffer::F64(b)) => {
+                    CpuBuffer::F64(float_binary(a, &la, b, &lb, op))
+                }
                 (other, _) => {
-                    return Err(Error::DType { op: op.name(), expected: "a floating-point tensor", found: other.dtype() });
+                    return Err(Error::DType {
+                        op: op.name(),
+                        expected: "a floating-point tensor",
+                        found: other.dtype(),
+                    });
                 }
             })
         })?;
@@ -105,9 +140,18 @@ impl DynTensor {
             match op {
                 BinaryOp::Add => BackwardOp::Add { lhs_dims, rhs_dims },
                 BinaryOp::Sub => BackwardOp::Sub { lhs_dims, rhs_dims },
-                BinaryOp::Mul => BackwardOp::Mul { lhs: Saved::new(self), rhs: Saved::new(rhs) },
-                BinaryOp::Div => BackwardOp::Div { lhs: Saved::new(self), rhs: Saved::new(rhs) },
-                BinaryOp::Pow => BackwardOp::Pow { base: Saved::new(self), exponent: Saved::new(rhs) },
+                BinaryOp::Mul => BackwardOp::Mul {
+                    lhs: Saved::new(self),
+                    rhs: Saved::new(rhs),
+                },
+                BinaryOp::Div => BackwardOp::Div {
+                    lhs: Saved::new(self),
+                    rhs: Saved::new(rhs),
+                },
+                BinaryOp::Pow => BackwardOp::Pow {
+                    base: Saved::new(self),
+                    exponent: Saved::new(rhs),
+                },
             }
         }))
     }
@@ -206,9 +250,17 @@ impl DynTensor {
 
     /// Picks `on_true` where `condition` (a `bool` tensor) holds and `on_false` elsewhere; all
     /// three broadcast together (PyTorch's `torch.where`).
-    pub fn where_(condition: &DynTensor, on_true: &DynTensor, on_false: &DynTensor) -> Result<DynTensor> {
+    pub fn where_(
+        condition: &DynTensor,
+        on_true: &DynTensor,
+        on_false: &DynTensor,
+    ) -> Result<DynTensor> {
         if condition.dtype() != DType::Bool {
-            return Err(Error::DType { op: "where", expected: "a bool condition", found: condition.dtype() });
+            return Err(Error::DType {
+                op: "where",
+                expected: "a bool condition",
+                found: condition.dtype(),
+            });
         }
         same_dtype("where", on_true, on_false)?;
         let values = broadcast_shapes(on_true.dims(), on_false.dims(), "where")?;
@@ -218,16 +270,30 @@ impl DynTensor {
             on_true.layout().broadcast_to(&dims),
             on_false.layout().broadcast_to(&dims),
         );
-        fn select<T: Copy + Sync + Send + Default>(c: (&[bool], &Layout), t: (&[T], &Layout), f: (&[T], &Layout)) -> Vec<T> {
+        fn select<T: Copy + Sync + Send + Default>(
+            c: (&[bool], &Layout),
+            t: (&[T], &Layout),
+            f: (&[T], &Layout),
+        ) -> Vec<T> {
             zip3_map(c, t, f, |c, t, f| if c { t } else { f })
         }
         let buffer = condition.with_buffer(|c, _| {
-            let CpuBuffer::Bool(c) = c else { unreachable!("checked bool") };
+            let CpuBuffer::Bool(c) = c else {
+                unreachable!("checked bool")
+            };
             read_pair(on_true, on_false, |t, f| match (t, f) {
-                (CpuBuffer::F32(t), CpuBuffer::F32(f)) => CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf))),
-                (CpuBuffer::F64(t), CpuBuffer::F64(f)) => CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf))),
-                (CpuBuffer::I64(t), CpuBuffer::I64(f)) => CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf))),
-                (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf))),
+                (CpuBuffer::F32(t), CpuBuffer::F32(f)) => {
+                    CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf)))
+                }
+                (CpuBuffer::F64(t), CpuBuffer::F64(f)) => {
+                    CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf)))
+                }
+                (CpuBuffer::I64(t), CpuBuffer::I64(f)) => {
+                    CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf)))
+                }
+                (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => {
+                    CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf)))
+                }
                 _ => unreachable!("dtypes checked equal"),
             })
         });
@@ -244,9 +310,11 @@ impl DynTensor {
         let (dims, la, lb) = broadcast_pair("logical_and", self, rhs)?;
         let out = read_pair(self, rhs, |a, b| match (a, b) {
             (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => Ok(zip_map(a, &la, b, &lb, |x, y| x && y)),
-            (CpuBuffer::Bool(_), other) | (other, _) => {
-                Err(Error::DType { op: "logical_and", expected: "bool masks", found: other.dtype() })
-            }
+            (CpuBuffer::Bool(_), other) | (other, _) => Err(Error::DType {
+                op: "logical_and",
+                expected: "bool masks",
+                found: other.dtype(),
+            }),
         })?;
         Ok(DynTensor::from_buffer(CpuBuffer::Bool(out), &dims))
     }
@@ -254,8 +322,15 @@ impl DynTensor {
     /// Element-wise NOT of a `bool` mask.
     pub fn logical_not(&self) -> Result<DynTensor> {
         self.with_buffer(|buffer, layout| match buffer {
-            CpuBuffer::Bool(v) => Ok(DynTensor::from_buffer(CpuBuffer::Bool(crate::backend::cpu::strided::map(v, layout, |x: bool| !x)), self.dims())),
-            other => Err(Error::DType { op: "logical_not", expected: "a bool mask", found: other.dtype() }),
+            CpuBuffer::Bool(v) => Ok(DynTensor::from_buffer(
+                CpuBuffer::Bool(crate::backend::cpu::strided::map(v, layout, |x: bool| !x)),
+                self.dims(),
+            )),
+            other => Err(Error::DType {
+                op: "logical_not",
+                expected: "a bool mask",
+                found: other.dtype(),
+            }),
         })
     }
 
@@ -267,38 +342,99 @@ impl DynTensor {
 
 // ---- backward formulas, written with the same differentiable ops ----
 
-pub(crate) fn add_backward(grad: &DynTensor, lhs_dims: &[usize], rhs_dims: &[usize], negate_rhs: bool) -> Result<Vec<Option<DynTensor>>> {
+pub(crate) fn add_backward(
+    grad: &DynTensor,
+    lhs_dims: &[usize],
+    rhs_dims: &[usize],
+    negate_rhs: bool,
+) -> Result<Vec<Option<DynTensor>>> {
     let rhs = grad.sum_to(rhs_dims)?;
     let rhs = if negate_rhs { rhs.neg()? } else { rhs };
     Ok(vec![Some(grad.sum_to(lhs_dims)?), Some(rhs)])
 }
 
-pub(crate) fn mul_backward(grad: &DynTensor, lhs: &Saved, rhs: &Saved, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+pub(crate) fn mul_backward(
+    grad: &DynTensor,
+    lhs: &Saved,
+    rhs: &Saved,
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
     let (a, b) = (lhs.get("mul")?, rhs.get("mul")?);
-    let ga = if needs[0] { Some(grad.mul(b)?.sum_to(a.dims())?) } else { None };
-    let gb = if needs[1] { Some(grad.mul(a)?.sum_to(b.dims())?) } else { None };
+    let ga = if needs[0] {
+        Some(grad.mul(b)?.sum_to(a.dims())?)
+    } else {
+        None
+    };
+    let gb = if needs[1] {
+        Some(grad.mul(a)?.sum_to(b.dims())?)
+    } else {
+        None
+    };
     Ok(vec![ga, gb])
 }
 
-pub(crate) fn div_backward(grad: &DynTensor, lhs: &Saved, rhs: &Saved, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+pub(crate) fn div_backward(
+    grad: &DynTensor,
+    lhs: &Saved,
+    rhs: &Saved,
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
     let (a, b) = (lhs.get("div")?, rhs.get("div")?);
-    let ga = if needs[0] { Some(grad.div(b)?.sum_to(a.dims())?) } else { None };
+    let ga = if needs[0] {
+        Some(grad.div(b)?.sum_to(a.dims())?)
+    } else {
+        None
+    };
     // d(a/b)/db = -a / b^2
-    let gb = if needs[1] { Some(grad.mul(a)?.div(&b.mul(b)?)?.neg()?.sum_to(b.dims())?) } else { None };
+    let gb = if needs[1] {
+        Some(grad.mul(a)?.div(&b.mul(b)?)?.neg()?.sum_to(b.dims())?)
+    } else {
+        None
+    };
     Ok(vec![ga, gb])
 }
 
-pub(crate) fn pow_backward(grad: &DynTensor, base: &Saved, exponent: &Saved, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+pub(crate) fn pow_backward(
+    grad: &DynTensor,
+    base: &Saved,
+    exponent: &Saved,
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
     let (a, b) = (base.get("pow")?, exponent.get("pow")?);
     // d(a^b)/da = b * a^(b-1);  d(a^b)/db = a^b * ln(a)
-    let ga = if needs[0] { Some(grad.mul(&b.mul(&a.pow(&b.sub_scalar(1.0)?)?)?)?.sum_to(a.dims())?) } else { None };
-    let gb = if needs[1] { Some(grad.mul(&a.pow(b)?.mul(&a.log()?)?)?.sum_to(b.dims())?) } else { None };
+    let ga = if needs[0] {
+        Some(
+            grad.mul(&b.mul(&a.pow(&b.sub_scalar(1.0)?)?)?)?
+                .sum_to(a.dims())?,
+        )
+    } else {
+        None
+    };
+    let gb = if needs[1] {
+        Some(grad.mul(&a.pow(b)?.mul(&a.log()?)?)?.sum_to(b.dims())?)
+    } else {
+        None
+    };
     Ok(vec![ga, gb])
 }
 
-pub(crate) fn where_backward(grad: &DynTensor, condition: &DynTensor, lhs_dims: &[usize], rhs_dims: &[usize], needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+pub(crate) fn where_backward(
+    grad: &DynTensor,
+    condition: &DynTensor,
+    lhs_dims: &[usize],
+    rhs_dims: &[usize],
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
     let zero = DynTensor::scalar(0.0, grad.dtype())?;
-    let gt = if needs[0] { Some(DynTensor::where_(condition, grad, &zero)?.sum_to(lhs_dims)?) } else { None };
-    let gf = if needs[1] { Some(DynTensor::where_(condition, &zero, grad)?.sum_to(rhs_dims)?) } else { None };
+    let gt = if needs[0] {
+        Some(DynTensor::where_(condition, grad, &zero)?.sum_to(lhs_dims)?)
+    } else {
+        None
+    };
+    let gf = if needs[1] {
+        Some(DynTensor::where_(condition, &zero, grad)?.sum_to(rhs_dims)?)
+    } else {
+        None
+    };
     Ok(vec![gt, gf])
 }

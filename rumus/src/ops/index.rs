@@ -12,7 +12,11 @@ use crate::tensor::DynTensor;
 
 fn indices_of(indices: &DynTensor, op: &'static str) -> Result<Vec<i64>> {
     if indices.dtype() != DType::I64 {
-        return Err(Error::DType { op, expected: "an i64 index tensor", found: indices.dtype() });
+        return Err(Error::DType {
+            op,
+            expected: "an i64 index tensor",
+            found: indices.dtype(),
+        });
     }
     indices.to_vec::<i64>()
 }
@@ -23,9 +27,19 @@ fn contiguous_buffer(t: &DynTensor) -> CpuBuffer {
 
 /// Index tensor of `gather`/`scatter_add`: same rank, no axis larger than in `target`
 /// except along `axis`.
-fn check_gather_dims(target: &DynTensor, indices: &DynTensor, axis: usize, op: &'static str) -> Result<()> {
+fn check_gather_dims(
+    target: &DynTensor,
+    indices: &DynTensor,
+    axis: usize,
+    op: &'static str,
+) -> Result<()> {
     let fits = indices.rank() == target.rank()
-        && indices.dims().iter().zip(target.dims()).enumerate().all(|(a, (&i, &t))| a == axis || i <= t);
+        && indices
+            .dims()
+            .iter()
+            .zip(target.dims())
+            .enumerate()
+            .all(|(a, (&i, &t))| a == axis || i <= t);
     if !fits {
         return Err(ShapeError::Invalid {
             context: op.into(),
@@ -45,7 +59,14 @@ impl DynTensor {
     pub fn index_select(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "index_select")?;
         if indices.rank() != 1 {
-            return Err(ShapeError::RankMismatch { context: "index_select indices".into(), expected: 1, expected_shape: "[n]".into(), found: indices.rank(), found_shape: indices.dims().to_vec() }.into());
+            return Err(ShapeError::RankMismatch {
+                context: "index_select indices".into(),
+                expected: 1,
+                expected_shape: "[n]".into(),
+                found: indices.rank(),
+                found_shape: indices.dims().to_vec(),
+            }
+            .into());
         }
         let idx = indices_of(indices, "index_select")?;
         kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
@@ -59,18 +80,34 @@ impl DynTensor {
         let mut dims = self.dims().to_vec();
         dims[a] = idx.len();
         let out = DynTensor::from_buffer(buffer, &dims);
-        Ok(record(out, &[self], || BackwardOp::IndexSelect { input_dims: self.dims().to_vec(), axis: a, indices: indices.detach() }))
+        Ok(record(out, &[self], || BackwardOp::IndexSelect {
+            input_dims: self.dims().to_vec(),
+            axis: a,
+            indices: indices.detach(),
+        }))
     }
 
     /// `self` with `source`'s slices added at positions `indices` of `axis` (repeats add up).
-    pub fn index_add(&self, axis: isize, indices: &DynTensor, source: &DynTensor) -> Result<DynTensor> {
+    pub fn index_add(
+        &self,
+        axis: isize,
+        indices: &DynTensor,
+        source: &DynTensor,
+    ) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "index_add")?;
         let idx = indices_of(indices, "index_add")?;
         kernel::check_indices(&idx, self.dims()[a], a, "index_add")?;
         let mut expected = self.dims().to_vec();
         expected[a] = idx.len();
         if source.dims() != expected {
-            return Err(ShapeError::Invalid { context: "index_add".into(), message: format!("source has shape {:?}, expected {expected:?}", source.dims()) }.into());
+            return Err(ShapeError::Invalid {
+                context: "index_add".into(),
+                message: format!(
+                    "source has shape {:?}, expected {expected:?}",
+                    source.dims()
+                ),
+            }
+            .into());
         }
         let split = kernel::split_at_axis(self.dims(), a);
         let buffer = match (contiguous_buffer(self), contiguous_buffer(source)) {
@@ -82,10 +119,19 @@ impl DynTensor {
                 kernel::index_add(&mut d, split, &idx, &s);
                 CpuBuffer::F64(d)
             }
-            (d, s) => return Err(Error::DTypeMismatch { op: "index_add (float tensors of one dtype)", lhs: d.dtype(), rhs: s.dtype() }),
+            (d, s) => {
+                return Err(Error::DTypeMismatch {
+                    op: "index_add (float tensors of one dtype)",
+                    lhs: d.dtype(),
+                    rhs: s.dtype(),
+                });
+            }
         };
         let out = DynTensor::from_buffer(buffer, self.dims());
-        Ok(record(out, &[self, source], || BackwardOp::IndexAdd { axis: a, indices: indices.detach() }))
+        Ok(record(out, &[self, source], || BackwardOp::IndexAdd {
+            axis: a,
+            indices: indices.detach(),
+        }))
     }
 
     /// `out[p] = self[p with its axis coordinate replaced by indices[p]]` (PyTorch `gather`).
@@ -102,15 +148,32 @@ impl DynTensor {
             CpuBuffer::Bool(v) => CpuBuffer::Bool(kernel::gather(&v, dims, a, &idx, index_dims)),
         };
         let out = DynTensor::from_buffer(buffer, index_dims);
-        Ok(record(out, &[self], || BackwardOp::Gather { input_dims: self.dims().to_vec(), axis: a, indices: indices.detach() }))
+        Ok(record(out, &[self], || BackwardOp::Gather {
+            input_dims: self.dims().to_vec(),
+            axis: a,
+            indices: indices.detach(),
+        }))
     }
 
     /// `self` plus `source[p]` added at `p with axis := indices[p]` (PyTorch `scatter_add`).
-    pub fn scatter_add(&self, axis: isize, indices: &DynTensor, source: &DynTensor) -> Result<DynTensor> {
+    pub fn scatter_add(
+        &self,
+        axis: isize,
+        indices: &DynTensor,
+        source: &DynTensor,
+    ) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "scatter_add")?;
         check_gather_dims(self, indices, a, "scatter_add")?;
         if source.dims() != indices.dims() {
-            return Err(ShapeError::Invalid { context: "scatter_add".into(), message: format!("source shape {:?} differs from index shape {:?}", source.dims(), indices.dims()) }.into());
+            return Err(ShapeError::Invalid {
+                context: "scatter_add".into(),
+                message: format!(
+                    "source shape {:?} differs from index shape {:?}",
+                    source.dims(),
+                    indices.dims()
+                ),
+            }
+            .into());
         }
         let idx = indices_of(indices, "scatter_add")?;
         kernel::check_indices(&idx, self.dims()[a], a, "scatter_add")?;
@@ -124,27 +187,64 @@ impl DynTensor {
                 kernel::scatter_add(&mut d, dims, a, &idx, index_dims, &s);
                 CpuBuffer::F64(d)
             }
-            (d, s) => return Err(Error::DTypeMismatch { op: "scatter_add (float tensors of one dtype)", lhs: d.dtype(), rhs: s.dtype() }),
+            (d, s) => {
+                return Err(Error::DTypeMismatch {
+                    op: "scatter_add (float tensors of one dtype)",
+                    lhs: d.dtype(),
+                    rhs: s.dtype(),
+                });
+            }
         };
         let out = DynTensor::from_buffer(buffer, dims);
-        Ok(record(out, &[self, source], || BackwardOp::ScatterAdd { axis: a, indices: indices.detach() }))
+        Ok(record(out, &[self, source], || BackwardOp::ScatterAdd {
+            axis: a,
+            indices: indices.detach(),
+        }))
     }
 }
 
-pub(crate) fn index_select_backward(grad: &DynTensor, input_dims: &[usize], axis: usize, indices: &DynTensor) -> Result<DynTensor> {
+pub(crate) fn index_select_backward(
+    grad: &DynTensor,
+    input_dims: &[usize],
+    axis: usize,
+    indices: &DynTensor,
+) -> Result<DynTensor> {
     DynTensor::zeros(input_dims, grad.dtype())?.index_add(axis as isize, indices, grad)
 }
 
-pub(crate) fn index_add_backward(grad: &DynTensor, axis: usize, indices: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
-    let source = if needs[1] { Some(grad.index_select(axis as isize, indices)?) } else { None };
+pub(crate) fn index_add_backward(
+    grad: &DynTensor,
+    axis: usize,
+    indices: &DynTensor,
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
+    let source = if needs[1] {
+        Some(grad.index_select(axis as isize, indices)?)
+    } else {
+        None
+    };
     Ok(vec![Some(grad.clone()), source])
 }
 
-pub(crate) fn gather_backward(grad: &DynTensor, input_dims: &[usize], axis: usize, indices: &DynTensor) -> Result<DynTensor> {
+pub(crate) fn gather_backward(
+    grad: &DynTensor,
+    input_dims: &[usize],
+    axis: usize,
+    indices: &DynTensor,
+) -> Result<DynTensor> {
     DynTensor::zeros(input_dims, grad.dtype())?.scatter_add(axis as isize, indices, grad)
 }
 
-pub(crate) fn scatter_add_backward(grad: &DynTensor, axis: usize, indices: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
-    let source = if needs[1] { Some(grad.gather(axis as isize, indices)?) } else { None };
+pub(crate) fn scatter_add_backward(
+    grad: &DynTensor,
+    axis: usize,
+    indices: &DynTensor,
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
+    let source = if needs[1] {
+        Some(grad.gather(axis as isize, indices)?)
+    } else {
+        None
+    };
     Ok(vec![Some(grad.clone()), source])
 }

@@ -29,14 +29,30 @@ impl DynTensor {
             return Err(AutogradError::InPlaceOnTracked { op: OP }.into());
         }
         if source.dtype() != self.dtype() {
-            return Err(Error::DTypeMismatch { op: OP, lhs: self.dtype(), rhs: source.dtype() });
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                lhs: self.dtype(),
+                rhs: source.dtype(),
+            });
         }
-        let context = format!("in-place update of {:?} from {:?}", self.dims(), source.dims());
+        let context = format!(
+            "in-place update of {:?} from {:?}",
+            self.dims(),
+            source.dims()
+        );
         if crate::shape::broadcast_shapes(self.dims(), source.dims(), &context)? != self.dims() {
-            return Err(ShapeError::Invalid { context, message: "the source must broadcast to the destination's shape".into() }.into());
+            return Err(ShapeError::Invalid {
+                context,
+                message: "the source must broadcast to the destination's shape".into(),
+            }
+            .into());
         }
         // Reading and writing the same memory would need two locks: read from a copy instead.
-        let source = if source.shares_storage_with(self) { DynTensor::from_buffer(source.to_contiguous_buffer(), source.dims()) } else { source.clone() };
+        let source = if source.shares_storage_with(self) {
+            DynTensor::from_buffer(source.to_contiguous_buffer(), source.dims())
+        } else {
+            source.clone()
+        };
         let ls = source.layout().broadcast_to(self.dims());
         let ld = self.layout().clone();
         source.with_buffer(|src, _| {
@@ -44,7 +60,13 @@ impl DynTensor {
             match (&mut *dst, src) {
                 (CpuBuffer::F32(d), CpuBuffer::F32(s)) => apply(d, &ld, s, &ls, alpha, scale),
                 (CpuBuffer::F64(d), CpuBuffer::F64(s)) => apply(d, &ld, s, &ls, alpha, scale),
-                (d, _) => return Err(Error::DType { op: OP, expected: "a floating-point tensor", found: d.dtype() }),
+                (d, _) => {
+                    return Err(Error::DType {
+                        op: OP,
+                        expected: "a floating-point tensor",
+                        found: d.dtype(),
+                    });
+                }
             }
             Ok(())
         })

@@ -14,7 +14,11 @@ impl DynTensor {
         if self.rank() == 0 || rhs.rank() == 0 {
             return Err(ShapeError::Invalid {
                 context: "matmul".into(),
-                message: format!("both operands need at least one axis, got {:?} and {:?}", self.dims(), rhs.dims()),
+                message: format!(
+                    "both operands need at least one axis, got {:?} and {:?}",
+                    self.dims(),
+                    rhs.dims()
+                ),
             }
             .into());
         }
@@ -31,25 +35,63 @@ impl DynTensor {
         let (m, k) = (self.dims()[ra - 2], self.dims()[ra - 1]);
         let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);
         if k != k2 {
-            return Err(ShapeError::MatmulInner { lhs: self.dims().to_vec(), rhs: rhs.dims().to_vec(), lhs_inner: k, rhs_inner: k2 }.into());
+            return Err(ShapeError::MatmulInner {
+                lhs: self.dims().to_vec(),
+                rhs: rhs.dims().to_vec(),
+                lhs_inner: k,
+                rhs_inner: k2,
+            }
+            .into());
         }
-        let batch = broadcast_shapes(&self.dims()[..ra - 2], &rhs.dims()[..rb - 2], "matmul (batch dims)")?;
-        let with_batch = |tail: [usize; 2]| -> Vec<usize> { batch.iter().copied().chain(tail).collect() };
-        let (la, lb) = (self.layout().broadcast_to(&with_batch([m, k])), rhs.layout().broadcast_to(&with_batch([k, n])));
+        let batch = broadcast_shapes(
+            &self.dims()[..ra - 2],
+            &rhs.dims()[..rb - 2],
+            "matmul (batch dims)",
+        )?;
+        let with_batch =
+            |tail: [usize; 2]| -> Vec<usize> { batch.iter().copied().chain(tail).collect() };
+        let (la, lb) = (
+            self.layout().broadcast_to(&with_batch([m, k])),
+            rhs.layout().broadcast_to(&with_batch([k, n])),
+        );
         let buffer = crate::ops::elementwise::read_pair(self, rhs, |a, b| match (a, b) {
             (CpuBuffer::F32(a), CpuBuffer::F32(b)) => Ok(CpuBuffer::F32(matmul(a, &la, b, &lb))),
             (CpuBuffer::F64(a), CpuBuffer::F64(b)) => Ok(CpuBuffer::F64(matmul(a, &la, b, &lb))),
-            (a, b) if a.dtype() != b.dtype() => Err(Error::DTypeMismatch { op: "matmul", lhs: a.dtype(), rhs: b.dtype() }),
-            (a, _) => Err(Error::DType { op: "matmul", expected: "a floating-point tensor", found: a.dtype() }),
+            (a, b) if a.dtype() != b.dtype() => Err(Error::DTypeMismatch {
+                op: "matmul",
+                lhs: a.dtype(),
+                rhs: b.dtype(),
+            }),
+            (a, _) => Err(Error::DType {
+                op: "matmul",
+                expected: "a floating-point tensor",
+                found: a.dtype(),
+            }),
         })?;
         let out = DynTensor::from_buffer(buffer, &with_batch([m, n]));
-        Ok(record(out, &[self, rhs], || BackwardOp::Matmul { lhs: Saved::new(self), rhs: Saved::new(rhs) }))
+        Ok(record(out, &[self, rhs], || BackwardOp::Matmul {
+            lhs: Saved::new(self),
+            rhs: Saved::new(rhs),
+        }))
     }
 }
 
-pub(crate) fn matmul_backward(grad: &DynTensor, lhs: &Saved, rhs: &Saved, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+pub(crate) fn matmul_backward(
+    grad: &DynTensor,
+    lhs: &Saved,
+    rhs: &Saved,
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
     let (a, b) = (lhs.get("matmul")?, rhs.get("matmul")?);
-    let ga = if needs[0] { Some(grad.matmul(&b.transpose(-1, -2)?)?.sum_to(a.dims())?) } else { None };
-    let gb = if needs[1] { Some(a.transpose(-1, -2)?.matmul(grad)?.sum_to(b.dims())?) } else { None };
+    let ga = if needs[0] {
+        Some(grad.matmul(&b.transpose(-1, -2)?)?.sum_to(a.dims())?)
+    } else {
+        None
+    };
+    let gb = if needs[1] {
+        Some(a.transpose(-1, -2)?.matmul(grad)?.sum_to(b.dims())?)
+    } else {
+        None
+    };
     Ok(vec![ga, gb])
 }

@@ -22,18 +22,33 @@ fn reduced_dims(dims: &[usize], axes: &[usize], keepdim: bool) -> Vec<usize> {
 }
 
 impl DynTensor {
-    fn reduce_raw(&self, axes: &[usize], keepdim: bool, kind: Reduction, op: &'static str) -> Result<DynTensor> {
+    fn reduce_raw(
+        &self,
+        axes: &[usize],
+        keepdim: bool,
+        kind: Reduction,
+        op: &'static str,
+    ) -> Result<DynTensor> {
         let buffer = self.with_buffer(|buffer, layout| -> Result<CpuBuffer> {
-            Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(data, layout, axes, kind))))
+            Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(
+                data, layout, axes, kind
+            ))))
         })?;
-        Ok(DynTensor::from_buffer(buffer, &reduced_dims(self.dims(), axes, keepdim)))
+        Ok(DynTensor::from_buffer(
+            buffer,
+            &reduced_dims(self.dims(), axes, keepdim),
+        ))
     }
 
     /// Sum over `axes` (negative axes count from the end). An empty list sums nothing.
     pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
         let axes = normalize_axes(axes, self.rank(), "sum")?;
         let out = self.reduce_raw(&axes, keepdim, Reduction::Sum, "sum")?;
-        Ok(record(out, &[self], || BackwardOp::Sum { input_dims: self.dims().to_vec(), axes, keepdim }))
+        Ok(record(out, &[self], || BackwardOp::Sum {
+            input_dims: self.dims().to_vec(),
+            axes,
+            keepdim,
+        }))
     }
 
     /// Sum of every element, as a rank-0 tensor.
@@ -58,7 +73,12 @@ impl DynTensor {
         let axes = normalize_axes(axes, self.rank(), op)?;
         let kind = if max { Reduction::Max } else { Reduction::Min };
         let out = self.reduce_raw(&axes, keepdim, kind, op)?;
-        Ok(record(out, &[self], || BackwardOp::Extremum { input: Saved::new(self), axes, keepdim, max }))
+        Ok(record(out, &[self], || BackwardOp::Extremum {
+            input: Saved::new(self),
+            axes,
+            keepdim,
+            max,
+        }))
     }
 
     /// Largest value over `axes`. With ties, the gradient is shared equally among them.
@@ -75,9 +95,14 @@ impl DynTensor {
         let op = if max { "argmax" } else { "argmin" };
         let axis = normalize_axis(axis, self.rank(), op)?;
         let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
-            Ok(with_float!(buffer, op, |data: T| arg_extremum(data, layout, axis, max)))
+            Ok(with_float!(buffer, op, |data: T| arg_extremum(
+                data, layout, axis, max
+            )))
         })?;
-        Ok(DynTensor::from_buffer(CpuBuffer::I64(indices), &reduced_dims(self.dims(), &[axis], keepdim)))
+        Ok(DynTensor::from_buffer(
+            CpuBuffer::I64(indices),
+            &reduced_dims(self.dims(), &[axis], keepdim),
+        ))
     }
 
     /// Index (`i64`) of the largest value along `axis`; the first one wins ties.
@@ -97,7 +122,10 @@ impl DynTensor {
         let count: usize = normalized.iter().map(|&a| self.dims()[a]).product();
         let centered = self.sub(&self.mean(axes, true)?)?;
         let dof = count.saturating_sub(correction) as f64;
-        centered.mul(&centered)?.sum(axes, keepdim)?.mul_scalar(1.0 / dof)
+        centered
+            .mul(&centered)?
+            .sum(axes, keepdim)?
+            .mul_scalar(1.0 / dof)
     }
 
     /// Standard deviation over `axes` (see [`DynTensor::var`]).
@@ -111,7 +139,12 @@ impl DynTensor {
         // An all -inf (or +inf) group would give inf - inf; shift such groups by zero instead.
         let finite = shift.abs()?.lt_scalar(f64::INFINITY)?;
         let shift = shift.masked_fill(&finite.logical_not()?, 0.0)?;
-        let total = self.sub(&shift)?.exp()?.sum(axes, true)?.log()?.add(&shift)?;
+        let total = self
+            .sub(&shift)?
+            .exp()?
+            .sum(axes, true)?
+            .log()?
+            .add(&shift)?;
         if keepdim {
             Ok(total)
         } else {
@@ -138,15 +171,34 @@ pub(crate) fn all_axes(rank: usize) -> Vec<isize> {
     (0..rank as isize).collect()
 }
 
-pub(crate) fn sum_backward(grad: &DynTensor, input_dims: &[usize], axes: &[usize], keepdim: bool) -> Result<DynTensor> {
-    let grad = if keepdim { grad.clone() } else { grad.reshape(&reduced_dims(input_dims, axes, true))? };
+pub(crate) fn sum_backward(
+    grad: &DynTensor,
+    input_dims: &[usize],
+    axes: &[usize],
+    keepdim: bool,
+) -> Result<DynTensor> {
+    let grad = if keepdim {
+        grad.clone()
+    } else {
+        grad.reshape(&reduced_dims(input_dims, axes, true))?
+    };
     grad.broadcast_to(input_dims)
 }
 
-pub(crate) fn extremum_backward(grad: &DynTensor, input: &Saved, axes: &[usize], keepdim: bool, max: bool) -> Result<DynTensor> {
+pub(crate) fn extremum_backward(
+    grad: &DynTensor,
+    input: &Saved,
+    axes: &[usize],
+    keepdim: bool,
+    max: bool,
+) -> Result<DynTensor> {
     let x = input.get(if max { "max" } else { "min" })?;
     let axes_i: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
-    let best = if max { x.max(&axes_i, true)? } else { x.min(&axes_i, true)? };
+    let best = if max {
+        x.max(&axes_i, true)?
+    } else {
+        x.min(&axes_i, true)?
+    };
     let hits = x.eq(&best.detach())?;
     let count = hits.to_dtype(x.dtype())?.sum(&axes_i, true)?;
     let share = sum_backward(grad, x.dims(), axes, keepdim)?.div(&count)?;

@@ -29,9 +29,15 @@ impl DynTensor {
         let mut out = DynTensor::from_buffer(buffer, &moved_dims);
         if axis != last {
             let inverse = crate::ops::view::inverse_permutation(&perm);
-            out = out.view_with(out.layout().permute(&inverse)).contiguous_untracked();
+            out = out
+                .view_with(out.layout().permute(&inverse))
+                .contiguous_untracked();
         }
-        Ok(record(out, &[self], || BackwardOp::Softmax { input: Saved::new(self), axis, log }))
+        Ok(record(out, &[self], || BackwardOp::Softmax {
+            input: Saved::new(self),
+            axis,
+            log,
+        }))
     }
 
     /// `exp(x) / sum(exp(x))` along `axis`.
@@ -45,7 +51,12 @@ impl DynTensor {
     }
 }
 
-pub(crate) fn softmax_backward(grad: &DynTensor, input: &Saved, axis: usize, log: bool) -> Result<DynTensor> {
+pub(crate) fn softmax_backward(
+    grad: &DynTensor,
+    input: &Saved,
+    axis: usize,
+    log: bool,
+) -> Result<DynTensor> {
     let axis = axis as isize;
     if log {
         let x = input.get("log_softmax")?;

@@ -34,9 +34,15 @@ pub enum UnaryOp {
     GeluTanh,
     Silu,
     /// `ln(1 + e^(beta x)) / beta`, linear above `threshold` (PyTorch's defaults: 1, 20).
-    Softplus { beta: f64, threshold: f64 },
+    Softplus {
+        beta: f64,
+        threshold: f64,
+    },
     Powf(f64),
-    Clamp { min: f64, max: f64 },
+    Clamp {
+        min: f64,
+        max: f64,
+    },
     AddScalar(f64),
     MulScalar(f64),
 }
@@ -69,7 +75,10 @@ impl UnaryOp {
 
     /// Ops whose gradient does not depend on the input keep no reference to it.
     fn saves_input(self) -> bool {
-        !matches!(self, UnaryOp::Neg | UnaryOp::AddScalar(_) | UnaryOp::MulScalar(_))
+        !matches!(
+            self,
+            UnaryOp::Neg | UnaryOp::AddScalar(_) | UnaryOp::MulScalar(_)
+        )
     }
 }
 
@@ -106,22 +115,36 @@ fn unary_kernel<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -> Ve
         UnaryOp::Relu => map(a, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
         UnaryOp::LeakyRelu(slope) => {
             let slope = c(slope);
-            map(a, layout, move |x: T| if x > T::ZERO { x } else { x * slope })
+            map(
+                a,
+                layout,
+                move |x: T| if x > T::ZERO { x } else { x * slope },
+            )
         }
         UnaryOp::Sigmoid => map(a, layout, sigmoid),
         UnaryOp::Tanh => map(a, layout, |x: T| x.tanh()),
         UnaryOp::Gelu => {
             let inv_sqrt2 = c(std::f64::consts::FRAC_1_SQRT_2);
-            map(a, layout, move |x: T| half * x * (T::ONE + (x * inv_sqrt2).erf()))
+            map(a, layout, move |x: T| {
+                half * x * (T::ONE + (x * inv_sqrt2).erf())
+            })
         }
         UnaryOp::GeluTanh => {
             let (k, coef) = (c(SQRT_2_OVER_PI), c(GELU_TANH_COEF));
-            map(a, layout, move |x: T| half * x * (T::ONE + (k * (x + coef * x * x * x)).tanh()))
+            map(a, layout, move |x: T| {
+                half * x * (T::ONE + (k * (x + coef * x * x * x)).tanh())
+            })
         }
         UnaryOp::Silu => map(a, layout, |x: T| x * sigmoid(x)),
         UnaryOp::Softplus { beta, threshold } => {
             let (beta, threshold) = (c(beta), c(threshold));
-            map(a, layout, move |x: T| if x * beta > threshold { x } else { (x * beta).exp().ln_1p() / beta })
+            map(a, layout, move |x: T| {
+                if x * beta > threshold {
+                    x
+                } else {
+                    (x * beta).exp().ln_1p() / beta
+                }
+            })
         }
         UnaryOp::Powf(p) => {
             let p = c(p);
@@ -129,7 +152,15 @@ fn unary_kernel<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -> Ve
         }
         UnaryOp::Clamp { min, max } => {
             let (min, max) = (c(min), c(max));
-            map(a, layout, move |x: T| if x < min { min } else if x > max { max } else { x })
+            map(a, layout, move |x: T| {
+                if x < min {
+                    min
+                } else if x > max {
+                    max
+                } else {
+                    x
+                }
+            })
         }
         UnaryOp::AddScalar(s) => {
             let s = c(s);
@@ -146,13 +177,18 @@ impl DynTensor {
     /// Applies `op` to every element (floating-point tensors only).
     pub fn unary(&self, op: UnaryOp) -> Result<DynTensor> {
         let buffer = self.with_buffer(|buffer, layout| -> Result<_> {
-            Ok(with_float!(buffer, op.name(), |data: T| T::into_buffer(unary_kernel(data, layout, op))))
+            Ok(with_float!(buffer, op.name(), |data: T| T::into_buffer(
+                unary_kernel(data, layout, op)
+            )))
         })?;
         let out = DynTensor::from_buffer(buffer, self.dims());
         if op == UnaryOp::Sign {
             return Ok(out);
         }
-        Ok(record(out, &[self], || BackwardOp::Unary { op, input: op.saves_input().then(|| Saved::new(self)) }))
+        Ok(record(out, &[self], || BackwardOp::Unary {
+            op,
+            input: op.saves_input().then(|| Saved::new(self)),
+        }))
     }
 
     pub fn neg(&self) -> Result<DynTensor> {
@@ -228,7 +264,11 @@ impl DynTensor {
 }
 
 /// `grad * d op(x) / dx`, written with differentiable ops so higher derivatives work.
-pub(crate) fn unary_backward(grad: &DynTensor, op: UnaryOp, input: Option<&Saved>) -> Result<DynTensor> {
+pub(crate) fn unary_backward(
+    grad: &DynTensor,
+    op: UnaryOp,
+    input: Option<&Saved>,
+) -> Result<DynTensor> {
     let x = match input {
         Some(saved) => Some(saved.get(op.name())?),
         None => None,
@@ -245,9 +285,16 @@ pub(crate) fn unary_backward(grad: &DynTensor, op: UnaryOp, input: Option<&Saved
         UnaryOp::Rsqrt => grad.mul(&x().powf(-1.5)?.mul_scalar(-0.5)?),
         UnaryOp::Abs => grad.mul(&x().sign()?),
         UnaryOp::Sign => grad.mul_scalar(0.0),
-        UnaryOp::Erf => grad.mul(&x().mul(x())?.neg()?.exp()?.mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?),
+        UnaryOp::Erf => grad.mul(
+            &x().mul(x())?
+                .neg()?
+                .exp()?
+                .mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?,
+        ),
         UnaryOp::Relu => DynTensor::where_(&x().gt_scalar(0.0)?, grad, &zero()?),
-        UnaryOp::LeakyRelu(slope) => DynTensor::where_(&x().gt_scalar(0.0)?, grad, &grad.mul_scalar(slope)?),
+        UnaryOp::LeakyRelu(slope) => {
+            DynTensor::where_(&x().gt_scalar(0.0)?, grad, &grad.mul_scalar(slope)?)
+        }
         UnaryOp::Sigmoid => {
             let s = x().sigmoid()?;
             grad.mul(&s.mul(&s.rsub_scalar(1.0)?)?)
@@ -259,18 +306,35 @@ pub(crate) fn unary_backward(grad: &DynTensor, op: UnaryOp, input: Option<&Saved
         UnaryOp::Gelu => {
             // Phi(x) + x * phi(x)
             let x = x();
-            let cdf = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
-            let pdf = x.mul(x)?.mul_scalar(-0.5)?.exp()?.mul_scalar(FRAC_1_SQRT_2PI)?;
+            let cdf = x
+                .mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?
+                .erf()?
+                .add_scalar(1.0)?
+                .mul_scalar(0.5)?;
+            let pdf = x
+                .mul(x)?
+                .mul_scalar(-0.5)?
+                .exp()?
+                .mul_scalar(FRAC_1_SQRT_2PI)?;
             grad.mul(&cdf.add(&x.mul(&pdf)?)?)
         }
         UnaryOp::GeluTanh => {
             // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
             let x = x();
             let x2 = x.mul(x)?;
-            let t = x.add(&x2.mul(x)?.mul_scalar(GELU_TANH_COEF)?)?.mul_scalar(SQRT_2_OVER_PI)?.tanh()?;
+            let t = x
+                .add(&x2.mul(x)?.mul_scalar(GELU_TANH_COEF)?)?
+                .mul_scalar(SQRT_2_OVER_PI)?
+                .tanh()?;
             let left = t.add_scalar(1.0)?.mul_scalar(0.5)?;
-            let inner = x2.mul_scalar(3.0 * GELU_TANH_COEF)?.add_scalar(1.0)?.mul_scalar(SQRT_2_OVER_PI)?;
-            let right = x.mul(&t.mul(&t)?.rsub_scalar(1.0)?)?.mul(&inner)?.mul_scalar(0.5)?;
+            let inner = x2
+                .mul_scalar(3.0 * GELU_TANH_COEF)?
+                .add_scalar(1.0)?
+                .mul_scalar(SQRT_2_OVER_PI)?;
+            let right = x
+                .mul(&t.mul(&t)?.rsub_scalar(1.0)?)?
+                .mul(&inner)?
+                .mul_scalar(0.5)?;
             grad.mul(&left.add(&right)?)
         }
         UnaryOp::Silu => {

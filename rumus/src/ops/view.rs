@@ -32,7 +32,9 @@ impl DynTensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        Ok(record(self.contiguous_untracked(), &[self], || BackwardOp::Contiguous))
+        Ok(record(self.contiguous_untracked(), &[self], || {
+            BackwardOp::Contiguous
+        }))
     }
 
     /// The same elements with new dims (a view when the tensor is contiguous, a copy
@@ -40,28 +42,52 @@ impl DynTensor {
     pub fn reshape(&self, dims: &[usize]) -> Result<DynTensor> {
         let numel: usize = dims.iter().product();
         if numel != self.numel() {
-            return Err(ShapeError::ElementCount { context: format!("reshape of {:?}", self.dims()), shape: dims.to_vec(), expected: numel, found: self.numel() }.into());
+            return Err(ShapeError::ElementCount {
+                context: format!("reshape of {:?}", self.dims()),
+                shape: dims.to_vec(),
+                expected: numel,
+                found: self.numel(),
+            }
+            .into());
         }
         if dims == self.dims() {
             return Ok(self.clone());
         }
         let source = self.contiguous_untracked();
         let out = source.view_with(source.layout().reshaped(dims));
-        Ok(record(out, &[self], || BackwardOp::Reshape { input_dims: self.dims().to_vec() }))
+        Ok(record(out, &[self], || BackwardOp::Reshape {
+            input_dims: self.dims().to_vec(),
+        }))
     }
 
     /// Reshape where one entry may be `-1`, inferred from the element count.
     pub fn reshape_infer(&self, dims: &[isize]) -> Result<DynTensor> {
-        let invalid = |message: String| ShapeError::Invalid { context: format!("reshape of {:?} to {dims:?}", self.dims()), message };
-        let inferred: Vec<usize> = dims.iter().enumerate().filter(|(_, d)| **d == -1).map(|(i, _)| i).collect();
+        let invalid = |message: String| ShapeError::Invalid {
+            context: format!("reshape of {:?} to {dims:?}", self.dims()),
+            message,
+        };
+        let inferred: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| **d == -1)
+            .map(|(i, _)| i)
+            .collect();
         if inferred.len() > 1 || dims.iter().any(|&d| d < -1) {
             return Err(invalid("use non-negative sizes and at most one -1".into()).into());
         }
-        let known: usize = dims.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let known: usize = dims
+            .iter()
+            .filter(|&&d| d >= 0)
+            .map(|&d| d as usize)
+            .product();
         let mut out: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
         if let Some(&slot) = inferred.first() {
             if known == 0 || self.numel() % known != 0 {
-                return Err(invalid(format!("{} elements cannot be split into groups of {known}", self.numel())).into());
+                return Err(invalid(format!(
+                    "{} elements cannot be split into groups of {known}",
+                    self.numel()
+                ))
+                .into());
             }
             out[slot] = self.numel() / known;
         }
@@ -73,12 +99,24 @@ impl DynTensor {
         if self.rank() == 0 {
             return self.reshape(&[1]);
         }
-        let (s, e) = (normalize_axis(start, self.rank(), "flatten")?, normalize_axis(end, self.rank(), "flatten")?);
+        let (s, e) = (
+            normalize_axis(start, self.rank(), "flatten")?,
+            normalize_axis(end, self.rank(), "flatten")?,
+        );
         if s > e {
-            return Err(ShapeError::Invalid { context: "flatten".into(), message: format!("start axis {s} comes after end axis {e}") }.into());
+            return Err(ShapeError::Invalid {
+                context: "flatten".into(),
+                message: format!("start axis {s} comes after end axis {e}"),
+            }
+            .into());
         }
         let d = self.dims();
-        let dims: Vec<usize> = d[..s].iter().copied().chain([d[s..=e].iter().product()]).chain(d[e + 1..].iter().copied()).collect();
+        let dims: Vec<usize> = d[..s]
+            .iter()
+            .copied()
+            .chain([d[s..=e].iter().product()])
+            .chain(d[e + 1..].iter().copied())
+            .collect();
         self.reshape(&dims)
     }
 
@@ -86,7 +124,13 @@ impl DynTensor {
     pub fn squeeze(&self, axis: isize) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "squeeze")?;
         if self.dims()[a] != 1 {
-            return Err(ShapeError::AxisMismatch { context: format!("squeeze of {:?}", self.dims()), axis: a, expected: 1, found: self.dims()[a] }.into());
+            return Err(ShapeError::AxisMismatch {
+                context: format!("squeeze of {:?}", self.dims()),
+                axis: a,
+                expected: 1,
+                found: self.dims()[a],
+            }
+            .into());
         }
         let mut dims = self.dims().to_vec();
         dims.remove(a);
@@ -104,7 +148,10 @@ impl DynTensor {
     /// Reorders axes: axis `i` of the result is axis `perm[i]` of `self`.
     pub fn permute(&self, perm: &[usize]) -> Result<DynTensor> {
         let mut seen = vec![false; self.rank()];
-        let valid = perm.len() == self.rank() && perm.iter().all(|&p| p < self.rank() && !std::mem::replace(&mut seen[p], true));
+        let valid = perm.len() == self.rank()
+            && perm
+                .iter()
+                .all(|&p| p < self.rank() && !std::mem::replace(&mut seen[p], true));
         if !valid {
             return Err(ShapeError::Invalid {
                 context: format!("permute of {:?}", self.dims()),
@@ -113,12 +160,17 @@ impl DynTensor {
             .into());
         }
         let out = self.view_with(self.layout().permute(perm));
-        Ok(record(out, &[self], || BackwardOp::Permute { perm: perm.to_vec() }))
+        Ok(record(out, &[self], || BackwardOp::Permute {
+            perm: perm.to_vec(),
+        }))
     }
 
     /// Swaps two axes.
     pub fn transpose(&self, a: isize, b: isize) -> Result<DynTensor> {
-        let (a, b) = (normalize_axis(a, self.rank(), "transpose")?, normalize_axis(b, self.rank(), "transpose")?);
+        let (a, b) = (
+            normalize_axis(a, self.rank(), "transpose")?,
+            normalize_axis(b, self.rank(), "transpose")?,
+        );
         let mut perm: Vec<usize> = (0..self.rank()).collect();
         perm.swap(a, b);
         self.permute(&perm)
@@ -128,13 +180,19 @@ impl DynTensor {
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<DynTensor> {
         let context = format!("broadcast_to {dims:?}");
         if dims.len() < self.rank() || broadcast_shapes(self.dims(), dims, &context)? != dims {
-            return Err(ShapeError::Invalid { context, message: format!("{:?} does not broadcast to {dims:?}", self.dims()) }.into());
+            return Err(ShapeError::Invalid {
+                context,
+                message: format!("{:?} does not broadcast to {dims:?}", self.dims()),
+            }
+            .into());
         }
         if dims == self.dims() {
             return Ok(self.clone());
         }
         let out = self.view_with(self.layout().broadcast_to(dims));
-        Ok(record(out, &[self], || BackwardOp::Expand { input_dims: self.dims().to_vec() }))
+        Ok(record(out, &[self], || BackwardOp::Expand {
+            input_dims: self.dims().to_vec(),
+        }))
     }
 
     /// `len` entries of `axis` starting at `start`, sharing memory with `self`.
@@ -144,12 +202,19 @@ impl DynTensor {
         if start.checked_add(len).is_none_or(|end| end > size) {
             return Err(ShapeError::Invalid {
                 context: format!("narrow of {:?} along axis {a}", self.dims()),
-                message: format!("range {start}..{} exceeds the axis size {size}", start.saturating_add(len)),
+                message: format!(
+                    "range {start}..{} exceeds the axis size {size}",
+                    start.saturating_add(len)
+                ),
             }
             .into());
         }
         let out = self.view_with(self.layout().narrow(a, start, len));
-        Ok(record(out, &[self], || BackwardOp::Narrow { input_dims: self.dims().to_vec(), axis: a, start }))
+        Ok(record(out, &[self], || BackwardOp::Narrow {
+            input_dims: self.dims().to_vec(),
+            axis: a,
+            start,
+        }))
     }
 
     /// Entries `range` of `axis` (like `x[:, 2..5]`).
@@ -167,7 +232,12 @@ pub(crate) fn inverse_permutation(perm: &[usize]) -> Vec<usize> {
 }
 
 /// Gradient of `narrow`: the slice's gradient placed back with zeros around it.
-pub(crate) fn narrow_backward(grad: &DynTensor, input_dims: &[usize], axis: usize, start: usize) -> Result<DynTensor> {
+pub(crate) fn narrow_backward(
+    grad: &DynTensor,
+    input_dims: &[usize],
+    axis: usize,
+    start: usize,
+) -> Result<DynTensor> {
     let len = grad.dims()[axis];
     let after = input_dims[axis] - start - len;
     let zeros_of = |size: usize| {

@@ -24,12 +24,20 @@ pub fn contiguous_strides(dims: &[usize]) -> Vec<usize> {
 
 impl Layout {
     pub fn contiguous(dims: &[usize]) -> Self {
-        Layout { strides: contiguous_strides(dims), dims: dims.to_vec(), offset: 0 }
+        Layout {
+            strides: contiguous_strides(dims),
+            dims: dims.to_vec(),
+            offset: 0,
+        }
     }
 
     pub fn new(dims: Vec<usize>, strides: Vec<usize>, offset: usize) -> Self {
         debug_assert_eq!(dims.len(), strides.len());
-        Layout { dims, strides, offset }
+        Layout {
+            dims,
+            strides,
+            offset,
+        }
     }
 
     pub fn dims(&self) -> &[usize] {
@@ -77,7 +85,11 @@ impl Layout {
     pub fn narrow(&self, axis: usize, start: usize, len: usize) -> Layout {
         let mut dims = self.dims.clone();
         dims[axis] = len;
-        Layout { dims, strides: self.strides.clone(), offset: self.offset + start * self.strides[axis] }
+        Layout {
+            dims,
+            strides: self.strides.clone(),
+            offset: self.offset + start * self.strides[axis],
+        }
     }
 
     /// Broadcast view to `target` (which must be a valid broadcast of `dims`): new or size-1
@@ -92,17 +104,29 @@ impl Layout {
                     0
                 } else {
                     let src = i - extra;
-                    if self.dims[src] == 1 && size != 1 { 0 } else { self.strides[src] }
+                    if self.dims[src] == 1 && size != 1 {
+                        0
+                    } else {
+                        self.strides[src]
+                    }
                 }
             })
             .collect();
-        Layout { dims: target.to_vec(), strides, offset: self.offset }
+        Layout {
+            dims: target.to_vec(),
+            strides,
+            offset: self.offset,
+        }
     }
 
     /// A contiguous layout reinterpreted with new sizes (caller checked the element count).
     pub fn reshaped(&self, dims: &[usize]) -> Layout {
         debug_assert!(self.is_contiguous());
-        Layout { dims: dims.to_vec(), strides: contiguous_strides(dims), offset: self.offset }
+        Layout {
+            dims: dims.to_vec(),
+            strides: contiguous_strides(dims),
+            offset: self.offset,
+        }
     }
 }
 
@@ -111,14 +135,25 @@ pub fn normalize_axis(axis: isize, rank: usize, context: &str) -> Result<usize, 
     let r = rank as isize;
     let index = if axis < 0 { axis + r } else { axis };
     if index < 0 || index >= r {
-        return Err(ShapeError::AxisOutOfRange { context: context.to_string(), axis, rank });
+        return Err(ShapeError::AxisOutOfRange {
+            context: context.to_string(),
+            axis,
+            rank,
+        });
     }
     Ok(index as usize)
 }
 
 /// Normalises and sorts a list of axes, rejecting duplicates.
-pub fn normalize_axes(axes: &[isize], rank: usize, context: &str) -> Result<Vec<usize>, ShapeError> {
-    let mut out = axes.iter().map(|&a| normalize_axis(a, rank, context)).collect::<Result<Vec<_>, _>>()?;
+pub fn normalize_axes(
+    axes: &[isize],
+    rank: usize,
+    context: &str,
+) -> Result<Vec<usize>, ShapeError> {
+    let mut out = axes
+        .iter()
+        .map(|&a| normalize_axis(a, rank, context))
+        .collect::<Result<Vec<_>, _>>()?;
     out.sort_unstable();
     if out.windows(2).any(|w| w[0] == w[1]) {
         return Err(ShapeError::Invalid {
@@ -130,12 +165,24 @@ pub fn normalize_axes(axes: &[isize], rank: usize, context: &str) -> Result<Vec<
 }
 
 /// NumPy broadcasting: align from the right; sizes must match or one must be 1.
-pub fn broadcast_shapes(lhs: &[usize], rhs: &[usize], context: &str) -> Result<Vec<usize>, ShapeError> {
+pub fn broadcast_shapes(
+    lhs: &[usize],
+    rhs: &[usize],
+    context: &str,
+) -> Result<Vec<usize>, ShapeError> {
     let rank = lhs.len().max(rhs.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let l = if i < lhs.len() { lhs[lhs.len() - 1 - i] } else { 1 };
-        let r = if i < rhs.len() { rhs[rhs.len() - 1 - i] } else { 1 };
+        let l = if i < lhs.len() {
+            lhs[lhs.len() - 1 - i]
+        } else {
+            1
+        };
+        let r = if i < rhs.len() {
+            rhs[rhs.len() - 1 - i]
+        } else {
+            1
+        };
         out[rank - 1 - i] = match (l, r) {
             _ if l == r => l,
             (1, r) => r,
@@ -161,7 +208,10 @@ mod tests {
 
     #[test]
     fn broadcasting_follows_numpy() {
-        assert_eq!(broadcast_shapes(&[4, 1, 3], &[5, 1], "t").unwrap(), vec![4, 5, 3]);
+        assert_eq!(
+            broadcast_shapes(&[4, 1, 3], &[5, 1], "t").unwrap(),
+            vec![4, 5, 3]
+        );
         assert!(broadcast_shapes(&[2, 3], &[4], "t").is_err());
     }
 

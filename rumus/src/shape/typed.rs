@@ -26,7 +26,12 @@ pub trait Shape: Copy + Default + Send + Sync + 'static {
         }
         for (axis, (expected, &found)) in Self::static_dims().into_iter().zip(dims).enumerate() {
             if let Some(expected) = expected.filter(|&e| e != found) {
-                return Err(ShapeError::AxisMismatch { context: format!("{context} (as {})", Self::describe()), axis, expected, found });
+                return Err(ShapeError::AxisMismatch {
+                    context: format!("{context} (as {})", Self::describe()),
+                    axis,
+                    expected,
+                    found,
+                });
             }
         }
         Ok(())

@@ -21,7 +21,13 @@ fn from_f64s(values: Vec<f64>, dtype: DType) -> Result<CpuBuffer> {
     Ok(match dtype {
         DType::F32 => CpuBuffer::F32(values.into_iter().map(|v| v as f32).collect()),
         DType::F64 => CpuBuffer::F64(values),
-        other => return Err(Error::DType { op: "random constructor", expected: "f32 or f64", found: other }),
+        other => {
+            return Err(Error::DType {
+                op: "random constructor",
+                expected: "f32 or f64",
+                found: other,
+            });
+        }
     })
 }
 
@@ -30,7 +36,12 @@ impl DynTensor {
     pub fn from_vec<T: Element>(data: Vec<T>, dims: &[usize]) -> Result<DynTensor, ShapeError> {
         let expected: usize = dims.iter().product();
         if expected != data.len() {
-            return Err(ShapeError::ElementCount { context: "from_vec".into(), shape: dims.to_vec(), expected, found: data.len() });
+            return Err(ShapeError::ElementCount {
+                context: "from_vec".into(),
+                shape: dims.to_vec(),
+                expected,
+                found: data.len(),
+            });
         }
         Ok(DynTensor::from_buffer(T::into_buffer(data), dims))
     }
@@ -68,13 +79,22 @@ impl DynTensor {
     /// `start, start + step, ...` up to but excluding `end`.
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<DynTensor> {
         if step == 0.0 || !step.is_finite() || (end - start) / step < 0.0 {
-            return Err(Error::InvalidArgument { op: "arange", message: format!("step {step} never goes from {start} to {end}") });
+            return Err(Error::InvalidArgument {
+                op: "arange",
+                message: format!("step {step} never goes from {start} to {end}"),
+            });
         }
         let n = ((end - start) / step).ceil() as usize;
         let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
         let buffer = match dtype {
             DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
-            DType::Bool => return Err(Error::DType { op: "arange", expected: "a numeric dtype", found: dtype }),
+            DType::Bool => {
+                return Err(Error::DType {
+                    op: "arange",
+                    expected: "a numeric dtype",
+                    found: dtype,
+                });
+            }
             _ => from_f64s(values, dtype)?,
         };
         Ok(DynTensor::from_buffer(buffer, &[n]))
@@ -82,7 +102,9 @@ impl DynTensor {
 
     /// The `n x n` identity matrix.
     pub fn eye(n: usize, dtype: DType) -> Result<DynTensor> {
-        let values: Vec<f64> = (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 }).collect();
+        let values: Vec<f64> = (0..n * n)
+            .map(|i| if i / n == i % n { 1.0 } else { 0.0 })
+            .collect();
         let buffer = match dtype {
             DType::F32 | DType::F64 => from_f64s(values, dtype)?,
             DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
@@ -92,7 +114,12 @@ impl DynTensor {
     }
 
     /// Samples drawn with `sample` from the global generator (or `generator` if given).
-    fn random(dims: &[usize], dtype: DType, generator: Option<&mut Generator>, sample: impl Fn(&mut Generator) -> f64) -> Result<DynTensor> {
+    fn random(
+        dims: &[usize],
+        dtype: DType,
+        generator: Option<&mut Generator>,
+        sample: impl Fn(&mut Generator) -> f64,
+    ) -> Result<DynTensor> {
         let n: usize = dims.iter().product();
         let draw = |g: &mut Generator| (0..n).map(|_| sample(g)).collect::<Vec<f64>>();
         let values = match generator {
@@ -118,12 +145,28 @@ impl DynTensor {
     }
 
     /// Normal samples with `mean` and `std` from an explicit generator.
-    pub fn randn_with(dims: &[usize], mean: f64, std: f64, dtype: DType, generator: &mut Generator) -> Result<DynTensor> {
-        Self::random(dims, dtype, Some(generator), |g| mean + std * g.next_normal())
+    pub fn randn_with(
+        dims: &[usize],
+        mean: f64,
+        std: f64,
+        dtype: DType,
+        generator: &mut Generator,
+    ) -> Result<DynTensor> {
+        Self::random(dims, dtype, Some(generator), |g| {
+            mean + std * g.next_normal()
+        })
     }
 
     /// Uniform samples in `[low, high)` from an explicit generator.
-    pub fn uniform_with(dims: &[usize], low: f64, high: f64, dtype: DType, generator: &mut Generator) -> Result<DynTensor> {
-        Self::random(dims, dtype, Some(generator), |g| low + (high - low) * g.next_f64())
+    pub fn uniform_with(
+        dims: &[usize],
+        low: f64,
+        high: f64,
+        dtype: DType,
+        generator: &mut Generator,
+    ) -> Result<DynTensor> {
+        Self::random(dims, dtype, Some(generator), |g| {
+            low + (high - low) * g.next_f64()
+        })
     }
 }

@@ -10,11 +10,30 @@ const PREVIEW: usize = 8;
 impl fmt::Debug for DynTensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let values = self.to_f64_vec();
-        let preview: Vec<String> = values.iter().take(PREVIEW).map(|v| format!("{v:.4}")).collect();
-        let more = if values.len() > PREVIEW { format!(", ... ({} more)", values.len() - PREVIEW) } else { String::new() };
-        write!(f, "DynTensor({:?}, {}, [{}{more}]", self.dims(), self.dtype(), preview.join(", "))?;
+        let preview: Vec<String> = values
+            .iter()
+            .take(PREVIEW)
+            .map(|v| format!("{v:.4}"))
+            .collect();
+        let more = if values.len() > PREVIEW {
+            format!(", ... ({} more)", values.len() - PREVIEW)
+        } else {
+            String::new()
+        };
+        write!(
+            f,
+            "DynTensor({:?}, {}, [{}{more}]",
+            self.dims(),
+            self.dtype(),
+            preview.join(", ")
+        )?;
         if let Some(id) = self.id() {
-            write!(f, ", grad #{}{}", id.get(), if self.is_leaf() { " leaf" } else { "" })?;
+            write!(
+                f,
+                ", grad #{}{}",
+                id.get(),
+                if self.is_leaf() { " leaf" } else { "" }
+            )?;
         }
         f.write_str(")")
     }

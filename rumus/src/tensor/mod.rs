@@ -31,7 +31,11 @@ struct TensorImpl {
 
 impl DynTensor {
     pub(crate) fn from_storage(storage: Arc<Storage>, layout: Layout) -> Self {
-        DynTensor(Arc::new(TensorImpl { storage, layout, grad: None }))
+        DynTensor(Arc::new(TensorImpl {
+            storage,
+            layout,
+            grad: None,
+        }))
     }
 
     /// A fresh contiguous tensor over `buffer` (whose length the caller matched to `dims`).
@@ -46,7 +50,11 @@ impl DynTensor {
     }
 
     pub(crate) fn with_grad_meta(self, meta: GradMeta) -> Self {
-        DynTensor(Arc::new(TensorImpl { storage: self.0.storage.clone(), layout: self.0.layout.clone(), grad: Some(meta) }))
+        DynTensor(Arc::new(TensorImpl {
+            storage: self.0.storage.clone(),
+            layout: self.0.layout.clone(),
+            grad: Some(meta),
+        }))
     }
 
     pub(crate) fn grad_meta(&self) -> Option<&GradMeta> {
@@ -114,7 +122,11 @@ impl DynTensor {
     /// shares storage with `self` but has a fresh identity.
     pub fn requires_grad_(self) -> Result<Self> {
         if !self.dtype().is_float() {
-            return Err(AutogradError::NotDifferentiable { context: "requires_grad_".into(), dtype: self.dtype() }.into());
+            return Err(AutogradError::NotDifferentiable {
+                context: "requires_grad_".into(),
+                dtype: self.dtype(),
+            }
+            .into());
         }
         Ok(self.detach().with_grad_meta(GradMeta::leaf()))
     }
@@ -138,7 +150,11 @@ impl DynTensor {
     pub fn to_vec<T: Element + Default>(&self) -> Result<Vec<T>> {
         self.with_buffer(|buffer, layout| match T::slice(buffer) {
             Some(data) => Ok(crate::backend::cpu::strided::map(data, layout, |x| x)),
-            None => Err(Error::DType { op: "to_vec", expected: std::any::type_name::<T>(), found: buffer.dtype() }),
+            None => Err(Error::DType {
+                op: "to_vec",
+                expected: std::any::type_name::<T>(),
+                found: buffer.dtype(),
+            }),
         })
     }
 
@@ -160,7 +176,11 @@ impl DynTensor {
         if self.numel() != 1 {
             return Err(Error::InvalidArgument {
                 op: "item",
-                message: format!("the tensor has shape {:?} ({} elements), not one element", self.dims(), self.numel()),
+                message: format!(
+                    "the tensor has shape {:?} ({} elements), not one element",
+                    self.dims(),
+                    self.numel()
+                ),
             });
         }
         Ok(self.to_vec::<T>()?[0])

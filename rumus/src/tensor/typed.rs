@@ -26,7 +26,10 @@ pub struct Tensor<S: Shape> {
 
 impl<S: Shape> Clone for Tensor<S> {
     fn clone(&self) -> Self {
-        Tensor { inner: self.inner.clone(), shape: PhantomData }
+        Tensor {
+            inner: self.inner.clone(),
+            shape: PhantomData,
+        }
     }
 }
 
@@ -72,7 +75,10 @@ impl<S: Shape> Tensor<S> {
     /// Wraps a core tensor whose dims were already checked against `S`.
     pub(crate) fn wrap(inner: DynTensor) -> Self {
         debug_assert!(S::check(inner.dims(), "wrap").is_ok());
-        Tensor { inner, shape: PhantomData }
+        Tensor {
+            inner,
+            shape: PhantomData,
+        }
     }
 
     fn map(&self, f: impl FnOnce(&DynTensor) -> Result<DynTensor>) -> Self {
@@ -80,7 +86,10 @@ impl<S: Shape> Tensor<S> {
     }
 
     /// Builds a tensor from `data` with explicit runtime `dims`, checked against `S`.
-    pub fn from_vec_with_dims<T: Element>(data: Vec<T>, dims: &[usize]) -> Result<Self, ShapeError> {
+    pub fn from_vec_with_dims<T: Element>(
+        data: Vec<T>,
+        dims: &[usize],
+    ) -> Result<Self, ShapeError> {
         S::check(dims, "from_vec")?;
         Ok(Tensor::wrap(DynTensor::from_vec(data, dims)?))
     }
@@ -89,14 +98,24 @@ impl<S: Shape> Tensor<S> {
     /// axis is inferred from the length of `data`.
     pub fn from_vec<T: Element>(data: Vec<T>) -> Result<Self, ShapeError> {
         let statics = S::static_dims();
-        let runtime: Vec<usize> = statics.iter().enumerate().filter(|(_, d)| d.is_none()).map(|(i, _)| i).collect();
+        let runtime: Vec<usize> = statics
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.is_none())
+            .map(|(i, _)| i)
+            .collect();
         let known: usize = statics.iter().flatten().product();
         let mut dims: Vec<usize> = statics.iter().map(|d| d.unwrap_or(1)).collect();
         match runtime.as_slice() {
             [] => {}
             [axis] if known > 0 && data.len() % known == 0 => dims[*axis] = data.len() / known,
             [_] => {
-                return Err(ShapeError::ElementCount { context: format!("from_vec as {}", S::describe()), shape: dims, expected: known, found: data.len() });
+                return Err(ShapeError::ElementCount {
+                    context: format!("from_vec as {}", S::describe()),
+                    shape: dims,
+                    expected: known,
+                    found: data.len(),
+                });
             }
             _ => {
                 return Err(ShapeError::Invalid {
@@ -194,9 +213,16 @@ impl<S: Shape> Tensor<S> {
             Some(dims) => dims,
             None => {
                 let known: usize = S2::static_dims().iter().flatten().product();
-                let wildcard: Vec<isize> = S2::static_dims().iter().map(|d| d.map_or(-1, |n| n as isize)).collect();
+                let wildcard: Vec<isize> = S2::static_dims()
+                    .iter()
+                    .map(|d| d.map_or(-1, |n| n as isize))
+                    .collect();
                 if known == 0 {
-                    return Err(ShapeError::Invalid { context: format!("reshape to {}", S2::describe()), message: "cannot infer a runtime dim next to a zero-sized axis".into() }.into());
+                    return Err(ShapeError::Invalid {
+                        context: format!("reshape to {}", S2::describe()),
+                        message: "cannot infer a runtime dim next to a zero-sized axis".into(),
+                    }
+                    .into());
                 }
                 return Ok(Tensor::wrap(self.inner.reshape_infer(&wildcard)?));
             }
@@ -243,7 +269,9 @@ macro_rules! shape_preserving {
     };
 }
 
-shape_preserving!(neg, exp, log, sqrt, rsqrt, abs, erf, relu, sigmoid, tanh, gelu, gelu_tanh, silu);
+shape_preserving!(
+    neg, exp, log, sqrt, rsqrt, abs, erf, relu, sigmoid, tanh, gelu, gelu_tanh, silu
+);
 
 impl<S: StaticShape> Tensor<S> {
     /// Zeros (f32).
@@ -268,7 +296,12 @@ impl<S: StaticShape> Tensor<S> {
 
     /// Uniform samples in `[low, high)` (f32) from the global generator.
     pub fn uniform(low: f64, high: f64) -> Self {
-        Tensor::wrap(proven(DynTensor::uniform(&S::dims(), low, high, DType::F32)))
+        Tensor::wrap(proven(DynTensor::uniform(
+            &S::dims(),
+            low,
+            high,
+            DType::F32,
+        )))
     }
 }
 

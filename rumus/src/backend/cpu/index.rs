@@ -7,18 +7,31 @@ use crate::error::{Error, Result};
 /// Fails with the first index outside `0..size`.
 pub fn check_indices(indices: &[i64], size: usize, axis: usize, op: &'static str) -> Result<()> {
     match indices.iter().find(|&&i| i < 0 || i as usize >= size) {
-        Some(&index) => Err(Error::IndexOutOfRange { op, index, axis, size }),
+        Some(&index) => Err(Error::IndexOutOfRange {
+            op,
+            index,
+            axis,
+            size,
+        }),
         None => Ok(()),
     }
 }
 
 /// Splits contiguous dims around `axis` into (outer, axis size, inner).
 pub fn split_at_axis(dims: &[usize], axis: usize) -> (usize, usize, usize) {
-    (dims[..axis].iter().product(), dims[axis], dims[axis + 1..].iter().product())
+    (
+        dims[..axis].iter().product(),
+        dims[axis],
+        dims[axis + 1..].iter().product(),
+    )
 }
 
 /// `out[o, j, i] = src[o, indices[j], i]` for a source viewed as `[outer, size, inner]`.
-pub fn index_select<T: Copy>(src: &[T], (outer, size, inner): (usize, usize, usize), indices: &[i64]) -> Vec<T> {
+pub fn index_select<T: Copy>(
+    src: &[T],
+    (outer, size, inner): (usize, usize, usize),
+    indices: &[i64],
+) -> Vec<T> {
     let mut out = Vec::with_capacity(outer * indices.len() * inner);
     for o in 0..outer {
         for &j in indices {
@@ -30,7 +43,12 @@ pub fn index_select<T: Copy>(src: &[T], (outer, size, inner): (usize, usize, usi
 }
 
 /// `dst[o, indices[j], i] += src[o, j, i]`, the adjoint of [`index_select`].
-pub fn index_add<T: Float>(dst: &mut [T], (outer, size, inner): (usize, usize, usize), indices: &[i64], src: &[T]) {
+pub fn index_add<T: Float>(
+    dst: &mut [T],
+    (outer, size, inner): (usize, usize, usize),
+    indices: &[i64],
+    src: &[T],
+) {
     for o in 0..outer {
         for (j, &target) in indices.iter().enumerate() {
             let to = (o * size + target as usize) * inner;
@@ -57,7 +75,13 @@ fn gathered_offsets<'a>(
         let offset: usize = coord
             .iter()
             .enumerate()
-            .map(|(a, &c)| if a == axis { target as usize * strides[a] } else { c * strides[a] })
+            .map(|(a, &c)| {
+                if a == axis {
+                    target as usize * strides[a]
+                } else {
+                    c * strides[a]
+                }
+            })
             .sum();
         for a in (0..coord.len()).rev() {
             coord[a] += 1;
@@ -71,12 +95,27 @@ fn gathered_offsets<'a>(
 }
 
 /// `out[p] = src[p with axis := indices[p]]` (PyTorch `gather`).
-pub fn gather<T: Copy>(src: &[T], dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize]) -> Vec<T> {
-    gathered_offsets(dims, index_dims, axis, indices).map(|offset| src[offset]).collect()
+pub fn gather<T: Copy>(
+    src: &[T],
+    dims: &[usize],
+    axis: usize,
+    indices: &[i64],
+    index_dims: &[usize],
+) -> Vec<T> {
+    gathered_offsets(dims, index_dims, axis, indices)
+        .map(|offset| src[offset])
+        .collect()
 }
 
 /// `dst[p with axis := indices[p]] += src[p]` (PyTorch `scatter_add_`), the adjoint of [`gather`].
-pub fn scatter_add<T: Float>(dst: &mut [T], dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize], src: &[T]) {
+pub fn scatter_add<T: Float>(
+    dst: &mut [T],
+    dims: &[usize],
+    axis: usize,
+    indices: &[i64],
+    index_dims: &[usize],
+    src: &[T],
+) {
     for (offset, &value) in gathered_offsets(dims, index_dims, axis, indices).zip(src) {
         dst[offset] += value;
     }

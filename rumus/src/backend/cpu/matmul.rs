@@ -27,15 +27,25 @@ fn batch_offset(index: usize, layout: &Layout, batch_rank: usize) -> usize {
 /// dims (broadcast views allowed). Returns a contiguous `[batch.., m, n]` buffer.
 pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
     let rank = la.rank();
-    let (m, k, n) = (la.dims()[rank - 2], la.dims()[rank - 1], lb.dims()[rank - 1]);
+    let (m, k, n) = (
+        la.dims()[rank - 2],
+        la.dims()[rank - 1],
+        lb.dims()[rank - 1],
+    );
     let batch_rank = rank - 2;
     let batches: usize = la.dims()[..batch_rank].iter().product();
     let mut out = vec![T::ZERO; batches * m * n];
     if m == 0 || n == 0 || batches == 0 {
         return out;
     }
-    let (a_rs, a_cs) = (la.strides()[rank - 2] as isize, la.strides()[rank - 1] as isize);
-    let (b_rs, b_cs) = (lb.strides()[rank - 2] as isize, lb.strides()[rank - 1] as isize);
+    let (a_rs, a_cs) = (
+        la.strides()[rank - 2] as isize,
+        la.strides()[rank - 1] as isize,
+    );
+    let (b_rs, b_cs) = (
+        lb.strides()[rank - 2] as isize,
+        lb.strides()[rank - 1] as isize,
+    );
     let flops = m * n * k;
     let product = |batch: usize, dst: &mut [T], parallelism: Parallelism| {
         let a_ptr = a[batch_offset(batch, la, batch_rank)..].as_ptr();
@@ -69,9 +79,15 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
     };
     let threads = rayon::current_num_threads();
     if batches > 1 && flops < PARALLEL_FLOPS && batches * flops >= PARALLEL_FLOPS {
-        out.par_chunks_mut(m * n).enumerate().for_each(|(batch, dst)| product(batch, dst, Parallelism::None));
+        out.par_chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(batch, dst)| product(batch, dst, Parallelism::None));
     } else {
-        let parallelism = if flops >= PARALLEL_FLOPS && threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None };
+        let parallelism = if flops >= PARALLEL_FLOPS && threads > 1 {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
+        };
         for (batch, dst) in out.chunks_mut(m * n).enumerate() {
             product(batch, dst, parallelism);
         }

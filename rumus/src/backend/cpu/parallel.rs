@@ -14,11 +14,13 @@ pub fn for_each_row<O: Send>(out: &mut [O], row_len: usize, f: impl Fn(usize, &m
     }
     if out.len() >= PARALLEL_GRAIN && out.len() / row_len > 1 {
         let rows_per_task = (PARALLEL_GRAIN / row_len).max(1);
-        out.par_chunks_mut(rows_per_task * row_len).enumerate().for_each(|(task, chunk)| {
-            for (i, row) in chunk.chunks_mut(row_len).enumerate() {
-                f(task * rows_per_task + i, row);
-            }
-        });
+        out.par_chunks_mut(rows_per_task * row_len)
+            .enumerate()
+            .for_each(|(task, chunk)| {
+                for (i, row) in chunk.chunks_mut(row_len).enumerate() {
+                    f(task * rows_per_task + i, row);
+                }
+            });
     } else {
         for (i, row) in out.chunks_mut(row_len).enumerate() {
             f(i, row);

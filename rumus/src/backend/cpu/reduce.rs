@@ -19,7 +19,11 @@ pub enum Reduction {
 
 /// Returns the input as contiguous groups: `(data, group_len)` where output element `i`
 /// reduces `data[i * group_len..(i + 1) * group_len]`.
-fn grouped<T: Copy + Sync + Send + Default>(a: &[T], layout: &Layout, axes: &[usize]) -> (Vec<T>, usize) {
+fn grouped<T: Copy + Sync + Send + Default>(
+    a: &[T],
+    layout: &Layout,
+    axes: &[usize],
+) -> (Vec<T>, usize) {
     let kept = (0..layout.rank()).filter(|axis| !axes.contains(axis));
     let perm: Vec<usize> = kept.chain(axes.iter().copied()).collect();
     let group_len = axes.iter().map(|&axis| layout.dims()[axis]).product();
@@ -40,11 +44,19 @@ pub fn sum_slice<T: Float>(values: &[T]) -> T {
     for &v in chunks.remainder() {
         total += v;
     }
-    (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]) + (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]) + total
+    (lanes[0] + lanes[4])
+        + (lanes[1] + lanes[5])
+        + (lanes[2] + lanes[6])
+        + (lanes[3] + lanes[7])
+        + total
 }
 
 fn extremum<T: Float>(values: &[T], want_max: bool) -> T {
-    let mut acc = if want_max { T::NEG_INFINITY } else { T::INFINITY };
+    let mut acc = if want_max {
+        T::NEG_INFINITY
+    } else {
+        T::INFINITY
+    };
     for &v in values {
         if v.is_nan() {
             return v;
@@ -57,9 +69,18 @@ fn extremum<T: Float>(values: &[T], want_max: bool) -> T {
 }
 
 /// Reduces `axes` (sorted, distinct) of the tensor; the result is laid out over the kept axes.
-pub fn reduce<T: Float + Default>(a: &[T], layout: &Layout, axes: &[usize], kind: Reduction) -> Vec<T> {
+pub fn reduce<T: Float + Default>(
+    a: &[T],
+    layout: &Layout,
+    axes: &[usize],
+    kind: Reduction,
+) -> Vec<T> {
     let (data, group_len) = grouped(a, layout, axes);
-    let groups = if group_len == 0 { layout.numel().max(1) } else { data.len() / group_len };
+    let groups = if group_len == 0 {
+        layout.numel().max(1)
+    } else {
+        data.len() / group_len
+    };
     let mut out = vec![T::ZERO; groups];
     if group_len == 0 {
         // Reducing an empty axis: sums are zero, extrema have no value.
@@ -80,15 +101,24 @@ pub fn reduce<T: Float + Default>(a: &[T], layout: &Layout, axes: &[usize], kind
         }
     };
     if data.len() >= PARALLEL_GRAIN && groups > 1 {
-        out.par_iter_mut().enumerate().for_each(|(i, o)| *o = reduce_group(i));
+        out.par_iter_mut()
+            .enumerate()
+            .for_each(|(i, o)| *o = reduce_group(i));
     } else {
-        out.iter_mut().enumerate().for_each(|(i, o)| *o = reduce_group(i));
+        out.iter_mut()
+            .enumerate()
+            .for_each(|(i, o)| *o = reduce_group(i));
     }
     out
 }
 
 /// Index of the largest (or smallest) element along `axis`; first index wins ties.
-pub fn arg_extremum<T: Float + Default>(a: &[T], layout: &Layout, axis: usize, want_max: bool) -> Vec<i64> {
+pub fn arg_extremum<T: Float + Default>(
+    a: &[T],
+    layout: &Layout,
+    axis: usize,
+    want_max: bool,
+) -> Vec<i64> {
     let (data, group_len) = grouped(a, layout, &[axis]);
     let groups = data.len() / group_len.max(1);
     let mut out = vec![0i64; groups];
@@ -96,7 +126,11 @@ pub fn arg_extremum<T: Float + Default>(a: &[T], layout: &Layout, axis: usize, w
         let group = &data[i * group_len..(i + 1) * group_len];
         let mut best = 0;
         for (j, &v) in group.iter().enumerate() {
-            let better = if want_max { v > group[best] } else { v < group[best] };
+            let better = if want_max {
+                v > group[best]
+            } else {
+                v < group[best]
+            };
             if better || (v.is_nan() && !group[best].is_nan()) {
                 best = j;
             }
@@ -112,7 +146,11 @@ pub fn softmax_rows<T: Float + Default>(rows: &[T], n: usize, log: bool) -> Vec<
     for_each_row(&mut out, n, |r, dst| {
         let src = &rows[r * n..(r + 1) * n];
         let max = extremum(src, true);
-        let shift = if max == T::NEG_INFINITY || max == T::INFINITY { T::ZERO } else { max };
+        let shift = if max == T::NEG_INFINITY || max == T::INFINITY {
+            T::ZERO
+        } else {
+            max
+        };
         let mut total = T::ZERO;
         for (d, &x) in dst.iter_mut().zip(src) {
             *d = (x - shift).exp();

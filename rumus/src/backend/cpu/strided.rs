@@ -31,7 +31,11 @@ fn inner(layout: &Layout) -> (usize, usize) {
 }
 
 /// `f` applied to every element of `a` (seen through `layout`), in row-major order.
-pub fn map<A: Copy + Sync, O: Copy + Send + Default>(a: &[A], layout: &Layout, f: impl Fn(A) -> O + Sync) -> Vec<O> {
+pub fn map<A: Copy + Sync, O: Copy + Send + Default>(
+    a: &[A],
+    layout: &Layout,
+    f: impl Fn(A) -> O + Sync,
+) -> Vec<O> {
     let numel = layout.numel();
     if layout.is_contiguous() {
         let src = &a[layout.offset()..layout.offset() + numel];
@@ -67,7 +71,10 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default>(
     let numel = la.numel();
     let mut out = vec![O::default(); numel];
     if la.is_contiguous() && lb.is_contiguous() {
-        let (sa, sb) = (&a[la.offset()..la.offset() + numel], &b[lb.offset()..lb.offset() + numel]);
+        let (sa, sb) = (
+            &a[la.offset()..la.offset() + numel],
+            &b[lb.offset()..lb.offset() + numel],
+        );
         let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
         for_each_row(&mut out, chunk, |row, dst| {
             let start = row * chunk;
@@ -89,7 +96,11 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default>(
                 }
             }
             (1, 1) => {
-                for ((d, &x), &y) in dst.iter_mut().zip(&a[base_a..base_a + n]).zip(&b[base_b..base_b + n]) {
+                for ((d, &x), &y) in dst
+                    .iter_mut()
+                    .zip(&a[base_a..base_a + n])
+                    .zip(&b[base_b..base_b + n])
+                {
                     *d = f(x, y);
                 }
             }
@@ -118,7 +129,11 @@ pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Copy + Send +
     for_each_row(&mut out, n, |row, dst| {
         let (base_a, base_b, base_c) = (row_start(row, la), row_start(row, lb), row_start(row, lc));
         for (j, d) in dst.iter_mut().enumerate() {
-            *d = f(a[base_a + j * stride_a], b[base_b + j * stride_b], c[base_c + j * stride_c]);
+            *d = f(
+                a[base_a + j * stride_a],
+                b[base_b + j * stride_b],
+                c[base_c + j * stride_c],
+            );
         }
     });
     out
@@ -126,7 +141,13 @@ pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Copy + Send +
 
 /// Writes `f(dst, src)` into `dst` (a strided view of a mutable buffer) from `src` with the
 /// same dims; used by in-place updates.
-pub fn update_in_place<T: Copy, S: Copy>(dst: &mut [T], ld: &Layout, src: &[S], ls: &Layout, f: impl Fn(T, S) -> T) {
+pub fn update_in_place<T: Copy, S: Copy>(
+    dst: &mut [T],
+    ld: &Layout,
+    src: &[S],
+    ls: &Layout,
+    f: impl Fn(T, S) -> T,
+) {
     let (n, stride_d) = inner(ld);
     let (_, stride_s) = inner(ls);
     let rows = if n == 0 { 0 } else { ld.numel() / n };

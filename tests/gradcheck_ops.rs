@@ -1,0 +1,259 @@
+//! Every differentiable op against central finite differences in f64, to first and second
+//! order, including broadcast operands and non-contiguous (transposed, sliced) inputs.
+
+mod common;
+
+use common::{check_first_and_second_order, indices, positive, randn};
+use rumus::DynTensor;
+
+macro_rules! case {
+    ($name:ident, [$($input:expr),* $(,)?], |$x:ident| $body:expr) => {
+        #[test]
+        fn $name() {
+            check_first_and_second_order(stringify!($name), |$x: &[DynTensor]| $body, vec![$($input),*]);
+        }
+    };
+}
+
+/// A transposed (non-contiguous) view of `x`.
+fn t(x: &DynTensor) -> rumus::Result<DynTensor> {
+    x.transpose(0, 1)
+}
+
+// ---- binary arithmetic with broadcasting ----
+case!(
+    add_broadcast_row,
+    [randn(&[3, 4], 1), randn(&[4], 2)],
+    |x| x[0].add(&x[1])
+);
+case!(
+    add_broadcast_both,
+    [randn(&[2, 1, 3], 1), randn(&[4, 1], 2)],
+    |x| x[0].add(&x[1])
+);
+case!(sub_broadcast, [randn(&[3, 1], 1), randn(&[1, 4], 2)], |x| x
+    [0]
+.sub(&x[1]));
+case!(
+    mul_broadcast_column,
+    [randn(&[3, 4], 1), randn(&[3, 1], 2)],
+    |x| x[0].mul(&x[1])
+);
+case!(mul_same_tensor, [randn(&[3, 4], 1)], |x| x[0].mul(&x[0]));
+case!(div_broadcast, [randn(&[3, 4], 1), positive(&[4], 2)], |x| x
+    [0]
+.div(&x[1]));
+case!(
+    div_non_contiguous,
+    [randn(&[4, 3], 1), positive(&[3, 4], 2)],
+    |x| t(&x[0])?.div(&x[1])
+);
+case!(pow_tensor, [positive(&[3, 4], 1), randn(&[3, 4], 2)], |x| x
+    [0]
+.pow(&x[1]));
+case!(
+    pow_broadcast_exponent,
+    [positive(&[3, 4], 1), randn(&[1], 2)],
+    |x| x[0].pow(&x[1])
+);
+case!(scalar_ops, [randn(&[3, 4], 1)], |x| x[0]
+    .add_scalar(2.0)?
+    .mul_scalar(-3.0)?
+    .sub_scalar(1.0)?
+    .div_scalar(4.0)?
+    .rsub_scalar(0.5));
+
+// ---- unary functions, applied to transposed views ----
+case!(neg, [randn(&[4, 3], 1)], |x| t(&x[0])?.neg());
+case!(exp, [randn(&[4, 3], 1)], |x| t(&x[0])?.exp());
+case!(log, [positive(&[4, 3], 1)], |x| t(&x[0])?.log());
+case!(sqrt, [positive(&[4, 3], 1)], |x| t(&x[0])?.sqrt());
+case!(rsqrt, [positive(&[4, 3], 1)], |x| t(&x[0])?.rsqrt());
+case!(powf, [positive(&[4, 3], 1)], |x| t(&x[0])?.powf(2.5));
+case!(abs, [randn(&[4, 3], 1)], |x| t(&x[0])?.abs());
+case!(clamp, [randn(&[4, 3], 1)], |x| t(&x[0])?.clamp(-0.5, 0.7));
+case!(relu, [randn(&[4, 3], 1)], |x| t(&x[0])?.relu());
+case!(leaky_relu, [randn(&[4, 3], 1)], |x| t(&x[0])?
+    .leaky_relu(0.1));
+case!(sigmoid, [randn(&[4, 3], 1)], |x| t(&x[0])?.sigmoid());
+case!(tanh, [randn(&[4, 3], 1)], |x| t(&x[0])?.tanh());
+case!(gelu, [randn(&[4, 3], 1)], |x| t(&x[0])?.gelu());
+case!(gelu_tanh, [randn(&[4, 3], 1)], |x| t(&x[0])?.gelu_tanh());
+case!(silu, [randn(&[4, 3], 1)], |x| t(&x[0])?.silu());
+// beta * x crosses the threshold for some elements, so both branches are exercised.
+case!(softplus, [randn(&[4, 3], 1)], |x| t(&x[0])?
+    .softplus(2.0, 1.0));
+case!(erf, [randn(&[4, 3], 1)], |x| t(&x[0])?.erf());
+
+// ---- reductions ----
+case!(sum_axis, [randn(&[3, 4], 1)], |x| x[0].sum(&[0], false));
+case!(sum_axes_keepdim, [randn(&[2, 3, 4], 1)], |x| x[0]
+    .sum(&[0, 2], true));
+case!(sum_negative_axis_non_contiguous, [randn(&[4, 3], 1)], |x| {
+    t(&x[0])?.sum(&[-1], false)
+});
+case!(sum_all, [randn(&[2, 3, 4], 1)], |x| x[0].sum_all());
+case!(mean, [randn(&[3, 4], 1)], |x| x[0].mean(&[1], true));
+case!(mean_all, [randn(&[3, 4], 1)], |x| x[0].mean_all());
+case!(max_axis, [randn(&[3, 4], 1)], |x| x[0].max(&[1], false));
+case!(max_all_non_contiguous, [randn(&[4, 3], 1)], |x| t(&x[0])?
+    .max(&[0, 1], false));
+case!(min_axis, [randn(&[3, 4], 1)], |x| x[0].min(&[0], true));
+case!(var_unbiased, [randn(&[3, 5], 1)], |x| x[0].var(
+    &[1],
+    1,
+    false
+));
+case!(var_biased_all, [randn(&[3, 5], 1)], |x| x[0].var(
+    &[0, 1],
+    0,
+    false
+));
+case!(std, [randn(&[3, 5], 1)], |x| x[0].std(&[0], 1, true));
+case!(logsumexp, [randn(&[3, 5], 1)], |x| x[0]
+    .logsumexp(&[1], false));
+
+// ---- softmax ----
+case!(softmax_last, [randn(&[3, 5], 1)], |x| x[0].softmax(-1));
+case!(softmax_middle_axis, [randn(&[2, 3, 4], 1)], |x| x[0]
+    .softmax(1));
+case!(log_softmax, [randn(&[3, 5], 1)], |x| x[0].log_softmax(1));
+case!(log_softmax_non_contiguous, [randn(&[5, 3], 1)], |x| t(
+    &x[0]
+)?
+.log_softmax(0));
+
+// ---- matrix products ----
+case!(matmul_2d, [randn(&[3, 4], 1), randn(&[4, 2], 2)], |x| x[0]
+    .matmul(&x[1]));
+case!(
+    matmul_transposed_operands,
+    [randn(&[4, 3], 1), randn(&[2, 4], 2)],
+    |x| t(&x[0])?.matmul(&t(&x[1])?)
+);
+case!(
+    matmul_batched,
+    [randn(&[2, 3, 4], 1), randn(&[2, 4, 5], 2)],
+    |x| x[0].matmul(&x[1])
+);
+case!(
+    matmul_broadcast_batch,
+    [randn(&[2, 1, 3, 4], 1), randn(&[3, 4, 2], 2)],
+    |x| x[0].matmul(&x[1])
+);
+case!(
+    matmul_matrix_times_batch,
+    [randn(&[3, 4], 1), randn(&[2, 4, 5], 2)],
+    |x| x[0].matmul(&x[1])
+);
+case!(
+    matmul_vector_left,
+    [randn(&[4], 1), randn(&[4, 3], 2)],
+    |x| x[0].matmul(&x[1])
+);
+case!(
+    matmul_vector_right,
+    [randn(&[3, 4], 1), randn(&[4], 2)],
+    |x| x[0].matmul(&x[1])
+);
+case!(matmul_dot, [randn(&[4], 1), randn(&[4], 2)], |x| x[0]
+    .matmul(&x[1]));
+
+// ---- views ----
+case!(reshape, [randn(&[3, 4], 1)], |x| x[0]
+    .reshape(&[2, 6])?
+    .exp());
+case!(reshape_non_contiguous, [randn(&[3, 4], 1)], |x| t(&x[0])?
+    .reshape(&[2, 6])?
+    .exp());
+case!(reshape_infer, [randn(&[3, 4], 1)], |x| x[0]
+    .reshape_infer(&[-1, 2])?
+    .tanh());
+case!(flatten, [randn(&[2, 3, 2], 1)], |x| x[0]
+    .flatten(1, 2)?
+    .sigmoid());
+case!(squeeze_unsqueeze, [randn(&[3, 1, 4], 1)], |x| x[0]
+    .squeeze(1)?
+    .unsqueeze(0)?
+    .exp());
+case!(permute, [randn(&[2, 3, 4], 1)], |x| x[0]
+    .permute(&[2, 0, 1])?
+    .exp());
+case!(transpose, [randn(&[3, 4], 1)], |x| x[0]
+    .transpose(-1, 0)?
+    .tanh());
+case!(broadcast_to, [randn(&[3, 1], 1)], |x| x[0]
+    .broadcast_to(&[2, 3, 4])?
+    .exp());
+case!(narrow, [randn(&[4, 5], 1)], |x| x[0].narrow(1, 1, 3)?.exp());
+case!(slice_of_transpose, [randn(&[4, 5], 1)], |x| t(&x[0])?
+    .slice(0, 2..5)?
+    .exp());
+case!(contiguous, [randn(&[4, 3], 1)], |x| t(&x[0])?
+    .contiguous()?
+    .exp());
+
+// ---- indexing ----
+case!(index_select_repeats, [randn(&[4, 3], 1)], |x| x[0]
+    .index_select(0, &indices(&[3, 0, 3, 1], &[4]))?
+    .tanh());
+case!(
+    index_select_axis1_non_contiguous,
+    [randn(&[3, 4], 1)],
+    |x| t(&x[0])?.index_select(1, &indices(&[2, 2, 0], &[3]))
+);
+case!(index_add, [randn(&[4, 3], 1), randn(&[2, 3], 2)], |x| x[0]
+    .index_add(0, &indices(&[1, 1], &[2]), &x[1])?
+    .tanh());
+case!(gather, [randn(&[3, 4], 1)], |x| x[0]
+    .gather(1, &indices(&[0, 3, 3, 1, 2, 0], &[3, 2]))?
+    .exp());
+case!(scatter_add, [randn(&[3, 4], 1), randn(&[2, 4], 2)], |x| x
+    [0]
+.scatter_add(0, &indices(&[0, 2, 2, 1, 0, 0, 1, 2], &[2, 4]), &x[1])?
+.tanh());
+
+// ---- joining and splitting ----
+case!(
+    cat,
+    [randn(&[2, 3], 1), randn(&[2, 1], 2), randn(&[2, 2], 3)],
+    |x| DynTensor::cat(&[&x[0], &x[1], &x[2]], 1)?.exp()
+);
+case!(
+    cat_non_contiguous,
+    [randn(&[3, 2], 1), randn(&[1, 3], 2)],
+    |x| DynTensor::cat(&[&t(&x[0])?, &x[1]], 0)?.exp()
+);
+case!(stack, [randn(&[2, 3], 1), randn(&[2, 3], 2)], |x| {
+    DynTensor::stack(&[&x[0], &x[1]], 1)?.tanh()
+});
+case!(split, [randn(&[5, 2], 1)], |x| {
+    let parts = x[0].split(2, 0)?;
+    parts[0].exp()?.sum_all()?.add(&parts[2].tanh()?.sum_all()?)
+});
+case!(chunk, [randn(&[2, 6], 1)], |x| {
+    let parts = x[0].chunk(3, 1)?;
+    parts[1].mul(&parts[2])
+});
+
+// ---- selection ----
+case!(where_broadcast, [randn(&[3, 4], 1), randn(&[4], 2)], |x| {
+    let condition = x[0].gt_scalar(0.0)?.detach();
+    DynTensor::where_(&condition, &x[0].exp()?, &x[1])
+});
+case!(masked_fill, [randn(&[3, 4], 1)], |x| x[0]
+    .masked_fill(&x[0].lt_scalar(0.0)?, 0.25)?
+    .exp());
+
+// ---- a composite: cross-entropy of a tiny MLP written with core ops ----
+case!(
+    mlp_cross_entropy,
+    [randn(&[5, 4], 1), randn(&[4, 3], 2), randn(&[3], 3)],
+    |x| {
+        let logits = x[0].matmul(&x[1])?.add(&x[2])?;
+        let picked = logits
+            .log_softmax(1)?
+            .gather(1, &indices(&[0, 2, 1, 1, 0], &[5, 1]))?;
+        picked.mean_all()?.neg()
+    }
+);
