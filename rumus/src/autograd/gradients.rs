@@ -81,6 +81,18 @@ impl GradientStore {
     }
 }
 
+impl std::fmt::Debug for GradientStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<u64> = self.grads.keys().map(|id| id.get()).collect();
+        ids.sort_unstable();
+        write!(
+            f,
+            "GradientStore({} gradients for tensors {ids:?})",
+            ids.len()
+        )
+    }
+}
+
 pub(crate) fn accumulate_into(
     map: &mut HashMap<TensorId, DynTensor>,
     id: TensorId,
