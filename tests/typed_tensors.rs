@@ -15,7 +15,10 @@ fn unified<A: Unify<B>, B: Dim>() -> std::marker::PhantomData<A::Output> {
 
 #[test]
 fn typed_tensor_is_zero_cost() {
-    assert_eq!(std::mem::size_of::<Tensor<(D<2>, D<3>)>>(), std::mem::size_of::<DynTensor>());
+    assert_eq!(
+        std::mem::size_of::<Tensor<(D<2>, D<3>)>>(),
+        std::mem::size_of::<DynTensor>()
+    );
 }
 
 #[test]
@@ -23,14 +26,23 @@ fn static_meets_dynamic_keeps_the_static_side() {
     same_type(unified::<D<784>, Dyn>(), std::marker::PhantomData::<D<784>>);
     same_type(unified::<Dyn, D<784>>(), std::marker::PhantomData::<D<784>>);
     same_type(unified::<Batch, Dyn>(), std::marker::PhantomData::<Batch>);
-    same_type(std::marker::PhantomData::<<(Dyn, D<3>) as UnifyShape<(D<2>, Dyn)>>::Output>, std::marker::PhantomData::<(D<2>, D<3>)>);
+    same_type(
+        std::marker::PhantomData::<<(Dyn, D<3>) as UnifyShape<(D<2>, Dyn)>>::Output>,
+        std::marker::PhantomData::<(D<2>, D<3>)>,
+    );
 
     // One run-time check turns a runtime axis into a static one.
-    let x = DynTensor::zeros(&[5, 784], DType::F32).unwrap().try_shape::<(Dyn, D<784>)>().unwrap();
+    let x = DynTensor::zeros(&[5, 784], DType::F32)
+        .unwrap()
+        .try_shape::<(Dyn, D<784>)>()
+        .unwrap();
     let fixed: Tensor<(D<5>, D<784>)> = x.clone().try_shape().unwrap();
     assert_eq!(fixed.dims(), &[5, 784]);
     let err = x.try_shape::<(D<4>, D<784>)>().unwrap_err().to_string();
-    assert!(err.contains("axis 0") && err.contains('5') && err.contains('4'), "{err}");
+    assert!(
+        err.contains("axis 0") && err.contains('5') && err.contains('4'),
+        "{err}"
+    );
 }
 
 #[test]
@@ -40,17 +52,32 @@ fn from_vec_infers_one_runtime_dim_and_checks_static_ones() {
     let s = Tensor::<(D<2>, D<2>)>::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
     assert_eq!(s.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
     assert!(Tensor::<(D<2>, D<2>)>::from_vec(vec![1.0f32; 5]).is_err());
-    assert!(Tensor::<(Dyn, Dyn)>::from_vec(vec![1.0f32; 4]).is_err(), "two runtime dims need explicit dims");
-    let rank_err = DynTensor::zeros(&[2, 3, 4], DType::F32).unwrap().try_shape::<(Dyn, D<4>)>().unwrap_err().to_string();
-    assert!(rank_err.contains("rank-2") && rank_err.contains("rank 3"), "{rank_err}");
+    assert!(
+        Tensor::<(Dyn, Dyn)>::from_vec(vec![1.0f32; 4]).is_err(),
+        "two runtime dims need explicit dims"
+    );
+    let rank_err = DynTensor::zeros(&[2, 3, 4], DType::F32)
+        .unwrap()
+        .try_shape::<(Dyn, D<4>)>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        rank_err.contains("rank-2") && rank_err.contains("rank 3"),
+        "{rank_err}"
+    );
 }
 
 #[test]
 fn named_runtime_dims() {
     let x = Tensor::<(Batch, Seq, D<4>)>::zeros_with_dims(&[2, 7, 4]).unwrap();
     assert_eq!(x.dims(), &[2, 7, 4]);
-    let err = Tensor::<(Batch, Seq, D<4>)>::zeros_with_dims(&[2, 7, 5]).unwrap_err().to_string();
-    assert!(err.contains("[Batch, Seq, 4]") && err.contains("axis 2"), "{err}");
+    let err = Tensor::<(Batch, Seq, D<4>)>::zeros_with_dims(&[2, 7, 5])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("[Batch, Seq, 4]") && err.contains("axis 2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -73,10 +100,19 @@ fn typed_ops_and_gradients() {
 
     // The same computation on the untyped core gives the same gradient.
     let (xd, wd) = (x.as_dyn(), w.as_dyn());
-    let hd = xd.matmul(wd).unwrap().add(b.as_dyn()).unwrap().relu().unwrap();
+    let hd = xd
+        .matmul(wd)
+        .unwrap()
+        .add(b.as_dyn())
+        .unwrap()
+        .relu()
+        .unwrap();
     let loss_d = hd.mul(&hd).unwrap().mean_all().unwrap();
     let gd = loss_d.backward().unwrap();
-    assert_eq!(gw.to_vec::<f32>().unwrap(), gd.grad(wd).unwrap().to_vec::<f32>().unwrap());
+    assert_eq!(
+        gw.to_vec::<f32>().unwrap(),
+        gd.grad(wd).unwrap().to_vec::<f32>().unwrap()
+    );
     assert_eq!(w.t().dims(), &[3, 4]);
 }
 

@@ -381,6 +381,14 @@ binary_operator!(Sub, sub, sub);
 binary_operator!(Mul, mul, mul);
 binary_operator!(Div, div, div);
 
+/// `[B, N] + [N]`: a row vector (a bias) added to every row.
+impl<B: Dim, N: Dim> ops::Add<&Tensor<(N,)>> for &Tensor<(B, N)> {
+    type Output = Tensor<(B, N)>;
+    fn add(self, rhs: &Tensor<(N,)>) -> Tensor<(B, N)> {
+        Tensor::wrap(proven(self.inner.add(&rhs.inner)))
+    }
+}
+
 impl<S: Shape> ops::Neg for &Tensor<S> {
     type Output = Tensor<S>;
     fn neg(self) -> Tensor<S> {
