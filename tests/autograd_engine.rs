@@ -279,8 +279,16 @@ fn shape_errors_inside_dynamic_code_are_errors() {
 #[test]
 fn pow_exponent_gradient_is_zero_at_base_zero() {
     let base = DynTensor::from_vec(vec![0.0f64, 2.0], &[2]).unwrap();
-    let exponent = DynTensor::from_vec(vec![1.5f64, 3.0], &[2]).unwrap().requires_grad_().unwrap();
-    let g = grad(&[&base.pow(&exponent).unwrap().sum_all().unwrap()], &[&exponent], false).unwrap();
+    let exponent = DynTensor::from_vec(vec![1.5f64, 3.0], &[2])
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let g = grad(
+        &[&base.pow(&exponent).unwrap().sum_all().unwrap()],
+        &[&exponent],
+        false,
+    )
+    .unwrap();
     let expected = 8.0 * 2f64.ln();
     assert_eq!(g[0].to_f64_vec()[0], 0.0);
     assert!((g[0].to_f64_vec()[1] - expected).abs() < 1e-12);

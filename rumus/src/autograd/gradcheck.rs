@@ -145,7 +145,9 @@ pub fn gradcheck(
             };
             let numeric = (at(options.eps)? - at(-options.eps)?) / (2.0 * options.eps);
             let allowed = options.atol + options.rtol * numeric.abs();
-            if !((analytic[index] - numeric).abs() <= allowed) {
+            // Written so that a NaN on either side fails the check.
+            let within = (analytic[index] - numeric).abs() <= allowed;
+            if !within {
                 return Err(GradcheckError::Mismatch {
                     input,
                     index,

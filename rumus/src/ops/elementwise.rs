@@ -412,7 +412,10 @@ pub(crate) fn pow_backward(
     };
     // At a == 0, a^b ln(a) is 0 * -inf; its limit (b > 0) is 0, as PyTorch reports.
     let gb = if needs[1] {
-        let slope = a.pow(b)?.mul(&a.log()?)?.masked_fill(&a.eq_scalar(0.0)?, 0.0)?;
+        let slope = a
+            .pow(b)?
+            .mul(&a.log()?)?
+            .masked_fill(&a.eq_scalar(0.0)?, 0.0)?;
         Some(grad.mul(&slope)?.sum_to(b.dims())?)
     } else {
         None

@@ -4,7 +4,7 @@
 use crate::autograd::{BackwardOp, Saved, record};
 use crate::backend::cpu::reduce::{Reduction, arg_extremum, reduce};
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{Result, ShapeError};
 use crate::shape::{normalize_axes, normalize_axis};
 use crate::storage::CpuBuffer;
 use crate::tensor::{DynTensor, with_float};
@@ -71,6 +71,7 @@ impl DynTensor {
     fn extremum(&self, axes: &[isize], keepdim: bool, max: bool) -> Result<DynTensor> {
         let op = if max { "max" } else { "min" };
         let axes = normalize_axes(axes, self.rank(), op)?;
+        reject_empty_axes(self.dims(), &axes, op)?;
         let kind = if max { Reduction::Max } else { Reduction::Min };
         let out = self.reduce_raw(&axes, keepdim, kind, op)?;
         Ok(record(out, &[self], || BackwardOp::Extremum {
@@ -94,6 +95,7 @@ impl DynTensor {
     fn arg_extremum(&self, axis: isize, keepdim: bool, max: bool) -> Result<DynTensor> {
         let op = if max { "argmax" } else { "argmin" };
         let axis = normalize_axis(axis, self.rank(), op)?;
+        reject_empty_axes(self.dims(), &[axis], op)?;
         let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
             Ok(with_float!(buffer, op, |data: T| arg_extremum(
                 data, layout, axis, max
@@ -164,6 +166,18 @@ impl DynTensor {
             .map(|i| i as isize)
             .collect();
         self.sum(&axes, true)?.reshape(dims)
+    }
+}
+
+/// Extrema of zero elements do not exist (PyTorch raises too).
+fn reject_empty_axes(dims: &[usize], axes: &[usize], op: &'static str) -> Result<()> {
+    match axes.iter().find(|&&a| dims[a] == 0) {
+        Some(&axis) => Err(ShapeError::Invalid {
+            context: format!("{op} over {dims:?}"),
+            message: format!("axis {axis} is empty, so there is no {op}"),
+        }
+        .into()),
+        None => Ok(()),
     }
 }
 

@@ -17,17 +17,20 @@ pub enum Reduction {
     Min,
 }
 
-/// Returns the input as contiguous groups: `(data, group_len)` where output element `i`
-/// reduces `data[i * group_len..(i + 1) * group_len]`.
+/// Returns the input as contiguous groups: `(data, groups, group_len)` where output element
+/// `i` reduces `data[i * group_len..(i + 1) * group_len]`.
 fn grouped<T: Copy + Sync + Send + Default>(
     a: &[T],
     layout: &Layout,
     axes: &[usize],
-) -> (Vec<T>, usize) {
-    let kept = (0..layout.rank()).filter(|axis| !axes.contains(axis));
-    let perm: Vec<usize> = kept.chain(axes.iter().copied()).collect();
+) -> (Vec<T>, usize, usize) {
+    let kept: Vec<usize> = (0..layout.rank())
+        .filter(|axis| !axes.contains(axis))
+        .collect();
+    let groups = kept.iter().map(|&axis| layout.dims()[axis]).product();
     let group_len = axes.iter().map(|&axis| layout.dims()[axis]).product();
-    (map(a, &layout.permute(&perm), |x| x), group_len)
+    let perm: Vec<usize> = kept.into_iter().chain(axes.iter().copied()).collect();
+    (map(a, &layout.permute(&perm), |x| x), groups, group_len)
 }
 
 /// Sum with eight independent accumulators: faster than one chain and more accurate.
@@ -75,12 +78,7 @@ pub fn reduce<T: Float + Default>(
     axes: &[usize],
     kind: Reduction,
 ) -> Vec<T> {
-    let (data, group_len) = grouped(a, layout, axes);
-    let groups = if group_len == 0 {
-        layout.numel().max(1)
-    } else {
-        data.len() / group_len
-    };
+    let (data, groups, group_len) = grouped(a, layout, axes);
     let mut out = vec![T::ZERO; groups];
     if group_len == 0 {
         // Reducing an empty axis: sums are zero, extrema have no value.
@@ -119,8 +117,7 @@ pub fn arg_extremum<T: Float + Default>(
     axis: usize,
     want_max: bool,
 ) -> Vec<i64> {
-    let (data, group_len) = grouped(a, layout, &[axis]);
-    let groups = data.len() / group_len.max(1);
+    let (data, groups, group_len) = grouped(a, layout, &[axis]);
     let mut out = vec![0i64; groups];
     for_each_row(&mut out, 1, |i, o| {
         let group = &data[i * group_len..(i + 1) * group_len];

@@ -150,7 +150,7 @@ pub fn update_in_place<T: Copy, S: Copy>(
 ) {
     let (n, stride_d) = inner(ld);
     let (_, stride_s) = inner(ls);
-    let rows = if n == 0 { 0 } else { ld.numel() / n };
+    let rows = ld.numel().checked_div(n).unwrap_or(0);
     for row in 0..rows {
         let (base_d, base_s) = (row_start(row, ld), row_start(row, ls));
         for j in 0..n {
