@@ -1,0 +1,159 @@
+//! Sizes above the parallel grain (2^15 elements) take the multi-threaded kernel paths; they
+//! must agree with plain loops written here, independently of the library.
+
+mod common;
+
+use common::randn;
+use rumus::DynTensor;
+
+fn assert_close(actual: &[f64], expected: &[f64], what: &str) {
+    assert_eq!(actual.len(), expected.len(), "{what}: length");
+    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+        assert!(
+            (a - e).abs() <= 1e-9 * (1.0 + e.abs()),
+            "{what}: element {i}: {a} vs {e}"
+        );
+    }
+}
+
+#[test]
+fn elementwise_on_a_large_transposed_view_with_broadcast() {
+    let (rows, cols) = (300, 200);
+    let a = randn(&[rows, cols], 1);
+    let b = randn(&[rows], 2);
+    // a^T is [cols, rows]; b broadcasts along its rows.
+    let out = a
+        .transpose(0, 1)
+        .unwrap()
+        .mul(&b)
+        .unwrap()
+        .exp()
+        .unwrap()
+        .to_f64_vec();
+    let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
+    let expected: Vec<f64> = (0..cols)
+        .flat_map(|c| (0..rows).map(move |r| (r, c)))
+        .map(|(r, c)| (av[r * cols + c] * bv[r]).exp())
+        .collect();
+    assert_close(&out, &expected, "exp(a^T * b)");
+}
+
+#[test]
+fn reductions_over_large_tensors() {
+    let (rows, cols) = (512, 128);
+    let a = randn(&[rows, cols], 3);
+    let av = a.to_f64_vec();
+    let column_sums: Vec<f64> = (0..cols)
+        .map(|c| (0..rows).map(|r| av[r * cols + c]).sum())
+        .collect();
+    assert_close(
+        &a.sum(&[0], false).unwrap().to_f64_vec(),
+        &column_sums,
+        "sum over axis 0",
+    );
+    let row_max: Vec<f64> = (0..rows)
+        .map(|r| {
+            av[r * cols..(r + 1) * cols]
+                .iter()
+                .cloned()
+                .fold(f64::MIN, f64::max)
+        })
+        .collect();
+    assert_close(
+        &a.max(&[1], false).unwrap().to_f64_vec(),
+        &row_max,
+        "max over axis 1",
+    );
+    let total: f64 = av.iter().sum();
+    assert_close(&a.sum_all().unwrap().to_f64_vec(), &[total], "sum of all");
+}
+
+#[test]
+fn softmax_over_many_rows() {
+    let (rows, cols) = (1024, 40);
+    let a = randn(&[rows, cols], 4);
+    let av = a.to_f64_vec();
+    let mut expected = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        let row = &av[r * cols..(r + 1) * cols];
+        let total: f64 = row.iter().map(|x| x.exp()).sum();
+        expected.extend(row.iter().map(|x| x.exp() / total));
+    }
+    assert_close(&a.softmax(1).unwrap().to_f64_vec(), &expected, "softmax");
+}
+
+fn naive_batched_matmul(
+    a: &[f64],
+    b: &[f64],
+    batches: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Vec<f64> {
+    let mut out = vec![0.0; batches * m * n];
+    for t in 0..batches {
+        for i in 0..m {
+            for j in 0..n {
+                out[(t * m + i) * n + j] = (0..k)
+                    .map(|p| a[(t * m + i) * k + p] * b[(t * k + p) * n + j])
+                    .sum();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn many_small_products_in_parallel() {
+    let (batches, m, k, n) = (100, 16, 16, 16);
+    let (a, b) = (randn(&[batches, m, k], 5), randn(&[batches, k, n], 6));
+    let expected = naive_batched_matmul(&a.to_f64_vec(), &b.to_f64_vec(), batches, m, k, n);
+    assert_close(
+        &a.matmul(&b).unwrap().to_f64_vec(),
+        &expected,
+        "batched matmul",
+    );
+}
+
+#[test]
+fn one_large_product_split_across_threads() {
+    let (m, k, n) = (150, 130, 170);
+    let (a, b) = (randn(&[m, k], 7), randn(&[n, k], 8));
+    // b^T is a strided view: gemm reads it without a copy.
+    let bt = b.transpose(0, 1).unwrap();
+    let expected = naive_batched_matmul(&a.to_f64_vec(), &bt.to_f64_vec(), 1, m, k, n);
+    assert_close(
+        &a.matmul(&bt).unwrap().to_f64_vec(),
+        &expected,
+        "matmul with a transposed operand",
+    );
+    let f32_result = a
+        .to_dtype(rumus::DType::F32)
+        .unwrap()
+        .matmul(&bt.to_dtype(rumus::DType::F32).unwrap())
+        .unwrap();
+    for (i, (x, e)) in f32_result.to_f64_vec().iter().zip(&expected).enumerate() {
+        assert!(
+            (x - e).abs() <= 1e-4 * (1.0 + e.abs()),
+            "f32 element {i}: {x} vs {e}"
+        );
+    }
+}
+
+#[test]
+fn cat_and_index_select_of_large_tensors() {
+    let a = randn(&[200, 100], 9);
+    let b = randn(&[200, 80], 10);
+    let joined = DynTensor::cat(&[&a, &b], 1).unwrap();
+    let (av, bv, jv) = (a.to_f64_vec(), b.to_f64_vec(), joined.to_f64_vec());
+    for r in 0..200 {
+        assert_eq!(&jv[r * 180..r * 180 + 100], &av[r * 100..(r + 1) * 100]);
+        assert_eq!(&jv[r * 180 + 100..(r + 1) * 180], &bv[r * 80..(r + 1) * 80]);
+    }
+    let order: Vec<i64> = (0..200).rev().collect();
+    let picked = joined
+        .index_select(0, &DynTensor::from_vec(order, &[200]).unwrap())
+        .unwrap()
+        .to_f64_vec();
+    assert_eq!(&picked[..180], &jv[199 * 180..]);
+}
