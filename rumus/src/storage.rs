@@ -39,6 +39,20 @@ impl CpuBuffer {
     }
 }
 
+/// Builds a buffer of the same dtype by running `$body` on the typed vector `$values`
+/// (the body is instantiated once per dtype).
+macro_rules! map_buffer {
+    ($buffer:expr, |$values:ident| $body:expr) => {
+        match $buffer {
+            $crate::storage::CpuBuffer::F32($values) => $crate::storage::CpuBuffer::F32($body),
+            $crate::storage::CpuBuffer::F64($values) => $crate::storage::CpuBuffer::F64($body),
+            $crate::storage::CpuBuffer::I64($values) => $crate::storage::CpuBuffer::I64($body),
+            $crate::storage::CpuBuffer::Bool($values) => $crate::storage::CpuBuffer::Bool($body),
+        }
+    };
+}
+pub(crate) use map_buffer;
+
 static LIVE_STORAGE_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 /// Bytes held by all live tensor storages of this process. Tests use it to prove that

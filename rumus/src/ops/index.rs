@@ -7,7 +7,7 @@ use crate::backend::cpu::index as kernel;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::normalize_axis;
-use crate::storage::CpuBuffer;
+use crate::storage::{CpuBuffer, map_buffer};
 use crate::tensor::DynTensor;
 
 fn indices_of(indices: &DynTensor, op: &'static str) -> Result<Vec<i64>> {
@@ -71,12 +71,9 @@ impl DynTensor {
         let idx = indices_of(indices, "index_select")?;
         kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
         let split = kernel::split_at_axis(self.dims(), a);
-        let buffer = match contiguous_buffer(self) {
-            CpuBuffer::F32(v) => CpuBuffer::F32(kernel::index_select(&v, split, &idx)),
-            CpuBuffer::F64(v) => CpuBuffer::F64(kernel::index_select(&v, split, &idx)),
-            CpuBuffer::I64(v) => CpuBuffer::I64(kernel::index_select(&v, split, &idx)),
-            CpuBuffer::Bool(v) => CpuBuffer::Bool(kernel::index_select(&v, split, &idx)),
-        };
+        let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::index_select(
+            &v, split, &idx
+        ));
         let mut dims = self.dims().to_vec();
         dims[a] = idx.len();
         let out = DynTensor::from_buffer(buffer, &dims);
@@ -141,12 +138,9 @@ impl DynTensor {
         let idx = indices_of(indices, "gather")?;
         kernel::check_indices(&idx, self.dims()[a], a, "gather")?;
         let (dims, index_dims) = (self.dims(), indices.dims());
-        let buffer = match contiguous_buffer(self) {
-            CpuBuffer::F32(v) => CpuBuffer::F32(kernel::gather(&v, dims, a, &idx, index_dims)),
-            CpuBuffer::F64(v) => CpuBuffer::F64(kernel::gather(&v, dims, a, &idx, index_dims)),
-            CpuBuffer::I64(v) => CpuBuffer::I64(kernel::gather(&v, dims, a, &idx, index_dims)),
-            CpuBuffer::Bool(v) => CpuBuffer::Bool(kernel::gather(&v, dims, a, &idx, index_dims)),
-        };
+        let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::gather(
+            &v, dims, a, &idx, index_dims
+        ));
         let out = DynTensor::from_buffer(buffer, index_dims);
         Ok(record(out, &[self], || BackwardOp::Gather {
             input_dims: self.dims().to_vec(),

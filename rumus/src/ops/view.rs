@@ -5,18 +5,13 @@ use crate::autograd::{BackwardOp, record};
 use crate::backend::cpu::strided::map;
 use crate::error::{Result, ShapeError};
 use crate::shape::{broadcast_shapes, normalize_axis};
-use crate::storage::CpuBuffer;
+use crate::storage::{CpuBuffer, map_buffer};
 use crate::tensor::DynTensor;
 
 impl DynTensor {
     /// A fresh row-major copy of exactly this view's elements.
     pub(crate) fn to_contiguous_buffer(&self) -> CpuBuffer {
-        self.with_buffer(|buffer, layout| match buffer {
-            CpuBuffer::F32(v) => CpuBuffer::F32(map(v, layout, |x| x)),
-            CpuBuffer::F64(v) => CpuBuffer::F64(map(v, layout, |x| x)),
-            CpuBuffer::I64(v) => CpuBuffer::I64(map(v, layout, |x| x)),
-            CpuBuffer::Bool(v) => CpuBuffer::Bool(map(v, layout, |x| x)),
-        })
+        self.with_buffer(|buffer, layout| map_buffer!(buffer, |v| map(v, layout, |x| x)))
     }
 
     /// A contiguous version of this view, not recorded (callers record what they need).
