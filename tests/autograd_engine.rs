@@ -293,3 +293,25 @@ fn pow_exponent_gradient_is_zero_at_base_zero() {
     assert_eq!(g[0].to_f64_vec()[0], 0.0);
     assert!((g[0].to_f64_vec()[1] - expected).abs() < 1e-12);
 }
+
+#[test]
+fn a_very_deep_graph_is_freed_without_overflowing_the_stack() {
+    let x = randn(&[2], 1).requires_grad_().unwrap();
+    let mut y = x.clone();
+    for _ in 0..100_000 {
+        y = y.tanh().unwrap().mul(&x).unwrap();
+    }
+    drop(y);
+}
+
+#[test]
+fn accumulating_a_gradient_of_another_shape_is_an_error_and_keeps_the_old_one() {
+    let w = randn(&[3], 1).requires_grad_().unwrap();
+    let mut store = w.exp().unwrap().sum_all().unwrap().backward().unwrap();
+    let before = store.grad(&w).unwrap().to_f64_vec();
+    let err = store
+        .accumulate(w.id().unwrap(), randn(&[2, 3], 2))
+        .unwrap_err();
+    assert!(err.to_string().contains("must match"), "{err}");
+    assert_eq!(store.grad(&w).unwrap().to_f64_vec(), before);
+}

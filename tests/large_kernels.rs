@@ -157,3 +157,47 @@ fn cat_and_index_select_of_large_tensors() {
         .to_f64_vec();
     assert_eq!(&picked[..180], &jv[199 * 180..]);
 }
+
+#[test]
+fn degenerate_shapes_are_handled_or_refused() {
+    // A shape whose element count overflows is an error, not a wrapped size.
+    let huge = [(1usize << 63) + 1, 2];
+    assert!(DynTensor::from_vec(vec![0.0f32; 2], &huge).is_err());
+    assert!(
+        DynTensor::zeros(&[1, 1], rumus::DType::F32)
+            .unwrap()
+            .broadcast_to(&[usize::MAX, 2])
+            .is_err()
+    );
+    // An empty inner dimension on an offset view multiplies to zeros.
+    let x = randn(&[2, 3], 1)
+        .transpose(0, 1)
+        .unwrap()
+        .narrow(0, 2, 1)
+        .unwrap()
+        .narrow(1, 2, 0)
+        .unwrap();
+    let product = x
+        .matmul(&DynTensor::zeros(&[0, 2], rumus::DType::F64).unwrap())
+        .unwrap();
+    assert_eq!(product.to_f64_vec(), vec![0.0, 0.0]);
+    // Splitting an empty axis gives one empty piece, like PyTorch.
+    assert_eq!(
+        DynTensor::zeros(&[0, 3], rumus::DType::F32)
+            .unwrap()
+            .chunk(2, 0)
+            .unwrap()
+            .len(),
+        1
+    );
+    // In-place writes through a broadcast view would hit one element several times.
+    let base = DynTensor::zeros(&[4], rumus::DType::F32).unwrap();
+    let view = base.broadcast_to(&[3, 4]).unwrap();
+    assert!(
+        view.add_scaled_(1.0, &DynTensor::ones(&[3, 4], rumus::DType::F32).unwrap())
+            .is_err()
+    );
+    // sum_to refuses a target the tensor does not broadcast from.
+    assert!(randn(&[3, 2], 2).sum_to(&[2, 3]).is_err());
+    assert!(randn(&[3], 3).sum_to(&[1, 3]).is_err());
+}

@@ -53,8 +53,12 @@ impl Generator {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
-    /// Uniform integer in `0..bound` (bound > 0), without modulo bias.
+    /// Uniform integer in `0..bound`, without modulo bias.
+    ///
+    /// # Panics
+    /// If `bound` is 0 (the range is empty).
     pub fn below(&mut self, bound: u64) -> u64 {
+        assert!(bound > 0, "Generator::below: the range 0..0 is empty");
         let zone = u64::MAX - u64::MAX % bound;
         loop {
             let v = self.next_u64();

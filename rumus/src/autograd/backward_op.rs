@@ -134,6 +134,25 @@ impl BackwardOp {
         }
     }
 
+    /// Moves out the tensors this record saved (they may hold graph nodes), so a dropping
+    /// graph can be freed iteratively.
+    pub(crate) fn take_saved(&mut self) -> Vec<DynTensor> {
+        match std::mem::replace(self, BackwardOp::Contiguous) {
+            BackwardOp::Mul { lhs, rhs }
+            | BackwardOp::Div { lhs, rhs }
+            | BackwardOp::Matmul { lhs, rhs } => {
+                vec![lhs.into_tensor(), rhs.into_tensor()]
+            }
+            BackwardOp::Pow { base, exponent } => vec![base.into_tensor(), exponent.into_tensor()],
+            BackwardOp::Unary {
+                input: Some(input), ..
+            }
+            | BackwardOp::Extremum { input, .. }
+            | BackwardOp::Softmax { input, .. } => vec![input.into_tensor()],
+            _ => Vec::new(),
+        }
+    }
+
     /// Gradients of the op's inputs given the gradient of its output. `needs[i]` says whether
     /// input `i` wants one; formulas skip the work for the others.
     pub(crate) fn backward(

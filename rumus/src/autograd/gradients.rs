@@ -98,10 +98,24 @@ pub(crate) fn accumulate_into(
     id: TensorId,
     grad: DynTensor,
 ) -> Result<()> {
-    let sum = match map.remove(&id) {
-        Some(existing) => existing.add(&grad)?,
-        None => grad,
+    let Some(existing) = map.get(&id) else {
+        map.insert(id, grad);
+        return Ok(());
     };
+    if existing.dims() != grad.dims() || existing.dtype() != grad.dtype() {
+        return Err(crate::error::ShapeError::Invalid {
+            context: format!("accumulating the gradient of tensor #{}", id.get()),
+            message: format!(
+                "stored gradient is {:?} {}, the new one {:?} {}; they must match exactly",
+                existing.dims(),
+                existing.dtype(),
+                grad.dims(),
+                grad.dtype()
+            ),
+        }
+        .into());
+    }
+    let sum = existing.add(&grad)?;
     map.insert(id, sum);
     Ok(())
 }

@@ -65,25 +65,29 @@ pub struct Node {
     pub(crate) inputs: Vec<Option<Edge>>,
 }
 
+impl Node {
+    /// Detaches this record's children: its input edges and the graph nodes of the tensors it
+    /// saved.
+    fn take_children(&mut self) -> Vec<Arc<Node>> {
+        let from_edges = self.inputs.drain(..).flatten().filter_map(|edge| edge.node);
+        let from_saved = self
+            .op
+            .take_saved()
+            .into_iter()
+            .filter_map(DynTensor::into_graph_node);
+        from_edges.chain(from_saved).collect()
+    }
+}
+
 impl Drop for Node {
-    /// Frees long chains iteratively; recursive drops would overflow the stack on deep graphs.
+    /// Frees long chains iteratively; recursive drops would overflow the stack on deep
+    /// graphs (a long unrolled recurrence, thousands of chained ops).
     fn drop(&mut self) {
         LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
-        let mut stack: Vec<Arc<Node>> = self
-            .inputs
-            .drain(..)
-            .flatten()
-            .filter_map(|edge| edge.node)
-            .collect();
+        let mut stack = self.take_children();
         while let Some(node) = stack.pop() {
             if let Ok(mut owned) = Arc::try_unwrap(node) {
-                stack.extend(
-                    owned
-                        .inputs
-                        .drain(..)
-                        .flatten()
-                        .filter_map(|edge| edge.node),
-                );
+                stack.extend(owned.take_children());
             }
         }
     }
@@ -132,6 +136,10 @@ impl Saved {
             tensor: tensor.clone(),
             version: tensor.version(),
         }
+    }
+
+    pub(crate) fn into_tensor(self) -> DynTensor {
+        self.tensor
     }
 
     /// The saved tensor, or [`AutogradError::VersionMismatch`] if it changed since.

@@ -265,8 +265,13 @@ impl DynTensor {
         same_dtype("where", on_true, on_false)?;
         let values = broadcast_shapes(on_true.dims(), on_false.dims(), "where")?;
         let dims = broadcast_shapes(condition.dims(), &values, "where")?;
+        // The mask is copied out so no lock on it is held while the values are read (a bool
+        // `masked_fill(&m, ..)` of `m` would otherwise read-lock one storage twice).
+        let CpuBuffer::Bool(c) = condition.to_contiguous_buffer() else {
+            unreachable!("checked bool")
+        };
         let (lc, lt, lf) = (
-            condition.layout().broadcast_to(&dims),
+            Layout::contiguous(condition.dims()).broadcast_to(&dims),
             on_true.layout().broadcast_to(&dims),
             on_false.layout().broadcast_to(&dims),
         );
@@ -277,25 +282,21 @@ impl DynTensor {
         ) -> Vec<T> {
             zip3_map(c, t, f, |c, t, f| if c { t } else { f })
         }
-        let buffer = condition.with_buffer(|c, _| {
-            let CpuBuffer::Bool(c) = c else {
-                unreachable!("checked bool")
-            };
-            read_pair(on_true, on_false, |t, f| match (t, f) {
-                (CpuBuffer::F32(t), CpuBuffer::F32(f)) => {
-                    CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf)))
-                }
-                (CpuBuffer::F64(t), CpuBuffer::F64(f)) => {
-                    CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf)))
-                }
-                (CpuBuffer::I64(t), CpuBuffer::I64(f)) => {
-                    CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf)))
-                }
-                (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => {
-                    CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf)))
-                }
-                _ => unreachable!("dtypes checked equal"),
-            })
+        let c = c.as_slice();
+        let buffer = read_pair(on_true, on_false, |t, f| match (t, f) {
+            (CpuBuffer::F32(t), CpuBuffer::F32(f)) => {
+                CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf)))
+            }
+            (CpuBuffer::F64(t), CpuBuffer::F64(f)) => {
+                CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf)))
+            }
+            (CpuBuffer::I64(t), CpuBuffer::I64(f)) => {
+                CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf)))
+            }
+            (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => {
+                CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf)))
+            }
+            _ => unreachable!("dtypes checked equal"),
         });
         let out = DynTensor::from_buffer(buffer, &dims);
         Ok(record(out, &[on_true, on_false], || BackwardOp::Where {

@@ -92,6 +92,16 @@ impl DynTensor {
         source: &DynTensor,
     ) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "index_add")?;
+        if indices.rank() != 1 {
+            return Err(ShapeError::RankMismatch {
+                context: "index_add indices".into(),
+                expected: 1,
+                expected_shape: "[n]".into(),
+                found: indices.rank(),
+                found_shape: indices.dims().to_vec(),
+            }
+            .into());
+        }
         let idx = indices_of(indices, "index_add")?;
         kernel::check_indices(&idx, self.dims()[a], a, "index_add")?;
         let mut expected = self.dims().to_vec();

@@ -35,6 +35,18 @@ impl DynTensor {
                 rhs: source.dtype(),
             });
         }
+        // A broadcast destination has several elements in one memory location.
+        let aliased = self
+            .dims()
+            .iter()
+            .zip(self.layout().strides())
+            .any(|(&d, &s)| d > 1 && s == 0);
+        if aliased {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                message: "the destination is a broadcast view (several elements share memory); update a contiguous tensor instead".into(),
+            });
+        }
         let context = format!(
             "in-place update of {:?} from {:?}",
             self.dims(),
@@ -47,29 +59,24 @@ impl DynTensor {
             }
             .into());
         }
-        // Reading and writing the same memory would need two locks: read from a copy instead.
-        let source = if source.shares_storage_with(self) {
-            DynTensor::from_buffer(source.to_contiguous_buffer(), source.dims())
-        } else {
-            source.clone()
-        };
-        let ls = source.layout().broadcast_to(self.dims());
+        // Copy the source first so no read lock is held while the write lock is taken: two
+        // threads updating `x` from `y` and `y` from `x` would otherwise deadlock.
+        let source_buffer = source.to_contiguous_buffer();
+        let ls = Layout::contiguous(source.dims()).broadcast_to(self.dims());
         let ld = self.layout().clone();
-        source.with_buffer(|src, _| {
-            let mut dst = self.storage().write();
-            match (&mut *dst, src) {
-                (CpuBuffer::F32(d), CpuBuffer::F32(s)) => apply(d, &ld, s, &ls, alpha, scale),
-                (CpuBuffer::F64(d), CpuBuffer::F64(s)) => apply(d, &ld, s, &ls, alpha, scale),
-                (d, _) => {
-                    return Err(Error::DType {
-                        op: OP,
-                        expected: "a floating-point tensor",
-                        found: d.dtype(),
-                    });
-                }
+        let mut dst = self.storage().write();
+        match (&mut *dst, &source_buffer) {
+            (CpuBuffer::F32(d), CpuBuffer::F32(s)) => apply(d, &ld, s, &ls, alpha, scale),
+            (CpuBuffer::F64(d), CpuBuffer::F64(s)) => apply(d, &ld, s, &ls, alpha, scale),
+            (d, _) => {
+                return Err(Error::DType {
+                    op: OP,
+                    expected: "a floating-point tensor",
+                    found: d.dtype(),
+                });
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// `self += alpha * source` in place.

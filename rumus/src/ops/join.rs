@@ -117,6 +117,10 @@ impl DynTensor {
         }
         let a = normalize_axis(axis, self.rank(), "split")?;
         let total = self.dims()[a];
+        if total == 0 {
+            // Like PyTorch: an empty axis splits into one empty piece.
+            return Ok(vec![self.narrow(a as isize, 0, 0)?]);
+        }
         (0..total)
             .step_by(size)
             .map(|start| self.narrow(a as isize, start, size.min(total - start)))

@@ -5,7 +5,7 @@ use crate::autograd::{BackwardOp, Saved, record};
 use crate::backend::cpu::reduce::{Reduction, arg_extremum, reduce};
 use crate::element::Element;
 use crate::error::{Result, ShapeError};
-use crate::shape::{normalize_axes, normalize_axis};
+use crate::shape::{broadcast_shapes, normalize_axes, normalize_axis};
 use crate::storage::CpuBuffer;
 use crate::tensor::{DynTensor, with_float};
 
@@ -159,6 +159,15 @@ impl DynTensor {
     pub fn sum_to(&self, dims: &[usize]) -> Result<DynTensor> {
         if self.dims() == dims {
             return Ok(self.clone());
+        }
+        let context = format!("sum_to {dims:?} from {:?}", self.dims());
+        if dims.len() > self.rank() || broadcast_shapes(dims, self.dims(), &context)? != self.dims()
+        {
+            return Err(ShapeError::Invalid {
+                context,
+                message: "the target must broadcast to the tensor's shape".into(),
+            }
+            .into());
         }
         let extra = self.rank() - dims.len();
         let axes: Vec<isize> = (0..self.rank())

@@ -35,7 +35,7 @@ impl DynTensor {
     /// The same elements with new dims (a view when the tensor is contiguous, a copy
     /// otherwise). The element count must not change.
     pub fn reshape(&self, dims: &[usize]) -> Result<DynTensor> {
-        let numel: usize = dims.iter().product();
+        let numel = crate::shape::checked_numel(dims, "reshape")?;
         if numel != self.numel() {
             return Err(ShapeError::ElementCount {
                 context: format!("reshape of {:?}", self.dims()),
@@ -174,6 +174,7 @@ impl DynTensor {
     /// Broadcasts to `dims` without copying (PyTorch's `expand` / `broadcast_to`).
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<DynTensor> {
         let context = format!("broadcast_to {dims:?}");
+        crate::shape::checked_numel(dims, &context)?;
         if dims.len() < self.rank() || broadcast_shapes(self.dims(), dims, &context)? != dims {
             return Err(ShapeError::Invalid {
                 context,

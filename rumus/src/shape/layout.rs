@@ -130,6 +130,17 @@ impl Layout {
     }
 }
 
+/// Number of elements of `dims`, or an error when the product does not fit in `usize`
+/// (such a shape could never be allocated; wrapping would corrupt every size computed later).
+pub fn checked_numel(dims: &[usize], context: &str) -> Result<usize, ShapeError> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| ShapeError::Invalid {
+            context: context.to_string(),
+            message: format!("shape {dims:?} has more elements than fit in memory"),
+        })
+}
+
 /// Turns a possibly negative axis into an index, or says which axis was wrong.
 pub fn normalize_axis(axis: isize, rank: usize, context: &str) -> Result<usize, ShapeError> {
     let r = rank as isize;

@@ -5,5 +5,7 @@ mod layout;
 mod typed;
 
 pub use dim::{D, Dim, Dyn, Unify};
-pub use layout::{Layout, broadcast_shapes, contiguous_strides, normalize_axes, normalize_axis};
+pub use layout::{
+    Layout, broadcast_shapes, checked_numel, contiguous_strides, normalize_axes, normalize_axis,
+};
 pub use typed::{Shape, UnifyShape};

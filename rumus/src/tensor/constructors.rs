@@ -34,7 +34,7 @@ fn from_f64s(values: Vec<f64>, dtype: DType) -> Result<CpuBuffer> {
 impl DynTensor {
     /// Takes ownership of `data` as a tensor with `dims`; fails if the counts differ.
     pub fn from_vec<T: Element>(data: Vec<T>, dims: &[usize]) -> Result<DynTensor, ShapeError> {
-        let expected: usize = dims.iter().product();
+        let expected = crate::shape::checked_numel(dims, "from_vec")?;
         if expected != data.len() {
             return Err(ShapeError::ElementCount {
                 context: "from_vec".into(),
@@ -57,6 +57,7 @@ impl DynTensor {
     }
 
     pub fn full(dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
+        crate::shape::checked_numel(dims, "full")?;
         Ok(DynTensor::from_buffer(filled(dims, dtype, value), dims))
     }
 
@@ -78,7 +79,8 @@ impl DynTensor {
 
     /// `start, start + step, ...` up to but excluding `end`.
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<DynTensor> {
-        if step == 0.0 || !step.is_finite() || (end - start) / step < 0.0 {
+        let finite = start.is_finite() && end.is_finite() && step.is_finite();
+        if !finite || step == 0.0 || (end - start) / step < 0.0 || (end - start) / step > 1e15 {
             return Err(Error::InvalidArgument {
                 op: "arange",
                 message: format!("step {step} never goes from {start} to {end}"),
@@ -120,7 +122,7 @@ impl DynTensor {
         generator: Option<&mut Generator>,
         sample: impl Fn(&mut Generator) -> f64,
     ) -> Result<DynTensor> {
-        let n: usize = dims.iter().product();
+        let n = crate::shape::checked_numel(dims, "random constructor")?;
         let draw = |g: &mut Generator| (0..n).map(|_| sample(g)).collect::<Vec<f64>>();
         let values = match generator {
             Some(g) => draw(g),

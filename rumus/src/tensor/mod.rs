@@ -57,6 +57,11 @@ impl DynTensor {
         }))
     }
 
+    /// The graph node this tensor owns, when this handle was its last owner.
+    pub(crate) fn into_graph_node(self) -> Option<Arc<crate::autograd::Node>> {
+        Arc::try_unwrap(self.0).ok()?.grad?.node
+    }
+
     pub(crate) fn grad_meta(&self) -> Option<&GradMeta> {
         self.0.grad.as_ref()
     }

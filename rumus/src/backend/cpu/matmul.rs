@@ -35,7 +35,7 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
     let batch_rank = rank - 2;
     let batches: usize = la.dims()[..batch_rank].iter().product();
     let mut out = vec![T::ZERO; batches * m * n];
-    if m == 0 || n == 0 || batches == 0 {
+    if m == 0 || n == 0 || k == 0 || batches == 0 {
         return out;
     }
     let (a_rs, a_cs) = (
