@@ -1,5 +1,5 @@
-//! Constructors, including the seeded random ones. One test, because it reseeds the
-//! process-wide generator.
+//! Constructors, including the seeded random ones. Only one test here touches the
+//! process-wide generator, so reseeding it cannot race with another test.
 
 use rumus::prelude::*;
 use rumus::rng::Generator;
@@ -64,4 +64,17 @@ fn constructors_fill_ranges_identity_and_seeded_randomness() {
     let x = DynTensor::randn_with(&[8], 0.0, 1.0, DType::F64, &mut g).unwrap();
     let y = DynTensor::randn_with(&[8], 0.0, 1.0, DType::F64, &mut Generator::new(5)).unwrap();
     assert_eq!(x.to_f64_vec(), y.to_f64_vec());
+}
+
+#[test]
+fn scalar_comparisons_of_integer_tensors_do_not_truncate_the_scalar() {
+    let labels = DynTensor::from_vec(vec![0i64, 1, 2], &[3]).unwrap();
+    assert_eq!(
+        labels.lt_scalar(0.5).unwrap().to_vec::<bool>().unwrap(),
+        vec![true, false, false]
+    );
+    assert_eq!(
+        labels.ge_scalar(1.5).unwrap().to_vec::<bool>().unwrap(),
+        vec![false, false, true]
+    );
 }

@@ -210,8 +210,14 @@ impl DynTensor {
         Ok(DynTensor::from_buffer(CpuBuffer::Bool(mask), &dims))
     }
 
+    /// Compares with a scalar. Integer and bool tensors are compared in `f64`, so `i64 < 0.5`
+    /// is not truncated to `i64 < 0`.
     fn compare_scalar(&self, value: f64, op: CompareOp) -> Result<DynTensor> {
-        self.compare(&DynTensor::scalar(value, self.dtype())?, op)
+        if self.dtype().is_float() {
+            return self.compare(&DynTensor::scalar(value, self.dtype())?, op);
+        }
+        self.to_dtype(DType::F64)?
+            .compare(&DynTensor::scalar(value, DType::F64)?, op)
     }
 
     pub fn eq(&self, rhs: &DynTensor) -> Result<DynTensor> {
