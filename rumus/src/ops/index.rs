@@ -54,6 +54,62 @@ fn check_gather_dims(
     Ok(())
 }
 
+/// A float buffer the accumulating kernels can add into, whatever its element type.
+trait AddInto {
+    fn index_add(&mut self, split: (usize, usize, usize), indices: &[i64]);
+    fn scatter_add(&mut self, dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize]);
+}
+
+/// A copy of `dst` with `src` ready to be added into it; both have one float dtype.
+struct Accumulation<'a, T> {
+    dst: &'a mut [T],
+    src: &'a [T],
+}
+
+impl<T: crate::element::Float> AddInto for Accumulation<'_, T> {
+    fn index_add(&mut self, split: (usize, usize, usize), indices: &[i64]) {
+        kernel::index_add(self.dst, split, indices, self.src);
+    }
+    fn scatter_add(&mut self, dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize]) {
+        kernel::scatter_add(self.dst, dims, axis, indices, index_dims, self.src);
+    }
+}
+
+/// Copies `base`, lets `add` accumulate `source` into the copy, and returns it.
+fn add_into_copy(
+    base: &DynTensor,
+    source: &DynTensor,
+    op: &'static str,
+    add: impl FnOnce(&mut dyn AddInto),
+) -> Result<CpuBuffer> {
+    match (contiguous_buffer(base), contiguous_buffer(source)) {
+        (CpuBuffer::F32(mut dst), CpuBuffer::F32(src)) => {
+            add(&mut Accumulation {
+                dst: &mut dst,
+                src: &src,
+            });
+            Ok(CpuBuffer::F32(dst))
+        }
+        (CpuBuffer::F64(mut dst), CpuBuffer::F64(src)) => {
+            add(&mut Accumulation {
+                dst: &mut dst,
+                src: &src,
+            });
+            Ok(CpuBuffer::F64(dst))
+        }
+        (dst, src) if dst.dtype() == src.dtype() => Err(Error::DType {
+            op,
+            expected: "a floating-point tensor",
+            found: dst.dtype(),
+        }),
+        (dst, src) => Err(Error::DTypeMismatch {
+            op,
+            lhs: dst.dtype(),
+            rhs: src.dtype(),
+        }),
+    }
+}
+
 impl DynTensor {
     /// Slices `indices` (a 1-D `i64` tensor) of `axis`, in that order.
     pub fn index_select(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
@@ -117,23 +173,9 @@ impl DynTensor {
             .into());
         }
         let split = kernel::split_at_axis(self.dims(), a);
-        let buffer = match (contiguous_buffer(self), contiguous_buffer(source)) {
-            (CpuBuffer::F32(mut d), CpuBuffer::F32(s)) => {
-                kernel::index_add(&mut d, split, &idx, &s);
-                CpuBuffer::F32(d)
-            }
-            (CpuBuffer::F64(mut d), CpuBuffer::F64(s)) => {
-                kernel::index_add(&mut d, split, &idx, &s);
-                CpuBuffer::F64(d)
-            }
-            (d, s) => {
-                return Err(Error::DTypeMismatch {
-                    op: "index_add (float tensors of one dtype)",
-                    lhs: d.dtype(),
-                    rhs: s.dtype(),
-                });
-            }
-        };
+        let buffer = add_into_copy(self, source, "index_add", |dst: &mut dyn AddInto| {
+            dst.index_add(split, &idx)
+        })?;
         let out = DynTensor::from_buffer(buffer, self.dims());
         Ok(record(out, &[self, source], || BackwardOp::IndexAdd {
             axis: a,
@@ -182,23 +224,9 @@ impl DynTensor {
         let idx = indices_of(indices, "scatter_add")?;
         kernel::check_indices(&idx, self.dims()[a], a, "scatter_add")?;
         let (dims, index_dims) = (self.dims(), indices.dims());
-        let buffer = match (contiguous_buffer(self), contiguous_buffer(source)) {
-            (CpuBuffer::F32(mut d), CpuBuffer::F32(s)) => {
-                kernel::scatter_add(&mut d, dims, a, &idx, index_dims, &s);
-                CpuBuffer::F32(d)
-            }
-            (CpuBuffer::F64(mut d), CpuBuffer::F64(s)) => {
-                kernel::scatter_add(&mut d, dims, a, &idx, index_dims, &s);
-                CpuBuffer::F64(d)
-            }
-            (d, s) => {
-                return Err(Error::DTypeMismatch {
-                    op: "scatter_add (float tensors of one dtype)",
-                    lhs: d.dtype(),
-                    rhs: s.dtype(),
-                });
-            }
-        };
+        let buffer = add_into_copy(self, source, "scatter_add", |dst: &mut dyn AddInto| {
+            dst.scatter_add(dims, a, &idx, index_dims)
+        })?;
         let out = DynTensor::from_buffer(buffer, dims);
         Ok(record(out, &[self, source], || BackwardOp::ScatterAdd {
             axis: a,
