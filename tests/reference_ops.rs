@@ -422,20 +422,8 @@ fn compare(case: &str, actual: &DynTensor, expected: &Fixture, failures: &mut Ve
                 )
             })
             .collect(),
-        (Values::I64(a), Values::I64(b)) => a
-            .iter()
-            .zip(b)
-            .enumerate()
-            .filter(|(_, (x, y))| x != y)
-            .map(|(i, (x, y))| format!("case {case}: {key}[{i}]: rumus {x}, torch {y}"))
-            .collect(),
-        (Values::Bool(a), Values::Bool(b)) => a
-            .iter()
-            .zip(b)
-            .enumerate()
-            .filter(|(_, (x, y))| x != y)
-            .map(|(i, (x, y))| format!("case {case}: {key}[{i}]: rumus {x}, torch {y}"))
-            .collect(),
+        (Values::I64(a), Values::I64(b)) => exact_mismatches(a, b, case, key),
+        (Values::Bool(a), Values::Bool(b)) => exact_mismatches(a, b, case, key),
         _ => unreachable!("dtypes compared above"),
     };
     let extra = bad.len().saturating_sub(MAX_REPORTED);
@@ -665,4 +653,19 @@ end
             && close(1000.0, 1000.009)
             && !close(1000.0, 1000.02)
     );
+}
+
+/// Elements of integer or bool tensors that differ (these must match exactly).
+fn exact_mismatches<T: PartialEq + std::fmt::Display>(
+    got: &[T],
+    expected: &[T],
+    case: &str,
+    key: &str,
+) -> Vec<String> {
+    got.iter()
+        .zip(expected)
+        .enumerate()
+        .filter(|(_, (x, y))| x != y)
+        .map(|(i, (x, y))| format!("case {case}: {key}[{i}]: rumus {x}, torch {y}"))
+        .collect()
 }
