@@ -1,1 +1,105 @@
-//! placeholder
+//! Procedural macros of rumus: `#[model]` and `tensor_fn!`.
+//!
+//! Both compute every tensor shape at expansion time. A mismatch becomes a `compile_error!`
+//! spanned on the offending operand or field, written in shapes (`[B, 784]`), never in types.
+//! The generated code is ordinary typed rumus code, one statement per op, keeping the user's
+//! spans, so whatever the type system still checks lands on the right line.
+//!
+//! Layout, in the order the macros run: [`dsl::parse`] (syntax) -> [`dsl::lower`] (shape
+//! inference + emission) for `tensor_fn!`; [`model::expand_struct`] and
+//! [`model::expand_impl`] for `#[model]`.
+
+use proc_macro::TokenStream;
+use syn::parse::Parser;
+
+mod dsl;
+mod model;
+mod shape;
+
+/// Shape-checked tensor functions.
+///
+/// ```ignore
+/// tensor_fn! {
+///     /// Scaled dot-product attention scores.
+///     pub fn scores(q: [B, T, 64], k: [B, T, 64]) -> [B, T, T] {
+///         let s = q @ k.transpose(1, 2);
+///         (s * 0.125).softmax(-1)
+///     }
+/// }
+/// ```
+///
+/// Parameters and the return value carry shapes in brackets: literal sizes, runtime dims
+/// (single capital letters such as `B` become generic parameters; `CamelCase` names are dim
+/// types declared with `rumus::dim!`), and consts (`HIDDEN`). The generated function takes
+/// `&Tensor<...>` arguments and returns `rumus::Result<Tensor<...>>`; runtime dims used by
+/// several parameters are checked once on entry.
+#[proc_macro]
+pub fn tensor_fn(input: TokenStream) -> TokenStream {
+    let parser = |stream: syn::parse::ParseStream| {
+        let mut functions = Vec::new();
+        while !stream.is_empty() {
+            functions.push(stream.parse::<dsl::ast::TensorFn>()?);
+        }
+        Ok(functions)
+    };
+    match parser.parse(input) {
+        Ok(functions) => functions
+            .iter()
+            .map(|f| dsl::expand(f, &[]))
+            .collect::<proc_macro2::TokenStream>()
+            .into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// A model: on a struct of layers it implements `Module`, `Display`, `new()`; on the struct's
+/// `impl` it turns shape-annotated methods into checked forward passes.
+///
+/// Struct options: `#[model(sequential, activation = relu)]` generates `forward` as the chain
+/// of the struct's `Linear` fields and checks the chain. Field attributes: `#[conv(stride = 2,
+/// padding = 1, dilation = 1, exact)]` on `Conv2d` fields, `#[skip]` on fields that are not
+/// modules (they are initialised with `Default`).
+#[proc_macro_attribute]
+pub fn model(args: TokenStream, input: TokenStream) -> TokenStream {
+    let input2: proc_macro2::TokenStream = input.clone().into();
+    let result = if let Ok(item) = syn::parse2::<syn::ItemStruct>(input2.clone()) {
+        model::expand_struct::ModelOptions::parse(args.into())
+            .and_then(|options| model::expand_struct::expand(options, item))
+    } else {
+        expand_impl_attribute(input2)
+    };
+    result.unwrap_or_else(|e| e.to_compile_error()).into()
+}
+
+/// `#[model] impl Name { ... }` becomes a call of the table `#[model]` left next to `Name`.
+fn expand_impl_attribute(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::TokenStream> {
+    let mut tokens = input
+        .clone()
+        .into_iter()
+        .skip_while(|t| !matches!(t, proc_macro2::TokenTree::Ident(i) if i == "impl"));
+    tokens.next();
+    let name = tokens
+        .find_map(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => Some(i),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            syn::Error::new(
+                proc_macro2::Span::call_site(),
+                "#[model] goes on a struct or on `impl StructName { ... }`",
+            )
+        })?;
+    let table = quote::format_ident!("__rumus_model_{}", name);
+    Ok(quote::quote!(#table! { #input }))
+}
+
+#[doc(hidden)]
+#[proc_macro]
+pub fn __model_impl(input: TokenStream) -> TokenStream {
+    match syn::parse::<model::expand_impl::ModelImpl>(input) {
+        Ok(model) => model::expand_impl::expand(model)
+            .unwrap_or_else(|e| e.to_compile_error())
+            .into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}

@@ -28,16 +28,24 @@ pub mod backend;
 pub mod dtype;
 pub mod element;
 pub mod error;
+pub mod nn;
 pub mod ops;
 pub mod rng;
 pub mod shape;
 pub mod storage;
 pub mod tensor;
 
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::private::*;
+}
+mod private;
+
 pub use autograd::{GradientStore, grad, gradcheck, no_grad};
 pub use dtype::DType;
 pub use error::{AutogradError, Error, Result, ShapeError};
 pub use rng::manual_seed;
+pub use rumus_macros::{model, tensor_fn};
 pub use shape::{D, Dim, Dyn, Shape};
 pub use tensor::DynTensor;
 pub use tensor::typed::{StaticShape, Tensor};
@@ -45,5 +53,6 @@ pub use tensor::typed::{StaticShape, Tensor};
 /// The names most programs need.
 pub mod prelude {
     pub use crate::autograd::{GradientStore, no_grad};
-    pub use crate::{D, DType, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed};
+    pub use crate::nn::{Linear, Module};
+    pub use crate::{D, DType, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn};
 }

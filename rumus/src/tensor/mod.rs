@@ -6,6 +6,8 @@ mod constructors;
 mod debug;
 pub(crate) mod typed;
 
+pub use typed::Tensor;
+
 use std::sync::Arc;
 
 use crate::autograd::{GradMeta, TensorId};

@@ -1,0 +1,130 @@
+//! The syntax tree of the tensor DSL used by `tensor_fn!` and `#[model]` forward methods.
+
+use proc_macro2::Span;
+use syn::{Attribute, Ident, Visibility};
+
+/// One axis written in a shape annotation: a literal or a name.
+#[derive(Debug, Clone)]
+pub enum DimAst {
+    Lit(usize),
+    Name(Ident),
+}
+
+/// `[B, 784]` as written.
+#[derive(Debug, Clone)]
+pub struct ShapeAst {
+    pub dims: Vec<DimAst>,
+    pub span: Span,
+}
+
+/// A tensor parameter `x: [B, 784]`.
+pub struct Param {
+    pub name: Ident,
+    pub shape: ShapeAst,
+}
+
+/// A function written in the DSL.
+pub struct TensorFn {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    pub name: Ident,
+    /// Dim names declared in `<...>`.
+    pub generics: Vec<Ident>,
+    pub has_self: bool,
+    pub params: Vec<Param>,
+    pub ret: ShapeAst,
+    pub body: Vec<Stmt>,
+    pub tail: Expr,
+}
+
+/// `let name (: [shape])? = expr;`
+pub struct Stmt {
+    pub name: Ident,
+    pub annotation: Option<ShapeAst>,
+    pub expr: Expr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Matmul,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Matmul => "@",
+        }
+    }
+}
+
+/// An expression of the DSL.
+#[derive(Debug, Clone)]
+pub enum Expr {
+    /// A tensor variable or a dim name (inside shape lists).
+    Var(Ident),
+    /// A number literal.
+    Number(f64, Span),
+    /// `_` inside a shape list: inferred.
+    Infer(Span),
+    /// `[a, b, ...]`: a list argument (shapes, axes, tensors to join).
+    List(Vec<Expr>, Span),
+    /// `a..b` with literal ends.
+    Range(Box<Expr>, Box<Expr>, Span),
+    Neg(Box<Expr>, Span),
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        span: Span,
+    },
+    /// `receiver.name(args)`.
+    Method {
+        receiver: Box<Expr>,
+        name: Ident,
+        args: Vec<Expr>,
+    },
+    /// `name(args)`: a free function (`relu(x)`, `cat([a, b], 1)`) or another `tensor_fn`.
+    Call {
+        name: Ident,
+        args: Vec<Expr>,
+    },
+    /// `self.field(args)`: a layer of the model.
+    Layer {
+        field: Ident,
+        args: Vec<Expr>,
+    },
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Var(i) => i.span(),
+            Expr::Number(_, s)
+            | Expr::Infer(s)
+            | Expr::List(_, s)
+            | Expr::Range(_, _, s)
+            | Expr::Neg(_, s) => *s,
+            Expr::Binary { span, .. } => *span,
+            Expr::Method { name, .. } => name.span(),
+            Expr::Call { name, .. } => name.span(),
+            Expr::Layer { field, .. } => field.span(),
+        }
+    }
+
+    /// The value of an integer literal (possibly negated).
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Expr::Number(v, _) if v.fract() == 0.0 => Some(*v as i64),
+            Expr::Neg(inner, _) => inner.as_int().map(|v| -v),
+            _ => None,
+        }
+    }
+}

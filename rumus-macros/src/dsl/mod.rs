@@ -1,0 +1,242 @@
+//! The tensor DSL shared by `tensor_fn!` and `#[model]` forward methods: parse, infer every
+//! shape, emit typed Rust.
+
+pub mod ast;
+pub mod lower;
+pub mod parse;
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+
+use ast::{DimAst, ShapeAst, TensorFn};
+use lower::{Lowering, Value};
+
+use crate::model::layers::Layer;
+use crate::shape::{Dim, Same, Shape, dim_from_ident, is_generic_dim};
+
+/// A shape annotation resolved against the dims in scope.
+fn resolve(lowering: &Lowering, shape: &ShapeAst) -> syn::Result<Shape> {
+    shape
+        .dims
+        .iter()
+        .map(|d| match d {
+            DimAst::Lit(n) => Ok(Dim::Lit(*n)),
+            DimAst::Name(name) => lowering.dim_name(name),
+        })
+        .collect::<syn::Result<Vec<_>>>()
+        .map(Shape)
+}
+
+fn check_declared(
+    lowering: &mut Lowering,
+    declared: &Shape,
+    found: &Shape,
+    span: proc_macro2::Span,
+    what: &str,
+) -> syn::Result<()> {
+    let mismatch = || {
+        syn::Error::new(
+            span,
+            format!("{what} is declared as {declared} but the body produces {found}"),
+        )
+    };
+    if declared.rank() != found.rank() {
+        return Err(mismatch());
+    }
+    for (d, f) in declared.0.iter().zip(&found.0) {
+        match d.same(f) {
+            Same::Yes => {}
+            Same::Unknown => {
+                let (td, tf) = (d.to_type(), f.to_type());
+                lowering.statements.push(
+                    quote_spanned!(span=> ::rumus::__private::assert_same_dim::<#td, #tf>();),
+                );
+            }
+            Same::No => return Err(mismatch()),
+        }
+    }
+    Ok(())
+}
+
+/// Expands one DSL function. `layers` are the fields of the model for methods, empty for
+/// free functions.
+pub fn expand(function: &TensorFn, layers: &[Layer]) -> TokenStream {
+    match try_expand(function, layers) {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            // Keep the function's signature so callers type-check and only this error shows.
+            let error = error.to_compile_error();
+            let signature = signature(function);
+            quote! {
+                #error
+                #signature { ::core::unreachable!() }
+            }
+        }
+    }
+}
+
+/// Dim generics of the function: declared ones plus single-letter names in the parameters.
+fn generics(function: &TensorFn) -> Vec<syn::Ident> {
+    let mut names: Vec<syn::Ident> = function.generics.clone();
+    for param in &function.params {
+        for dim in &param.shape.dims {
+            if let DimAst::Name(ident) = dim {
+                let name = ident.to_string();
+                if is_generic_dim(&name) && !names.iter().any(|n| *n == name) {
+                    names.push(ident.clone());
+                }
+            }
+        }
+    }
+    names
+}
+
+fn shape_type_lenient(shape: &ShapeAst) -> TokenStream {
+    let dims = shape.dims.iter().map(|d| match d {
+        DimAst::Lit(n) => Dim::Lit(*n).to_type(),
+        DimAst::Name(name) => dim_from_ident(&name.to_string()).to_type(),
+    });
+    quote!((#(#dims,)*))
+}
+
+fn signature(function: &TensorFn) -> TokenStream {
+    let TensorFn {
+        attrs, vis, name, ..
+    } = function;
+    let generics = generics(function);
+    let self_param = function.has_self.then(|| quote!(&self,));
+    let params = function.params.iter().map(|p| {
+        let (pname, ty) = (&p.name, shape_type_lenient(&p.shape));
+        quote!(#pname: &::rumus::Tensor<#ty>)
+    });
+    let ret = shape_type_lenient(&function.ret);
+    quote! {
+        #(#attrs)*
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #name<#(#generics: ::rumus::Dim),*>(#self_param #(#params),*) -> ::rumus::Result<::rumus::Tensor<#ret>>
+    }
+}
+
+fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream> {
+    let mut lowering = Lowering::new(layers);
+    lowering.dims = function.generics.iter().map(ToString::to_string).collect();
+    for param in &function.params {
+        for dim in &param.shape.dims {
+            if let DimAst::Name(ident) = dim {
+                if let Dim::Var(name) = dim_from_ident(&ident.to_string()) {
+                    if !lowering.dims.contains(&name) {
+                        lowering.dims.push(name);
+                    }
+                }
+            }
+        }
+    }
+    // Runtime dims that appear more than once are checked once, at entry.
+    let fn_name = function.name.to_string();
+    let mut binds = Vec::new();
+    for name in &lowering.dims {
+        let uses: Vec<(&syn::Ident, usize)> = function
+            .params
+            .iter()
+            .flat_map(|p| {
+                p.shape
+                    .dims
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| matches!(d, DimAst::Name(i) if i == name))
+                    .map(move |(axis, _)| (&p.name, axis))
+            })
+            .collect();
+        if uses.len() > 1 {
+            for (param, axis) in uses {
+                let param_name = param.to_string();
+                binds.push(
+                    quote!(__rumus_dims.bind(#name, #param.dims()[#axis], #param_name, #axis)?;),
+                );
+            }
+        }
+    }
+    let binder = (!binds.is_empty()).then(|| {
+        quote! {
+            let mut __rumus_dims = ::rumus::__private::DimBinder::new(#fn_name);
+            #(#binds)*
+        }
+    });
+
+    for param in &function.params {
+        let shape = resolve(&lowering, &param.shape)?;
+        lowering.env.insert(
+            param.name.to_string(),
+            Value::Tensor {
+                var: param.name.clone(),
+                shape,
+            },
+        );
+    }
+
+    for stmt in &function.body {
+        let value = match &stmt.annotation {
+            Some(annotation) => {
+                let declared = resolve(&lowering, annotation)?;
+                if lowering.is_opaque_call(&stmt.expr) {
+                    lowering.annotated_call(&stmt.expr, declared)?
+                } else {
+                    let value = lowering.lower(&stmt.expr)?;
+                    if let Value::Tensor { shape, .. } = &value {
+                        check_declared(
+                            &mut lowering,
+                            &declared,
+                            shape,
+                            annotation.span,
+                            &format!("`{}`", stmt.name),
+                        )?;
+                    }
+                    value
+                }
+            }
+            // An opaque call without a declared shape fails inside `lower` with a hint.
+            None => lowering.lower(&stmt.expr)?,
+        };
+        let bound = match value {
+            Value::Tensor { var, shape } => {
+                let (name, ty) = (&stmt.name, shape.to_type());
+                let span = stmt.name.span();
+                lowering
+                    .statements
+                    .push(quote_spanned!(span=> let #name: ::rumus::Tensor<#ty> = #var;));
+                Value::Tensor {
+                    var: name.clone(),
+                    shape,
+                }
+            }
+            number => number,
+        };
+        lowering.env.insert(stmt.name.to_string(), bound);
+    }
+
+    let ret = resolve(&lowering, &function.ret)?;
+    let tail = lowering.lower(&function.tail)?;
+    let Value::Tensor { var, shape } = tail else {
+        return Err(syn::Error::new(
+            function.tail.span(),
+            "the function must return a tensor, not a number",
+        ));
+    };
+    check_declared(
+        &mut lowering,
+        &ret,
+        &shape,
+        function.ret.span,
+        "the return value",
+    )?;
+
+    let signature = signature(function);
+    let statements = &lowering.statements;
+    Ok(quote! {
+        #signature {
+            #binder
+            #(#statements)*
+            ::core::result::Result::Ok(#var.clone())
+        }
+    })
+}

@@ -1,0 +1,118 @@
+//! `#[model]` on an impl block: DSL methods (tensor parameters annotated with shapes) become
+//! shape-checked typed methods that can call the struct's layers; other items pass through.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::{ImplItem, ItemStruct, Token, Type};
+
+use super::expand_struct::model_layers;
+use crate::dsl::{self, ast::TensorFn};
+use crate::shape::{dim_from_ident, is_generic_dim};
+
+/// One item of the impl block.
+enum Item {
+    Dsl(Box<TensorFn>),
+    Rust(Box<ImplItem>),
+}
+
+/// `{ struct ... } impl Name { ... }`, as the hidden table hands it over.
+pub struct ModelImpl {
+    structure: ItemStruct,
+    self_ty: Type,
+    items: Vec<Item>,
+}
+
+impl Parse for ModelImpl {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let content;
+        syn::braced!(content in input);
+        let structure: ItemStruct = content.parse()?;
+        input.call(syn::Attribute::parse_outer)?;
+        input.parse::<Token![impl]>()?;
+        let self_ty: Type = input.parse()?;
+        let body;
+        syn::braced!(body in input);
+        let mut items = Vec::new();
+        while !body.is_empty() {
+            match body.parse::<ImplItem>()? {
+                // The DSL is not Rust syntax (`[B, 784]` shapes, `@`), so an impl holds it
+                // inside `tensor_fn! { ... }`, which is valid in item position.
+                ImplItem::Macro(m) if m.mac.path.is_ident("tensor_fn") => {
+                    let functions = syn::parse::Parser::parse2(
+                        |stream: ParseStream| {
+                            let mut functions = Vec::new();
+                            while !stream.is_empty() {
+                                functions.push(Item::Dsl(Box::new(stream.parse::<TensorFn>()?)));
+                            }
+                            Ok(functions)
+                        },
+                        m.mac.tokens,
+                    )?;
+                    items.extend(functions);
+                }
+                other => items.push(Item::Rust(Box::new(other))),
+            }
+        }
+        Ok(ModelImpl {
+            structure,
+            self_ty,
+            items,
+        })
+    }
+}
+
+/// `impl Forward<In> for Model` for a `forward` method with one tensor parameter, so a model
+/// can be a layer of another model.
+fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
+    if function.name != "forward" || function.params.len() != 1 || !function.has_self {
+        return TokenStream::new();
+    }
+    let param = &function.params[0];
+    let to_type = |shape: &dsl::ast::ShapeAst| {
+        let dims = shape.dims.iter().map(|d| match d {
+            dsl::ast::DimAst::Lit(n) => quote!(::rumus::D<#n>),
+            dsl::ast::DimAst::Name(name) => dim_from_ident(&name.to_string()).to_type(),
+        });
+        quote!((#(#dims,)*))
+    };
+    let (input, output) = (to_type(&param.shape), to_type(&function.ret));
+    let mut generics: Vec<syn::Ident> = function.generics.clone();
+    for d in &param.shape.dims {
+        if let dsl::ast::DimAst::Name(n) = d {
+            if is_generic_dim(&n.to_string()) && !generics.contains(n) {
+                generics.push(n.clone());
+            }
+        }
+    }
+    quote! {
+        impl<#(#generics: ::rumus::Dim),*> ::rumus::nn::Forward<#input> for #self_ty {
+            type Out = #output;
+            fn forward_typed(&self, x: &::rumus::Tensor<#input>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
+                self.forward(x)
+            }
+        }
+    }
+}
+
+pub fn expand(model: ModelImpl) -> syn::Result<TokenStream> {
+    let layers = model_layers(&model.structure)?;
+    let self_ty = &model.self_ty;
+    let mut methods = Vec::new();
+    let mut extra = Vec::new();
+    for item in &model.items {
+        match item {
+            Item::Dsl(function) => {
+                methods.push(dsl::expand(function, &layers));
+                extra.push(forward_impl(self_ty, function));
+            }
+            Item::Rust(item) => methods.push(quote!(#item)),
+        }
+    }
+    Ok(quote! {
+        impl #self_ty {
+            #(#methods)*
+        }
+        #(#extra)*
+    })
+}

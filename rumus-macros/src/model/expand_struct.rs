@@ -1,0 +1,256 @@
+//! `#[model]` on a struct: `Module`, `Display`, `new()`, the hidden table for the impl, and for
+//! `#[model(sequential)]` a forward pass with the layer chain checked at expansion time.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::{Fields, ItemStruct};
+
+use super::layers::{Layer, LayerKind};
+use crate::shape::{Dim, Same};
+
+/// Options of `#[model(...)]` on a struct.
+#[derive(Default)]
+pub struct ModelOptions {
+    /// Generate `forward` as a chain of the Linear fields.
+    pub sequential: bool,
+    /// Activation applied between chained layers (`relu`, `tanh`, ...).
+    pub activation: Option<syn::Ident>,
+}
+
+impl ModelOptions {
+    pub fn parse(args: TokenStream) -> syn::Result<Self> {
+        let mut options = ModelOptions::default();
+        let parser = syn::meta::parser(|meta| {
+            if meta.path.is_ident("sequential") {
+                options.sequential = true;
+                Ok(())
+            } else if meta.path.is_ident("activation") {
+                options.activation = Some(meta.value()?.parse()?);
+                Ok(())
+            } else {
+                Err(meta.error("unknown #[model] option; use `sequential` and `activation = relu`"))
+            }
+        });
+        syn::parse::Parser::parse2(parser, args)?;
+        Ok(options)
+    }
+}
+
+fn is_skipped(field: &syn::Field) -> bool {
+    field.attrs.iter().any(|a| a.path().is_ident("skip"))
+}
+
+/// The model's layers (fields not marked `#[skip]`), read from the struct.
+pub fn model_layers(item: &ItemStruct) -> syn::Result<Vec<Layer>> {
+    let Fields::Named(fields) = &item.fields else {
+        return Err(syn::Error::new_spanned(
+            &item.ident,
+            "#[model] needs a struct with named fields",
+        ));
+    };
+    fields
+        .named
+        .iter()
+        .filter(|f| !is_skipped(f))
+        .map(Layer::from_field)
+        .collect()
+}
+
+pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStream> {
+    if !item.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &item.generics,
+            "#[model] structs cannot have generic parameters yet",
+        ));
+    }
+    let layers = model_layers(&item)?;
+    let name = &item.ident;
+    let name_str = name.to_string();
+    let table = format_ident!("__rumus_model_{}", name);
+
+    let mut clean = item.clone();
+    if let Fields::Named(fields) = &mut clean.fields {
+        for field in fields.named.iter_mut() {
+            field
+                .attrs
+                .retain(|a| !a.path().is_ident("conv") && !a.path().is_ident("skip"));
+        }
+    }
+
+    let visits = layers.iter().map(|l| {
+        let (field, key) = (&l.name, l.name.to_string());
+        match l.kind {
+            LayerKind::Parameter => quote!(f(&::std::format!("{prefix}{}", #key), self.#field.as_dyn());),
+            _ => quote!(::rumus::nn::Module::visit(&self.#field, &::std::format!("{prefix}{}.", #key), f);),
+        }
+    });
+    let modules: Vec<&Layer> = layers
+        .iter()
+        .filter(|l| !matches!(l.kind, LayerKind::Parameter))
+        .collect();
+    let set_training = modules.iter().map(|l| {
+        let field = &l.name;
+        quote!(::rumus::nn::Module::set_training(&mut self.#field, training);)
+    });
+    let children = modules.iter().map(|l| {
+        let (field, key) = (&l.name, l.name.to_string());
+        quote!((#key, &self.#field as &dyn ::rumus::nn::Module))
+    });
+    let Fields::Named(all_fields) = &item.fields else {
+        unreachable!("checked in model_layers")
+    };
+    let inits = all_fields.named.iter().map(|f| {
+        let field = f.ident.as_ref().expect("named");
+        let ty = &f.ty;
+        if is_skipped(f) {
+            return quote!(#field: ::core::default::Default::default());
+        }
+        let layer = layers
+            .iter()
+            .find(|l| l.name == *field)
+            .expect("every unskipped field is a layer");
+        match &layer.kind {
+            LayerKind::Conv2d { options, .. } => {
+                let (s, p, d) = (options.stride, options.padding, options.dilation);
+                quote_spanned!(layer.type_span=> #field: <#ty>::with_options(#s, #p, #d)?)
+            }
+            LayerKind::Parameter => {
+                quote_spanned!(layer.type_span=> #field: <#ty>::zeros().requires_grad_()?)
+            }
+            _ => quote_spanned!(layer.type_span=> #field: <#ty>::new()?),
+        }
+    });
+
+    let sequential = if options.sequential {
+        sequential_forward(name, &layers, options.activation.as_ref())?
+    } else {
+        TokenStream::new()
+    };
+
+    Ok(quote! {
+        #clean
+
+        impl ::rumus::nn::Module for #name {
+            fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &::rumus::DynTensor)) {
+                #(#visits)*
+            }
+            fn set_training(&mut self, training: bool) {
+                #(#set_training)*
+                let _ = training;
+            }
+            fn describe(&self) -> ::std::string::String {
+                ::std::string::String::from(#name_str)
+            }
+            fn children(&self) -> ::std::vec::Vec<(&'static str, &dyn ::rumus::nn::Module)> {
+                ::std::vec![#(#children),*]
+            }
+        }
+
+        impl ::core::fmt::Display for #name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                ::core::writeln!(f, "{}", ::rumus::nn::Module::summary(self, #name_str))?;
+                ::core::write!(f, "Trainable parameters: {}", ::rumus::nn::group_digits(::rumus::nn::Module::num_parameters(self)))
+            }
+        }
+
+        impl #name {
+            /// Builds the model with every layer initialised from the global generator
+            /// (`rumus::manual_seed`).
+            pub fn new() -> ::rumus::Result<Self> {
+                ::core::result::Result::Ok(Self { #(#inits),* })
+            }
+        }
+
+        #sequential
+
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #table {
+            ($($item:tt)*) => {
+                ::rumus::__private::model_impl! { { #item } $($item)* }
+            };
+        }
+        #[allow(unused_imports)]
+        pub(crate) use #table;
+    })
+}
+
+/// `forward` for a chain of Linear layers; each layer's input must be its predecessor's output,
+/// and a mismatch is reported on the field that does not fit.
+fn sequential_forward(
+    name: &syn::Ident,
+    layers: &[Layer],
+    activation: Option<&syn::Ident>,
+) -> syn::Result<TokenStream> {
+    let mut chain = Vec::new();
+    for layer in layers {
+        match &layer.kind {
+            LayerKind::Linear { input, output } => {
+                chain.push((layer, input.clone(), output.clone()))
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    layer.type_span,
+                    format!(
+                        "`#[model(sequential)]` chains Linear layers, but `{}` is not one; write the forward pass in a `#[model] impl` instead",
+                        layer.name
+                    ),
+                ));
+            }
+        }
+    }
+    let Some(first) = chain.first() else {
+        return Err(syn::Error::new_spanned(
+            name,
+            "a sequential model needs at least one Linear layer",
+        ));
+    };
+    let mut checks = Vec::new();
+    for pair in chain.windows(2) {
+        let ((prev, _, produced), (next, expected, next_out)) = (&pair[0], &pair[1]);
+        match expected.same(produced) {
+            Same::Yes => {}
+            Same::Unknown => {
+                let (a, b) = (expected.to_type(), produced.to_type());
+                checks.push(quote_spanned!(next.type_span=> ::rumus::__private::assert_same_dim::<#a, #b>();));
+            }
+            Same::No => {
+                return Err(syn::Error::new(
+                    next.type_span,
+                    format!(
+                        "layer `{}` expects {expected} inputs but `{}` produces {produced}\n  help: declare `{}: Linear<{produced}, {next_out}>`",
+                        next.name, prev.name, next.name
+                    ),
+                ));
+            }
+        }
+    }
+    let (input, output) = (first.1.clone(), chain.last().expect("non-empty").2.clone());
+    let (in_ty, out_ty) = (Dim::to_type(&input), Dim::to_type(&output));
+    let steps = chain.iter().enumerate().map(|(i, (layer, _, out))| {
+        let (field, out_ty) = (&layer.name, out.to_type());
+        let act = match (activation, i + 1 < chain.len()) {
+            (Some(act), true) => quote!(.#act()?),
+            _ => quote!(),
+        };
+        quote!(let h: ::rumus::Tensor<(B, #out_ty)> = ::rumus::__private::wrap(self.#field.forward_dyn(h.as_dyn())?#act);)
+    });
+    Ok(quote! {
+        impl #name {
+            /// The layers applied in declaration order.
+            pub fn forward<B: ::rumus::Dim>(&self, x: &::rumus::Tensor<(B, #in_ty)>) -> ::rumus::Result<::rumus::Tensor<(B, #out_ty)>> {
+                #(#checks)*
+                let h: ::rumus::Tensor<(B, #in_ty)> = x.clone();
+                #(#steps)*
+                ::core::result::Result::Ok(h)
+            }
+        }
+
+        impl<B: ::rumus::Dim> ::rumus::nn::Forward<(B, #in_ty)> for #name {
+            type Out = (B, #out_ty);
+            fn forward_typed(&self, x: &::rumus::Tensor<(B, #in_ty)>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
+                self.forward(x)
+            }
+        }
+    })
+}

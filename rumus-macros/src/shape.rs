@@ -1,0 +1,159 @@
+//! Symbolic shapes: what the macros know about a dim at expansion time, and how it prints in
+//! error messages (`[B, 784]`, never as a type).
+
+use std::fmt;
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// One axis as the macro sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dim {
+    /// A literal size.
+    Lit(usize),
+    /// A runtime dim bound by a parameter: a generic (`B`) or a named dim type (`Batch`).
+    Var(String),
+    /// A const the macro cannot see (`HIDDEN`): its value is known to the type system only.
+    Const(String),
+    /// A size computed from runtime dims, e.g. `T*64` after a flatten: runtime only.
+    Derived { factor: usize, symbols: Vec<String> },
+}
+
+/// Whether two dims are the same axis size, as far as the macro can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Same {
+    Yes,
+    No,
+    /// Involves a const the macro cannot see: the type system decides.
+    Unknown,
+}
+
+impl Dim {
+    pub fn lit(&self) -> Option<usize> {
+        match self {
+            Dim::Lit(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub fn same(&self, other: &Dim) -> Same {
+        match (self, other) {
+            (a, b) if a == b => Same::Yes,
+            (Dim::Const(_), Dim::Const(_) | Dim::Lit(_)) | (Dim::Lit(_), Dim::Const(_)) => {
+                Same::Unknown
+            }
+            _ => Same::No,
+        }
+    }
+
+    /// The dim's Rust type in generated code.
+    pub fn to_type(&self) -> TokenStream {
+        match self {
+            Dim::Lit(n) => quote!(::rumus::D<#n>),
+            Dim::Var(name) => {
+                let ident = format_ident!("{}", name);
+                quote!(#ident)
+            }
+            Dim::Const(name) => {
+                let ident = format_ident!("{}", name);
+                quote!(::rumus::D<#ident>)
+            }
+            Dim::Derived { .. } => quote!(::rumus::Dyn),
+        }
+    }
+
+    /// `(literal factor, symbolic factors)` of this dim's size.
+    fn factors(&self) -> (usize, Vec<String>) {
+        match self {
+            Dim::Lit(n) => (*n, Vec::new()),
+            Dim::Var(s) | Dim::Const(s) => (1, vec![s.clone()]),
+            Dim::Derived { factor, symbols } => (*factor, symbols.clone()),
+        }
+    }
+
+    /// The product of several dims, kept literal when it can be.
+    pub fn product(dims: &[Dim]) -> Dim {
+        let mut factor = 1usize;
+        let mut symbols = Vec::new();
+        for d in dims {
+            let (f, s) = d.factors();
+            factor = factor.saturating_mul(f);
+            symbols.extend(s);
+        }
+        symbols.sort();
+        match symbols.len() {
+            0 => Dim::Lit(factor),
+            1 if factor == 1 => dims
+                .iter()
+                .find(|d| !matches!(d, Dim::Lit(1)))
+                .cloned()
+                .unwrap_or(Dim::Lit(1)),
+            _ => Dim::Derived { factor, symbols },
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Lit(n) => write!(f, "{n}"),
+            Dim::Var(s) | Dim::Const(s) => f.write_str(s),
+            Dim::Derived { factor, symbols } => {
+                let mut parts = symbols.clone();
+                if *factor != 1 {
+                    parts.push(factor.to_string());
+                }
+                f.write_str(&parts.join("*"))
+            }
+        }
+    }
+}
+
+/// A tensor shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape(pub Vec<Dim>);
+
+impl Shape {
+    pub fn rank(&self) -> usize {
+        self.0.len()
+    }
+
+    /// `(D0, D1, ...)` as a Rust type.
+    pub fn to_type(&self) -> TokenStream {
+        let dims = self.0.iter().map(Dim::to_type);
+        quote!((#(#dims,)*))
+    }
+
+    /// Product of all dims (element count), as a comparable key.
+    pub fn numel(&self) -> (usize, Vec<String>) {
+        Dim::product(&self.0).factors()
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dims: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        write!(f, "[{}]", dims.join(", "))
+    }
+}
+
+/// How an identifier inside a shape is read: SCREAMING_CASE names (`HIDDEN`) are consts,
+/// everything else (`B`, `Batch`) a runtime dim.
+pub fn dim_from_ident(name: &str) -> Dim {
+    let screaming = name.len() > 1
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && name.chars().any(|c| c.is_ascii_uppercase());
+    if screaming {
+        Dim::Const(name.to_string())
+    } else {
+        Dim::Var(name.to_string())
+    }
+}
+
+/// Whether a runtime dim name is a generic parameter of the generated function (a single
+/// capital letter such as `B`) rather than a named dim type declared with `rumus::dim!`.
+pub fn is_generic_dim(name: &str) -> bool {
+    name.len() == 1 && name.chars().all(|c| c.is_ascii_uppercase())
+}

@@ -1,0 +1,74 @@
+//! Fully connected layer, `y = x W^T + b`, with the weight stored `[out, in]` like PyTorch.
+
+use super::module::Module;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::shape::{D, Dim};
+use crate::tensor::{DynTensor, Tensor};
+
+/// `Linear<IN, OUT>`: maps the last axis from `IN` to `OUT` features.
+pub struct Linear<const IN: usize, const OUT: usize> {
+    /// `[OUT, IN]`.
+    pub weight: Tensor<(D<OUT>, D<IN>)>,
+    /// `[OUT]`, absent for `Linear::without_bias`.
+    pub bias: Option<Tensor<(D<OUT>,)>>,
+}
+
+impl<const IN: usize, const OUT: usize> Linear<IN, OUT> {
+    /// Weight and bias drawn from U(-1/sqrt(IN), 1/sqrt(IN)) with the global generator, as
+    /// PyTorch's default initialisation.
+    pub fn new() -> Result<Self> {
+        let mut layer = Self::without_bias()?;
+        let bound = 1.0 / (IN as f64).sqrt();
+        layer.bias = Some(
+            DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?
+                .requires_grad_()?
+                .try_shape()?,
+        );
+        Ok(layer)
+    }
+
+    /// A layer without a bias term.
+    pub fn without_bias() -> Result<Self> {
+        let bound = 1.0 / (IN as f64).sqrt();
+        let weight = DynTensor::uniform(&[OUT, IN], -bound, bound, DType::F32)?.requires_grad_()?;
+        Ok(Linear {
+            weight: weight.try_shape()?,
+            bias: None,
+        })
+    }
+
+    /// Applies the layer to the last axis of a tensor of any rank (untyped).
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        let y = x.matmul(&self.weight.as_dyn().transpose(0, 1)?)?;
+        match &self.bias {
+            Some(bias) => y.add(bias.as_dyn()),
+            None => Ok(y),
+        }
+    }
+
+    /// `[B, IN] -> [B, OUT]`.
+    pub fn forward<B: Dim>(&self, x: &Tensor<(B, D<IN>)>) -> Tensor<(B, D<OUT>)> {
+        let y = x.matmul(&self.weight.t());
+        match &self.bias {
+            Some(bias) => &y + bias,
+            None => y,
+        }
+    }
+}
+
+impl<const IN: usize, const OUT: usize> Module for Linear<IN, OUT> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), self.weight.as_dyn());
+        if let Some(bias) = &self.bias {
+            f(&format!("{prefix}bias"), bias.as_dyn());
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Linear(in_features={IN}, out_features={OUT}, bias={})",
+            self.bias.is_some()
+        )
+    }
+}

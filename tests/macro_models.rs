@@ -1,0 +1,173 @@
+//! Code written with `#[model]` and `tensor_fn!` computes the same values and gradients as the
+//! same model written with the plain API, and the module machinery works.
+
+use rumus::nn::{Linear, Module};
+use rumus::prelude::*;
+
+rumus::tensor_fn! {
+    /// Attention scores of queries against keys.
+    fn scores(q: [B, T, 8], k: [B, T, 8]) -> [B, T, T] {
+        let s = q @ k.transpose(1, 2);
+        (s * 0.25).softmax(-1)
+    }
+
+    fn heads(x: [B, T, 12]) -> [B, T, 12] {
+        let h = x.split_heads(3);
+        let merged = h.merge_heads();
+        merged + x
+    }
+}
+
+#[model]
+struct Mlp {
+    fc1: Linear<6, 16>,
+    fc2: Linear<16, 3>,
+}
+
+#[model]
+impl Mlp {
+    tensor_fn! {
+        fn forward(&self, x: [B, 6]) -> [B, 3] {
+            let h = self.fc1(x).tanh();
+            self.fc2(h).log_softmax(1)
+        }
+    }
+}
+
+#[model(sequential, activation = relu)]
+struct Chain {
+    a: Linear<4, 8>,
+    b: Linear<8, 2>,
+}
+
+fn close(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-6 * (1.0 + y.abs()))
+}
+
+#[test]
+fn model_forward_matches_the_plain_api_in_values_and_gradients() {
+    manual_seed(1);
+    let model = Mlp::new().unwrap();
+    let x = Tensor::<(Dyn, D<6>)>::randn_with_dims(&[5, 6]).unwrap();
+    let out = model.forward(&x).unwrap();
+    let grads = out.sum_all().backward().unwrap();
+
+    let plain = model
+        .fc2
+        .forward(&model.fc1.forward(&x).tanh())
+        .log_softmax();
+    let plain_grads = plain.sum_all().backward().unwrap();
+    assert!(close(
+        &out.to_vec::<f32>().unwrap(),
+        &plain.to_vec::<f32>().unwrap()
+    ));
+    for p in model.parameters() {
+        assert!(close(
+            &grads.grad(&p).unwrap().to_vec::<f32>().unwrap(),
+            &plain_grads.grad(&p).unwrap().to_vec::<f32>().unwrap()
+        ));
+    }
+}
+
+#[test]
+fn tensor_fn_matches_the_plain_api() {
+    manual_seed(2);
+    let q = Tensor::<(Dyn, Dyn, D<8>)>::randn_with_dims(&[2, 3, 8])
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let k = Tensor::<(Dyn, Dyn, D<8>)>::randn_with_dims(&[2, 3, 8]).unwrap();
+    let s = scores(&q, &k).unwrap();
+    let plain = q
+        .as_dyn()
+        .matmul(&k.as_dyn().transpose(1, 2).unwrap())
+        .unwrap()
+        .mul_scalar(0.25)
+        .unwrap()
+        .softmax(-1)
+        .unwrap();
+    assert!(close(
+        &s.to_vec::<f32>().unwrap(),
+        &plain.to_vec::<f32>().unwrap()
+    ));
+    let g1 = s.sum_all().backward().unwrap();
+    let g2 = plain
+        .mul(&plain)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    assert_eq!(
+        g1.grad(q.as_dyn()).unwrap().dims(),
+        g2.grad(q.as_dyn()).unwrap().dims()
+    );
+
+    let x = Tensor::<(Dyn, Dyn, D<12>)>::randn_with_dims(&[2, 4, 12]).unwrap();
+    let doubled = heads(&x).unwrap();
+    let expected: Vec<f32> = x.to_vec::<f32>().unwrap().iter().map(|v| 2.0 * v).collect();
+    assert!(
+        close(&doubled.to_vec::<f32>().unwrap(), &expected),
+        "split then merge is the identity"
+    );
+}
+
+#[test]
+fn runtime_dims_are_checked_once_at_entry() {
+    let q = Tensor::<(Dyn, Dyn, D<8>)>::zeros_with_dims(&[2, 3, 8]).unwrap();
+    let k = Tensor::<(Dyn, Dyn, D<8>)>::zeros_with_dims(&[2, 4, 8]).unwrap();
+    let err = scores(&q, &k).unwrap_err().to_string();
+    assert!(
+        err.contains("`T`") && err.contains('3') && err.contains('4'),
+        "{err}"
+    );
+}
+
+#[test]
+fn module_machinery() {
+    manual_seed(3);
+    let model = Mlp::new().unwrap();
+    let names: Vec<String> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
+    assert_eq!(model.num_parameters(), 6 * 16 + 16 + 16 * 3 + 3);
+
+    let other = Mlp::new().unwrap();
+    other.load_state_dict(&model.state_dict()).unwrap();
+    let x = Tensor::<(Dyn, D<6>)>::randn_with_dims(&[2, 6]).unwrap();
+    assert_eq!(
+        other.forward(&x).unwrap().to_vec::<f32>().unwrap(),
+        model.forward(&x).unwrap().to_vec::<f32>().unwrap()
+    );
+
+    let mut state = model.state_dict();
+    state.pop();
+    let err = other.load_state_dict(&state).unwrap_err().to_string();
+    assert!(err.contains("fc2.bias"), "{err}");
+
+    let summary = model.to_string();
+    assert!(
+        summary.contains("(fc1): Linear(in_features=6, out_features=16, bias=true)"),
+        "{summary}"
+    );
+    assert!(summary.contains("Trainable parameters: 163"), "{summary}");
+}
+
+#[test]
+fn sequential_models_chain_their_layers() {
+    manual_seed(4);
+    let chain = Chain::new().unwrap();
+    let x = Tensor::<(D<3>, D<4>)>::randn();
+    let y = chain.forward(&x).unwrap();
+    let plain = chain.b.forward(&chain.a.forward(&x).relu());
+    assert!(close(
+        &y.to_vec::<f32>().unwrap(),
+        &plain.to_vec::<f32>().unwrap()
+    ));
+}
