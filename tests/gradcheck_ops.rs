@@ -257,3 +257,69 @@ case!(
         picked.mean_all()?.neg()
     }
 );
+
+// ---- convolution and pooling ----
+case!(
+    unfold2d_stride_padding_dilation,
+    [randn(&[1, 2, 5, 4], 1)],
+    |x| { x[0].unfold2d((2, 2), (2, 1), (1, 1), (2, 1))?.tanh() }
+);
+case!(fold2d, [randn(&[1, 2, 4, 10], 1)], |x| x[0]
+    .fold2d((4, 3), (2, 2), (1, 2), (1, 1), (1, 1))?
+    .exp());
+case!(
+    conv2d_stride_padding_dilation,
+    [randn(&[2, 2, 5, 5], 1), randn(&[3, 2, 2, 2], 2)],
+    |x| x[0].conv2d(&x[1], None, (2, 2), (1, 1), (2, 2), 1)
+);
+case!(
+    conv2d_groups_bias,
+    [
+        randn(&[2, 4, 3, 3], 1),
+        randn(&[4, 2, 2, 2], 2),
+        randn(&[4], 3)
+    ],
+    |x| x[0].conv2d(&x[1], Some(&x[2]), (1, 1), (1, 1), (1, 1), 2)
+);
+// A 1x1 kernel skips the unfold; the input is a non-contiguous view.
+case!(
+    conv2d_pointwise_non_contiguous,
+    [
+        randn(&[2, 3, 4, 3], 1),
+        randn(&[2, 3, 1, 1], 2),
+        randn(&[2], 3)
+    ],
+    |x| x[0]
+        .transpose(2, 3)?
+        .conv2d(&x[1], Some(&x[2]), (1, 1), (0, 0), (1, 1), 1)?
+        .tanh()
+);
+// randn values have no ties, so every window has one maximum.
+case!(
+    max_pool2d_overlapping_padding,
+    [randn(&[1, 2, 5, 5], 1)],
+    |x| x[0].max_pool2d((3, 3), (2, 2), (1, 1))?.exp()
+);
+case!(max_pool2d_rectangular, [randn(&[2, 1, 4, 5], 1)], |x| x[0]
+    .max_pool2d((2, 3), (1, 2), (1, 0)));
+case!(
+    avg_pool2d_count_include_pad,
+    [randn(&[1, 2, 5, 5], 1)],
+    |x| { x[0].avg_pool2d((3, 3), (2, 2), (1, 1), true)?.exp() }
+);
+case!(avg_pool2d_exclude_pad, [randn(&[1, 2, 5, 5], 1)], |x| {
+    x[0].avg_pool2d((3, 2), (2, 1), (1, 1), false)?.exp()
+});
+case!(
+    adaptive_avg_pool2d_non_dividing,
+    [randn(&[1, 2, 5, 7], 1)],
+    |x| { x[0].adaptive_avg_pool2d((3, 4))?.exp() }
+);
+case!(
+    adaptive_avg_pool2d_dividing,
+    [randn(&[2, 1, 4, 6], 1)],
+    |x| { x[0].adaptive_avg_pool2d((2, 3))?.exp() }
+);
+case!(adaptive_avg_pool2d_global, [randn(&[2, 2, 3, 3], 1)], |x| {
+    x[0].adaptive_avg_pool2d((1, 1))?.exp()
+});

@@ -363,6 +363,45 @@ fn implementation(name: &str) -> Option<Implementation> {
             let scores = t["q"].matmul(&t["k"].transpose(-1, -2)?)?.mul_scalar(0.5)?;
             one(scores.softmax(-1)?.matmul(&t["v"])?)
         },
+        // convolution and pooling
+        "unfold2d" => |t| one(t["x"].unfold2d((2, 3), (2, 1), (1, 2), (2, 1))?),
+        "fold2d" => |t| one(t["x"].fold2d((5, 4), (3, 2), (2, 1), (1, 1), (1, 2))?),
+        "conv2d_basic" | "conv2d_pointwise" => {
+            |t| one(t["x"].conv2d(&t["w"], Some(&t["b"]), (1, 1), (0, 0), (1, 1), 1)?)
+        }
+        "conv2d_stride_padding_dilation" => {
+            |t| one(t["x"].conv2d(&t["w"], Some(&t["b"]), (2, 1), (1, 2), (2, 1), 1)?)
+        }
+        "conv2d_groups" => {
+            |t| one(t["x"].conv2d(&t["w"], Some(&t["b"]), (2, 2), (1, 1), (1, 1), 2)?)
+        }
+        "conv2d_depthwise_no_bias" => {
+            |t| one(t["x"].conv2d(&t["w"], None, (1, 1), (1, 1), (1, 1), 3)?)
+        }
+        "max_pool2d" => |t| one(t["x"].max_pool2d((2, 2), (2, 2), (0, 0))?),
+        "max_pool2d_overlap_padding" => |t| one(t["x"].max_pool2d((3, 3), (2, 2), (1, 1))?),
+        "max_pool2d_ties" => |t| one(t["x"].max_pool2d((3, 3), (1, 1), (1, 1))?),
+        "max_pool2d_rectangular" => |t| one(t["x"].max_pool2d((3, 2), (1, 2), (1, 0))?),
+        "avg_pool2d_include_pad" => |t| one(t["x"].avg_pool2d((3, 3), (2, 2), (1, 1), true)?),
+        "avg_pool2d_exclude_pad" => |t| one(t["x"].avg_pool2d((3, 3), (2, 2), (1, 1), false)?),
+        "avg_pool2d_rectangular_exclude_pad" => {
+            |t| one(t["x"].avg_pool2d((2, 3), (2, 1), (1, 1), false)?)
+        }
+        "adaptive_avg_pool2d_non_dividing" | "adaptive_avg_pool2d_dividing" => {
+            |t| one(t["x"].adaptive_avg_pool2d((3, 2))?)
+        }
+        "adaptive_avg_pool2d_global" => |t| one(t["x"].adaptive_avg_pool2d((1, 1))?),
+        "adaptive_avg_pool2d_upsample" => |t| one(t["x"].adaptive_avg_pool2d((5, 4))?),
+        "small_cnn" => |t| {
+            let h = t["x"]
+                .conv2d(&t["w1"], Some(&t["b1"]), (1, 1), (1, 1), (1, 1), 1)?
+                .tanh()?
+                .max_pool2d((2, 2), (2, 2), (0, 0))?;
+            let h = h
+                .conv2d(&t["w2"], Some(&t["b2"]), (1, 1), (1, 1), (1, 1), 2)?
+                .tanh()?;
+            one(h.adaptive_avg_pool2d((1, 1))?.flatten(1, -1)?)
+        },
         _ => return None,
     };
     Some(f)

@@ -5,9 +5,10 @@
 //! backward pass (`create_graph`) yields higher-order gradients.
 
 use super::node::Saved;
+use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{elementwise, index, join, matmul, reduce, softmax, unary, view};
+use crate::ops::{conv, elementwise, index, join, matmul, reduce, softmax, unary, view};
 use crate::tensor::DynTensor;
 
 /// One op on the tape and what its gradient needs.
@@ -101,6 +102,22 @@ pub enum BackwardOp {
     Cast {
         from: DType,
     },
+    /// Sliding windows copied into columns (im2col); the adjoint of `Fold2d`.
+    Unfold2d {
+        window: Window2d,
+    },
+    /// Columns summed back into planes (col2im); the adjoint of `Unfold2d`.
+    Fold2d {
+        window: Window2d,
+    },
+    /// The sum of each sliding window (average pooling); the adjoint of `WindowSpread2d`.
+    WindowSum2d {
+        window: Window2d,
+    },
+    /// Each window's value added to all its inputs; the adjoint of `WindowSum2d`.
+    WindowSpread2d {
+        window: Window2d,
+    },
 }
 
 impl BackwardOp {
@@ -131,6 +148,10 @@ impl BackwardOp {
             BackwardOp::ScatterAdd { .. } => "scatter_add",
             BackwardOp::Cat { .. } => "cat",
             BackwardOp::Cast { .. } => "to_dtype",
+            BackwardOp::Unfold2d { .. } => "unfold2d",
+            BackwardOp::Fold2d { .. } => "fold2d",
+            BackwardOp::WindowSum2d { .. } => "window_sum2d",
+            BackwardOp::WindowSpread2d { .. } => "window_spread2d",
         }
     }
 
@@ -225,6 +246,12 @@ impl BackwardOp {
             }
             BackwardOp::Cat { axis, sizes } => join::cat_backward(grad, *axis, sizes, needs),
             BackwardOp::Cast { from } => one(grad.to_dtype(*from)),
+            BackwardOp::Unfold2d { window } => one(conv::unfold2d_backward(grad, window)),
+            BackwardOp::Fold2d { window } => one(conv::fold2d_backward(grad, window)),
+            BackwardOp::WindowSum2d { window } => one(conv::window_sum2d_backward(grad, window)),
+            BackwardOp::WindowSpread2d { window } => {
+                one(conv::window_spread2d_backward(grad, window))
+            }
         }
     }
 }

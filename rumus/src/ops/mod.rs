@@ -2,6 +2,7 @@
 //! [`DynTensor`](crate::DynTensor)) and the backward formulas of its records.
 
 pub mod cast;
+pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod inplace;

@@ -47,6 +47,7 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
         lb.strides()[rank - 1] as isize,
     );
     let flops = m * n * k;
+    let threads = rayon::current_num_threads();
     let product = |batch: usize, dst: &mut [T], parallelism: Parallelism| {
         let a_ptr = a[batch_offset(batch, la, batch_rank)..].as_ptr();
         let b_ptr = b[batch_offset(batch, lb, batch_rank)..].as_ptr();
@@ -77,8 +78,12 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
             );
         }
     };
-    let threads = rayon::current_num_threads();
-    if batches > 1 && flops < PARALLEL_FLOPS && batches * flops >= PARALLEL_FLOPS {
+    // Whole products per thread when there are enough of them: gemm's own threading scales
+    // poorly on thin products (m = 64), and small products are not worth splitting at all.
+    let batch_parallel = batches > 1
+        && batches * flops >= PARALLEL_FLOPS
+        && (flops < PARALLEL_FLOPS || batches >= threads);
+    if batch_parallel {
         out.par_chunks_mut(m * n)
             .enumerate()
             .for_each(|(batch, dst)| product(batch, dst, Parallelism::None));

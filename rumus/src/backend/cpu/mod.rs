@@ -8,3 +8,4 @@ pub mod matmul;
 pub mod parallel;
 pub mod reduce;
 pub mod strided;
+pub mod unfold;
