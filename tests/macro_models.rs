@@ -171,3 +171,50 @@ fn sequential_models_chain_their_layers() {
         &plain.to_vec::<f32>().unwrap()
     ));
 }
+
+/// A module that records the training flag it was given.
+#[derive(Default)]
+struct Probe {
+    training: std::cell::Cell<Option<bool>>,
+}
+
+impl Probe {
+    fn new() -> rumus::Result<Self> {
+        Ok(Probe::default())
+    }
+}
+
+impl Module for Probe {
+    fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &DynTensor)) {}
+    fn set_training(&mut self, training: bool) {
+        self.training.set(Some(training));
+    }
+    fn describe(&self) -> String {
+        "Probe".into()
+    }
+}
+
+#[model]
+struct WithExtras {
+    probe: Probe,
+    fc: Linear<2, 2>,
+    #[skip]
+    label: String,
+}
+
+#[test]
+fn train_eval_propagate_and_skipped_fields_are_not_modules() {
+    let mut model = WithExtras::new().unwrap();
+    model.eval();
+    assert_eq!(model.probe.training.get(), Some(false));
+    model.train();
+    assert_eq!(model.probe.training.get(), Some(true));
+    assert_eq!(model.label, "");
+    let names: Vec<String> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["fc.weight", "fc.bias"]);
+    model.to_device(rumus::nn::Device::Cpu).unwrap();
+}

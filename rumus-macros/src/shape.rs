@@ -4,7 +4,7 @@
 use std::fmt;
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 
 /// One axis as the macro sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +107,26 @@ impl fmt::Display for Dim {
             }
         }
     }
+}
+
+/// The value of a static dim as a `usize` expression (a literal or a const's name).
+fn value_expr(dim: &Dim, span: proc_macro2::Span) -> TokenStream {
+    match dim {
+        Dim::Lit(n) => quote_spanned!(span=> #n),
+        Dim::Const(c) => {
+            let c = proc_macro2::Ident::new(c, span);
+            quote_spanned!(span=> #c)
+        }
+        other => unreachable!("only static dims are compared at compile time, got {other}"),
+    }
+}
+
+/// A check the macro cannot decide (it involves a const it cannot see), left to the
+/// compiler as a compile-time assertion spanned on the offending token, so the message still
+/// reads in shapes.
+pub fn deferred_check(span: proc_macro2::Span, a: &Dim, b: &Dim, message: &str) -> TokenStream {
+    let (va, vb) = (value_expr(a, span), value_expr(b, span));
+    quote_spanned!(span=> const _: () = ::core::assert!(#va == #vb, #message);)
 }
 
 /// A tensor shape.

@@ -48,11 +48,11 @@ pub use rng::manual_seed;
 pub use rumus_macros::{model, tensor_fn};
 pub use shape::{D, Dim, Dyn, Shape};
 pub use tensor::DynTensor;
-pub use tensor::typed::{StaticShape, Tensor};
+pub use tensor::typed::{Elementwise, StaticShape, Tensor};
 
 /// The names most programs need.
 pub mod prelude {
     pub use crate::autograd::{GradientStore, no_grad};
-    pub use crate::nn::{Linear, Module};
+    pub use crate::nn::{Conv2d, Linear, Module};
     pub use crate::{D, DType, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn};
 }

@@ -2,7 +2,7 @@
 //! signatures here change whenever the macros change.
 
 use crate::error::ShapeError;
-use crate::shape::{Dim, Shape, Unify};
+use crate::shape::Shape;
 use crate::tensor::{DynTensor, Tensor};
 
 pub use rumus_macros::__model_impl as model_impl;
@@ -19,11 +19,6 @@ pub fn wrap_checked<S: Shape>(tensor: DynTensor, context: &str) -> Result<Tensor
     S::check(tensor.dims(), context)?;
     Ok(Tensor::wrap(tensor))
 }
-
-/// Compiles only when dims `A` and `B` can denote the same axis: the residual check the macro
-/// leaves to the type system when it cannot see a dim (a const from elsewhere).
-#[inline(always)]
-pub fn assert_same_dim<A: Unify<B>, B: Dim>() {}
 
 /// Checks, once at the entry of a generated function, that every runtime dim name has one
 /// size across all parameters.
@@ -65,4 +60,19 @@ impl DimBinder {
         }
         Ok(())
     }
+}
+
+/// Max pooling with a square window, as the DSL's `x.max_pool2d(k, stride)`.
+pub fn max_pool2d(x: &DynTensor, kernel: usize, stride: usize) -> crate::Result<DynTensor> {
+    x.max_pool2d((kernel, kernel), (stride, stride), (0, 0))
+}
+
+/// Average pooling with a square window, as the DSL's `x.avg_pool2d(k, stride)`.
+pub fn avg_pool2d(x: &DynTensor, kernel: usize, stride: usize) -> crate::Result<DynTensor> {
+    x.avg_pool2d((kernel, kernel), (stride, stride), (0, 0), true)
+}
+
+/// Adaptive average pooling to `oh x ow`.
+pub fn adaptive_avg_pool2d(x: &DynTensor, oh: usize, ow: usize) -> crate::Result<DynTensor> {
+    x.adaptive_avg_pool2d((oh, ow))
 }

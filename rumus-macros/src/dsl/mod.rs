@@ -47,10 +47,12 @@ fn check_declared(
         match d.same(f) {
             Same::Yes => {}
             Same::Unknown => {
-                let (td, tf) = (d.to_type(), f.to_type());
-                lowering.statements.push(
-                    quote_spanned!(span=> ::rumus::__private::assert_same_dim::<#td, #tf>();),
+                let message = format!(
+                    "{what} is declared as {declared} but the body produces {found} ({d} != {f})"
                 );
+                lowering
+                    .statements
+                    .push(crate::shape::deferred_check(span, d, f, &message));
             }
             Same::No => return Err(mismatch()),
         }
@@ -69,6 +71,7 @@ pub fn expand(function: &TensorFn, layers: &[Layer]) -> TokenStream {
             let signature = signature(function);
             quote! {
                 #error
+                #[allow(unused_variables)]
                 #signature { ::core::unreachable!() }
             }
         }
@@ -165,6 +168,12 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
 
     for param in &function.params {
         let shape = resolve(&lowering, &param.shape)?;
+        // Parameters arrive by reference; an owned handle (an `Arc` clone) lets every value
+        // in the body be used the same way.
+        let (name, ty) = (&param.name, shape.to_type());
+        lowering
+            .statements
+            .push(quote!(let #name: ::rumus::Tensor<#ty> = ::core::clone::Clone::clone(#name);));
         lowering.env.insert(
             param.name.to_string(),
             Value::Tensor {

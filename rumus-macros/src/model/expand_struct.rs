@@ -211,8 +211,16 @@ fn sequential_forward(
         match expected.same(produced) {
             Same::Yes => {}
             Same::Unknown => {
-                let (a, b) = (expected.to_type(), produced.to_type());
-                checks.push(quote_spanned!(next.type_span=> ::rumus::__private::assert_same_dim::<#a, #b>();));
+                let message = format!(
+                    "layer `{}` expects {expected} inputs but `{}` produces {produced} ({expected} != {produced})",
+                    next.name, prev.name
+                );
+                checks.push(crate::shape::deferred_check(
+                    next.type_span,
+                    expected,
+                    produced,
+                    &message,
+                ));
             }
             Same::No => {
                 return Err(syn::Error::new(

@@ -347,29 +347,50 @@ impl GradientStore {
     }
 }
 
+/// Shapes that combine element-wise, and the shape of the result: equal shapes, or a row
+/// vector broadcast over the rows of a matrix (`[B, N] + [N]`, a bias).
+#[diagnostic::on_unimplemented(
+    message = "element-wise op between shapes `{Self}` and `{Rhs}`, which do not match",
+    label = "this operand's shape does not fit",
+    note = "typed element-wise ops take equal shapes, or `[B, N]` with `[N]`; for other broadcasts use `tensor_fn!` or the untyped `DynTensor`"
+)]
+pub trait Elementwise<Rhs: Shape>: Shape {
+    type Output: Shape;
+}
+
+#[diagnostic::do_not_recommend]
+impl<S: Shape> Elementwise<S> for S {
+    type Output = S;
+}
+
+#[diagnostic::do_not_recommend]
+impl<B: Dim, N: Dim> Elementwise<(N,)> for (B, N) {
+    type Output = (B, N);
+}
+
 macro_rules! binary_operator {
     ($trait:ident, $method:ident, $core:ident) => {
-        impl<S: Shape> ops::$trait<&Tensor<S>> for &Tensor<S> {
-            type Output = Tensor<S>;
-            fn $method(self, rhs: &Tensor<S>) -> Tensor<S> {
+        impl<S: Elementwise<R>, R: Shape> ops::$trait<&Tensor<R>> for &Tensor<S> {
+            type Output = Tensor<S::Output>;
+            fn $method(self, rhs: &Tensor<R>) -> Tensor<S::Output> {
                 Tensor::wrap(proven(self.inner.$core(&rhs.inner)))
             }
         }
-        impl<S: Shape> ops::$trait<Tensor<S>> for Tensor<S> {
-            type Output = Tensor<S>;
-            fn $method(self, rhs: Tensor<S>) -> Tensor<S> {
+        impl<S: Elementwise<R>, R: Shape> ops::$trait<Tensor<R>> for Tensor<S> {
+            type Output = Tensor<S::Output>;
+            fn $method(self, rhs: Tensor<R>) -> Tensor<S::Output> {
                 (&self).$method(&rhs)
             }
         }
-        impl<S: Shape> ops::$trait<&Tensor<S>> for Tensor<S> {
-            type Output = Tensor<S>;
-            fn $method(self, rhs: &Tensor<S>) -> Tensor<S> {
+        impl<S: Elementwise<R>, R: Shape> ops::$trait<&Tensor<R>> for Tensor<S> {
+            type Output = Tensor<S::Output>;
+            fn $method(self, rhs: &Tensor<R>) -> Tensor<S::Output> {
                 (&self).$method(rhs)
             }
         }
-        impl<S: Shape> ops::$trait<Tensor<S>> for &Tensor<S> {
-            type Output = Tensor<S>;
-            fn $method(self, rhs: Tensor<S>) -> Tensor<S> {
+        impl<S: Elementwise<R>, R: Shape> ops::$trait<Tensor<R>> for &Tensor<S> {
+            type Output = Tensor<S::Output>;
+            fn $method(self, rhs: Tensor<R>) -> Tensor<S::Output> {
                 self.$method(&rhs)
             }
         }
@@ -380,14 +401,6 @@ binary_operator!(Add, add, add);
 binary_operator!(Sub, sub, sub);
 binary_operator!(Mul, mul, mul);
 binary_operator!(Div, div, div);
-
-/// `[B, N] + [N]`: a row vector (a bias) added to every row.
-impl<B: Dim, N: Dim> ops::Add<&Tensor<(N,)>> for &Tensor<(B, N)> {
-    type Output = Tensor<(B, N)>;
-    fn add(self, rhs: &Tensor<(N,)>) -> Tensor<(B, N)> {
-        Tensor::wrap(proven(self.inner.add(&rhs.inner)))
-    }
-}
 
 impl<S: Shape> ops::Neg for &Tensor<S> {
     type Output = Tensor<S>;

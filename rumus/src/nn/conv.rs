@@ -1,0 +1,67 @@
+//! 2-D convolution layer over image batches `[B, C, H, W]`.
+
+use super::module::Module;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::DynTensor;
+
+/// `Conv2d<IN, OUT, K>`: `IN` input channels, `OUT` output channels, a `K x K` kernel, with
+/// stride, padding and dilation chosen at construction (`#[conv(...)]` on a `#[model]` field).
+pub struct Conv2d<const IN: usize, const OUT: usize, const K: usize> {
+    /// `[OUT, IN, K, K]`, as PyTorch stores it.
+    pub weight: DynTensor,
+    /// `[OUT]`.
+    pub bias: DynTensor,
+    pub stride: usize,
+    pub padding: usize,
+    pub dilation: usize,
+}
+
+impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
+    /// Stride 1, no padding, no dilation.
+    pub fn new() -> Result<Self> {
+        Self::with_options(1, 0, 1)
+    }
+
+    /// Weights and bias drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = IN * K * K, as
+    /// PyTorch's default initialisation.
+    pub fn with_options(stride: usize, padding: usize, dilation: usize) -> Result<Self> {
+        if stride == 0 || dilation == 0 || K == 0 {
+            return Err(Error::InvalidArgument {
+                op: "Conv2d",
+                message: "kernel size, stride and dilation must be at least 1".into(),
+            });
+        }
+        let bound = 1.0 / ((IN * K * K) as f64).sqrt();
+        Ok(Conv2d {
+            weight: DynTensor::uniform(&[OUT, IN, K, K], -bound, bound, DType::F32)?
+                .requires_grad_()?,
+            bias: DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?,
+            stride,
+            padding,
+            dilation,
+        })
+    }
+
+    /// `[B, IN, H, W] -> [B, OUT, H', W']` (untyped).
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        let (s, p, d) = (self.stride, self.padding, self.dilation);
+        x.conv2d(&self.weight, Some(&self.bias), (s, s), (p, p), (d, d), 1)
+    }
+}
+
+impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv2d<IN, OUT, K> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), &self.weight);
+        f(&format!("{prefix}bias"), &self.bias);
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Conv2d({IN}, {OUT}, kernel_size=({K}, {K}), stride=({s}, {s}), padding=({p}, {p}), dilation=({d}, {d}))",
+            s = self.stride,
+            p = self.padding,
+            d = self.dilation
+        )
+    }
+}
