@@ -228,7 +228,7 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
     let Value::Tensor { var, shape } = tail else {
         return Err(syn::Error::new(
             function.tail.span(),
-            "the function must return a tensor, not a number",
+            format!("the function is declared to return {ret} but its last expression is a number"),
         ));
     };
     check_declared(

@@ -212,7 +212,7 @@ fn sequential_forward(
             Same::Yes => {}
             Same::Unknown => {
                 let message = format!(
-                    "layer `{}` expects {expected} inputs but `{}` produces {produced} ({expected} != {produced})",
+                    "layer `{}` takes [B, {expected}] but `{}` produces [B, {produced}] ({expected} != {produced})",
                     next.name, prev.name
                 );
                 checks.push(crate::shape::deferred_check(
@@ -226,7 +226,7 @@ fn sequential_forward(
                 return Err(syn::Error::new(
                     next.type_span,
                     format!(
-                        "layer `{}` expects {expected} inputs but `{}` produces {produced}\n  help: declare `{}: Linear<{produced}, {next_out}>`",
+                        "layer `{}` takes [B, {expected}] but `{}` produces [B, {produced}]\n  help: declare `{}: Linear<{produced}, {next_out}>`",
                         next.name, prev.name, next.name
                     ),
                 ));

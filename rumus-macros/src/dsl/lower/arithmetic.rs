@@ -29,7 +29,12 @@ impl Lowering<'_> {
                     BinOp::Sub => quote!(#var.as_dyn().sub_scalar(#c)),
                     BinOp::Mul => quote!(#var.as_dyn().mul_scalar(#c)),
                     BinOp::Div => quote!(#var.as_dyn().div_scalar(#c)),
-                    BinOp::Matmul => return err(rspan, "`@` needs two tensors"),
+                    BinOp::Matmul => {
+                        return err(
+                            rspan,
+                            format!("`@` needs two tensors, got {shape} @ a number"),
+                        );
+                    }
                 };
                 Ok(self.emit(span, shape, call))
             }
@@ -39,7 +44,12 @@ impl Lowering<'_> {
                     BinOp::Sub => quote!(#var.as_dyn().rsub_scalar(#c)),
                     BinOp::Mul => quote!(#var.as_dyn().mul_scalar(#c)),
                     BinOp::Div => quote!(#var.as_dyn().powf(-1.0)?.mul_scalar(#c)),
-                    BinOp::Matmul => return err(lspan, "`@` needs two tensors"),
+                    BinOp::Matmul => {
+                        return err(
+                            lspan,
+                            format!("`@` needs two tensors, got a number @ {shape}"),
+                        );
+                    }
                 };
                 Ok(self.emit(span, shape, call))
             }

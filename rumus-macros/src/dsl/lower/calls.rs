@@ -84,7 +84,7 @@ impl Lowering<'_> {
                 }
                 let mut dims = first.0.clone();
                 if op == "cat" {
-                    dims[axis] = sum_dims(&total).ok_or_else(|| syn::Error::new(*list_span, format!("`cat` along axis {axis} needs static sizes there to know the result; got {}", total.iter().map(ToString::to_string).collect::<Vec<_>>().join(" + "))))?;
+                    dims[axis] = sum_dims(&total).ok_or_else(|| syn::Error::new(*list_span, format!("`cat` along axis {axis} needs static sizes there to know the result, but {} have {}", parts.iter().map(|((_, s), _)| s.to_string()).collect::<Vec<_>>().join(" and "), total.iter().map(ToString::to_string).collect::<Vec<_>>().join(" + "))))?;
                 } else {
                     dims.insert(axis, Dim::Lit(parts.len()));
                 }

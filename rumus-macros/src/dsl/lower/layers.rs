@@ -14,7 +14,23 @@ impl Lowering<'_> {
     pub(super) fn layer(&mut self, field: &Ident, args: &[Expr]) -> Result<Value> {
         let span = field.span();
         let Some(layer) = self.layers.iter().find(|l| l.name == *field).cloned() else {
-            return err(span, format!("`self.{field}` is not a field of this model"));
+            let fields: Vec<String> = self
+                .layers
+                .iter()
+                .map(|l| format!("`{}`", l.name))
+                .collect();
+            let input = args
+                .first()
+                .and_then(|a| self.shape_of(a))
+                .map(|s| format!(" (called with {s})"))
+                .unwrap_or_default();
+            return err(
+                span,
+                format!(
+                    "`self.{field}` is not a field of this model{input}; its layers are {}",
+                    fields.join(", ")
+                ),
+            );
         };
         let [arg] = args else {
             return err(

@@ -159,7 +159,12 @@ impl Lowering<'_> {
                 for item in items {
                     let a = self.axis(item, rank, &op, &shape)?;
                     if perm.contains(&a) {
-                        return err(item.span(), format!("`permute`: axis {a} appears twice"));
+                        return err(
+                            item.span(),
+                            format!(
+                                "`permute` of {shape}: axis {a} appears twice; list each of the {rank} axes once"
+                            ),
+                        );
                     }
                     perm.push(a);
                 }
@@ -379,7 +384,7 @@ impl Lowering<'_> {
             other => err(
                 span,
                 format!(
-                    "unknown tensor method `{other}`; see the tensor_fn! documentation for the supported ops"
+                    "unknown tensor method `{other}` on {shape}; see the tensor_fn! documentation for the supported ops"
                 ),
             ),
         }

@@ -100,26 +100,48 @@ impl<'a> Lowering<'a> {
     pub fn lower(&mut self, expr: &Expr) -> Result<Value> {
         match expr {
             Expr::Var(name) => self.env.get(&name.to_string()).cloned().ok_or_else(|| {
-                syn::Error::new(name.span(), format!("unknown tensor `{name}`; tensors are the parameters and earlier `let` bindings"))
+                let mut known: Vec<String> = self
+                    .env
+                    .iter()
+                    .filter_map(|(n, v)| match v {
+                        Value::Tensor { shape, .. } => Some(format!("`{n}` {shape}")),
+                        Value::Number(_) => None,
+                    })
+                    .collect();
+                known.sort();
+                syn::Error::new(
+                    name.span(),
+                    format!(
+                        "unknown tensor `{name}`; the tensors in scope are {}",
+                        known.join(", ")
+                    ),
+                )
             }),
             Expr::Number(v, _) => Ok(Value::Number(*v)),
             Expr::Neg(inner, span) => match self.lower(inner)? {
                 Value::Number(v) => Ok(Value::Number(-v)),
-                Value::Tensor { var, shape } => Ok(self.emit(*span, shape, quote!(#var.as_dyn().neg()))),
+                Value::Tensor { var, shape } => {
+                    Ok(self.emit(*span, shape, quote!(#var.as_dyn().neg())))
+                }
             },
             Expr::Binary { op, lhs, rhs, span } => {
                 let (l, r) = (self.lower(lhs)?, self.lower(rhs)?);
                 self.binary(*op, l, r, lhs.span(), rhs.span(), *span)
             }
-            Expr::Method { receiver, name, args } => {
+            Expr::Method {
+                receiver,
+                name,
+                args,
+            } => {
                 let value = self.lower(receiver)?;
                 self.method(value, name, args)
             }
             Expr::Call { name, args } => self.call(name, args),
             Expr::Layer { field, args } => self.layer(field, args),
-            Expr::Infer(span) | Expr::List(_, span) | Expr::Range(_, _, span) => {
-                err(*span, "a list, range or `_` is only allowed as an argument (shapes, axes, tensors to join)")
-            }
+            Expr::Infer(span) | Expr::List(_, span) | Expr::Range(_, _, span) => err(
+                *span,
+                "a list, range or `_` is only allowed as an argument (shapes, axes, tensors to join)",
+            ),
         }
     }
 
@@ -172,6 +194,17 @@ impl<'a> Lowering<'a> {
             return err(span, format!("`{op}` takes {n} argument(s): `{usage}`"));
         }
         Ok(())
+    }
+
+    /// The shape of a tensor variable, for error messages.
+    pub(super) fn shape_of(&self, expr: &Expr) -> Option<Shape> {
+        match expr {
+            Expr::Var(name) => match self.env.get(&name.to_string()) {
+                Some(Value::Tensor { shape, .. }) => Some(shape.clone()),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// A dim name used in the body; it must be bound by a parameter or be a const.

@@ -53,7 +53,10 @@ impl Lowering<'_> {
             match item {
                 Expr::Infer(span) => {
                     if infer.is_some() {
-                        return err(*span, "`reshape`: at most one `_` can be inferred");
+                        return err(
+                            *span,
+                            format!("`reshape` of {from}: at most one `_` can be inferred"),
+                        );
                     }
                     infer = Some(dims.len());
                     dims.push(Dim::Lit(0));
