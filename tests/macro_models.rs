@@ -18,6 +18,14 @@ rumus::tensor_fn! {
     }
 }
 
+rumus::tensor_fn! {
+    /// Calls another tensor function; its result shape is declared and checked by the types.
+    fn double_scores(q: [B, T, 8]) -> [B, T, T] {
+        let s: [B, T, T] = scores(q, q);
+        s.view([B, T, T]) * 2.0
+    }
+}
+
 #[model]
 struct Mlp {
     fc1: Linear<6, 16>,
@@ -226,4 +234,15 @@ fn train_eval_propagate_and_skipped_fields_are_not_modules() {
         .collect();
     assert_eq!(names, ["fc.weight", "fc.bias"]);
     model.to_device(rumus::nn::Device::Cpu).unwrap();
+}
+
+#[test]
+fn tensor_fns_call_each_other() {
+    let q = Tensor::<(Dyn, Dyn, D<8>)>::randn_with_dims(&[2, 3, 8]).unwrap();
+    let twice = double_scores(&q).unwrap().to_vec::<f32>().unwrap();
+    let once = scores(&q, &q).unwrap().to_vec::<f32>().unwrap();
+    assert!(close(
+        &twice,
+        &once.iter().map(|v| 2.0 * v).collect::<Vec<_>>()
+    ));
 }

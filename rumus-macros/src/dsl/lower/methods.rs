@@ -80,7 +80,7 @@ impl Lowering<'_> {
                 let axis = axis as isize;
                 Ok(self.emit(span, Shape(dims), quote!(#var.as_dyn().#name(#axis, false))))
             }
-            "reshape" => {
+            "reshape" | "view" => {
                 self.expect_args(args, 1, &op, "x.reshape([B, 8, 64])", span)?;
                 let target = self.reshape_target(&args[0], &shape)?;
                 let runtime_dims =
