@@ -30,6 +30,7 @@ pub mod element;
 pub mod error;
 pub mod nn;
 pub mod ops;
+pub mod optim;
 pub mod rng;
 pub mod shape;
 pub mod storage;

@@ -66,3 +66,4 @@ pub fn check_first_and_second_order(
     gradcheck(projected_gradient, &inputs, GradcheckOptions::default())
         .unwrap_or_else(|e| panic!("{name}: second order: {e}"));
 }
+pub mod fixture_file;

@@ -1,0 +1,76 @@
+//! Adagrad, following PyTorch: per-element step sizes from the sum of squared gradients,
+//! with learning-rate decay.
+
+use super::optimizer::Optimizer;
+use super::params::{ParamGroup, Params};
+use crate::autograd::GradientStore;
+use crate::error::Result;
+
+#[derive(Debug, Clone, Copy)]
+pub struct AdagradConfig {
+    pub lr: f64,
+    pub lr_decay: f64,
+    pub weight_decay: f64,
+    pub initial_accumulator_value: f64,
+    pub eps: f64,
+}
+
+impl Default for AdagradConfig {
+    fn default() -> Self {
+        AdagradConfig {
+            lr: 0.01,
+            lr_decay: 0.0,
+            weight_decay: 0.0,
+            initial_accumulator_value: 0.0,
+            eps: 1e-10,
+        }
+    }
+}
+
+pub struct Adagrad {
+    params: Params,
+    config: AdagradConfig,
+}
+
+impl Adagrad {
+    pub fn new(params: Vec<crate::DynTensor>, config: AdagradConfig) -> Result<Self> {
+        Self::with_groups(
+            vec![ParamGroup::new(params, config.lr).with_weight_decay(config.weight_decay)],
+            config,
+        )
+    }
+
+    pub fn with_groups(groups: Vec<ParamGroup>, config: AdagradConfig) -> Result<Self> {
+        Ok(Adagrad {
+            params: Params::new(groups)?,
+            config,
+        })
+    }
+}
+
+impl Optimizer for Adagrad {
+    fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
+        let c = self.config;
+        self.params.step(grads, |p, g, state, group| {
+            let g = if group.weight_decay != 0.0 {
+                g.add(&p.mul_scalar(group.weight_decay)?)?
+            } else {
+                g
+            };
+            let clr = group.lr / (1.0 + (state.step - 1) as f64 * c.lr_decay);
+            let sum = state.buffer("sum", || {
+                crate::DynTensor::full(p.dims(), c.initial_accumulator_value, p.dtype())
+            })?;
+            sum.add_scaled_(1.0, &g.mul(&g)?)?;
+            p.add_scaled_(-clr, &g.div(&sum.sqrt()?.add_scalar(c.eps)?)?)
+        })
+    }
+
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn params_mut(&mut self) -> &mut Params {
+        &mut self.params
+    }
+}

@@ -1,0 +1,25 @@
+//! Optimizers, learning-rate schedules and gradient clipping.
+//!
+//! Updates follow PyTorch's formulas (checked against its first steps in
+//! `tests/reference_optim.rs`) and run in place under `no_grad`, so parameters keep their
+//! identity and a graph recorded before a step refuses to back-propagate after it.
+
+mod adagrad;
+mod adam;
+mod clip;
+mod optimizer;
+mod params;
+mod rmsprop;
+mod scheduler;
+mod sgd;
+
+pub use adagrad::{Adagrad, AdagradConfig};
+pub use adam::{Adam, AdamConfig};
+pub use clip::{clip_grad_norm, clip_grad_value};
+pub use optimizer::Optimizer;
+pub use params::{OptimizerState, ParamGroup, ParamState, Params};
+pub use rmsprop::{Rmsprop, RmspropConfig};
+pub use scheduler::{
+    CosineAnnealingLr, ExponentialLr, LinearWarmup, LrScheduler, OneCycleLr, Schedule, StepLr,
+};
+pub use sgd::{Sgd, SgdConfig};

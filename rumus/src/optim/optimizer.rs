@@ -1,0 +1,42 @@
+//! The optimizer interface. An optimizer takes the gradients of its own parameters out of a
+//! shared [`GradientStore`](crate::GradientStore), so several optimizers can share one
+//! backward pass.
+
+use super::params::{OptimizerState, ParamGroup, Params};
+use crate::autograd::GradientStore;
+use crate::error::Result;
+
+pub trait Optimizer {
+    /// Updates every parameter that has a gradient in `grads`, taking those gradients out.
+    /// All gradients are checked first; on an error no parameter has changed.
+    fn step(&mut self, grads: &mut GradientStore) -> Result<()>;
+
+    /// The parameter groups and their state.
+    fn params(&self) -> &Params;
+    fn params_mut(&mut self) -> &mut Params;
+
+    fn param_groups(&self) -> &[ParamGroup] {
+        &self.params().groups
+    }
+
+    /// Learning rate of every group (what schedulers set).
+    fn lrs(&self) -> Vec<f64> {
+        self.param_groups().iter().map(|g| g.lr).collect()
+    }
+
+    fn set_lrs(&mut self, lrs: &[f64]) {
+        for (group, &lr) in self.params_mut().groups.iter_mut().zip(lrs) {
+            group.lr = lr;
+        }
+    }
+
+    /// A snapshot of learning rates, step counts and buffers.
+    fn state_dict(&self) -> OptimizerState {
+        self.params().state_dict()
+    }
+
+    /// Restores [`Optimizer::state_dict`].
+    fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
+        self.params_mut().load_state_dict(state)
+    }
+}

@@ -1,0 +1,210 @@
+//! What every optimizer shares: parameter groups, per-parameter state, and a step that checks
+//! every gradient before it changes any parameter.
+
+use std::collections::HashMap;
+
+use crate::autograd::{GradientStore, no_grad};
+use crate::error::{Error, Result, ShapeError};
+use crate::tensor::DynTensor;
+
+/// Parameters that share a learning rate and weight decay (PyTorch's param groups).
+#[derive(Clone)]
+pub struct ParamGroup {
+    pub params: Vec<DynTensor>,
+    pub lr: f64,
+    pub weight_decay: f64,
+}
+
+impl ParamGroup {
+    pub fn new(params: Vec<DynTensor>, lr: f64) -> Self {
+        ParamGroup {
+            params,
+            lr,
+            weight_decay: 0.0,
+        }
+    }
+
+    pub fn with_weight_decay(mut self, weight_decay: f64) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+}
+
+/// Running state of one parameter: its step count and named buffers (momentum, moments).
+#[derive(Default, Clone)]
+pub struct ParamState {
+    pub step: u64,
+    buffers: Vec<(String, DynTensor)>,
+}
+
+impl ParamState {
+    /// The buffer `name`, created by `init` on first use.
+    pub fn buffer(
+        &mut self,
+        name: &str,
+        init: impl FnOnce() -> Result<DynTensor>,
+    ) -> Result<DynTensor> {
+        if let Some((_, t)) = self.buffers.iter().find(|(n, _)| *n == name) {
+            return Ok(t.clone());
+        }
+        let t = init()?;
+        self.buffers.push((name.to_string(), t.clone()));
+        Ok(t)
+    }
+}
+
+/// A snapshot of an optimizer: learning rates, step counts and buffers by name
+/// (`"0.1.exp_avg"` is buffer `exp_avg` of parameter 1 in group 0).
+#[derive(Clone, Default)]
+pub struct OptimizerState {
+    pub lrs: Vec<f64>,
+    pub steps: Vec<(String, u64)>,
+    pub buffers: Vec<(String, DynTensor)>,
+}
+
+/// Parameter groups with their state.
+pub struct Params {
+    pub(crate) groups: Vec<ParamGroup>,
+    state: Vec<Vec<ParamState>>,
+}
+
+impl Params {
+    pub fn new(groups: Vec<ParamGroup>) -> Result<Self> {
+        for (g, group) in groups.iter().enumerate() {
+            if let Some(p) = group.params.iter().find(|p| !p.requires_grad()) {
+                return Err(Error::InvalidArgument {
+                    op: "optimizer",
+                    message: format!(
+                        "group {g} holds a tensor {:?} that does not require a gradient; pass parameters (`requires_grad_()`)",
+                        p.dims()
+                    ),
+                });
+            }
+            if group.lr.is_nan() || group.lr < 0.0 {
+                return Err(Error::InvalidArgument {
+                    op: "optimizer",
+                    message: format!("group {g} has learning rate {}; it must be >= 0", group.lr),
+                });
+            }
+        }
+        let state = groups
+            .iter()
+            .map(|g| vec![ParamState::default(); g.params.len()])
+            .collect();
+        Ok(Params { groups, state })
+    }
+
+    /// Checks every available gradient against its parameter, then takes them out of `grads`
+    /// and calls `update` for each parameter that has one. Parameters without a gradient
+    /// (frozen or unused) are skipped. Nothing is changed when a check fails.
+    pub fn step(
+        &mut self,
+        grads: &mut GradientStore,
+        mut update: impl FnMut(&DynTensor, DynTensor, &mut ParamState, &ParamGroup) -> Result<()>,
+    ) -> Result<()> {
+        for group in &self.groups {
+            for p in &group.params {
+                if let Some(g) = grads.get(p) {
+                    if g.dims() != p.dims() {
+                        return Err(ShapeError::Invalid {
+                            context: "optimizer step".into(),
+                            message: format!(
+                                "gradient {:?} does not match its parameter {:?}",
+                                g.dims(),
+                                p.dims()
+                            ),
+                        }
+                        .into());
+                    }
+                    if g.dtype() != p.dtype() {
+                        return Err(Error::DTypeMismatch {
+                            op: "optimizer step",
+                            lhs: p.dtype(),
+                            rhs: g.dtype(),
+                        });
+                    }
+                }
+            }
+        }
+        let _guard = no_grad();
+        for (group, states) in self.groups.iter().zip(&mut self.state) {
+            for (p, state) in group.params.iter().zip(states.iter_mut()) {
+                if let Some(g) = grads.remove(p) {
+                    state.step += 1;
+                    update(p, g, state, group)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn state_dict(&self) -> OptimizerState {
+        let mut out = OptimizerState {
+            lrs: self.groups.iter().map(|g| g.lr).collect(),
+            ..Default::default()
+        };
+        for (g, states) in self.state.iter().enumerate() {
+            for (i, state) in states.iter().enumerate() {
+                out.steps.push((format!("{g}.{i}"), state.step));
+                for (name, t) in &state.buffers {
+                    let copy = DynTensor::from_buffer(t.to_contiguous_buffer(), t.dims());
+                    out.buffers.push((format!("{g}.{i}.{name}"), copy));
+                }
+            }
+        }
+        out
+    }
+
+    /// Restores a snapshot taken from an optimizer of the same kind over the same parameters.
+    pub fn load_state_dict(&mut self, saved: &OptimizerState) -> Result<()> {
+        if saved.lrs.len() != self.groups.len() {
+            return Err(Error::InvalidArgument {
+                op: "load_state_dict",
+                message: format!(
+                    "the state has {} parameter groups, the optimizer {}",
+                    saved.lrs.len(),
+                    self.groups.len()
+                ),
+            });
+        }
+        let steps: HashMap<&str, u64> = saved.steps.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let mut restored = Vec::new();
+        for (g, group) in self.groups.iter().enumerate() {
+            let mut states = Vec::new();
+            for (i, p) in group.params.iter().enumerate() {
+                let key = format!("{g}.{i}");
+                let mut state = ParamState {
+                    step: steps.get(key.as_str()).copied().unwrap_or(0),
+                    buffers: Vec::new(),
+                };
+                for (name, t) in saved
+                    .buffers
+                    .iter()
+                    .filter(|(n, _)| n.rsplit_once('.').is_some_and(|(k, _)| k == key))
+                {
+                    if t.dims() != p.dims() {
+                        return Err(ShapeError::Invalid {
+                            context: format!("load_state_dict buffer `{name}`"),
+                            message: format!(
+                                "saved {:?} but the parameter is {:?}",
+                                t.dims(),
+                                p.dims()
+                            ),
+                        }
+                        .into());
+                    }
+                    let buffer_name = name.rsplit_once('.').expect("filtered").1.to_string();
+                    let copy = DynTensor::from_buffer(t.to_contiguous_buffer(), t.dims());
+                    state.buffers.push((buffer_name, copy));
+                }
+                states.push(state);
+            }
+            restored.push(states);
+        }
+        for (group, lr) in self.groups.iter_mut().zip(&saved.lrs) {
+            group.lr = *lr;
+        }
+        self.state = restored;
+        Ok(())
+    }
+}

@@ -1,0 +1,91 @@
+//! RMSprop, following PyTorch: a running average of squared gradients (optionally centered)
+//! scales each step; optional momentum.
+
+use super::optimizer::Optimizer;
+use super::params::{ParamGroup, Params};
+use crate::autograd::GradientStore;
+use crate::error::Result;
+
+#[derive(Debug, Clone, Copy)]
+pub struct RmspropConfig {
+    pub lr: f64,
+    pub alpha: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub centered: bool,
+}
+
+impl Default for RmspropConfig {
+    fn default() -> Self {
+        RmspropConfig {
+            lr: 0.01,
+            alpha: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            centered: false,
+        }
+    }
+}
+
+pub struct Rmsprop {
+    params: Params,
+    config: RmspropConfig,
+}
+
+impl Rmsprop {
+    pub fn new(params: Vec<crate::DynTensor>, config: RmspropConfig) -> Result<Self> {
+        Self::with_groups(
+            vec![ParamGroup::new(params, config.lr).with_weight_decay(config.weight_decay)],
+            config,
+        )
+    }
+
+    pub fn with_groups(groups: Vec<ParamGroup>, config: RmspropConfig) -> Result<Self> {
+        Ok(Rmsprop {
+            params: Params::new(groups)?,
+            config,
+        })
+    }
+}
+
+impl Optimizer for Rmsprop {
+    fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
+        let c = self.config;
+        self.params.step(grads, |p, g, state, group| {
+            let g = if group.weight_decay != 0.0 {
+                g.add(&p.mul_scalar(group.weight_decay)?)?
+            } else {
+                g
+            };
+            let square_avg = state.buffer("square_avg", || p.zeros_like())?;
+            square_avg.scale_add_(c.alpha, 1.0 - c.alpha, &g.mul(&g)?)?;
+            let avg = if c.centered {
+                let grad_avg = state.buffer("grad_avg", || p.zeros_like())?;
+                grad_avg.scale_add_(c.alpha, 1.0 - c.alpha, &g)?;
+                square_avg
+                    .sub(&grad_avg.mul(&grad_avg)?)?
+                    .sqrt()?
+                    .add_scalar(c.eps)?
+            } else {
+                square_avg.sqrt()?.add_scalar(c.eps)?
+            };
+            if c.momentum > 0.0 {
+                let buf = state.buffer("momentum_buffer", || p.zeros_like())?;
+                buf.scale_add_(c.momentum, 1.0, &g.div(&avg)?)?;
+                p.add_scaled_(-group.lr, &buf)
+            } else {
+                p.add_scaled_(-group.lr, &g.div(&avg)?)
+            }
+        })
+    }
+
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn params_mut(&mut self) -> &mut Params {
+        &mut self.params
+    }
+}

@@ -1,0 +1,154 @@
+//! Learning-rate schedules. Each computes the rate of every parameter group from the group's
+//! initial rate and the number of `step()` calls so far, in closed form, as PyTorch's
+//! schedulers do; constructing one sets the epoch-0 rate.
+
+use super::optimizer::Optimizer;
+use crate::error::{Error, Result};
+
+/// A rule for the learning rate after `epoch` scheduler steps.
+pub trait Schedule {
+    fn lr_at(&self, base_lr: f64, epoch: u64) -> f64;
+}
+
+/// Drives a [`Schedule`] for one optimizer.
+pub struct LrScheduler<S: Schedule> {
+    schedule: S,
+    base_lrs: Vec<f64>,
+    epoch: u64,
+}
+
+impl<S: Schedule> LrScheduler<S> {
+    /// Takes the optimizer's current rates as the base rates and applies epoch 0.
+    pub fn new(optimizer: &mut dyn Optimizer, schedule: S) -> Self {
+        let scheduler = LrScheduler {
+            schedule,
+            base_lrs: optimizer.lrs(),
+            epoch: 0,
+        };
+        optimizer.set_lrs(&scheduler.current());
+        scheduler
+    }
+
+    fn current(&self) -> Vec<f64> {
+        self.base_lrs
+            .iter()
+            .map(|&base| self.schedule.lr_at(base, self.epoch))
+            .collect()
+    }
+
+    /// Advances one epoch (or one batch, for per-step schedules) and sets the new rates.
+    pub fn step(&mut self, optimizer: &mut dyn Optimizer) {
+        self.epoch += 1;
+        optimizer.set_lrs(&self.current());
+    }
+
+    /// The rates set by the last step.
+    pub fn last_lrs(&self) -> Vec<f64> {
+        self.current()
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// `lr * gamma^(epoch / step_size)` (PyTorch `StepLR`).
+pub struct StepLr {
+    pub step_size: u64,
+    pub gamma: f64,
+}
+
+impl Schedule for StepLr {
+    fn lr_at(&self, base: f64, epoch: u64) -> f64 {
+        base * self.gamma.powi((epoch / self.step_size.max(1)) as i32)
+    }
+}
+
+/// `lr * gamma^epoch` (PyTorch `ExponentialLR`).
+pub struct ExponentialLr {
+    pub gamma: f64,
+}
+
+impl Schedule for ExponentialLr {
+    fn lr_at(&self, base: f64, epoch: u64) -> f64 {
+        base * self.gamma.powi(epoch as i32)
+    }
+}
+
+/// Cosine from `lr` down to `eta_min` over `t_max` steps (PyTorch `CosineAnnealingLR`, closed
+/// form).
+pub struct CosineAnnealingLr {
+    pub t_max: u64,
+    pub eta_min: f64,
+}
+
+impl Schedule for CosineAnnealingLr {
+    fn lr_at(&self, base: f64, epoch: u64) -> f64 {
+        let progress = epoch as f64 / self.t_max.max(1) as f64;
+        self.eta_min + (base - self.eta_min) * (1.0 + (std::f64::consts::PI * progress).cos()) / 2.0
+    }
+}
+
+/// Linear ramp of the factor from `start_factor` to `end_factor` over `total_iters` steps,
+/// then constant (PyTorch `LinearLR`; the usual warm-up).
+pub struct LinearWarmup {
+    pub start_factor: f64,
+    pub end_factor: f64,
+    pub total_iters: u64,
+}
+
+impl Schedule for LinearWarmup {
+    fn lr_at(&self, base: f64, epoch: u64) -> f64 {
+        let t = epoch.min(self.total_iters) as f64 / self.total_iters.max(1) as f64;
+        base * (self.start_factor + (self.end_factor - self.start_factor) * t)
+    }
+}
+
+/// The one-cycle policy (PyTorch `OneCycleLR`, two phases, cosine annealing): from
+/// `max_lr / div_factor` up to `max_lr` over `pct_start` of `total_steps`, then down to
+/// `initial / final_div_factor`. The optimizer's own rate is ignored.
+pub struct OneCycleLr {
+    pub max_lr: f64,
+    pub total_steps: u64,
+    pub pct_start: f64,
+    pub div_factor: f64,
+    pub final_div_factor: f64,
+}
+
+impl OneCycleLr {
+    /// PyTorch's defaults: 30% warm-up, start at max/25, end at start/1e4.
+    pub fn new(max_lr: f64, total_steps: u64) -> Result<Self> {
+        if total_steps < 2 {
+            return Err(Error::InvalidArgument {
+                op: "OneCycleLr",
+                message: format!("needs at least 2 steps, got {total_steps}"),
+            });
+        }
+        Ok(OneCycleLr {
+            max_lr,
+            total_steps,
+            pct_start: 0.3,
+            div_factor: 25.0,
+            final_div_factor: 1e4,
+        })
+    }
+}
+
+fn cosine_anneal(start: f64, end: f64, pct: f64) -> f64 {
+    end + (start - end) / 2.0 * ((std::f64::consts::PI * pct).cos() + 1.0)
+}
+
+impl Schedule for OneCycleLr {
+    fn lr_at(&self, _base: f64, epoch: u64) -> f64 {
+        let initial = self.max_lr / self.div_factor;
+        let min = initial / self.final_div_factor;
+        let warm_end = self.pct_start * self.total_steps as f64 - 1.0;
+        let last = (self.total_steps - 1) as f64;
+        let step = epoch as f64;
+        if step <= warm_end {
+            cosine_anneal(initial, self.max_lr, step / warm_end)
+        } else {
+            cosine_anneal(self.max_lr, min, (step - warm_end) / (last - warm_end))
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay,
+//! following PyTorch's `torch.optim.SGD` update exactly.
+
+use super::optimizer::Optimizer;
+use super::params::{ParamGroup, Params};
+use crate::autograd::GradientStore;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy)]
+pub struct SgdConfig {
+    pub lr: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub weight_decay: f64,
+    pub nesterov: bool,
+}
+
+impl Default for SgdConfig {
+    fn default() -> Self {
+        SgdConfig {
+            lr: 0.01,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+}
+
+pub struct Sgd {
+    params: Params,
+    config: SgdConfig,
+}
+
+impl Sgd {
+    pub fn new(params: Vec<crate::DynTensor>, config: SgdConfig) -> Result<Self> {
+        Self::with_groups(
+            vec![ParamGroup::new(params, config.lr).with_weight_decay(config.weight_decay)],
+            config,
+        )
+    }
+
+    /// Several groups, each with its own learning rate and weight decay.
+    pub fn with_groups(groups: Vec<ParamGroup>, config: SgdConfig) -> Result<Self> {
+        if config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0) {
+            return Err(Error::InvalidArgument {
+                op: "Sgd",
+                message: "Nesterov momentum needs momentum > 0 and dampening = 0".into(),
+            });
+        }
+        Ok(Sgd {
+            params: Params::new(groups)?,
+            config,
+        })
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
+        let c = self.config;
+        self.params.step(grads, |p, g, state, group| {
+            let mut g = if group.weight_decay != 0.0 {
+                g.add(&p.mul_scalar(group.weight_decay)?)?
+            } else {
+                g
+            };
+            if c.momentum != 0.0 {
+                let first = state.step == 1;
+                let buf = state.buffer("momentum_buffer", || p.zeros_like())?;
+                if first {
+                    buf.copy_(&g)?;
+                } else {
+                    buf.scale_add_(c.momentum, 1.0 - c.dampening, &g)?;
+                }
+                g = if c.nesterov {
+                    g.add(&buf.mul_scalar(c.momentum)?)?
+                } else {
+                    buf
+                };
+            }
+            p.add_scaled_(-group.lr, &g)
+        })
+    }
+
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn params_mut(&mut self) -> &mut Params {
+        &mut self.params
+    }
+}

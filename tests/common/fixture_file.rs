@@ -1,0 +1,85 @@
+//! Reader for the committed reference files (`tests/fixtures/*.txt`): `case NAME`, then
+//! `tensor KEY DTYPE DIMS VALUES...` lines, then `end`.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+/// One tensor of a case: dims and values (as f64, whatever the stored dtype).
+#[derive(Debug, Clone)]
+pub struct FixtureTensor {
+    pub dtype: String,
+    pub dims: Vec<usize>,
+    pub values: Vec<f64>,
+}
+
+/// Cases by name, each a map from key to tensor, in file order.
+pub fn read_cases(text: &str) -> Vec<(String, BTreeMap<String, FixtureTensor>)> {
+    let mut cases = Vec::new();
+    let mut current: Option<(String, BTreeMap<String, FixtureTensor>)> = None;
+    for (number, line) in text.lines().enumerate() {
+        let at = || format!("fixture line {}", number + 1);
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("case") => {
+                current = Some((
+                    words
+                        .next()
+                        .unwrap_or_else(|| panic!("{}: case without a name", at()))
+                        .to_string(),
+                    BTreeMap::new(),
+                ))
+            }
+            Some("end") => cases.push(
+                current
+                    .take()
+                    .unwrap_or_else(|| panic!("{}: `end` outside a case", at())),
+            ),
+            Some("tensor") => {
+                let (key, dtype, dims) = match (words.next(), words.next(), words.next()) {
+                    (Some(k), Some(t), Some(d)) => (k, t, d),
+                    _ => panic!("{}: a tensor line needs KEY DTYPE DIMS", at()),
+                };
+                let dims: Vec<usize> = if dims == "-" {
+                    Vec::new()
+                } else {
+                    dims.split(',')
+                        .map(|d| {
+                            d.parse()
+                                .unwrap_or_else(|_| panic!("{}: bad dim {d}", at()))
+                        })
+                        .collect()
+                };
+                let values: Vec<f64> = words
+                    .map(|v| {
+                        v.parse()
+                            .unwrap_or_else(|_| panic!("{}: bad value {v}", at()))
+                    })
+                    .collect();
+                assert_eq!(
+                    values.len(),
+                    dims.iter().product::<usize>(),
+                    "{}: value count does not match dims {dims:?}",
+                    at()
+                );
+                let case = current
+                    .as_mut()
+                    .unwrap_or_else(|| panic!("{}: tensor outside a case", at()));
+                case.1.insert(
+                    key.to_string(),
+                    FixtureTensor {
+                        dtype: dtype.to_string(),
+                        dims,
+                        values,
+                    },
+                );
+            }
+            other => panic!("{}: unexpected record {other:?}", at()),
+        }
+    }
+    assert!(current.is_none(), "the last case has no `end`");
+    cases
+}

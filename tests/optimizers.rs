@@ -1,0 +1,161 @@
+//! Optimizer behaviour beyond the update formulas: all-or-nothing steps, frozen parameters,
+//! state save and restore, clipping, and several optimizers sharing one backward pass.
+
+mod common;
+
+use common::randn;
+use rumus::optim::*;
+use rumus::prelude::*;
+
+fn params() -> Vec<DynTensor> {
+    vec![
+        randn(&[3, 2], 1).requires_grad_().unwrap(),
+        randn(&[2], 2).requires_grad_().unwrap(),
+    ]
+}
+
+fn loss(ps: &[DynTensor], seed: u64) -> DynTensor {
+    randn(&[4, 3], seed)
+        .matmul(&ps[0])
+        .unwrap()
+        .add(&ps[1])
+        .unwrap()
+        .tanh()
+        .unwrap()
+        .sum_all()
+        .unwrap()
+}
+
+#[test]
+fn a_step_with_a_bad_gradient_changes_nothing() {
+    let ps = params();
+    let before: Vec<Vec<f64>> = ps.iter().map(DynTensor::to_f64_vec).collect();
+    let mut optimizer = Adam::new(ps.clone(), AdamConfig::adam()).unwrap();
+    let mut grads = loss(&ps, 3).backward().unwrap();
+    // Replace the second gradient by one of the wrong shape.
+    grads.remove(&ps[1]);
+    grads
+        .accumulate(ps[1].id().unwrap(), randn(&[5], 4))
+        .unwrap();
+    let err = optimizer.step(&mut grads).unwrap_err().to_string();
+    assert!(err.contains("[5]") && err.contains("[2]"), "{err}");
+    let after: Vec<Vec<f64>> = ps.iter().map(DynTensor::to_f64_vec).collect();
+    assert_eq!(before, after, "no parameter was updated");
+}
+
+#[test]
+fn frozen_or_unused_parameters_are_skipped() {
+    let ps = params();
+    let unused = randn(&[3], 5).requires_grad_().unwrap();
+    let before = unused.to_f64_vec();
+    let mut all = ps.clone();
+    all.push(unused.clone());
+    let mut optimizer = Sgd::new(
+        all,
+        SgdConfig {
+            lr: 0.1,
+            momentum: 0.9,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut grads = loss(&ps, 6).backward().unwrap();
+    optimizer.step(&mut grads).unwrap();
+    assert_eq!(unused.to_f64_vec(), before);
+}
+
+#[test]
+fn restored_state_continues_identically() {
+    let run = |restore_at: Option<usize>| {
+        let ps = params();
+        let mut optimizer = Adam::new(ps.clone(), AdamConfig::adam()).unwrap();
+        for step in 0..6 {
+            if restore_at == Some(step) {
+                let state = optimizer.state_dict();
+                let mut fresh = Adam::new(ps.clone(), AdamConfig::adam()).unwrap();
+                fresh.load_state_dict(&state).unwrap();
+                optimizer = fresh;
+            }
+            let mut grads = loss(&ps, 10 + step as u64).backward().unwrap();
+            optimizer.step(&mut grads).unwrap();
+        }
+        ps.iter()
+            .flat_map(DynTensor::to_f64_vec)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        run(None),
+        run(Some(3)),
+        "bit-identical after a save/restore round trip"
+    );
+}
+
+#[test]
+fn two_optimizers_share_one_backward_pass() {
+    let ps = params();
+    let mut first = Sgd::new(
+        vec![ps[0].clone()],
+        SgdConfig {
+            lr: 0.1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut second = Adam::new(vec![ps[1].clone()], AdamConfig::adam()).unwrap();
+    let mut grads = loss(&ps, 7).backward().unwrap();
+    first.step(&mut grads).unwrap();
+    assert_eq!(
+        grads.len(),
+        1,
+        "the first optimizer took only its own gradient"
+    );
+    second.step(&mut grads).unwrap();
+    assert!(grads.is_empty());
+}
+
+#[test]
+fn clipping_by_value_and_gradient_accumulation() {
+    let ps = params();
+    let mut grads = loss(&ps, 8).backward().unwrap();
+    grads.merge(loss(&ps, 9).backward().unwrap()).unwrap();
+    clip_grad_value(&mut grads, &ps, 0.05).unwrap();
+    for p in &ps {
+        assert!(
+            grads
+                .grad(p)
+                .unwrap()
+                .to_f64_vec()
+                .iter()
+                .all(|v| v.abs() <= 0.05 + 1e-12)
+        );
+    }
+    let norm = clip_grad_norm(&mut grads, &ps, 1e-3).unwrap();
+    assert!(norm > 1e-3);
+    let clipped: f64 = ps
+        .iter()
+        .flat_map(|p| grads.grad(p).unwrap().to_f64_vec())
+        .map(|v| v * v)
+        .sum::<f64>()
+        .sqrt();
+    assert!((clipped - 1e-3).abs() < 1e-6, "{clipped}");
+}
+
+#[test]
+fn parameters_that_need_no_gradient_are_refused() {
+    let err = Sgd::new(vec![randn(&[2], 1)], SgdConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("requires_grad_"), "{err}");
+    let err = Sgd::new(
+        params(),
+        SgdConfig {
+            nesterov: true,
+            ..Default::default()
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains("Nesterov"), "{err}");
+}
