@@ -1,11 +1,27 @@
-//! Layers and the module machinery `#[model]` builds on.
+//! Layers, loss functions and the module machinery `#[model]` builds on.
 
+mod activation;
 mod conv;
+mod dropout;
+mod embedding;
 mod forward;
+pub mod functional;
+pub mod init;
 mod linear;
+mod loss;
 mod module;
+mod norm;
 
+pub use activation::{Gelu, Relu, Sigmoid, Silu, Tanh};
 pub use conv::Conv2d;
+pub use dropout::Dropout;
+pub use embedding::Embedding;
 pub use forward::Forward;
 pub use linear::Linear;
+pub use loss::{
+    CrossEntropyOptions, KlReduction, NllLossOptions, Reduction, binary_cross_entropy,
+    binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div, l1_loss, mse_loss,
+    nll_loss, smooth_l1_loss,
+};
 pub use module::{Device, Module, StateDict, group_digits};
+pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RmsNorm};

@@ -1,0 +1,37 @@
+//! Dropout: active in training mode, the identity in evaluation mode.
+
+use super::functional::dropout;
+use super::module::Module;
+use crate::error::Result;
+use crate::tensor::DynTensor;
+
+pub struct Dropout {
+    pub p: f64,
+    training: bool,
+}
+
+impl Dropout {
+    pub fn new(p: f64) -> Result<Self> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(crate::Error::InvalidArgument {
+                op: "Dropout",
+                message: format!("probability {p} is outside [0, 1]"),
+            });
+        }
+        Ok(Dropout { p, training: true })
+    }
+
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        dropout(x, self.p, self.training)
+    }
+}
+
+impl Module for Dropout {
+    fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &DynTensor)) {}
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+    fn describe(&self) -> String {
+        format!("Dropout(p={})", self.p)
+    }
+}

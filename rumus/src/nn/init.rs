@@ -1,0 +1,72 @@
+//! Weight initialisation, in place, drawing from the global generator (`rumus::manual_seed`).
+//! Fans follow PyTorch's `_calculate_fan_in_and_fan_out`: for `[out, in, k...]`,
+//! `fan_in = in * prod(k)` and `fan_out = out * prod(k)`.
+
+use crate::autograd::no_grad;
+use crate::error::{Error, Result};
+use crate::tensor::DynTensor;
+
+/// `(fan_in, fan_out)` of a weight tensor of rank >= 2.
+pub fn fans(t: &DynTensor) -> Result<(usize, usize)> {
+    let dims = t.dims();
+    if dims.len() < 2 {
+        return Err(Error::InvalidArgument {
+            op: "init",
+            message: format!("fans need a weight of rank >= 2, got {dims:?}"),
+        });
+    }
+    let receptive: usize = dims[2..].iter().product();
+    Ok((dims[1] * receptive, dims[0] * receptive))
+}
+
+fn fill_with(t: &DynTensor, values: DynTensor) -> Result<()> {
+    let _guard = no_grad();
+    t.copy_(&values)
+}
+
+/// Uniform in `[low, high)`.
+pub fn uniform_(t: &DynTensor, low: f64, high: f64) -> Result<()> {
+    fill_with(t, DynTensor::uniform(t.dims(), low, high, t.dtype())?)
+}
+
+/// Normal with `mean` and `std`.
+pub fn normal_(t: &DynTensor, mean: f64, std: f64) -> Result<()> {
+    fill_with(
+        t,
+        DynTensor::randn(t.dims(), t.dtype())?
+            .mul_scalar(std)?
+            .add_scalar(mean)?,
+    )
+}
+
+pub fn zeros_(t: &DynTensor) -> Result<()> {
+    fill_with(t, DynTensor::zeros(t.dims(), t.dtype())?)
+}
+
+pub fn ones_(t: &DynTensor) -> Result<()> {
+    fill_with(t, DynTensor::ones(t.dims(), t.dtype())?)
+}
+
+/// He initialisation for ReLU networks: U(-b, b), b = sqrt(6 / fan_in).
+pub fn kaiming_uniform_(t: &DynTensor) -> Result<()> {
+    let bound = (6.0 / fans(t)?.0 as f64).sqrt();
+    uniform_(t, -bound, bound)
+}
+
+/// He initialisation: N(0, 2 / fan_in).
+pub fn kaiming_normal_(t: &DynTensor) -> Result<()> {
+    normal_(t, 0.0, (2.0 / fans(t)?.0 as f64).sqrt())
+}
+
+/// Glorot: U(-b, b), b = sqrt(6 / (fan_in + fan_out)).
+pub fn xavier_uniform_(t: &DynTensor) -> Result<()> {
+    let (fan_in, fan_out) = fans(t)?;
+    let bound = (6.0 / (fan_in + fan_out) as f64).sqrt();
+    uniform_(t, -bound, bound)
+}
+
+/// Glorot: N(0, 2 / (fan_in + fan_out)).
+pub fn xavier_normal_(t: &DynTensor) -> Result<()> {
+    let (fan_in, fan_out) = fans(t)?;
+    normal_(t, 0.0, (2.0 / (fan_in + fan_out) as f64).sqrt())
+}

@@ -1,0 +1,167 @@
+//! Normalisation layers: LayerNorm, RMSNorm, GroupNorm and BatchNorm (1-D and 2-D).
+
+use super::functional::{RunningStats, batch_norm, group_norm, layer_norm, rms_norm};
+use super::module::Module;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::DynTensor;
+
+fn param(dims: &[usize], value: f64) -> Result<DynTensor> {
+    DynTensor::full(dims, value, DType::F32)?.requires_grad_()
+}
+
+/// Normalises the last axis (size `D`) with a learned scale and shift, initialised to 1 and 0.
+pub struct LayerNorm<const D: usize> {
+    pub weight: DynTensor,
+    pub bias: DynTensor,
+    pub eps: f64,
+}
+
+impl<const D: usize> LayerNorm<D> {
+    pub fn new() -> Result<Self> {
+        Ok(LayerNorm {
+            weight: param(&[D], 1.0)?,
+            bias: param(&[D], 0.0)?,
+            eps: 1e-5,
+        })
+    }
+
+    /// Any input whose last axis has size `D`.
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        layer_norm(x, Some(&self.weight), Some(&self.bias), self.eps)
+    }
+}
+
+impl<const D: usize> Module for LayerNorm<D> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), &self.weight);
+        f(&format!("{prefix}bias"), &self.bias);
+    }
+    fn describe(&self) -> String {
+        format!("LayerNorm(({D},), eps={})", self.eps)
+    }
+}
+
+/// Root-mean-square normalisation of the last axis with a learned scale.
+pub struct RmsNorm<const D: usize> {
+    pub weight: DynTensor,
+    pub eps: f64,
+}
+
+impl<const D: usize> RmsNorm<D> {
+    pub fn new() -> Result<Self> {
+        Ok(RmsNorm {
+            weight: param(&[D], 1.0)?,
+            eps: 1e-6,
+        })
+    }
+
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        rms_norm(x, Some(&self.weight), self.eps)
+    }
+}
+
+impl<const D: usize> Module for RmsNorm<D> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), &self.weight);
+    }
+    fn describe(&self) -> String {
+        format!("RMSNorm(({D},), eps={})", self.eps)
+    }
+}
+
+/// `G` groups over `C` channels of `[N, C, ...]`.
+pub struct GroupNorm<const G: usize, const C: usize> {
+    pub weight: DynTensor,
+    pub bias: DynTensor,
+    pub eps: f64,
+}
+
+impl<const G: usize, const C: usize> GroupNorm<G, C> {
+    pub fn new() -> Result<Self> {
+        Ok(GroupNorm {
+            weight: param(&[C], 1.0)?,
+            bias: param(&[C], 0.0)?,
+            eps: 1e-5,
+        })
+    }
+
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        group_norm(x, G, Some(&self.weight), Some(&self.bias), self.eps)
+    }
+}
+
+impl<const G: usize, const C: usize> Module for GroupNorm<G, C> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), &self.weight);
+        f(&format!("{prefix}bias"), &self.bias);
+    }
+    fn describe(&self) -> String {
+        format!("GroupNorm({G}, {C}, eps={})", self.eps)
+    }
+}
+
+/// Batch normalisation over `C` channels: `[N, C]` or `[N, C, L]` (1-D), `[N, C, H, W]` (2-D).
+/// Running mean and (unbiased) variance are buffers, saved in the state dict like PyTorch's.
+pub struct BatchNorm<const C: usize> {
+    pub weight: DynTensor,
+    pub bias: DynTensor,
+    pub running_mean: DynTensor,
+    pub running_var: DynTensor,
+    pub momentum: f64,
+    pub eps: f64,
+    training: bool,
+}
+
+/// Batch normalisation of `[N, C]` or `[N, C, L]`.
+pub type BatchNorm1d<const C: usize> = BatchNorm<C>;
+/// Batch normalisation of `[N, C, H, W]`.
+pub type BatchNorm2d<const C: usize> = BatchNorm<C>;
+
+impl<const C: usize> BatchNorm<C> {
+    pub fn new() -> Result<Self> {
+        Ok(BatchNorm {
+            weight: param(&[C], 1.0)?,
+            bias: param(&[C], 0.0)?,
+            running_mean: DynTensor::zeros(&[C], DType::F32)?,
+            running_var: DynTensor::ones(&[C], DType::F32)?,
+            momentum: 0.1,
+            eps: 1e-5,
+            training: true,
+        })
+    }
+
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        let stats = RunningStats {
+            mean: &self.running_mean,
+            var: &self.running_var,
+            momentum: self.momentum,
+        };
+        batch_norm(
+            x,
+            Some(stats),
+            Some(&self.weight),
+            Some(&self.bias),
+            self.training,
+            self.eps,
+        )
+    }
+}
+
+impl<const C: usize> Module for BatchNorm<C> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), &self.weight);
+        f(&format!("{prefix}bias"), &self.bias);
+        f(&format!("{prefix}running_mean"), &self.running_mean);
+        f(&format!("{prefix}running_var"), &self.running_var);
+    }
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+    fn describe(&self) -> String {
+        format!(
+            "BatchNorm({C}, eps={}, momentum={})",
+            self.eps, self.momentum
+        )
+    }
+}

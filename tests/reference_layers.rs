@@ -1,0 +1,177 @@
+//! Layers against PyTorch: outputs, gradients of inputs and parameters, batch-norm running
+//! statistics and evaluation mode. Data: tests/fixtures/layers.txt, written by
+//! tests/fixtures/make_layer_fixtures.py.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::fixture_file::{FixtureTensor, read_cases};
+use rumus::autograd::{grad_with, no_grad};
+use rumus::nn::functional::{group_norm, layer_norm, rms_norm};
+use rumus::nn::{BatchNorm, Embedding, Module};
+use rumus::prelude::*;
+
+type Case = BTreeMap<String, FixtureTensor>;
+
+fn tensor(t: &FixtureTensor) -> DynTensor {
+    if t.dtype == "i64" {
+        return DynTensor::from_vec(t.values.iter().map(|&v| v as i64).collect(), &t.dims).unwrap();
+    }
+    DynTensor::from_vec(t.values.iter().map(|&v| v as f32).collect(), &t.dims).unwrap()
+}
+
+fn assert_close(case: &str, key: &str, actual: &DynTensor, expected: &FixtureTensor) {
+    assert_eq!(
+        actual.dims(),
+        expected.dims.as_slice(),
+        "{case}: {key}: shape"
+    );
+    for (i, (a, e)) in actual.to_f64_vec().iter().zip(&expected.values).enumerate() {
+        assert!(
+            (a - e).abs() <= 1e-5 + 1e-5 * e.abs(),
+            "{case}: {key}[{i}]: rumus {a:e}, torch {e:e}"
+        );
+    }
+}
+
+/// Checks `out` and the gradients of `inputs` (by fixture name) against the case.
+fn check(name: &str, case: &Case, out: &DynTensor, inputs: &[(&str, &DynTensor)]) {
+    assert_close(name, "out", out, &case["out"]);
+    let refs: Vec<&DynTensor> = inputs.iter().map(|(_, t)| *t).collect();
+    let grads = grad_with(&[out], &[&tensor(&case["cot"])], &refs, false).unwrap();
+    for ((key, _), g) in inputs.iter().zip(&grads) {
+        assert_close(
+            name,
+            &format!("grad.{key}"),
+            g,
+            &case[&format!("grad.{key}")],
+        );
+    }
+}
+
+fn leaf(case: &Case, key: &str) -> DynTensor {
+    tensor(&case[&format!("in.{key}")])
+        .requires_grad_()
+        .unwrap()
+}
+
+fn check_batch_norm<const C: usize>(name: &str, case: &Case) {
+    let mut layer = BatchNorm::<C>::new().unwrap();
+    {
+        let _guard = no_grad();
+        layer.weight.copy_(&tensor(&case["in.weight"])).unwrap();
+        layer.bias.copy_(&tensor(&case["in.bias"])).unwrap();
+    }
+    let x = leaf(case, "x");
+    let out = layer.forward_dyn(&x).unwrap();
+    check(
+        name,
+        case,
+        &out,
+        &[("x", &x), ("weight", &layer.weight), ("bias", &layer.bias)],
+    );
+    assert_close(
+        name,
+        "running_mean",
+        &layer.running_mean,
+        &case["running_mean"],
+    );
+    assert_close(
+        name,
+        "running_var",
+        &layer.running_var,
+        &case["running_var"],
+    );
+    layer.eval();
+    let eval_out = layer.forward_dyn(&tensor(&case["in.eval_x"])).unwrap();
+    assert_close(name, "eval.out", &eval_out, &case["eval.out"]);
+}
+
+#[test]
+fn layers_match_pytorch() {
+    let cases = read_cases(include_str!("fixtures/layers.txt"));
+    assert_eq!(cases.len(), 6);
+    for (name, case) in &cases {
+        match name.as_str() {
+            "layer_norm" => {
+                let (x, w, b) = (leaf(case, "x"), leaf(case, "weight"), leaf(case, "bias"));
+                let out = layer_norm(&x, Some(&w), Some(&b), 1e-5).unwrap();
+                check(name, case, &out, &[("x", &x), ("weight", &w), ("bias", &b)]);
+            }
+            "rms_norm" => {
+                let (x, w) = (leaf(case, "x"), leaf(case, "weight"));
+                let out = rms_norm(&x, Some(&w), 1e-6).unwrap();
+                check(name, case, &out, &[("x", &x), ("weight", &w)]);
+            }
+            "group_norm" => {
+                let (x, w, b) = (leaf(case, "x"), leaf(case, "weight"), leaf(case, "bias"));
+                let out = group_norm(&x, 2, Some(&w), Some(&b), 1e-5).unwrap();
+                check(name, case, &out, &[("x", &x), ("weight", &w), ("bias", &b)]);
+            }
+            "batch_norm_2d" => check_batch_norm::<3>(name, case),
+            "batch_norm_1d" => check_batch_norm::<4>(name, case),
+            "embedding" => {
+                let layer = Embedding::<6, 3>::new().unwrap();
+                {
+                    let _guard = no_grad();
+                    layer.weight.copy_(&tensor(&case["in.weight"])).unwrap();
+                }
+                let out = layer.forward_dyn(&tensor(&case["idx.ids"])).unwrap();
+                check(name, case, &out, &[("weight", &layer.weight)]);
+            }
+            other => panic!("no rumus implementation for layer case `{other}`"),
+        }
+    }
+}
+
+#[test]
+fn embedding_index_out_of_range_is_an_error() {
+    let layer = Embedding::<4, 2>::new().unwrap();
+    let err = layer
+        .forward_dyn(&DynTensor::from_vec(vec![1i64, 4], &[2]).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("index 4") && err.contains("size 4"), "{err}");
+}
+
+#[test]
+fn dropout_scales_kept_values_and_is_the_identity_in_eval() {
+    manual_seed(9);
+    let mut dropout = rumus::nn::Dropout::new(0.25).unwrap();
+    let x = DynTensor::ones(&[100_000], DType::F32).unwrap();
+    let y = dropout.forward_dyn(&x).unwrap().to_vec::<f32>().unwrap();
+    let dropped = y.iter().filter(|&&v| v == 0.0).count() as f64 / y.len() as f64;
+    // Binomial standard error at n = 1e5, p = 0.25 is 0.0014.
+    assert!((dropped - 0.25).abs() < 0.01, "dropped fraction {dropped}");
+    assert!(y.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
+    dropout.eval();
+    assert_eq!(
+        dropout.forward_dyn(&x).unwrap().to_vec::<f32>().unwrap(),
+        x.to_vec::<f32>().unwrap()
+    );
+}
+
+#[test]
+fn initialisers_have_the_documented_spread() {
+    manual_seed(10);
+    let w = DynTensor::zeros(&[256, 128, 3, 3], DType::F32).unwrap();
+    let fan_in = 128.0 * 9.0;
+    rumus::nn::init::kaiming_uniform_(&w).unwrap();
+    let v = w.to_f64_vec();
+    let bound = (6.0f64 / fan_in).sqrt();
+    assert!(v.iter().all(|x| x.abs() <= bound));
+    let var = v.iter().map(|x| x * x).sum::<f64>() / v.len() as f64;
+    assert!(
+        (var / (2.0 / fan_in) - 1.0).abs() < 0.02,
+        "variance {var} vs 2/fan_in"
+    );
+    rumus::nn::init::xavier_normal_(&w).unwrap();
+    let v = w.to_f64_vec();
+    let var = v.iter().map(|x| x * x).sum::<f64>() / v.len() as f64;
+    let expected = 2.0 / (fan_in + 256.0 * 9.0);
+    assert!(
+        (var / expected - 1.0).abs() < 0.02,
+        "variance {var} vs {expected}"
+    );
+}
