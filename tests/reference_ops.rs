@@ -11,6 +11,11 @@ use std::fmt::Write as _;
 
 use rumus::DynTensor;
 use rumus::autograd::grad_with;
+use rumus::nn::{
+    CrossEntropyOptions, KlReduction, NllLossOptions, Reduction, binary_cross_entropy,
+    binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div, l1_loss, mse_loss,
+    nll_loss, smooth_l1_loss,
+};
 
 const FIXTURES: &str = include_str!("fixtures/ops.txt");
 const MIN_CASES: usize = 40;
@@ -197,6 +202,20 @@ type Implementation = fn(&Inputs) -> Outputs;
 
 fn one(t: DynTensor) -> Outputs {
     Ok(vec![t])
+}
+
+/// Cross-entropy options with PyTorch's default `ignore_index` (-100).
+fn ce(reduction: Reduction, label_smoothing: f64) -> CrossEntropyOptions {
+    CrossEntropyOptions {
+        reduction,
+        label_smoothing,
+        ..CrossEntropyOptions::default()
+    }
+}
+
+/// `POS_WEIGHT` of make_op_fixtures.py (PyTorch gives it no gradient, so it is no input).
+fn pos_weight() -> DynTensor {
+    DynTensor::from_vec(vec![0.5f32, 2.0, 3.0, 1.0], &[4]).expect("four values")
 }
 
 /// The rumus computation of each case in the fixture file (the same ops, in the same order, as
@@ -402,6 +421,156 @@ fn implementation(name: &str) -> Option<Implementation> {
                 .tanh()?;
             one(h.adaptive_avg_pool2d((1, 1))?.flatten(1, -1)?)
         },
+        // losses
+        "mse_loss_mean" => |t| one(mse_loss(&t["x"], &t["y"], Reduction::Mean)?),
+        "mse_loss_sum" => |t| one(mse_loss(&t["x"], &t["y"], Reduction::Sum)?),
+        "mse_loss_none" => |t| one(mse_loss(&t["x"], &t["y"], Reduction::None)?),
+        "l1_loss_mean" => |t| one(l1_loss(&t["x"], &t["y"], Reduction::Mean)?),
+        "l1_loss_none" => |t| one(l1_loss(&t["x"], &t["y"], Reduction::None)?),
+        "smooth_l1_loss_mean" => |t| one(smooth_l1_loss(&t["x"], &t["y"], 1.0, Reduction::Mean)?),
+        "smooth_l1_loss_beta_none" => {
+            |t| one(smooth_l1_loss(&t["x"], &t["y"], 0.5, Reduction::None)?)
+        }
+        "smooth_l1_loss_beta_zero_sum" => {
+            |t| one(smooth_l1_loss(&t["x"], &t["y"], 0.0, Reduction::Sum)?)
+        }
+        "huber_loss_mean" => |t| one(huber_loss(&t["x"], &t["y"], 1.0, Reduction::Mean)?),
+        "huber_loss_delta_sum" => |t| one(huber_loss(&t["x"], &t["y"], 0.5, Reduction::Sum)?),
+        "huber_loss_delta_none" => |t| one(huber_loss(&t["x"], &t["y"], 2.0, Reduction::None)?),
+        "cross_entropy_mean"
+        | "cross_entropy_large_logits"
+        | "cross_entropy_ignore_index_mean"
+        | "cross_entropy_all_ignored" => |t| {
+            one(cross_entropy(
+                &t["x"],
+                &t["t"],
+                &CrossEntropyOptions::default(),
+            )?)
+        },
+        "cross_entropy_sum" => |t| one(cross_entropy(&t["x"], &t["t"], &ce(Reduction::Sum, 0.0))?),
+        "cross_entropy_ignore_index_none" | "cross_entropy_spatial_none" => {
+            |t| one(cross_entropy(&t["x"], &t["t"], &ce(Reduction::None, 0.0))?)
+        }
+        "cross_entropy_custom_ignore_index_sum" => |t| {
+            let options = CrossEntropyOptions {
+                ignore_index: Some(2),
+                ..ce(Reduction::Sum, 0.0)
+            };
+            one(cross_entropy(&t["x"], &t["t"], &options)?)
+        },
+        "cross_entropy_label_smoothing_mean"
+        | "cross_entropy_spatial"
+        | "cross_entropy_unbatched" => {
+            |t| one(cross_entropy(&t["x"], &t["t"], &ce(Reduction::Mean, 0.1))?)
+        }
+        "cross_entropy_label_smoothing_ignore_index_mean" => {
+            |t| one(cross_entropy(&t["x"], &t["t"], &ce(Reduction::Mean, 0.2))?)
+        }
+        "cross_entropy_label_smoothing_ignore_index_sum" => {
+            |t| one(cross_entropy(&t["x"], &t["t"], &ce(Reduction::Sum, 0.3))?)
+        }
+        "cross_entropy_label_smoothing_ignore_index_none" => {
+            |t| one(cross_entropy(&t["x"], &t["t"], &ce(Reduction::None, 0.25))?)
+        }
+        "nll_loss_mean" => |t| {
+            one(nll_loss(
+                &t["x"].log_softmax(1)?,
+                &t["t"],
+                &NllLossOptions::default(),
+            )?)
+        },
+        "nll_loss_ignore_index_sum" => |t| {
+            let options = NllLossOptions {
+                reduction: Reduction::Sum,
+                ignore_index: Some(-1),
+            };
+            one(nll_loss(&t["x"], &t["t"], &options)?)
+        },
+        "nll_loss_spatial_none" => |t| {
+            let options = NllLossOptions {
+                reduction: Reduction::None,
+                ..NllLossOptions::default()
+            };
+            one(nll_loss(&t["x"], &t["t"], &options)?)
+        },
+        "binary_cross_entropy_mean" => {
+            |t| one(binary_cross_entropy(&t["x"], &t["y"], Reduction::Mean)?)
+        }
+        "binary_cross_entropy_sum" => {
+            |t| one(binary_cross_entropy(&t["x"], &t["y"], Reduction::Sum)?)
+        }
+        "binary_cross_entropy_none" | "binary_cross_entropy_at_bounds" => {
+            |t| one(binary_cross_entropy(&t["x"], &t["y"], Reduction::None)?)
+        }
+        "bce_with_logits_mean" => |t| {
+            one(binary_cross_entropy_with_logits(
+                &t["x"],
+                &t["y"],
+                None,
+                Reduction::Mean,
+            )?)
+        },
+        "bce_with_logits_sum_large" => |t| {
+            one(binary_cross_entropy_with_logits(
+                &t["x"],
+                &t["y"],
+                None,
+                Reduction::Sum,
+            )?)
+        },
+        "bce_with_logits_none_at_zero" => |t| {
+            one(binary_cross_entropy_with_logits(
+                &t["x"],
+                &t["y"],
+                None,
+                Reduction::None,
+            )?)
+        },
+        "bce_with_logits_pos_weight_mean" => |t| {
+            one(binary_cross_entropy_with_logits(
+                &t["x"],
+                &t["y"],
+                Some(&pos_weight()),
+                Reduction::Mean,
+            )?)
+        },
+        "bce_with_logits_pos_weight_none" => |t| {
+            one(binary_cross_entropy_with_logits(
+                &t["x"],
+                &t["y"],
+                Some(&pos_weight()),
+                Reduction::None,
+            )?)
+        },
+        "kl_div_batchmean" => |t| {
+            one(kl_div(
+                &t["x"].log_softmax(-1)?,
+                &t["y"],
+                KlReduction::BatchMean,
+                false,
+            )?)
+        },
+        "kl_div_mean" => |t| {
+            one(kl_div(
+                &t["x"].log_softmax(-1)?,
+                &t["y"],
+                KlReduction::Mean,
+                false,
+            )?)
+        },
+        "kl_div_sum" => |t| one(kl_div(&t["x"], &t["y"], KlReduction::Sum, false)?),
+        "kl_div_none" | "kl_div_zero_target" => {
+            |t| one(kl_div(&t["x"], &t["y"], KlReduction::None, false)?)
+        }
+        "kl_div_log_target_batchmean" => |t| {
+            one(kl_div(
+                &t["x"].log_softmax(-1)?,
+                &t["y"].log_softmax(-1)?,
+                KlReduction::BatchMean,
+                true,
+            )?)
+        },
+        "kl_div_log_target_none" => |t| one(kl_div(&t["x"], &t["y"], KlReduction::None, true)?),
         _ => return None,
     };
     Some(f)
