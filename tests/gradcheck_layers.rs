@@ -44,3 +44,17 @@ case!(embedding_repeated_rows, [randn(&[5, 3], 1)], |x| embedding(
     &indices(&[4, 0, 4, 2, 1, 4], &[2, 3])
 )?
 .tanh());
+case!(
+    conv_transpose2d_strided,
+    [
+        randn(&[1, 2, 3, 3], 1),
+        randn(&[2, 2, 2, 2], 2),
+        randn(&[2], 3)
+    ],
+    |x| x[0].conv_transpose2d(&x[1], Some(&x[2]), (2, 2), (1, 1), (1, 1), (1, 1))
+);
+case!(
+    conv_transpose2d_dilated,
+    [randn(&[1, 1, 2, 3], 1), randn(&[1, 2, 2, 2], 2)],
+    |x| x[0].conv_transpose2d(&x[1], None, (1, 1), (0, 0), (0, 0), (2, 2))
+);

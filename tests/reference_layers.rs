@@ -56,13 +56,20 @@ fn leaf(case: &Case, key: &str) -> DynTensor {
         .unwrap()
 }
 
+/// Copies fixture values into layer parameters (as loading a checkpoint would).
+fn load(pairs: &[(&DynTensor, &FixtureTensor)]) {
+    let _guard = no_grad();
+    for (param, value) in pairs {
+        param.copy_(&tensor(value)).unwrap();
+    }
+}
+
 fn check_batch_norm<const C: usize>(name: &str, case: &Case) {
     let mut layer = BatchNorm::<C>::new().unwrap();
-    {
-        let _guard = no_grad();
-        layer.weight.copy_(&tensor(&case["in.weight"])).unwrap();
-        layer.bias.copy_(&tensor(&case["in.bias"])).unwrap();
-    }
+    load(&[
+        (&layer.weight, &case["in.weight"]),
+        (&layer.bias, &case["in.bias"]),
+    ]);
     let x = leaf(case, "x");
     let out = layer.forward_dyn(&x).unwrap();
     check(
@@ -91,7 +98,7 @@ fn check_batch_norm<const C: usize>(name: &str, case: &Case) {
 #[test]
 fn layers_match_pytorch() {
     let cases = read_cases(include_str!("fixtures/layers.txt"));
-    assert_eq!(cases.len(), 6);
+    assert_eq!(cases.len(), 8);
     for (name, case) in &cases {
         match name.as_str() {
             "layer_norm" => {
@@ -109,14 +116,41 @@ fn layers_match_pytorch() {
                 let out = group_norm(&x, 2, Some(&w), Some(&b), 1e-5).unwrap();
                 check(name, case, &out, &[("x", &x), ("weight", &w), ("bias", &b)]);
             }
+            "conv_transpose2d" => {
+                let layer = rumus::nn::ConvTranspose2d::<3, 2, 3>::with_options(2, 1, 1).unwrap();
+                load(&[
+                    (&layer.weight, &case["in.weight"]),
+                    (&layer.bias, &case["in.bias"]),
+                ]);
+                let x = leaf(case, "x");
+                let out = layer.forward_dyn(&x).unwrap();
+                check(
+                    name,
+                    case,
+                    &out,
+                    &[("x", &x), ("weight", &layer.weight), ("bias", &layer.bias)],
+                );
+            }
+            "conv1d" => {
+                let layer = rumus::nn::Conv1d::<3, 4, 3>::with_options(2, 1, 2).unwrap();
+                load(&[
+                    (&layer.weight, &case["in.weight"]),
+                    (&layer.bias, &case["in.bias"]),
+                ]);
+                let x = leaf(case, "x");
+                let out = layer.forward_dyn(&x).unwrap();
+                check(
+                    name,
+                    case,
+                    &out,
+                    &[("x", &x), ("weight", &layer.weight), ("bias", &layer.bias)],
+                );
+            }
             "batch_norm_2d" => check_batch_norm::<3>(name, case),
             "batch_norm_1d" => check_batch_norm::<4>(name, case),
             "embedding" => {
                 let layer = Embedding::<6, 3>::new().unwrap();
-                {
-                    let _guard = no_grad();
-                    layer.weight.copy_(&tensor(&case["in.weight"])).unwrap();
-                }
+                load(&[(&layer.weight, &case["in.weight"])]);
                 let out = layer.forward_dyn(&tensor(&case["idx.ids"])).unwrap();
                 check(name, case, &out, &[("weight", &layer.weight)]);
             }

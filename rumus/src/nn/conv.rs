@@ -65,3 +65,119 @@ impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv2d<IN, OU
         )
     }
 }
+
+/// 1-D convolution over `[B, IN, L]` (computed as a 2-D convolution of height 1).
+pub struct Conv1d<const IN: usize, const OUT: usize, const K: usize> {
+    /// `[OUT, IN, K]`, as PyTorch stores it.
+    pub weight: DynTensor,
+    /// `[OUT]`.
+    pub bias: DynTensor,
+    pub stride: usize,
+    pub padding: usize,
+    pub dilation: usize,
+}
+
+impl<const IN: usize, const OUT: usize, const K: usize> Conv1d<IN, OUT, K> {
+    pub fn new() -> Result<Self> {
+        Self::with_options(1, 0, 1)
+    }
+
+    /// Weights and bias from U(-1/sqrt(IN * K), 1/sqrt(IN * K)), as PyTorch.
+    pub fn with_options(stride: usize, padding: usize, dilation: usize) -> Result<Self> {
+        let inner = Conv2d::<IN, OUT, K>::with_options(stride, padding, dilation)?;
+        let bound = 1.0 / ((IN * K) as f64).sqrt();
+        Ok(Conv1d {
+            weight: DynTensor::uniform(&[OUT, IN, K], -bound, bound, DType::F32)?
+                .requires_grad_()?,
+            bias: inner.bias,
+            stride,
+            padding,
+            dilation,
+        })
+    }
+
+    /// `[B, IN, L] -> [B, OUT, L']`.
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        let (s, p, d) = (self.stride, self.padding, self.dilation);
+        let weight = self.weight.unsqueeze(2)?;
+        x.unsqueeze(2)?
+            .conv2d(&weight, Some(&self.bias), (1, s), (0, p), (1, d), 1)?
+            .squeeze(2)
+    }
+}
+
+impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv1d<IN, OUT, K> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), &self.weight);
+        f(&format!("{prefix}bias"), &self.bias);
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Conv1d({IN}, {OUT}, kernel_size=({K},), stride=({},), padding=({},))",
+            self.stride, self.padding
+        )
+    }
+}
+
+/// Transposed 2-D convolution (learned upsampling), weight `[IN, OUT, K, K]` like PyTorch.
+pub struct ConvTranspose2d<const IN: usize, const OUT: usize, const K: usize> {
+    pub weight: DynTensor,
+    pub bias: DynTensor,
+    pub stride: usize,
+    pub padding: usize,
+    pub output_padding: usize,
+}
+
+impl<const IN: usize, const OUT: usize, const K: usize> ConvTranspose2d<IN, OUT, K> {
+    pub fn new() -> Result<Self> {
+        Self::with_options(1, 0, 0)
+    }
+
+    /// Weights and bias from U(-1/sqrt(OUT * K * K), ...), PyTorch's fan for this layer.
+    pub fn with_options(stride: usize, padding: usize, output_padding: usize) -> Result<Self> {
+        if stride == 0 || K == 0 {
+            return Err(Error::InvalidArgument {
+                op: "ConvTranspose2d",
+                message: "kernel size and stride must be at least 1".into(),
+            });
+        }
+        let bound = 1.0 / ((OUT * K * K) as f64).sqrt();
+        Ok(ConvTranspose2d {
+            weight: DynTensor::uniform(&[IN, OUT, K, K], -bound, bound, DType::F32)?
+                .requires_grad_()?,
+            bias: DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?,
+            stride,
+            padding,
+            output_padding,
+        })
+    }
+
+    /// `[B, IN, H, W] -> [B, OUT, (H-1)*stride - 2*padding + K + output_padding, ...]`.
+    pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        let (s, p, op) = (self.stride, self.padding, self.output_padding);
+        x.conv_transpose2d(
+            &self.weight,
+            Some(&self.bias),
+            (s, s),
+            (p, p),
+            (op, op),
+            (1, 1),
+        )
+    }
+}
+
+impl<const IN: usize, const OUT: usize, const K: usize> Module for ConvTranspose2d<IN, OUT, K> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+        f(&format!("{prefix}weight"), &self.weight);
+        f(&format!("{prefix}bias"), &self.bias);
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "ConvTranspose2d({IN}, {OUT}, kernel_size=({K}, {K}), stride=({s}, {s}), padding=({p}, {p}))",
+            s = self.stride,
+            p = self.padding
+        )
+    }
+}

@@ -308,6 +308,79 @@ impl DynTensor {
         self.fold_with(w)
     }
 
+    /// Transposed convolution (the gradient of `conv2d` with respect to its input), with
+    /// PyTorch's layout: input `[N, C_in, H, W]`, weight `[C_in, C_out, K, K]`, output
+    /// `[N, C_out, (H-1)*stride - 2*padding + dilation*(K-1) + output_padding + 1, ...]`.
+    /// Written as a matrix product followed by `fold2d`, so every gradient flows.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_transpose2d(
+        &self,
+        weight: &DynTensor,
+        bias: Option<&DynTensor>,
+        stride: Size2d,
+        padding: Size2d,
+        output_padding: Size2d,
+        dilation: Size2d,
+    ) -> Result<DynTensor> {
+        require_rank4(self, "conv_transpose2d input", "[N, C_in, H, W]")?;
+        require_rank4(weight, "conv_transpose2d weight", "[C_in, C_out, KH, KW]")?;
+        let (n, c_in, h, w) = (
+            self.dims()[0],
+            self.dims()[1],
+            self.dims()[2],
+            self.dims()[3],
+        );
+        let (wc_in, c_out, kh, kw) = (
+            weight.dims()[0],
+            weight.dims()[1],
+            weight.dims()[2],
+            weight.dims()[3],
+        );
+        if wc_in != c_in {
+            return Err(ShapeError::Invalid {
+                context: "conv_transpose2d".into(),
+                message: format!(
+                    "input {:?} has {c_in} channels but weight {:?} expects {wc_in}",
+                    self.dims(),
+                    weight.dims()
+                ),
+            }
+            .into());
+        }
+        if output_padding.0 >= stride.0.max(dilation.0)
+            || output_padding.1 >= stride.1.max(dilation.1)
+        {
+            return Err(Error::InvalidArgument {
+                op: "conv_transpose2d",
+                message: format!(
+                    "output padding {output_padding:?} must be smaller than the stride {stride:?} or the dilation {dilation:?}"
+                ),
+            });
+        }
+        let size =
+            |input: usize, s: usize, p: usize, d: usize, k: usize, op: usize| -> Result<usize> {
+                ((input - 1) * s + d * (k - 1) + op + 1)
+                    .checked_sub(2 * p)
+                    .filter(|&o| o > 0)
+                    .ok_or_else(|| Error::InvalidArgument {
+                        op: "conv_transpose2d",
+                        message: format!("padding {p} leaves no output for input size {input}"),
+                    })
+            };
+        let oh = size(h, stride.0, padding.0, dilation.0, kh, output_padding.0)?;
+        let ow = size(w, stride.1, padding.1, dilation.1, kw, output_padding.1)?;
+        let columns = weight
+            .reshape(&[c_in, c_out * kh * kw])?
+            .transpose(0, 1)?
+            .matmul(&self.reshape(&[n, c_in, h * w])?)?
+            .reshape(&[n, c_out, kh * kw, h * w])?;
+        let out = columns.fold2d((oh, ow), (kh, kw), stride, padding, dilation)?;
+        match bias {
+            Some(b) => out.add(&b.reshape(&[c_out, 1, 1])?),
+            None => Ok(out),
+        }
+    }
+
     /// 2-D convolution (cross-correlation, as PyTorch's `F.conv2d`) of an `[N, C, H, W]` input
     /// with an `[OC, C / groups, KH, KW]` weight and an optional `[OC]` bias; the result is
     /// `[N, OC, OH, OW]` (sizes as in [`unfold2d`](DynTensor::unfold2d)). Computed for the whole
