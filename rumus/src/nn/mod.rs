@@ -11,9 +11,10 @@ mod linear;
 mod loss;
 mod module;
 mod norm;
+mod pool;
 
 pub use activation::{Gelu, Relu, Sigmoid, Silu, Tanh};
-pub use conv::Conv2d;
+pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
@@ -25,3 +26,4 @@ pub use loss::{
 };
 pub use module::{Device, Module, StateDict, group_digits};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RmsNorm};
+pub use pool::{AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d};
