@@ -142,6 +142,12 @@ pub enum Error {
         axis: usize,
         size: usize,
     },
+    /// Reading or writing a file failed.
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    /// A file's contents are not what its format promises (truncated, corrupt, unsupported).
+    #[error("{path}: {message}")]
+    Format { path: String, message: String },
     /// An invalid scalar argument (a negative size, an empty range, ...).
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },

@@ -28,6 +28,7 @@ pub mod backend;
 pub mod dtype;
 pub mod element;
 pub mod error;
+pub mod io;
 pub mod nn;
 pub mod ops;
 pub mod optim;

@@ -1,0 +1,131 @@
+//! Model files in the safetensors format, with PyTorch-style dotted names (`fc1.weight`), so
+//! weights move between rumus and PyTorch by name. Loading checks every name and shape before
+//! any parameter changes (see `Module::load_state_dict`).
+
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+
+use crate::error::{Error, Result};
+use crate::nn::{Module, StateDict};
+use crate::storage::CpuBuffer;
+use crate::tensor::DynTensor;
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn format_error(path: &Path, message: String) -> Error {
+    Error::Format {
+        path: path.display().to_string(),
+        message,
+    }
+}
+
+/// Little-endian bytes of a tensor's elements.
+fn bytes_of(t: &DynTensor) -> (Dtype, Vec<u8>) {
+    match t.to_contiguous_buffer() {
+        CpuBuffer::F32(v) => (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        CpuBuffer::F64(v) => (Dtype::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        CpuBuffer::I64(v) => (Dtype::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        CpuBuffer::Bool(v) => (Dtype::BOOL, v.iter().map(|&b| b as u8).collect()),
+    }
+}
+
+/// Writes `state` to `path`.
+pub fn write_state(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let encoded: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = state
+        .iter()
+        .map(|(name, t)| {
+            let (dtype, bytes) = bytes_of(t);
+            (name.clone(), dtype, t.dims().to_vec(), bytes)
+        })
+        .collect();
+    let views = encoded
+        .iter()
+        .map(|(name, dtype, dims, bytes)| {
+            Ok((
+                name.as_str(),
+                TensorView::new(*dtype, dims.clone(), bytes)
+                    .map_err(|e| format_error(path, e.to_string()))?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    safetensors::serialize_to_file(views, None, path).map_err(|e| io_error(path, e))
+}
+
+fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTensor> {
+    let data = view.data();
+    let dims = view.shape().to_vec();
+    let chunks = |size: usize| data.chunks_exact(size);
+    let buffer = match view.dtype() {
+        Dtype::F32 => CpuBuffer::F32(
+            chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+                .collect(),
+        ),
+        Dtype::F64 => CpuBuffer::F64(
+            chunks(8)
+                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        ),
+        Dtype::I64 => CpuBuffer::I64(
+            chunks(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        ),
+        Dtype::BOOL => CpuBuffer::Bool(data.iter().map(|&b| b != 0).collect()),
+        other => {
+            return Err(format_error(
+                path,
+                format!("tensor `{name}` has dtype {other:?}; rumus reads F32, F64, I64 and BOOL"),
+            ));
+        }
+    };
+    if buffer.len() != dims.iter().product::<usize>() {
+        return Err(format_error(
+            path,
+            format!(
+                "tensor `{name}` holds {} values for shape {dims:?}",
+                buffer.len()
+            ),
+        ));
+    }
+    Ok(DynTensor::from_buffer(buffer, &dims))
+}
+
+/// Reads every tensor of a safetensors file, in name order.
+pub fn read_state(path: impl AsRef<Path>) -> Result<StateDict> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let file = SafeTensors::deserialize(&bytes)
+        .map_err(|e| format_error(path, format!("not a valid safetensors file: {e}")))?;
+    let mut tensors = file.tensors();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    tensors
+        .iter()
+        .map(|(name, view)| Ok((name.clone(), decode(path, name, view)?)))
+        .collect()
+}
+
+/// Saves every parameter and buffer of `module` under its dotted name.
+pub fn save_safetensors(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
+    write_state(&module.state_dict(), path)
+}
+
+/// Loads a file written by [`save_safetensors`] or by PyTorch (`safetensors.torch.save_file`
+/// of a `state_dict()`) into `module`. Missing or unexpected names, and any shape or dtype that
+/// differs, are errors; nothing is changed unless everything matches.
+pub fn load_safetensors(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    module
+        .load_state_dict(&read_state(path)?)
+        .map_err(|e| match e {
+            Error::InvalidArgument { message, .. } => format_error(path, message),
+            other => other,
+        })
+}
