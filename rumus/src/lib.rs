@@ -25,6 +25,7 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod data;
 pub mod dtype;
 pub mod element;
 pub mod error;
@@ -36,6 +37,7 @@ pub mod rng;
 pub mod shape;
 pub mod storage;
 pub mod tensor;
+pub mod train;
 
 #[doc(hidden)]
 pub mod __private {

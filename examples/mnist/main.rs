@@ -1,0 +1,138 @@
+//! A convolutional network on MNIST or Fashion-MNIST, read from IDX files.
+//!
+//! ```text
+//! cargo run --release --example mnist -- --data /usr/share/datasets/fashion-mnist
+//! cargo run --release --example mnist -- --data DIR --epochs 3 --limit 10000
+//! ```
+//!
+//! `DIR` holds the four IDX files (gzipped or not; Debian's `dataset-fashion-mnist` installs
+//! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch and
+//! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`.
+
+use rumus::data::{ImageSet, read_mnist_dir};
+use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::prelude::*;
+use rumus::rng::Generator;
+use rumus::train::{Trainer, classification};
+
+#[model]
+struct Cnn {
+    conv1: Conv2d<1, 32, 3>,
+    conv2: Conv2d<32, 64, 3>,
+    fc1: Linear<1600, 128>,
+    fc2: Linear<128, 10>,
+}
+
+#[model]
+impl Cnn {
+    tensor_fn! {
+        fn forward(&self, x: [B, 1, 28, 28]) -> [B, 10] {
+            let h = self.conv1(x).relu().max_pool2d(2);
+            let h = self.conv2(h).relu().max_pool2d(2);
+            let h = self.fc1(h.flatten(1)).relu();
+            self.fc2(h)
+        }
+    }
+}
+
+struct Options {
+    data: String,
+    epochs: usize,
+    limit: Option<usize>,
+}
+
+fn options() -> Result<Options, String> {
+    let mut args = std::env::args().skip(1);
+    let mut options = Options {
+        data: String::new(),
+        epochs: 4,
+        limit: None,
+    };
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--data" => options.data = value()?,
+            "--epochs" => {
+                options.epochs = value()?.parse().map_err(|e| format!("--epochs: {e}"))?
+            }
+            "--limit" => {
+                options.limit = Some(value()?.parse().map_err(|e| format!("--limit: {e}"))?)
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N]"
+                ));
+            }
+        }
+    }
+    if options.data.is_empty() {
+        return Err("usage: mnist --data DIR [--epochs N] [--limit N]".into());
+    }
+    Ok(options)
+}
+
+/// A batch of 28x28 grey images.
+type Images = Tensor<(Dyn, D<1>, D<28>, D<28>)>;
+
+/// Images `indices` of `set` as a typed batch and their labels.
+fn batch(set: &ImageSet, indices: &[usize]) -> rumus::Result<(Images, DynTensor)> {
+    let pixels = set.height * set.width;
+    let images: Vec<f32> = indices
+        .iter()
+        .flat_map(|&i| set.images[i * pixels..(i + 1) * pixels].iter().copied())
+        .collect();
+    let labels: Vec<i64> = indices.iter().map(|&i| set.labels[i]).collect();
+    Ok((
+        Tensor::from_vec(images)?,
+        DynTensor::from_vec(labels, &[indices.len()])?,
+    ))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let options = options()?;
+    let (mut train, test) = read_mnist_dir(&options.data)?;
+    if let Some(limit) = options.limit {
+        train.labels.truncate(limit);
+    }
+    println!(
+        "{} training and {} test images from {}",
+        train.len(),
+        test.len(),
+        options.data
+    );
+    manual_seed(1);
+    let model = Cnn::new()?;
+    println!("{model}");
+    let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
+    let mut shuffler = Generator::new(2);
+    let history = Trainer::new(options.epochs).curve("mnist_curve.png").fit(
+        |_| {
+            Ok(shuffler
+                .permutation(train.len())
+                .chunks(64)
+                .map(<[usize]>::to_vec)
+                .collect())
+        },
+        |indices: &Vec<usize>| {
+            let (x, y) = batch(&train, indices)?;
+            let (loss, metrics) = classification(model.forward(&x)?.as_dyn(), &y)?;
+            optimizer.step(&mut loss.backward()?)?;
+            Ok(metrics)
+        },
+        || {
+            let _guard = rumus::no_grad();
+            let mut total = rumus::train::Metrics::default();
+            for chunk in (0..test.len()).collect::<Vec<_>>().chunks(1000) {
+                let (x, y) = batch(&test, chunk)?;
+                total.add(classification(model.forward(&x)?.as_dyn(), &y)?.1);
+            }
+            Ok(total)
+        },
+        |_| Ok(()),
+    )?;
+    println!(
+        "test_accuracy={:.4}",
+        history.last().map_or(0.0, |s| s.eval.accuracy())
+    );
+    Ok(())
+}

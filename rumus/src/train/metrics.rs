@@ -1,0 +1,80 @@
+//! Running loss and accuracy over batches.
+
+use crate::error::Result;
+use crate::nn::{CrossEntropyOptions, cross_entropy};
+use crate::tensor::DynTensor;
+
+/// Sums over the batches of a phase (train or evaluation).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Metrics {
+    /// Sum of per-example losses.
+    pub loss_sum: f64,
+    /// Correct predictions.
+    pub correct: usize,
+    /// Examples seen.
+    pub count: usize,
+}
+
+impl Metrics {
+    /// One batch: its mean loss, correct predictions and size.
+    pub fn batch(mean_loss: f64, correct: usize, count: usize) -> Self {
+        Metrics {
+            loss_sum: mean_loss * count as f64,
+            correct,
+            count,
+        }
+    }
+
+    pub fn add(&mut self, other: Metrics) {
+        self.loss_sum += other.loss_sum;
+        self.correct += other.correct;
+        self.count += other.count;
+    }
+
+    pub fn mean_loss(&self) -> f64 {
+        self.loss_sum / self.count.max(1) as f64
+    }
+
+    pub fn accuracy(&self) -> f64 {
+        self.correct as f64 / self.count.max(1) as f64
+    }
+}
+
+/// Cross-entropy of `logits` `[N, C]` against `labels` (`i64` `[N]`) and the batch's metrics
+/// (mean loss, correct argmax predictions).
+pub fn classification(logits: &DynTensor, labels: &DynTensor) -> Result<(DynTensor, Metrics)> {
+    let loss = cross_entropy(logits, labels, &CrossEntropyOptions::default())?;
+    let correct = logits
+        .argmax(1, false)?
+        .eq(labels)?
+        .to_vec::<bool>()?
+        .iter()
+        .filter(|&&c| c)
+        .count();
+    let metrics = Metrics::batch(loss.to_f64_vec()[0], correct, labels.numel());
+    Ok((loss, metrics))
+}
+
+/// The numbers of one epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct EpochSummary {
+    pub epoch: usize,
+    pub train: Metrics,
+    pub eval: Metrics,
+    pub seconds: f64,
+}
+
+impl std::fmt::Display for EpochSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "epoch {:>3}  train_loss={:.4}  train_accuracy={:.4}  test_loss={:.4}  test_accuracy={:.4}  ({:.1} s)",
+            self.epoch,
+            self.train.mean_loss(),
+            self.train.accuracy(),
+            self.eval.mean_loss(),
+            self.eval.accuracy(),
+            self.seconds
+        )
+    }
+}
