@@ -1,6 +1,7 @@
 //! Layers, loss functions and the module machinery `#[model]` builds on.
 
 mod activation;
+mod attention;
 mod conv;
 mod dropout;
 mod embedding;
@@ -12,8 +13,13 @@ mod loss;
 mod module;
 mod norm;
 mod pool;
+mod recurrent;
 
 pub use activation::{Gelu, Relu, Sigmoid, Silu, Tanh};
+pub use attention::{
+    AttentionOptions, AttentionWeights, FeedForwardActivation, MultiheadAttention,
+    TransformerEncoderBlock, causal_mask, multi_head_attention,
+};
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
@@ -27,3 +33,4 @@ pub use loss::{
 pub use module::{Device, Module, StateDict, group_digits};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RmsNorm};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d};
+pub use recurrent::{Gru, Lstm, RnnWeights, gru, lstm};
