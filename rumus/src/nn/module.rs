@@ -144,7 +144,7 @@ pub trait Module {
         }
         let mut out = format!("{name}(\n");
         for (child_name, child) in children {
-            let nested = child.summary(child_name).replace('\n', "\n  ");
+            let nested = child.summary(&child.describe()).replace('\n', "\n  ");
             out += &format!(
                 "  ({child_name}): {nested}  # {} params\n",
                 group_digits(child.num_parameters())
