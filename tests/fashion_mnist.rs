@@ -17,15 +17,8 @@ struct Mlp {
 }
 
 fn batch(set: &ImageSet, indices: &[usize]) -> rumus::Result<(Tensor<(Dyn, D<784>)>, DynTensor)> {
-    let images: Vec<f32> = indices
-        .iter()
-        .flat_map(|&i| set.images[i * 784..(i + 1) * 784].iter().copied())
-        .collect();
-    let labels: Vec<i64> = indices.iter().map(|&i| set.labels[i]).collect();
-    Ok((
-        Tensor::from_vec(images)?,
-        DynTensor::from_vec(labels, &[indices.len()])?,
-    ))
+    let (images, labels) = set.batch(indices)?;
+    Ok((images.try_shape()?, labels))
 }
 
 #[test]

@@ -74,17 +74,12 @@ fn options() -> Result<Options, String> {
 /// A batch of 28x28 grey images.
 type Images = Tensor<(Dyn, D<1>, D<28>, D<28>)>;
 
-/// Images `indices` of `set` as a typed batch and their labels.
+/// Items `indices` of `set` as a typed image batch and their labels.
 fn batch(set: &ImageSet, indices: &[usize]) -> rumus::Result<(Images, DynTensor)> {
-    let pixels = set.height * set.width;
-    let images: Vec<f32> = indices
-        .iter()
-        .flat_map(|&i| set.images[i * pixels..(i + 1) * pixels].iter().copied())
-        .collect();
-    let labels: Vec<i64> = indices.iter().map(|&i| set.labels[i]).collect();
+    let (images, labels) = set.batch(indices)?;
     Ok((
-        Tensor::from_vec(images)?,
-        DynTensor::from_vec(labels, &[indices.len()])?,
+        images.reshape(&[indices.len(), 1, 28, 28])?.try_shape()?,
+        labels,
     ))
 }
 
