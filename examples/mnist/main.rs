@@ -7,10 +7,11 @@
 //!
 //! `DIR` holds the four IDX files (gzipped or not; Debian's `dataset-fashion-mnist` installs
 //! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch and
-//! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`.
+//! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
+//! learning-rate schedule over 8 epochs by default.
 
 use rumus::data::{ImageSet, read_mnist_dir};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler, Optimizer};
 use rumus::prelude::*;
 use rumus::rng::Generator;
 use rumus::train::{Trainer, classification};
@@ -99,6 +100,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model = Cnn::new()?;
     println!("{model}");
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
+    // The learning rate follows a cosine from 1e-3 to 1e-5 over the run, stepped per epoch.
+    let schedule = CosineAnnealingLr {
+        t_max: options.epochs as u64,
+        eta_min: 1e-5,
+    };
+    let scheduler = std::cell::RefCell::new(LrScheduler::new(&mut optimizer, schedule));
+    let optimizer = std::cell::RefCell::new(optimizer);
     let mut shuffler = Generator::new(2);
     let history = Trainer::new(options.epochs).curve("mnist_curve.png").fit(
         |_| {
@@ -111,7 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         |indices: &Vec<usize>| {
             let (x, y) = batch(&train, indices)?;
             let (loss, metrics) = classification(model.forward(&x)?.as_dyn(), &y)?;
-            optimizer.step(&mut loss.backward()?)?;
+            optimizer.borrow_mut().step(&mut loss.backward()?)?;
             Ok(metrics)
         },
         || {
@@ -123,7 +131,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(total)
         },
-        |_| Ok(()),
+        |_| {
+            scheduler.borrow_mut().step(&mut *optimizer.borrow_mut());
+            Ok(())
+        },
     )?;
     println!(
         "test_accuracy={:.4}",
