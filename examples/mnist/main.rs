@@ -8,7 +8,7 @@
 //! `DIR` holds the four IDX files (gzipped or not; Debian's `dataset-fashion-mnist` installs
 //! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch and
 //! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
-//! learning-rate schedule over 8 epochs by default.
+//! learning-rate schedule over 4 epochs by default.
 
 use rumus::data::{ImageSet, read_mnist_dir};
 use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler, Optimizer};
