@@ -5,7 +5,7 @@ use rumus::prelude::*;
 struct Downsample {
     #[conv(stride = 2, padding = 1)]
     conv: Conv2d<3, 8, 3>,
-    #[conv(dilation = 2, exact)]
+    #[conv(dilation = 2, groups = 4, exact)]
     dilated: Conv2d<8, 8, 3>,
 }
 
@@ -23,5 +23,6 @@ fn main() -> rumus::Result<()> {
     let model = Downsample::new()?;
     let y = model.forward(&Tensor::<(D<1>, D<3>, D<32>, D<32>)>::zeros())?;
     assert_eq!(y.dims(), &[1, 8, 12, 12]);
+    assert_eq!(model.dilated.weight.dims(), &[8, 2, 3, 3], "grouped weight");
     Ok(())
 }

@@ -111,8 +111,13 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
             .expect("every unskipped field is a layer");
         match &layer.kind {
             LayerKind::Conv2d { options, .. } => {
-                let (s, p, d) = (options.stride, options.padding, options.dilation);
-                quote_spanned!(layer.type_span=> #field: <#ty>::with_options(#s, #p, #d)?)
+                let (s, p, d, g) = (
+                    options.stride,
+                    options.padding,
+                    options.dilation,
+                    options.groups,
+                );
+                quote_spanned!(layer.type_span=> #field: <#ty>::with_groups(#s, #p, #d, #g)?)
             }
             LayerKind::Parameter => {
                 quote_spanned!(layer.type_span=> #field: <#ty>::zeros().requires_grad_()?)

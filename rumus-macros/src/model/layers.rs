@@ -13,6 +13,8 @@ pub struct ConvOptions {
     pub stride: usize,
     pub padding: usize,
     pub dilation: usize,
+    /// Channel groups (`IN` and `OUT` must be multiples).
+    pub groups: usize,
     /// Refuse sizes that do not divide evenly instead of flooring (PyTorch floors).
     pub exact: bool,
 }
@@ -23,6 +25,7 @@ impl Default for ConvOptions {
             stride: 1,
             padding: 0,
             dilation: 1,
+            groups: 1,
             exact: false,
         }
     }
@@ -104,13 +107,14 @@ fn conv_options(field: &Field) -> syn::Result<ConvOptions> {
                 options.padding = value;
             } else if meta.path.is_ident("dilation") {
                 options.dilation = value;
+            } else if meta.path.is_ident("groups") {
+                options.groups = value;
             } else {
-                return Err(
-                    meta.error("unknown conv option; use stride, padding, dilation or exact")
-                );
+                return Err(meta
+                    .error("unknown conv option; use stride, padding, dilation, groups or exact"));
             }
             if value == 0 && !meta.path.is_ident("padding") {
-                return Err(meta.error("stride and dilation must be at least 1"));
+                return Err(meta.error("stride, dilation and groups must be at least 1"));
             }
             Ok(())
         })?;

@@ -15,6 +15,8 @@ pub struct Conv2d<const IN: usize, const OUT: usize, const K: usize> {
     pub stride: usize,
     pub padding: usize,
     pub dilation: usize,
+    /// Channel groups: each group of `IN / groups` inputs feeds `OUT / groups` outputs.
+    pub groups: usize,
 }
 
 impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
@@ -26,27 +28,54 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
     /// Weights and bias drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = IN * K * K, as
     /// PyTorch's default initialisation.
     pub fn with_options(stride: usize, padding: usize, dilation: usize) -> Result<Self> {
+        Self::with_groups(stride, padding, dilation, 1)
+    }
+
+    /// A grouped convolution (`groups = IN = OUT` is depthwise): the weight is
+    /// `[OUT, IN / groups, K, K]` and the fan-in `IN / groups * K * K`, as PyTorch.
+    pub fn with_groups(
+        stride: usize,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+    ) -> Result<Self> {
         if stride == 0 || dilation == 0 || K == 0 {
             return Err(Error::InvalidArgument {
                 op: "Conv2d",
                 message: "kernel size, stride and dilation must be at least 1".into(),
             });
         }
-        let bound = 1.0 / ((IN * K * K) as f64).sqrt();
+        if groups == 0 || IN % groups != 0 || OUT % groups != 0 {
+            return Err(Error::InvalidArgument {
+                op: "Conv2d",
+                message: format!(
+                    "{groups} groups must divide both {IN} input and {OUT} output channels"
+                ),
+            });
+        }
+        let bound = 1.0 / ((IN / groups * K * K) as f64).sqrt();
         Ok(Conv2d {
-            weight: DynTensor::uniform(&[OUT, IN, K, K], -bound, bound, DType::F32)?
+            weight: DynTensor::uniform(&[OUT, IN / groups, K, K], -bound, bound, DType::F32)?
                 .requires_grad_()?,
             bias: DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?,
             stride,
             padding,
             dilation,
+            groups,
         })
     }
 
     /// `[B, IN, H, W] -> [B, OUT, H', W']` (untyped).
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         let (s, p, d) = (self.stride, self.padding, self.dilation);
-        x.conv2d(&self.weight, Some(&self.bias), (s, s), (p, p), (d, d), 1)
+        x.conv2d(
+            &self.weight,
+            Some(&self.bias),
+            (s, s),
+            (p, p),
+            (d, d),
+            self.groups,
+        )
     }
 }
 
