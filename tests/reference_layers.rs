@@ -64,6 +64,25 @@ fn load(pairs: &[(&DynTensor, &FixtureTensor)]) {
     }
 }
 
+/// A layer with `weight` and `bias` loaded from the case, applied to `in.x`.
+fn check_weighted_layer(
+    name: &str,
+    case: &Case,
+    weight: &DynTensor,
+    bias: &DynTensor,
+    forward: impl Fn(&DynTensor) -> rumus::Result<DynTensor>,
+) {
+    load(&[(weight, &case["in.weight"]), (bias, &case["in.bias"])]);
+    let x = leaf(case, "x");
+    let out = forward(&x).unwrap();
+    check(
+        name,
+        case,
+        &out,
+        &[("x", &x), ("weight", weight), ("bias", bias)],
+    );
+}
+
 fn check_batch_norm<const C: usize>(name: &str, case: &Case) {
     let mut layer = BatchNorm::<C>::new().unwrap();
     load(&[
@@ -118,33 +137,15 @@ fn layers_match_pytorch() {
             }
             "conv_transpose2d" => {
                 let layer = rumus::nn::ConvTranspose2d::<3, 2, 3>::with_options(2, 1, 1).unwrap();
-                load(&[
-                    (&layer.weight, &case["in.weight"]),
-                    (&layer.bias, &case["in.bias"]),
-                ]);
-                let x = leaf(case, "x");
-                let out = layer.forward_dyn(&x).unwrap();
-                check(
-                    name,
-                    case,
-                    &out,
-                    &[("x", &x), ("weight", &layer.weight), ("bias", &layer.bias)],
-                );
+                check_weighted_layer(name, case, &layer.weight, &layer.bias, |x| {
+                    layer.forward_dyn(x)
+                });
             }
             "conv1d" => {
                 let layer = rumus::nn::Conv1d::<3, 4, 3>::with_options(2, 1, 2).unwrap();
-                load(&[
-                    (&layer.weight, &case["in.weight"]),
-                    (&layer.bias, &case["in.bias"]),
-                ]);
-                let x = leaf(case, "x");
-                let out = layer.forward_dyn(&x).unwrap();
-                check(
-                    name,
-                    case,
-                    &out,
-                    &[("x", &x), ("weight", &layer.weight), ("bias", &layer.bias)],
-                );
+                check_weighted_layer(name, case, &layer.weight, &layer.bias, |x| {
+                    layer.forward_dyn(x)
+                });
             }
             "batch_norm_2d" => check_batch_norm::<3>(name, case),
             "batch_norm_1d" => check_batch_norm::<4>(name, case),
