@@ -2,9 +2,12 @@
 //! and second moments, `eps` added after the square root, optional AMSGrad.
 
 use super::optimizer::Optimizer;
-use super::params::{ParamGroup, Params};
+use super::params::{ParamGroup, ParamState, Params};
+use crate::DynTensor;
 use crate::autograd::GradientStore;
+use crate::backend::cpu::optim::{AdamScalars, adam_update};
 use crate::error::Result;
+use crate::storage::CpuBuffer;
 
 #[derive(Debug, Clone, Copy)]
 pub struct AdamConfig {
@@ -68,11 +71,93 @@ impl Adam {
     }
 }
 
+/// The whole update in one pass over contiguous `f32`/`f64` memory. Returns `false` (and
+/// changes nothing) when a tensor is not laid out for it; the op-by-op path then runs.
+fn fused_step(
+    p: &DynTensor,
+    g: &DynTensor,
+    state: &mut ParamState,
+    group: &ParamGroup,
+    c: &AdamConfig,
+) -> Result<bool> {
+    let m = state.buffer("exp_avg", || p.zeros_like())?;
+    let v = state.buffer("exp_avg_sq", || p.zeros_like())?;
+    let (Some(pr), Some(mr), Some(vr)) = (
+        p.contiguous_range(),
+        m.contiguous_range(),
+        v.contiguous_range(),
+    ) else {
+        return Ok(false);
+    };
+    let g = g.contiguous_untracked();
+    let gr = g.contiguous_range().expect("made contiguous");
+    let (b1, b2) = c.betas;
+    let step = state.step as i32;
+    let lr = group.lr;
+    let (l2, decay) = if c.decoupled {
+        (0.0, 1.0 - lr * group.weight_decay)
+    } else {
+        (group.weight_decay, 1.0)
+    };
+    let scalars = [
+        lr / (1.0 - b1.powi(step)),
+        b1,
+        b2,
+        c.eps,
+        1.0 / (1.0 - b2.powi(step)).sqrt(),
+        l2,
+        decay,
+    ];
+    fn run<T: crate::element::Float>(
+        bufs: [&mut CpuBuffer; 3],
+        g: &[T],
+        ranges: [std::ops::Range<usize>; 3],
+        k: [f64; 7],
+    ) -> bool {
+        let [pb, mb, vb] = bufs;
+        let (Some(p), Some(m), Some(v)) = (T::slice_mut(pb), T::slice_mut(mb), T::slice_mut(vb))
+        else {
+            return false;
+        };
+        let f = |x: f64| T::from_f64(x);
+        let s = AdamScalars {
+            step_size: f(k[0]),
+            beta1: f(k[1]),
+            beta2: f(k[2]),
+            eps: f(k[3]),
+            inv_sqrt_correction2: f(k[4]),
+            l2: f(k[5]),
+            decay: f(k[6]),
+        };
+        let [pr, mr, vr] = ranges;
+        adam_update(&mut p[pr], g, &mut m[mr], &mut v[vr], s);
+        true
+    }
+    let done = g.with_buffer(|gb, _| {
+        let (mut pw, mut mw, mut vw) = (
+            p.storage().write(),
+            m.storage().write(),
+            v.storage().write(),
+        );
+        let bufs = [&mut *pw, &mut *mw, &mut *vw];
+        let ranges = [pr, mr, vr];
+        match gb {
+            CpuBuffer::F32(gs) => run::<f32>(bufs, &gs[gr.clone()], ranges, scalars),
+            CpuBuffer::F64(gs) => run::<f64>(bufs, &gs[gr.clone()], ranges, scalars),
+            _ => false,
+        }
+    });
+    Ok(done)
+}
+
 impl Optimizer for Adam {
     fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
         let c = self.config;
         let (b1, b2) = c.betas;
         self.params.step(grads, |p, g, state, group| {
+            if !c.amsgrad && fused_step(p, &g, state, group, &c)? {
+                return Ok(());
+            }
             let g = if group.weight_decay != 0.0 && !c.decoupled {
                 g.add(&p.mul_scalar(group.weight_decay)?)?
             } else {

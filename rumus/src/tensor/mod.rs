@@ -148,6 +148,14 @@ impl DynTensor {
         self.0.storage.version()
     }
 
+    /// The storage range of this tensor's elements, when they are contiguous.
+    pub(crate) fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        let layout = self.layout();
+        layout
+            .is_contiguous()
+            .then(|| layout.offset()..layout.offset() + layout.numel())
+    }
+
     /// Whether two tensors are views of the same memory.
     pub fn shares_storage_with(&self, other: &DynTensor) -> bool {
         Arc::ptr_eq(&self.0.storage, &other.0.storage)

@@ -5,6 +5,7 @@
 pub mod concat;
 pub mod index;
 pub mod matmul;
+pub mod optim;
 pub mod parallel;
 pub mod reduce;
 pub mod strided;
