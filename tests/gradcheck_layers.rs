@@ -58,3 +58,18 @@ case!(
     [randn(&[1, 1, 2, 3], 1), randn(&[1, 2, 2, 2], 2)],
     |x| x[0].conv_transpose2d(&x[1], None, (1, 1), (0, 0), (0, 0), (2, 2))
 );
+// Conv1d is a height-1 conv2d: the same composite the layer runs.
+case!(
+    conv1d_strided_dilated,
+    [randn(&[2, 2, 7], 1), randn(&[3, 2, 3], 2), randn(&[3], 3)],
+    |x| x[0]
+        .unsqueeze(2)?
+        .conv2d(&x[1].unsqueeze(2)?, Some(&x[2]), (1, 2), (0, 1), (1, 2), 1)?
+        .squeeze(2)
+);
+// Linear: x W^T + b over the last axis of a rank-3 input.
+case!(
+    linear_rank3,
+    [randn(&[2, 3, 4], 1), randn(&[5, 4], 2), randn(&[5], 3)],
+    |x| x[0].matmul(&x[1].transpose(0, 1)?)?.add(&x[2])
+);
