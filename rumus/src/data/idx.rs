@@ -5,6 +5,8 @@
 use std::io::Read;
 use std::path::Path;
 
+use super::dataset::{Dataset, index_error};
+use super::sample::{Features, Sample};
 use crate::error::{Error, Result};
 
 /// An unsigned-byte IDX array: dims and row-major values.
@@ -75,14 +77,19 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray> {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
+    decode_idx(&raw, path)
+}
+
+/// Parses the bytes of an IDX file, gzipped or not; `path` names it in errors.
+pub fn decode_idx(raw: &[u8], path: &Path) -> Result<IdxArray> {
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(raw.as_slice())
+        flate2::read::GzDecoder::new(raw)
             .read_to_end(&mut out)
             .map_err(|e| format_error(path, format!("corrupt gzip data: {e}")))?;
-        out
+        std::borrow::Cow::Owned(out)
     } else {
-        raw
+        std::borrow::Cow::Borrowed(raw)
     };
     parse_idx(&bytes, path)
 }
@@ -125,6 +132,28 @@ impl ImageSet {
         Ok((
             crate::DynTensor::from_vec(images, &[indices.len(), pixels])?,
             crate::DynTensor::from_vec(labels, &[indices.len()])?,
+        ))
+    }
+}
+
+/// Items are `[1, H, W]` images (one channel, as convolutions take them) with their class;
+/// reshape with [`transform::reshape`](super::transform::reshape) for an MLP.
+impl Dataset for ImageSet {
+    type Item = Sample;
+
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    fn get(&self, index: usize) -> Result<Sample> {
+        if index >= self.len() {
+            return Err(index_error("ImageSet::get", index, self.len()));
+        }
+        let pixels = self.height * self.width;
+        let image = &self.images[index * pixels..(index + 1) * pixels];
+        Ok(Sample::classified(
+            Features::new(image.to_vec(), &[1, self.height, self.width])?,
+            self.labels[index],
         ))
     }
 }

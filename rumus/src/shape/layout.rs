@@ -11,13 +11,15 @@ pub struct Layout {
     offset: usize,
 }
 
-/// Row-major strides of a contiguous tensor with these sizes.
+/// Row-major strides of a contiguous tensor with these sizes. The product saturates: it can
+/// only overflow for a tensor with no elements (`[0, 2^40, 2^40]`), whose strides address
+/// nothing.
 pub fn contiguous_strides(dims: &[usize]) -> Vec<usize> {
     let mut strides = vec![0; dims.len()];
-    let mut step = 1;
+    let mut step = 1usize;
     for (stride, &size) in strides.iter_mut().zip(dims).rev() {
         *stride = step;
-        step *= size;
+        step = step.saturating_mul(size);
     }
     strides
 }
@@ -67,7 +69,8 @@ impl Layout {
             if size != 1 && stride != expected {
                 return false;
             }
-            expected *= size;
+            // Saturates only for tensors without elements (see `contiguous_strides`).
+            expected = expected.saturating_mul(size);
         }
         true
     }

@@ -7,14 +7,35 @@ use crate::error::{Error, Result, ShapeError};
 use crate::rng::{Generator, with_global};
 use crate::storage::CpuBuffer;
 
-fn filled(dims: &[usize], dtype: DType, value: f64) -> CpuBuffer {
-    let n = dims.iter().product();
-    match dtype {
-        DType::F32 => CpuBuffer::F32(vec![value as f32; n]),
-        DType::F64 => CpuBuffer::F64(vec![value; n]),
-        DType::I64 => CpuBuffer::I64(vec![value as i64; n]),
-        DType::Bool => CpuBuffer::Bool(vec![value != 0.0; n]),
-    }
+/// An empty vector with room for `n` elements, or an error when the memory cannot be had (a
+/// shape read from a file or computed from user input may ask for terabytes: that is an
+/// `Err`, not an abort).
+fn try_with_capacity<T>(n: usize, dims: &[usize]) -> Result<Vec<T>, ShapeError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| ShapeError::Invalid {
+        context: "tensor allocation".into(),
+        message: format!(
+            "shape {dims:?} needs {n} elements of {} bytes, more memory than can be allocated",
+            std::mem::size_of::<T>()
+        ),
+    })?;
+    Ok(out)
+}
+
+fn try_filled_vec<T: Clone>(n: usize, value: T, dims: &[usize]) -> Result<Vec<T>, ShapeError> {
+    let mut out = try_with_capacity(n, dims)?;
+    out.resize(n, value);
+    Ok(out)
+}
+
+fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer, ShapeError> {
+    let n = crate::shape::checked_numel(dims, "full")?;
+    Ok(match dtype {
+        DType::F32 => CpuBuffer::F32(try_filled_vec(n, value as f32, dims)?),
+        DType::F64 => CpuBuffer::F64(try_filled_vec(n, value, dims)?),
+        DType::I64 => CpuBuffer::I64(try_filled_vec(n, value as i64, dims)?),
+        DType::Bool => CpuBuffer::Bool(try_filled_vec(n, value != 0.0, dims)?),
+    })
 }
 
 fn from_f64s(values: Vec<f64>, dtype: DType) -> Result<CpuBuffer> {
@@ -53,12 +74,11 @@ impl DynTensor {
 
     /// A rank-0 tensor holding `value`.
     pub fn scalar(value: f64, dtype: DType) -> Result<DynTensor> {
-        Ok(DynTensor::from_buffer(filled(&[], dtype, value), &[]))
+        Ok(DynTensor::from_buffer(filled(&[], dtype, value)?, &[]))
     }
 
     pub fn full(dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
-        crate::shape::checked_numel(dims, "full")?;
-        Ok(DynTensor::from_buffer(filled(dims, dtype, value), dims))
+        Ok(DynTensor::from_buffer(filled(dims, dtype, value)?, dims))
     }
 
     pub fn zeros(dims: &[usize], dtype: DType) -> Result<DynTensor> {
@@ -123,11 +143,12 @@ impl DynTensor {
         sample: impl Fn(&mut Generator) -> f64,
     ) -> Result<DynTensor> {
         let n = crate::shape::checked_numel(dims, "random constructor")?;
-        let draw = |g: &mut Generator| (0..n).map(|_| sample(g)).collect::<Vec<f64>>();
-        let values = match generator {
+        let mut values: Vec<f64> = try_with_capacity(n, dims)?;
+        let mut draw = |g: &mut Generator| values.extend((0..n).map(|_| sample(g)));
+        match generator {
             Some(g) => draw(g),
             None => with_global(draw),
-        };
+        }
         Ok(DynTensor::from_buffer(from_f64s(values, dtype)?, dims))
     }
 

@@ -1,0 +1,684 @@
+//! Record files (`.rrec`): many variable-length records (encoded samples, images, token
+//! sequences) in one file, written once by an append-only [`RecordWriter`] and read with O(1)
+//! random access by a memory-mapped [`RecordFile`]. Opening costs one pass over the index, not
+//! over the data, and a loader that shuffles pages in only the records it reads, so a dataset
+//! larger than memory works like a small one. [`RecordDataset`] makes a file a [`Dataset`].
+//!
+//! Every record carries a CRC-32, and so does the index of record offsets: a corrupt or
+//! truncated file is an error naming the file and the record, never a panic or wrong bytes.
+//!
+//! # Layout
+//!
+//! All integers are little-endian.
+//!
+//! ```text
+//! header    magic b"RUMUSREC"                              8 bytes
+//!           format version (u32), currently 1              4 bytes
+//! record 0  payload length n (u64)                         8 bytes
+//!           CRC-32 of the payload (u32)                    4 bytes
+//!           payload                                        n bytes
+//! record 1  ...
+//! index     file offset of each record's length field (u64), one per record
+//! footer    offset of the index (u64)                      8 bytes
+//!           record count (u64)                             8 bytes
+//!           CRC-32 of the index bytes (u32)                4 bytes
+//!           magic b"RRECINDX"                              8 bytes
+//! ```
+//!
+//! Records follow one another without gaps: record 0 starts right after the header, each next
+//! one where the previous one ends, and the index right after the last one. The reader checks
+//! this, so a record's extent is known from the index alone and a stored length that disagrees
+//! with it is caught before the checksum is even computed.
+//!
+//! The index and footer go last because the writer streams: it cannot know the record count
+//! until [`RecordWriter::finish`]. A file whose writer did not finish (a crash, a killed job,
+//! a forgotten `finish`) therefore has no footer, and opening it says so instead of guessing
+//! where the records end.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use super::dataset::{Dataset, index_error};
+use crate::error::{Error, Result};
+
+/// First bytes of every record file.
+const MAGIC: [u8; 8] = *b"RUMUSREC";
+/// The format version this build writes and reads.
+const VERSION: u32 = 1;
+/// Magic and version.
+const HEADER_LEN: usize = 12;
+/// Length (u64) and CRC-32 (u32) in front of every payload.
+const FRAME_LEN: usize = 12;
+/// Last bytes of a finished record file.
+const FOOTER_MAGIC: [u8; 8] = *b"RRECINDX";
+/// Index offset (u64), record count (u64), index CRC-32 (u32) and the footer magic.
+const FOOTER_LEN: usize = 28;
+/// Bytes per index entry.
+const ENTRY_LEN: usize = 8;
+
+fn format_error(name: &str, message: impl Into<String>) -> Error {
+    Error::Format {
+        path: name.to_string(),
+        message: message.into(),
+    }
+}
+
+fn io_error(name: &str, what: &str, error: &std::io::Error) -> Error {
+    Error::Io {
+        path: name.to_string(),
+        message: format!("{what}: {error}"),
+    }
+}
+
+/// The u64 at `at`, or `None` when it does not lie inside `bytes`.
+fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    let raw = bytes.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(raw.try_into().ok()?))
+}
+
+/// The u32 at `at`, or `None` when it does not lie inside `bytes`.
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    let raw = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes(raw.try_into().ok()?))
+}
+
+/// Writes a record file front to back. Records go straight to their final path through a
+/// buffer; the index is kept in memory (8 bytes a record) and written by [`finish`], which
+/// also syncs the file to disk.
+///
+/// Dropping a writer without calling [`finish`] leaves a file without an index, which
+/// [`RecordFile`] refuses to open (rather than serving a dataset that silently lost its end).
+///
+/// [`finish`]: RecordWriter::finish
+pub struct RecordWriter {
+    out: BufWriter<File>,
+    name: String,
+    /// File offset of each record's frame.
+    offsets: Vec<u64>,
+    /// Bytes written so far (where the next frame starts).
+    position: u64,
+    /// Set when a write failed: what is on disk is then unknown, so later appends and
+    /// `finish` refuse to go on rather than write an index that points at garbage.
+    failed: bool,
+}
+
+impl RecordWriter {
+    /// Creates (or truncates) the file at `path` and writes the header.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let file = File::create(path).map_err(|e| io_error(&name, "cannot create the file", &e))?;
+        let mut out = BufWriter::new(file);
+        let mut header = [0u8; HEADER_LEN];
+        header[..8].copy_from_slice(&MAGIC);
+        header[8..].copy_from_slice(&VERSION.to_le_bytes());
+        out.write_all(&header)
+            .map_err(|e| io_error(&name, "cannot write the header", &e))?;
+        Ok(RecordWriter {
+            out,
+            name,
+            offsets: Vec::new(),
+            position: HEADER_LEN as u64,
+            failed: false,
+        })
+    }
+
+    /// Appends one record (any bytes, including none) and returns its index.
+    pub fn append(&mut self, payload: &[u8]) -> Result<u64> {
+        self.check_usable()?;
+        let index = self.offsets.len() as u64;
+        let len = payload.len() as u64;
+        let next = self
+            .position
+            .checked_add(FRAME_LEN as u64)
+            .and_then(|p| p.checked_add(len))
+            .ok_or_else(|| {
+                format_error(&self.name, "the file would exceed 2^64 bytes".to_string())
+            })?;
+        let mut frame = [0u8; FRAME_LEN];
+        frame[..8].copy_from_slice(&len.to_le_bytes());
+        frame[8..].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        let written = self
+            .out
+            .write_all(&frame)
+            .and_then(|()| self.out.write_all(payload));
+        if let Err(e) = written {
+            self.failed = true;
+            return Err(io_error(
+                &self.name,
+                &format!("cannot write record {index}"),
+                &e,
+            ));
+        }
+        self.offsets.push(self.position);
+        self.position = next;
+        Ok(index)
+    }
+
+    /// Number of records appended so far.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// Writes the index and footer, flushes, and syncs the file to disk, so that once this
+    /// returns `Ok` the file is complete even if the machine loses power.
+    pub fn finish(mut self) -> Result<()> {
+        self.check_usable()?;
+        let name = self.name.clone();
+        let fail = |what: &str, e: &std::io::Error| io_error(&name, what, e);
+        let mut hasher = crc32fast::Hasher::new();
+        for offset in &self.offsets {
+            let entry = offset.to_le_bytes();
+            hasher.update(&entry);
+            self.out
+                .write_all(&entry)
+                .map_err(|e| fail("cannot write the index", &e))?;
+        }
+        let mut footer = [0u8; FOOTER_LEN];
+        footer[..8].copy_from_slice(&self.position.to_le_bytes());
+        footer[8..16].copy_from_slice(&(self.offsets.len() as u64).to_le_bytes());
+        footer[16..20].copy_from_slice(&hasher.finalize().to_le_bytes());
+        footer[20..].copy_from_slice(&FOOTER_MAGIC);
+        self.out
+            .write_all(&footer)
+            .map_err(|e| fail("cannot write the footer", &e))?;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| fail("cannot flush the file", e.error()))?;
+        file.sync_all()
+            .map_err(|e| fail("cannot sync the file to disk", &e))
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(format_error(
+                &self.name,
+                "an earlier write to this record file failed; the file is incomplete, write it again",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for RecordWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordWriter")
+            .field("name", &self.name)
+            .field("records", &self.offsets.len())
+            .finish()
+    }
+}
+
+/// A finished record file, read in place. `B` holds the file's bytes: a memory map for
+/// [`RecordFile::open`], or anything byte-like (a `Vec<u8>`, a `&[u8]`) for
+/// [`RecordFile::from_bytes`], which is what tests and fuzzing use.
+///
+/// Opening checks the header, the footer, the index checksum and that the index describes
+/// records laid end to end; [`get`](RecordFile::get) checks one record's frame and checksum.
+///
+/// A memory-mapped file must not be modified or truncated by anyone while it is open: the
+/// mapped bytes would change underneath the reader (on Linux, a truncated file even kills the
+/// process with `SIGBUS`). Record files are written once and then only read, which is the
+/// assumption this type rests on.
+pub struct RecordFile<B = Mmap> {
+    bytes: B,
+    name: String,
+    count: usize,
+    index_offset: usize,
+}
+
+impl RecordFile<Mmap> {
+    /// Maps the file at `path` into memory and validates its layout (see [`RecordFile`] for
+    /// the requirement that nobody modifies it while it is open).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let file = File::open(path).map_err(|e| io_error(&name, "cannot open the file", &e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| io_error(&name, "cannot read the file's size", &e))?
+            .len();
+        if len == 0 {
+            // Mapping zero bytes is an error on some systems.
+            return Err(empty_file_error(&name));
+        }
+        // SAFETY: `Mmap::map` is unsafe because the mapped bytes change if the file is
+        // modified while mapped, which would break the immutability of the `&[u8]` it hands
+        // out. Record files are written once by `RecordWriter` and only read afterwards; the
+        // type's documentation requires that nothing writes to or truncates the file while a
+        // `RecordFile` maps it. Every read still goes through bounds-checked slicing.
+        let map = unsafe { Mmap::map(&file) }
+            .map_err(|e| io_error(&name, "cannot memory-map the file", &e))?;
+        RecordFile::from_bytes(map, &name)
+    }
+}
+
+impl<B: AsRef<[u8]>> RecordFile<B> {
+    /// Validates `bytes` as a record file; `name` stands for the file in error messages.
+    pub fn from_bytes(bytes: B, name: &str) -> Result<Self> {
+        let (index_offset, count) = check_layout(bytes.as_ref(), name)?;
+        Ok(RecordFile {
+            bytes,
+            name: name.to_string(),
+            count,
+            index_offset,
+        })
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The file's name as used in error messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The payload of record `index`, borrowed from the file. Finding it costs two index
+    /// reads whatever the record count; the payload's checksum is verified on every call, so
+    /// corruption that happened after opening is caught too.
+    pub fn get(&self, index: usize) -> Result<&[u8]> {
+        if index >= self.count {
+            return Err(index_error("RecordFile::get", index, self.count));
+        }
+        let data = self.bytes.as_ref();
+        let start = self.entry(data, index)?;
+        // `index < count`, so `index + 1` cannot overflow.
+        let (end, next) = if index + 1 < self.count {
+            (
+                self.entry(data, index + 1)?,
+                format!("record {}", index + 1),
+            )
+        } else {
+            (self.index_offset, "the index".to_string())
+        };
+        let payload_start = start
+            .checked_add(FRAME_LEN)
+            .filter(|&p| p <= end)
+            .ok_or_else(|| {
+                self.record_error(
+                    index,
+                    format!(
+                        "its frame at offset {start} does not fit before {next} at offset {end}: the file is corrupted"
+                    ),
+                )
+            })?;
+        let (Some(stored_len), Some(stored_crc), Some(payload)) = (
+            read_u64(data, start),
+            read_u32(data, start + 8),
+            data.get(payload_start..end),
+        ) else {
+            return Err(self.record_error(
+                index,
+                format!(
+                    "bytes {start}..{end} lie outside the file ({} bytes): it was modified or truncated while open",
+                    data.len()
+                ),
+            ));
+        };
+        if stored_len != payload.len() as u64 {
+            return Err(self.record_error(
+                index,
+                format!(
+                    "stored length {stored_len} does not match the {} bytes between its frame and {next}: the file is corrupted",
+                    payload.len()
+                ),
+            ));
+        }
+        let computed = crc32fast::hash(payload);
+        if computed != stored_crc {
+            return Err(self.record_error(
+                index,
+                format!(
+                    "checksum mismatch (stored 0x{stored_crc:08x}, computed 0x{computed:08x}): the file is corrupted"
+                ),
+            ));
+        }
+        Ok(payload)
+    }
+
+    /// Every record in order.
+    pub fn iter(&self) -> impl Iterator<Item = Result<&[u8]>> + '_ {
+        (0..self.count).map(|i| self.get(i))
+    }
+
+    /// The offset index entry `i` stores (validated when the file was opened, but read
+    /// defensively in case the bytes changed since).
+    fn entry(&self, data: &[u8], i: usize) -> Result<usize> {
+        i.checked_mul(ENTRY_LEN)
+            .and_then(|o| o.checked_add(self.index_offset))
+            .and_then(|at| read_u64(data, at))
+            .and_then(|offset| usize::try_from(offset).ok())
+            .ok_or_else(|| {
+                self.record_error(
+                    i,
+                    "its index entry lies outside the file: it was modified or truncated while open",
+                )
+            })
+    }
+
+    fn record_error(&self, index: usize, message: impl fmt::Display) -> Error {
+        format_error(&self.name, format!("record {index}: {message}"))
+    }
+}
+
+impl<B> fmt::Debug for RecordFile<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordFile")
+            .field("name", &self.name)
+            .field("records", &self.count)
+            .finish()
+    }
+}
+
+fn empty_file_error(name: &str) -> Error {
+    format_error(
+        name,
+        "the file is empty (0 bytes): it is truncated, or its writer never wrote the header",
+    )
+}
+
+/// Checks everything about a record file that does not depend on one record, and returns
+/// where the index starts and how many records there are.
+fn check_layout(data: &[u8], name: &str) -> Result<(usize, usize)> {
+    let len = data.len();
+    if len == 0 {
+        return Err(empty_file_error(name));
+    }
+    let magic_len = len.min(MAGIC.len());
+    if data.get(..magic_len) != MAGIC.get(..magic_len) {
+        return Err(format_error(
+            name,
+            "not a record file (the first bytes are not the magic \"RUMUSREC\")",
+        ));
+    }
+    let Some(version) = read_u32(data, MAGIC.len()) else {
+        return Err(format_error(
+            name,
+            format!("truncated: {len} bytes, shorter than the {HEADER_LEN}-byte header"),
+        ));
+    };
+    if version != VERSION {
+        return Err(format_error(
+            name,
+            format!(
+                "unsupported record file version {version} (this build of rumus reads version {VERSION})"
+            ),
+        ));
+    }
+    let footer_start = len.checked_sub(FOOTER_LEN).filter(|&s| s >= HEADER_LEN);
+    let footer = footer_start.and_then(|s| {
+        let magic = data.get(s + 20..)?;
+        (magic == FOOTER_MAGIC).then_some(s)
+    });
+    let Some(footer_start) = footer else {
+        return Err(format_error(
+            name,
+            format!(
+                "no index footer: the writer did not finish, or the file is truncated ({len} bytes; a finished file ends with the magic \"RRECINDX\")"
+            ),
+        ));
+    };
+    let (Some(index_offset), Some(count), Some(stored_crc)) = (
+        read_u64(data, footer_start),
+        read_u64(data, footer_start + 8),
+        read_u32(data, footer_start + 16),
+    ) else {
+        // Unreachable: the footer was checked to lie inside the file.
+        return Err(format_error(name, "the index footer cannot be read"));
+    };
+    let index_end = count
+        .checked_mul(ENTRY_LEN as u64)
+        .and_then(|n| n.checked_add(index_offset));
+    if index_end != Some(footer_start as u64) || index_offset < HEADER_LEN as u64 {
+        return Err(format_error(
+            name,
+            format!(
+                "the index footer is inconsistent: an index of {count} records at offset {index_offset} does not end where the footer starts (offset {footer_start}): the file is corrupted or truncated"
+            ),
+        ));
+    }
+    // Both are below the file length now, so they fit in usize.
+    let (index_offset, count) = (index_offset as usize, count as usize);
+    let index = data.get(index_offset..footer_start).unwrap_or_default();
+    let computed = crc32fast::hash(index);
+    if computed != stored_crc {
+        return Err(format_error(
+            name,
+            format!(
+                "index checksum mismatch (stored 0x{stored_crc:08x}, computed 0x{computed:08x}): the file is corrupted"
+            ),
+        ));
+    }
+    if count == 0 && index_offset != HEADER_LEN {
+        return Err(format_error(
+            name,
+            format!(
+                "the index lists no records but starts at offset {index_offset}, not right after the header: the file is corrupted"
+            ),
+        ));
+    }
+    // The index passed its checksum, so a bad entry here means a faulty writer rather than
+    // damage; it is checked all the same, since `get` relies on it.
+    let mut previous: Option<u64> = None;
+    for (i, entry) in index.chunks_exact(ENTRY_LEN).enumerate() {
+        let offset = u64::from_le_bytes(entry.try_into().unwrap_or_default());
+        let earliest = match previous {
+            None => HEADER_LEN as u64,
+            Some(p) => p.saturating_add(FRAME_LEN as u64),
+        };
+        let misplaced = if previous.is_none() {
+            offset != earliest
+        } else {
+            offset < earliest
+        };
+        let room = offset.checked_add(FRAME_LEN as u64);
+        if misplaced || room.is_none_or(|end| end > index_offset as u64) {
+            return Err(format_error(
+                name,
+                format!(
+                    "record {i}: its index entry (offset {offset}) is out of place (expected at least {earliest}, the first record exactly {HEADER_LEN}, each leaving its {FRAME_LEN}-byte frame before the index at {index_offset}): the file is corrupted"
+                ),
+            ));
+        }
+        previous = Some(offset);
+    }
+    Ok((index_offset, count))
+}
+
+/// A record file as a [`Dataset`] of owned payloads (`Vec<u8>`: loader workers need items
+/// that do not borrow the file). Decode them with a `map`, e.g.
+/// `RecordDataset::open(path)?.map(|bytes| Sample::from_bytes(&bytes))`.
+///
+/// The file sits in an [`Arc`], so clones of the dataset share one mapping.
+pub struct RecordDataset<B = Mmap> {
+    file: Arc<RecordFile<B>>,
+}
+
+impl RecordDataset<Mmap> {
+    /// Opens the record file at `path` (see [`RecordFile::open`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Ok(RecordDataset::new(RecordFile::open(path)?))
+    }
+}
+
+impl<B> RecordDataset<B> {
+    pub fn new(file: RecordFile<B>) -> Self {
+        RecordDataset {
+            file: Arc::new(file),
+        }
+    }
+
+    /// A dataset over a file that is also used elsewhere.
+    pub fn from_shared(file: Arc<RecordFile<B>>) -> Self {
+        RecordDataset { file }
+    }
+
+    pub fn file(&self) -> &Arc<RecordFile<B>> {
+        &self.file
+    }
+}
+
+impl<B> Clone for RecordDataset<B> {
+    fn clone(&self) -> Self {
+        RecordDataset {
+            file: Arc::clone(&self.file),
+        }
+    }
+}
+
+impl<B> fmt::Debug for RecordDataset<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RecordDataset").field(&self.file).finish()
+    }
+}
+
+impl<B: AsRef<[u8]> + Send + Sync> Dataset for RecordDataset<B> {
+    type Item = Vec<u8>;
+
+    fn len(&self) -> usize {
+        self.file.len()
+    }
+
+    fn get(&self, index: usize) -> Result<Vec<u8>> {
+        if index >= self.file.len() {
+            return Err(index_error("RecordDataset::get", index, self.file.len()));
+        }
+        self.file.get(index).map(<[u8]>::to_vec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record file assembled by hand: `area` between the header and the index, and an
+    /// index of `offsets` with a correct checksum.
+    fn assemble(area: &[u8], offsets: &[u64]) -> Vec<u8> {
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend(VERSION.to_le_bytes());
+        bytes.extend(area);
+        let index_offset = bytes.len() as u64;
+        let index: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+        bytes.extend(&index);
+        bytes.extend(index_offset.to_le_bytes());
+        bytes.extend((offsets.len() as u64).to_le_bytes());
+        bytes.extend(crc32fast::hash(&index).to_le_bytes());
+        bytes.extend(FOOTER_MAGIC);
+        bytes
+    }
+
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut bytes = (payload.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(crc32fast::hash(payload).to_le_bytes());
+        bytes.extend(payload);
+        bytes
+    }
+
+    fn open_err(bytes: Vec<u8>) -> String {
+        RecordFile::from_bytes(bytes, "mem.rrec")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn reads_a_hand_assembled_file() {
+        let mut area = frame(b"abc");
+        area.extend(frame(b""));
+        area.extend(frame(b"xy"));
+        let file = RecordFile::from_bytes(assemble(&area, &[12, 27, 39]), "mem.rrec").unwrap();
+        assert_eq!(file.len(), 3);
+        assert_eq!(file.get(2).unwrap(), b"xy");
+        assert_eq!(file.get(1).unwrap(), b"");
+        assert_eq!(file.get(0).unwrap(), b"abc");
+        assert!(matches!(
+            file.get(3),
+            Err(Error::IndexOutOfRange { index: 3, .. })
+        ));
+        let empty = RecordFile::from_bytes(assemble(&[], &[]), "mem.rrec").unwrap();
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn header_errors_are_clear() {
+        assert!(open_err(Vec::new()).contains("empty (0 bytes)"));
+        assert!(open_err(b"RUMUS".to_vec()).contains("truncated"));
+        assert!(open_err(b"PK\x03\x04 not a record file at all".to_vec()).contains("magic"));
+        let mut future = assemble(&[], &[]);
+        future[8] = 2;
+        let err = open_err(future);
+        assert!(
+            err.contains("version 2") && err.contains("reads version 1"),
+            "{err}"
+        );
+        let mut header_only = MAGIC.to_vec();
+        header_only.extend(VERSION.to_le_bytes());
+        let err = open_err(header_only);
+        assert!(err.contains("no index footer"), "{err}");
+    }
+
+    #[test]
+    fn hostile_footers_do_not_overflow() {
+        let valid = assemble(&frame(b"abc"), &[12]);
+        let footer = valid.len() - FOOTER_LEN;
+        for (field, value) in [(0, u64::MAX), (8, u64::MAX), (8, u64::MAX / 8 + 1), (0, 0)] {
+            let mut bytes = valid.clone();
+            bytes[footer + field..footer + field + 8].copy_from_slice(&value.to_le_bytes());
+            let err = open_err(bytes);
+            assert!(err.contains("footer is inconsistent"), "{err}");
+        }
+    }
+
+    #[test]
+    fn misplaced_index_entries_are_rejected() {
+        let mut area = frame(b"abc");
+        area.extend(frame(b"de"));
+        // First record not at the header's end; decreasing; too close; past the index.
+        for offsets in [[13, 27], [27, 12], [12, 20], [12, 40]] {
+            let err = open_err(assemble(&area, &offsets));
+            assert!(err.contains("out of place"), "{offsets:?}: {err}");
+        }
+        // Bytes between the header and an empty index.
+        let err = open_err(assemble(b"junk", &[]));
+        assert!(err.contains("lists no records"), "{err}");
+    }
+
+    #[test]
+    fn record_errors_name_the_file_and_record() {
+        let mut area = frame(b"abc");
+        area.extend(frame(b"defg"));
+        let mut bytes = assemble(&area, &[12, 27]);
+        bytes[12 + 15 + 12] ^= 1; // first payload byte of record 1
+        let file = RecordFile::from_bytes(bytes, "mem.rrec").unwrap();
+        assert_eq!(file.get(0).unwrap(), b"abc");
+        let err = file.get(1).unwrap_err().to_string();
+        assert!(
+            err.starts_with("mem.rrec: record 1: checksum mismatch"),
+            "{err}"
+        );
+        // A length that disagrees with the index.
+        let mut bytes = assemble(&area, &[12, 27]);
+        bytes[12] = 4;
+        let err = RecordFile::from_bytes(bytes, "mem.rrec")
+            .unwrap()
+            .get(0)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("record 0: stored length 4"), "{err}");
+    }
+}
