@@ -1,0 +1,267 @@
+//! Record files: records of any size round-trip and are read in any order; samples stored as
+//! records come back through a dataset; and a corrupted, truncated or unfinished file is an
+//! error naming what is wrong, never a panic and never different bytes.
+
+use std::path::{Path, PathBuf};
+
+use rumus::data::{Dataset, Features, RecordDataset, RecordFile, RecordWriter, Sample, Target};
+use rumus::rng::Generator;
+
+/// A scratch directory unique to one test (and process), removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("rumus-record-files-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Payload `i`: a length that varies a lot (often empty), and bytes that depend on `i`.
+fn payload(i: usize) -> Vec<u8> {
+    let len = match i % 7 {
+        0 => 0,
+        1 => 1,
+        2 => 4096 + i,
+        _ => (i * 37) % 300,
+    };
+    (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
+}
+
+fn write(path: &Path, payloads: &[Vec<u8>]) {
+    let mut writer = RecordWriter::create(path).unwrap();
+    for (i, p) in payloads.iter().enumerate() {
+        assert_eq!(writer.append(p).unwrap(), i as u64);
+    }
+    assert_eq!(writer.len(), payloads.len());
+    writer.finish().unwrap();
+}
+
+/// The bytes of a small finished file.
+fn small_file(scratch: &Scratch, payloads: &[Vec<u8>]) -> Vec<u8> {
+    let path = scratch.path("small.rrec");
+    write(&path, payloads);
+    std::fs::read(&path).unwrap()
+}
+
+fn small_payloads() -> Vec<Vec<u8>> {
+    vec![b"first".to_vec(), Vec::new(), vec![0xAB; 9], b"z".to_vec()]
+}
+
+#[test]
+fn many_records_of_varied_sizes_round_trip() {
+    let scratch = Scratch::new("round-trip");
+    let path = scratch.path("many.rrec");
+    let payloads: Vec<Vec<u8>> = (0..3000).map(payload).collect();
+    write(&path, &payloads);
+    let file = RecordFile::open(&path).unwrap();
+    assert_eq!(file.len(), payloads.len());
+    for (i, (got, expected)) in file.iter().zip(&payloads).enumerate() {
+        assert_eq!(got.unwrap(), expected.as_slice(), "record {i}");
+    }
+    assert!(file.get(3000).is_err());
+
+    let empty = scratch.path("empty.rrec");
+    write(&empty, &[]);
+    assert!(RecordFile::open(&empty).unwrap().is_empty());
+}
+
+#[test]
+fn records_are_read_in_any_order() {
+    let scratch = Scratch::new("random-access");
+    let path = scratch.path("shuffled.rrec");
+    let payloads: Vec<Vec<u8>> = (0..1000).map(payload).collect();
+    write(&path, &payloads);
+    let file = RecordFile::open(&path).unwrap();
+    let mut rng = Generator::new(3);
+    for &i in rng
+        .permutation(payloads.len())
+        .iter()
+        .chain([999, 0, 999, 500].iter())
+    {
+        assert_eq!(file.get(i).unwrap(), payloads[i].as_slice(), "record {i}");
+    }
+}
+
+#[test]
+fn samples_round_trip_through_a_record_dataset() {
+    let scratch = Scratch::new("samples");
+    let path = scratch.path("samples.rrec");
+    let samples: Vec<Sample> = (0..50)
+        .map(|i| {
+            let input = Features::new(
+                (0..12).map(|j| (i * 12 + j) as f32 / 7.0).collect(),
+                &[1, 3, 4],
+            )
+            .unwrap();
+            if i % 3 == 0 {
+                Sample {
+                    input,
+                    target: Target::Values(Features::vector(vec![i as f32, -1.5])),
+                }
+            } else {
+                Sample::classified(input, i as i64 % 10)
+            }
+        })
+        .collect();
+    let mut writer = RecordWriter::create(&path).unwrap();
+    for sample in &samples {
+        writer.append(&sample.try_to_bytes().unwrap()).unwrap();
+    }
+    writer.finish().unwrap();
+
+    let dataset = RecordDataset::open(&path)
+        .unwrap()
+        .map(|bytes| Sample::from_bytes(&bytes));
+    assert_eq!(dataset.len(), samples.len());
+    for i in [49, 0, 17, 3, 48] {
+        assert_eq!(dataset.get(i).unwrap(), samples[i]);
+    }
+    let err = dataset.get(50).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            rumus::Error::IndexOutOfRange {
+                index: 50,
+                size: 50,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_single_byte_corruption_is_detected() {
+    let scratch = Scratch::new("corruption");
+    let payloads = small_payloads();
+    let bytes = small_file(&scratch, &payloads);
+    let mut detected = 0;
+    for position in 0..bytes.len() {
+        for mask in [0x01u8, 0x80, 0xFF] {
+            let mut corrupt = bytes.clone();
+            corrupt[position] ^= mask;
+            let Ok(file) = RecordFile::from_bytes(corrupt, "corrupt.rrec") else {
+                detected += 1;
+                continue;
+            };
+            assert_eq!(file.len(), payloads.len(), "byte {position} ^ {mask:#x}");
+            let mut errors = 0;
+            for (i, expected) in payloads.iter().enumerate() {
+                match file.get(i) {
+                    Ok(got) => assert_eq!(
+                        got,
+                        expected.as_slice(),
+                        "byte {position} ^ {mask:#x}: record {i} came back different"
+                    ),
+                    Err(e) => {
+                        errors += 1;
+                        assert!(
+                            e.to_string().contains(&format!("record {i}:")),
+                            "byte {position} ^ {mask:#x}: {e}"
+                        );
+                    }
+                }
+            }
+            assert!(errors > 0, "byte {position} ^ {mask:#x} went unnoticed");
+            detected += 1;
+        }
+    }
+    assert_eq!(detected, bytes.len() * 3);
+}
+
+#[test]
+fn every_truncation_is_an_error_about_truncation() {
+    let scratch = Scratch::new("truncation");
+    let bytes = small_file(&scratch, &small_payloads());
+    for len in 0..bytes.len() {
+        let err = RecordFile::from_bytes(&bytes[..len], "cut.rrec")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("cut.rrec: ") && (err.contains("truncated") || err.contains("footer")),
+            "{len} bytes: {err}"
+        );
+    }
+    // The same through the file system (a zero-length file is not mapped).
+    let path = scratch.path("cut.rrec");
+    for len in [0, 5, 12, 30, bytes.len() - 1] {
+        std::fs::write(&path, &bytes[..len]).unwrap();
+        let err = RecordFile::open(&path).unwrap_err().to_string();
+        assert!(err.contains("truncated"), "{len} bytes: {err}");
+    }
+}
+
+#[test]
+fn an_unfinished_writer_leaves_a_file_that_says_so() {
+    let scratch = Scratch::new("unfinished");
+    for records in [0, 3] {
+        let path = scratch.path(&format!("unfinished-{records}.rrec"));
+        let mut writer = RecordWriter::create(&path).unwrap();
+        for i in 0..records {
+            writer.append(&payload(i)).unwrap();
+        }
+        drop(writer);
+        let err = RecordFile::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("no index footer: the writer did not finish, or the file is truncated"),
+            "{err}"
+        );
+        assert!(err.contains(&path.display().to_string()), "{err}");
+    }
+}
+
+#[test]
+fn a_corrupted_record_is_named_by_its_index() {
+    let scratch = Scratch::new("named-record");
+    let path = scratch.path("data.rrec");
+    let payloads: Vec<Vec<u8>> = (0..40).map(|i| vec![i as u8; 10 + i]).collect();
+    write(&path, &payloads);
+    // Record 17's payload starts after the header (12 bytes) and 17 frames (12 bytes each).
+    let at = 12 + (0..17).map(|i| 12 + payloads[i].len()).sum::<usize>() + 12 + 3;
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+
+    let file = RecordFile::open(&path).unwrap();
+    assert_eq!(file.get(16).unwrap(), payloads[16].as_slice());
+    assert_eq!(file.get(18).unwrap(), payloads[18].as_slice());
+    let err = file.get(17).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{}: record 17: checksum mismatch (stored 0x",
+            path.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("the file is corrupted"), "{err}");
+
+    let dataset = RecordDataset::new(file);
+    let err = dataset.get(17).unwrap_err().to_string();
+    assert!(err.contains("record 17"), "{err}");
+}
+
+#[test]
+fn wrong_magic_and_missing_files_are_clear_errors() {
+    let scratch = Scratch::new("wrong-magic");
+    let path = scratch.path("model.safetensors");
+    std::fs::write(&path, vec![b'{'; 100]).unwrap();
+    let err = RecordFile::open(&path).unwrap_err().to_string();
+    assert!(err.contains("not a record file"), "{err}");
+    let missing = scratch.path("missing.rrec");
+    let err = RecordFile::open(&missing).unwrap_err();
+    assert!(matches!(err, rumus::Error::Io { .. }), "{err}");
+}
