@@ -7,6 +7,8 @@
 
 use std::sync::Mutex;
 
+use crate::error::{Error, Result};
+
 /// A seeded pseudo-random generator (xoshiro256++).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Generator {
@@ -33,6 +35,32 @@ impl Generator {
             state: std::array::from_fn(|_| splitmix64(&mut x)),
             spare_normal: None,
         }
+    }
+
+    /// The complete state: the four xoshiro words and the cached second normal sample (as
+    /// bits). Checkpoints store it so a resumed run draws exactly the numbers the
+    /// uninterrupted run would have drawn.
+    pub fn state(&self) -> ([u64; 4], Option<u64>) {
+        (self.state, self.spare_normal)
+    }
+
+    /// Rebuilds a generator from [`Generator::state`]. The all-zero state is refused: xoshiro
+    /// would return zeros forever from it, and no seeded generator can reach it, so it can
+    /// only come from a damaged or hand-made checkpoint.
+    pub fn from_state(state: [u64; 4], spare_normal: Option<u64>) -> Result<Self> {
+        if state == [0; 4] {
+            return Err(Error::InvalidArgument {
+                op: "Generator::from_state",
+                message: "the state is all zeros, which xoshiro256++ can never leave (it would \
+                          return only zeros); take the state from `Generator::state` of a \
+                          seeded generator"
+                    .into(),
+            });
+        }
+        Ok(Generator {
+            state,
+            spare_normal,
+        })
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -123,6 +151,19 @@ mod tests {
         let (mut a, mut b) = (Generator::new(7), Generator::new(7));
         assert!((0..100).all(|_| a.next_u64() == b.next_u64()));
         assert_ne!(Generator::new(7).next_u64(), Generator::new(8).next_u64());
+    }
+
+    #[test]
+    fn state_round_trips_and_the_zero_state_is_refused() {
+        let mut g = Generator::new(3);
+        g.next_normal(); // leaves a spare normal behind
+        let (words, spare) = g.state();
+        assert!(spare.is_some());
+        let mut copy = Generator::from_state(words, spare).unwrap();
+        assert_eq!(copy, g);
+        assert!((0..10).all(|_| copy.next_normal().to_bits() == g.next_normal().to_bits()));
+        let err = Generator::from_state([0; 4], None).unwrap_err().to_string();
+        assert!(err.contains("all zeros"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,12 @@
-//! Reading and writing files: model weights (safetensors).
+//! Reading and writing files: model weights (safetensors), training checkpoints, and the
+//! atomic write both use so a crash never leaves a torn file.
 
+mod atomic;
+mod checkpoint;
+mod checkpoint_dir;
 mod safetensors;
 
+pub use self::atomic::write_atomic;
+pub use self::checkpoint::Checkpoint;
+pub use self::checkpoint_dir::{CheckpointManager, CheckpointScan};
 pub use self::safetensors::{load_safetensors, read_state, save_safetensors, write_state};

@@ -2,23 +2,25 @@
 //! weights move between rumus and PyTorch by name. Loading checks every name and shape before
 //! any parameter changes (see `Module::load_state_dict`).
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
+use super::atomic::write_atomic;
 use crate::error::{Error, Result};
 use crate::nn::{Module, StateDict};
 use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
-fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
+pub(super) fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Io {
         path: path.display().to_string(),
         message: e.to_string(),
     }
 }
 
-fn format_error(path: &Path, message: String) -> Error {
+pub(super) fn format_error(path: &Path, message: String) -> Error {
     Error::Format {
         path: path.display().to_string(),
         message,
@@ -26,7 +28,7 @@ fn format_error(path: &Path, message: String) -> Error {
 }
 
 /// Little-endian bytes of a tensor's elements.
-fn bytes_of(t: &DynTensor) -> (Dtype, Vec<u8>) {
+pub(super) fn bytes_of(t: &DynTensor) -> (Dtype, Vec<u8>) {
     match t.to_contiguous_buffer() {
         CpuBuffer::F32(v) => (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::F64(v) => (Dtype::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
@@ -35,32 +37,94 @@ fn bytes_of(t: &DynTensor) -> (Dtype, Vec<u8>) {
     }
 }
 
-/// Writes `state` to `path`.
-pub fn write_state(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
-    let path = path.as_ref();
-    let encoded: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = state
+/// A tensor ready to be written: its name, dtype, dims and little-endian bytes.
+pub(super) struct Encoded {
+    pub name: String,
+    pub dtype: Dtype,
+    pub dims: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+impl Encoded {
+    pub fn new(name: String, t: &DynTensor) -> Self {
+        let (dtype, bytes) = bytes_of(t);
+        Encoded {
+            name,
+            dtype,
+            dims: t.dims().to_vec(),
+            bytes,
+        }
+    }
+}
+
+/// The bytes of a safetensors file holding `tensors` and, if given, the `__metadata__` map.
+/// `path` only names the file in errors.
+pub(super) fn serialize(
+    tensors: &[Encoded],
+    metadata: Option<HashMap<String, String>>,
+    path: &Path,
+) -> Result<Vec<u8>> {
+    let views = tensors
         .iter()
-        .map(|(name, t)| {
-            let (dtype, bytes) = bytes_of(t);
-            (name.clone(), dtype, t.dims().to_vec(), bytes)
-        })
-        .collect();
-    let views = encoded
-        .iter()
-        .map(|(name, dtype, dims, bytes)| {
+        .map(|t| {
             Ok((
-                name.as_str(),
-                TensorView::new(*dtype, dims.clone(), bytes)
-                    .map_err(|e| format_error(path, e.to_string()))?,
+                t.name.as_str(),
+                TensorView::new(t.dtype, t.dims.clone(), &t.bytes)
+                    .map_err(|e| format_error(path, format!("tensor `{}`: {e}", t.name)))?,
             ))
         })
         .collect::<Result<Vec<_>>>()?;
-    safetensors::serialize_to_file(views, None, path).map_err(|e| io_error(path, e))
+    safetensors::serialize(views, metadata)
+        .map_err(|e| format_error(path, format!("cannot encode the tensors: {e}")))
 }
 
-fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTensor> {
+/// Writes `state` to `path`, atomically (see [`write_atomic`]): a crash while writing leaves
+/// the previous file intact.
+pub fn write_state(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let encoded: Vec<Encoded> = state
+        .iter()
+        .map(|(name, t)| Encoded::new(name.clone(), t))
+        .collect();
+    write_atomic(path, &serialize(&encoded, None, path)?)
+}
+
+/// The tensor behind `view`. `path` only names the file in errors. Never panics on hostile
+/// input: the element count is computed with checked products and compared with the data.
+pub(super) fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTensor> {
     let data = view.data();
     let dims = view.shape().to_vec();
+    let element_size = match view.dtype() {
+        Dtype::F32 => 4,
+        Dtype::F64 | Dtype::I64 => 8,
+        Dtype::BOOL => 1,
+        other => {
+            return Err(format_error(
+                path,
+                format!("tensor `{name}` has dtype {other:?}; rumus reads F32, F64, I64 and BOOL"),
+            ));
+        }
+    };
+    let expected = dims
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .and_then(|count| count.checked_mul(element_size));
+    let Some(expected) = expected else {
+        return Err(format_error(
+            path,
+            format!("tensor `{name}` has shape {dims:?}, whose size in bytes overflows"),
+        ));
+    };
+    if data.len() != expected {
+        return Err(format_error(
+            path,
+            format!(
+                "tensor `{name}` holds {} bytes, but shape {dims:?} of {:?} needs {expected}",
+                data.len(),
+                view.dtype()
+            ),
+        ));
+    }
     let chunks = |size: usize| data.chunks_exact(size);
     let buffer = match view.dtype() {
         Dtype::F32 => CpuBuffer::F32(
@@ -78,23 +142,8 @@ fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTensor> {
                 .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
                 .collect(),
         ),
-        Dtype::BOOL => CpuBuffer::Bool(data.iter().map(|&b| b != 0).collect()),
-        other => {
-            return Err(format_error(
-                path,
-                format!("tensor `{name}` has dtype {other:?}; rumus reads F32, F64, I64 and BOOL"),
-            ));
-        }
+        _ => CpuBuffer::Bool(data.iter().map(|&b| b != 0).collect()),
     };
-    if buffer.len() != dims.iter().product::<usize>() {
-        return Err(format_error(
-            path,
-            format!(
-                "tensor `{name}` holds {} values for shape {dims:?}",
-                buffer.len()
-            ),
-        ));
-    }
     Ok(DynTensor::from_buffer(buffer, &dims))
 }
 

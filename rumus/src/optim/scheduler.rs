@@ -42,6 +42,15 @@ impl<S: Schedule> LrScheduler<S> {
         optimizer.set_lrs(&self.current());
     }
 
+    /// Jumps to `epoch` (as if `step` had been called `epoch` times) and sets the rates for
+    /// it. Resuming from a checkpoint needs this: the scheduler is rebuilt from the
+    /// optimizer's initial rates, so its position must be restored rather than replayed.
+    /// Call it after the optimizer's state is restored, as that overwrites the rates.
+    pub fn set_epoch(&mut self, optimizer: &mut dyn Optimizer, epoch: u64) {
+        self.epoch = epoch;
+        optimizer.set_lrs(&self.current());
+    }
+
     /// The rates set by the last step.
     pub fn last_lrs(&self) -> Vec<f64> {
         self.current()

@@ -1,0 +1,596 @@
+//! Training checkpoints: everything needed to continue a run bit for bit as if it had never
+//! stopped (model and optimizer state, schedule position, the process-wide random generator,
+//! epoch and step), in one safetensors file written atomically and guarded by a CRC-32.
+//!
+//! # File format (version 1)
+//!
+//! A safetensors file. Model tensors are named `model.<name>`, optimizer buffers
+//! `optimizer.<key>` (`optimizer.0.1.exp_avg`). The `__metadata__` map holds:
+//!
+//! | key | value |
+//! |---|---|
+//! | `format`, `format_version` | `rumus.checkpoint`, `1` |
+//! | `epoch`, `step` | decimal |
+//! | `scheduler_epoch` | decimal, or `none` |
+//! | `optimizer.lrs` | comma-separated rates, exact (`{:e}` round-trips) |
+//! | `optimizer.steps` | one `<group>.<index>=<count>` per line |
+//! | `model.order`, `optimizer.order` | tensor names, one per line, in their original order |
+//! | `rng.state`, `rng.spare_normal` | four 16-digit hex words; the spare as hex bits or `none` |
+//! | `user.<key>` | the user's [`Checkpoint::metadata`] |
+//! | `checksum` | `crc32:<8 hex digits>` |
+//!
+//! The checksum covers every other metadata entry and every tensor's name, dtype, shape and
+//! bytes, so a flipped bit anywhere in the data (and in most of the header) is reported as
+//! corruption instead of silently resuming from damaged weights.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors};
+
+use super::atomic::write_atomic;
+use super::safetensors::{Encoded, decode, format_error, io_error, serialize};
+use crate::error::{Error, Result};
+use crate::nn::{Module, StateDict};
+use crate::optim::{Optimizer, OptimizerState};
+use crate::rng::{Generator, global_state, set_global_state};
+
+const FORMAT: &str = "rumus.checkpoint";
+const VERSION: u32 = 1;
+
+const KEY_FORMAT: &str = "format";
+const KEY_VERSION: &str = "format_version";
+const KEY_EPOCH: &str = "epoch";
+const KEY_STEP: &str = "step";
+const KEY_SCHEDULER_EPOCH: &str = "scheduler_epoch";
+const KEY_LRS: &str = "optimizer.lrs";
+const KEY_STEPS: &str = "optimizer.steps";
+const KEY_MODEL_ORDER: &str = "model.order";
+const KEY_OPTIMIZER_ORDER: &str = "optimizer.order";
+const KEY_RNG_STATE: &str = "rng.state";
+const KEY_RNG_SPARE: &str = "rng.spare_normal";
+const KEY_CHECKSUM: &str = "checksum";
+const USER_PREFIX: &str = "user.";
+const MODEL_PREFIX: &str = "model.";
+const OPTIMIZER_PREFIX: &str = "optimizer.";
+const NONE: &str = "none";
+
+/// A snapshot of a training run. [`Checkpoint::capture`] takes it, [`Checkpoint::save`] and
+/// [`Checkpoint::load`] move it through a file, [`Checkpoint::restore`] puts it back.
+///
+/// Resuming, in this order:
+/// 1. build the model, the optimizer and the scheduler exactly as for a fresh run (the
+///    scheduler takes its base rates from the fresh optimizer);
+/// 2. [`Checkpoint::restore`] the model, the optimizer and the global generator;
+/// 3. `scheduler.set_epoch(&mut optimizer, epoch)` with [`Checkpoint::scheduler_epoch`];
+/// 4. continue at [`Checkpoint::epoch`] / [`Checkpoint::step`], with any per-epoch data order
+///    derived from the epoch (e.g. a `Generator` seeded by it), so the remaining batches are
+///    the ones the uninterrupted run would have seen.
+#[derive(Clone)]
+pub struct Checkpoint {
+    /// Model parameters and buffers by dotted name.
+    pub model: StateDict,
+    pub optimizer: OptimizerState,
+    /// [`LrScheduler::epoch`](crate::optim::LrScheduler::epoch), if a scheduler is used.
+    pub scheduler_epoch: Option<u64>,
+    /// The process-wide generator (dropout masks and random initialisation draw from it).
+    pub rng: Generator,
+    pub epoch: u64,
+    pub step: u64,
+    /// Free-form fields of the caller (run name, best validation loss, ...).
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shapes = |state: &[(String, crate::DynTensor)]| {
+            state
+                .iter()
+                .map(|(n, t)| format!("{n}: {:?} {}", t.dims(), t.dtype()))
+                .collect::<Vec<_>>()
+        };
+        f.debug_struct("Checkpoint")
+            .field("model", &shapes(&self.model))
+            .field("optimizer.lrs", &self.optimizer.lrs)
+            .field("optimizer.steps", &self.optimizer.steps)
+            .field("optimizer.buffers", &shapes(&self.optimizer.buffers))
+            .field("scheduler_epoch", &self.scheduler_epoch)
+            .field("rng", &self.rng)
+            .field("epoch", &self.epoch)
+            .field("step", &self.step)
+            .field("metadata", &self.metadata)
+            .finish()
+    }
+}
+
+impl Checkpoint {
+    /// Snapshots `model`, `optimizer` and the process-wide generator. `scheduler_epoch` is
+    /// `scheduler.epoch()` (or `None`); `epoch` and `step` are the position to resume at.
+    pub fn capture(
+        model: &dyn Module,
+        optimizer: &dyn Optimizer,
+        scheduler_epoch: Option<u64>,
+        epoch: u64,
+        step: u64,
+    ) -> Self {
+        Checkpoint {
+            model: model.state_dict(),
+            optimizer: optimizer.state_dict(),
+            scheduler_epoch,
+            rng: global_state(),
+            epoch,
+            step,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a user field (stored as `user.<key>` in the file).
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Loads the model and optimizer state and sets the process-wide generator. Every check
+    /// (names, shapes and dtypes of model and optimizer tensors, parameter groups) runs
+    /// before anything changes, so a checkpoint of another architecture is an error that
+    /// leaves the model, the optimizer and the generator as they were. The scheduler is not
+    /// touched: call `set_epoch` with [`Checkpoint::scheduler_epoch`] afterwards.
+    pub fn restore(&self, model: &dyn Module, optimizer: &mut dyn Optimizer) -> Result<()> {
+        check_model(model, &self.model)?;
+        check_optimizer(optimizer, &self.optimizer)?;
+        let previous = model.state_dict();
+        model.load_state_dict(&self.model)?;
+        if let Err(e) = optimizer.load_state_dict(&self.optimizer) {
+            // Unreachable after the checks above unless an optimizer adds its own; undo the
+            // model so the promise of "nothing changed" holds either way.
+            model.load_state_dict(&previous)?;
+            return Err(e);
+        }
+        set_global_state(self.rng.clone());
+        Ok(())
+    }
+
+    /// Writes the checkpoint to `path` atomically: a crash while saving leaves the previous
+    /// file at `path` intact.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let bytes = self.to_bytes().map_err(|e| match e {
+            Error::InvalidArgument { op, message } => Error::InvalidArgument {
+                op,
+                message: format!("{}: {message}", path.display()),
+            },
+            other => other,
+        })?;
+        write_atomic(path, &bytes)
+    }
+
+    /// Reads a checkpoint written by [`Checkpoint::save`]; damaged files are errors naming
+    /// the file (see [`Checkpoint::from_bytes`]).
+    pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+        Checkpoint::from_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// The file contents [`Checkpoint::save`] writes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        check_names("model", self.model.iter().map(|(n, _)| n.as_str()))?;
+        check_names(
+            "optimizer buffer",
+            self.optimizer.buffers.iter().map(|(n, _)| n.as_str()),
+        )?;
+        check_names(
+            "optimizer step",
+            self.optimizer.steps.iter().map(|(n, _)| n.as_str()),
+        )?;
+        let mut tensors: Vec<Encoded> = Vec::new();
+        for (name, t) in &self.model {
+            tensors.push(Encoded::new(format!("{MODEL_PREFIX}{name}"), t));
+        }
+        for (name, t) in &self.optimizer.buffers {
+            tensors.push(Encoded::new(format!("{OPTIMIZER_PREFIX}{name}"), t));
+        }
+        let mut meta = HashMap::new();
+        let mut put = |key: &str, value: String| meta.insert(key.to_string(), value);
+        put(KEY_FORMAT, FORMAT.into());
+        put(KEY_VERSION, VERSION.to_string());
+        put(KEY_EPOCH, self.epoch.to_string());
+        put(KEY_STEP, self.step.to_string());
+        put(
+            KEY_SCHEDULER_EPOCH,
+            self.scheduler_epoch.map_or(NONE.into(), |e| e.to_string()),
+        );
+        let lrs: Vec<String> = self
+            .optimizer
+            .lrs
+            .iter()
+            .map(|lr| format!("{lr:e}"))
+            .collect();
+        put(KEY_LRS, lrs.join(","));
+        put(
+            KEY_STEPS,
+            self.optimizer
+                .steps
+                .iter()
+                .map(|(k, v)| format!("{k}={v}\n"))
+                .collect(),
+        );
+        put(KEY_MODEL_ORDER, lines(self.model.iter().map(|(n, _)| n)));
+        put(
+            KEY_OPTIMIZER_ORDER,
+            lines(self.optimizer.buffers.iter().map(|(n, _)| n)),
+        );
+        let (words, spare) = self.rng.state();
+        let words: Vec<String> = words.iter().map(|w| format!("{w:016x}")).collect();
+        put(KEY_RNG_STATE, words.join(","));
+        put(
+            KEY_RNG_SPARE,
+            spare.map_or(NONE.into(), |bits| format!("{bits:016x}")),
+        );
+        for (key, value) in &self.metadata {
+            meta.insert(format!("{USER_PREFIX}{key}"), value.clone());
+        }
+        let parts: Vec<Part> = tensors
+            .iter()
+            .map(|t| Part {
+                name: &t.name,
+                dtype: t.dtype,
+                dims: &t.dims,
+                data: &t.bytes,
+            })
+            .collect();
+        let crc = checksum(&meta, parts);
+        meta.insert(KEY_CHECKSUM.into(), format!("crc32:{crc:08x}"));
+        serialize(&tensors, Some(meta), Path::new("checkpoint"))
+    }
+
+    /// Parses the contents of a checkpoint file; `name` (usually the path) names it in
+    /// errors. Any damage (truncation, flipped bits, foreign files) is an
+    /// [`Error::Format`], never a panic, whatever the bytes are.
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Checkpoint> {
+        let path = Path::new(name);
+        let bad = |message: String| format_error(path, message);
+        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| {
+            bad(format!(
+                "not a readable checkpoint ({e}); the file is truncated, damaged or not a \
+                 safetensors file"
+            ))
+        })?;
+        let file = SafeTensors::deserialize(bytes)
+            .map_err(|e| bad(format!("not a readable checkpoint ({e})")))?;
+        let meta = header.metadata().clone().unwrap_or_default();
+        match meta.get(KEY_FORMAT).map(String::as_str) {
+            Some(FORMAT) => {}
+            _ => {
+                return Err(bad(format!(
+                    "not a rumus checkpoint (its metadata has no `{KEY_FORMAT}: {FORMAT}` \
+                     entry); model weights load with `load_safetensors`"
+                )));
+            }
+        }
+        let version = meta.get(KEY_VERSION).map(String::as_str).unwrap_or("?");
+        if version != VERSION.to_string() {
+            return Err(bad(format!(
+                "checkpoint format version {version}; this rumus reads version {VERSION} \
+                 (a newer rumus wrote it?)"
+            )));
+        }
+        let views = file.tensors();
+        let mut parts = Vec::with_capacity(views.len());
+        for (tensor_name, view) in &views {
+            parts.push(Part {
+                name: tensor_name,
+                dtype: view.dtype(),
+                dims: view.shape(),
+                data: view.data(),
+            });
+        }
+        let stored = meta.get(KEY_CHECKSUM).map(String::as_str).unwrap_or("");
+        let computed = format!("crc32:{:08x}", checksum(&meta, parts));
+        if stored != computed {
+            return Err(bad(format!(
+                "checkpoint is corrupted: checksum mismatch (stored `{stored}`, computed \
+                 `{computed}`); the file changed after it was written; resume from an \
+                 earlier checkpoint"
+            )));
+        }
+
+        let field = |key: &str| {
+            meta.get(key)
+                .map(String::as_str)
+                .ok_or_else(|| bad(format!("the checkpoint metadata has no `{key}` entry")))
+        };
+        let number = |key: &str, text: &str| {
+            text.parse::<u64>()
+                .map_err(|_| bad(format!("metadata `{key}` is `{text}`, not a whole number")))
+        };
+        let hex = |key: &str, text: &str| {
+            u64::from_str_radix(text, 16)
+                .map_err(|_| bad(format!("metadata `{key}` holds `{text}`, not a hex word")))
+        };
+        let epoch = number(KEY_EPOCH, field(KEY_EPOCH)?)?;
+        let step = number(KEY_STEP, field(KEY_STEP)?)?;
+        let scheduler_epoch = match field(KEY_SCHEDULER_EPOCH)? {
+            NONE => None,
+            text => Some(number(KEY_SCHEDULER_EPOCH, text)?),
+        };
+        let lrs = match field(KEY_LRS)? {
+            "" => Vec::new(),
+            text => text
+                .split(',')
+                .map(|lr| {
+                    lr.parse::<f64>()
+                        .map_err(|_| bad(format!("metadata `{KEY_LRS}` holds `{lr}`")))
+                })
+                .collect::<Result<_>>()?,
+        };
+        let steps = field(KEY_STEPS)?
+            .split_terminator('\n')
+            .map(|line| {
+                let (key, count) = line
+                    .rsplit_once('=')
+                    .ok_or_else(|| bad(format!("metadata `{KEY_STEPS}` has the line `{line}`")))?;
+                Ok((key.to_string(), number(KEY_STEPS, count)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let words: Vec<u64> = field(KEY_RNG_STATE)?
+            .split(',')
+            .map(|w| hex(KEY_RNG_STATE, w))
+            .collect::<Result<_>>()?;
+        let words: [u64; 4] = words.try_into().map_err(|w: Vec<u64>| {
+            bad(format!(
+                "metadata `{KEY_RNG_STATE}` has {} words, not 4",
+                w.len()
+            ))
+        })?;
+        let spare = match field(KEY_RNG_SPARE)? {
+            NONE => None,
+            text => Some(hex(KEY_RNG_SPARE, text)?),
+        };
+        let rng = Generator::from_state(words, spare).map_err(|e| bad(e.to_string()))?;
+
+        let mut model = HashMap::new();
+        let mut buffers = HashMap::new();
+        for (tensor_name, view) in &views {
+            let tensor = decode(path, tensor_name, view)?;
+            if let Some(n) = tensor_name.strip_prefix(MODEL_PREFIX) {
+                model.insert(n, tensor);
+            } else if let Some(n) = tensor_name.strip_prefix(OPTIMIZER_PREFIX) {
+                buffers.insert(n, tensor);
+            } else {
+                return Err(bad(format!(
+                    "tensor `{tensor_name}` is neither `{MODEL_PREFIX}*` nor \
+                     `{OPTIMIZER_PREFIX}*`"
+                )));
+            }
+        }
+        let model = in_order(KEY_MODEL_ORDER, field(KEY_MODEL_ORDER)?, model, &bad)?;
+        let buffers = in_order(
+            KEY_OPTIMIZER_ORDER,
+            field(KEY_OPTIMIZER_ORDER)?,
+            buffers,
+            &bad,
+        )?;
+        let metadata = meta
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(USER_PREFIX)?.to_string(), v.clone())))
+            .collect();
+        Ok(Checkpoint {
+            model,
+            optimizer: OptimizerState {
+                lrs,
+                steps,
+                buffers,
+            },
+            scheduler_epoch,
+            rng,
+            epoch,
+            step,
+            metadata,
+        })
+    }
+}
+
+/// Names are stored one per line, and must be unique to be found again by name.
+fn check_names<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = HashSet::new();
+    for name in names {
+        let problem = if name.contains('\n') {
+            "contains a line break"
+        } else if !seen.insert(name) {
+            "appears twice"
+        } else {
+            continue;
+        };
+        return Err(Error::InvalidArgument {
+            op: "Checkpoint::to_bytes",
+            message: format!(
+                "{what} name {name:?} {problem}; checkpoint names must be unique single lines"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn lines<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    names.map(|n| format!("{n}\n")).collect()
+}
+
+/// The tensors of `by_name` in the order listed (one name per line) in metadata `key`.
+fn in_order(
+    key: &str,
+    order: &str,
+    mut by_name: HashMap<&str, crate::DynTensor>,
+    bad: &dyn Fn(String) -> Error,
+) -> Result<StateDict> {
+    let mut out = Vec::with_capacity(by_name.len());
+    for name in order.split_terminator('\n') {
+        let tensor = by_name.remove(name).ok_or_else(|| {
+            bad(format!(
+                "metadata `{key}` lists `{name}`, which is not in the file (or listed twice)"
+            ))
+        })?;
+        out.push((name.to_string(), tensor));
+    }
+    if let Some(extra) = by_name.keys().next() {
+        return Err(bad(format!(
+            "tensor `{extra}` is in the file but not listed in metadata `{key}`"
+        )));
+    }
+    Ok(out)
+}
+
+/// One tensor as the checksum sees it.
+struct Part<'a> {
+    name: &'a str,
+    dtype: Dtype,
+    dims: &'a [usize],
+    data: &'a [u8],
+}
+
+/// CRC-32 over a canonical encoding of the metadata (sorted by key, without the checksum
+/// itself) and the tensors (sorted by name), each string and byte run length-prefixed so
+/// that moving bytes between fields changes the sum.
+fn checksum(meta: &HashMap<String, String>, mut parts: Vec<Part>) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    let mut put = |bytes: &[u8]| {
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    let mut entries: Vec<(&String, &String)> =
+        meta.iter().filter(|(k, _)| *k != KEY_CHECKSUM).collect();
+    entries.sort();
+    for (key, value) in entries {
+        put(key.as_bytes());
+        put(value.as_bytes());
+    }
+    parts.sort_by(|a, b| a.name.cmp(b.name));
+    for part in parts {
+        put(part.name.as_bytes());
+        put(dtype_tag(part.dtype).as_bytes());
+        let dims: Vec<u8> = part
+            .dims
+            .iter()
+            .flat_map(|&d| (d as u64).to_le_bytes())
+            .collect();
+        put(&dims);
+        put(part.data);
+    }
+    hasher.finalize()
+}
+
+/// The dtype's name in the header, spelled here so the checksum does not depend on how a
+/// safetensors version formats it for debugging.
+fn dtype_tag(dtype: Dtype) -> String {
+    match dtype {
+        Dtype::F32 => "F32".into(),
+        Dtype::F64 => "F64".into(),
+        Dtype::I64 => "I64".into(),
+        Dtype::BOOL => "BOOL".into(),
+        // Rejected when the tensor is decoded; any stable spelling will do until then.
+        other => format!("{other:?}"),
+    }
+}
+
+fn mismatch(message: String) -> Error {
+    Error::InvalidArgument {
+        op: "Checkpoint::restore",
+        message: format!("{message}; was the checkpoint written for another model or optimizer?"),
+    }
+}
+
+/// The checks of `Module::load_state_dict`, without writing anything.
+fn check_model(model: &dyn Module, state: &StateDict) -> Result<()> {
+    let own = model.named_parameters();
+    let saved: HashMap<&str, &crate::DynTensor> =
+        state.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let own_names: HashSet<&str> = own.iter().map(|(n, _)| n.as_str()).collect();
+    let mut missing: Vec<&str> = own_names
+        .iter()
+        .filter(|n| !saved.contains_key(*n))
+        .copied()
+        .collect();
+    let mut unexpected: Vec<&str> = saved
+        .keys()
+        .filter(|n| !own_names.contains(*n))
+        .copied()
+        .collect();
+    if !missing.is_empty() || !unexpected.is_empty() {
+        missing.sort_unstable();
+        unexpected.sort_unstable();
+        return Err(mismatch(format!(
+            "the model has parameters the checkpoint lacks {missing:?}, and the checkpoint has \
+             parameters the model lacks {unexpected:?}"
+        )));
+    }
+    for (name, target) in &own {
+        let source = saved[name.as_str()];
+        if source.dims() != target.dims() || source.dtype() != target.dtype() {
+            return Err(mismatch(format!(
+                "parameter `{name}` is {:?} {} in the model but {:?} {} in the checkpoint",
+                target.dims(),
+                target.dtype(),
+                source.dims(),
+                source.dtype()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Everything `Optimizer::load_state_dict` checks, and more: the step counts must name
+/// exactly this optimizer's parameters, and buffers must match their parameter's shape and
+/// dtype.
+fn check_optimizer(optimizer: &dyn Optimizer, state: &OptimizerState) -> Result<()> {
+    let groups = optimizer.param_groups();
+    if state.lrs.len() != groups.len() {
+        return Err(mismatch(format!(
+            "the checkpoint's optimizer has {} parameter groups, this one {}",
+            state.lrs.len(),
+            groups.len()
+        )));
+    }
+    let mut params = HashMap::new();
+    for (g, group) in groups.iter().enumerate() {
+        for (i, p) in group.params.iter().enumerate() {
+            params.insert(format!("{g}.{i}"), p);
+        }
+    }
+    let sizes: Vec<usize> = groups.iter().map(|g| g.params.len()).collect();
+    let mut counted = HashSet::new();
+    for (key, _) in &state.steps {
+        if !params.contains_key(key) || !counted.insert(key.as_str()) {
+            return Err(mismatch(format!(
+                "the checkpoint's optimizer state names parameter `{key}` (group.index), but \
+                 this optimizer's groups hold {sizes:?} parameters"
+            )));
+        }
+    }
+    if counted.len() != params.len() {
+        return Err(mismatch(format!(
+            "the checkpoint's optimizer covers {} parameters, this one {} (groups {sizes:?})",
+            counted.len(),
+            params.len()
+        )));
+    }
+    for (key, saved) in &state.buffers {
+        let param = key.rsplit_once('.').and_then(|(k, _)| params.get(k));
+        let Some(param) = param else {
+            return Err(mismatch(format!(
+                "optimizer buffer `{key}` belongs to no parameter of this optimizer (groups \
+                 hold {sizes:?} parameters)"
+            )));
+        };
+        if saved.dims() != param.dims() || saved.dtype() != param.dtype() {
+            return Err(mismatch(format!(
+                "optimizer buffer `{key}` is {:?} {} but its parameter is {:?} {}",
+                saved.dims(),
+                saved.dtype(),
+                param.dims(),
+                param.dtype()
+            )));
+        }
+    }
+    Ok(())
+}
