@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use rumus::data::{DataLoader, Dataset, Features, InMemory, Sample};
 use rumus::io::{Checkpoint, CheckpointManager, read_state, save_safetensors, write_atomic};
 use rumus::nn::functional::dropout;
 use rumus::nn::{CrossEntropyOptions, StateDict, cross_entropy};
@@ -133,19 +134,31 @@ const BATCH: usize = 4;
 const STEPS_PER_EPOCH: u64 = (SAMPLES / BATCH) as u64;
 const EPOCHS: u64 = 2;
 
-struct Data {
-    x: DynTensor,
-    y: DynTensor,
+/// 32 labelled samples of 8 features. Every read adds noise from the item's own generator
+/// (an augmentation), so the loader's per-item randomness is part of what must resume
+/// exactly.
+fn synthetic_data() -> impl Dataset<Item = Sample> {
+    let mut g = Generator::new(42);
+    let samples = (0..SAMPLES)
+        .map(|_| {
+            let x: Vec<f32> = (0..8).map(|_| g.next_normal() as f32).collect();
+            Sample::classified(Features::vector(x), g.below(3) as i64)
+        })
+        .collect();
+    InMemory::new(samples).map_random(|mut sample: Sample, rng: &mut Generator| {
+        for v in &mut sample.input.values {
+            *v += 0.05 * rng.next_normal() as f32;
+        }
+        Ok(sample)
+    })
 }
 
-fn synthetic_data() -> Data {
-    let mut g = Generator::new(42);
-    let x: Vec<f32> = (0..SAMPLES * 8).map(|_| g.next_normal() as f32).collect();
-    let y: Vec<i64> = (0..SAMPLES).map(|_| g.below(3) as i64).collect();
-    Data {
-        x: DynTensor::from_vec(x, &[SAMPLES, 8]).unwrap(),
-        y: DynTensor::from_vec(y, &[SAMPLES]).unwrap(),
-    }
+/// A shuffling loader with two workers over [`synthetic_data`].
+fn loader() -> DataLoader<impl Dataset<Item = Sample>> {
+    DataLoader::new(synthetic_data(), BATCH)
+        .unwrap()
+        .shuffle(1000)
+        .workers(2)
 }
 
 struct Run {
@@ -178,24 +191,29 @@ fn fresh_run(seed: u64) -> Run {
     }
 }
 
-/// Global step `step`: batch `step % 8` of epoch `step / 8`, whose order comes from a
-/// generator seeded by the epoch (so a resumed run sees the same batches).
-fn train_step(run: &mut Run, data: &Data, step: u64) {
-    let (epoch, batch) = (step / STEPS_PER_EPOCH, (step % STEPS_PER_EPOCH) as usize);
-    let order = Generator::new(1000 + epoch).permutation(SAMPLES);
-    let rows: Vec<i64> = order[batch * BATCH..(batch + 1) * BATCH]
-        .iter()
-        .map(|&i| i as i64)
-        .collect();
-    let index = DynTensor::from_vec(rows, &[BATCH]).unwrap();
-    let logits = run
-        .model
-        .forward(&data.x.index_select(0, &index).unwrap())
-        .unwrap();
-    let targets = data.y.index_select(0, &index).unwrap();
-    let loss = cross_entropy(&logits, &targets, &CrossEntropyOptions::default()).unwrap();
-    run.optimizer.step(&mut loss.backward().unwrap()).unwrap();
-    run.scheduler.step(&mut run.optimizer);
+/// Trains global steps `start..end`: step `s` is batch `s % 8` of epoch `s / 8`. A range
+/// that starts mid-epoch resumes the loader with `epoch_from`; one that ends mid-epoch drops
+/// the epoch with workers still loading.
+fn train_steps(
+    run: &mut Run,
+    loader: &mut DataLoader<impl Dataset<Item = Sample> + 'static>,
+    start: u64,
+    end: u64,
+) {
+    let mut step = start;
+    while step < end {
+        let (epoch, batch) = (step / STEPS_PER_EPOCH, step % STEPS_PER_EPOCH);
+        let take = (end - step).min(STEPS_PER_EPOCH - batch) as usize;
+        for batch in loader.epoch_from(epoch, batch as usize).take(take) {
+            let batch = batch.unwrap();
+            let logits = run.model.forward(&batch.input).unwrap();
+            let loss =
+                cross_entropy(&logits, &batch.target, &CrossEntropyOptions::default()).unwrap();
+            run.optimizer.step(&mut loss.backward().unwrap()).unwrap();
+            run.scheduler.step(&mut run.optimizer);
+            step += 1;
+        }
+    }
 }
 
 /// Parameters and optimizer state at the end of the run.
@@ -204,24 +222,18 @@ fn outcome(run: &Run) -> (StateDict, OptimizerState) {
 }
 
 fn uninterrupted() -> (StateDict, OptimizerState) {
-    let data = synthetic_data();
     let mut run = fresh_run(1);
-    for step in 0..EPOCHS * STEPS_PER_EPOCH {
-        train_step(&mut run, &data, step);
-    }
+    train_steps(&mut run, &mut loader(), 0, EPOCHS * STEPS_PER_EPOCH);
     outcome(&run)
 }
 
 /// Trains to the middle of epoch 1, saves, throws everything away, rebuilds from another
 /// seed, restores from the file and finishes. `tamper` runs right after the restore.
 fn interrupted(path: &Path, tamper: impl FnOnce()) -> (StateDict, OptimizerState) {
-    let data = synthetic_data();
     let stop = STEPS_PER_EPOCH + STEPS_PER_EPOCH / 2;
     {
         let mut run = fresh_run(1);
-        for step in 0..stop {
-            train_step(&mut run, &data, step);
-        }
+        train_steps(&mut run, &mut loader(), 0, stop);
         let epoch = stop / STEPS_PER_EPOCH;
         Checkpoint::capture(
             &run.model,
@@ -245,9 +257,13 @@ fn interrupted(path: &Path, tamper: impl FnOnce()) -> (StateDict, OptimizerState
     run.scheduler
         .set_epoch(&mut run.optimizer, checkpoint.scheduler_epoch.unwrap());
     tamper();
-    for step in checkpoint.step..EPOCHS * STEPS_PER_EPOCH {
-        train_step(&mut run, &data, step);
-    }
+    // A new process would build a new loader: its position comes from the checkpoint.
+    train_steps(
+        &mut run,
+        &mut loader(),
+        checkpoint.step,
+        EPOCHS * STEPS_PER_EPOCH,
+    );
     outcome(&run)
 }
 
@@ -280,10 +296,8 @@ fn a_resumed_run_equals_the_uninterrupted_one_bit_for_bit() {
 /// values, learning rates that only survive exact formatting, and metadata with odd
 /// characters.
 fn rich_checkpoint() -> Checkpoint {
-    let data = synthetic_data();
     let mut run = fresh_run(3);
-    train_step(&mut run, &data, 0);
-    train_step(&mut run, &data, 1);
+    train_steps(&mut run, &mut loader(), 0, 2);
     let mut checkpoint = Checkpoint::capture(
         &run.model,
         &run.optimizer,
@@ -396,9 +410,8 @@ fn names_that_cannot_be_stored_are_errors() {
 // Damaged files.
 
 fn small_checkpoint_bytes() -> Vec<u8> {
-    let data = synthetic_data();
     let mut run = fresh_run(4);
-    train_step(&mut run, &data, 0);
+    train_steps(&mut run, &mut loader(), 0, 1);
     Checkpoint::capture(&run.model, &run.optimizer, Some(1), 0, 1)
         .with_metadata("k", "v")
         .to_bytes()
@@ -535,9 +548,8 @@ fn truncated_and_foreign_files_are_errors_naming_the_file() {
 #[test]
 fn restoring_into_another_architecture_is_an_error_and_changes_nothing() {
     let _rng = lock_rng();
-    let data = synthetic_data();
     let mut run = fresh_run(5);
-    train_step(&mut run, &data, 0);
+    train_steps(&mut run, &mut loader(), 0, 1);
     let checkpoint = Checkpoint::capture(&run.model, &run.optimizer, None, 0, 1);
 
     manual_seed(6);

@@ -2,10 +2,10 @@
 //! 85% test accuracy. CI installs the package and sets `RUMUS_REQUIRE_DATA=1`, which makes
 //! missing files a failure; elsewhere the test says it was skipped.
 
-use rumus::data::{ImageSet, read_mnist_dir};
+use rumus::data::transform::reshape;
+use rumus::data::{Batch, DataLoader, Dataset, read_mnist_dir};
 use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::prelude::*;
-use rumus::rng::Generator;
 use rumus::train::{Trainer, classification};
 
 const DATA: &str = "/usr/share/datasets/fashion-mnist";
@@ -16,9 +16,12 @@ struct Mlp {
     fc2: Linear<256, 10>,
 }
 
-fn batch(set: &ImageSet, indices: &[usize]) -> rumus::Result<(Tensor<(Dyn, D<784>)>, DynTensor)> {
-    let (images, labels) = set.batch(indices)?;
-    Ok((images.try_shape()?, labels))
+/// The model's loss and metrics on a batch, through the typed boundary `[N, 784]`.
+fn measure(model: &Mlp, batch: &Batch) -> rumus::Result<(DynTensor, rumus::train::Metrics)> {
+    classification(
+        model.forward(&batch.input::<(Dyn, D<784>)>()?)?.as_dyn(),
+        &batch.target,
+    )
 }
 
 #[test]
@@ -35,27 +38,26 @@ fn mlp_reaches_85_percent_on_fashion_mnist() {
     manual_seed(3);
     let model = Mlp::new().unwrap();
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam()).unwrap();
-    let mut shuffler = Generator::new(4);
+    // The images are [1, 28, 28] items; the MLP takes them flat. Two workers load and
+    // collate while the model trains.
+    let mut loader = DataLoader::new(train.map(reshape(&[784])), 128)
+        .unwrap()
+        .shuffle(4)
+        .workers(2);
+    let mut test_loader = DataLoader::new(test.map(reshape(&[784])), 10_000).unwrap();
     let history = Trainer::new(4)
         .quiet()
         .fit(
-            |_| {
-                Ok(shuffler
-                    .permutation(train.len())
-                    .chunks(128)
-                    .map(<[usize]>::to_vec)
-                    .collect())
-            },
-            |indices: &Vec<usize>| {
-                let (x, y) = batch(&train, indices)?;
-                let (loss, metrics) = classification(model.forward(&x)?.as_dyn(), &y)?;
+            |_| Ok(loader.epoch()),
+            |batch: Batch| {
+                let (loss, metrics) = measure(&model, &batch)?;
                 optimizer.step(&mut loss.backward()?)?;
                 Ok(metrics)
             },
             || {
                 let _guard = rumus::no_grad();
-                let (x, y) = batch(&test, &(0..test.len()).collect::<Vec<_>>())?;
-                Ok(classification(model.forward(&x)?.as_dyn(), &y)?.1)
+                let batch = test_loader.epoch().next().expect("one batch")?;
+                Ok(measure(&model, &batch)?.1)
             },
             |summary| {
                 eprintln!("{summary}");

@@ -1,56 +1,28 @@
 //! The digits classifier: data loading, the model, and the training run. Shared by the
 //! `digits` example and by the test that proves it trains.
 
+use rumus::data::{Batch, Collate, CsvOptions, DataLoader, InMemory, Sample, parse_csv};
 use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::prelude::*;
 use rumus::rng::Generator;
 use rumus::train::{EpochSummary, Metrics, Trainer, classification};
 
-/// The 1797 images of the UCI handwritten digits set, compiled into the binary.
+/// The 1797 images of the UCI handwritten digits set, compiled into the binary: 64 pixel
+/// values from 0 to 16, then the digit.
 const DIGITS_CSV: &str = include_str!("../data/digits.csv");
 
-/// Images scaled to [0, 1] and their labels.
-pub struct Split {
-    pub images: Tensor<(Dyn, D<64>)>,
-    pub labels: DynTensor,
-}
-
-/// Parses the embedded CSV and splits it 80/20 after a seeded shuffle, so every run (and the
-/// test) sees the same train and test images.
-pub fn load_digits() -> rumus::Result<(Split, Split)> {
-    let mut rows: Vec<(Vec<f32>, i64)> = Vec::new();
-    for (line_number, line) in DIGITS_CSV.lines().enumerate() {
-        let bad = |message: String| rumus::Error::InvalidArgument {
-            op: "load_digits",
-            message: format!("line {}: {message}", line_number + 1),
-        };
-        let values: Vec<f32> = line
-            .split(',')
-            .map(|v| v.trim().parse::<f32>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(e.to_string()))?;
-        if values.len() != 65 {
-            return Err(bad(format!("{} values, expected 65", values.len())));
-        }
-        rows.push((
-            values[..64].iter().map(|p| p / 16.0).collect(),
-            values[64] as i64,
-        ));
+/// Parses the embedded CSV, scales pixels to [0, 1], and splits 80/20 after a seeded
+/// shuffle, so every run (and the test) sees the same train and test images.
+pub fn load_digits() -> rumus::Result<(InMemory<Sample>, InMemory<Sample>)> {
+    let mut rows = parse_csv(DIGITS_CSV, "digits.csv", &CsvOptions::labels_last())?;
+    for row in &mut rows {
+        row.input.values.iter_mut().for_each(|p| *p /= 16.0);
     }
     let order = Generator::new(2024).permutation(rows.len());
     let test_len = rows.len() / 5;
-    let split = |indices: &[usize]| -> rumus::Result<Split> {
-        let images: Vec<f32> = indices
-            .iter()
-            .flat_map(|&i| rows[i].0.iter().copied())
-            .collect();
-        let labels: Vec<i64> = indices.iter().map(|&i| rows[i].1).collect();
-        Ok(Split {
-            images: Tensor::from_vec(images)?,
-            labels: DynTensor::from_vec(labels, &[indices.len()])?,
-        })
-    };
-    Ok((split(&order[test_len..])?, split(&order[..test_len])?))
+    let pick =
+        |indices: &[usize]| InMemory::new(indices.iter().map(|&i| rows[i].clone()).collect());
+    Ok((pick(&order[test_len..]), pick(&order[..test_len])))
 }
 
 #[model]
@@ -70,18 +42,19 @@ impl Mlp {
 }
 
 /// Loss and metrics of `model` on `images`/`labels`.
-fn measure(
-    model: &Mlp,
-    images: &Tensor<(Dyn, D<64>)>,
-    labels: &DynTensor,
-) -> rumus::Result<(DynTensor, Metrics)> {
-    classification(model.forward(images)?.as_dyn(), labels)
+fn measure(model: &Mlp, batch: &Batch) -> rumus::Result<(DynTensor, Metrics)> {
+    classification(
+        model.forward(&batch.input::<(Dyn, D<64>)>()?)?.as_dyn(),
+        &batch.target,
+    )
 }
 
-/// Trains for `epochs` with mini-batches of 32 and Adam; returns the per-epoch history.
+/// Trains for `epochs` with shuffled mini-batches of 32 and Adam; returns the per-epoch
+/// history.
 pub fn train(trainer: Trainer) -> rumus::Result<Vec<EpochSummary>> {
     manual_seed(7);
     let (train, test) = load_digits()?;
+    let test = Sample::collate(test.items().to_vec())?;
     let model = Mlp::new()?;
     let mut optimizer = Adam::new(
         model.parameters(),
@@ -90,26 +63,17 @@ pub fn train(trainer: Trainer) -> rumus::Result<Vec<EpochSummary>> {
             ..AdamConfig::adam()
         },
     )?;
-    let n = train.labels.numel();
-    let mut shuffler = Generator::new(11);
+    let mut loader = DataLoader::new(train, 32)?.shuffle(11);
     trainer.fit(
-        |_epoch| {
-            Ok(shuffler
-                .permutation(n)
-                .chunks(32)
-                .map(|c| c.iter().map(|&i| i as i64).collect::<Vec<_>>())
-                .collect())
-        },
-        |batch: &Vec<i64>| {
-            let index = DynTensor::from_slice(batch, &[batch.len()])?;
-            let images = train.images.as_dyn().index_select(0, &index)?.try_shape()?;
-            let (loss, metrics) = measure(&model, &images, &train.labels.index_select(0, &index)?)?;
+        |_epoch| Ok(loader.epoch()),
+        |batch: Batch| {
+            let (loss, metrics) = measure(&model, &batch)?;
             optimizer.step(&mut loss.backward()?)?;
             Ok(metrics)
         },
         || {
             let _guard = rumus::no_grad();
-            Ok(measure(&model, &test.images, &test.labels)?.1)
+            Ok(measure(&model, &test)?.1)
         },
         |_| Ok(()),
     )

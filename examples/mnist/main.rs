@@ -10,10 +10,9 @@
 //! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
 //! learning-rate schedule over 4 epochs by default.
 
-use rumus::data::{ImageSet, read_mnist_dir};
+use rumus::data::{Batch, DataLoader, read_mnist_dir};
 use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler, Optimizer};
 use rumus::prelude::*;
-use rumus::rng::Generator;
 use rumus::train::{Trainer, classification};
 
 #[model]
@@ -72,16 +71,15 @@ fn options() -> Result<Options, String> {
     Ok(options)
 }
 
-/// A batch of 28x28 grey images.
-type Images = Tensor<(Dyn, D<1>, D<28>, D<28>)>;
+/// The shape of a batch of 28x28 grey images.
+type Images = (Dyn, D<1>, D<28>, D<28>);
 
-/// Items `indices` of `set` as a typed image batch and their labels.
-fn batch(set: &ImageSet, indices: &[usize]) -> rumus::Result<(Images, DynTensor)> {
-    let (images, labels) = set.batch(indices)?;
-    Ok((
-        images.reshape(&[indices.len(), 1, 28, 28])?.try_shape()?,
-        labels,
-    ))
+/// The model's loss and metrics on a batch; the images enter typed code as `[N, 1, 28, 28]`.
+fn measure(model: &Cnn, batch: &Batch) -> rumus::Result<(DynTensor, rumus::train::Metrics)> {
+    classification(
+        model.forward(&batch.input::<Images>()?)?.as_dyn(),
+        &batch.target,
+    )
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -107,27 +105,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let scheduler = std::cell::RefCell::new(LrScheduler::new(&mut optimizer, schedule));
     let optimizer = std::cell::RefCell::new(optimizer);
-    let mut shuffler = Generator::new(2);
+    // Batches of 64 [1, 28, 28] images, shuffled per epoch, loaded by two worker threads.
+    let mut loader = DataLoader::new(train, 64)?.shuffle(2).workers(2);
+    let mut test_loader = DataLoader::new(test, 1000)?;
     let history = Trainer::new(options.epochs).curve("mnist_curve.png").fit(
-        |_| {
-            Ok(shuffler
-                .permutation(train.len())
-                .chunks(64)
-                .map(<[usize]>::to_vec)
-                .collect())
-        },
-        |indices: &Vec<usize>| {
-            let (x, y) = batch(&train, indices)?;
-            let (loss, metrics) = classification(model.forward(&x)?.as_dyn(), &y)?;
+        |_| Ok(loader.epoch()),
+        |batch: Batch| {
+            let (loss, metrics) = measure(&model, &batch)?;
             optimizer.borrow_mut().step(&mut loss.backward()?)?;
             Ok(metrics)
         },
         || {
             let _guard = rumus::no_grad();
             let mut total = rumus::train::Metrics::default();
-            for chunk in (0..test.len()).collect::<Vec<_>>().chunks(1000) {
-                let (x, y) = batch(&test, chunk)?;
-                total.add(classification(model.forward(&x)?.as_dyn(), &y)?.1);
+            for batch in test_loader.epoch() {
+                total.add(measure(&model, &batch?)?.1);
             }
             Ok(total)
         },

@@ -1,5 +1,29 @@
 //! Data pipelines: datasets with fallible reads, transforms, a multi-threaded loader whose
 //! order depends only on its seed, and readers for IDX, CSV and record files.
+//!
+//! ```no_run
+//! use rumus::data::transform::{normalize, random_crop, random_horizontal_flip};
+//! use rumus::data::{DataLoader, Dataset, read_mnist_dir};
+//! use rumus::{D, Dyn};
+//!
+//! # fn main() -> rumus::Result<()> {
+//! let (train, _test) = read_mnist_dir("/usr/share/datasets/fashion-mnist")?; // items [1, 28, 28]
+//! let augmented = train
+//!     .map(normalize(&[0.2860], &[0.3530])?)
+//!     .map_random(random_crop(28, 28, 2))
+//!     .map_random(random_horizontal_flip(0.5));
+//! let mut loader = DataLoader::new(augmented, 64)?
+//!     .shuffle(42)
+//!     .workers(2)
+//!     .drop_last(true);
+//! for batch in loader.epoch() {
+//!     let batch = batch?; // a bad file is an Err, in order
+//!     let x = batch.input::<(Dyn, D<1>, D<28>, D<28>)>()?; // the typed boundary, checked once
+//!     assert_eq!(x.dims()[0], 64);
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod csv;
 pub mod dataset;

@@ -40,24 +40,29 @@ impl Trainer {
         self
     }
 
-    /// `batches(epoch)` lists the epoch's batches (shuffled as the caller likes); `step`
-    /// trains on one and reports its metrics; `evaluate` measures the model after the
-    /// epoch; `after_epoch` runs last (a scheduler step, a checkpoint). Returns the history.
-    pub fn fit<B>(
+    /// `batches(epoch)` gives the epoch's batches: a [`DataLoader`](crate::data::DataLoader)
+    /// epoch, or any iterator of `Result`s (`vec.into_iter().map(Ok)`); `step` trains on one
+    /// and reports its metrics; `evaluate` measures the model after the epoch; `after_epoch`
+    /// runs last (a scheduler step, a checkpoint). The first error stops training and is
+    /// returned. Returns the history.
+    pub fn fit<B, I>(
         &self,
-        mut batches: impl FnMut(usize) -> Result<Vec<B>>,
-        mut step: impl FnMut(&B) -> Result<Metrics>,
+        mut batches: impl FnMut(usize) -> Result<I>,
+        mut step: impl FnMut(B) -> Result<Metrics>,
         mut evaluate: impl FnMut() -> Result<Metrics>,
         mut after_epoch: impl FnMut(&EpochSummary) -> Result<()>,
-    ) -> Result<Vec<EpochSummary>> {
+    ) -> Result<Vec<EpochSummary>>
+    where
+        I: IntoIterator<Item = Result<B>>,
+    {
         let mut history = Vec::with_capacity(self.epochs);
         for epoch in 1..=self.epochs {
             let start = Instant::now();
-            let work = batches(epoch)?;
-            let bar = self.progress_bar(work.len(), epoch);
+            let work = batches(epoch)?.into_iter();
+            let bar = self.progress_bar(work.size_hint().0, epoch);
             let mut train = Metrics::default();
-            for batch in &work {
-                train.add(step(batch)?);
+            for batch in work {
+                train.add(step(batch?)?);
                 bar.tick(&train);
             }
             bar.finish();
