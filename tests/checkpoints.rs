@@ -3,6 +3,9 @@
 //! the uninterrupted one bit for bit, and writers killed at random moments that leave only
 //! complete checkpoints behind.
 
+mod common;
+
+use common::scratch::Scratch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,29 +26,6 @@ static GLOBAL_RNG: Mutex<()> = Mutex::new(());
 
 fn lock_rng() -> MutexGuard<'static, ()> {
     GLOBAL_RNG.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A directory of its own under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("rumus-checkpoints-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[model]
@@ -270,7 +250,7 @@ fn interrupted(path: &Path, tamper: impl FnOnce()) -> (StateDict, OptimizerState
 #[test]
 fn a_resumed_run_equals_the_uninterrupted_one_bit_for_bit() {
     let _rng = lock_rng();
-    let scratch = Scratch::new("resume");
+    let scratch = Scratch::new("checkpoints-resume");
     let path = scratch.join("mid-epoch.safetensors");
     let (params_a, optimizer_a) = uninterrupted();
     let (params_b, optimizer_b) = interrupted(&path, || {});
@@ -343,7 +323,7 @@ fn rich_checkpoint() -> Checkpoint {
 #[test]
 fn save_then_load_round_trips_every_field_exactly() {
     let _rng = lock_rng();
-    let scratch = Scratch::new("round-trip");
+    let scratch = Scratch::new("checkpoints-round-trip");
     let original = rich_checkpoint();
     assert!(
         original.rng.state().1.is_some(),
@@ -426,7 +406,7 @@ fn data_start(bytes: &[u8]) -> usize {
 #[test]
 fn a_flipped_bit_in_the_data_is_reported_as_corruption_naming_the_file() {
     let _rng = lock_rng();
-    let scratch = Scratch::new("flip");
+    let scratch = Scratch::new("checkpoints-flip");
     let bytes = small_checkpoint_bytes();
     let start = data_start(&bytes);
     for position in [start, start + 1, (start + bytes.len()) / 2, bytes.len() - 1] {
@@ -473,7 +453,7 @@ fn every_single_bit_flip_is_an_error_or_harmless() {
 #[test]
 fn truncated_and_foreign_files_are_errors_naming_the_file() {
     let _rng = lock_rng();
-    let scratch = Scratch::new("truncated");
+    let scratch = Scratch::new("checkpoints-truncated");
     let bytes = small_checkpoint_bytes();
     let start = data_start(&bytes);
     let lengths = [
@@ -625,7 +605,7 @@ fn file_names(paths: &[PathBuf]) -> Vec<String> {
 
 #[test]
 fn a_manager_keeps_the_newest_n_and_skips_damaged_ones() {
-    let scratch = Scratch::new("manager");
+    let scratch = Scratch::new("checkpoints-manager");
     let dir = scratch.join("run/checkpoints");
     assert!(CheckpointManager::new(&dir, 0).is_err());
     let manager = CheckpointManager::new(&dir, 3).unwrap();
@@ -692,7 +672,7 @@ fn a_manager_keeps_the_newest_n_and_skips_damaged_ones() {
 
 #[test]
 fn atomic_writes_replace_the_file_or_leave_it_untouched() {
-    let scratch = Scratch::new("atomic");
+    let scratch = Scratch::new("checkpoints-atomic");
     let path = scratch.join("file.bin");
     write_atomic(&path, b"first").unwrap();
     write_atomic(&path, b"second").unwrap();
@@ -708,7 +688,7 @@ fn atomic_writes_replace_the_file_or_leave_it_untouched() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("no/such/dir"), "{err}");
-    let names: Vec<String> = std::fs::read_dir(&scratch.0)
+    let names: Vec<String> = std::fs::read_dir(scratch.dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -782,12 +762,12 @@ fn killing_the_writer_at_any_moment_leaves_only_complete_checkpoints() {
         let scratch = Scratch::new(&format!("crash-{kill}"));
         let mut child = Command::new(&exe)
             .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &scratch.0)
+            .env(CHILD_ENV, scratch.dir())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let manager = CheckpointManager::new(&scratch.0, 3).unwrap();
+        let manager = CheckpointManager::new(scratch.dir(), 3).unwrap();
         let waiting = Instant::now();
         while manager.list().unwrap().is_empty() {
             if child.try_wait().unwrap().is_some() {
@@ -832,12 +812,12 @@ fn killing_the_writer_at_any_moment_leaves_only_complete_checkpoints() {
             verified += 1;
         }
         highest_step = highest_step.max(latest.step);
-        temp_files_left += temp_files(&scratch.0);
+        temp_files_left += temp_files(scratch.dir());
 
         // Resuming writes on: the next save removes what the killed writer left behind.
         let written = manager.save(&crash_checkpoint(latest.step + 1)).unwrap();
         let modified = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
-        for entry in std::fs::read_dir(&scratch.0).unwrap() {
+        for entry in std::fs::read_dir(scratch.dir()).unwrap() {
             let path = entry.unwrap().path();
             if path.to_string_lossy().contains(".tmp-") {
                 // Only a file-system clock too coarse to order them could keep one.

@@ -2,33 +2,13 @@
 //! records come back through a dataset; and a corrupted, truncated or unfinished file is an
 //! error naming what is wrong, never a panic and never different bytes.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::scratch::Scratch;
+use std::path::Path;
 
 use rumus::data::{Dataset, Features, RecordDataset, RecordFile, RecordWriter, Sample, Target};
 use rumus::rng::Generator;
-
-/// A scratch directory unique to one test (and process), removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("rumus-record-files-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Payload `i`: a length that varies a lot (often empty), and bytes that depend on `i`.
 fn payload(i: usize) -> Vec<u8> {
@@ -52,7 +32,7 @@ fn write(path: &Path, payloads: &[Vec<u8>]) {
 
 /// The bytes of a small finished file.
 fn small_file(scratch: &Scratch, payloads: &[Vec<u8>]) -> Vec<u8> {
-    let path = scratch.path("small.rrec");
+    let path = scratch.join("small.rrec");
     write(&path, payloads);
     std::fs::read(&path).unwrap()
 }
@@ -63,8 +43,8 @@ fn small_payloads() -> Vec<Vec<u8>> {
 
 #[test]
 fn many_records_of_varied_sizes_round_trip() {
-    let scratch = Scratch::new("round-trip");
-    let path = scratch.path("many.rrec");
+    let scratch = Scratch::new("record-files-round-trip");
+    let path = scratch.join("many.rrec");
     let payloads: Vec<Vec<u8>> = (0..3000).map(payload).collect();
     write(&path, &payloads);
     let file = RecordFile::open(&path).unwrap();
@@ -74,15 +54,15 @@ fn many_records_of_varied_sizes_round_trip() {
     }
     assert!(file.get(3000).is_err());
 
-    let empty = scratch.path("empty.rrec");
+    let empty = scratch.join("empty.rrec");
     write(&empty, &[]);
     assert!(RecordFile::open(&empty).unwrap().is_empty());
 }
 
 #[test]
 fn records_are_read_in_any_order() {
-    let scratch = Scratch::new("random-access");
-    let path = scratch.path("shuffled.rrec");
+    let scratch = Scratch::new("record-files-random-access");
+    let path = scratch.join("shuffled.rrec");
     let payloads: Vec<Vec<u8>> = (0..1000).map(payload).collect();
     write(&path, &payloads);
     let file = RecordFile::open(&path).unwrap();
@@ -98,8 +78,8 @@ fn records_are_read_in_any_order() {
 
 #[test]
 fn samples_round_trip_through_a_record_dataset() {
-    let scratch = Scratch::new("samples");
-    let path = scratch.path("samples.rrec");
+    let scratch = Scratch::new("record-files-samples");
+    let path = scratch.join("samples.rrec");
     let samples: Vec<Sample> = (0..50)
         .map(|i| {
             let input = Features::new(
@@ -146,7 +126,7 @@ fn samples_round_trip_through_a_record_dataset() {
 
 #[test]
 fn every_single_byte_corruption_is_detected() {
-    let scratch = Scratch::new("corruption");
+    let scratch = Scratch::new("record-files-corruption");
     let payloads = small_payloads();
     let bytes = small_file(&scratch, &payloads);
     let mut detected = 0;
@@ -185,7 +165,7 @@ fn every_single_byte_corruption_is_detected() {
 
 #[test]
 fn every_truncation_is_an_error_about_truncation() {
-    let scratch = Scratch::new("truncation");
+    let scratch = Scratch::new("record-files-truncation");
     let bytes = small_file(&scratch, &small_payloads());
     for len in 0..bytes.len() {
         let err = RecordFile::from_bytes(&bytes[..len], "cut.rrec")
@@ -197,7 +177,7 @@ fn every_truncation_is_an_error_about_truncation() {
         );
     }
     // The same through the file system (a zero-length file is not mapped).
-    let path = scratch.path("cut.rrec");
+    let path = scratch.join("cut.rrec");
     for len in [0, 5, 12, 30, bytes.len() - 1] {
         std::fs::write(&path, &bytes[..len]).unwrap();
         let err = RecordFile::open(&path).unwrap_err().to_string();
@@ -207,9 +187,9 @@ fn every_truncation_is_an_error_about_truncation() {
 
 #[test]
 fn an_unfinished_writer_leaves_a_file_that_says_so() {
-    let scratch = Scratch::new("unfinished");
+    let scratch = Scratch::new("record-files-unfinished");
     for records in [0, 3] {
-        let path = scratch.path(&format!("unfinished-{records}.rrec"));
+        let path = scratch.join(&format!("unfinished-{records}.rrec"));
         let mut writer = RecordWriter::create(&path).unwrap();
         for i in 0..records {
             writer.append(&payload(i)).unwrap();
@@ -226,8 +206,8 @@ fn an_unfinished_writer_leaves_a_file_that_says_so() {
 
 #[test]
 fn a_corrupted_record_is_named_by_its_index() {
-    let scratch = Scratch::new("named-record");
-    let path = scratch.path("data.rrec");
+    let scratch = Scratch::new("record-files-named-record");
+    let path = scratch.join("data.rrec");
     let payloads: Vec<Vec<u8>> = (0..40).map(|i| vec![i as u8; 10 + i]).collect();
     write(&path, &payloads);
     // Record 17's payload starts after the header (12 bytes) and 17 frames (12 bytes each).
@@ -256,12 +236,12 @@ fn a_corrupted_record_is_named_by_its_index() {
 
 #[test]
 fn wrong_magic_and_missing_files_are_clear_errors() {
-    let scratch = Scratch::new("wrong-magic");
-    let path = scratch.path("model.safetensors");
+    let scratch = Scratch::new("record-files-wrong-magic");
+    let path = scratch.join("model.safetensors");
     std::fs::write(&path, vec![b'{'; 100]).unwrap();
     let err = RecordFile::open(&path).unwrap_err().to_string();
     assert!(err.contains("not a record file"), "{err}");
-    let missing = scratch.path("missing.rrec");
+    let missing = scratch.join("missing.rrec");
     let err = RecordFile::open(&missing).unwrap_err();
     assert!(matches!(err, rumus::Error::Io { .. }), "{err}");
 }

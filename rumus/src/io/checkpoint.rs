@@ -64,9 +64,10 @@ const NONE: &str = "none";
 ///    scheduler takes its base rates from the fresh optimizer);
 /// 2. [`Checkpoint::restore`] the model, the optimizer and the global generator;
 /// 3. `scheduler.set_epoch(&mut optimizer, epoch)` with [`Checkpoint::scheduler_epoch`];
-/// 4. continue at [`Checkpoint::epoch`] / [`Checkpoint::step`], with any per-epoch data order
-///    derived from the epoch (e.g. a `Generator` seeded by it), so the remaining batches are
-///    the ones the uninterrupted run would have seen.
+/// 4. continue at [`Checkpoint::epoch`] / [`Checkpoint::step`]: a
+///    [`DataLoader`](crate::data::DataLoader) built with the same seed and resumed with
+///    `epoch_from(epoch, batch)` yields exactly the batches the uninterrupted run would have
+///    seen (its order and augmentations depend only on seed, epoch and index).
 #[derive(Clone)]
 pub struct Checkpoint {
     /// Model parameters and buffers by dotted name.
