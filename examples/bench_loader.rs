@@ -35,68 +35,79 @@ fn items() -> rumus::Result<InMemory<Sample>> {
     Ok(InMemory::new(samples))
 }
 
-/// Median of per-step times (ms) over `rounds` passes through `batches`.
-fn time_steps(
-    rounds: usize,
-    mut pass: impl FnMut(&mut dyn FnMut(rumus::Result<Batch>) -> rumus::Result<()>),
-) -> rumus::Result<f64> {
-    manual_seed(0);
-    let model = Mlp::new()?;
-    let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
-    let mut step = |batch: rumus::Result<Batch>| -> rumus::Result<()> {
-        let batch = batch?;
-        let logits = model.forward(&batch.input::<(Dyn, D<784>)>()?)?;
+/// One model and optimizer, trained by every round so both feeding paths see the same
+/// warm caches and allocator state.
+struct Training {
+    model: Mlp,
+    optimizer: Adam,
+}
+
+impl Training {
+    fn new() -> rumus::Result<Self> {
+        manual_seed(0);
+        let model = Mlp::new()?;
+        let optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
+        Ok(Training { model, optimizer })
+    }
+
+    fn step(&mut self, batch: &Batch) -> rumus::Result<()> {
+        let logits = self.model.forward(&batch.input::<(Dyn, D<784>)>()?)?;
         let loss = cross_entropy(
             logits.as_dyn(),
             &batch.target,
             &CrossEntropyOptions::default(),
         )?;
-        optimizer.step(&mut loss.backward()?)
-    };
-    let mut times = Vec::new();
-    for round in 0..rounds + 1 {
-        let mut steps = 0usize;
-        let start = Instant::now();
-        pass(&mut |batch| {
-            steps += 1;
-            step(batch)
-        });
-        // The first pass is the warm-up.
-        if round > 0 {
-            times.push(start.elapsed().as_secs_f64() * 1e3 / steps as f64);
-        }
+        self.optimizer.step(&mut loss.backward()?)
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+
+    /// Mean step time (ms) over one pass through `batches`.
+    fn round(&mut self, batches: impl Iterator<Item = rumus::Result<Batch>>) -> rumus::Result<f64> {
+        let start = Instant::now();
+        let mut steps = 0usize;
+        for batch in batches {
+            self.step(&batch?)?;
+            steps += 1;
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e3 / steps as f64)
+    }
 }
+
+fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+const ROUNDS: usize = 15;
 
 fn main() -> rumus::Result<()> {
     let data = std::sync::Arc::new(items()?.map(normalize(&[0.5], &[0.25])?));
     println!("batch workers preloaded_ms loader_ms ratio");
     for batch_size in [64usize, 256] {
-        let mut preloaded = Vec::new();
         let order = Generator::new(3).permutation(data.len());
-        for chunk in order.chunks(batch_size) {
-            let items = chunk
-                .iter()
-                .map(|&i| data.get(i))
-                .collect::<rumus::Result<Vec<_>>>()?;
-            preloaded.push(Sample::collate(items)?);
-        }
-        let base = time_steps(5, |step| {
-            for batch in &preloaded {
-                step(Ok(batch.clone())).expect("step");
-            }
-        })?;
+        let preloaded = order
+            .chunks(batch_size)
+            .map(|chunk| {
+                let items = chunk
+                    .iter()
+                    .map(|&i| data.get(i))
+                    .collect::<rumus::Result<Vec<_>>>()?;
+                Sample::collate(items)
+            })
+            .collect::<rumus::Result<Vec<Batch>>>()?;
         for workers in [1usize, 2] {
             let mut loader = DataLoader::new(std::sync::Arc::clone(&data), batch_size)?
                 .shuffle(3)
                 .workers(workers);
-            let fed = time_steps(5, |step| {
-                for batch in loader.epoch() {
-                    step(batch).expect("step");
-                }
-            })?;
+            let mut training = Training::new()?;
+            // Warm-up of both paths, then alternating rounds so drift hits both alike.
+            training.round(preloaded.iter().cloned().map(Ok))?;
+            training.round(loader.epoch())?;
+            let (mut base, mut fed) = (Vec::new(), Vec::new());
+            for _ in 0..ROUNDS {
+                base.push(training.round(preloaded.iter().cloned().map(Ok))?);
+                fed.push(training.round(loader.epoch())?);
+            }
+            let (base, fed) = (median(base), median(fed));
             println!(
                 "{batch_size} {workers} {base:.4} {fed:.4} {:.3}",
                 fed / base

@@ -205,6 +205,8 @@ struct Schedule {
     consumed: usize,
     /// Set when the epoch is dropped.
     stop: bool,
+    /// Workers waiting for the consumer to catch up.
+    blocked: usize,
 }
 
 struct Shared {
@@ -244,6 +246,7 @@ where
                 next: 0,
                 consumed: 0,
                 stop: false,
+                blocked: 0,
             }),
             wake: Condvar::new(),
         });
@@ -321,8 +324,14 @@ where
         }
         let batch = self.receive(self.position);
         self.position += 1;
-        self.shared.lock().consumed = self.position;
-        self.shared.wake.notify_all();
+        let mut schedule = self.shared.lock();
+        schedule.consumed = self.position;
+        // One batch was taken, so one more may be loaded: wake one waiting worker, and skip
+        // the system call when none waits (the common case while workers keep up).
+        if schedule.blocked > 0 {
+            self.shared.wake.notify_one();
+        }
+        drop(schedule);
         Some(batch)
     }
 
@@ -373,11 +382,13 @@ where
                     && schedule.next < total
                     && schedule.next >= schedule.consumed + self.ahead
                 {
+                    schedule.blocked += 1;
                     schedule = self
                         .shared
                         .wake
                         .wait(schedule)
                         .unwrap_or_else(|p| p.into_inner());
+                    schedule.blocked -= 1;
                 }
                 if schedule.stop || schedule.next >= total {
                     return;
