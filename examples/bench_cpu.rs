@@ -4,11 +4,15 @@
 //!
 //! ```text
 //! RAYON_NUM_THREADS=1 cargo run --release --example bench_cpu
+//! cargo run --release --example bench_cpu -- rss     # peak RSS (MB) of the MLP loop alone
+//! cargo run --release --example bench_cpu -- sgemm   # the matrix products only
 //! ```
 
 use std::time::Instant;
 
-use rumus::nn::{CrossEntropyOptions, cross_entropy};
+use rumus::nn::{
+    CrossEntropyOptions, Module, Reduction, TransformerEncoderBlock, cross_entropy, mse_loss,
+};
 use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::prelude::*;
 
@@ -35,35 +39,163 @@ struct Mlp {
     fc3: Linear<128, 10>,
 }
 
+/// conv32-pool-conv64-pool-fc128-fc10 on 28x28 images (the MNIST example's network).
+#[model]
+struct Cnn {
+    conv1: Conv2d<1, 32, 3>,
+    conv2: Conv2d<32, 64, 3>,
+    fc1: Linear<1600, 128>,
+    fc2: Linear<128, 10>,
+}
+
+#[model]
+impl Cnn {
+    tensor_fn! {
+        fn forward(&self, x: [B, 1, 28, 28]) -> [B, 10] {
+            let h = self.conv1(x).relu().max_pool2d(2);
+            let h = self.conv2(h).relu().max_pool2d(2);
+            let h = self.fc1(h.flatten(1)).relu();
+            self.fc2(h)
+        }
+    }
+}
+
+/// Two pre-norm encoder blocks, d = 128, 4 heads, feed-forward 512, dropout 0.1.
+#[model]
+struct Encoder {
+    block1: TransformerEncoderBlock<128, 4, 512>,
+    block2: TransformerEncoderBlock<128, 4, 512>,
+}
+
+/// One training step: forward, loss, backward, Adam.
+fn train_step(optimizer: &mut Adam, loss: rumus::Result<DynTensor>) {
+    let loss = loss.expect("forward and loss");
+    optimizer
+        .step(&mut loss.backward().expect("backward"))
+        .expect("step");
+}
+
+fn labels(batch: usize) -> rumus::Result<DynTensor> {
+    Ok(DynTensor::from_vec(
+        (0..batch as i64).map(|i| i % 10).collect(),
+        &[batch],
+    )?)
+}
+
 fn mlp_step(batch: usize) -> rumus::Result<f64> {
     manual_seed(0);
     let model = Mlp::new()?;
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
     let x = Tensor::<(Dyn, D<784>)>::randn_with_dims(&[batch, 784])?;
-    let labels = DynTensor::from_vec((0..batch as i64).map(|i| i % 10).collect(), &[batch])?;
+    let y = labels(batch)?;
+    let options = CrossEntropyOptions::default();
     Ok(median_ms(10, 50, || {
-        let logits = model.forward(&x).expect("forward");
-        let loss =
-            cross_entropy(logits.as_dyn(), &labels, &CrossEntropyOptions::default()).expect("loss");
-        optimizer
-            .step(&mut loss.backward().expect("backward"))
-            .expect("step");
+        let loss = model
+            .forward(&x)
+            .and_then(|logits| cross_entropy(logits.as_dyn(), &y, &options));
+        train_step(&mut optimizer, loss);
     }))
 }
 
+fn cnn_step(batch: usize) -> rumus::Result<f64> {
+    manual_seed(0);
+    let model = Cnn::new()?;
+    let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
+    let x = Tensor::<(Dyn, D<1>, D<28>, D<28>)>::randn_with_dims(&[batch, 1, 28, 28])?;
+    let y = labels(batch)?;
+    let options = CrossEntropyOptions::default();
+    Ok(median_ms(3, 20, || {
+        let loss = model
+            .forward(&x)
+            .and_then(|logits| cross_entropy(logits.as_dyn(), &y, &options));
+        train_step(&mut optimizer, loss);
+    }))
+}
+
+/// Forward and backward (input, weight and bias gradients) of one 3x3 convolution,
+/// 32 -> 64 channels, padding 1, on a batch of 64 28x28 maps.
+fn conv_forward_backward() -> rumus::Result<f64> {
+    manual_seed(0);
+    let x = DynTensor::randn(&[64, 32, 28, 28], DType::F32)?.requires_grad_()?;
+    let w = DynTensor::randn(&[64, 32, 3, 3], DType::F32)?.requires_grad_()?;
+    let b = DynTensor::randn(&[64], DType::F32)?.requires_grad_()?;
+    Ok(median_ms(3, 20, || {
+        let out = x
+            .conv2d(&w, Some(&b), (1, 1), (1, 1), (1, 1), 1)
+            .expect("conv2d");
+        drop(out.sum_all().expect("sum").backward().expect("backward"));
+    }))
+}
+
+fn transformer_step() -> rumus::Result<f64> {
+    manual_seed(0);
+    let mut model = Encoder::new()?;
+    model.train();
+    let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
+    let x = DynTensor::randn(&[16, 64, 128], DType::F32)?;
+    let target = DynTensor::randn(&[16, 64, 128], DType::F32)?;
+    Ok(median_ms(3, 20, || {
+        let loss = model
+            .block1
+            .forward_dyn(&x, None, false)
+            .and_then(|h| model.block2.forward_dyn(&h, None, false))
+            .and_then(|out| mse_loss(&out, &target, Reduction::Mean));
+        train_step(&mut optimizer, loss);
+    }))
+}
+
+/// Peak resident memory of this process in MB (`VmHWM` in /proc/self/status).
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// 200 MLP steps at batch 64 and nothing else, so the peak RSS is the training loop's.
+fn mlp_loop_rss() -> rumus::Result<()> {
+    manual_seed(0);
+    let model = Mlp::new()?;
+    let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
+    let x = Tensor::<(Dyn, D<784>)>::randn_with_dims(&[64, 784])?;
+    let y = labels(64)?;
+    for _ in 0..200 {
+        let loss = model
+            .forward(&x)
+            .and_then(|logits| cross_entropy(logits.as_dyn(), &y, &CrossEntropyOptions::default()));
+        train_step(&mut optimizer, loss);
+    }
+    println!("mlp_loop_peak_rss_mb {:.1}", peak_rss_mb().unwrap_or(f64::NAN));
+    Ok(())
+}
+
 fn main() -> rumus::Result<()> {
-    for n in [256usize, 512, 1024] {
+    let only = std::env::args().nth(1);
+    if only.as_deref() == Some("rss") {
+        return mlp_loop_rss();
+    }
+    for n in [256usize, 512, 1024, 2048] {
         let a = DynTensor::randn(&[n, n], DType::F32)?;
         let b = DynTensor::randn(&[n, n], DType::F32)?;
-        let reps = if n >= 1024 { 10 } else { 30 };
+        let reps = match n {
+            2048 => 5,
+            1024 => 10,
+            _ => 30,
+        };
         println!(
             "sgemm_{n} {:.4}",
-            median_ms(3, reps, || drop(a.matmul(&b).expect("matmul")))
+            median_ms(2, reps, || drop(a.matmul(&b).expect("matmul")))
         );
     }
+    if only.as_deref() == Some("sgemm") {
+        return Ok(());
+    }
+    println!("conv2d_fwd_bwd {:.4}", conv_forward_backward()?);
     for batch in [64, 256] {
         println!("mlp_step_b{batch} {:.4}", mlp_step(batch)?);
     }
+    println!("cnn_step_b64 {:.4}", cnn_step(64)?);
+    println!("transformer_step {:.4}", transformer_step()?);
     let x = DynTensor::randn(&[16], DType::F32)?;
     let ones = DynTensor::ones(&[16], DType::F32)?;
     let chain = |x: &DynTensor| {

@@ -127,6 +127,15 @@ fn one_large_product_split_across_threads() {
         &expected,
         "matmul with a transposed operand",
     );
+    // A transposed left operand: its rows are columns in memory, so each thread's block of
+    // rows starts at a column offset.
+    let at = randn(&[k, m], 9).transpose(0, 1).unwrap();
+    let expected_at = naive_batched_matmul(&at.to_f64_vec(), &bt.to_f64_vec(), 1, m, k, n);
+    assert_close(
+        &at.matmul(&bt).unwrap().to_f64_vec(),
+        &expected_at,
+        "matmul of two transposed operands",
+    );
     let f32_result = a
         .to_dtype(rumus::DType::F32)
         .unwrap()
