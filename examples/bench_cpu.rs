@@ -165,7 +165,10 @@ fn mlp_loop_rss() -> rumus::Result<()> {
             .and_then(|logits| cross_entropy(logits.as_dyn(), &y, &CrossEntropyOptions::default()));
         train_step(&mut optimizer, loss);
     }
-    println!("mlp_loop_peak_rss_mb {:.1}", peak_rss_mb().unwrap_or(f64::NAN));
+    println!(
+        "mlp_loop_peak_rss_mb {:.1}",
+        peak_rss_mb().unwrap_or(f64::NAN)
+    );
     Ok(())
 }
 

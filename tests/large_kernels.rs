@@ -210,3 +210,39 @@ fn degenerate_shapes_are_handled_or_refused() {
     assert!(randn(&[3, 2], 2).sum_to(&[2, 3]).is_err());
     assert!(randn(&[3], 3).sum_to(&[1, 3]).is_err());
 }
+
+#[test]
+fn reused_buffers_never_leak_old_values_into_results() {
+    // Large outputs come from the buffer pool, which hands out memory holding earlier
+    // results. Fill the pool with garbage between two identical computations: both must
+    // equal the naive reference.
+    let (m, k, n) = (300, 260, 280);
+    let (a, b) = (randn(&[m, k], 21), randn(&[k, n], 22));
+    let expected = naive_batched_matmul(&a.to_f64_vec(), &b.to_f64_vec(), 1, m, k, n);
+    let images = randn(&[8, 16, 30, 30], 23);
+    let columns = images
+        .unfold2d((3, 3), (1, 1), (1, 1), (1, 1))
+        .unwrap()
+        .to_f64_vec();
+    for round in 0..2 {
+        for _ in 0..4 {
+            drop(DynTensor::full(&[m, n], f64::NAN, rumus::DType::F64).unwrap());
+            drop(DynTensor::full(&[8, 16, 9, 900], 7.0, rumus::DType::F64).unwrap());
+        }
+        let product = a.matmul(&b).unwrap();
+        assert_close(
+            &product.to_f64_vec(),
+            &expected,
+            "matmul into a reused buffer",
+        );
+        let shifted = product.add_scalar(1.0).unwrap().to_f64_vec();
+        let reference: Vec<f64> = expected.iter().map(|v| v + 1.0).collect();
+        assert_close(&shifted, &reference, "elementwise into a reused buffer");
+        let again = images.unfold2d((3, 3), (1, 1), (1, 1), (1, 1)).unwrap();
+        assert_eq!(
+            again.to_f64_vec(),
+            columns,
+            "unfold (zero padding) in round {round}"
+        );
+    }
+}

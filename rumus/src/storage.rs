@@ -109,5 +109,13 @@ impl Storage {
 impl Drop for Storage {
     fn drop(&mut self) {
         LIVE_STORAGE_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+        if self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES {
+            let buffer = self
+                .buffer
+                .get_mut()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let empty = CpuBuffer::Bool(Vec::new());
+            crate::backend::cpu::pool::recycle(std::mem::replace(buffer, empty));
+        }
     }
 }

@@ -281,7 +281,7 @@ impl DynTensor {
             on_true.layout().broadcast_to(&dims),
             on_false.layout().broadcast_to(&dims),
         );
-        fn select<T: Copy + Sync + Send + Default>(
+        fn select<T: Copy + Sync + Send + Default + 'static>(
             c: (&[bool], &Layout),
             t: (&[T], &Layout),
             f: (&[T], &Layout),

@@ -37,10 +37,11 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
     );
     let batch_rank = rank - 2;
     let batches: usize = la.dims()[..batch_rank].iter().product();
-    let mut out = vec![T::ZERO; batches * m * n];
     if m == 0 || n == 0 || k == 0 || batches == 0 {
-        return out;
+        return vec![T::ZERO; batches * m * n];
     }
+    // gemm overwrites every element (it does not read the destination).
+    let mut out = super::pool::reused(batches * m * n, T::ZERO);
     let (a_rs, a_cs) = (
         la.strides()[rank - 2] as isize,
         la.strides()[rank - 1] as isize,
@@ -89,9 +90,8 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
     let batch_parallel = batches > 1
         && batches * flops >= PARALLEL_FLOPS
         && (flops < PARALLEL_FLOPS || batches >= threads);
-    let product = |batch: usize, dst: &mut [T], parallelism: Parallelism| {
-        rows(batch, 0, dst, parallelism)
-    };
+    let product =
+        |batch: usize, dst: &mut [T], parallelism: Parallelism| rows(batch, 0, dst, parallelism);
     // gemm's own threading leaves one core idle below n = 1024 here (measured: the same time
     // on one and two threads at 256 and 512); blocks of rows, one per thread, use both.
     let row_split = !batch_parallel

@@ -7,6 +7,7 @@ pub mod index;
 pub mod matmul;
 pub mod optim;
 pub mod parallel;
+pub mod pool;
 pub mod reduce;
 pub mod strided;
 pub mod unfold;

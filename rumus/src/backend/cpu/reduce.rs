@@ -19,7 +19,7 @@ pub enum Reduction {
 
 /// Returns the input as contiguous groups: `(data, groups, group_len)` where output element
 /// `i` reduces `data[i * group_len..(i + 1) * group_len]`.
-fn grouped<T: Copy + Sync + Send + Default>(
+fn grouped<T: Copy + Sync + Send + Default + 'static>(
     a: &[T],
     layout: &Layout,
     axes: &[usize],

@@ -31,7 +31,7 @@ fn inner(layout: &Layout) -> (usize, usize) {
 }
 
 /// `f` applied to every element of `a` (seen through `layout`), in row-major order.
-pub fn map<A: Copy + Sync, O: Copy + Send + Default>(
+pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
     a: &[A],
     layout: &Layout,
     f: impl Fn(A) -> O + Sync,
@@ -39,7 +39,7 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default>(
     let numel = layout.numel();
     if layout.is_contiguous() {
         let src = &a[layout.offset()..layout.offset() + numel];
-        let mut out = vec![O::default(); numel];
+        let mut out = super::pool::reused(numel, O::default());
         let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
         for_each_row(&mut out, chunk, |row, dst| {
             for (d, &s) in dst.iter_mut().zip(&src[row * chunk..]) {
@@ -49,7 +49,7 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default>(
         return out;
     }
     let (n, stride) = inner(layout);
-    let mut out = vec![O::default(); numel];
+    let mut out = super::pool::reused(numel, O::default());
     for_each_row(&mut out, n, |row, dst| {
         let base = row_start(row, layout);
         for (j, d) in dst.iter_mut().enumerate() {
@@ -60,7 +60,7 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default>(
 }
 
 /// `f(a, b)` element-wise; both layouts have the output's dims (broadcast views allowed).
-pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default>(
+pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'static>(
     a: &[A],
     la: &Layout,
     b: &[B],
@@ -69,7 +69,7 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default>(
 ) -> Vec<O> {
     debug_assert_eq!(la.dims(), lb.dims());
     let numel = la.numel();
-    let mut out = vec![O::default(); numel];
+    let mut out = super::pool::reused(numel, O::default());
     if la.is_contiguous() && lb.is_contiguous() {
         let (sa, sb) = (
             &a[la.offset()..la.offset() + numel],
@@ -115,7 +115,12 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default>(
 }
 
 /// `f(a, b, c)` element-wise over three operands with the output's dims.
-pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Copy + Send + Default>(
+pub fn zip3_map<
+    A: Copy + Sync,
+    B: Copy + Sync,
+    C: Copy + Sync,
+    O: Copy + Send + Default + 'static,
+>(
     (a, la): (&[A], &Layout),
     (b, lb): (&[B], &Layout),
     (c, lc): (&[C], &Layout),
@@ -125,7 +130,7 @@ pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, O: Copy + Send +
     let (n, stride_a) = inner(la);
     let (_, stride_b) = inner(lb);
     let (_, stride_c) = inner(lc);
-    let mut out = vec![O::default(); numel];
+    let mut out = super::pool::reused(numel, O::default());
     for_each_row(&mut out, n, |row, dst| {
         let (base_a, base_b, base_c) = (row_start(row, la), row_start(row, lb), row_start(row, lc));
         for (j, d) in dst.iter_mut().enumerate() {

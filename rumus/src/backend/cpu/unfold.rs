@@ -167,7 +167,7 @@ pub fn unfold<T: Float>(src: &[T], planes: usize, w: &Window2d) -> Vec<T> {
     let [kh, kw] = w.kernel;
     let positions = w.positions();
     let plane_out = w.taps() * positions;
-    let mut out = vec![T::ZERO; planes * plane_out];
+    let mut out = super::pool::filled(planes * plane_out, T::ZERO);
     debug_assert_eq!(src.len(), planes * h * wd);
     let rows: Vec<(isize, usize, usize)> = (0..kh)
         .map(|ki| valid_range(ki, w.dilation[0], w.padding[0], w.stride[0], h, oh))
@@ -210,7 +210,7 @@ pub fn fold<T: Float>(cols: &[T], planes: usize, w: &Window2d) -> Vec<T> {
     let [kh, kw] = w.kernel;
     let positions = w.positions();
     let plane_in = w.taps() * positions;
-    let mut out = vec![T::ZERO; planes * h * wd];
+    let mut out = super::pool::filled(planes * h * wd, T::ZERO);
     debug_assert_eq!(cols.len(), planes * plane_in);
     let rows: Vec<(isize, usize, usize)> = (0..kh)
         .map(|ki| valid_range(ki, w.dilation[0], w.padding[0], w.stride[0], h, oh))
@@ -254,7 +254,7 @@ pub fn window_sum<T: Float>(src: &[T], planes: usize, w: &Window2d) -> Vec<T> {
     let positions = w.positions();
     let (rows, cols) = (taps_per_position(w, 0), taps_per_position(w, 1));
     let (dh, dw) = (w.dilation[0], w.dilation[1]);
-    let mut out = vec![T::ZERO; planes * positions];
+    let mut out = super::pool::filled(planes * positions, T::ZERO);
     for_each_plane(&mut out, positions, work(w), |p, dst| {
         let plane = &src[p * h * wd..(p + 1) * h * wd];
         for (oy, &(ki_lo, ki_hi, y0)) in rows.iter().enumerate() {
@@ -289,7 +289,7 @@ pub fn window_spread<T: Float>(grad: &[T], planes: usize, w: &Window2d) -> Vec<T
     let positions = w.positions();
     let (rows, cols) = (taps_per_position(w, 0), taps_per_position(w, 1));
     let (dh, dw) = (w.dilation[0], w.dilation[1]);
-    let mut out = vec![T::ZERO; planes * h * wd];
+    let mut out = super::pool::filled(planes * h * wd, T::ZERO);
     for_each_plane(&mut out, h * wd, work(w), |p, plane| {
         let g = &grad[p * positions..(p + 1) * positions];
         for (oy, &(ki_lo, ki_hi, y0)) in rows.iter().enumerate() {
