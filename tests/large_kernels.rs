@@ -246,3 +246,28 @@ fn reused_buffers_never_leak_old_values_into_results() {
         );
     }
 }
+
+#[test]
+fn sums_over_leading_axes_match_a_naive_sum() {
+    // The fast path for bias-style gradients: leading axes of a contiguous tensor, large
+    // enough to be split across threads, plus the empty and size-zero edge cases.
+    let x = randn(&[40, 30, 70], 31);
+    let values = x.to_f64_vec();
+    for axes in [vec![0], vec![0, 1]] {
+        let rows: usize = axes.iter().map(|&a| x.dims()[a]).product();
+        let inner = values.len() / rows;
+        let expected: Vec<f64> = (0..inner)
+            .map(|j| (0..rows).map(|i| values[i * inner + j]).sum())
+            .collect();
+        let axes_isize: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+        let actual = x.sum(&axes_isize, false).unwrap().to_f64_vec();
+        assert_close(&actual, &expected, &format!("sum over {axes:?}"));
+    }
+    let empty_rows = DynTensor::zeros(&[0, 5], rumus::DType::F32).unwrap();
+    assert_eq!(
+        empty_rows.sum(&[0], false).unwrap().to_f64_vec(),
+        vec![0.0; 5]
+    );
+    let no_columns = DynTensor::zeros(&[5, 0], rumus::DType::F32).unwrap();
+    assert_eq!(no_columns.sum(&[0], false).unwrap().dims(), &[0]);
+}

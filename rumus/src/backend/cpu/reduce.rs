@@ -2,6 +2,8 @@
 //! made contiguous if it is not already, and each output element then reduces one contiguous
 //! run, which keeps the inner loop simple and vectorisable.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use super::parallel::{PARALLEL_GRAIN, for_each_row};
@@ -18,19 +20,54 @@ pub enum Reduction {
 }
 
 /// Returns the input as contiguous groups: `(data, groups, group_len)` where output element
-/// `i` reduces `data[i * group_len..(i + 1) * group_len]`.
-fn grouped<T: Copy + Sync + Send + Default + 'static>(
-    a: &[T],
+/// `i` reduces `data[i * group_len..(i + 1) * group_len]`. Borrows the input when the reduced
+/// axes are already the innermost of a contiguous layout (softmax and norm statistics over
+/// the last axis), copies otherwise.
+fn grouped<'a, T: Copy + Sync + Send + Default + 'static>(
+    a: &'a [T],
     layout: &Layout,
     axes: &[usize],
-) -> (Vec<T>, usize, usize) {
+) -> (Cow<'a, [T]>, usize, usize) {
     let kept: Vec<usize> = (0..layout.rank())
         .filter(|axis| !axes.contains(axis))
         .collect();
     let groups = kept.iter().map(|&axis| layout.dims()[axis]).product();
     let group_len = axes.iter().map(|&axis| layout.dims()[axis]).product();
     let perm: Vec<usize> = kept.into_iter().chain(axes.iter().copied()).collect();
-    (map(a, &layout.permute(&perm), |x| x), groups, group_len)
+    let permuted = layout.permute(&perm);
+    let data = if permuted.is_contiguous() {
+        let start = permuted.offset();
+        Cow::Borrowed(&a[start..start + permuted.numel()])
+    } else {
+        Cow::Owned(map(a, &permuted, |x| x))
+    };
+    (data, groups, group_len)
+}
+
+/// Sums the leading `rows` rows of a contiguous `[rows, inner]` block into `[inner]`, row by
+/// row, so the inner loop runs over contiguous memory (a bias gradient summed over the batch
+/// needs no transposed copy). Columns are split across threads when the block is large.
+fn sum_leading_rows<T: Float>(data: &[T], rows: usize, inner: usize) -> Vec<T> {
+    let mut out = vec![T::ZERO; inner];
+    if inner == 0 {
+        return out;
+    }
+    let columns = |first: usize, dst: &mut [T]| {
+        for row in data.chunks_exact(inner).take(rows) {
+            for (d, &v) in dst.iter_mut().zip(&row[first..]) {
+                *d += v;
+            }
+        }
+    };
+    let chunk = (PARALLEL_GRAIN / rows.max(1)).max(64);
+    if rows * inner >= PARALLEL_GRAIN && inner > chunk {
+        out.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(i, dst)| columns(i * chunk, dst));
+    } else {
+        columns(0, &mut out);
+    }
+    out
 }
 
 /// Sum with eight independent accumulators: faster than one chain and more accurate.
@@ -78,6 +115,13 @@ pub fn reduce<T: Float + Default>(
     axes: &[usize],
     kind: Reduction,
 ) -> Vec<T> {
+    let leading = axes.iter().enumerate().all(|(i, &axis)| i == axis);
+    if kind == Reduction::Sum && leading && layout.is_contiguous() && axes.len() < layout.rank() {
+        let rows: usize = layout.dims()[..axes.len()].iter().product();
+        let inner: usize = layout.dims()[axes.len()..].iter().product();
+        let start = layout.offset();
+        return sum_leading_rows(&a[start..start + rows * inner], rows, inner);
+    }
     let (data, groups, group_len) = grouped(a, layout, axes);
     let mut out = vec![T::ZERO; groups];
     if group_len == 0 {

@@ -52,8 +52,16 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
     let mut out = super::pool::reused(numel, O::default());
     for_each_row(&mut out, n, |row, dst| {
         let base = row_start(row, layout);
-        for (j, d) in dst.iter_mut().enumerate() {
-            *d = f(a[base + j * stride]);
+        if stride == 1 {
+            // Contiguous runs (e.g. heads split off a permuted tensor): a loop the compiler
+            // vectorises.
+            for (d, &s) in dst.iter_mut().zip(&a[base..base + n]) {
+                *d = f(s);
+            }
+        } else {
+            for (j, d) in dst.iter_mut().enumerate() {
+                *d = f(a[base + j * stride]);
+            }
         }
     });
     out
