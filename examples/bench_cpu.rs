@@ -40,25 +40,9 @@ struct Mlp {
 }
 
 /// conv32-pool-conv64-pool-fc128-fc10 on 28x28 images (the MNIST example's network).
-#[model]
-struct Cnn {
-    conv1: Conv2d<1, 32, 3>,
-    conv2: Conv2d<32, 64, 3>,
-    fc1: Linear<1600, 128>,
-    fc2: Linear<128, 10>,
-}
-
-#[model]
-impl Cnn {
-    tensor_fn! {
-        fn forward(&self, x: [B, 1, 28, 28]) -> [B, 10] {
-            let h = self.conv1(x).relu().max_pool2d(2);
-            let h = self.conv2(h).relu().max_pool2d(2);
-            let h = self.fc1(h.flatten(1)).relu();
-            self.fc2(h)
-        }
-    }
-}
+#[path = "mnist/model.rs"]
+mod mnist_model;
+use mnist_model::Cnn;
 
 /// Two pre-norm encoder blocks, d = 128, 4 heads, feed-forward 512, dropout 0.1.
 #[model]

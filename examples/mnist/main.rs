@@ -15,25 +15,9 @@ use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler, Optimizer};
 use rumus::prelude::*;
 use rumus::train::{Trainer, classification};
 
-#[model]
-struct Cnn {
-    conv1: Conv2d<1, 32, 3>,
-    conv2: Conv2d<32, 64, 3>,
-    fc1: Linear<1600, 128>,
-    fc2: Linear<128, 10>,
-}
+mod model;
 
-#[model]
-impl Cnn {
-    tensor_fn! {
-        fn forward(&self, x: [B, 1, 28, 28]) -> [B, 10] {
-            let h = self.conv1(x).relu().max_pool2d(2);
-            let h = self.conv2(h).relu().max_pool2d(2);
-            let h = self.fc1(h.flatten(1)).relu();
-            self.fc2(h)
-        }
-    }
-}
+use model::Cnn;
 
 struct Options {
     data: String,
