@@ -180,6 +180,17 @@ fn dropout_scales_kept_values_and_is_the_identity_in_eval() {
     // Binomial standard error at n = 1e5, p = 0.25 is 0.0014.
     assert!((dropped - 0.25).abs() < 0.01, "dropped fraction {dropped}");
     assert!(y.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
+    // The gradient is the same mask: 0 where dropped, 1 / (1 - p) where kept.
+    let tracked = DynTensor::ones(&[1000], DType::F32)
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let out = dropout.forward_dyn(&tracked).unwrap();
+    let grads = out.sum_all().unwrap().backward().unwrap();
+    let grad = grads.get(&tracked).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(grad, out.to_vec::<f32>().unwrap());
+    let ints = DynTensor::from_vec(vec![1i64, 2, 3], &[3]).unwrap();
+    assert!(dropout.forward_dyn(&ints).is_err());
     dropout.eval();
     assert_eq!(
         dropout.forward_dyn(&x).unwrap().to_vec::<f32>().unwrap(),

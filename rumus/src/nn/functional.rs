@@ -174,16 +174,29 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
             message: format!("probability {p} is outside [0, 1]"),
         });
     }
+    if !x.dtype().is_float() {
+        return Err(Error::DType {
+            op: "dropout",
+            expected: "a floating-point tensor",
+            found: x.dtype(),
+        });
+    }
     if !training || p == 0.0 {
         return Ok(x.clone());
     }
     if p == 1.0 {
         return x.mul_scalar(0.0);
     }
-    let keep: Vec<bool> = with_global(|g| (0..x.numel()).map(|_| g.next_f64() >= p).collect());
-    let mask = DynTensor::from_vec(keep, x.dims())?;
-    let zero = DynTensor::scalar(0.0, x.dtype())?;
-    DynTensor::where_(&mask, &x.mul_scalar(1.0 / (1.0 - p))?, &zero)
+    // The mask holds 0 or 1 / (1 - p), so dropout is one multiplication (as in PyTorch,
+    // whose backward is the same product): a contiguous, vectorised kernel forward and back.
+    let scale = 1.0 / (1.0 - p);
+    let mask: Vec<f64> = with_global(|g| {
+        (0..x.numel())
+            .map(|_| if g.next_f64() >= p { scale } else { 0.0 })
+            .collect()
+    });
+    let mask = DynTensor::from_vec(mask, x.dims())?.to_dtype(x.dtype())?;
+    x.mul(&mask)
 }
 
 /// Rows `indices` (an `i64` tensor of any shape) of `weight` `[V, D]`: output
