@@ -6,7 +6,6 @@ mod typed;
 
 pub use dim::{D, Dim, Dyn, Unify};
 pub use layout::{
-    Dims, Layout, broadcast_shapes, checked_numel, contiguous_strides, normalize_axes,
-    normalize_axis,
+    Layout, broadcast_shapes, checked_numel, contiguous_strides, normalize_axes, normalize_axis,
 };
 pub use typed::{Shape, UnifyShape};
