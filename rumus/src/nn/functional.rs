@@ -190,12 +190,18 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
     // The mask holds 0 or 1 / (1 - p), so dropout is one multiplication (as in PyTorch,
     // whose backward is the same product): a contiguous, vectorised kernel forward and back.
     let scale = 1.0 / (1.0 - p);
-    let mask: Vec<f64> = with_global(|g| {
-        (0..x.numel())
-            .map(|_| if g.next_f64() >= p { scale } else { 0.0 })
-            .collect()
-    });
-    let mask = DynTensor::from_vec(mask, x.dims())?.to_dtype(x.dtype())?;
+    let n = x.numel();
+    let mask = with_global(|g| {
+        let mut keep = || g.next_f64() >= p;
+        if x.dtype() == DType::F32 {
+            let scale = scale as f32;
+            let values: Vec<f32> = (0..n).map(|_| if keep() { scale } else { 0.0 }).collect();
+            DynTensor::from_vec(values, x.dims())
+        } else {
+            let values: Vec<f64> = (0..n).map(|_| if keep() { scale } else { 0.0 }).collect();
+            DynTensor::from_vec(values, x.dims())
+        }
+    })?;
     x.mul(&mask)
 }
 
