@@ -111,29 +111,6 @@ impl ImageSet {
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
-
-    /// Items `indices` as an image tensor `[n, H * W]` and an `i64` label tensor `[n]`;
-    /// reshape or `try_shape` the images to what the model takes.
-    pub fn batch(&self, indices: &[usize]) -> Result<(crate::DynTensor, crate::DynTensor)> {
-        let pixels = self.height * self.width;
-        if let Some(&bad) = indices.iter().find(|&&i| i >= self.len()) {
-            return Err(Error::IndexOutOfRange {
-                op: "ImageSet::batch",
-                index: bad as i64,
-                axis: 0,
-                size: self.len(),
-            });
-        }
-        let images: Vec<f32> = indices
-            .iter()
-            .flat_map(|&i| self.images[i * pixels..(i + 1) * pixels].iter().copied())
-            .collect();
-        let labels: Vec<i64> = indices.iter().map(|&i| self.labels[i]).collect();
-        Ok((
-            crate::DynTensor::from_vec(images, &[indices.len(), pixels])?,
-            crate::DynTensor::from_vec(labels, &[indices.len()])?,
-        ))
-    }
 }
 
 /// Items are `[1, H, W]` images (one channel, as convolutions take them) with their class;
