@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::fixture_file::{FixtureTensor, read_cases};
+use common::fixture_file::{FixtureTensor, assert_close, read_cases};
 use rumus::autograd::{grad_with, no_grad};
 use rumus::nn::functional::{group_norm, layer_norm, rms_norm};
 use rumus::nn::{BatchNorm, Embedding, Module};
@@ -15,24 +15,7 @@ use rumus::prelude::*;
 type Case = BTreeMap<String, FixtureTensor>;
 
 fn tensor(t: &FixtureTensor) -> DynTensor {
-    if t.dtype == "i64" {
-        return DynTensor::from_vec(t.values.iter().map(|&v| v as i64).collect(), &t.dims).unwrap();
-    }
-    DynTensor::from_vec(t.values.iter().map(|&v| v as f32).collect(), &t.dims).unwrap()
-}
-
-fn assert_close(case: &str, key: &str, actual: &DynTensor, expected: &FixtureTensor) {
-    assert_eq!(
-        actual.dims(),
-        expected.dims.as_slice(),
-        "{case}: {key}: shape"
-    );
-    for (i, (a, e)) in actual.to_f64_vec().iter().zip(&expected.values).enumerate() {
-        assert!(
-            (a - e).abs() <= 1e-5 + 1e-5 * e.abs(),
-            "{case}: {key}[{i}]: rumus {a:e}, torch {e:e}"
-        );
-    }
+    t.to_tensor()
 }
 
 /// Checks `out` and the gradients of `inputs` (by fixture name) against the case.

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::fixture_file::{FixtureTensor, read_cases};
+use common::fixture_file::{FixtureTensor, assert_close, read_cases};
 use rumus::autograd::{grad_with, no_grad};
 use rumus::nn::{
     FeedForwardActivation, Gru, Lstm, Module, MultiheadAttention, TransformerEncoderBlock,
@@ -18,26 +18,7 @@ use rumus::prelude::*;
 type Case = BTreeMap<String, FixtureTensor>;
 
 fn tensor(t: &FixtureTensor) -> DynTensor {
-    match t.dtype.as_str() {
-        "bool" => DynTensor::from_vec(t.values.iter().map(|&v| v != 0.0).collect(), &t.dims),
-        "f32" => DynTensor::from_vec(t.values.iter().map(|&v| v as f32).collect(), &t.dims),
-        other => panic!("unexpected fixture dtype {other}"),
-    }
-    .unwrap()
-}
-
-fn assert_close(case: &str, key: &str, actual: &DynTensor, expected: &FixtureTensor) {
-    assert_eq!(
-        actual.dims(),
-        expected.dims.as_slice(),
-        "{case}: {key}: shape"
-    );
-    for (i, (a, e)) in actual.to_f64_vec().iter().zip(&expected.values).enumerate() {
-        assert!(
-            (a - e).abs() <= 1e-5 + 1e-5 * e.abs(),
-            "{case}: {key}[{i}]: rumus {a:e}, torch {e:e}"
-        );
-    }
+    t.to_tensor()
 }
 
 fn leaf(case: &Case, key: &str) -> DynTensor {

@@ -83,3 +83,38 @@ pub fn read_cases(text: &str) -> Vec<(String, BTreeMap<String, FixtureTensor>)> 
     assert!(current.is_none(), "the last case has no `end`");
     cases
 }
+
+impl FixtureTensor {
+    /// The fixture as a tensor of its stored dtype (`f32`, `i64` or `bool`).
+    pub fn to_tensor(&self) -> rumus::DynTensor {
+        let dims = &self.dims;
+        match self.dtype.as_str() {
+            "f32" => {
+                rumus::DynTensor::from_vec(self.values.iter().map(|&v| v as f32).collect(), dims)
+            }
+            "i64" => {
+                rumus::DynTensor::from_vec(self.values.iter().map(|&v| v as i64).collect(), dims)
+            }
+            "bool" => {
+                rumus::DynTensor::from_vec(self.values.iter().map(|&v| v != 0.0).collect(), dims)
+            }
+            other => panic!("unexpected fixture dtype {other}"),
+        }
+        .unwrap()
+    }
+}
+
+/// `actual` has the fixture's shape and every value within `1e-5 + 1e-5 |expected|`.
+pub fn assert_close(case: &str, key: &str, actual: &rumus::DynTensor, expected: &FixtureTensor) {
+    assert_eq!(
+        actual.dims(),
+        expected.dims.as_slice(),
+        "{case}: {key}: shape"
+    );
+    for (i, (a, e)) in actual.to_f64_vec().iter().zip(&expected.values).enumerate() {
+        assert!(
+            (a - e).abs() <= 1e-5 + 1e-5 * e.abs(),
+            "{case}: {key}[{i}]: rumus {a:e}, torch {e:e}"
+        );
+    }
+}
