@@ -111,6 +111,47 @@ pub enum AutogradError {
     NotDifferentiable { context: String, dtype: DType },
 }
 
+/// Faults of devices: no GPU, tensors on different devices, ops a GPU cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DeviceError {
+    #[error(
+        "no GPU adapter was found ({reason}); install a Vulkan, Metal or DX12 driver (on Debian without a GPU: `apt-get install mesa-vulkan-drivers` for the lavapipe CPU device), or stay on Device::Cpu"
+    )]
+    NoAdapter { reason: String },
+    #[error(
+        "rumus was built without its `gpu` feature; enable it (`rumus = {{ features = [\"gpu\"] }}`) to use Device::gpu()"
+    )]
+    NotCompiled,
+    #[error("the GPU refused the request: {message}")]
+    Gpu { message: String },
+    #[error(
+        "{op}: operands are on different devices ({lhs} and {rhs}); move one with `.to(&device)` first"
+    )]
+    Mismatch {
+        op: &'static str,
+        lhs: String,
+        rhs: String,
+    },
+    #[error("{op}: {dtype} tensors are not supported on the GPU; convert with `.to_dtype(DType::F32)` first")]
+    UnsupportedDType { op: &'static str, dtype: DType },
+    #[error(
+        "{op}: the tensor needs {bytes} bytes in one GPU buffer but this adapter allows at most {limit}; split the work into smaller tensors"
+    )]
+    TooLarge {
+        op: &'static str,
+        bytes: u64,
+        limit: u64,
+    },
+    #[error("{op}: a tensor of rank {rank} is beyond the GPU kernels' limit of {limit} axes")]
+    RankTooLarge {
+        op: &'static str,
+        rank: usize,
+        limit: usize,
+    },
+    #[error("internal: a CPU kernel tried to write GPU memory; please report this")]
+    HostWriteToGpu,
+}
+
 /// Every error rumus returns.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
@@ -118,6 +159,8 @@ pub enum Error {
     Shape(#[from] ShapeError),
     #[error(transparent)]
     Autograd(#[from] AutogradError),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
     /// An operation got a tensor of a dtype it does not support.
     #[error("{op}: expected {expected}, got a {found} tensor")]
     DType {

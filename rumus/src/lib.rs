@@ -26,6 +26,7 @@
 pub mod autograd;
 pub mod backend;
 pub mod data;
+pub mod device;
 pub mod dtype;
 pub mod element;
 pub mod error;
@@ -46,8 +47,9 @@ pub mod __private {
 mod private;
 
 pub use autograd::{GradientStore, grad, gradcheck, no_grad};
+pub use device::Device;
 pub use dtype::DType;
-pub use error::{AutogradError, Error, Result, ShapeError};
+pub use error::{AutogradError, DeviceError, Error, Result, ShapeError};
 pub use rng::manual_seed;
 pub use rumus_macros::{model, tensor_fn};
 pub use shape::{D, Dim, Dyn, Shape};
@@ -58,5 +60,5 @@ pub use tensor::typed::{Elementwise, StaticShape, Tensor};
 pub mod prelude {
     pub use crate::autograd::{GradientStore, no_grad};
     pub use crate::nn::{Conv2d, Linear, Module};
-    pub use crate::{D, DType, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn};
+    pub use crate::{D, DType, Device, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn};
 }

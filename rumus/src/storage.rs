@@ -1,10 +1,17 @@
 //! Tensor memory. A [`Storage`] is shared by every view of it through an `Arc`; its version
 //! counter goes up on each in-place write so the tape can refuse stale saved tensors.
+//! Memory lives on the host or on a GPU; CPU kernels read host memory, GPU kernels read
+//! device buffers, and nothing moves between the two unless a transfer is asked for (or an
+//! op without a GPU kernel makes one, which `backend::gpu::transfer_counts` counts).
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::backend::gpu::GpuBuffer;
+use crate::device::Device;
 use crate::dtype::DType;
+use crate::error::{DeviceError, Result};
 
 /// Host memory of one dtype.
 #[derive(Debug, Clone)]
@@ -61,10 +68,35 @@ pub fn live_storage_bytes() -> usize {
     LIVE_STORAGE_BYTES.load(Ordering::Relaxed)
 }
 
+/// Where the elements are.
+#[derive(Debug)]
+enum Memory {
+    Host(RwLock<CpuBuffer>),
+    Gpu(GpuBuffer),
+}
+
+/// Host elements for a CPU kernel: the buffer itself, or a copy read back from a GPU for an op
+/// that has no GPU kernel (counted as a fallback transfer).
+pub enum HostView<'a> {
+    Borrowed(RwLockReadGuard<'a, CpuBuffer>),
+    Downloaded(CpuBuffer),
+}
+
+impl Deref for HostView<'_> {
+    type Target = CpuBuffer;
+
+    fn deref(&self) -> &CpuBuffer {
+        match self {
+            HostView::Borrowed(guard) => guard,
+            HostView::Downloaded(buffer) => buffer,
+        }
+    }
+}
+
 /// Reference-counted tensor memory with a version counter.
 #[derive(Debug)]
 pub struct Storage {
-    buffer: RwLock<CpuBuffer>,
+    memory: Memory,
     version: AtomicU64,
     dtype: DType,
     bytes: usize,
@@ -73,10 +105,20 @@ pub struct Storage {
 impl Storage {
     pub fn new(buffer: CpuBuffer) -> Self {
         let dtype = buffer.dtype();
-        let bytes = buffer.len() * dtype.size_in_bytes();
+        Self::with_memory(buffer.len(), dtype, Memory::Host(RwLock::new(buffer)))
+    }
+
+    /// Memory on a GPU.
+    pub fn on_gpu(buffer: GpuBuffer) -> Self {
+        let (len, dtype) = (buffer.len(), buffer.dtype());
+        Self::with_memory(len, dtype, Memory::Gpu(buffer))
+    }
+
+    fn with_memory(len: usize, dtype: DType, memory: Memory) -> Self {
+        let bytes = len * dtype.size_in_bytes();
         LIVE_STORAGE_BYTES.fetch_add(bytes, Ordering::Relaxed);
         Storage {
-            buffer: RwLock::new(buffer),
+            memory,
             version: AtomicU64::new(0),
             dtype,
             bytes,
@@ -87,18 +129,48 @@ impl Storage {
         self.dtype
     }
 
-    pub fn read(&self) -> RwLockReadGuard<'_, CpuBuffer> {
-        self.buffer
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The device holding the elements.
+    pub fn device(&self) -> Device {
+        match &self.memory {
+            Memory::Host(_) => Device::Cpu,
+            Memory::Gpu(buffer) => Device::Gpu(buffer.device()),
+        }
     }
 
-    /// Write access; bumps the version so saved copies of this memory become stale.
-    pub fn write(&self) -> RwLockWriteGuard<'_, CpuBuffer> {
+    /// The GPU buffer, for storages on a GPU.
+    pub fn gpu(&self) -> Option<&GpuBuffer> {
+        match &self.memory {
+            Memory::Gpu(buffer) => Some(buffer),
+            Memory::Host(_) => None,
+        }
+    }
+
+    /// Host elements. For GPU memory this reads the whole buffer back (a counted fallback
+    /// transfer); ops with GPU kernels never get here.
+    pub fn read(&self) -> HostView<'_> {
+        match &self.memory {
+            Memory::Host(lock) => {
+                HostView::Borrowed(lock.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
+            }
+            Memory::Gpu(buffer) => HostView::Downloaded(buffer.read_back_fallback()),
+        }
+    }
+
+    /// Write access to host memory; bumps the version so saved copies of this memory become
+    /// stale. GPU memory is written by GPU kernels, through [`Storage::mark_written`].
+    pub fn write(&self) -> Result<RwLockWriteGuard<'_, CpuBuffer>> {
+        match &self.memory {
+            Memory::Host(lock) => {
+                self.mark_written();
+                Ok(lock.write().unwrap_or_else(|poisoned| poisoned.into_inner()))
+            }
+            Memory::Gpu(_) => Err(DeviceError::HostWriteToGpu.into()),
+        }
+    }
+
+    /// Bumps the version for an in-place write made by a GPU kernel.
+    pub fn mark_written(&self) {
         self.version.fetch_add(1, Ordering::AcqRel);
-        self.buffer
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn version(&self) -> u64 {
@@ -109,11 +181,10 @@ impl Storage {
 impl Drop for Storage {
     fn drop(&mut self) {
         LIVE_STORAGE_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
-        if self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES {
-            let buffer = self
-                .buffer
-                .get_mut()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Memory::Host(lock) = &mut self.memory
+            && self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES
+        {
+            let buffer = lock.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
             let empty = CpuBuffer::Bool(Vec::new());
             crate::backend::cpu::pool::recycle(std::mem::replace(buffer, empty));
         }

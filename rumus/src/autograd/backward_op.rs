@@ -102,6 +102,10 @@ pub enum BackwardOp {
     Cast {
         from: DType,
     },
+    /// A copy between devices; the gradient goes back to where the input was.
+    ToDevice {
+        from: crate::Device,
+    },
     /// Sliding windows copied into columns (im2col); the adjoint of `Fold2d`.
     Unfold2d {
         window: Window2d,
@@ -148,6 +152,7 @@ impl BackwardOp {
             BackwardOp::ScatterAdd { .. } => "scatter_add",
             BackwardOp::Cat { .. } => "cat",
             BackwardOp::Cast { .. } => "to_dtype",
+            BackwardOp::ToDevice { .. } => "to",
             BackwardOp::Unfold2d { .. } => "unfold2d",
             BackwardOp::Fold2d { .. } => "fold2d",
             BackwardOp::WindowSum2d { .. } => "window_sum2d",
@@ -246,6 +251,7 @@ impl BackwardOp {
             }
             BackwardOp::Cat { axis, sizes } => join::cat_backward(grad, *axis, sizes, needs),
             BackwardOp::Cast { from } => one(grad.to_dtype(*from)),
+            BackwardOp::ToDevice { from } => one(grad.to(from)),
             BackwardOp::Unfold2d { window } => one(conv::unfold2d_backward(grad, window)),
             BackwardOp::Fold2d { window } => one(conv::fold2d_backward(grad, window)),
             BackwardOp::WindowSum2d { window } => one(conv::window_sum2d_backward(grad, window)),

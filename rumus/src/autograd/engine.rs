@@ -152,7 +152,7 @@ impl DynTensor {
             }
             .into());
         }
-        let seed = DynTensor::ones(self.dims(), self.dtype())?;
+        let seed = self.ones_like()?;
         self.backward_with(&seed)
     }
 
@@ -182,7 +182,7 @@ pub fn grad(
                 }
                 .into());
             }
-            DynTensor::ones(output.dims(), output.dtype())
+            output.ones_like()
         })
         .collect::<Result<Vec<_>>>()?;
     let seeds: Vec<&DynTensor> = seeds.iter().collect();

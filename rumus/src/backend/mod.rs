@@ -2,3 +2,4 @@
 //! taking slices and layouts, which is the seam a GPU backend plugs into.
 
 pub mod cpu;
+pub mod gpu;

@@ -202,7 +202,9 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
             DynTensor::from_vec(values, x.dims())
         }
     })?;
-    x.mul(&mask)
+    // The mask is drawn on the host from the one global generator (so a seed gives the same
+    // mask on every device) and uploaded: one explicit copy per dropout layer and step.
+    x.mul(&mask.to(&x.device())?)
 }
 
 /// Rows `indices` (an `i64` tensor of any shape) of `weight` `[V, D]`: output

@@ -334,11 +334,12 @@ fn class_targets(
     };
     let mut index_dims = target_dims.clone();
     index_dims.insert(1, 1);
+    let device = input.device();
     Ok((
         input,
         ClassTargets {
-            gather_index: DynTensor::from_vec(index, &index_dims)?,
-            counted: DynTensor::from_vec(counted, &target_dims)?,
+            gather_index: DynTensor::from_vec(index, &index_dims)?.to(&device)?,
+            counted: DynTensor::from_vec(counted, &target_dims)?.to(&device)?,
             count,
             classes,
             unbatched,

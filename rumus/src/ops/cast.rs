@@ -29,17 +29,25 @@ impl DynTensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
+        let out = self.cast_untracked(dtype)?;
+        if !dtype.is_float() {
+            return Ok(out);
+        }
+        let from = self.dtype();
+        Ok(record(out, &[self], || BackwardOp::Cast { from }))
+    }
+
+    fn cast_untracked(&self, dtype: DType) -> Result<DynTensor> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of("to_dtype", &[self])? {
+            return gpu.cast(self, dtype);
+        }
         let buffer = self.with_buffer(|buffer, layout| match buffer {
             CpuBuffer::F32(v) => convert_to(v, layout, dtype),
             CpuBuffer::F64(v) => convert_to(v, layout, dtype),
             CpuBuffer::I64(v) => convert_to(v, layout, dtype),
             CpuBuffer::Bool(v) => convert_to(v, layout, dtype),
         });
-        let out = DynTensor::from_buffer(buffer, self.dims());
-        if !dtype.is_float() {
-            return Ok(out);
-        }
-        let from = self.dtype();
-        Ok(record(out, &[self], || BackwardOp::Cast { from }))
+        Ok(DynTensor::from_buffer(buffer, self.dims()))
     }
 }

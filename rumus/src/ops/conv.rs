@@ -167,7 +167,7 @@ fn read_float<R>(
     op: &'static str,
     f: impl FnOnce(FloatSlice<'_>) -> R,
 ) -> Result<R> {
-    let source = x.contiguous_untracked();
+    let source = x.contiguous_untracked()?;
     source.with_buffer(|buffer, layout| {
         let range = layout.offset()..layout.offset() + layout.numel();
         match buffer {
@@ -200,7 +200,9 @@ fn run_kernel(
         FloatSlice::F32(v) => f32::into_buffer(which.run(v, planes, w)),
         FloatSlice::F64(v) => f64::into_buffer(which.run(v, planes, w)),
     })?;
-    Ok(DynTensor::from_buffer(buffer, dims))
+    // No GPU kernel for the window ops yet: a GPU input was read back above (counted) and
+    // the result goes back to its device.
+    DynTensor::from_buffer_on(buffer, dims, &x.device())
 }
 
 /// Pooling windows may not reach further into the padding than half their size (as in
@@ -506,8 +508,9 @@ impl DynTensor {
                 (f64::into_buffer(values), offsets)
             }
         })?;
-        let indices = DynTensor::from_vec(offsets, &[n, c, positions])?;
-        let out = DynTensor::from_buffer(values, &[n, c, positions]);
+        let device = self.device();
+        let indices = DynTensor::from_vec(offsets, &[n, c, positions])?.to(&device)?;
+        let out = DynTensor::from_buffer_on(values, &[n, c, positions], &device)?;
         record(out, &[&flat], || BackwardOp::Gather {
             input_dims: flat.dims().to_vec(),
             axis: 2,
@@ -546,7 +549,11 @@ impl DynTensor {
             .flat_map(|oy| (0..ow).map(move |ox| (oy, ox)))
             .map(|(oy, ox)| covered(0, oy) * covered(1, ox))
             .collect();
-        sums.div(&DynTensor::from_vec(counts, &[oh, ow])?.to_dtype(self.dtype())?)
+        sums.div(
+            &DynTensor::from_vec(counts, &[oh, ow])?
+                .to_dtype(self.dtype())?
+                .to(&self.device())?,
+        )
     }
 
     /// Mean over the windows PyTorch's `F.adaptive_avg_pool2d` uses to reach `output_size`
@@ -587,7 +594,9 @@ impl DynTensor {
                 }
             }
             let dims = if transposed { [size, out] } else { [out, size] };
-            DynTensor::from_vec(m, &dims)?.to_dtype(self.dtype())
+            DynTensor::from_vec(m, &dims)?
+                .to_dtype(self.dtype())?
+                .to(&self.device())
         };
         averaging(h, oh, false)?
             .matmul(self)?

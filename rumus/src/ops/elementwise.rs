@@ -113,28 +113,89 @@ fn broadcast_pair(
     Ok((dims, la, lb))
 }
 
+/// The result of a binary op on operands already viewed with the output `dims`.
+fn binary_untracked(
+    (a, la): (&DynTensor, &Layout),
+    (b, lb): (&DynTensor, &Layout),
+    op: BinaryOp,
+    dims: &[usize],
+) -> Result<DynTensor> {
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of(op.name(), &[a, b])? {
+        return gpu.binary((a, la), (b, lb), op);
+    }
+    let buffer = read_pair(a, b, |a, b| -> Result<CpuBuffer> {
+        Ok(match (a, b) {
+            (CpuBuffer::F32(a), CpuBuffer::F32(b)) => CpuBuffer::F32(float_binary(a, la, b, lb, op)),
+            (CpuBuffer::F64(a), CpuBuffer::F64(b)) => CpuBuffer::F64(float_binary(a, la, b, lb, op)),
+            (other, _) => {
+                return Err(Error::DType {
+                    op: op.name(),
+                    expected: "a floating-point tensor",
+                    found: other.dtype(),
+                });
+            }
+        })
+    })?;
+    Ok(DynTensor::from_buffer(buffer, dims))
+}
+
+/// `condition ? on_true : on_false` with every operand broadcast to `dims` (checked).
+fn select_untracked(
+    condition: &DynTensor,
+    on_true: &DynTensor,
+    on_false: &DynTensor,
+    dims: &[usize],
+) -> Result<DynTensor> {
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of("where", &[condition, on_true, on_false])? {
+        return gpu.choose(
+            (condition, &condition.layout().broadcast_to(dims)),
+            (on_true, &on_true.layout().broadcast_to(dims)),
+            (on_false, &on_false.layout().broadcast_to(dims)),
+        );
+    }
+    // The mask is copied out so no lock on it is held while the values are read (a bool
+    // `masked_fill(&m, ..)` of `m` would otherwise read-lock one storage twice).
+    let CpuBuffer::Bool(c) = condition.to_contiguous_buffer() else {
+        unreachable!("checked bool")
+    };
+    let (lc, lt, lf) = (
+        Layout::contiguous(condition.dims()).broadcast_to(dims),
+        on_true.layout().broadcast_to(dims),
+        on_false.layout().broadcast_to(dims),
+    );
+    fn select<T: Copy + Sync + Send + Default + 'static>(
+        c: (&[bool], &Layout),
+        t: (&[T], &Layout),
+        f: (&[T], &Layout),
+    ) -> Vec<T> {
+        zip3_map(c, t, f, |c, t, f| if c { t } else { f })
+    }
+    let c = c.as_slice();
+    let buffer = read_pair(on_true, on_false, |t, f| match (t, f) {
+        (CpuBuffer::F32(t), CpuBuffer::F32(f)) => {
+            CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf)))
+        }
+        (CpuBuffer::F64(t), CpuBuffer::F64(f)) => {
+            CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf)))
+        }
+        (CpuBuffer::I64(t), CpuBuffer::I64(f)) => {
+            CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf)))
+        }
+        (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => {
+            CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf)))
+        }
+        _ => unreachable!("dtypes checked equal"),
+    });
+    Ok(DynTensor::from_buffer(buffer, dims))
+}
+
 impl DynTensor {
     fn binary(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
         same_dtype(op.name(), self, rhs)?;
         let (dims, la, lb) = broadcast_pair(op.name(), self, rhs)?;
-        let buffer = read_pair(self, rhs, |a, b| -> Result<CpuBuffer> {
-            Ok(match (a, b) {
-                (CpuBuffer::F32(a), CpuBuffer::F32(b)) => {
-                    CpuBuffer::F32(float_binary(a, &la, b, &lb, op))
-                }
-                (CpuBuffer::F64(a), CpuBuffer::F64(b)) => {
-                    CpuBuffer::F64(float_binary(a, &la, b, &lb, op))
-                }
-                (other, _) => {
-                    return Err(Error::DType {
-                        op: op.name(),
-                        expected: "a floating-point tensor",
-                        found: other.dtype(),
-                    });
-                }
-            })
-        })?;
-        let out = DynTensor::from_buffer(buffer, &dims);
+        let out = binary_untracked((self, &la), (rhs, &lb), op, &dims)?;
         Ok(record(out, &[self, rhs], || {
             let (lhs_dims, rhs_dims) = (self.dims().to_vec(), rhs.dims().to_vec());
             match op {
@@ -200,6 +261,10 @@ impl DynTensor {
     pub fn compare(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
         same_dtype("compare", self, rhs)?;
         let (dims, la, lb) = broadcast_pair("compare", self, rhs)?;
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of("compare", &[self, rhs])? {
+            return gpu.compare((self, &la), (rhs, &lb), op);
+        }
         let mask = read_pair(self, rhs, |a, b| match (a, b) {
             (CpuBuffer::F32(a), CpuBuffer::F32(b)) => compare(a, &la, b, &lb, op),
             (CpuBuffer::F64(a), CpuBuffer::F64(b)) => compare(a, &la, b, &lb, op),
@@ -271,40 +336,7 @@ impl DynTensor {
         same_dtype("where", on_true, on_false)?;
         let values = broadcast_shapes(on_true.dims(), on_false.dims(), "where")?;
         let dims = broadcast_shapes(condition.dims(), &values, "where")?;
-        // The mask is copied out so no lock on it is held while the values are read (a bool
-        // `masked_fill(&m, ..)` of `m` would otherwise read-lock one storage twice).
-        let CpuBuffer::Bool(c) = condition.to_contiguous_buffer() else {
-            unreachable!("checked bool")
-        };
-        let (lc, lt, lf) = (
-            Layout::contiguous(condition.dims()).broadcast_to(&dims),
-            on_true.layout().broadcast_to(&dims),
-            on_false.layout().broadcast_to(&dims),
-        );
-        fn select<T: Copy + Sync + Send + Default + 'static>(
-            c: (&[bool], &Layout),
-            t: (&[T], &Layout),
-            f: (&[T], &Layout),
-        ) -> Vec<T> {
-            zip3_map(c, t, f, |c, t, f| if c { t } else { f })
-        }
-        let c = c.as_slice();
-        let buffer = read_pair(on_true, on_false, |t, f| match (t, f) {
-            (CpuBuffer::F32(t), CpuBuffer::F32(f)) => {
-                CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf)))
-            }
-            (CpuBuffer::F64(t), CpuBuffer::F64(f)) => {
-                CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf)))
-            }
-            (CpuBuffer::I64(t), CpuBuffer::I64(f)) => {
-                CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf)))
-            }
-            (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => {
-                CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf)))
-            }
-            _ => unreachable!("dtypes checked equal"),
-        });
-        let out = DynTensor::from_buffer(buffer, &dims);
+        let out = select_untracked(condition, on_true, on_false, &dims)?;
         Ok(record(out, &[on_true, on_false], || BackwardOp::Where {
             condition: condition.detach(),
             lhs_dims: on_true.dims().to_vec(),
@@ -315,6 +347,12 @@ impl DynTensor {
     /// Element-wise AND of two `bool` masks (broadcast).
     pub fn logical_and(&self, rhs: &DynTensor) -> Result<DynTensor> {
         let (dims, la, lb) = broadcast_pair("logical_and", self, rhs)?;
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of("logical_and", &[self, rhs])? {
+            check_mask(self, "logical_and")?;
+            check_mask(rhs, "logical_and")?;
+            return gpu.logical(&[(self, &la), (rhs, &lb)], 0);
+        }
         let out = read_pair(self, rhs, |a, b| match (a, b) {
             (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => Ok(zip_map(a, &la, b, &lb, |x, y| x && y)),
             (CpuBuffer::Bool(_), other) | (other, _) => Err(Error::DType {
@@ -328,6 +366,11 @@ impl DynTensor {
 
     /// Element-wise NOT of a `bool` mask.
     pub fn logical_not(&self) -> Result<DynTensor> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of("logical_not", &[self])? {
+            check_mask(self, "logical_not")?;
+            return gpu.logical(&[(self, self.layout())], 2);
+        }
         self.with_buffer(|buffer, layout| match buffer {
             CpuBuffer::Bool(v) => Ok(DynTensor::from_buffer(
                 CpuBuffer::Bool(crate::backend::cpu::strided::map(v, layout, |x: bool| !x)),
@@ -345,6 +388,18 @@ impl DynTensor {
     pub fn masked_fill(&self, mask: &DynTensor, value: f64) -> Result<DynTensor> {
         DynTensor::where_(mask, &DynTensor::scalar(value, self.dtype())?, self)
     }
+}
+
+#[cfg(feature = "gpu")]
+fn check_mask(t: &DynTensor, op: &'static str) -> Result<()> {
+    if t.dtype() != DType::Bool {
+        return Err(Error::DType {
+            op,
+            expected: "bool masks",
+            found: t.dtype(),
+        });
+    }
+    Ok(())
 }
 
 // ---- backward formulas, written with the same differentiable ops ----

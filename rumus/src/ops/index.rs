@@ -21,6 +21,33 @@ fn indices_of(indices: &DynTensor, op: &'static str) -> Result<Vec<i64>> {
     indices.to_vec::<i64>()
 }
 
+/// `Some(result of the body)` when the operands are on a GPU, `None` on the CPU.
+macro_rules! on_gpu {
+    ($op:expr, [$($operand:expr),*], |$gpu:ident| $body:block) => {{
+        #[cfg(feature = "gpu")]
+        let placed = match crate::device::gpu_of($op, &[$($operand),*]) {
+            Err(e) => Some(Err(e)),
+            Ok(None) => None,
+            Ok(Some($gpu)) => Some((|| -> Result<DynTensor> { $body })()),
+        };
+        #[cfg(not(feature = "gpu"))]
+        let placed: Option<Result<DynTensor>> = None;
+        placed
+    }};
+}
+
+#[cfg(feature = "gpu")]
+fn check_index_dtype(indices: &DynTensor, op: &'static str) -> Result<()> {
+    if indices.dtype() != DType::I64 {
+        return Err(Error::DType {
+            op,
+            expected: "an i64 index tensor",
+            found: indices.dtype(),
+        });
+    }
+    Ok(())
+}
+
 fn contiguous_buffer(t: &DynTensor) -> CpuBuffer {
     t.to_contiguous_buffer()
 }
@@ -124,15 +151,23 @@ impl DynTensor {
             }
             .into());
         }
-        let idx = indices_of(indices, "index_select")?;
-        kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
-        let split = kernel::split_at_axis(self.dims(), a);
-        let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::index_select(
-            &v, split, &idx
-        ));
-        let mut dims = self.dims().to_vec();
-        dims[a] = idx.len();
-        let out = DynTensor::from_buffer(buffer, &dims);
+        let out = match on_gpu!("index_select", [self, indices], |gpu| {
+            check_index_dtype(indices, "index_select")?;
+            gpu.index_select(self, a, indices)
+        }) {
+            Some(out) => out?,
+            None => {
+                let idx = indices_of(indices, "index_select")?;
+                kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
+                let split = kernel::split_at_axis(self.dims(), a);
+                let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::index_select(
+                    &v, split, &idx
+                ));
+                let mut dims = self.dims().to_vec();
+                dims[a] = idx.len();
+                DynTensor::from_buffer(buffer, &dims)
+            }
+        };
         Ok(record(out, &[self], || BackwardOp::IndexSelect {
             input_dims: self.dims().to_vec(),
             axis: a,
@@ -158,10 +193,8 @@ impl DynTensor {
             }
             .into());
         }
-        let idx = indices_of(indices, "index_add")?;
-        kernel::check_indices(&idx, self.dims()[a], a, "index_add")?;
         let mut expected = self.dims().to_vec();
-        expected[a] = idx.len();
+        expected[a] = indices.numel();
         if source.dims() != expected {
             return Err(ShapeError::Invalid {
                 context: "index_add".into(),
@@ -172,11 +205,21 @@ impl DynTensor {
             }
             .into());
         }
-        let split = kernel::split_at_axis(self.dims(), a);
-        let buffer = add_into_copy(self, source, "index_add", |dst: &mut dyn AddInto| {
-            dst.index_add(split, &idx)
-        })?;
-        let out = DynTensor::from_buffer(buffer, self.dims());
+        let out = match on_gpu!("index_add", [self, indices, source], |gpu| {
+            check_index_dtype(indices, "index_add")?;
+            gpu.index_add(self, a, indices, source)
+        }) {
+            Some(out) => out?,
+            None => {
+                let idx = indices_of(indices, "index_add")?;
+                kernel::check_indices(&idx, self.dims()[a], a, "index_add")?;
+                let split = kernel::split_at_axis(self.dims(), a);
+                let buffer = add_into_copy(self, source, "index_add", |dst: &mut dyn AddInto| {
+                    dst.index_add(split, &idx)
+                })?;
+                DynTensor::from_buffer(buffer, self.dims())
+            }
+        };
         Ok(record(out, &[self, source], || BackwardOp::IndexAdd {
             axis: a,
             indices: indices.detach(),
@@ -187,13 +230,21 @@ impl DynTensor {
     pub fn gather(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "gather")?;
         check_gather_dims(self, indices, a, "gather")?;
-        let idx = indices_of(indices, "gather")?;
-        kernel::check_indices(&idx, self.dims()[a], a, "gather")?;
-        let (dims, index_dims) = (self.dims(), indices.dims());
-        let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::gather(
-            &v, dims, a, &idx, index_dims
-        ));
-        let out = DynTensor::from_buffer(buffer, index_dims);
+        let out = match on_gpu!("gather", [self, indices], |gpu| {
+            check_index_dtype(indices, "gather")?;
+            gpu.gather(self, a, indices)
+        }) {
+            Some(out) => out?,
+            None => {
+                let idx = indices_of(indices, "gather")?;
+                kernel::check_indices(&idx, self.dims()[a], a, "gather")?;
+                let (dims, index_dims) = (self.dims(), indices.dims());
+                let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::gather(
+                    &v, dims, a, &idx, index_dims
+                ));
+                DynTensor::from_buffer(buffer, index_dims)
+            }
+        };
         Ok(record(out, &[self], || BackwardOp::Gather {
             input_dims: self.dims().to_vec(),
             axis: a,
@@ -221,13 +272,21 @@ impl DynTensor {
             }
             .into());
         }
-        let idx = indices_of(indices, "scatter_add")?;
-        kernel::check_indices(&idx, self.dims()[a], a, "scatter_add")?;
-        let (dims, index_dims) = (self.dims(), indices.dims());
-        let buffer = add_into_copy(self, source, "scatter_add", |dst: &mut dyn AddInto| {
-            dst.scatter_add(dims, a, &idx, index_dims)
-        })?;
-        let out = DynTensor::from_buffer(buffer, dims);
+        let out = match on_gpu!("scatter_add", [self, indices, source], |gpu| {
+            check_index_dtype(indices, "scatter_add")?;
+            gpu.scatter_add(self, a, indices, source)
+        }) {
+            Some(out) => out?,
+            None => {
+                let idx = indices_of(indices, "scatter_add")?;
+                kernel::check_indices(&idx, self.dims()[a], a, "scatter_add")?;
+                let (dims, index_dims) = (self.dims(), indices.dims());
+                let buffer = add_into_copy(self, source, "scatter_add", |dst: &mut dyn AddInto| {
+                    dst.scatter_add(dims, a, &idx, index_dims)
+                })?;
+                DynTensor::from_buffer(buffer, dims)
+            }
+        };
         Ok(record(out, &[self, source], || BackwardOp::ScatterAdd {
             axis: a,
             indices: indices.detach(),
@@ -241,7 +300,7 @@ pub(crate) fn index_select_backward(
     axis: usize,
     indices: &DynTensor,
 ) -> Result<DynTensor> {
-    DynTensor::zeros(input_dims, grad.dtype())?.index_add(axis as isize, indices, grad)
+    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.index_add(axis as isize, indices, grad)
 }
 
 pub(crate) fn index_add_backward(
@@ -264,7 +323,7 @@ pub(crate) fn gather_backward(
     axis: usize,
     indices: &DynTensor,
 ) -> Result<DynTensor> {
-    DynTensor::zeros(input_dims, grad.dtype())?.scatter_add(axis as isize, indices, grad)
+    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.scatter_add(axis as isize, indices, grad)
 }
 
 pub(crate) fn scatter_add_backward(

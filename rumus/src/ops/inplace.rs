@@ -59,12 +59,17 @@ impl DynTensor {
             }
             .into());
         }
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of(OP, &[self, source])? {
+            let ls = source.layout().broadcast_to(self.dims());
+            return gpu.scale_add(self, (source, &ls), scale, alpha);
+        }
         // Copy the source first so no read lock is held while the write lock is taken: two
         // threads updating `x` from `y` and `y` from `x` would otherwise deadlock.
         let source_buffer = source.to_contiguous_buffer();
         let ls = Layout::contiguous(source.dims()).broadcast_to(self.dims());
         let ld = self.layout().clone();
-        let mut dst = self.storage().write();
+        let mut dst = self.storage().write()?;
         match (&mut *dst, &source_buffer) {
             (CpuBuffer::F32(d), CpuBuffer::F32(s)) => apply(d, &ld, s, &ls, alpha, scale),
             (CpuBuffer::F64(d), CpuBuffer::F64(s)) => apply(d, &ld, s, &ls, alpha, scale),

@@ -60,18 +60,9 @@ impl DynTensor {
             }
         }
         let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[a]).collect();
-        let outer: usize = first.dims()[..a].iter().product();
-        let inner: usize = first.dims()[a + 1..].iter().product();
-        let buffers: Vec<CpuBuffer> = tensors.iter().map(|t| t.to_contiguous_buffer()).collect();
-        let buffer = match first.dtype() {
-            crate::DType::F32 => concat_variant!(F32, buffers, &lens, outer, inner),
-            crate::DType::F64 => concat_variant!(F64, buffers, &lens, outer, inner),
-            crate::DType::I64 => concat_variant!(I64, buffers, &lens, outer, inner),
-            crate::DType::Bool => concat_variant!(Bool, buffers, &lens, outer, inner),
-        };
         let mut dims = first.dims().to_vec();
         dims[a] = lens.iter().sum();
-        let out = DynTensor::from_buffer(buffer, &dims);
+        let out = cat_untracked(tensors, a, &lens, &dims)?;
         Ok(record(out, tensors, || BackwardOp::Cat {
             axis: a,
             sizes: lens,
@@ -161,3 +152,23 @@ pub(crate) fn cat_backward(
         })
         .collect()
 }
+
+/// The concatenation of `tensors` (checked) along `a` into a new tensor of `dims`.
+fn cat_untracked(tensors: &[&DynTensor], a: usize, lens: &[usize], dims: &[usize]) -> Result<DynTensor> {
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of("cat", tensors)? {
+        return gpu.cat(tensors, a, dims);
+    }
+    let first = tensors[0];
+    let outer: usize = first.dims()[..a].iter().product();
+    let inner: usize = first.dims()[a + 1..].iter().product();
+    let buffers: Vec<CpuBuffer> = tensors.iter().map(|t| t.to_contiguous_buffer()).collect();
+    let buffer = match first.dtype() {
+        crate::DType::F32 => concat_variant!(F32, buffers, lens, outer, inner),
+        crate::DType::F64 => concat_variant!(F64, buffers, lens, outer, inner),
+        crate::DType::I64 => concat_variant!(I64, buffers, lens, outer, inner),
+        crate::DType::Bool => concat_variant!(Bool, buffers, lens, outer, inner),
+    };
+    Ok(DynTensor::from_buffer(buffer, dims))
+}
+

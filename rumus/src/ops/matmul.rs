@@ -4,7 +4,7 @@
 use crate::autograd::{BackwardOp, Saved, record};
 use crate::backend::cpu::matmul::matmul;
 use crate::error::{Error, Result, ShapeError};
-use crate::shape::broadcast_shapes;
+use crate::shape::{Layout, broadcast_shapes};
 use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
@@ -54,26 +54,41 @@ impl DynTensor {
             self.layout().broadcast_to(&with_batch([m, k])),
             rhs.layout().broadcast_to(&with_batch([k, n])),
         );
-        let buffer = crate::ops::elementwise::read_pair(self, rhs, |a, b| match (a, b) {
-            (CpuBuffer::F32(a), CpuBuffer::F32(b)) => Ok(CpuBuffer::F32(matmul(a, &la, b, &lb))),
-            (CpuBuffer::F64(a), CpuBuffer::F64(b)) => Ok(CpuBuffer::F64(matmul(a, &la, b, &lb))),
-            (a, b) if a.dtype() != b.dtype() => Err(Error::DTypeMismatch {
-                op: "matmul",
-                lhs: a.dtype(),
-                rhs: b.dtype(),
-            }),
-            (a, _) => Err(Error::DType {
-                op: "matmul",
-                expected: "a floating-point tensor",
-                found: a.dtype(),
-            }),
-        })?;
-        let out = DynTensor::from_buffer(buffer, &with_batch([m, n]));
+        let out = matmul_untracked((self, &la), (rhs, &lb), &with_batch([m, n]))?;
         Ok(record(out, &[self, rhs], || BackwardOp::Matmul {
             lhs: Saved::new(self),
             rhs: Saved::new(rhs),
         }))
     }
+}
+
+/// The product of operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`.
+fn matmul_untracked(
+    (a, la): (&DynTensor, &Layout),
+    (b, lb): (&DynTensor, &Layout),
+    out_dims: &[usize],
+) -> Result<DynTensor> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch {
+            op: "matmul",
+            lhs: a.dtype(),
+            rhs: b.dtype(),
+        });
+    }
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of("matmul", &[a, b])? {
+        return gpu.matmul((a, la), (b, lb), out_dims);
+    }
+    let buffer = crate::ops::elementwise::read_pair(a, b, |a, b| match (a, b) {
+        (CpuBuffer::F32(a), CpuBuffer::F32(b)) => Ok(CpuBuffer::F32(matmul(a, la, b, lb))),
+        (CpuBuffer::F64(a), CpuBuffer::F64(b)) => Ok(CpuBuffer::F64(matmul(a, la, b, lb))),
+        (a, _) => Err(Error::DType {
+            op: "matmul",
+            expected: "a floating-point tensor",
+            found: a.dtype(),
+        }),
+    })?;
+    Ok(DynTensor::from_buffer(buffer, out_dims))
 }
 
 pub(crate) fn matmul_backward(

@@ -11,6 +11,7 @@ pub mod matmul;
 pub mod reduce;
 pub mod softmax;
 pub mod unary;
+pub mod transfer;
 pub mod view;
 
 pub use elementwise::{BinaryOp, CompareOp};

@@ -29,6 +29,10 @@ impl DynTensor {
         kind: Reduction,
         op: &'static str,
     ) -> Result<DynTensor> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
+            return gpu.reduce(self, axes, kind, &reduced_dims(self.dims(), axes, keepdim));
+        }
         let buffer = self.with_buffer(|buffer, layout| -> Result<CpuBuffer> {
             Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(
                 data, layout, axes, kind
@@ -96,6 +100,10 @@ impl DynTensor {
         let op = if max { "argmax" } else { "argmin" };
         let axis = normalize_axis(axis, self.rank(), op)?;
         reject_empty_axes(self.dims(), &[axis], op)?;
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
+            return gpu.arg_reduce(self, axis, max, &reduced_dims(self.dims(), &[axis], keepdim));
+        }
         let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
             Ok(with_float!(buffer, op, |data: T| arg_extremum(
                 data, layout, axis, max

@@ -13,6 +13,19 @@ impl DynTensor {
     fn softmax_impl(&self, axis: isize, log: bool) -> Result<DynTensor> {
         let op = if log { "log_softmax" } else { "softmax" };
         let axis = normalize_axis(axis, self.rank(), op)?;
+        let out = self.softmax_untracked(axis, log, op)?;
+        Ok(record(out, &[self], || BackwardOp::Softmax {
+            input: Saved::new(self),
+            axis,
+            log,
+        }))
+    }
+
+    fn softmax_untracked(&self, axis: usize, log: bool, op: &'static str) -> Result<DynTensor> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
+            return gpu.softmax(self, axis, log);
+        }
         let last = self.rank() - 1;
         // Move the axis last, compute on contiguous rows, then restore the order.
         let mut perm: Vec<usize> = (0..self.rank()).filter(|&a| a != axis).collect();
@@ -31,13 +44,9 @@ impl DynTensor {
             let inverse = crate::ops::view::inverse_permutation(&perm);
             out = out
                 .view_with(out.layout().permute(&inverse))
-                .contiguous_untracked();
+                .contiguous_untracked()?;
         }
-        Ok(record(out, &[self], || BackwardOp::Softmax {
-            input: Saved::new(self),
-            axis,
-            log,
-        }))
+        Ok(out)
     }
 
     /// `exp(x) / sum(exp(x))` along `axis`.

@@ -176,12 +176,7 @@ fn unary_kernel<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -> Ve
 impl DynTensor {
     /// Applies `op` to every element (floating-point tensors only).
     pub fn unary(&self, op: UnaryOp) -> Result<DynTensor> {
-        let buffer = self.with_buffer(|buffer, layout| -> Result<_> {
-            Ok(with_float!(buffer, op.name(), |data: T| T::into_buffer(
-                unary_kernel(data, layout, op)
-            )))
-        })?;
-        let out = DynTensor::from_buffer(buffer, self.dims());
+        let out = self.unary_untracked(op)?;
         if op == UnaryOp::Sign {
             return Ok(out);
         }
@@ -189,6 +184,19 @@ impl DynTensor {
             op,
             input: op.saves_input().then(|| Saved::new(self)),
         }))
+    }
+
+    fn unary_untracked(&self, op: UnaryOp) -> Result<DynTensor> {
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of(op.name(), &[self])? {
+            return gpu.unary(self, op);
+        }
+        let buffer = self.with_buffer(|buffer, layout| -> Result<_> {
+            Ok(with_float!(buffer, op.name(), |data: T| T::into_buffer(
+                unary_kernel(data, layout, op)
+            )))
+        })?;
+        Ok(DynTensor::from_buffer(buffer, self.dims()))
     }
 
     pub fn neg(&self) -> Result<DynTensor> {

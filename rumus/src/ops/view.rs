@@ -15,11 +15,15 @@ impl DynTensor {
     }
 
     /// A contiguous version of this view, not recorded (callers record what they need).
-    pub(crate) fn contiguous_untracked(&self) -> DynTensor {
+    pub(crate) fn contiguous_untracked(&self) -> Result<DynTensor> {
         if self.is_contiguous() {
-            return self.detach();
+            return Ok(self.detach());
         }
-        DynTensor::from_buffer(self.to_contiguous_buffer(), self.dims())
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of("contiguous", &[self])? {
+            return gpu.copy(self);
+        }
+        Ok(DynTensor::from_buffer(self.to_contiguous_buffer(), self.dims()))
     }
 
     /// The same values in row-major memory; returns `self` when it already is.
@@ -27,7 +31,7 @@ impl DynTensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        Ok(record(self.contiguous_untracked(), &[self], || {
+        Ok(record(self.contiguous_untracked()?, &[self], || {
             BackwardOp::Contiguous
         }))
     }
@@ -48,7 +52,7 @@ impl DynTensor {
         if dims == self.dims() {
             return Ok(self.clone());
         }
-        let source = self.contiguous_untracked();
+        let source = self.contiguous_untracked()?;
         let out = source.view_with(source.layout().reshaped(dims));
         Ok(record(out, &[self], || BackwardOp::Reshape {
             input_dims: self.dims().to_vec(),
@@ -239,7 +243,7 @@ pub(crate) fn narrow_backward(
     let zeros_of = |size: usize| {
         let mut dims = input_dims.to_vec();
         dims[axis] = size;
-        DynTensor::zeros(&dims, grad.dtype())
+        DynTensor::zeros_on(&dims, grad.dtype(), &grad.device())
     };
     let parts = [zeros_of(start)?, grad.clone(), zeros_of(after)?];
     DynTensor::cat(&[&parts[0], &parts[1], &parts[2]], axis as isize)

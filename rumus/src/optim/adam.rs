@@ -89,7 +89,7 @@ fn fused_step(
     ) else {
         return Ok(false);
     };
-    let g = g.contiguous_untracked();
+    let g = g.contiguous_untracked()?;
     let gr = g.contiguous_range().expect("made contiguous");
     let (b1, b2) = c.betas;
     let step = state.step as i32;
@@ -133,12 +133,17 @@ fn fused_step(
         adam_update(&mut p[pr], g, &mut m[mr], &mut v[vr], s);
         true
     }
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of("Adam step", &[p, &g, &m, &v])? {
+        let at = |t: &DynTensor, range: &std::ops::Range<usize>| {
+            t.view_with(crate::shape::Layout::new(vec![range.len()], vec![1], range.start))
+        };
+        let views = [at(p, &pr), at(&g, &gr), at(&m, &mr), at(&v, &vr)];
+        gpu.adam([&views[0], &views[1], &views[2], &views[3]], scalars)?;
+        return Ok(true);
+    }
+    let (mut pw, mut mw, mut vw) = (p.storage().write()?, m.storage().write()?, v.storage().write()?);
     let done = g.with_buffer(|gb, _| {
-        let (mut pw, mut mw, mut vw) = (
-            p.storage().write(),
-            m.storage().write(),
-            v.storage().write(),
-        );
         let bufs = [&mut *pw, &mut *mw, &mut *vw];
         let ranges = [pr, mr, vr];
         match gb {

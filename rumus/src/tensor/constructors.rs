@@ -89,12 +89,34 @@ impl DynTensor {
         Self::full(dims, 1.0, dtype)
     }
 
-    pub fn zeros_like(&self) -> Result<DynTensor> {
-        Self::zeros(self.dims(), self.dtype())
+    /// A tensor of `dims` filled with `value`, made on `device` (on a GPU by a fill kernel,
+    /// without a host copy).
+    pub fn full_on(dims: &[usize], value: f64, dtype: DType, device: &crate::Device) -> Result<DynTensor> {
+        match device {
+            crate::Device::Cpu => Self::full(dims, value, dtype),
+            #[cfg(feature = "gpu")]
+            crate::Device::Gpu(gpu) => {
+                crate::shape::checked_numel(dims, "full")?;
+                crate::backend::gpu::memory_check_dtype(dtype, "full")?;
+                gpu.full(dims, value, dtype)
+            }
+            #[cfg(not(feature = "gpu"))]
+            crate::Device::Gpu(gpu) => gpu.never(),
+        }
     }
 
+    pub fn zeros_on(dims: &[usize], dtype: DType, device: &crate::Device) -> Result<DynTensor> {
+        Self::full_on(dims, 0.0, dtype, device)
+    }
+
+    /// Zeros of this tensor's shape, dtype and device.
+    pub fn zeros_like(&self) -> Result<DynTensor> {
+        Self::zeros_on(self.dims(), self.dtype(), &self.device())
+    }
+
+    /// Ones of this tensor's shape, dtype and device.
     pub fn ones_like(&self) -> Result<DynTensor> {
-        Self::ones(self.dims(), self.dtype())
+        Self::full_on(self.dims(), 1.0, self.dtype(), &self.device())
     }
 
     /// `start, start + step, ...` up to but excluding `end`.

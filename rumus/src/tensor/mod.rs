@@ -76,9 +76,55 @@ impl DynTensor {
         &self.0.layout
     }
 
-    /// Runs `f` on the raw buffer and this tensor's layout under a read lock.
+    /// Runs `f` on the raw buffer and this tensor's layout under a read lock. A GPU tensor
+    /// reaching a CPU kernel is read back first (a counted fallback transfer).
     pub(crate) fn with_buffer<R>(&self, f: impl FnOnce(&CpuBuffer, &Layout) -> R) -> R {
         f(&self.0.storage.read(), &self.0.layout)
+    }
+
+    /// Runs `f` on the elements in host memory: in place for a CPU tensor, a copy read back
+    /// (because the caller asked for the data) for a GPU tensor.
+    fn with_host_elements<R>(&self, f: impl FnOnce(&CpuBuffer, &Layout) -> R) -> Result<R> {
+        match self.0.storage.gpu() {
+            None => Ok(self.with_buffer(f)),
+            Some(_) => {
+                let contiguous = self.contiguous_untracked()?;
+                let gpu = contiguous.0.storage.gpu().expect("a GPU copy stays on the GPU");
+                let start = contiguous.layout().offset();
+                let host = crate::backend::gpu::download_asked(gpu)?;
+                let layout = Layout::new(
+                    self.dims().to_vec(),
+                    crate::shape::contiguous_strides(self.dims()),
+                    start,
+                );
+                Ok(f(&host, &layout))
+            }
+        }
+    }
+
+    /// The elements in row-major order in host memory (read back from a GPU when needed).
+    pub(crate) fn host_copy(&self) -> Result<CpuBuffer> {
+        self.with_host_elements(|buffer, layout| {
+            crate::storage::map_buffer!(buffer, |v| crate::backend::cpu::strided::map(v, layout, |x| x))
+        })
+    }
+
+    /// The device holding this tensor's elements.
+    pub fn device(&self) -> crate::Device {
+        self.0.storage.device()
+    }
+
+    /// A new tensor over `buffer` on `device`: the buffer itself on the CPU, a copy on a GPU
+    /// (counted as a fallback transfer: callers are ops without a GPU kernel).
+    pub(crate) fn from_buffer_on(
+        buffer: CpuBuffer,
+        dims: &[usize],
+        device: &crate::Device,
+    ) -> Result<Self> {
+        match device {
+            crate::Device::Cpu => Ok(Self::from_buffer(buffer, dims)),
+            crate::Device::Gpu(gpu) => crate::backend::gpu::upload_fallback(gpu, &buffer, dims),
+        }
     }
 
     /// Sizes of every axis.
@@ -163,14 +209,14 @@ impl DynTensor {
 
     /// The elements in row-major order. Fails if `T` is not this tensor's dtype.
     pub fn to_vec<T: Element + Default>(&self) -> Result<Vec<T>> {
-        self.with_buffer(|buffer, layout| match T::slice(buffer) {
+        self.with_host_elements(|buffer, layout| match T::slice(buffer) {
             Some(data) => Ok(crate::backend::cpu::strided::map(data, layout, |x| x)),
             None => Err(Error::DType {
                 op: "to_vec",
                 expected: std::any::type_name::<T>(),
                 found: buffer.dtype(),
             }),
-        })
+        })?
     }
 
     /// The elements in row-major order converted to `f64`, whatever the dtype.
@@ -178,12 +224,13 @@ impl DynTensor {
         fn convert<T: Element + Default>(data: &[T], layout: &Layout) -> Vec<f64> {
             crate::backend::cpu::strided::map(data, layout, |x: T| x.to_f64())
         }
-        self.with_buffer(|buffer, layout| match buffer {
+        self.with_host_elements(|buffer, layout| match buffer {
             CpuBuffer::F32(v) => convert(v, layout),
             CpuBuffer::F64(v) => convert(v, layout),
             CpuBuffer::I64(v) => convert(v, layout),
             CpuBuffer::Bool(v) => convert(v, layout),
         })
+        .unwrap_or_else(|e| panic!("reading a GPU tensor back failed: {e}"))
     }
 
     /// The single value of a one-element tensor.

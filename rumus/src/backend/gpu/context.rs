@@ -1,0 +1,136 @@
+//! Opening a GPU: one wgpu instance, adapter, device and queue per process, shared by every
+//! tensor on it through [`GpuDevice`], a cheap handle.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::batch::Batch;
+use super::memory::{BufferPool, MemoryStats};
+use super::pipelines::PipelineCache;
+use crate::error::{DeviceError, Result};
+
+/// Everything one opened GPU owns.
+pub(crate) struct Context {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    pub pipelines: PipelineCache,
+    pub pool: Mutex<BufferPool>,
+    pub batch: Mutex<Batch>,
+    /// Host scalars (rank-0 tensors) that joined GPU ops, uploaded once each.
+    pub constants: Mutex<std::collections::HashMap<(crate::DType, u32), Arc<super::GpuBuffer>>>,
+}
+
+/// A handle to an opened GPU. Clones are the same device; tensors on it compare equal devices.
+#[derive(Clone)]
+pub struct GpuDevice(pub(crate) Arc<Context>);
+
+impl PartialEq for GpuDevice {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for GpuDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GpuDevice({:?}, {:?})", self.0.info.name, self.0.info.backend)
+    }
+}
+
+static DEFAULT: OnceLock<std::result::Result<GpuDevice, DeviceError>> = OnceLock::new();
+
+impl GpuDevice {
+    /// The process-wide default GPU, opened on first use.
+    pub fn default_adapter() -> Result<GpuDevice> {
+        DEFAULT
+            .get_or_init(open)
+            .clone()
+            .map_err(crate::Error::from)
+    }
+
+    /// The adapter's name ("NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)").
+    pub fn name(&self) -> &str {
+        &self.0.info.name
+    }
+
+    /// Whether this adapter is a CPU implementation (lavapipe, WARP, SwiftShader).
+    pub fn is_software(&self) -> bool {
+        self.0.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// The graphics API under wgpu ("vulkan", "metal", "dx12").
+    pub fn backend(&self) -> String {
+        self.0.info.backend.to_string()
+    }
+
+    /// Bytes held in tensors, kept for reuse, and the most ever held at once.
+    pub fn memory(&self) -> MemoryStats {
+        self.0.pool.lock().unwrap_or_else(|p| p.into_inner()).stats()
+    }
+
+    /// Frees the buffers the pool keeps for reuse.
+    pub fn release_pooled(&self) {
+        self.0
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .release();
+    }
+
+    /// Submits queued kernels and waits for them to finish.
+    pub fn synchronize(&self) -> Result<()> {
+        self.submit();
+        self.0
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| gpu_error(format!("waiting for the GPU failed: {e}")))
+    }
+
+    /// Largest buffer one kernel may bind, in bytes.
+    pub(crate) fn max_binding_bytes(&self) -> u64 {
+        u64::from(self.0.limits.max_storage_buffer_binding_size).min(self.0.limits.max_buffer_size)
+    }
+}
+
+pub(crate) fn gpu_error(message: String) -> crate::Error {
+    DeviceError::Gpu { message }.into()
+}
+
+fn open() -> std::result::Result<GpuDevice, DeviceError> {
+    let no_adapter = |reason: String| DeviceError::NoAdapter { reason };
+    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    if std::env::var_os("WGPU_BACKEND").is_none() {
+        descriptor.backends = wgpu::Backends::PRIMARY;
+    }
+    let instance = wgpu::Instance::new(descriptor);
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        force_fallback_adapter: false,
+        compatible_surface: None,
+        ..Default::default()
+    }))
+    .map_err(|e| no_adapter(e.to_string()))?;
+    let info = adapter.get_info();
+    // Ask for everything the adapter allows: large tensors need large bindings.
+    let limits = adapter.limits();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("rumus"),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits.clone(),
+        ..Default::default()
+    }))
+    .map_err(|e| no_adapter(format!("{} refused a device: {e}", info.name)))?;
+    let batch = Batch::new(&device, &limits);
+    Ok(GpuDevice(Arc::new(Context {
+        pipelines: PipelineCache::default(),
+        pool: Mutex::new(BufferPool::default()),
+        batch: Mutex::new(batch),
+        constants: Mutex::default(),
+        device,
+        queue,
+        info,
+        limits,
+    })))
+}

@@ -1,0 +1,69 @@
+//! The GPU types when rumus is built without its `gpu` feature: they have no values, so every
+//! GPU branch is statically unreachable and `Device::gpu()` explains how to get one.
+
+use std::convert::Infallible;
+
+use crate::dtype::DType;
+use crate::error::{DeviceError, Result};
+use crate::storage::CpuBuffer;
+use crate::tensor::DynTensor;
+
+/// A GPU; without the `gpu` feature none can exist.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuDevice(Infallible);
+
+impl GpuDevice {
+    pub fn default_adapter() -> Result<GpuDevice> {
+        Err(DeviceError::NotCompiled.into())
+    }
+
+    pub fn name(&self) -> &str {
+        match self.0 {}
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        match self.0 {}
+    }
+
+    pub(crate) fn never(&self) -> ! {
+        match self.0 {}
+    }
+}
+
+pub(crate) fn download_asked(buffer: &GpuBuffer) -> Result<CpuBuffer> {
+    match buffer.0 {}
+}
+
+pub(crate) fn upload_asked(device: &GpuDevice, _: &CpuBuffer, _: &[usize]) -> Result<DynTensor> {
+    device.never()
+}
+
+pub(crate) fn upload_fallback(device: &GpuDevice, _: &CpuBuffer, _: &[usize]) -> Result<DynTensor> {
+    device.never()
+}
+
+/// GPU memory; without the `gpu` feature none can exist.
+#[derive(Debug)]
+pub struct GpuBuffer(Infallible);
+
+impl GpuBuffer {
+    pub fn len(&self) -> usize {
+        match self.0 {}
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self.0 {}
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self.0 {}
+    }
+
+    pub fn device(&self) -> GpuDevice {
+        match self.0 {}
+    }
+
+    pub(crate) fn read_back_fallback(&self) -> CpuBuffer {
+        match self.0 {}
+    }
+}

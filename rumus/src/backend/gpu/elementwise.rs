@@ -1,0 +1,291 @@
+//! Launchers of `shaders/elementwise.wgsl`: one strided kernel per kind of element-wise op,
+//! the op itself chosen by a code in the parameters.
+
+use super::batch::grid_1d;
+use super::context::GpuDevice;
+use super::memory::{GpuBuffer, check_dtype};
+use super::operand::{Strided, slot, strided_params};
+use super::pipelines::Module;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::elementwise::{BinaryOp, CompareOp};
+use crate::ops::unary::UnaryOp;
+use crate::shape::Layout;
+use crate::tensor::DynTensor;
+
+/// The kernel's code for each unary op and its two scalars.
+fn unary_code(op: UnaryOp) -> (u32, f32, f32) {
+    match op {
+        UnaryOp::Neg => (0, 0.0, 0.0),
+        UnaryOp::Exp => (1, 0.0, 0.0),
+        UnaryOp::Log => (2, 0.0, 0.0),
+        UnaryOp::Sqrt => (3, 0.0, 0.0),
+        UnaryOp::Rsqrt => (4, 0.0, 0.0),
+        UnaryOp::Abs => (5, 0.0, 0.0),
+        UnaryOp::Sign => (6, 0.0, 0.0),
+        UnaryOp::Erf => (7, 0.0, 0.0),
+        UnaryOp::Relu => (8, 0.0, 0.0),
+        UnaryOp::LeakyRelu(slope) => (9, slope as f32, 0.0),
+        UnaryOp::Sigmoid => (10, 0.0, 0.0),
+        UnaryOp::Tanh => (11, 0.0, 0.0),
+        UnaryOp::Gelu => (12, 0.0, 0.0),
+        UnaryOp::GeluTanh => (13, 0.0, 0.0),
+        UnaryOp::Silu => (14, 0.0, 0.0),
+        UnaryOp::Softplus { beta, threshold } => (15, beta as f32, threshold as f32),
+        UnaryOp::Powf(p) => (16, p as f32, 0.0),
+        UnaryOp::Clamp { min, max } => (17, min as f32, max as f32),
+        UnaryOp::AddScalar(s) => (18, s as f32, 0.0),
+        UnaryOp::MulScalar(s) => (19, s as f32, 0.0),
+    }
+}
+
+fn dtype_code(dtype: DType) -> u32 {
+    match dtype {
+        DType::F32 | DType::F64 => 0,
+        DType::I64 => 1,
+        DType::Bool => 2,
+    }
+}
+
+/// What one launch needs besides its operands.
+struct Launch {
+    entry: &'static str,
+    op: u32,
+    scalars: (f32, f32),
+    dtype: DType,
+    flags: u32,
+}
+
+impl GpuDevice {
+    /// Runs `launch` over `dims` with `operands` (each viewed with its layout, broadcast to
+    /// `dims`) into a fresh contiguous output of `out_dtype`.
+    fn strided(
+        &self,
+        launch: Launch,
+        dims: &[usize],
+        operands: &[(&DynTensor, &Layout)],
+        out_dtype: DType,
+    ) -> Result<DynTensor> {
+        let numel: usize = dims.iter().product();
+        let out = GpuBuffer::uninit(self, numel, out_dtype, launch.entry)?;
+        let layouts: Vec<&Layout> = operands.iter().map(|(_, layout)| *layout).collect();
+        let strided = Strided::new(launch.entry, dims, &layouts)?;
+        let (groups, row) = grid_1d(numel);
+        let mut params = strided_params(&strided, numel, row);
+        params[slot::OP] = launch.op;
+        params[slot::FLAGS] = launch.flags;
+        params[slot::SCALAR0] = launch.scalars.0.to_bits();
+        params[slot::SCALAR1] = launch.scalars.1.to_bits();
+        params[slot::DTYPE] = dtype_code(launch.dtype);
+        let memories = operands
+            .iter()
+            .map(|(tensor, _)| self.memory_of(tensor))
+            .collect::<Result<Vec<_>>>()?;
+        let mut bindings: Vec<(u32, &wgpu::Buffer)> = memories
+            .iter()
+            .enumerate()
+            .map(|(k, memory)| (k as u32 + 1, memory.raw()))
+            .collect();
+        bindings.push((4, out.raw()));
+        self.dispatch(Module::Elementwise, launch.entry, &params, &bindings, groups);
+        Ok(DynTensor::from_gpu(out, dims))
+    }
+
+    pub(crate) fn unary(&self, x: &DynTensor, op: UnaryOp) -> Result<DynTensor> {
+        check_float(x.dtype(), op.name())?;
+        let (code, s0, s1) = unary_code(op);
+        let launch = Launch {
+            entry: "unary",
+            op: code,
+            scalars: (s0, s1),
+            dtype: x.dtype(),
+            flags: 0,
+        };
+        self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
+    }
+
+    pub(crate) fn binary(
+        &self,
+        (a, la): (&DynTensor, &Layout),
+        (b, lb): (&DynTensor, &Layout),
+        op: BinaryOp,
+    ) -> Result<DynTensor> {
+        check_float(a.dtype(), "binary op")?;
+        let launch = Launch {
+            entry: "binary",
+            op: op as u32,
+            scalars: (0.0, 0.0),
+            dtype: a.dtype(),
+            flags: 0,
+        };
+        self.strided(launch, la.dims(), &[(a, la), (b, lb)], a.dtype())
+    }
+
+    pub(crate) fn compare(
+        &self,
+        (a, la): (&DynTensor, &Layout),
+        (b, lb): (&DynTensor, &Layout),
+        op: CompareOp,
+    ) -> Result<DynTensor> {
+        check_dtype(a.dtype(), "compare")?;
+        let launch = Launch {
+            entry: "compare",
+            op: op as u32,
+            scalars: (0.0, 0.0),
+            dtype: a.dtype(),
+            flags: 0,
+        };
+        self.strided(launch, la.dims(), &[(a, la), (b, lb)], DType::Bool)
+    }
+
+    /// `condition ? on_true : on_false`, all three viewed with the output dims.
+    pub(crate) fn choose(
+        &self,
+        condition: (&DynTensor, &Layout),
+        on_true: (&DynTensor, &Layout),
+        on_false: (&DynTensor, &Layout),
+    ) -> Result<DynTensor> {
+        check_dtype(on_true.0.dtype(), "where")?;
+        let launch = Launch {
+            entry: "choose",
+            op: 0,
+            scalars: (0.0, 0.0),
+            dtype: on_true.0.dtype(),
+            flags: 0,
+        };
+        let dims = condition.1.dims().to_vec();
+        self.strided(launch, &dims, &[condition, on_true, on_false], on_true.0.dtype())
+    }
+
+    /// `and` (0), `or` (1) of two masks, or `not` (2) of the first.
+    pub(crate) fn logical(&self, operands: &[(&DynTensor, &Layout)], op: u32) -> Result<DynTensor> {
+        let launch = Launch {
+            entry: "logical",
+            op,
+            scalars: (0.0, 0.0),
+            dtype: DType::Bool,
+            flags: 0,
+        };
+        let dims = operands[0].1.dims().to_vec();
+        self.strided(launch, &dims, operands, DType::Bool)
+    }
+
+    pub(crate) fn cast(&self, x: &DynTensor, dtype: DType) -> Result<DynTensor> {
+        check_dtype(x.dtype(), "to_dtype")?;
+        check_dtype(dtype, "to_dtype")?;
+        let launch = Launch {
+            entry: "cast",
+            op: dtype_code(dtype),
+            scalars: (0.0, 0.0),
+            dtype: x.dtype(),
+            flags: 0,
+        };
+        self.strided(launch, x.dims(), &[(x, x.layout())], dtype)
+    }
+
+    /// A contiguous copy of `x`'s view.
+    pub(crate) fn copy(&self, x: &DynTensor) -> Result<DynTensor> {
+        let launch = Launch {
+            entry: "copy",
+            op: 0,
+            scalars: (0.0, 0.0),
+            dtype: x.dtype(),
+            flags: 0,
+        };
+        self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
+    }
+
+    /// `dst = dst * scale + alpha * src` in place, `src` viewed with `ls` (broadcast to
+    /// `dst`'s dims).
+    pub(crate) fn scale_add(
+        &self,
+        dst: &DynTensor,
+        src: (&DynTensor, &Layout),
+        scale: f64,
+        alpha: f64,
+    ) -> Result<()> {
+        check_float(dst.dtype(), "in-place update")?;
+        self.update(dst, src, (scale, alpha), u32::from(scale == 0.0))
+    }
+
+    /// Copies `src` (viewed with `dst`'s dims) into the view `dst`, any dtype.
+    pub(crate) fn copy_into(&self, dst: &DynTensor, src: (&DynTensor, &Layout)) -> Result<()> {
+        self.update(dst, src, (0.0, 1.0), 2)
+    }
+
+    /// A new contiguous tensor with every element `value`.
+    pub(crate) fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
+        let numel: usize = dims.iter().product();
+        let out = GpuBuffer::uninit(self, numel, dtype, "full")?;
+        let (groups, row) = grid_1d(numel);
+        let mut params = vec![0u32; slot::DTYPE + 1];
+        params[slot::NUMEL] = numel as u32;
+        params[slot::ROW] = row;
+        params[slot::SCALAR0] = match dtype {
+            DType::I64 => (value as i32) as u32,
+            DType::Bool => u32::from(value != 0.0),
+            DType::F32 | DType::F64 => (value as f32).to_bits(),
+        };
+        let groups = if numel == 0 { [0, 0, 0] } else { groups };
+        self.dispatch(Module::Elementwise, "fill", &params, &[(4, out.raw())], groups);
+        Ok(DynTensor::from_gpu(out, dims))
+    }
+
+    fn update(
+        &self,
+        dst: &DynTensor,
+        src: (&DynTensor, &Layout),
+        (scale, alpha): (f64, f64),
+        flags: u32,
+    ) -> Result<()> {
+        let dims = dst.dims();
+        let numel: usize = dims.iter().product();
+        let target = dst.storage().gpu().expect("gpu_of placed dst on this device");
+        // Operand slots: 0 the source, 3 the destination view (slots 1-2 unused).
+        let unused = Layout::contiguous(dims);
+        let strided = Strided::new("in-place update", dims, &[src.1, &unused, &unused, dst.layout()])?;
+        let (groups, row) = grid_1d(numel);
+        let mut params = strided_params(&strided, numel, row);
+        params[slot::FLAGS] = flags;
+        params[slot::SCALAR0] = (scale as f32).to_bits();
+        params[slot::SCALAR1] = (alpha as f32).to_bits();
+        let source = self.memory_of(src.0)?;
+        self.dispatch(
+            Module::Elementwise,
+            "scale_add",
+            &params,
+            &[(1, source.raw()), (4, target.raw())],
+            groups,
+        );
+        dst.storage().mark_written();
+        Ok(())
+    }
+}
+
+pub(crate) fn check_float(dtype: DType, op: &'static str) -> Result<()> {
+    if dtype != DType::F32 {
+        return Err(crate::Error::DType {
+            op,
+            expected: "a floating-point tensor (f32 on the GPU)",
+            found: dtype,
+        });
+    }
+    Ok(())
+}
+
+impl GpuDevice {
+    /// `tensors` (checked to fit) joined along `axis` into a new tensor of `dims`.
+    pub(crate) fn cat(&self, tensors: &[&DynTensor], axis: usize, dims: &[usize]) -> Result<DynTensor> {
+        let dtype = tensors[0].dtype();
+        let numel: usize = dims.iter().product();
+        let out = DynTensor::from_gpu(GpuBuffer::uninit(self, numel, dtype, "cat")?, dims);
+        let mut start = 0;
+        for tensor in tensors {
+            let len = tensor.dims()[axis];
+            let part = out.view_with(out.layout().narrow(axis, start, len));
+            self.copy_into(&part, (tensor, tensor.layout()))?;
+            start += len;
+        }
+        Ok(out)
+    }
+}

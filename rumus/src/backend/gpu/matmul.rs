@@ -1,0 +1,81 @@
+//! Launcher of `shaders/matmul.wgsl`: batched, broadcast and strided matrix products.
+
+use super::batch::grid_rows;
+use super::context::GpuDevice;
+use super::elementwise::check_float;
+use super::memory::GpuBuffer;
+use super::operand::Strided;
+use super::pipelines::Module;
+use crate::dtype::DType;
+use crate::error::{DeviceError, Result};
+use crate::shape::Layout;
+use crate::tensor::DynTensor;
+
+const TILE: usize = 64;
+const MAX_BATCH_RANK: usize = 4;
+
+/// The batch part (all but the last two axes) of a broadcast operand layout.
+fn batch_layout(layout: &Layout) -> Layout {
+    let r = layout.rank() - 2;
+    Layout::new(layout.dims()[..r].to_vec(), layout.strides()[..r].to_vec(), 0)
+}
+
+impl GpuDevice {
+    /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`.
+    pub(crate) fn matmul(
+        &self,
+        (a, la): (&DynTensor, &Layout),
+        (b, lb): (&DynTensor, &Layout),
+        out_dims: &[usize],
+    ) -> Result<DynTensor> {
+        check_float(a.dtype(), "matmul")?;
+        let r = la.rank();
+        let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
+        let batch_dims = &la.dims()[..r - 2];
+        let batch: usize = batch_dims.iter().product();
+        let out = GpuBuffer::uninit(self, batch * m * n, DType::F32, "matmul")?;
+        let strided = Strided::new("matmul", batch_dims, &[&batch_layout(la), &batch_layout(lb)])?;
+        if strided.dims.len() > MAX_BATCH_RANK {
+            return Err(DeviceError::RankTooLarge {
+                op: "matmul (batch dims)",
+                rank: strided.dims.len(),
+                limit: MAX_BATCH_RANK,
+            }
+            .into());
+        }
+        let tiles = m.div_ceil(TILE) * n.div_ceil(TILE);
+        let ([gx, gy, _], row) = grid_rows(tiles);
+        let gz = batch.clamp(1, 65_535) as u32;
+        let (sa, sb) = (la.strides(), lb.strides());
+        let mut params = vec![0u32; 24];
+        params[..12].copy_from_slice(&[
+            m as u32,
+            n as u32,
+            k as u32,
+            batch as u32,
+            strided.dims.len() as u32,
+            la.offset() as u32,
+            lb.offset() as u32,
+            sa[r - 2] as u32,
+            sa[r - 1] as u32,
+            sb[r - 2] as u32,
+            sb[r - 1] as u32,
+            row,
+        ]);
+        for (axis, &size) in strided.dims.iter().enumerate() {
+            params[12 + axis] = size as u32;
+            params[16 + axis] = strided.strides[0][axis] as u32;
+            params[20 + axis] = strided.strides[1][axis] as u32;
+        }
+        let (ma, mb) = (self.memory_of(a)?, self.memory_of(b)?);
+        let groups = if batch * m * n == 0 { [0, 0, 0] } else { [gx, gy, gz] };
+        self.dispatch(
+            Module::Matmul,
+            "matmul_tiled",
+            &params,
+            &[(1, ma.raw()), (2, mb.raw()), (3, out.raw())],
+            groups,
+        );
+        Ok(DynTensor::from_gpu(out, out_dims))
+    }
+}

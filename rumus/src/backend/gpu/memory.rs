@@ -1,0 +1,180 @@
+//! Device memory: tensor buffers and the pool they return to.
+//!
+//! Every GPU element is one 32-bit word (`f32`, `i64` stored as `i32`, `bool` as `u32`), so
+//! every kernel reads `array<u32>` and bit-casts. Freed buffers go back to a pool keyed by
+//! size class and are handed to the next output of that class; a training step allocates the
+//! same sizes every iteration, so after the first step it allocates nothing. Reusing a buffer
+//! is safe without waiting for the GPU: kernels run in the order they were queued, and uploads
+//! submit queued work first (see `transfer`).
+
+use std::collections::HashMap;
+
+use super::context::GpuDevice;
+use crate::dtype::DType;
+use crate::error::{DeviceError, Result};
+
+/// Bytes of one element on the GPU.
+pub(crate) const WORD: u64 = 4;
+/// Free buffers the pool keeps at most; beyond this the oldest are destroyed.
+const MAX_POOLED_BYTES: u64 = 4 << 30;
+
+/// Memory accounting of one GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes of buffers held by live tensors.
+    pub in_use: u64,
+    /// Bytes of free buffers kept for reuse.
+    pub pooled: u64,
+    /// The most `in_use + pooled` has ever been.
+    pub peak: u64,
+    /// Buffers created so far (a steady training loop stops creating them).
+    pub created: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct BufferPool {
+    free: HashMap<u64, Vec<wgpu::Buffer>>,
+    order: Vec<u64>,
+    stats: MemoryStats,
+}
+
+/// The size a request is rounded up to: powers of two up to 1 MiB, whole MiB above.
+fn size_class(bytes: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    if bytes <= MIB {
+        bytes.next_power_of_two().max(256)
+    } else {
+        bytes.div_ceil(MIB) * MIB
+    }
+}
+
+impl BufferPool {
+    pub fn stats(&self) -> MemoryStats {
+        self.stats
+    }
+
+    pub fn release(&mut self) {
+        self.free.clear();
+        self.order.clear();
+        self.stats.pooled = 0;
+    }
+
+    fn take(&mut self, class: u64) -> Option<wgpu::Buffer> {
+        let buffer = self.free.get_mut(&class)?.pop()?;
+        if let Some(at) = self.order.iter().rposition(|&c| c == class) {
+            self.order.remove(at);
+        }
+        self.stats.pooled -= class;
+        self.stats.in_use += class;
+        Some(buffer)
+    }
+
+    fn give_back(&mut self, buffer: wgpu::Buffer) {
+        let class = buffer.size();
+        self.stats.in_use -= class;
+        self.stats.pooled += class;
+        self.free.entry(class).or_default().push(buffer);
+        self.order.push(class);
+        while self.stats.pooled > MAX_POOLED_BYTES && !self.order.is_empty() {
+            let oldest = self.order.remove(0);
+            if let Some(dropped) = self.free.get_mut(&oldest).and_then(|shelf| {
+                (!shelf.is_empty()).then(|| shelf.remove(0))
+            }) {
+                self.stats.pooled -= dropped.size();
+            }
+        }
+    }
+}
+
+/// A tensor's elements on a GPU. Dropping it returns the buffer to the device's pool.
+pub struct GpuBuffer {
+    raw: Option<wgpu::Buffer>,
+    len: usize,
+    dtype: DType,
+    device: GpuDevice,
+}
+
+impl std::fmt::Debug for GpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBuffer({} x {} on {})", self.len, self.dtype, self.device.name())
+    }
+}
+
+impl GpuBuffer {
+    /// Room for `len` elements of `dtype`; old contents are undefined (kernels overwrite).
+    pub(crate) fn uninit(device: &GpuDevice, len: usize, dtype: DType, op: &'static str) -> Result<Self> {
+        check_dtype(dtype, op)?;
+        let bytes = (len as u64).max(1) * WORD;
+        let limit = device.max_binding_bytes();
+        if bytes > limit {
+            return Err(DeviceError::TooLarge { op, bytes, limit }.into());
+        }
+        let class = size_class(bytes).min(limit.max(bytes));
+        let pooled = device.0.pool.lock().unwrap_or_else(|p| p.into_inner()).take(class);
+        let raw = match pooled {
+            Some(buffer) => buffer,
+            None => {
+                let buffer = device.0.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(op),
+                    size: class,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                let mut pool = device.0.pool.lock().unwrap_or_else(|p| p.into_inner());
+                pool.stats.in_use += class;
+                pool.stats.created += 1;
+                pool.stats.peak = pool.stats.peak.max(pool.stats.in_use + pool.stats.pooled);
+                buffer
+            }
+        };
+        Ok(GpuBuffer {
+            raw: Some(raw),
+            len,
+            dtype,
+            device: device.clone(),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn device(&self) -> GpuDevice {
+        self.device.clone()
+    }
+
+    pub(crate) fn raw(&self) -> &wgpu::Buffer {
+        self.raw.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            self.device
+                .0
+                .pool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .give_back(raw);
+        }
+    }
+}
+
+/// GPU kernels work on 32-bit words: `f64` has no portable WGSL type.
+pub(crate) fn check_dtype(dtype: DType, op: &'static str) -> Result<()> {
+    if dtype == DType::F64 {
+        return Err(DeviceError::UnsupportedDType { op, dtype }.into());
+    }
+    Ok(())
+}

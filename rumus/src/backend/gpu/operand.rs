@@ -1,0 +1,158 @@
+//! How kernels see tensors: a buffer plus a strided view (dims, strides, offset in elements),
+//! with adjacent axes merged wherever every operand walks them contiguously, so most views
+//! reach a kernel as rank 1 and cost one division per element to index.
+
+use std::sync::Arc;
+
+use super::context::GpuDevice;
+use super::memory::GpuBuffer;
+use super::transfer::{Reason, upload};
+use crate::error::{DeviceError, Result};
+use crate::shape::Layout;
+use crate::tensor::DynTensor;
+
+/// Axes a strided kernel indexes at most (after merging).
+pub(crate) const MAX_RANK: usize = 8;
+
+/// The GPU memory of an operand: its own buffer, or an uploaded host scalar.
+pub(crate) enum Memory<'a> {
+    Tensor(&'a GpuBuffer),
+    Constant(Arc<GpuBuffer>),
+}
+
+impl Memory<'_> {
+    pub fn raw(&self) -> &wgpu::Buffer {
+        match self {
+            Memory::Tensor(buffer) => buffer.raw(),
+            Memory::Constant(buffer) => buffer.raw(),
+        }
+    }
+}
+
+impl GpuDevice {
+    /// The buffer behind `tensor` (on this device, or a host scalar uploaded once and kept).
+    pub(crate) fn memory_of<'a>(&self, tensor: &'a DynTensor) -> Result<Memory<'a>> {
+        if let Some(buffer) = tensor.storage().gpu() {
+            return Ok(Memory::Tensor(buffer));
+        }
+        debug_assert_eq!(tensor.rank(), 0, "gpu_of admits only host scalars");
+        let value = tensor.to_contiguous_buffer();
+        let key = (tensor.dtype(), scalar_bits(&value));
+        let mut constants = self.0.constants.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(buffer) = constants.get(&key) {
+            return Ok(Memory::Constant(buffer.clone()));
+        }
+        let buffer = Arc::new(upload(self, &value, Reason::Asked)?);
+        if constants.len() < 4096 {
+            constants.insert(key, buffer.clone());
+        }
+        Ok(Memory::Constant(buffer))
+    }
+}
+
+fn scalar_bits(buffer: &crate::storage::CpuBuffer) -> u32 {
+    use crate::storage::CpuBuffer;
+    match buffer {
+        CpuBuffer::F32(v) => v[0].to_bits(),
+        CpuBuffer::I64(v) => v[0] as u32,
+        CpuBuffer::Bool(v) => u32::from(v[0]),
+        CpuBuffer::F64(v) => (v[0] as f32).to_bits(),
+    }
+}
+
+/// Views of several operands over the same `dims`, merged and ready for a parameter block.
+pub(crate) struct Strided {
+    pub dims: Vec<usize>,
+    pub strides: Vec<Vec<usize>>,
+    pub offsets: Vec<usize>,
+}
+
+impl Strided {
+    /// Merges axis `d` into `d + 1` wherever every operand has `stride[d] == stride[d+1] *
+    /// dims[d+1]`, and drops axes of size 1.
+    pub fn new(op: &'static str, dims: &[usize], layouts: &[&Layout]) -> Result<Strided> {
+        let mut out_dims: Vec<usize> = Vec::new();
+        let mut out_strides: Vec<Vec<usize>> = vec![Vec::new(); layouts.len()];
+        for axis in 0..dims.len() {
+            let size = dims[axis];
+            if size == 1 {
+                continue;
+            }
+            let mergeable = !out_dims.is_empty()
+                && layouts.iter().zip(&out_strides).all(|(layout, strides)| {
+                    *strides.last().expect("same length as out_dims")
+                        == layout.strides()[axis] * size
+                });
+            if mergeable {
+                *out_dims.last_mut().expect("checked non-empty") *= size;
+                for (layout, strides) in layouts.iter().zip(&mut out_strides) {
+                    *strides.last_mut().expect("checked non-empty") = layout.strides()[axis];
+                }
+            } else {
+                out_dims.push(size);
+                for (layout, strides) in layouts.iter().zip(&mut out_strides) {
+                    strides.push(layout.strides()[axis]);
+                }
+            }
+        }
+        if out_dims.len() > MAX_RANK {
+            return Err(DeviceError::RankTooLarge {
+                op,
+                rank: out_dims.len(),
+                limit: MAX_RANK,
+            }
+            .into());
+        }
+        Ok(Strided {
+            dims: out_dims,
+            strides: out_strides,
+            offsets: layouts.iter().map(|layout| layout.offset()).collect(),
+        })
+    }
+}
+
+/// Index of each field in the parameter block of a strided kernel (`shaders/elementwise.wgsl`
+/// and `shaders/index.wgsl` read the same positions).
+pub(crate) mod slot {
+    pub const NUMEL: usize = 0;
+    pub const RANK: usize = 1;
+    pub const OP: usize = 2;
+    pub const FLAGS: usize = 3;
+    pub const SCALAR0: usize = 4;
+    pub const SCALAR1: usize = 5;
+    pub const ROW: usize = 6;
+    pub const DTYPE: usize = 7;
+    pub const DIMS: usize = 8;
+    /// Strides of operand `k` start at `STRIDES + 8 k`; its offset is at `OFFSETS + k`.
+    pub const STRIDES: usize = 16;
+    pub const OFFSETS: usize = 48;
+}
+
+/// A parameter block for a strided kernel over `numel` elements with up to four operands.
+pub(crate) fn strided_params(strided: &Strided, numel: usize, row: u32) -> Vec<u32> {
+    let mut p = vec![0u32; slot::OFFSETS + 4];
+    p[slot::NUMEL] = numel as u32;
+    p[slot::RANK] = strided.dims.len() as u32;
+    p[slot::ROW] = row;
+    for (axis, &size) in strided.dims.iter().enumerate() {
+        p[slot::DIMS + axis] = size as u32;
+    }
+    for (k, strides) in strided.strides.iter().enumerate() {
+        for (axis, &stride) in strides.iter().enumerate() {
+            p[slot::STRIDES + 8 * k + axis] = stride as u32;
+        }
+        p[slot::OFFSETS + k] = strided.offsets[k] as u32;
+    }
+    p
+}
+
+impl DynTensor {
+    /// A fresh contiguous tensor over a GPU buffer of exactly `dims` elements.
+    pub(crate) fn from_gpu(buffer: GpuBuffer, dims: &[usize]) -> DynTensor {
+        debug_assert_eq!(buffer.len(), dims.iter().product::<usize>());
+        DynTensor::from_storage(
+            Arc::new(crate::storage::Storage::on_gpu(buffer)),
+            Layout::contiguous(dims),
+        )
+    }
+}

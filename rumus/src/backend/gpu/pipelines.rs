@@ -1,0 +1,75 @@
+//! WGSL modules (from `shaders/`, one file per kernel family) and the compute pipelines made
+//! from them, created on first use and cached by (module, entry point). Kernels take their
+//! sizes from a parameter block at run time, so a new shape never compiles a new pipeline.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// One kernel family, one file in `shaders/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Module {
+    Elementwise,
+    Reduce,
+    Matmul,
+    Index,
+    Optim,
+}
+
+impl Module {
+    fn source(self) -> &'static str {
+        match self {
+            Module::Elementwise => include_str!("../../../../shaders/elementwise.wgsl"),
+            Module::Reduce => include_str!("../../../../shaders/reduce.wgsl"),
+            Module::Matmul => include_str!("../../../../shaders/matmul.wgsl"),
+            Module::Index => include_str!("../../../../shaders/index.wgsl"),
+            Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
+        }
+    }
+}
+
+/// A pipeline and the layout of its bind group 0.
+pub(crate) struct Compiled {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    modules: Mutex<HashMap<Module, wgpu::ShaderModule>>,
+    pipelines: Mutex<HashMap<(Module, &'static str), Arc<Compiled>>>,
+}
+
+impl PipelineCache {
+    pub fn get(&self, device: &wgpu::Device, module: Module, entry: &'static str) -> Arc<Compiled> {
+        let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(compiled) = pipelines.get(&(module, entry)) {
+            return compiled.clone();
+        }
+        let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        let shader = modules.entry(module).or_insert_with(|| {
+            let descriptor = wgpu::ShaderModuleDescriptor {
+                label: Some(entry),
+                source: wgpu::ShaderSource::Wgsl(module.source().into()),
+            };
+            // SAFETY: every kernel checks its own bounds against the sizes it is given (each
+            // index is compared with the element count before it is read or written), so the
+            // runtime bounds checks wgpu would add are redundant; they cost ~40x on a tiled
+            // matrix product.
+            unsafe {
+                device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked())
+            }
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: None,
+            module: shader,
+            entry_point: Some(entry),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+        let layout = pipeline.get_bind_group_layout(0);
+        let compiled = Arc::new(Compiled { pipeline, layout });
+        pipelines.insert((module, entry), compiled.clone());
+        compiled
+    }
+}

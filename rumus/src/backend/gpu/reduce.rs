@@ -1,0 +1,110 @@
+//! Launchers of `shaders/reduce.wgsl`: reductions and softmax over contiguous rows.
+
+use super::batch::grid_rows;
+use super::context::GpuDevice;
+use super::elementwise::check_float;
+use super::memory::GpuBuffer;
+use super::pipelines::Module;
+use crate::backend::cpu::reduce::Reduction;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::DynTensor;
+
+/// `x` as contiguous rows with the `axes` last: (tensor, rows, row length).
+fn grouped(gpu: &GpuDevice, x: &DynTensor, axes: &[usize]) -> Result<(DynTensor, usize, usize)> {
+    let kept: Vec<usize> = (0..x.rank()).filter(|a| !axes.contains(a)).collect();
+    let rows = kept.iter().map(|&a| x.dims()[a]).product();
+    let len = axes.iter().map(|&a| x.dims()[a]).product();
+    let perm: Vec<usize> = kept.into_iter().chain(axes.iter().copied()).collect();
+    let moved = x.view_with(x.layout().permute(&perm));
+    let moved = if moved.is_contiguous() {
+        moved
+    } else {
+        gpu.copy(&moved)?
+    };
+    Ok((moved, rows, len))
+}
+
+impl GpuDevice {
+    fn rows_kernel(
+        &self,
+        entry: &'static str,
+        rows_input: &DynTensor,
+        (rows, len): (usize, usize),
+        op: u32,
+        out: &GpuBuffer,
+    ) -> Result<()> {
+        let (groups, row) = grid_rows(rows);
+        let params = [
+            rows as u32,
+            len as u32,
+            op,
+            row,
+            rows_input.layout().offset() as u32,
+        ];
+        let input = self.memory_of(rows_input)?;
+        let groups = if rows == 0 { [0, 0, 0] } else { groups };
+        self.dispatch(
+            Module::Reduce,
+            entry,
+            &params,
+            &[(1, input.raw()), (2, out.raw())],
+            groups,
+        );
+        Ok(())
+    }
+
+    /// Sum, max or min over `axes`, shaped `out_dims`.
+    pub(crate) fn reduce(
+        &self,
+        x: &DynTensor,
+        axes: &[usize],
+        kind: Reduction,
+        out_dims: &[usize],
+    ) -> Result<DynTensor> {
+        check_float(x.dtype(), "reduction")?;
+        let (rows_input, rows, len) = grouped(self, x, axes)?;
+        let out = GpuBuffer::uninit(self, rows, DType::F32, "reduction")?;
+        let op = match kind {
+            Reduction::Sum => 0,
+            Reduction::Max => 1,
+            Reduction::Min => 2,
+        };
+        self.rows_kernel("reduce_rows", &rows_input, (rows, len), op, &out)?;
+        Ok(DynTensor::from_gpu(out, out_dims))
+    }
+
+    /// Index of the largest (or smallest) value along `axis`, as `i64` (`i32` on the GPU).
+    pub(crate) fn arg_reduce(
+        &self,
+        x: &DynTensor,
+        axis: usize,
+        max: bool,
+        out_dims: &[usize],
+    ) -> Result<DynTensor> {
+        check_float(x.dtype(), "argmax")?;
+        let (rows_input, rows, len) = grouped(self, x, &[axis])?;
+        let out = GpuBuffer::uninit(self, rows, DType::I64, "argmax")?;
+        let op = if max { 3 } else { 4 };
+        self.rows_kernel("reduce_rows", &rows_input, (rows, len), op, &out)?;
+        Ok(DynTensor::from_gpu(out, out_dims))
+    }
+
+    /// Softmax (or log-softmax) along `axis`.
+    pub(crate) fn softmax(&self, x: &DynTensor, axis: usize, log: bool) -> Result<DynTensor> {
+        check_float(x.dtype(), "softmax")?;
+        let (rows_input, rows, len) = grouped(self, x, &[axis])?;
+        let out = GpuBuffer::uninit(self, rows * len, DType::F32, "softmax")?;
+        self.rows_kernel("softmax_rows", &rows_input, (rows, len), u32::from(log), &out)?;
+        let last = x.rank() - 1;
+        let mut perm: Vec<usize> = (0..x.rank()).filter(|&a| a != axis).collect();
+        perm.push(axis);
+        let moved_dims: Vec<usize> = perm.iter().map(|&a| x.dims()[a]).collect();
+        let moved = DynTensor::from_gpu(out, &moved_dims);
+        if axis == last {
+            return Ok(moved);
+        }
+        let inverse = crate::ops::view::inverse_permutation(&perm);
+        self.copy(&moved.view_with(moved.layout().permute(&inverse)))
+    }
+}

@@ -1,0 +1,176 @@
+//! Copies between host and GPU memory, and their counters.
+//!
+//! Transfers a program asks for (`.to(&device)`, `to_vec`, `item`) are counted as explicit;
+//! copies made because an op has no GPU kernel yet are counted as fallbacks, so a test can
+//! prove that a training step stays on the device (`transfer_counts().fallback() == 0`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::context::{GpuDevice, gpu_error};
+use super::memory::{GpuBuffer, WORD};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::storage::CpuBuffer;
+use crate::tensor::DynTensor;
+
+static UPLOADS: AtomicU64 = AtomicU64::new(0);
+static DOWNLOADS: AtomicU64 = AtomicU64::new(0);
+static FALLBACK_UPLOADS: AtomicU64 = AtomicU64::new(0);
+static FALLBACK_DOWNLOADS: AtomicU64 = AtomicU64::new(0);
+
+/// Host/GPU copies made by this process so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransferCounts {
+    /// Host-to-GPU copies the program asked for.
+    pub uploads: u64,
+    /// GPU-to-host copies the program asked for.
+    pub downloads: u64,
+    /// Host-to-GPU copies of results computed on the host for an op without a GPU kernel.
+    pub fallback_uploads: u64,
+    /// GPU-to-host copies of operands of an op without a GPU kernel.
+    pub fallback_downloads: u64,
+}
+
+impl TransferCounts {
+    /// Copies made only because an op had no GPU kernel.
+    pub fn fallback(&self) -> u64 {
+        self.fallback_uploads + self.fallback_downloads
+    }
+}
+
+/// The counters so far (process-wide; compare two readings around the code of interest).
+pub fn transfer_counts() -> TransferCounts {
+    TransferCounts {
+        uploads: UPLOADS.load(Ordering::Relaxed),
+        downloads: DOWNLOADS.load(Ordering::Relaxed),
+        fallback_uploads: FALLBACK_UPLOADS.load(Ordering::Relaxed),
+        fallback_downloads: FALLBACK_DOWNLOADS.load(Ordering::Relaxed),
+    }
+}
+
+/// Why a copy is made, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    Asked,
+    Fallback,
+}
+
+fn words_of(buffer: &CpuBuffer, op: &'static str) -> Result<Vec<u32>> {
+    Ok(match buffer {
+        CpuBuffer::F32(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuBuffer::I64(v) => v
+            .iter()
+            .map(|&x| {
+                i32::try_from(x).map(|x| x as u32).map_err(|_| Error::InvalidArgument {
+                    op,
+                    message: format!(
+                        "the i64 value {x} does not fit the GPU's 32-bit integers (-2^31..2^31)"
+                    ),
+                })
+            })
+            .collect::<Result<_>>()?,
+        CpuBuffer::Bool(v) => v.iter().map(|&b| u32::from(b)).collect(),
+        CpuBuffer::F64(_) => {
+            return Err(crate::error::DeviceError::UnsupportedDType {
+                op,
+                dtype: DType::F64,
+            }
+            .into());
+        }
+    })
+}
+
+/// Copies `buffer` (row-major elements) into a new GPU buffer.
+pub(crate) fn upload(device: &GpuDevice, buffer: &CpuBuffer, reason: Reason) -> Result<GpuBuffer> {
+    let words = words_of(buffer, "upload to the GPU")?;
+    let out = GpuBuffer::uninit(device, words.len(), buffer.dtype(), "upload to the GPU")?;
+    // The buffer may come from the pool while queued kernels still read its old contents:
+    // submit them first, so the write lands after them in queue order.
+    device.submit();
+    if !words.is_empty() {
+        device.0.queue.write_buffer(out.raw(), 0, bytemuck::cast_slice(&words));
+    }
+    count(reason, &UPLOADS, &FALLBACK_UPLOADS);
+    Ok(out)
+}
+
+fn count(reason: Reason, asked: &AtomicU64, fallback: &AtomicU64) {
+    match reason {
+        Reason::Asked => asked.fetch_add(1, Ordering::Relaxed),
+        Reason::Fallback => fallback.fetch_add(1, Ordering::Relaxed),
+    };
+}
+
+/// Reads the first `len` words of `buffer` back to the host (waits for queued kernels).
+pub(crate) fn download(buffer: &GpuBuffer, reason: Reason) -> Result<CpuBuffer> {
+    let device = buffer.device();
+    let ctx = &device.0;
+    let bytes = (buffer.len() as u64) * WORD;
+    count(reason, &DOWNLOADS, &FALLBACK_DOWNLOADS);
+    if bytes == 0 {
+        return Ok(from_words(&[], buffer.dtype()));
+    }
+    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("rumus readback"),
+        size: bytes,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    device.with_encoder(|encoder| encoder.copy_buffer_to_buffer(buffer.raw(), 0, &staging, 0, bytes));
+    device.submit();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    staging
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, move |result| {
+            let _ = sender.send(result);
+        });
+    ctx.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| gpu_error(format!("waiting for a readback failed: {e}")))?;
+    receiver
+        .recv()
+        .map_err(|e| gpu_error(format!("the readback was dropped: {e}")))?
+        .map_err(|e| gpu_error(format!("mapping the readback failed: {e}")))?;
+    let words: Vec<u32> = {
+        let view = staging
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| gpu_error(format!("reading the readback failed: {e}")))?;
+        bytemuck::cast_slice(&view).to_vec()
+    };
+    staging.unmap();
+    Ok(from_words(&words, buffer.dtype()))
+}
+
+fn from_words(words: &[u32], dtype: DType) -> CpuBuffer {
+    match dtype {
+        DType::F32 => CpuBuffer::F32(bytemuck::cast_slice(words).to_vec()),
+        DType::I64 => CpuBuffer::I64(words.iter().map(|&w| i64::from(w as i32)).collect()),
+        DType::Bool => CpuBuffer::Bool(words.iter().map(|&w| w != 0).collect()),
+        DType::F64 => unreachable!("f64 never reaches the GPU (checked on upload)"),
+    }
+}
+
+impl GpuBuffer {
+    /// The elements on the host, for a CPU kernel run because an op has no GPU kernel.
+    pub(crate) fn read_back_fallback(&self) -> CpuBuffer {
+        download(self, Reason::Fallback).unwrap_or_else(|e| {
+            panic!("reading a GPU tensor back for a host kernel failed: {e}")
+        })
+    }
+}
+
+/// A download the program asked for (`to_vec`, `.to(&Device::Cpu)`).
+pub(crate) fn download_asked(buffer: &GpuBuffer) -> Result<CpuBuffer> {
+    download(buffer, Reason::Asked)
+}
+
+/// An upload the program asked for (`.to(&gpu)`), as a contiguous tensor of `dims`.
+pub(crate) fn upload_asked(device: &GpuDevice, buffer: &CpuBuffer, dims: &[usize]) -> Result<DynTensor> {
+    Ok(DynTensor::from_gpu(upload(device, buffer, Reason::Asked)?, dims))
+}
+
+/// The host result of an op without a GPU kernel, moved to the GPU its operands are on.
+pub(crate) fn upload_fallback(device: &GpuDevice, buffer: &CpuBuffer, dims: &[usize]) -> Result<DynTensor> {
+    Ok(DynTensor::from_gpu(upload(device, buffer, Reason::Fallback)?, dims))
+}

@@ -1,0 +1,305 @@
+// Element-wise kernels over strided views: unary math, binary arithmetic with broadcasting,
+// comparisons, select (where), casts, copies, logical ops and the in-place scaled update.
+//
+// Every element is a 32-bit word (f32, i32 or bool as u32) read through bitcast. The
+// parameter block (binding 0) holds, by word: 0 element count, 1 rank, 2 op code, 3 flags,
+// 4-5 two f32 scalars, 6 threads per grid row, 7 dtype code, 8-15 dims, 16-47 the strides of
+// up to four operands (8 each), 48-51 their offsets. Operand k is binding k + 1; the output
+// is binding 4 (contiguous, except for `scale_add`, which updates operand 3's view of it).
+
+@group(0) @binding(0) var<storage, read> p: array<u32>;
+@group(0) @binding(1) var<storage, read> a: array<u32>;
+@group(0) @binding(2) var<storage, read> b: array<u32>;
+@group(0) @binding(3) var<storage, read> c: array<u32>;
+@group(0) @binding(4) var<storage, read_write> out: array<u32>;
+
+const DIMS: u32 = 8u;
+const STRIDES: u32 = 16u;
+const OFFSETS: u32 = 48u;
+
+const F32: u32 = 0u;
+const I32: u32 = 1u;
+const BOOL: u32 = 2u;
+
+fn element_index(gid: vec3<u32>) -> u32 {
+    return gid.y * p[6] + gid.x;
+}
+
+// Storage offsets of element `i` in operands 0..3 (one pass over the axes for all four).
+fn offsets(i: u32) -> vec4<u32> {
+    var rem = i;
+    var o = vec4<u32>(p[OFFSETS], p[OFFSETS + 1u], p[OFFSETS + 2u], p[OFFSETS + 3u]);
+    let rank = p[1];
+    for (var k = 0u; k < rank; k++) {
+        let d = rank - 1u - k;
+        let size = p[DIMS + d];
+        let coord = rem % size;
+        rem = rem / size;
+        o += coord * vec4<u32>(p[STRIDES + d], p[STRIDES + 8u + d], p[STRIDES + 16u + d], p[STRIDES + 24u + d]);
+    }
+    return o;
+}
+
+fn sigmoid(x: f32) -> f32 {
+    if (x >= 0.0) {
+        return 1.0 / (1.0 + exp(-x));
+    }
+    let e = exp(x);
+    return e / (1.0 + e);
+}
+
+// tanh that cannot overflow inside exp: tanh(15) is 1.0 in f32 already.
+fn tanh_safe(x: f32) -> f32 {
+    return tanh(clamp(x, -15.0, 15.0));
+}
+
+// erf: Taylor series below 1 (f32-exact there), Abramowitz-Stegun 7.1.26 above
+// (absolute error below 1.5e-7 where erf is above 0.84).
+fn erf_f32(x: f32) -> f32 {
+    let ax = abs(x);
+    if (ax < 1.0) {
+        let x2 = x * x;
+        var term = x;
+        var sum = x;
+        for (var n = 1u; n < 14u; n++) {
+            let nf = f32(n);
+            term = -term * x2 / nf;
+            sum += term / (2.0 * nf + 1.0);
+        }
+        return 1.1283791670955126 * sum;
+    }
+    let t = 1.0 / (1.0 + 0.3275911 * ax);
+    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    return sign(x) * (1.0 - poly * exp(-ax * ax));
+}
+
+// x^y with the sign rules of powf for negative bases and integral exponents.
+fn pow_f32(x: f32, y: f32) -> f32 {
+    if (y == 0.0) {
+        return 1.0;
+    }
+    if (x < 0.0) {
+        if (y != floor(y)) {
+            return bitcast<f32>(0x7fc00000u);
+        }
+        let r = pow(-x, y);
+        if (abs(y % 2.0) == 1.0) {
+            return -r;
+        }
+        return r;
+    }
+    if (x == 0.0) {
+        if (y > 0.0) {
+            return 0.0;
+        }
+        return bitcast<f32>(0x7f800000u);
+    }
+    return pow(x, y);
+}
+
+// Op codes follow `backend::gpu::elementwise::unary_code`.
+fn unary_op(op: u32, x: f32, s0: f32, s1: f32) -> f32 {
+    switch op {
+        case 0u: { return -x; }
+        case 1u: { return exp(x); }
+        case 2u: { return log(x); }
+        case 3u: { return sqrt(x); }
+        case 4u: { return inverseSqrt(x); }
+        case 5u: { return abs(x); }
+        case 6u: { return sign(x); }
+        case 7u: { return erf_f32(x); }
+        case 8u: { return max(x, 0.0); }
+        case 9u: { return select(x * s0, x, x > 0.0); }
+        case 10u: { return sigmoid(x); }
+        case 11u: { return tanh_safe(x); }
+        case 12u: { return 0.5 * x * (1.0 + erf_f32(x * 0.70710678118654752)); }
+        case 13u: {
+            let k = 0.7978845608028654;
+            return 0.5 * x * (1.0 + tanh_safe(k * (x + 0.044715 * x * x * x)));
+        }
+        case 14u: { return x * sigmoid(x); }
+        case 15u: {
+            // softplus: s0 = beta, s1 = threshold
+            if (x * s0 > s1) {
+                return x;
+            }
+            return log(1.0 + exp(x * s0)) / s0;
+        }
+        case 16u: { return pow_f32(x, s0); }
+        case 17u: { return min(max(x, s0), s1); }
+        case 18u: { return x + s0; }
+        case 19u: { return x * s0; }
+        default: { return x; }
+    }
+}
+
+@compute @workgroup_size(256)
+fn unary(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    let o = offsets(i);
+    let x = bitcast<f32>(a[o.x]);
+    out[i] = bitcast<u32>(unary_op(p[2], x, bitcast<f32>(p[4]), bitcast<f32>(p[5])));
+}
+
+@compute @workgroup_size(256)
+fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    let o = offsets(i);
+    let x = bitcast<f32>(a[o.x]);
+    let y = bitcast<f32>(b[o.y]);
+    var r: f32;
+    switch p[2] {
+        case 0u: { r = x + y; }
+        case 1u: { r = x - y; }
+        case 2u: { r = x * y; }
+        case 3u: { r = x / y; }
+        default: { r = pow_f32(x, y); }
+    }
+    out[i] = bitcast<u32>(r);
+}
+
+fn compare_f32(op: u32, x: f32, y: f32) -> bool {
+    switch op {
+        case 0u: { return x == y; }
+        case 1u: { return x != y; }
+        case 2u: { return x < y; }
+        case 3u: { return x <= y; }
+        case 4u: { return x > y; }
+        default: { return x >= y; }
+    }
+}
+
+fn compare_i32(op: u32, x: i32, y: i32) -> bool {
+    switch op {
+        case 0u: { return x == y; }
+        case 1u: { return x != y; }
+        case 2u: { return x < y; }
+        case 3u: { return x <= y; }
+        case 4u: { return x > y; }
+        default: { return x >= y; }
+    }
+}
+
+@compute @workgroup_size(256)
+fn compare(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    let o = offsets(i);
+    var r: bool;
+    if (p[7] == F32) {
+        r = compare_f32(p[2], bitcast<f32>(a[o.x]), bitcast<f32>(b[o.y]));
+    } else {
+        // i32 and bool (0/1) order the same way as signed integers
+        r = compare_i32(p[2], bitcast<i32>(a[o.x]), bitcast<i32>(b[o.y]));
+    }
+    out[i] = select(0u, 1u, r);
+}
+
+// out = a ? b : c, any dtype (the words are copied).
+@compute @workgroup_size(256)
+fn choose(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    let o = offsets(i);
+    out[i] = select(c[o.z], b[o.y], a[o.x] != 0u);
+}
+
+// op 0: and, 1: or, 2: not (of a)
+@compute @workgroup_size(256)
+fn logical(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    let o = offsets(i);
+    let x = a[o.x] != 0u;
+    var r: bool;
+    switch p[2] {
+        case 0u: { r = x && (b[o.y] != 0u); }
+        case 1u: { r = x || (b[o.y] != 0u); }
+        default: { r = !x; }
+    }
+    out[i] = select(0u, 1u, r);
+}
+
+// From dtype p[7] to dtype p[2]; float to integer truncates toward zero.
+@compute @workgroup_size(256)
+fn cast(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    let word = a[offsets(i).x];
+    let src_type = p[7];
+    let dst_type = p[2];
+    var value: f32;
+    if (src_type == F32) {
+        value = bitcast<f32>(word);
+    } else {
+        value = f32(bitcast<i32>(word));
+    }
+    var r: u32;
+    if (dst_type == F32) {
+        r = bitcast<u32>(value);
+    } else if (dst_type == I32) {
+        if (src_type == F32) {
+            r = bitcast<u32>(i32(value));
+        } else {
+            r = word;
+        }
+    } else {
+        r = select(0u, 1u, value != 0.0);
+    }
+    out[i] = r;
+}
+
+// A contiguous copy of a strided view, any dtype.
+@compute @workgroup_size(256)
+fn copy(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    out[i] = a[offsets(i).x];
+}
+
+// In place: out[view 3] = out[view 3] * s0 + s1 * a[view 0]; flags bit 0: overwrite (s0 = 0,
+// so NaN in the old value does not survive); bit 1: copy the words (any dtype).
+@compute @workgroup_size(256)
+fn scale_add(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    let o = offsets(i);
+    if ((p[3] & 2u) != 0u) {
+        out[o.w] = a[o.x];
+        return;
+    }
+    let src = bitcast<f32>(a[o.x]) * bitcast<f32>(p[5]);
+    if ((p[3] & 1u) != 0u) {
+        out[o.w] = bitcast<u32>(src);
+    } else {
+        out[o.w] = bitcast<u32>(bitcast<f32>(out[o.w]) * bitcast<f32>(p[4]) + src);
+    }
+}
+
+// Every element set to the word in p[4].
+@compute @workgroup_size(256)
+fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = element_index(gid);
+    if (i >= p[0]) {
+        return;
+    }
+    out[i] = p[4];
+}

@@ -1,0 +1,104 @@
+// Batched matrix product out[b] = A[b] @ B[b] over strided operands (transposed views are
+// multiplied without a copy). Each workgroup of 256 threads computes a 64x64 tile of the
+// output, 4x4 per thread, through 16-deep slices of A and B staged in workgroup memory.
+//
+// Parameters: 0 M, 1 N, 2 K, 3 batch count, 4 batch rank (up to 4), 5-6 offsets of A and B,
+// 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15 batch dims,
+// 16-19 batch strides of A, 20-23 of B. The output is contiguous [batch, M, N].
+
+@group(0) @binding(0) var<storage, read> p: array<u32>;
+@group(0) @binding(1) var<storage, read> a: array<u32>;
+@group(0) @binding(2) var<storage, read> b: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+
+const TILE: u32 = 64u;
+const DEPTH: u32 = 16u;
+
+var<workgroup> tile_a: array<f32, 1024>; // [DEPTH][TILE], k-major
+var<workgroup> tile_b: array<f32, 1024>; // [DEPTH][TILE]
+
+@compute @workgroup_size(256)
+fn matmul_tiled(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let m = p[0];
+    let n = p[1];
+    let k = p[2];
+    let tiles_n = (n + TILE - 1u) / TILE;
+    let tiles = tiles_n * ((m + TILE - 1u) / TILE);
+    let tile = wid.y * p[11] + wid.x;
+    let live = tile < tiles;
+    let row0 = (tile / tiles_n) * TILE;
+    let col0 = (tile % tiles_n) * TILE;
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    for (var batch = wid.z; batch < p[3]; batch += groups.z) {
+        var rem = batch;
+        var base_a = p[5];
+        var base_b = p[6];
+        let rank = p[4];
+        for (var q = 0u; q < rank; q++) {
+            let d = rank - 1u - q;
+            let size = p[12u + d];
+            let coord = rem % size;
+            rem = rem / size;
+            base_a += coord * p[16u + d];
+            base_b += coord * p[20u + d];
+        }
+        var acc: array<vec4<f32>, 4>;
+        for (var i = 0u; i < 4u; i++) {
+            acc[i] = vec4<f32>(0.0);
+        }
+        for (var k0 = 0u; k0 < k; k0 += DEPTH) {
+            for (var l = 0u; l < 4u; l++) {
+                let e = lid + l * 256u;
+                let am = e / DEPTH;
+                let ak = e % DEPTH;
+                let gm = row0 + am;
+                let gk = k0 + ak;
+                var va = 0.0;
+                if (live && gm < m && gk < k) {
+                    va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
+                }
+                tile_a[ak * TILE + am] = va;
+                let bk = e / TILE;
+                let bn = e % TILE;
+                let gkb = k0 + bk;
+                let gn = col0 + bn;
+                var vb = 0.0;
+                if (live && gkb < k && gn < n) {
+                    vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
+                }
+                tile_b[bk * TILE + bn] = vb;
+            }
+            workgroupBarrier();
+            for (var kk = 0u; kk < DEPTH; kk++) {
+                let ra = kk * TILE + ty * 4u;
+                let rb = kk * TILE + tx * 4u;
+                let av = vec4<f32>(tile_a[ra], tile_a[ra + 1u], tile_a[ra + 2u], tile_a[ra + 3u]);
+                let bv = vec4<f32>(tile_b[rb], tile_b[rb + 1u], tile_b[rb + 2u], tile_b[rb + 3u]);
+                acc[0] += av.x * bv;
+                acc[1] += av.y * bv;
+                acc[2] += av.z * bv;
+                acc[3] += av.w * bv;
+            }
+            workgroupBarrier();
+        }
+        if (live) {
+            let out_base = batch * m * n;
+            for (var i = 0u; i < 4u; i++) {
+                let gm = row0 + ty * 4u + i;
+                if (gm < m) {
+                    for (var j = 0u; j < 4u; j++) {
+                        let gn = col0 + tx * 4u + j;
+                        if (gn < n) {
+                            out[out_base + gm * n + gn] = bitcast<u32>(acc[i][j]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
