@@ -234,7 +234,7 @@ fn logical(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // From dtype p[7] to dtype p[2]; float to integer truncates toward zero.
 @compute @workgroup_size(256)
-fn cast(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = element_index(gid);
     if (i >= p[0]) {
         return;

@@ -4,6 +4,7 @@
 //! silent copy; the one exception is a rank-0 host tensor (a scalar constant such as the `0`
 //! in ReLU's gradient), which joins a GPU op as a constant, as in PyTorch.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use crate::backend::gpu::GpuDevice;
@@ -37,6 +38,48 @@ impl Device {
             Device::Cpu => Ok(()),
             Device::Gpu(gpu) => gpu.synchronize(),
         }
+    }
+}
+
+thread_local! {
+    static DEFAULT_DEVICE: RefCell<Device> = const { RefCell::new(Device::Cpu) };
+}
+
+/// The device new filled and random tensors are made on, on this thread (the CPU unless a
+/// [`Device::set_default`] guard is alive). Tensors from data (`from_vec`) start on the CPU.
+pub fn default_device() -> Device {
+    DEFAULT_DEVICE.with(|d| d.borrow().clone())
+}
+
+/// Restores the previous default device when dropped.
+#[must_use = "the default device reverts when the guard drops"]
+pub struct DefaultDeviceGuard {
+    previous: Device,
+}
+
+impl Drop for DefaultDeviceGuard {
+    fn drop(&mut self) {
+        let previous = std::mem::replace(&mut self.previous, Device::Cpu);
+        DEFAULT_DEVICE.with(|d| *d.borrow_mut() = previous);
+    }
+}
+
+impl Device {
+    /// Makes this the thread's default device until the guard drops, so layers and models
+    /// built meanwhile have their parameters here (PyTorch's `with torch.device(...)`):
+    ///
+    /// ```no_run
+    /// # fn main() -> rumus::Result<()> {
+    /// let gpu = rumus::Device::gpu()?;
+    /// let layer = {
+    ///     let _on_gpu = gpu.set_default();
+    ///     rumus::nn::Linear::<784, 10>::new()?
+    /// };
+    /// # Ok(()) }
+    /// ```
+    pub fn set_default(&self) -> DefaultDeviceGuard {
+        let previous = DEFAULT_DEVICE.with(|d| d.replace(self.clone()));
+        DefaultDeviceGuard { previous }
     }
 }
 

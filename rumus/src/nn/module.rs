@@ -7,12 +7,7 @@ use crate::autograd::no_grad;
 use crate::error::{Error, Result, ShapeError};
 use crate::tensor::DynTensor;
 
-/// Where tensors live. Only the CPU exists so far; the enum is the seam a GPU backend fills.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Device {
-    #[default]
-    Cpu,
-}
+pub use crate::device::Device;
 
 /// Parameters (and buffers) by dotted name, in declaration order, like PyTorch's
 /// `state_dict()`.
@@ -114,7 +109,7 @@ pub trait Module {
                 .iter()
                 .find(|(n, _)| n == name)
                 .expect("checked above");
-            target.copy_(source)?;
+            target.copy_(&source.to(&target.device())?)?;
         }
         Ok(())
     }
@@ -129,10 +124,20 @@ pub trait Module {
         self.set_training(false);
     }
 
-    /// Moves every parameter to `device`.
+    /// Checks that every parameter is on `device`. Parameters are not moved in place (an
+    /// optimizer keys its state by their identity); build the model on its device instead,
+    /// under [`Device::set_default`], or copy values across with `load_state_dict`.
     fn to_device(&mut self, device: Device) -> Result<()> {
-        match device {
-            Device::Cpu => Ok(()),
+        match self.parameters().iter().find(|p| p.device() != device) {
+            None => Ok(()),
+            Some(p) => Err(Error::InvalidArgument {
+                op: "to_device",
+                message: format!(
+                    "a parameter of shape {:?} is on {}, not {device}; build the model under `device.set_default()` so its parameters start there",
+                    p.dims(),
+                    p.device()
+                ),
+            }),
         }
     }
 

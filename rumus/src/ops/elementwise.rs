@@ -369,7 +369,7 @@ impl DynTensor {
         #[cfg(feature = "gpu")]
         if let Some(gpu) = crate::device::gpu_of("logical_not", &[self])? {
             check_mask(self, "logical_not")?;
-            return gpu.logical(&[(self, self.layout())], 2);
+            return gpu.logical(&[(self, self.layout()), (self, self.layout())], 2);
         }
         self.with_buffer(|buffer, layout| match buffer {
             CpuBuffer::Bool(v) => Ok(DynTensor::from_buffer(

@@ -77,7 +77,12 @@ impl DynTensor {
         Ok(DynTensor::from_buffer(filled(&[], dtype, value)?, &[]))
     }
 
+    /// A tensor of `dims` filled with `value`, on the default device.
     pub fn full(dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
+        let device = crate::device::default_device();
+        if device.is_gpu() {
+            return Self::full_on(dims, value, dtype, &device);
+        }
         Ok(DynTensor::from_buffer(filled(dims, dtype, value)?, dims))
     }
 
@@ -93,7 +98,7 @@ impl DynTensor {
     /// without a host copy).
     pub fn full_on(dims: &[usize], value: f64, dtype: DType, device: &crate::Device) -> Result<DynTensor> {
         match device {
-            crate::Device::Cpu => Self::full(dims, value, dtype),
+            crate::Device::Cpu => Ok(DynTensor::from_buffer(filled(dims, dtype, value)?, dims)),
             #[cfg(feature = "gpu")]
             crate::Device::Gpu(gpu) => {
                 crate::shape::checked_numel(dims, "full")?;
@@ -141,7 +146,7 @@ impl DynTensor {
             }
             _ => from_f64s(values, dtype)?,
         };
-        Ok(DynTensor::from_buffer(buffer, &[n]))
+        DynTensor::from_buffer(buffer, &[n]).to(&crate::device::default_device())
     }
 
     /// The `n x n` identity matrix.
@@ -154,7 +159,7 @@ impl DynTensor {
             DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
             DType::Bool => CpuBuffer::Bool(values.iter().map(|&v| v != 0.0).collect()),
         };
-        Ok(DynTensor::from_buffer(buffer, &[n, n]))
+        DynTensor::from_buffer(buffer, &[n, n]).to(&crate::device::default_device())
     }
 
     /// Samples drawn with `sample` from the global generator (or `generator` if given).
@@ -171,7 +176,7 @@ impl DynTensor {
             Some(g) => draw(g),
             None => with_global(draw),
         }
-        Ok(DynTensor::from_buffer(from_f64s(values, dtype)?, dims))
+        DynTensor::from_buffer(from_f64s(values, dtype)?, dims).to(&crate::device::default_device())
     }
 
     /// Uniform samples in `[0, 1)` from the global generator (see [`crate::manual_seed`]).

@@ -174,7 +174,7 @@ impl GpuDevice {
         check_dtype(x.dtype(), "to_dtype")?;
         check_dtype(dtype, "to_dtype")?;
         let launch = Launch {
-            entry: "cast",
+            entry: "convert",
             op: dtype_code(dtype),
             scalars: (0.0, 0.0),
             dtype: x.dtype(),

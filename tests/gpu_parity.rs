@@ -1,0 +1,380 @@
+//! The GPU backend against the CPU backend: every op with a GPU kernel gives the CPU's values
+//! (the CPU is itself checked against PyTorch and finite differences), gradients flow through
+//! GPU graphs and device copies, a training step runs without fallback transfers, and large
+//! tensors (beyond 65,535 workgroups in one dimension) work.
+//!
+//! Without a GPU these tests run on Mesa's lavapipe (`apt-get install mesa-vulkan-drivers`);
+//! they say they were skipped when no adapter exists, and fail instead when
+//! `RUMUS_REQUIRE_GPU=1` (CI sets it).
+
+use rumus::backend::gpu::transfer_counts;
+use rumus::nn::{CrossEntropyOptions, cross_entropy};
+use rumus::nn::{Linear, Module};
+use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::{DType, Device, DynTensor, no_grad};
+
+/// Tests that read the process-wide transfer counters run one at a time.
+static COUNTERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn gpu() -> Option<Device> {
+    match Device::gpu() {
+        Ok(device) => Some(device),
+        Err(e) if std::env::var_os("RUMUS_REQUIRE_GPU").is_some() => {
+            panic!("RUMUS_REQUIRE_GPU is set but no GPU is usable: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// Deterministic values in [-2, 2) without the global generator (tests run in parallel).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn tensor(dims: &[usize], seed: u64) -> DynTensor {
+    DynTensor::from_vec(values(dims.iter().product(), seed), dims).unwrap()
+}
+
+/// `|gpu - cpu| <= 1e-5 + 1e-4 |cpu|` element by element (f32 kernels summing in another
+/// order), NaN matching NaN.
+fn assert_close(what: &str, cpu: &DynTensor, gpu: &DynTensor) {
+    assert_eq!(cpu.dims(), gpu.dims(), "{what}: shapes differ");
+    assert_eq!(cpu.dtype(), gpu.dtype(), "{what}: dtypes differ");
+    assert!(gpu.device().is_gpu(), "{what}: the result left the GPU");
+    let (c, g) = (cpu.to_f64_vec(), gpu.to_f64_vec());
+    for (i, (x, y)) in c.iter().zip(&g).enumerate() {
+        let ok = (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-5 + 1e-4 * x.abs();
+        assert!(ok, "{what}: element {i}: cpu {x}, gpu {y}");
+    }
+}
+
+/// Runs `f` on CPU tensors and on their GPU copies and compares the results.
+fn check(what: &str, device: &Device, inputs: &[DynTensor], f: impl Fn(&[DynTensor]) -> DynTensor) {
+    let on_gpu: Vec<DynTensor> = inputs.iter().map(|t| t.to(device).unwrap()).collect();
+    assert_close(what, &f(inputs), &f(&on_gpu));
+}
+
+#[test]
+fn unary_ops_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[7, 33], 1);
+    let positive = x.abs().unwrap().add_scalar(0.1).unwrap();
+    let cases: Vec<(&str, Box<dyn Fn(&DynTensor) -> DynTensor>)> = vec![
+        ("neg", Box::new(|t| t.neg().unwrap())),
+        ("exp", Box::new(|t| t.exp().unwrap())),
+        ("abs", Box::new(|t| t.abs().unwrap())),
+        ("sign", Box::new(|t| t.sign().unwrap())),
+        ("erf", Box::new(|t| t.erf().unwrap())),
+        ("relu", Box::new(|t| t.relu().unwrap())),
+        ("leaky_relu", Box::new(|t| t.leaky_relu(0.1).unwrap())),
+        ("sigmoid", Box::new(|t| t.sigmoid().unwrap())),
+        ("tanh", Box::new(|t| t.tanh().unwrap())),
+        ("gelu", Box::new(|t| t.gelu().unwrap())),
+        ("gelu_tanh", Box::new(|t| t.gelu_tanh().unwrap())),
+        ("silu", Box::new(|t| t.silu().unwrap())),
+        ("softplus", Box::new(|t| t.softplus(1.0, 20.0).unwrap())),
+        ("powf 3", Box::new(|t| t.powf(3.0).unwrap())),
+        ("clamp", Box::new(|t| t.clamp(-0.5, 0.7).unwrap())),
+        ("add_scalar", Box::new(|t| t.add_scalar(1.5).unwrap())),
+        ("mul_scalar", Box::new(|t| t.mul_scalar(-2.5).unwrap())),
+    ];
+    for (name, f) in &cases {
+        check(name, &device, std::slice::from_ref(&x), |t| f(&t[0]));
+        // a transposed (strided) view
+        check(name, &device, std::slice::from_ref(&x), |t| {
+            f(&t[0].transpose(0, 1).unwrap())
+        });
+    }
+    for (name, f) in [
+        ("log", DynTensor::log as fn(&DynTensor) -> rumus::Result<DynTensor>),
+        ("sqrt", DynTensor::sqrt),
+        ("rsqrt", DynTensor::rsqrt),
+    ] {
+        check(name, &device, std::slice::from_ref(&positive), |t| f(&t[0]).unwrap());
+    }
+}
+
+#[test]
+fn binary_ops_broadcast_like_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let a = tensor(&[4, 1, 5], 2);
+    let b = tensor(&[3, 5], 3);
+    let positive = tensor(&[4, 3, 5], 4).abs().unwrap().add_scalar(0.5).unwrap();
+    for (name, f) in [
+        ("add", DynTensor::add as fn(&DynTensor, &DynTensor) -> rumus::Result<DynTensor>),
+        ("sub", DynTensor::sub),
+        ("mul", DynTensor::mul),
+        ("div", DynTensor::div),
+    ] {
+        check(name, &device, &[a.clone(), b.clone()], |t| f(&t[0], &t[1]).unwrap());
+    }
+    check("pow", &device, &[positive, b.clone()], |t| t[0].pow(&t[1]).unwrap());
+    // a sliced, offset view against a broadcast row
+    check("narrowed add", &device, &[tensor(&[6, 9], 5), tensor(&[4], 6)], |t| {
+        t[0].narrow(1, 3, 4).unwrap().add(&t[1]).unwrap()
+    });
+    // a host scalar joins a GPU op as a constant
+    check("host scalar", &device, &[b.clone()], |t| {
+        t[0].mul(&DynTensor::scalar(3.0, DType::F32).unwrap()).unwrap()
+    });
+}
+
+#[test]
+fn masks_and_selection_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let a = tensor(&[5, 6], 7);
+    let b = tensor(&[6], 8);
+    check("where of gt", &device, &[a.clone(), b.clone()], |t| {
+        DynTensor::where_(&t[0].gt(&t[1]).unwrap(), &t[0], &t[1]).unwrap()
+    });
+    check("masked_fill", &device, std::slice::from_ref(&a), |t| {
+        t[0].masked_fill(&t[0].lt_scalar(0.0).unwrap(), -7.0).unwrap()
+    });
+    check("logical and/not as f32", &device, &[a.clone(), b.clone()], |t| {
+        let m = t[0].ge(&t[1]).unwrap().logical_and(&t[0].le_scalar(1.0).unwrap()).unwrap();
+        m.logical_not().unwrap().to_dtype(DType::F32).unwrap()
+    });
+    check("cast round trip", &device, std::slice::from_ref(&a), |t| {
+        t[0].mul_scalar(3.0)
+            .unwrap()
+            .to_dtype(DType::I64)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+    });
+}
+
+#[test]
+fn reductions_and_softmax_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[3, 70, 5], 9);
+    check("sum all", &device, std::slice::from_ref(&x), |t| t[0].sum_all().unwrap());
+    check("sum 0 2", &device, std::slice::from_ref(&x), |t| {
+        t[0].sum(&[0, 2], true).unwrap()
+    });
+    check("mean 1", &device, std::slice::from_ref(&x), |t| {
+        t[0].mean(&[1], false).unwrap()
+    });
+    check("max -1", &device, std::slice::from_ref(&x), |t| {
+        t[0].max(&[-1], false).unwrap()
+    });
+    check("min 1", &device, std::slice::from_ref(&x), |t| {
+        t[0].min(&[1], true).unwrap()
+    });
+    check("argmax 1 as f32", &device, std::slice::from_ref(&x), |t| {
+        t[0].argmax(1, false).unwrap().to_dtype(DType::F32).unwrap()
+    });
+    check("softmax last", &device, std::slice::from_ref(&x), |t| {
+        t[0].softmax(-1).unwrap()
+    });
+    check("log_softmax 1", &device, std::slice::from_ref(&x), |t| {
+        t[0].log_softmax(1).unwrap()
+    });
+    check("var", &device, std::slice::from_ref(&x), |t| {
+        t[0].var(&[1], 1, false).unwrap()
+    });
+}
+
+#[test]
+fn matrix_products_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    // sizes that are not multiples of the 64x64 tile
+    check("2-d", &device, &[tensor(&[67, 45], 10), tensor(&[45, 130], 11)], |t| {
+        t[0].matmul(&t[1]).unwrap()
+    });
+    check("transposed operands", &device, &[tensor(&[45, 67], 12), tensor(&[33, 45], 13)], |t| {
+        t[0].transpose(0, 1)
+            .unwrap()
+            .matmul(&t[1].transpose(0, 1).unwrap())
+            .unwrap()
+    });
+    check("broadcast batch", &device, &[tensor(&[2, 3, 9, 17], 14), tensor(&[3, 17, 5], 15)], |t| {
+        t[0].matmul(&t[1]).unwrap()
+    });
+    check("vector", &device, &[tensor(&[8, 12], 16), tensor(&[12], 17)], |t| {
+        t[0].matmul(&t[1]).unwrap()
+    });
+}
+
+#[test]
+fn indexing_and_joining_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[4, 6], 18);
+    let rows = DynTensor::from_vec(vec![3i64, 0, 3, 1], &[4]).unwrap();
+    let picks = DynTensor::from_vec(vec![5i64, 0, 2, 2, 1, 4, 0, 3], &[4, 2]).unwrap();
+    check("index_select", &device, &[x.clone(), rows.clone()], |t| {
+        t[0].index_select(0, &t[1]).unwrap()
+    });
+    check("index_add (repeats add up)", &device, &[x.clone(), rows.clone(), tensor(&[4, 6], 19)], |t| {
+        t[0].index_add(0, &t[1], &t[2]).unwrap()
+    });
+    check("gather", &device, &[x.clone(), picks.clone()], |t| t[0].gather(1, &t[1]).unwrap());
+    check("scatter_add", &device, &[x.clone(), picks.clone(), tensor(&[4, 2], 20)], |t| {
+        t[0].scatter_add(1, &t[1], &t[2]).unwrap()
+    });
+    check("cat", &device, &[x.clone(), tensor(&[4, 3], 21)], |t| {
+        DynTensor::cat(&[&t[0], &t[1]], 1).unwrap()
+    });
+    check("permute + contiguous", &device, &[tensor(&[2, 3, 4], 22)], |t| {
+        t[0].permute(&[2, 0, 1]).unwrap().contiguous().unwrap()
+    });
+}
+
+/// A small network's loss and every parameter gradient, on one device.
+fn loss_and_grads(device: &Device) -> (f32, Vec<DynTensor>) {
+    let on = |t: DynTensor| t.to(device).unwrap().requires_grad_().unwrap();
+    let w1 = on(tensor(&[10, 16], 30).mul_scalar(0.3).unwrap());
+    let b1 = on(tensor(&[16], 31));
+    let w2 = on(tensor(&[16, 4], 32).mul_scalar(0.3).unwrap());
+    let x = tensor(&[8, 10], 33).to(device).unwrap();
+    let labels = DynTensor::from_vec(vec![0i64, 1, 2, 3, 3, 2, 1, 0], &[8]).unwrap();
+    let h = x.matmul(&w1).unwrap().add(&b1).unwrap().gelu().unwrap();
+    let logits = h.matmul(&w2).unwrap().layer_norm_free();
+    let loss = cross_entropy(&logits, &labels, &CrossEntropyOptions::default()).unwrap();
+    let grads = loss.backward().unwrap();
+    let value = loss.item::<f32>().unwrap();
+    (
+        value,
+        [&w1, &b1, &w2]
+            .iter()
+            .map(|p| grads.grad(p).unwrap().clone())
+            .collect(),
+    )
+}
+
+/// A normalisation written with reductions, so their backward runs too.
+trait NormaliseRows {
+    fn layer_norm_free(&self) -> DynTensor;
+}
+
+impl NormaliseRows for DynTensor {
+    fn layer_norm_free(&self) -> DynTensor {
+        let centred = self.sub(&self.mean(&[-1], true).unwrap()).unwrap();
+        let scale = centred.mul(&centred).unwrap().mean(&[-1], true).unwrap().add_scalar(1e-5).unwrap();
+        centred.mul(&scale.rsqrt().unwrap()).unwrap()
+    }
+}
+
+#[test]
+fn gradients_on_the_gpu_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let (cpu_loss, cpu_grads) = loss_and_grads(&Device::Cpu);
+    let (gpu_loss, gpu_grads) = loss_and_grads(&device);
+    assert!((cpu_loss - gpu_loss).abs() <= 1e-5 + 1e-4 * cpu_loss.abs());
+    for (i, (c, g)) in cpu_grads.iter().zip(&gpu_grads).enumerate() {
+        assert_close(&format!("gradient {i}"), c, g);
+    }
+}
+
+#[test]
+fn gradients_flow_back_through_a_device_copy() {
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[3, 4], 40).requires_grad_().unwrap();
+    let loss = x.to(&device).unwrap().tanh().unwrap().sum_all().unwrap();
+    let grads = loss.backward().unwrap();
+    let dx = grads.grad(&x).unwrap();
+    assert_eq!(dx.device(), Device::Cpu);
+    let expected = x.tanh().unwrap().mul(&x.tanh().unwrap()).unwrap().rsub_scalar(1.0).unwrap();
+    let (a, b) = (dx.to_vec::<f32>().unwrap(), expected.to_vec::<f32>().unwrap());
+    for (a, b) in a.iter().zip(&b) {
+        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    }
+}
+
+/// Five Adam steps of a two-layer MLP on one device; the final weights.
+fn train_mlp(device: &Device) -> Vec<Vec<f32>> {
+    rumus::manual_seed(7);
+    let (l1, l2) = {
+        let _on = device.set_default();
+        (Linear::<12, 32>::new().unwrap(), Linear::<32, 3>::new().unwrap())
+    };
+    let mut params = l1.parameters();
+    params.extend(l2.parameters());
+    let mut adam = Adam::new(params.clone(), AdamConfig::default()).unwrap();
+    let x = tensor(&[16, 12], 50).to(device).unwrap();
+    let labels = DynTensor::from_vec((0..16).map(|i| i % 3).collect::<Vec<i64>>(), &[16]).unwrap();
+    for _ in 0..5 {
+        let h = l1.forward_dyn(&x).unwrap().relu().unwrap();
+        let loss = cross_entropy(&l2.forward_dyn(&h).unwrap(), &labels, &CrossEntropyOptions::default()).unwrap();
+        let mut grads = loss.backward().unwrap();
+        let _no_grad = no_grad();
+        adam.step(&mut grads).unwrap();
+    }
+    params.iter().map(|p| p.to_vec::<f32>().unwrap()).collect()
+}
+
+#[test]
+fn adam_training_matches_the_cpu_and_stays_on_the_device() {
+    let Some(device) = gpu() else { return };
+    let cpu = train_mlp(&Device::Cpu);
+    let _serial = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
+    let before = transfer_counts();
+    let gpu = train_mlp(&device);
+    let after = transfer_counts();
+    assert_eq!(
+        after.fallback(),
+        before.fallback(),
+        "a training step made fallback transfers (an op without a GPU kernel)"
+    );
+    for (c, g) in cpu.iter().zip(&gpu) {
+        for (x, y) in c.iter().zip(g) {
+            assert!((x - y).abs() <= 1e-4 + 1e-3 * x.abs(), "cpu {x}, gpu {y}");
+        }
+    }
+}
+
+#[test]
+fn convolution_without_a_gpu_kernel_is_counted_and_correct() {
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[2, 3, 8, 8], 60);
+    let w = tensor(&[4, 3, 3, 3], 61);
+    let _serial = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
+    let before = transfer_counts();
+    check("conv2d", &device, &[x, w], |t| {
+        t[0].conv2d(&t[1], None, (1, 1), (1, 1), (1, 1), 1).unwrap()
+    });
+    assert!(transfer_counts().fallback() > before.fallback());
+}
+
+#[test]
+fn tensors_beyond_one_grid_dimension_work() {
+    let Some(device) = gpu() else { return };
+    // 65,536 x 257 elements need more than 65,535 workgroups of 256
+    let n = 65_536 * 257;
+    let x = DynTensor::from_vec((0..n).map(|i| (i % 7) as f32).collect::<Vec<_>>(), &[65_536, 257])
+        .unwrap();
+    let on_gpu = x.to(&device).unwrap();
+    let y = on_gpu.mul_scalar(2.0).unwrap().add_scalar(1.0).unwrap();
+    let back = y.to_vec::<f32>().unwrap();
+    for i in [0, 1, 65_535 * 256, n - 1] {
+        assert_eq!(back[i], (i % 7) as f32 * 2.0 + 1.0, "element {i}");
+    }
+    let sums = y.sum(&[1], false).unwrap().to_vec::<f32>().unwrap();
+    let expected = x.mul_scalar(2.0).unwrap().add_scalar(1.0).unwrap().sum(&[1], false).unwrap();
+    assert_eq!(sums, expected.to_vec::<f32>().unwrap());
+}
+
+#[test]
+fn device_mistakes_are_errors() {
+    let Some(device) = gpu() else { return };
+    let a = tensor(&[2, 2], 70).to(&device).unwrap();
+    let b = tensor(&[2, 2], 71);
+    let mixed = a.add(&b).unwrap_err().to_string();
+    assert!(mixed.contains("different devices"), "{mixed}");
+    let f64_tensor = DynTensor::zeros(&[2], DType::F64).unwrap();
+    let refused = f64_tensor.to(&device).unwrap_err().to_string();
+    assert!(refused.contains("f64"), "{refused}");
+    let too_big = DynTensor::from_vec(vec![1i64 << 40], &[1]).unwrap();
+    assert!(too_big.to(&device).is_err());
+}
