@@ -1,0 +1,79 @@
+"""rumus on wgpu against PyTorch on CUDA, same GPU, same run.
+
+    python3 tests/bench/compare_gpu.py target/release/examples/bench_gpu
+
+Runs the rumus binary (its output: `name value unit` lines), then the same workloads in
+PyTorch, and prints a markdown table with both values and their ratio. SGEMM ratios are
+rumus GFLOP/s over PyTorch's (higher is better); step ratios are rumus time over PyTorch's
+(lower is better).
+"""
+
+import subprocess
+import sys
+import time
+
+import torch
+
+
+def per_call(fn, warmup, reps):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps
+
+
+def sgemm(n):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    reps = 5 if n >= 8192 else 20
+    return 2 * n**3 / per_call(lambda: a @ b, 2, reps) / 1e9
+
+
+def mlp_step(batch):
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10),
+    ).cuda()
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(batch, 784, device="cuda")
+    y = (torch.arange(batch, device="cuda") % 10)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return per_call(step, 3, 30) * 1e3
+
+
+def main():
+    binary = sys.argv[1]
+    out = subprocess.run([binary], check=True, capture_output=True, text=True)
+    sys.stderr.write(out.stderr)
+    rumus = {}
+    for line in out.stdout.splitlines():
+        name, value, unit = line.split()
+        rumus[name] = (float(value), unit)
+    torch_values = {}
+    for name in rumus:
+        if name.startswith("sgemm_"):
+            torch_values[name] = sgemm(int(name.split("_")[1]))
+        elif name == "mlp_step_b256":
+            torch_values[name] = mlp_step(256)
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    print("| workload | unit | rumus | torch | ratio |")
+    print("|---|---|---|---|---|")
+    for name, (value, unit) in rumus.items():
+        t = torch_values[name]
+        print(f"| {name} | {unit} | {value:.3f} | {t:.3f} | {value / t:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
