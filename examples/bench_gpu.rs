@@ -28,8 +28,14 @@ fn seconds_per_call(device: &Device, warmup: usize, reps: usize, mut f: impl FnM
 }
 
 fn sgemm(device: &Device, n: usize) -> f64 {
-    let a = DynTensor::randn(&[n, n], DType::F32).unwrap().to(device).unwrap();
-    let b = DynTensor::randn(&[n, n], DType::F32).unwrap().to(device).unwrap();
+    let a = DynTensor::randn(&[n, n], DType::F32)
+        .unwrap()
+        .to(device)
+        .unwrap();
+    let b = DynTensor::randn(&[n, n], DType::F32)
+        .unwrap()
+        .to(device)
+        .unwrap();
     let reps = if n >= 8192 { 5 } else { 20 };
     let s = seconds_per_call(device, 2, reps, || {
         a.matmul(&b).unwrap();
@@ -50,8 +56,12 @@ fn mlp_step(device: &Device, batch: usize) -> f64 {
     params.extend(l2.parameters());
     params.extend(l3.parameters());
     let mut adam = Adam::new(params, AdamConfig::default()).unwrap();
-    let x = DynTensor::randn(&[batch, 784], DType::F32).unwrap().to(device).unwrap();
-    let labels = DynTensor::from_vec((0..batch as i64).map(|i| i % 10).collect(), &[batch]).unwrap();
+    let x = DynTensor::randn(&[batch, 784], DType::F32)
+        .unwrap()
+        .to(device)
+        .unwrap();
+    let labels =
+        DynTensor::from_vec((0..batch as i64).map(|i| i % 10).collect(), &[batch]).unwrap();
     let s = seconds_per_call(device, 3, 30, || {
         let h = l1.forward_dyn(&x).unwrap().relu().unwrap();
         let h = l2.forward_dyn(&h).unwrap().relu().unwrap();

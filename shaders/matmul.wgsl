@@ -102,3 +102,99 @@ fn matmul_tiled(
         }
     }
 }
+
+// The same product for large matrices: a 128x128 tile per workgroup, 8x8 per thread,
+// 8-deep slices (the same workgroup arrays, laid out [8][128]). More work per thread hides
+// memory latency; the host picks it when both M and N are at least 128.
+const WIDE: u32 = 128u;
+const WIDE_DEPTH: u32 = 8u;
+
+@compute @workgroup_size(256)
+fn matmul_wide(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let m = p[0];
+    let n = p[1];
+    let k = p[2];
+    let tiles_n = (n + WIDE - 1u) / WIDE;
+    let tiles = tiles_n * ((m + WIDE - 1u) / WIDE);
+    let tile = wid.y * p[11] + wid.x;
+    let live = tile < tiles;
+    let row0 = (tile / tiles_n) * WIDE;
+    let col0 = (tile % tiles_n) * WIDE;
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    for (var batch = wid.z; batch < p[3]; batch += groups.z) {
+        var rem = batch;
+        var base_a = p[5];
+        var base_b = p[6];
+        let rank = p[4];
+        for (var q = 0u; q < rank; q++) {
+            let d = rank - 1u - q;
+            let size = p[12u + d];
+            let coord = rem % size;
+            rem = rem / size;
+            base_a += coord * p[16u + d];
+            base_b += coord * p[20u + d];
+        }
+        var acc: array<vec4<f32>, 16>;
+        for (var i = 0u; i < 16u; i++) {
+            acc[i] = vec4<f32>(0.0);
+        }
+        for (var k0 = 0u; k0 < k; k0 += WIDE_DEPTH) {
+            for (var l = 0u; l < 4u; l++) {
+                let e = lid + l * 256u;
+                let am = e / WIDE_DEPTH;
+                let ak = e % WIDE_DEPTH;
+                let gm = row0 + am;
+                let gk = k0 + ak;
+                var va = 0.0;
+                if (live && gm < m && gk < k) {
+                    va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
+                }
+                tile_a[ak * WIDE + am] = va;
+                let bk = e / WIDE;
+                let bn = e % WIDE;
+                let gkb = k0 + bk;
+                let gn = col0 + bn;
+                var vb = 0.0;
+                if (live && gkb < k && gn < n) {
+                    vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
+                }
+                tile_b[bk * WIDE + bn] = vb;
+            }
+            workgroupBarrier();
+            for (var kk = 0u; kk < WIDE_DEPTH; kk++) {
+                let ra = kk * WIDE + ty * 8u;
+                let rb = kk * WIDE + tx * 8u;
+                let a0 = vec4<f32>(tile_a[ra], tile_a[ra + 1u], tile_a[ra + 2u], tile_a[ra + 3u]);
+                let a1 = vec4<f32>(tile_a[ra + 4u], tile_a[ra + 5u], tile_a[ra + 6u], tile_a[ra + 7u]);
+                let b0 = vec4<f32>(tile_b[rb], tile_b[rb + 1u], tile_b[rb + 2u], tile_b[rb + 3u]);
+                let b1 = vec4<f32>(tile_b[rb + 4u], tile_b[rb + 5u], tile_b[rb + 6u], tile_b[rb + 7u]);
+                for (var i = 0u; i < 4u; i++) {
+                    acc[2u * i] += a0[i] * b0;
+                    acc[2u * i + 1u] += a0[i] * b1;
+                    acc[2u * i + 8u] += a1[i] * b0;
+                    acc[2u * i + 9u] += a1[i] * b1;
+                }
+            }
+            workgroupBarrier();
+        }
+        if (live) {
+            let out_base = batch * m * n;
+            for (var i = 0u; i < 8u; i++) {
+                let gm = row0 + ty * 8u + i;
+                if (gm < m) {
+                    for (var j = 0u; j < 8u; j++) {
+                        let gn = col0 + tx * 8u + j;
+                        if (gn < n) {
+                            out[out_base + gm * n + gn] = bitcast<u32>(acc[2u * i + j / 4u][j % 4u]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

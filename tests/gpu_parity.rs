@@ -31,7 +31,9 @@ fn gpu() -> Option<Device> {
 
 /// Deterministic values in [-2, 2) without the global generator (tests run in parallel).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             state = state
@@ -97,11 +99,16 @@ fn unary_ops_match_the_cpu() {
         });
     }
     for (name, f) in [
-        ("log", DynTensor::log as fn(&DynTensor) -> rumus::Result<DynTensor>),
+        (
+            "log",
+            DynTensor::log as fn(&DynTensor) -> rumus::Result<DynTensor>,
+        ),
         ("sqrt", DynTensor::sqrt),
         ("rsqrt", DynTensor::rsqrt),
     ] {
-        check(name, &device, std::slice::from_ref(&positive), |t| f(&t[0]).unwrap());
+        check(name, &device, std::slice::from_ref(&positive), |t| {
+            f(&t[0]).unwrap()
+        });
     }
 }
 
@@ -110,23 +117,38 @@ fn binary_ops_broadcast_like_the_cpu() {
     let Some(device) = gpu() else { return };
     let a = tensor(&[4, 1, 5], 2);
     let b = tensor(&[3, 5], 3);
-    let positive = tensor(&[4, 3, 5], 4).abs().unwrap().add_scalar(0.5).unwrap();
+    let positive = tensor(&[4, 3, 5], 4)
+        .abs()
+        .unwrap()
+        .add_scalar(0.5)
+        .unwrap();
     for (name, f) in [
-        ("add", DynTensor::add as fn(&DynTensor, &DynTensor) -> rumus::Result<DynTensor>),
+        (
+            "add",
+            DynTensor::add as fn(&DynTensor, &DynTensor) -> rumus::Result<DynTensor>,
+        ),
         ("sub", DynTensor::sub),
         ("mul", DynTensor::mul),
         ("div", DynTensor::div),
     ] {
-        check(name, &device, &[a.clone(), b.clone()], |t| f(&t[0], &t[1]).unwrap());
+        check(name, &device, &[a.clone(), b.clone()], |t| {
+            f(&t[0], &t[1]).unwrap()
+        });
     }
-    check("pow", &device, &[positive, b.clone()], |t| t[0].pow(&t[1]).unwrap());
-    // a sliced, offset view against a broadcast row
-    check("narrowed add", &device, &[tensor(&[6, 9], 5), tensor(&[4], 6)], |t| {
-        t[0].narrow(1, 3, 4).unwrap().add(&t[1]).unwrap()
+    check("pow", &device, &[positive, b.clone()], |t| {
+        t[0].pow(&t[1]).unwrap()
     });
+    // a sliced, offset view against a broadcast row
+    check(
+        "narrowed add",
+        &device,
+        &[tensor(&[6, 9], 5), tensor(&[4], 6)],
+        |t| t[0].narrow(1, 3, 4).unwrap().add(&t[1]).unwrap(),
+    );
     // a host scalar joins a GPU op as a constant
     check("host scalar", &device, &[b.clone()], |t| {
-        t[0].mul(&DynTensor::scalar(3.0, DType::F32).unwrap()).unwrap()
+        t[0].mul(&DynTensor::scalar(3.0, DType::F32).unwrap())
+            .unwrap()
     });
 }
 
@@ -139,12 +161,22 @@ fn masks_and_selection_match_the_cpu() {
         DynTensor::where_(&t[0].gt(&t[1]).unwrap(), &t[0], &t[1]).unwrap()
     });
     check("masked_fill", &device, std::slice::from_ref(&a), |t| {
-        t[0].masked_fill(&t[0].lt_scalar(0.0).unwrap(), -7.0).unwrap()
+        t[0].masked_fill(&t[0].lt_scalar(0.0).unwrap(), -7.0)
+            .unwrap()
     });
-    check("logical and/not as f32", &device, &[a.clone(), b.clone()], |t| {
-        let m = t[0].ge(&t[1]).unwrap().logical_and(&t[0].le_scalar(1.0).unwrap()).unwrap();
-        m.logical_not().unwrap().to_dtype(DType::F32).unwrap()
-    });
+    check(
+        "logical and/not as f32",
+        &device,
+        &[a.clone(), b.clone()],
+        |t| {
+            let m = t[0]
+                .ge(&t[1])
+                .unwrap()
+                .logical_and(&t[0].le_scalar(1.0).unwrap())
+                .unwrap();
+            m.logical_not().unwrap().to_dtype(DType::F32).unwrap()
+        },
+    );
     check("cast round trip", &device, std::slice::from_ref(&a), |t| {
         t[0].mul_scalar(3.0)
             .unwrap()
@@ -159,7 +191,9 @@ fn masks_and_selection_match_the_cpu() {
 fn reductions_and_softmax_match_the_cpu() {
     let Some(device) = gpu() else { return };
     let x = tensor(&[3, 70, 5], 9);
-    check("sum all", &device, std::slice::from_ref(&x), |t| t[0].sum_all().unwrap());
+    check("sum all", &device, std::slice::from_ref(&x), |t| {
+        t[0].sum_all().unwrap()
+    });
     check("sum 0 2", &device, std::slice::from_ref(&x), |t| {
         t[0].sum(&[0, 2], true).unwrap()
     });
@@ -190,21 +224,53 @@ fn reductions_and_softmax_match_the_cpu() {
 fn matrix_products_match_the_cpu() {
     let Some(device) = gpu() else { return };
     // sizes that are not multiples of the 64x64 tile
-    check("2-d", &device, &[tensor(&[67, 45], 10), tensor(&[45, 130], 11)], |t| {
-        t[0].matmul(&t[1]).unwrap()
-    });
-    check("transposed operands", &device, &[tensor(&[45, 67], 12), tensor(&[33, 45], 13)], |t| {
-        t[0].transpose(0, 1)
-            .unwrap()
-            .matmul(&t[1].transpose(0, 1).unwrap())
-            .unwrap()
-    });
-    check("broadcast batch", &device, &[tensor(&[2, 3, 9, 17], 14), tensor(&[3, 17, 5], 15)], |t| {
-        t[0].matmul(&t[1]).unwrap()
-    });
-    check("vector", &device, &[tensor(&[8, 12], 16), tensor(&[12], 17)], |t| {
-        t[0].matmul(&t[1]).unwrap()
-    });
+    check(
+        "2-d",
+        &device,
+        &[tensor(&[67, 45], 10), tensor(&[45, 130], 11)],
+        |t| t[0].matmul(&t[1]).unwrap(),
+    );
+    check(
+        "transposed operands",
+        &device,
+        &[tensor(&[45, 67], 12), tensor(&[33, 45], 13)],
+        |t| {
+            t[0].transpose(0, 1)
+                .unwrap()
+                .matmul(&t[1].transpose(0, 1).unwrap())
+                .unwrap()
+        },
+    );
+    // large enough for the 128x128 tile, again with ragged edges
+    check(
+        "wide 2-d",
+        &device,
+        &[tensor(&[131, 70], 23), tensor(&[70, 200], 24)],
+        |t| t[0].matmul(&t[1]).unwrap(),
+    );
+    check(
+        "wide batched, transposed",
+        &device,
+        &[tensor(&[2, 20, 150], 25), tensor(&[2, 129, 20], 26)],
+        |t| {
+            t[0].transpose(1, 2)
+                .unwrap()
+                .matmul(&t[1].transpose(1, 2).unwrap())
+                .unwrap()
+        },
+    );
+    check(
+        "broadcast batch",
+        &device,
+        &[tensor(&[2, 3, 9, 17], 14), tensor(&[3, 17, 5], 15)],
+        |t| t[0].matmul(&t[1]).unwrap(),
+    );
+    check(
+        "vector",
+        &device,
+        &[tensor(&[8, 12], 16), tensor(&[12], 17)],
+        |t| t[0].matmul(&t[1]).unwrap(),
+    );
 }
 
 #[test]
@@ -216,19 +282,30 @@ fn indexing_and_joining_match_the_cpu() {
     check("index_select", &device, &[x.clone(), rows.clone()], |t| {
         t[0].index_select(0, &t[1]).unwrap()
     });
-    check("index_add (repeats add up)", &device, &[x.clone(), rows.clone(), tensor(&[4, 6], 19)], |t| {
-        t[0].index_add(0, &t[1], &t[2]).unwrap()
+    check(
+        "index_add (repeats add up)",
+        &device,
+        &[x.clone(), rows.clone(), tensor(&[4, 6], 19)],
+        |t| t[0].index_add(0, &t[1], &t[2]).unwrap(),
+    );
+    check("gather", &device, &[x.clone(), picks.clone()], |t| {
+        t[0].gather(1, &t[1]).unwrap()
     });
-    check("gather", &device, &[x.clone(), picks.clone()], |t| t[0].gather(1, &t[1]).unwrap());
-    check("scatter_add", &device, &[x.clone(), picks.clone(), tensor(&[4, 2], 20)], |t| {
-        t[0].scatter_add(1, &t[1], &t[2]).unwrap()
-    });
+    check(
+        "scatter_add",
+        &device,
+        &[x.clone(), picks.clone(), tensor(&[4, 2], 20)],
+        |t| t[0].scatter_add(1, &t[1], &t[2]).unwrap(),
+    );
     check("cat", &device, &[x.clone(), tensor(&[4, 3], 21)], |t| {
         DynTensor::cat(&[&t[0], &t[1]], 1).unwrap()
     });
-    check("permute + contiguous", &device, &[tensor(&[2, 3, 4], 22)], |t| {
-        t[0].permute(&[2, 0, 1]).unwrap().contiguous().unwrap()
-    });
+    check(
+        "permute + contiguous",
+        &device,
+        &[tensor(&[2, 3, 4], 22)],
+        |t| t[0].permute(&[2, 0, 1]).unwrap().contiguous().unwrap(),
+    );
 }
 
 /// A small network's loss and every parameter gradient, on one device.
@@ -261,7 +338,13 @@ trait NormaliseRows {
 impl NormaliseRows for DynTensor {
     fn layer_norm_free(&self) -> DynTensor {
         let centred = self.sub(&self.mean(&[-1], true).unwrap()).unwrap();
-        let scale = centred.mul(&centred).unwrap().mean(&[-1], true).unwrap().add_scalar(1e-5).unwrap();
+        let scale = centred
+            .mul(&centred)
+            .unwrap()
+            .mean(&[-1], true)
+            .unwrap()
+            .add_scalar(1e-5)
+            .unwrap();
         centred.mul(&scale.rsqrt().unwrap()).unwrap()
     }
 }
@@ -285,8 +368,17 @@ fn gradients_flow_back_through_a_device_copy() {
     let grads = loss.backward().unwrap();
     let dx = grads.grad(&x).unwrap();
     assert_eq!(dx.device(), Device::Cpu);
-    let expected = x.tanh().unwrap().mul(&x.tanh().unwrap()).unwrap().rsub_scalar(1.0).unwrap();
-    let (a, b) = (dx.to_vec::<f32>().unwrap(), expected.to_vec::<f32>().unwrap());
+    let expected = x
+        .tanh()
+        .unwrap()
+        .mul(&x.tanh().unwrap())
+        .unwrap()
+        .rsub_scalar(1.0)
+        .unwrap();
+    let (a, b) = (
+        dx.to_vec::<f32>().unwrap(),
+        expected.to_vec::<f32>().unwrap(),
+    );
     for (a, b) in a.iter().zip(&b) {
         assert!((a - b).abs() < 1e-5, "{a} vs {b}");
     }
@@ -297,7 +389,10 @@ fn train_mlp(device: &Device) -> Vec<Vec<f32>> {
     rumus::manual_seed(7);
     let (l1, l2) = {
         let _on = device.set_default();
-        (Linear::<12, 32>::new().unwrap(), Linear::<32, 3>::new().unwrap())
+        (
+            Linear::<12, 32>::new().unwrap(),
+            Linear::<32, 3>::new().unwrap(),
+        )
     };
     let mut params = l1.parameters();
     params.extend(l2.parameters());
@@ -306,7 +401,12 @@ fn train_mlp(device: &Device) -> Vec<Vec<f32>> {
     let labels = DynTensor::from_vec((0..16).map(|i| i % 3).collect::<Vec<i64>>(), &[16]).unwrap();
     for _ in 0..5 {
         let h = l1.forward_dyn(&x).unwrap().relu().unwrap();
-        let loss = cross_entropy(&l2.forward_dyn(&h).unwrap(), &labels, &CrossEntropyOptions::default()).unwrap();
+        let loss = cross_entropy(
+            &l2.forward_dyn(&h).unwrap(),
+            &labels,
+            &CrossEntropyOptions::default(),
+        )
+        .unwrap();
         let mut grads = loss.backward().unwrap();
         let _no_grad = no_grad();
         adam.step(&mut grads).unwrap();
@@ -352,8 +452,11 @@ fn tensors_beyond_one_grid_dimension_work() {
     let Some(device) = gpu() else { return };
     // 65,536 x 257 elements need more than 65,535 workgroups of 256
     let n = 65_536 * 257;
-    let x = DynTensor::from_vec((0..n).map(|i| (i % 7) as f32).collect::<Vec<_>>(), &[65_536, 257])
-        .unwrap();
+    let x = DynTensor::from_vec(
+        (0..n).map(|i| (i % 7) as f32).collect::<Vec<_>>(),
+        &[65_536, 257],
+    )
+    .unwrap();
     let on_gpu = x.to(&device).unwrap();
     let y = on_gpu.mul_scalar(2.0).unwrap().add_scalar(1.0).unwrap();
     let back = y.to_vec::<f32>().unwrap();
@@ -361,7 +464,13 @@ fn tensors_beyond_one_grid_dimension_work() {
         assert_eq!(back[i], (i % 7) as f32 * 2.0 + 1.0, "element {i}");
     }
     let sums = y.sum(&[1], false).unwrap().to_vec::<f32>().unwrap();
-    let expected = x.mul_scalar(2.0).unwrap().add_scalar(1.0).unwrap().sum(&[1], false).unwrap();
+    let expected = x
+        .mul_scalar(2.0)
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap()
+        .sum(&[1], false)
+        .unwrap();
     assert_eq!(sums, expected.to_vec::<f32>().unwrap());
 }
 

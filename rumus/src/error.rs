@@ -132,7 +132,9 @@ pub enum DeviceError {
         lhs: String,
         rhs: String,
     },
-    #[error("{op}: {dtype} tensors are not supported on the GPU; convert with `.to_dtype(DType::F32)` first")]
+    #[error(
+        "{op}: {dtype} tensors are not supported on the GPU; convert with `.to_dtype(DType::F32)` first"
+    )]
     UnsupportedDType { op: &'static str, dtype: DType },
     #[error(
         "{op}: the tensor needs {bytes} bytes in one GPU buffer but this adapter allows at most {limit}; split the work into smaller tensors"

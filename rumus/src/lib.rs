@@ -60,5 +60,7 @@ pub use tensor::typed::{Elementwise, StaticShape, Tensor};
 pub mod prelude {
     pub use crate::autograd::{GradientStore, no_grad};
     pub use crate::nn::{Conv2d, Linear, Module};
-    pub use crate::{D, DType, Device, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn};
+    pub use crate::{
+        D, DType, Device, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn,
+    };
 }

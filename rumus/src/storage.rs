@@ -162,7 +162,9 @@ impl Storage {
         match &self.memory {
             Memory::Host(lock) => {
                 self.mark_written();
-                Ok(lock.write().unwrap_or_else(|poisoned| poisoned.into_inner()))
+                Ok(lock
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()))
             }
             Memory::Gpu(_) => Err(DeviceError::HostWriteToGpu.into()),
         }
@@ -184,7 +186,9 @@ impl Drop for Storage {
         if let Memory::Host(lock) = &mut self.memory
             && self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES
         {
-            let buffer = lock.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let buffer = lock
+                .get_mut()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
             let empty = CpuBuffer::Bool(Vec::new());
             crate::backend::cpu::pool::recycle(std::mem::replace(buffer, empty));
         }

@@ -1,5 +1,6 @@
-//! Compute backends. Only the CPU exists so far; ops reach kernels through plain functions
-//! taking slices and layouts, which is the seam a GPU backend plugs into.
+//! Compute backends. Ops reach CPU kernels through plain functions taking slices and layouts;
+//! ops whose operands are on a GPU call the GPU launchers instead (`gpu`, behind the `gpu`
+//! cargo feature).
 
 pub mod cpu;
 pub mod gpu;

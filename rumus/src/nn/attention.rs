@@ -186,7 +186,8 @@ pub fn multi_head_attention(
         };
     }
     if options.causal {
-        scores = scores.masked_fill(&causal_mask(t, s)?.to(&scores.device())?, f64::NEG_INFINITY)?;
+        scores =
+            scores.masked_fill(&causal_mask(t, s)?.to(&scores.device())?, f64::NEG_INFINITY)?;
     }
     let attention = dropout(&scores.softmax(-1)?, options.dropout, options.training)?;
     let merged = attention.matmul(&v)?.transpose(1, 2)?.reshape(&[b, t, e])?;

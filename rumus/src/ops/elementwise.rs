@@ -126,8 +126,12 @@ fn binary_untracked(
     }
     let buffer = read_pair(a, b, |a, b| -> Result<CpuBuffer> {
         Ok(match (a, b) {
-            (CpuBuffer::F32(a), CpuBuffer::F32(b)) => CpuBuffer::F32(float_binary(a, la, b, lb, op)),
-            (CpuBuffer::F64(a), CpuBuffer::F64(b)) => CpuBuffer::F64(float_binary(a, la, b, lb, op)),
+            (CpuBuffer::F32(a), CpuBuffer::F32(b)) => {
+                CpuBuffer::F32(float_binary(a, la, b, lb, op))
+            }
+            (CpuBuffer::F64(a), CpuBuffer::F64(b)) => {
+                CpuBuffer::F64(float_binary(a, la, b, lb, op))
+            }
             (other, _) => {
                 return Err(Error::DType {
                     op: op.name(),

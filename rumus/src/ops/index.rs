@@ -281,9 +281,10 @@ impl DynTensor {
                 let idx = indices_of(indices, "scatter_add")?;
                 kernel::check_indices(&idx, self.dims()[a], a, "scatter_add")?;
                 let (dims, index_dims) = (self.dims(), indices.dims());
-                let buffer = add_into_copy(self, source, "scatter_add", |dst: &mut dyn AddInto| {
-                    dst.scatter_add(dims, a, &idx, index_dims)
-                })?;
+                let buffer =
+                    add_into_copy(self, source, "scatter_add", |dst: &mut dyn AddInto| {
+                        dst.scatter_add(dims, a, &idx, index_dims)
+                    })?;
                 DynTensor::from_buffer(buffer, dims)
             }
         };
@@ -300,7 +301,11 @@ pub(crate) fn index_select_backward(
     axis: usize,
     indices: &DynTensor,
 ) -> Result<DynTensor> {
-    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.index_add(axis as isize, indices, grad)
+    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.index_add(
+        axis as isize,
+        indices,
+        grad,
+    )
 }
 
 pub(crate) fn index_add_backward(
@@ -323,7 +328,11 @@ pub(crate) fn gather_backward(
     axis: usize,
     indices: &DynTensor,
 ) -> Result<DynTensor> {
-    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.scatter_add(axis as isize, indices, grad)
+    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.scatter_add(
+        axis as isize,
+        indices,
+        grad,
+    )
 }
 
 pub(crate) fn scatter_add_backward(

@@ -154,7 +154,12 @@ pub(crate) fn cat_backward(
 }
 
 /// The concatenation of `tensors` (checked) along `a` into a new tensor of `dims`.
-fn cat_untracked(tensors: &[&DynTensor], a: usize, lens: &[usize], dims: &[usize]) -> Result<DynTensor> {
+fn cat_untracked(
+    tensors: &[&DynTensor],
+    a: usize,
+    lens: &[usize],
+    dims: &[usize],
+) -> Result<DynTensor> {
     #[cfg(feature = "gpu")]
     if let Some(gpu) = crate::device::gpu_of("cat", tensors)? {
         return gpu.cat(tensors, a, dims);
@@ -171,4 +176,3 @@ fn cat_untracked(tensors: &[&DynTensor], a: usize, lens: &[usize], dims: &[usize
     };
     Ok(DynTensor::from_buffer(buffer, dims))
 }
-

@@ -10,8 +10,8 @@ pub mod join;
 pub mod matmul;
 pub mod reduce;
 pub mod softmax;
-pub mod unary;
 pub mod transfer;
+pub mod unary;
 pub mod view;
 
 pub use elementwise::{BinaryOp, CompareOp};

@@ -102,7 +102,12 @@ impl DynTensor {
         reject_empty_axes(self.dims(), &[axis], op)?;
         #[cfg(feature = "gpu")]
         if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
-            return gpu.arg_reduce(self, axis, max, &reduced_dims(self.dims(), &[axis], keepdim));
+            return gpu.arg_reduce(
+                self,
+                axis,
+                max,
+                &reduced_dims(self.dims(), &[axis], keepdim),
+            );
         }
         let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
             Ok(with_float!(buffer, op, |data: T| arg_extremum(

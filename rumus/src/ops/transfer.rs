@@ -14,9 +14,7 @@ impl DynTensor {
             return Ok(self.clone());
         }
         let out = match device {
-            Device::Cpu => {
-                DynTensor::from_buffer(self.host_copy()?, self.dims())
-            }
+            Device::Cpu => DynTensor::from_buffer(self.host_copy()?, self.dims()),
             Device::Gpu(gpu) => {
                 let host = match here {
                     Device::Cpu => self.to_contiguous_buffer(),

@@ -23,7 +23,10 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of("contiguous", &[self])? {
             return gpu.copy(self);
         }
-        Ok(DynTensor::from_buffer(self.to_contiguous_buffer(), self.dims()))
+        Ok(DynTensor::from_buffer(
+            self.to_contiguous_buffer(),
+            self.dims(),
+        ))
     }
 
     /// The same values in row-major memory; returns `self` when it already is.

@@ -136,13 +136,21 @@ fn fused_step(
     #[cfg(feature = "gpu")]
     if let Some(gpu) = crate::device::gpu_of("Adam step", &[p, &g, &m, &v])? {
         let at = |t: &DynTensor, range: &std::ops::Range<usize>| {
-            t.view_with(crate::shape::Layout::new(vec![range.len()], vec![1], range.start))
+            t.view_with(crate::shape::Layout::new(
+                vec![range.len()],
+                vec![1],
+                range.start,
+            ))
         };
         let views = [at(p, &pr), at(&g, &gr), at(&m, &mr), at(&v, &vr)];
         gpu.adam([&views[0], &views[1], &views[2], &views[3]], scalars)?;
         return Ok(true);
     }
-    let (mut pw, mut mw, mut vw) = (p.storage().write()?, m.storage().write()?, v.storage().write()?);
+    let (mut pw, mut mw, mut vw) = (
+        p.storage().write()?,
+        m.storage().write()?,
+        v.storage().write()?,
+    );
     let done = g.with_buffer(|gb, _| {
         let bufs = [&mut *pw, &mut *mw, &mut *vw];
         let ranges = [pr, mr, vr];

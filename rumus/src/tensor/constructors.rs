@@ -96,7 +96,12 @@ impl DynTensor {
 
     /// A tensor of `dims` filled with `value`, made on `device` (on a GPU by a fill kernel,
     /// without a host copy).
-    pub fn full_on(dims: &[usize], value: f64, dtype: DType, device: &crate::Device) -> Result<DynTensor> {
+    pub fn full_on(
+        dims: &[usize],
+        value: f64,
+        dtype: DType,
+        device: &crate::Device,
+    ) -> Result<DynTensor> {
         match device {
             crate::Device::Cpu => Ok(DynTensor::from_buffer(filled(dims, dtype, value)?, dims)),
             #[cfg(feature = "gpu")]

@@ -89,7 +89,11 @@ impl DynTensor {
             None => Ok(self.with_buffer(f)),
             Some(_) => {
                 let contiguous = self.contiguous_untracked()?;
-                let gpu = contiguous.0.storage.gpu().expect("a GPU copy stays on the GPU");
+                let gpu = contiguous
+                    .0
+                    .storage
+                    .gpu()
+                    .expect("a GPU copy stays on the GPU");
                 let start = contiguous.layout().offset();
                 let host = crate::backend::gpu::download_asked(gpu)?;
                 let layout = Layout::new(
@@ -105,7 +109,11 @@ impl DynTensor {
     /// The elements in row-major order in host memory (read back from a GPU when needed).
     pub(crate) fn host_copy(&self) -> Result<CpuBuffer> {
         self.with_host_elements(|buffer, layout| {
-            crate::storage::map_buffer!(buffer, |v| crate::backend::cpu::strided::map(v, layout, |x| x))
+            crate::storage::map_buffer!(buffer, |v| crate::backend::cpu::strided::map(
+                v,
+                layout,
+                |x| x
+            ))
         })
     }
 

@@ -25,7 +25,8 @@ pub(crate) struct Batch {
 
 impl Batch {
     pub fn new(device: &wgpu::Device, limits: &wgpu::Limits) -> Self {
-        let slot_bytes = (PARAM_WORDS as u64 * 4).max(u64::from(limits.min_storage_buffer_offset_alignment));
+        let slot_bytes =
+            (PARAM_WORDS as u64 * 4).max(u64::from(limits.min_storage_buffer_offset_alignment));
         let arena = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("rumus kernel parameters"),
             size: slot_bytes * SLOTS as u64,
@@ -80,10 +81,14 @@ impl GpuDevice {
                 size: std::num::NonZeroU64::new(batch.slot_bytes),
             }),
         }];
-        entries.extend(bindings.iter().map(|&(binding, buffer)| wgpu::BindGroupEntry {
-            binding,
-            resource: buffer.as_entire_binding(),
-        }));
+        entries.extend(
+            bindings
+                .iter()
+                .map(|&(binding, buffer)| wgpu::BindGroupEntry {
+                    binding,
+                    resource: buffer.as_entire_binding(),
+                }),
+        );
         let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
             layout: &compiled.layout,
@@ -92,7 +97,9 @@ impl GpuDevice {
         if batch.pass.is_none() {
             let encoder = batch.encoder.get_or_insert_with(|| {
                 ctx.device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("rumus") })
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("rumus"),
+                    })
             });
             let pass = encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -115,7 +122,9 @@ impl GpuDevice {
         batch.pass = None;
         let encoder = batch.encoder.get_or_insert_with(|| {
             ctx.device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("rumus") })
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("rumus"),
+                })
         });
         f(encoder)
     }

@@ -34,7 +34,11 @@ impl PartialEq for GpuDevice {
 
 impl fmt::Debug for GpuDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GpuDevice({:?}, {:?})", self.0.info.name, self.0.info.backend)
+        write!(
+            f,
+            "GpuDevice({:?}, {:?})",
+            self.0.info.name, self.0.info.backend
+        )
     }
 }
 
@@ -66,7 +70,11 @@ impl GpuDevice {
 
     /// Bytes held in tensors, kept for reuse, and the most ever held at once.
     pub fn memory(&self) -> MemoryStats {
-        self.0.pool.lock().unwrap_or_else(|p| p.into_inner()).stats()
+        self.0
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stats()
     }
 
     /// Frees the buffers the pool keeps for reuse.

@@ -87,7 +87,13 @@ impl GpuDevice {
             .map(|(k, memory)| (k as u32 + 1, memory.raw()))
             .collect();
         bindings.push((4, out.raw()));
-        self.dispatch(Module::Elementwise, launch.entry, &params, &bindings, groups);
+        self.dispatch(
+            Module::Elementwise,
+            launch.entry,
+            &params,
+            &bindings,
+            groups,
+        );
         Ok(DynTensor::from_gpu(out, dims))
     }
 
@@ -154,7 +160,12 @@ impl GpuDevice {
             flags: 0,
         };
         let dims = condition.1.dims().to_vec();
-        self.strided(launch, &dims, &[condition, on_true, on_false], on_true.0.dtype())
+        self.strided(
+            launch,
+            &dims,
+            &[condition, on_true, on_false],
+            on_true.0.dtype(),
+        )
     }
 
     /// `and` (0), `or` (1) of two masks, or `not` (2) of the first.
@@ -227,7 +238,13 @@ impl GpuDevice {
             DType::F32 | DType::F64 => (value as f32).to_bits(),
         };
         let groups = if numel == 0 { [0, 0, 0] } else { groups };
-        self.dispatch(Module::Elementwise, "fill", &params, &[(4, out.raw())], groups);
+        self.dispatch(
+            Module::Elementwise,
+            "fill",
+            &params,
+            &[(4, out.raw())],
+            groups,
+        );
         Ok(DynTensor::from_gpu(out, dims))
     }
 
@@ -240,10 +257,17 @@ impl GpuDevice {
     ) -> Result<()> {
         let dims = dst.dims();
         let numel: usize = dims.iter().product();
-        let target = dst.storage().gpu().expect("gpu_of placed dst on this device");
+        let target = dst
+            .storage()
+            .gpu()
+            .expect("gpu_of placed dst on this device");
         // Operand slots: 0 the source, 3 the destination view (slots 1-2 unused).
         let unused = Layout::contiguous(dims);
-        let strided = Strided::new("in-place update", dims, &[src.1, &unused, &unused, dst.layout()])?;
+        let strided = Strided::new(
+            "in-place update",
+            dims,
+            &[src.1, &unused, &unused, dst.layout()],
+        )?;
         let (groups, row) = grid_1d(numel);
         let mut params = strided_params(&strided, numel, row);
         params[slot::FLAGS] = flags;
@@ -275,7 +299,12 @@ pub(crate) fn check_float(dtype: DType, op: &'static str) -> Result<()> {
 
 impl GpuDevice {
     /// `tensors` (checked to fit) joined along `axis` into a new tensor of `dims`.
-    pub(crate) fn cat(&self, tensors: &[&DynTensor], axis: usize, dims: &[usize]) -> Result<DynTensor> {
+    pub(crate) fn cat(
+        &self,
+        tensors: &[&DynTensor],
+        axis: usize,
+        dims: &[usize],
+    ) -> Result<DynTensor> {
         let dtype = tensors[0].dtype();
         let numel: usize = dims.iter().product();
         let out = DynTensor::from_gpu(GpuBuffer::uninit(self, numel, dtype, "cat")?, dims);

@@ -67,9 +67,18 @@ impl GpuDevice {
         let numel = dims.iter().product();
         let out = GpuBuffer::uninit(self, numel, src.dtype(), "gather")?;
         let unused = Layout::contiguous(dims);
-        let src_layout = Layout::new(dims.to_vec(), src.layout().strides().to_vec(), src.layout().offset());
-        let (params, groups) =
-            index_params("gather", dims, axis, src.dims()[axis], [&src_layout, index_layout, &unused])?;
+        let src_layout = Layout::new(
+            dims.to_vec(),
+            src.layout().strides().to_vec(),
+            src.layout().offset(),
+        );
+        let (params, groups) = index_params(
+            "gather",
+            dims,
+            axis,
+            src.dims()[axis],
+            [&src_layout, index_layout, &unused],
+        )?;
         let (ms, mi) = (self.memory_of(src)?, self.memory_of(indices)?);
         self.dispatch(
             Module::Index,
@@ -82,12 +91,22 @@ impl GpuDevice {
     }
 
     /// `out[p] = src[p with axis := indices[p]]`, shaped like `indices`.
-    pub(crate) fn gather(&self, src: &DynTensor, axis: usize, indices: &DynTensor) -> Result<DynTensor> {
+    pub(crate) fn gather(
+        &self,
+        src: &DynTensor,
+        axis: usize,
+        indices: &DynTensor,
+    ) -> Result<DynTensor> {
         self.gather_view(src, axis, indices, indices.layout(), indices.dims())
     }
 
     /// The slices `indices` (1-D) of `axis`.
-    pub(crate) fn index_select(&self, src: &DynTensor, axis: usize, indices: &DynTensor) -> Result<DynTensor> {
+    pub(crate) fn index_select(
+        &self,
+        src: &DynTensor,
+        axis: usize,
+        indices: &DynTensor,
+    ) -> Result<DynTensor> {
         let mut dims = src.dims().to_vec();
         dims[axis] = indices.numel();
         let view = along_axis(indices, &dims, axis);

@@ -11,13 +11,19 @@ use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
+/// Output tile edge of `matmul_tiled` and of `matmul_wide`, which large products use.
 const TILE: usize = 64;
+const WIDE_TILE: usize = 128;
 const MAX_BATCH_RANK: usize = 4;
 
 /// The batch part (all but the last two axes) of a broadcast operand layout.
 fn batch_layout(layout: &Layout) -> Layout {
     let r = layout.rank() - 2;
-    Layout::new(layout.dims()[..r].to_vec(), layout.strides()[..r].to_vec(), 0)
+    Layout::new(
+        layout.dims()[..r].to_vec(),
+        layout.strides()[..r].to_vec(),
+        0,
+    )
 }
 
 impl GpuDevice {
@@ -34,7 +40,11 @@ impl GpuDevice {
         let batch_dims = &la.dims()[..r - 2];
         let batch: usize = batch_dims.iter().product();
         let out = GpuBuffer::uninit(self, batch * m * n, DType::F32, "matmul")?;
-        let strided = Strided::new("matmul", batch_dims, &[&batch_layout(la), &batch_layout(lb)])?;
+        let strided = Strided::new(
+            "matmul",
+            batch_dims,
+            &[&batch_layout(la), &batch_layout(lb)],
+        )?;
         if strided.dims.len() > MAX_BATCH_RANK {
             return Err(DeviceError::RankTooLarge {
                 op: "matmul (batch dims)",
@@ -43,7 +53,12 @@ impl GpuDevice {
             }
             .into());
         }
-        let tiles = m.div_ceil(TILE) * n.div_ceil(TILE);
+        let (entry, tile) = if m >= WIDE_TILE && n >= WIDE_TILE {
+            ("matmul_wide", WIDE_TILE)
+        } else {
+            ("matmul_tiled", TILE)
+        };
+        let tiles = m.div_ceil(tile) * n.div_ceil(tile);
         let ([gx, gy, _], row) = grid_rows(tiles);
         let gz = batch.clamp(1, 65_535) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
@@ -68,10 +83,14 @@ impl GpuDevice {
             params[20 + axis] = strided.strides[1][axis] as u32;
         }
         let (ma, mb) = (self.memory_of(a)?, self.memory_of(b)?);
-        let groups = if batch * m * n == 0 { [0, 0, 0] } else { [gx, gy, gz] };
+        let groups = if batch * m * n == 0 {
+            [0, 0, 0]
+        } else {
+            [gx, gy, gz]
+        };
         self.dispatch(
             Module::Matmul,
-            "matmul_tiled",
+            entry,
             &params,
             &[(1, ma.raw()), (2, mb.raw()), (3, out.raw())],
             groups,

@@ -77,9 +77,11 @@ impl BufferPool {
         self.order.push(class);
         while self.stats.pooled > MAX_POOLED_BYTES && !self.order.is_empty() {
             let oldest = self.order.remove(0);
-            if let Some(dropped) = self.free.get_mut(&oldest).and_then(|shelf| {
-                (!shelf.is_empty()).then(|| shelf.remove(0))
-            }) {
+            if let Some(dropped) = self
+                .free
+                .get_mut(&oldest)
+                .and_then(|shelf| (!shelf.is_empty()).then(|| shelf.remove(0)))
+            {
                 self.stats.pooled -= dropped.size();
             }
         }
@@ -96,13 +98,24 @@ pub struct GpuBuffer {
 
 impl std::fmt::Debug for GpuBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "GpuBuffer({} x {} on {})", self.len, self.dtype, self.device.name())
+        write!(
+            f,
+            "GpuBuffer({} x {} on {})",
+            self.len,
+            self.dtype,
+            self.device.name()
+        )
     }
 }
 
 impl GpuBuffer {
     /// Room for `len` elements of `dtype`; old contents are undefined (kernels overwrite).
-    pub(crate) fn uninit(device: &GpuDevice, len: usize, dtype: DType, op: &'static str) -> Result<Self> {
+    pub(crate) fn uninit(
+        device: &GpuDevice,
+        len: usize,
+        dtype: DType,
+        op: &'static str,
+    ) -> Result<Self> {
         check_dtype(dtype, op)?;
         let bytes = (len as u64).max(1) * WORD;
         let limit = device.max_binding_bytes();
@@ -110,7 +123,12 @@ impl GpuBuffer {
             return Err(DeviceError::TooLarge { op, bytes, limit }.into());
         }
         let class = size_class(bytes).min(limit.max(bytes));
-        let pooled = device.0.pool.lock().unwrap_or_else(|p| p.into_inner()).take(class);
+        let pooled = device
+            .0
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(class);
         let raw = match pooled {
             Some(buffer) => buffer,
             None => {

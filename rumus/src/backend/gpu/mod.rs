@@ -36,17 +36,17 @@ mod transfer;
 #[cfg(feature = "gpu")]
 pub use context::GpuDevice;
 #[cfg(feature = "gpu")]
-pub use memory::{GpuBuffer, MemoryStats};
-#[cfg(feature = "gpu")]
 pub(crate) use memory::check_dtype as memory_check_dtype;
 #[cfg(feature = "gpu")]
-pub(crate) use transfer::{download_asked, upload_asked, upload_fallback};
+pub use memory::{GpuBuffer, MemoryStats};
 #[cfg(feature = "gpu")]
 pub use transfer::{TransferCounts, transfer_counts};
+#[cfg(feature = "gpu")]
+pub(crate) use transfer::{download_asked, upload_asked, upload_fallback};
 
 #[cfg(not(feature = "gpu"))]
 mod disabled;
 #[cfg(not(feature = "gpu"))]
-pub(crate) use disabled::{download_asked, upload_asked, upload_fallback};
-#[cfg(not(feature = "gpu"))]
 pub use disabled::{GpuBuffer, GpuDevice};
+#[cfg(not(feature = "gpu"))]
+pub(crate) use disabled::{download_asked, upload_asked, upload_fallback};

@@ -56,7 +56,10 @@ impl PipelineCache {
             // runtime bounds checks wgpu would add are redundant; they cost ~40x on a tiled
             // matrix product.
             unsafe {
-                device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked())
+                device.create_shader_module_trusted(
+                    descriptor,
+                    wgpu::ShaderRuntimeChecks::unchecked(),
+                )
             }
         });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

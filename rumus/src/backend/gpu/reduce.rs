@@ -95,7 +95,13 @@ impl GpuDevice {
         check_float(x.dtype(), "softmax")?;
         let (rows_input, rows, len) = grouped(self, x, &[axis])?;
         let out = GpuBuffer::uninit(self, rows * len, DType::F32, "softmax")?;
-        self.rows_kernel("softmax_rows", &rows_input, (rows, len), u32::from(log), &out)?;
+        self.rows_kernel(
+            "softmax_rows",
+            &rows_input,
+            (rows, len),
+            u32::from(log),
+            &out,
+        )?;
         let last = x.rank() - 1;
         let mut perm: Vec<usize> = (0..x.rank()).filter(|&a| a != axis).collect();
         perm.push(axis);

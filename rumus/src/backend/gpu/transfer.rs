@@ -58,17 +58,18 @@ pub(crate) enum Reason {
 fn words_of(buffer: &CpuBuffer, op: &'static str) -> Result<Vec<u32>> {
     Ok(match buffer {
         CpuBuffer::F32(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuBuffer::I64(v) => v
-            .iter()
-            .map(|&x| {
-                i32::try_from(x).map(|x| x as u32).map_err(|_| Error::InvalidArgument {
+        CpuBuffer::I64(v) => {
+            v.iter()
+                .map(|&x| {
+                    i32::try_from(x).map(|x| x as u32).map_err(|_| Error::InvalidArgument {
                     op,
                     message: format!(
                         "the i64 value {x} does not fit the GPU's 32-bit integers (-2^31..2^31)"
                     ),
                 })
-            })
-            .collect::<Result<_>>()?,
+                })
+                .collect::<Result<_>>()?
+        }
         CpuBuffer::Bool(v) => v.iter().map(|&b| u32::from(b)).collect(),
         CpuBuffer::F64(_) => {
             return Err(crate::error::DeviceError::UnsupportedDType {
@@ -88,7 +89,10 @@ pub(crate) fn upload(device: &GpuDevice, buffer: &CpuBuffer, reason: Reason) -> 
     // submit them first, so the write lands after them in queue order.
     device.submit();
     if !words.is_empty() {
-        device.0.queue.write_buffer(out.raw(), 0, bytemuck::cast_slice(&words));
+        device
+            .0
+            .queue
+            .write_buffer(out.raw(), 0, bytemuck::cast_slice(&words));
     }
     count(reason, &UPLOADS, &FALLBACK_UPLOADS);
     Ok(out)
@@ -116,7 +120,8 @@ pub(crate) fn download(buffer: &GpuBuffer, reason: Reason) -> Result<CpuBuffer> 
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    device.with_encoder(|encoder| encoder.copy_buffer_to_buffer(buffer.raw(), 0, &staging, 0, bytes));
+    device
+        .with_encoder(|encoder| encoder.copy_buffer_to_buffer(buffer.raw(), 0, &staging, 0, bytes));
     device.submit();
     let (sender, receiver) = std::sync::mpsc::channel();
     staging
@@ -154,9 +159,8 @@ fn from_words(words: &[u32], dtype: DType) -> CpuBuffer {
 impl GpuBuffer {
     /// The elements on the host, for a CPU kernel run because an op has no GPU kernel.
     pub(crate) fn read_back_fallback(&self) -> CpuBuffer {
-        download(self, Reason::Fallback).unwrap_or_else(|e| {
-            panic!("reading a GPU tensor back for a host kernel failed: {e}")
-        })
+        download(self, Reason::Fallback)
+            .unwrap_or_else(|e| panic!("reading a GPU tensor back for a host kernel failed: {e}"))
     }
 }
 
@@ -166,11 +170,25 @@ pub(crate) fn download_asked(buffer: &GpuBuffer) -> Result<CpuBuffer> {
 }
 
 /// An upload the program asked for (`.to(&gpu)`), as a contiguous tensor of `dims`.
-pub(crate) fn upload_asked(device: &GpuDevice, buffer: &CpuBuffer, dims: &[usize]) -> Result<DynTensor> {
-    Ok(DynTensor::from_gpu(upload(device, buffer, Reason::Asked)?, dims))
+pub(crate) fn upload_asked(
+    device: &GpuDevice,
+    buffer: &CpuBuffer,
+    dims: &[usize],
+) -> Result<DynTensor> {
+    Ok(DynTensor::from_gpu(
+        upload(device, buffer, Reason::Asked)?,
+        dims,
+    ))
 }
 
 /// The host result of an op without a GPU kernel, moved to the GPU its operands are on.
-pub(crate) fn upload_fallback(device: &GpuDevice, buffer: &CpuBuffer, dims: &[usize]) -> Result<DynTensor> {
-    Ok(DynTensor::from_gpu(upload(device, buffer, Reason::Fallback)?, dims))
+pub(crate) fn upload_fallback(
+    device: &GpuDevice,
+    buffer: &CpuBuffer,
+    dims: &[usize],
+) -> Result<DynTensor> {
+    Ok(DynTensor::from_gpu(
+        upload(device, buffer, Reason::Fallback)?,
+        dims,
+    ))
 }
