@@ -8,7 +8,10 @@ use std::cell::RefCell;
 use std::fmt;
 
 use crate::backend::gpu::GpuDevice;
-use crate::error::{DeviceError, Result};
+#[cfg(feature = "gpu")]
+use crate::error::DeviceError;
+use crate::error::Result;
+#[cfg(feature = "gpu")]
 use crate::tensor::DynTensor;
 
 /// A place for tensors and the kernels that run on them.

@@ -98,7 +98,10 @@ impl GpuDevice {
 
     /// Largest buffer one kernel may bind, in bytes.
     pub(crate) fn max_binding_bytes(&self) -> u64 {
-        u64::from(self.0.limits.max_storage_buffer_binding_size).min(self.0.limits.max_buffer_size)
+        self.0
+            .limits
+            .max_storage_buffer_binding_size
+            .min(self.0.limits.max_buffer_size)
     }
 }
 

@@ -73,8 +73,7 @@ impl Strided {
     pub fn new(op: &'static str, dims: &[usize], layouts: &[&Layout]) -> Result<Strided> {
         let mut out_dims: Vec<usize> = Vec::new();
         let mut out_strides: Vec<Vec<usize>> = vec![Vec::new(); layouts.len()];
-        for axis in 0..dims.len() {
-            let size = dims[axis];
+        for (axis, &size) in dims.iter().enumerate() {
             if size == 1 {
                 continue;
             }
