@@ -12,6 +12,21 @@
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
 
 const TILE: u32 = 64u;
+
+// Offsets of matrix `batch` in A and B (batch dims and strides from the parameters).
+fn batch_bases(batch: u32) -> vec2<u32> {
+    var rem = batch;
+    var bases = vec2<u32>(p[5], p[6]);
+    let rank = p[4];
+    for (var q = 0u; q < rank; q++) {
+        let d = rank - 1u - q;
+        let size = p[12u + d];
+        let coord = rem % size;
+        rem = rem / size;
+        bases += coord * vec2<u32>(p[16u + d], p[20u + d]);
+    }
+    return bases;
+}
 const DEPTH: u32 = 16u;
 
 var<workgroup> tile_a: array<f32, 1024>; // [DEPTH][TILE], k-major
@@ -35,18 +50,9 @@ fn matmul_tiled(
     let tx = lid % 16u;
     let ty = lid / 16u;
     for (var batch = wid.z; batch < p[3]; batch += groups.z) {
-        var rem = batch;
-        var base_a = p[5];
-        var base_b = p[6];
-        let rank = p[4];
-        for (var q = 0u; q < rank; q++) {
-            let d = rank - 1u - q;
-            let size = p[12u + d];
-            let coord = rem % size;
-            rem = rem / size;
-            base_a += coord * p[16u + d];
-            base_b += coord * p[20u + d];
-        }
+        let bases = batch_bases(batch);
+        let base_a = bases.x;
+        let base_b = bases.y;
         var acc: array<vec4<f32>, 4>;
         for (var i = 0u; i < 4u; i++) {
             acc[i] = vec4<f32>(0.0);
@@ -127,18 +133,9 @@ fn matmul_wide(
     let tx = lid % 16u;
     let ty = lid / 16u;
     for (var batch = wid.z; batch < p[3]; batch += groups.z) {
-        var rem = batch;
-        var base_a = p[5];
-        var base_b = p[6];
-        let rank = p[4];
-        for (var q = 0u; q < rank; q++) {
-            let d = rank - 1u - q;
-            let size = p[12u + d];
-            let coord = rem % size;
-            rem = rem / size;
-            base_a += coord * p[16u + d];
-            base_b += coord * p[20u + d];
-        }
+        let bases = batch_bases(batch);
+        let base_a = bases.x;
+        let base_b = bases.y;
         var acc: array<vec4<f32>, 16>;
         for (var i = 0u; i < 16u; i++) {
             acc[i] = vec4<f32>(0.0);
