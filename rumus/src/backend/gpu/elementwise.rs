@@ -52,8 +52,19 @@ struct Launch {
     entry: &'static str,
     op: u32,
     scalars: (f32, f32),
+    /// The operands' dtype (comparisons and casts switch on it).
     dtype: DType,
-    flags: u32,
+}
+
+impl Launch {
+    fn new(entry: &'static str, op: u32, dtype: DType) -> Self {
+        Launch {
+            entry,
+            op,
+            scalars: (0.0, 0.0),
+            dtype,
+        }
+    }
 }
 
 impl GpuDevice {
@@ -73,7 +84,6 @@ impl GpuDevice {
         let (groups, row) = grid_1d(numel);
         let mut params = strided_params(&strided, numel, row);
         params[slot::OP] = launch.op;
-        params[slot::FLAGS] = launch.flags;
         params[slot::SCALAR0] = launch.scalars.0.to_bits();
         params[slot::SCALAR1] = launch.scalars.1.to_bits();
         params[slot::DTYPE] = dtype_code(launch.dtype);
@@ -101,11 +111,8 @@ impl GpuDevice {
         check_float(x.dtype(), op.name())?;
         let (code, s0, s1) = unary_code(op);
         let launch = Launch {
-            entry: "unary",
-            op: code,
             scalars: (s0, s1),
-            dtype: x.dtype(),
-            flags: 0,
+            ..Launch::new("unary", code, x.dtype())
         };
         self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
     }
@@ -117,13 +124,7 @@ impl GpuDevice {
         op: BinaryOp,
     ) -> Result<DynTensor> {
         check_float(a.dtype(), "binary op")?;
-        let launch = Launch {
-            entry: "binary",
-            op: op as u32,
-            scalars: (0.0, 0.0),
-            dtype: a.dtype(),
-            flags: 0,
-        };
+        let launch = Launch::new("binary", op as u32, a.dtype());
         self.strided(launch, la.dims(), &[(a, la), (b, lb)], a.dtype())
     }
 
@@ -134,13 +135,7 @@ impl GpuDevice {
         op: CompareOp,
     ) -> Result<DynTensor> {
         check_dtype(a.dtype(), "compare")?;
-        let launch = Launch {
-            entry: "compare",
-            op: op as u32,
-            scalars: (0.0, 0.0),
-            dtype: a.dtype(),
-            flags: 0,
-        };
+        let launch = Launch::new("compare", op as u32, a.dtype());
         self.strided(launch, la.dims(), &[(a, la), (b, lb)], DType::Bool)
     }
 
@@ -152,13 +147,7 @@ impl GpuDevice {
         on_false: (&DynTensor, &Layout),
     ) -> Result<DynTensor> {
         check_dtype(on_true.0.dtype(), "where")?;
-        let launch = Launch {
-            entry: "choose",
-            op: 0,
-            scalars: (0.0, 0.0),
-            dtype: on_true.0.dtype(),
-            flags: 0,
-        };
+        let launch = Launch::new("choose", 0, on_true.0.dtype());
         let dims = condition.1.dims().to_vec();
         self.strided(
             launch,
@@ -170,13 +159,7 @@ impl GpuDevice {
 
     /// `and` (0), `or` (1) of two masks, or `not` (2) of the first.
     pub(crate) fn logical(&self, operands: &[(&DynTensor, &Layout)], op: u32) -> Result<DynTensor> {
-        let launch = Launch {
-            entry: "logical",
-            op,
-            scalars: (0.0, 0.0),
-            dtype: DType::Bool,
-            flags: 0,
-        };
+        let launch = Launch::new("logical", op, DType::Bool);
         let dims = operands[0].1.dims().to_vec();
         self.strided(launch, &dims, operands, DType::Bool)
     }
@@ -184,25 +167,13 @@ impl GpuDevice {
     pub(crate) fn cast(&self, x: &DynTensor, dtype: DType) -> Result<DynTensor> {
         check_dtype(x.dtype(), "to_dtype")?;
         check_dtype(dtype, "to_dtype")?;
-        let launch = Launch {
-            entry: "convert",
-            op: dtype_code(dtype),
-            scalars: (0.0, 0.0),
-            dtype: x.dtype(),
-            flags: 0,
-        };
+        let launch = Launch::new("convert", dtype_code(dtype), x.dtype());
         self.strided(launch, x.dims(), &[(x, x.layout())], dtype)
     }
 
     /// A contiguous copy of `x`'s view.
     pub(crate) fn copy(&self, x: &DynTensor) -> Result<DynTensor> {
-        let launch = Launch {
-            entry: "copy",
-            op: 0,
-            scalars: (0.0, 0.0),
-            dtype: x.dtype(),
-            flags: 0,
-        };
+        let launch = Launch::new("copy", 0, x.dtype());
         self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
     }
 
