@@ -177,6 +177,21 @@ fn masks_and_selection_match_the_cpu() {
             m.logical_not().unwrap().to_dtype(DType::F32).unwrap()
         },
     );
+    check(
+        "i64 compared with a scalar",
+        &device,
+        std::slice::from_ref(&a),
+        |t| {
+            t[0].mul_scalar(3.0)
+                .unwrap()
+                .to_dtype(DType::I64)
+                .unwrap()
+                .lt_scalar(0.5)
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap()
+        },
+    );
     check("cast round trip", &device, std::slice::from_ref(&a), |t| {
         t[0].mul_scalar(3.0)
             .unwrap()
@@ -423,9 +438,8 @@ fn adam_training_matches_the_cpu_and_stays_on_the_device() {
     let gpu = train_mlp(&device);
     let after = transfer_counts();
     assert_eq!(
-        after.fallback(),
-        before.fallback(),
-        "a training step made fallback transfers (an op without a GPU kernel)"
+        after.fallback, before.fallback,
+        "a training step read GPU tensors back for a host-only path"
     );
     for (c, g) in cpu.iter().zip(&gpu) {
         for (x, y) in c.iter().zip(g) {
@@ -435,16 +449,43 @@ fn adam_training_matches_the_cpu_and_stays_on_the_device() {
 }
 
 #[test]
-fn convolution_without_a_gpu_kernel_is_counted_and_correct() {
+fn convolution_and_pooling_run_on_the_device() {
     let Some(device) = gpu() else { return };
     let x = tensor(&[2, 3, 8, 8], 60);
     let w = tensor(&[4, 3, 3, 3], 61);
     let _serial = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
     let before = transfer_counts();
-    check("conv2d", &device, &[x, w], |t| {
-        t[0].conv2d(&t[1], None, (1, 1), (1, 1), (1, 1), 1).unwrap()
+    check("conv2d", &device, &[x.clone(), w.clone()], |t| {
+        t[0].conv2d(&t[1], None, (2, 1), (1, 1), (1, 2), 1).unwrap()
     });
-    assert!(transfer_counts().fallback() > before.fallback());
+    check("max_pool2d", &device, std::slice::from_ref(&x), |t| {
+        t[0].max_pool2d((3, 2), (2, 2), (1, 1)).unwrap()
+    });
+    check("avg_pool2d", &device, std::slice::from_ref(&x), |t| {
+        t[0].avg_pool2d((3, 3), (2, 1), (1, 0), true).unwrap()
+    });
+    // gradients through unfold/fold and the pooling pair
+    let grads_on = |device: &Device| {
+        let x = x.to(device).unwrap().requires_grad_().unwrap();
+        let w = w.to(device).unwrap().requires_grad_().unwrap();
+        let y = x.conv2d(&w, None, (1, 1), (1, 1), (1, 1), 1).unwrap();
+        let pooled = y.max_pool2d((2, 2), (2, 2), (0, 0)).unwrap();
+        let averaged = y.avg_pool2d((2, 2), (1, 1), (1, 1), false).unwrap();
+        let loss = pooled
+            .sum_all()
+            .unwrap()
+            .add(&averaged.mul(&averaged).unwrap().sum_all().unwrap())
+            .unwrap();
+        let grads = loss.backward().unwrap();
+        [
+            grads.grad(&x).unwrap().clone(),
+            grads.grad(&w).unwrap().clone(),
+        ]
+    };
+    let (cpu, on_gpu) = (grads_on(&Device::Cpu), grads_on(&device));
+    assert_close("conv input gradient", &cpu[0], &on_gpu[0]);
+    assert_close("conv weight gradient", &cpu[1], &on_gpu[1]);
+    assert_eq!(transfer_counts().fallback, before.fallback);
 }
 
 #[test]

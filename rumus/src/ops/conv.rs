@@ -150,6 +150,17 @@ impl Kernel {
         }
     }
 
+    #[cfg(feature = "gpu")]
+    fn on_gpu(self) -> crate::backend::gpu::WindowOp {
+        use crate::backend::gpu::WindowOp;
+        match self {
+            Kernel::Unfold => WindowOp::Unfold,
+            Kernel::Fold => WindowOp::Fold,
+            Kernel::WindowSum => WindowOp::Sum,
+            Kernel::WindowSpread => WindowOp::Spread,
+        }
+    }
+
     fn run<T: Float>(self, data: &[T], planes: usize, w: &Window2d) -> Vec<T> {
         match self {
             Kernel::Unfold => kernel::unfold(data, planes, w),
@@ -196,13 +207,15 @@ fn run_kernel(
     w: &Window2d,
     dims: &[usize],
 ) -> Result<DynTensor> {
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of(which.name(), &[x])? {
+        return gpu.window(x, which.on_gpu(), planes, w, dims);
+    }
     let buffer = read_float(x, which.name(), |data| match data {
         FloatSlice::F32(v) => f32::into_buffer(which.run(v, planes, w)),
         FloatSlice::F64(v) => f64::into_buffer(which.run(v, planes, w)),
     })?;
-    // No GPU kernel for the window ops yet: a GPU input was read back above (counted) and
-    // the result goes back to its device.
-    DynTensor::from_buffer_on(buffer, dims, &x.device())
+    Ok(DynTensor::from_buffer(buffer, dims))
 }
 
 /// Pooling windows may not reach further into the padding than half their size (as in
@@ -496,6 +509,12 @@ impl DynTensor {
         // gradient is its adjoint, a scatter-add to the argmax (to any order).
         let flat = self.reshape(&[n, c, h * wd])?;
         let positions = oh * ow;
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of("max_pool2d", &[self])? {
+            use crate::backend::gpu::WindowOp;
+            let indices = gpu.window(&flat, WindowOp::Argmax, n * c, &w, &[n, c, positions])?;
+            return flat.gather(2, &indices)?.reshape(&[n, c, oh, ow]);
+        }
         let (values, offsets) = read_float(&flat, "max_pool2d", |data| match data {
             FloatSlice::F32(v) => {
                 let offsets = kernel::window_argmax(v, n * c, &w);
@@ -508,9 +527,8 @@ impl DynTensor {
                 (f64::into_buffer(values), offsets)
             }
         })?;
-        let device = self.device();
-        let indices = DynTensor::from_vec(offsets, &[n, c, positions])?.to(&device)?;
-        let out = DynTensor::from_buffer_on(values, &[n, c, positions], &device)?;
+        let indices = DynTensor::from_vec(offsets, &[n, c, positions])?;
+        let out = DynTensor::from_buffer(values, &[n, c, positions]);
         record(out, &[&flat], || BackwardOp::Gather {
             input_dims: flat.dims().to_vec(),
             axis: 2,

@@ -285,8 +285,14 @@ impl DynTensor {
         if self.dtype().is_float() {
             return self.compare(&DynTensor::scalar(value, self.dtype())?, op);
         }
-        self.to_dtype(DType::F64)?
-            .compare(&DynTensor::scalar(value, DType::F64)?, op)
+        // f64 on the host; the GPU has no f64, so there f32 (exact for integers below 2^24).
+        let wide = if self.device().is_gpu() {
+            DType::F32
+        } else {
+            DType::F64
+        };
+        self.to_dtype(wide)?
+            .compare(&DynTensor::scalar(value, wide)?, op)
     }
 
     pub fn eq(&self, rhs: &DynTensor) -> Result<DynTensor> {

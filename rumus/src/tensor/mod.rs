@@ -122,19 +122,6 @@ impl DynTensor {
         self.0.storage.device()
     }
 
-    /// A new tensor over `buffer` on `device`: the buffer itself on the CPU, a copy on a GPU
-    /// (counted as a fallback transfer: callers are ops without a GPU kernel).
-    pub(crate) fn from_buffer_on(
-        buffer: CpuBuffer,
-        dims: &[usize],
-        device: &crate::Device,
-    ) -> Result<Self> {
-        match device {
-            crate::Device::Cpu => Ok(Self::from_buffer(buffer, dims)),
-            crate::Device::Gpu(gpu) => crate::backend::gpu::upload_fallback(gpu, &buffer, dims),
-        }
-    }
-
     /// Sizes of every axis.
     pub fn dims(&self) -> &[usize] {
         self.0.layout.dims()

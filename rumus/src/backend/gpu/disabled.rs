@@ -38,10 +38,6 @@ pub(crate) fn upload_asked(device: &GpuDevice, _: &CpuBuffer, _: &[usize]) -> Re
     device.never()
 }
 
-pub(crate) fn upload_fallback(device: &GpuDevice, _: &CpuBuffer, _: &[usize]) -> Result<DynTensor> {
-    device.never()
-}
-
 /// GPU memory; without the `gpu` feature none can exist.
 #[derive(Debug)]
 pub struct GpuBuffer(Infallible);

@@ -32,6 +32,8 @@ mod pipelines;
 mod reduce;
 #[cfg(feature = "gpu")]
 mod transfer;
+#[cfg(feature = "gpu")]
+mod window;
 
 #[cfg(feature = "gpu")]
 pub use context::GpuDevice;
@@ -42,11 +44,13 @@ pub use memory::{GpuBuffer, MemoryStats};
 #[cfg(feature = "gpu")]
 pub use transfer::{TransferCounts, transfer_counts};
 #[cfg(feature = "gpu")]
-pub(crate) use transfer::{download_asked, upload_asked, upload_fallback};
+pub(crate) use transfer::{download_asked, upload_asked};
+#[cfg(feature = "gpu")]
+pub(crate) use window::WindowOp;
 
 #[cfg(not(feature = "gpu"))]
 mod disabled;
 #[cfg(not(feature = "gpu"))]
 pub use disabled::{GpuBuffer, GpuDevice};
 #[cfg(not(feature = "gpu"))]
-pub(crate) use disabled::{download_asked, upload_asked, upload_fallback};
+pub(crate) use disabled::{download_asked, upload_asked};

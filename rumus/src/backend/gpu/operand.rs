@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::context::GpuDevice;
 use super::memory::GpuBuffer;
-use super::transfer::{Reason, upload};
+use super::transfer::upload;
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
@@ -42,7 +42,7 @@ impl GpuDevice {
         if let Some(buffer) = constants.get(&key) {
             return Ok(Memory::Constant(buffer.clone()));
         }
-        let buffer = Arc::new(upload(self, &value, Reason::Asked)?);
+        let buffer = Arc::new(upload(self, &value)?);
         if constants.len() < 4096 {
             constants.insert(key, buffer.clone());
         }

@@ -13,6 +13,7 @@ pub(crate) enum Module {
     Matmul,
     Index,
     Optim,
+    Window,
 }
 
 impl Module {
@@ -23,6 +24,7 @@ impl Module {
             Module::Matmul => include_str!("../../../../shaders/matmul.wgsl"),
             Module::Index => include_str!("../../../../shaders/index.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
+            Module::Window => include_str!("../../../../shaders/window.wgsl"),
         }
     }
 }

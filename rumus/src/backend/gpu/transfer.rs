@@ -1,8 +1,9 @@
 //! Copies between host and GPU memory, and their counters.
 //!
 //! Transfers a program asks for (`.to(&device)`, `to_vec`, `item`) are counted as explicit;
-//! copies made because an op has no GPU kernel yet are counted as fallbacks, so a test can
-//! prove that a training step stays on the device (`transfer_counts().fallback() == 0`).
+//! a GPU tensor read back because a host-only path met it (writing a checkpoint, a state
+//! dict copy) is counted as a fallback, so a test can prove that a training step stays on
+//! the device (`transfer_counts().fallback == 0`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,7 +16,6 @@ use crate::tensor::DynTensor;
 
 static UPLOADS: AtomicU64 = AtomicU64::new(0);
 static DOWNLOADS: AtomicU64 = AtomicU64::new(0);
-static FALLBACK_UPLOADS: AtomicU64 = AtomicU64::new(0);
 static FALLBACK_DOWNLOADS: AtomicU64 = AtomicU64::new(0);
 
 /// Host/GPU copies made by this process so far.
@@ -25,17 +25,8 @@ pub struct TransferCounts {
     pub uploads: u64,
     /// GPU-to-host copies the program asked for.
     pub downloads: u64,
-    /// Host-to-GPU copies of results computed on the host for an op without a GPU kernel.
-    pub fallback_uploads: u64,
-    /// GPU-to-host copies of operands of an op without a GPU kernel.
-    pub fallback_downloads: u64,
-}
-
-impl TransferCounts {
-    /// Copies made only because an op had no GPU kernel.
-    pub fn fallback(&self) -> u64 {
-        self.fallback_uploads + self.fallback_downloads
-    }
+    /// GPU-to-host copies made because a host-only path read a GPU tensor.
+    pub fallback: u64,
 }
 
 /// The counters so far (process-wide; compare two readings around the code of interest).
@@ -43,8 +34,7 @@ pub fn transfer_counts() -> TransferCounts {
     TransferCounts {
         uploads: UPLOADS.load(Ordering::Relaxed),
         downloads: DOWNLOADS.load(Ordering::Relaxed),
-        fallback_uploads: FALLBACK_UPLOADS.load(Ordering::Relaxed),
-        fallback_downloads: FALLBACK_DOWNLOADS.load(Ordering::Relaxed),
+        fallback: FALLBACK_DOWNLOADS.load(Ordering::Relaxed),
     }
 }
 
@@ -82,7 +72,7 @@ fn words_of(buffer: &CpuBuffer, op: &'static str) -> Result<Vec<u32>> {
 }
 
 /// Copies `buffer` (row-major elements) into a new GPU buffer.
-pub(crate) fn upload(device: &GpuDevice, buffer: &CpuBuffer, reason: Reason) -> Result<GpuBuffer> {
+pub(crate) fn upload(device: &GpuDevice, buffer: &CpuBuffer) -> Result<GpuBuffer> {
     let words = words_of(buffer, "upload to the GPU")?;
     let out = GpuBuffer::uninit(device, words.len(), buffer.dtype(), "upload to the GPU")?;
     // The buffer may come from the pool while queued kernels still read its old contents:
@@ -94,15 +84,16 @@ pub(crate) fn upload(device: &GpuDevice, buffer: &CpuBuffer, reason: Reason) -> 
             .queue
             .write_buffer(out.raw(), 0, bytemuck::cast_slice(&words));
     }
-    count(reason, &UPLOADS, &FALLBACK_UPLOADS);
+    UPLOADS.fetch_add(1, Ordering::Relaxed);
     Ok(out)
 }
 
 fn count(reason: Reason, asked: &AtomicU64, fallback: &AtomicU64) {
-    match reason {
-        Reason::Asked => asked.fetch_add(1, Ordering::Relaxed),
-        Reason::Fallback => fallback.fetch_add(1, Ordering::Relaxed),
+    let counter = match reason {
+        Reason::Asked => asked,
+        Reason::Fallback => fallback,
     };
+    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Reads the first `len` words of `buffer` back to the host (waits for queued kernels).
@@ -175,20 +166,5 @@ pub(crate) fn upload_asked(
     buffer: &CpuBuffer,
     dims: &[usize],
 ) -> Result<DynTensor> {
-    Ok(DynTensor::from_gpu(
-        upload(device, buffer, Reason::Asked)?,
-        dims,
-    ))
-}
-
-/// The host result of an op without a GPU kernel, moved to the GPU its operands are on.
-pub(crate) fn upload_fallback(
-    device: &GpuDevice,
-    buffer: &CpuBuffer,
-    dims: &[usize],
-) -> Result<DynTensor> {
-    Ok(DynTensor::from_gpu(
-        upload(device, buffer, Reason::Fallback)?,
-        dims,
-    ))
+    Ok(DynTensor::from_gpu(upload(device, buffer)?, dims))
 }
