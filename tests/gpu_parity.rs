@@ -13,8 +13,13 @@ use rumus::nn::{Linear, Module};
 use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::{DType, Device, DynTensor, no_grad};
 
-/// Tests that read the process-wide transfer counters run one at a time.
-static COUNTERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Tests that use process-wide state (the transfer counters, the global generator) run one
+/// at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn gpu() -> Option<Device> {
     match Device::gpu() {
@@ -432,8 +437,8 @@ fn train_mlp(device: &Device) -> Vec<Vec<f32>> {
 #[test]
 fn adam_training_matches_the_cpu_and_stays_on_the_device() {
     let Some(device) = gpu() else { return };
+    let _serial = serial();
     let cpu = train_mlp(&Device::Cpu);
-    let _serial = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
     let before = transfer_counts();
     let gpu = train_mlp(&device);
     let after = transfer_counts();
@@ -453,7 +458,7 @@ fn convolution_and_pooling_run_on_the_device() {
     let Some(device) = gpu() else { return };
     let x = tensor(&[2, 3, 8, 8], 60);
     let w = tensor(&[4, 3, 3, 3], 61);
-    let _serial = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = serial();
     let before = transfer_counts();
     check("conv2d", &device, &[x.clone(), w.clone()], |t| {
         t[0].conv2d(&t[1], None, (2, 1), (1, 1), (1, 2), 1).unwrap()
@@ -527,4 +532,75 @@ fn device_mistakes_are_errors() {
     assert!(refused.contains("f64"), "{refused}");
     let too_big = DynTensor::from_vec(vec![1i64 << 40], &[1]).unwrap();
     assert!(too_big.to(&device).is_err());
+}
+
+#[test]
+fn dropout_on_the_gpu_drops_at_its_rate_and_repeats_with_a_seed() {
+    let Some(device) = gpu() else { return };
+    let _serial = serial();
+    let x = DynTensor::ones(&[400, 250], DType::F32)
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    let draw = |seed| {
+        rumus::manual_seed(seed);
+        rumus::nn::functional::dropout(&x, 0.3, true)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    let (first, again, other) = (draw(5), draw(5), draw(6));
+    assert_eq!(first, again, "the same seed gives the same mask");
+    assert_ne!(first, other, "another seed gives another mask");
+    let kept_value = 1.0 / 0.7f32;
+    assert!(first.iter().all(|&v| v == 0.0 || v == kept_value));
+    let dropped = first.iter().filter(|&&v| v == 0.0).count() as f64 / first.len() as f64;
+    // 100,000 draws: the standard deviation of the rate is 0.0014
+    assert!((dropped - 0.3).abs() < 0.01, "dropped {dropped}");
+}
+
+#[test]
+fn a_transformer_block_and_a_cnn_match_the_cpu() {
+    use rumus::nn::{Conv2d, TransformerEncoderBlock};
+    let Some(device) = gpu() else { return };
+    let _serial = serial();
+    let build = |device: &Device| {
+        rumus::manual_seed(11);
+        let _on = device.set_default();
+        let mut block = TransformerEncoderBlock::<16, 4, 32>::new().unwrap();
+        block.eval();
+        let conv = Conv2d::<2, 3, 3>::new().unwrap();
+        (block, conv)
+    };
+    let run = |device: &Device| {
+        let (block, conv) = build(device);
+        let x = tensor(&[2, 5, 16], 80)
+            .to(device)
+            .unwrap()
+            .requires_grad_()
+            .unwrap();
+        let images = tensor(&[2, 2, 6, 6], 81).to(device).unwrap();
+        let y = block.forward_dyn(&x, None, true).unwrap();
+        let z = conv.forward_dyn(&images).unwrap();
+        let loss = y
+            .tanh()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .add(&z.sum_all().unwrap())
+            .unwrap();
+        let grads = loss.backward().unwrap();
+        let mut out = vec![y, z, grads.grad(&x).unwrap().clone()];
+        out.extend(
+            block
+                .parameters()
+                .iter()
+                .map(|p| grads.grad(p).unwrap().clone()),
+        );
+        out
+    };
+    let (cpu, on_gpu) = (run(&Device::Cpu), run(&device));
+    for (i, (c, g)) in cpu.iter().zip(&on_gpu).enumerate() {
+        assert_close(&format!("output or gradient {i}"), c, g);
+    }
 }

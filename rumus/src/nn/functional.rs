@@ -190,6 +190,13 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
     // The mask holds 0 or 1 / (1 - p), so dropout is one multiplication (as in PyTorch,
     // whose backward is the same product): a contiguous, vectorised kernel forward and back.
     let scale = 1.0 / (1.0 - p);
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of("dropout", &[x])? {
+        // Drawn on the device from one seed of the global generator: a seed gives the same
+        // masks on every run, though not the host's masks.
+        let seed = with_global(|g| g.next_u64());
+        return x.mul(&gpu.dropout_mask(x.dims(), p, scale, seed)?);
+    }
     let n = x.numel();
     let mask = with_global(|g| {
         let mut keep = || g.next_f64() >= p;
@@ -202,9 +209,7 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
             DynTensor::from_vec(values, x.dims())
         }
     })?;
-    // The mask is drawn on the host from the one global generator (so a seed gives the same
-    // mask on every device) and uploaded: one explicit copy per dropout layer and step.
-    x.mul(&mask.to(&x.device())?)
+    x.mul(&mask)
 }
 
 /// Rows `indices` (an `i64` tensor of any shape) of `weight` `[V, D]`: output

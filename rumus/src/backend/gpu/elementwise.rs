@@ -219,6 +219,36 @@ impl GpuDevice {
         Ok(DynTensor::from_gpu(out, dims))
     }
 
+    /// A dropout mask of `dims`: `scale` with probability `1 - p`, else 0, drawn from
+    /// `seed` on the device.
+    pub(crate) fn dropout_mask(
+        &self,
+        dims: &[usize],
+        p: f64,
+        scale: f64,
+        seed: u64,
+    ) -> Result<DynTensor> {
+        let numel: usize = dims.iter().product();
+        let out = GpuBuffer::uninit(self, numel, DType::F32, "dropout")?;
+        let (groups, row) = grid_1d(numel);
+        let mut params = vec![0u32; slot::DTYPE + 1];
+        params[slot::NUMEL] = numel as u32;
+        params[slot::ROW] = row;
+        params[2] = seed as u32;
+        params[3] = (seed >> 32) as u32;
+        params[slot::SCALAR0] = (p as f32).to_bits();
+        params[slot::SCALAR1] = (scale as f32).to_bits();
+        let groups = if numel == 0 { [0, 0, 0] } else { groups };
+        self.dispatch(
+            Module::Elementwise,
+            "dropout_mask",
+            &params,
+            &[(4, out.raw())],
+            groups,
+        );
+        Ok(DynTensor::from_gpu(out, dims))
+    }
+
     fn update(
         &self,
         dst: &DynTensor,
