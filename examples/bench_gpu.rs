@@ -9,9 +9,22 @@
 
 use std::time::Instant;
 
-use rumus::nn::{CrossEntropyOptions, Linear, Module, cross_entropy};
+use rumus::nn::{
+    CrossEntropyOptions, Linear, Module, Reduction, TransformerEncoderBlock, cross_entropy,
+    mse_loss,
+};
 use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::prelude::{D, Dyn, Tensor};
 use rumus::{DType, Device, DynTensor, no_grad};
+
+/// conv32-pool-conv64-pool-fc128-fc10 on 28x28 images (the MNIST example's network).
+#[path = "mnist/model.rs"]
+mod mnist_model;
+
+/// The encoder of the GPU benchmark: six pre-norm blocks, d = 512, 8 heads, FF 2048.
+struct Encoder {
+    blocks: Vec<TransformerEncoderBlock<512, 8, 2048>>,
+}
 
 /// Seconds per call of `f` over `reps` calls after `warmup`, waiting for the GPU at the end.
 fn seconds_per_call(device: &Device, warmup: usize, reps: usize, mut f: impl FnMut()) -> f64 {
@@ -66,10 +79,76 @@ fn mlp_step(device: &Device, batch: usize) -> f64 {
         let h = l1.forward_dyn(&x).unwrap().relu().unwrap();
         let h = l2.forward_dyn(&h).unwrap().relu().unwrap();
         let logits = l3.forward_dyn(&h).unwrap();
-        let loss = cross_entropy(&logits, &labels, &CrossEntropyOptions::default()).unwrap();
-        let mut grads = loss.backward().unwrap();
-        let _no_grad = no_grad();
-        adam.step(&mut grads).unwrap();
+        train(
+            &mut adam,
+            cross_entropy(&logits, &labels, &CrossEntropyOptions::default()),
+        );
+    });
+    s * 1e3
+}
+
+/// One step: `loss`, backward, Adam.
+fn train(adam: &mut Adam, loss: rumus::Result<DynTensor>) {
+    let mut grads = loss
+        .expect("forward and loss")
+        .backward()
+        .expect("backward");
+    let _no_grad = no_grad();
+    adam.step(&mut grads).expect("step");
+}
+
+fn labels(batch: usize) -> DynTensor {
+    DynTensor::from_vec((0..batch as i64).map(|i| i % 10).collect(), &[batch]).unwrap()
+}
+
+fn cnn_step(device: &Device, batch: usize) -> f64 {
+    let model = {
+        let _on = device.set_default();
+        mnist_model::Cnn::new().unwrap()
+    };
+    let mut adam = Adam::new(model.parameters(), AdamConfig::default()).unwrap();
+    let x: Tensor<(Dyn, D<1>, D<28>, D<28>)> = DynTensor::randn(&[batch, 1, 28, 28], DType::F32)
+        .unwrap()
+        .to(device)
+        .unwrap()
+        .try_shape()
+        .unwrap();
+    let y = labels(batch);
+    let options = CrossEntropyOptions::default();
+    let s = seconds_per_call(device, 3, 20, || {
+        let loss = model
+            .forward(&x)
+            .and_then(|logits| cross_entropy(logits.as_dyn(), &y, &options));
+        train(&mut adam, loss);
+    });
+    s * 1e3
+}
+
+fn transformer_step(device: &Device) -> f64 {
+    let encoder = {
+        let _on = device.set_default();
+        Encoder {
+            blocks: (0..6)
+                .map(|_| TransformerEncoderBlock::new().unwrap())
+                .collect(),
+        }
+    };
+    let params: Vec<DynTensor> = encoder.blocks.iter().flat_map(|b| b.parameters()).collect();
+    let mut adam = Adam::new(params, AdamConfig::default()).unwrap();
+    let x = DynTensor::randn(&[32, 256, 512], DType::F32)
+        .unwrap()
+        .to(device)
+        .unwrap();
+    let target = DynTensor::randn(&[32, 256, 512], DType::F32)
+        .unwrap()
+        .to(device)
+        .unwrap();
+    let s = seconds_per_call(device, 2, 10, || {
+        let mut h = x.clone();
+        for block in &encoder.blocks {
+            h = block.forward_dyn(&h, None, false).unwrap();
+        }
+        train(&mut adam, mse_loss(&h, &target, Reduction::Mean));
     });
     s * 1e3
 }
@@ -79,14 +158,20 @@ fn main() -> rumus::Result<()> {
     if let Device::Gpu(gpu) = &device {
         eprintln!("adapter: {} ({})", gpu.name(), gpu.backend());
     }
-    let sizes: &[usize] = if std::env::args().any(|a| a == "small") {
-        &[256]
+    // `small`: a quick run of every workload but the transformer on a slow adapter.
+    let small = std::env::args().any(|a| a == "small");
+    let (sizes, batch): (&[usize], usize) = if small {
+        (&[256], 8)
     } else {
-        &[2048, 4096, 8192]
+        (&[2048, 4096, 8192], 256)
     };
     for &n in sizes {
         println!("sgemm_{n} {:.1} GFLOP/s", sgemm(&device, n));
     }
-    println!("mlp_step_b256 {:.3} ms", mlp_step(&device, 256));
+    println!("mlp_step_b{batch} {:.3} ms", mlp_step(&device, batch));
+    println!("cnn_step_b{batch} {:.3} ms", cnn_step(&device, batch));
+    if !small {
+        println!("transformer_step {:.3} ms", transformer_step(&device));
+    }
     Ok(())
 }

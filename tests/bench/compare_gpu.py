@@ -53,6 +53,43 @@ def mlp_step(batch):
     return per_call(step, 3, 30) * 1e3
 
 
+def cnn_step(batch):
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(1600, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10),
+    ).cuda()
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(batch, 1, 28, 28, device="cuda")
+    y = torch.arange(batch, device="cuda") % 10
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return per_call(step, 3, 20) * 1e3
+
+
+def transformer_step():
+    layers = [
+        torch.nn.TransformerEncoderLayer(512, 8, 2048, norm_first=True, batch_first=True)
+        for _ in range(6)
+    ]
+    model = torch.nn.Sequential(*layers).cuda().train()
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(32, 256, 512, device="cuda")
+    target = torch.randn(32, 256, 512, device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(model(x), target).backward()
+        opt.step()
+
+    return per_call(step, 2, 10) * 1e3
+
+
 def main():
     binary = sys.argv[1]
     out = subprocess.run([binary], check=True, capture_output=True, text=True)
@@ -67,6 +104,10 @@ def main():
             torch_values[name] = sgemm(int(name.split("_")[1]))
         elif name == "mlp_step_b256":
             torch_values[name] = mlp_step(256)
+        elif name == "cnn_step_b256":
+            torch_values[name] = cnn_step(256)
+        elif name == "transformer_step":
+            torch_values[name] = transformer_step()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     print("| workload | unit | rumus | torch | ratio |")
     print("|---|---|---|---|---|")
