@@ -1,7 +1,6 @@
 // Batched matrix product out[b] = A[b] @ B[b] over strided operands (transposed views are
 // multiplied without a copy). Each workgroup of 256 threads computes a 64x64 tile of the
-// output, 4x4 per thread, through 16-deep slices of A and B staged in workgroup memory as
-// vec4 rows (one vector load each per step).
+// output, 4x4 per thread, through 16-deep slices of A and B staged in workgroup memory.
 //
 // Parameters: 0 M, 1 N, 2 K, 3 batch count, 4 batch rank (up to 4), 5-6 offsets of A and B,
 // 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15 batch dims,
@@ -30,8 +29,8 @@ fn batch_bases(batch: u32) -> vec2<u32> {
 }
 const DEPTH: u32 = 16u;
 
-var<workgroup> tile_a: array<vec4<f32>, 256>; // [DEPTH][TILE / 4], k-major
-var<workgroup> tile_b: array<vec4<f32>, 256>; // [DEPTH][TILE / 4]
+var<workgroup> tile_a: array<f32, 1024>; // [DEPTH][TILE], k-major
+var<workgroup> tile_b: array<f32, 1024>; // [DEPTH][TILE]
 
 @compute @workgroup_size(256)
 fn matmul_tiled(
@@ -69,7 +68,7 @@ fn matmul_tiled(
                 if (live && gm < m && gk < k) {
                     va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
                 }
-                tile_a[ak * 16u + am / 4u][am % 4u] = va;
+                tile_a[ak * TILE + am] = va;
                 let bk = e / TILE;
                 let bn = e % TILE;
                 let gkb = k0 + bk;
@@ -78,12 +77,14 @@ fn matmul_tiled(
                 if (live && gkb < k && gn < n) {
                     vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
                 }
-                tile_b[bk * 16u + bn / 4u][bn % 4u] = vb;
+                tile_b[bk * TILE + bn] = vb;
             }
             workgroupBarrier();
             for (var kk = 0u; kk < DEPTH; kk++) {
-                let av = tile_a[kk * 16u + ty];
-                let bv = tile_b[kk * 16u + tx];
+                let ra = kk * TILE + ty * 4u;
+                let rb = kk * TILE + tx * 4u;
+                let av = vec4<f32>(tile_a[ra], tile_a[ra + 1u], tile_a[ra + 2u], tile_a[ra + 3u]);
+                let bv = vec4<f32>(tile_b[rb], tile_b[rb + 1u], tile_b[rb + 2u], tile_b[rb + 3u]);
                 acc[0] += av.x * bv;
                 acc[1] += av.y * bv;
                 acc[2] += av.z * bv;
@@ -109,14 +110,10 @@ fn matmul_tiled(
 }
 
 // The same product for large matrices: a 128x128 tile per workgroup, 8x8 per thread,
-// 16-deep slices held as vec4 rows, so each thread reads its 8 values of A and of B with two
-// vector loads per step. The host picks it when there are enough such tiles to fill the GPU.
+// 8-deep slices (the same workgroup arrays, laid out [8][128]). More work per thread hides
+// memory latency; the host picks it when both M and N are at least 128.
 const WIDE: u32 = 128u;
-const WIDE_DEPTH: u32 = 16u;
-const WIDE_VECS: u32 = 32u; // vec4s per row of a slice
-
-var<workgroup> wide_a: array<vec4<f32>, 512>; // [WIDE_DEPTH][WIDE / 4], k-major
-var<workgroup> wide_b: array<vec4<f32>, 512>;
+const WIDE_DEPTH: u32 = 8u;
 
 @compute @workgroup_size(256)
 fn matmul_wide(
@@ -144,7 +141,7 @@ fn matmul_wide(
             acc[i] = vec4<f32>(0.0);
         }
         for (var k0 = 0u; k0 < k; k0 += WIDE_DEPTH) {
-            for (var l = 0u; l < 8u; l++) {
+            for (var l = 0u; l < 4u; l++) {
                 let e = lid + l * 256u;
                 let am = e / WIDE_DEPTH;
                 let ak = e % WIDE_DEPTH;
@@ -154,7 +151,7 @@ fn matmul_wide(
                 if (live && gm < m && gk < k) {
                     va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
                 }
-                wide_a[ak * WIDE_VECS + am / 4u][am % 4u] = va;
+                tile_a[ak * WIDE + am] = va;
                 let bk = e / WIDE;
                 let bn = e % WIDE;
                 let gkb = k0 + bk;
@@ -163,14 +160,16 @@ fn matmul_wide(
                 if (live && gkb < k && gn < n) {
                     vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
                 }
-                wide_b[bk * WIDE_VECS + bn / 4u][bn % 4u] = vb;
+                tile_b[bk * WIDE + bn] = vb;
             }
             workgroupBarrier();
             for (var kk = 0u; kk < WIDE_DEPTH; kk++) {
-                let a0 = wide_a[kk * WIDE_VECS + ty * 2u];
-                let a1 = wide_a[kk * WIDE_VECS + ty * 2u + 1u];
-                let b0 = wide_b[kk * WIDE_VECS + tx * 2u];
-                let b1 = wide_b[kk * WIDE_VECS + tx * 2u + 1u];
+                let ra = kk * WIDE + ty * 8u;
+                let rb = kk * WIDE + tx * 8u;
+                let a0 = vec4<f32>(tile_a[ra], tile_a[ra + 1u], tile_a[ra + 2u], tile_a[ra + 3u]);
+                let a1 = vec4<f32>(tile_a[ra + 4u], tile_a[ra + 5u], tile_a[ra + 6u], tile_a[ra + 7u]);
+                let b0 = vec4<f32>(tile_b[rb], tile_b[rb + 1u], tile_b[rb + 2u], tile_b[rb + 3u]);
+                let b1 = vec4<f32>(tile_b[rb + 4u], tile_b[rb + 5u], tile_b[rb + 6u], tile_b[rb + 7u]);
                 for (var i = 0u; i < 4u; i++) {
                     acc[2u * i] += a0[i] * b0;
                     acc[2u * i + 1u] += a0[i] * b1;
