@@ -4,7 +4,8 @@
 //
 // Parameters: 0 M, 1 N, 2 K, 3 batch count, 4 batch rank (up to 4), 5-6 offsets of A and B,
 // 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15 batch dims,
-// 16-19 batch strides of A, 20-23 of B. The output is contiguous [batch, M, N].
+// 16-19 batch strides of A, 20-23 of B, 24 K splits, 25 K per split. The output is
+// contiguous [batch, M, N] ([batch, splits, M, N] partial products with several splits).
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
 @group(0) @binding(1) var<storage, read> a: array<u32>;
@@ -49,7 +50,12 @@ fn matmul_tiled(
     let col0 = (tile % tiles_n) * TILE;
     let tx = lid % 16u;
     let ty = lid / 16u;
-    for (var batch = wid.z; batch < p[3]; batch += groups.z) {
+    // Jobs are (batch, split) pairs: with split-K (p[24] splits of p[25] along K) each job
+    // writes its partial product to its own [M, N] block, which `sum_splits` adds up.
+    for (var job = wid.z; job < p[3] * p[24]; job += groups.z) {
+        let batch = job / p[24];
+        let k_begin = (job % p[24]) * p[25];
+        let k_end = min(k, k_begin + p[25]);
         let bases = batch_bases(batch);
         let base_a = bases.x;
         let base_b = bases.y;
@@ -57,7 +63,7 @@ fn matmul_tiled(
         for (var i = 0u; i < 4u; i++) {
             acc[i] = vec4<f32>(0.0);
         }
-        for (var k0 = 0u; k0 < k; k0 += DEPTH) {
+        for (var k0 = k_begin; k0 < k_end; k0 += DEPTH) {
             for (var l = 0u; l < 4u; l++) {
                 let e = lid + l * 256u;
                 let am = e / DEPTH;
@@ -65,7 +71,7 @@ fn matmul_tiled(
                 let gm = row0 + am;
                 let gk = k0 + ak;
                 var va = 0.0;
-                if (live && gm < m && gk < k) {
+                if (live && gm < m && gk < k_end) {
                     va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
                 }
                 tile_a[ak * TILE + am] = va;
@@ -74,7 +80,7 @@ fn matmul_tiled(
                 let gkb = k0 + bk;
                 let gn = col0 + bn;
                 var vb = 0.0;
-                if (live && gkb < k && gn < n) {
+                if (live && gkb < k_end && gn < n) {
                     vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
                 }
                 tile_b[bk * TILE + bn] = vb;
@@ -93,7 +99,7 @@ fn matmul_tiled(
             workgroupBarrier();
         }
         if (live) {
-            let out_base = batch * m * n;
+            let out_base = job * m * n;
             for (var i = 0u; i < 4u; i++) {
                 let gm = row0 + ty * 4u + i;
                 if (gm < m) {
@@ -132,7 +138,12 @@ fn matmul_wide(
     let col0 = (tile % tiles_n) * WIDE;
     let tx = lid % 16u;
     let ty = lid / 16u;
-    for (var batch = wid.z; batch < p[3]; batch += groups.z) {
+    // Jobs are (batch, split) pairs: with split-K (p[24] splits of p[25] along K) each job
+    // writes its partial product to its own [M, N] block, which `sum_splits` adds up.
+    for (var job = wid.z; job < p[3] * p[24]; job += groups.z) {
+        let batch = job / p[24];
+        let k_begin = (job % p[24]) * p[25];
+        let k_end = min(k, k_begin + p[25]);
         let bases = batch_bases(batch);
         let base_a = bases.x;
         let base_b = bases.y;
@@ -140,7 +151,7 @@ fn matmul_wide(
         for (var i = 0u; i < 16u; i++) {
             acc[i] = vec4<f32>(0.0);
         }
-        for (var k0 = 0u; k0 < k; k0 += WIDE_DEPTH) {
+        for (var k0 = k_begin; k0 < k_end; k0 += WIDE_DEPTH) {
             for (var l = 0u; l < 4u; l++) {
                 let e = lid + l * 256u;
                 let am = e / WIDE_DEPTH;
@@ -148,7 +159,7 @@ fn matmul_wide(
                 let gm = row0 + am;
                 let gk = k0 + ak;
                 var va = 0.0;
-                if (live && gm < m && gk < k) {
+                if (live && gm < m && gk < k_end) {
                     va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
                 }
                 tile_a[ak * WIDE + am] = va;
@@ -157,7 +168,7 @@ fn matmul_wide(
                 let gkb = k0 + bk;
                 let gn = col0 + bn;
                 var vb = 0.0;
-                if (live && gkb < k && gn < n) {
+                if (live && gkb < k_end && gn < n) {
                     vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
                 }
                 tile_b[bk * WIDE + bn] = vb;
@@ -180,7 +191,7 @@ fn matmul_wide(
             workgroupBarrier();
         }
         if (live) {
-            let out_base = batch * m * n;
+            let out_base = job * m * n;
             for (var i = 0u; i < 8u; i++) {
                 let gm = row0 + ty * 8u + i;
                 if (gm < m) {
@@ -194,4 +205,22 @@ fn matmul_wide(
             }
         }
     }
+}
+
+// Adds the split-K partial products [batch, splits, M N] into [batch, M N].
+// Parameters: 0 output elements, 1 M N, 2 splits, 3 threads per grid row.
+@compute @workgroup_size(256)
+fn sum_splits(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.y * p[3] + gid.x;
+    if (i >= p[0]) {
+        return;
+    }
+    let block = p[1];
+    let splits = p[2];
+    let first = (i / block) * splits * block + i % block;
+    var total = 0.0;
+    for (var s = 0u; s < splits; s++) {
+        total += bitcast<f32>(a[first + s * block]);
+    }
+    out[i] = bitcast<u32>(total);
 }

@@ -123,3 +123,25 @@ fn softmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         }
     }
 }
+
+// Column sums of a contiguous [rows, cols] block (a reduction over leading axes, such as a
+// bias gradient over the batch): each invocation adds `chunk` rows of one column, so
+// neighbouring invocations read neighbouring words; grid y counts chunks, and the host adds
+// the chunk sums with another pass while there is more than one.
+// Parameters: 0 rows, 1 cols, 2 rows per chunk, 3 input offset.
+@compute @workgroup_size(256)
+fn sum_columns(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let col = gid.x;
+    let chunk = gid.y;
+    let cols = p[1];
+    if (col >= cols) {
+        return;
+    }
+    let first = chunk * p[2];
+    let last = min(p[0], first + p[2]);
+    var total = 0.0;
+    for (var r = first; r < last; r++) {
+        total += bitcast<f32>(a[p[3] + r * cols + col]);
+    }
+    out[chunk * cols + col] = bitcast<u32>(total);
+}

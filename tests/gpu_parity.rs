@@ -217,6 +217,13 @@ fn reductions_and_softmax_match_the_cpu() {
     check("sum 0 2", &device, std::slice::from_ref(&x), |t| {
         t[0].sum(&[0, 2], true).unwrap()
     });
+    // leading axes of a contiguous tensor: column sums in several passes
+    check(
+        "sum of leading axes",
+        &device,
+        &[tensor(&[40, 300, 7], 34)],
+        |t| t[0].sum(&[0, 1], false).unwrap(),
+    );
     check("mean 1", &device, std::slice::from_ref(&x), |t| {
         t[0].mean(&[1], false).unwrap()
     });

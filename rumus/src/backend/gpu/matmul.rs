@@ -1,6 +1,6 @@
 //! Launcher of `shaders/matmul.wgsl`: batched, broadcast and strided matrix products.
 
-use super::batch::grid_rows;
+use super::batch::{grid_1d, grid_rows};
 use super::context::GpuDevice;
 use super::elementwise::check_float;
 use super::memory::GpuBuffer;
@@ -15,6 +15,22 @@ use crate::tensor::DynTensor;
 const TILE: usize = 64;
 const WIDE_TILE: usize = 128;
 const MIN_WIDE_TILES: usize = 128;
+/// Split-K: products with fewer workgroups than this are split along K (each split a job of
+/// its own, their partial products added by `sum_splits`), but no split is shorter than
+/// `MIN_SPLIT_K`. Weight gradients (`[D, B T] @ [B T, F]`: small M N, K in the thousands)
+/// otherwise run on a few hundred workgroups, each walking all of K.
+const MIN_WORKGROUPS: usize = 512;
+const MIN_SPLIT_K: usize = 256;
+
+/// (splits, K per split) for a product of `jobs` output tiles over `k`.
+fn split_k(jobs: usize, k: usize) -> (usize, usize) {
+    if jobs >= MIN_WORKGROUPS || k < 2 * MIN_SPLIT_K {
+        return (1, k.max(1));
+    }
+    let splits = (MIN_WORKGROUPS / jobs.max(1)).min(k / MIN_SPLIT_K).max(1);
+    let chunk = k.div_ceil(splits).next_multiple_of(16);
+    (k.div_ceil(chunk), chunk)
+}
 const MAX_BATCH_RANK: usize = 4;
 
 /// The batch part (all but the last two axes) of a broadcast operand layout.
@@ -63,9 +79,10 @@ impl GpuDevice {
         };
         let tiles = m.div_ceil(tile) * n.div_ceil(tile);
         let ([gx, gy, _], row) = grid_rows(tiles);
-        let gz = batch.clamp(1, 65_535) as u32;
+        let (splits, chunk) = split_k(tiles * batch, k);
+        let gz = (batch * splits).clamp(1, 65_535) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
-        let mut params = vec![0u32; 24];
+        let mut params = vec![0u32; 26];
         params[..12].copy_from_slice(&[
             m as u32,
             n as u32,
@@ -85,6 +102,8 @@ impl GpuDevice {
             params[16 + axis] = strided.strides[0][axis] as u32;
             params[20 + axis] = strided.strides[1][axis] as u32;
         }
+        params[24] = splits as u32;
+        params[25] = chunk as u32;
         let (ma, mb) = (self.memory_of(a)?, self.memory_of(b)?);
         let groups = if batch * m * n == 0 {
             [0, 0, 0]

@@ -63,6 +63,14 @@ impl GpuDevice {
         out_dims: &[usize],
     ) -> Result<DynTensor> {
         check_float(x.dtype(), "reduction")?;
+        let leading = axes.iter().enumerate().all(|(i, &a)| i == a);
+        if kind == Reduction::Sum && leading && !axes.is_empty() && x.is_contiguous() {
+            let rows = x.dims()[..axes.len()].iter().product();
+            let cols: usize = x.dims()[axes.len()..].iter().product();
+            if cols.div_ceil(256) <= 65_535 {
+                return self.sum_columns(x, rows, cols, out_dims);
+            }
+        }
         let (rows_input, rows, len) = grouped(self, x, axes)?;
         let out = GpuBuffer::uninit(self, rows, DType::F32, "reduction")?;
         let op = match kind {
@@ -72,6 +80,49 @@ impl GpuDevice {
         };
         self.rows_kernel("reduce_rows", &rows_input, (rows, len), op, &out)?;
         Ok(DynTensor::from_gpu(out, out_dims))
+    }
+
+    /// Sums over the leading `rows` of contiguous `x` viewed as `[rows, cols]`, in passes of
+    /// `CHUNK`-row partial sums (reads stay coalesced, no transposed copy).
+    fn sum_columns(
+        &self,
+        x: &DynTensor,
+        rows: usize,
+        cols: usize,
+        out_dims: &[usize],
+    ) -> Result<DynTensor> {
+        const CHUNK: usize = 64;
+        let mut current = x.clone();
+        let mut rows = rows;
+        loop {
+            let chunk = CHUNK.max(rows.div_ceil(65_535));
+            let chunks = rows.div_ceil(chunk).max(1);
+            let out = GpuBuffer::uninit(self, chunks * cols, DType::F32, "sum")?;
+            let params = [
+                rows as u32,
+                cols as u32,
+                chunk as u32,
+                current.layout().offset() as u32,
+            ];
+            let input = self.memory_of(&current)?;
+            let groups = if cols == 0 {
+                [0, 0, 0]
+            } else {
+                [cols.div_ceil(256) as u32, chunks as u32, 1]
+            };
+            self.dispatch(
+                Module::Reduce,
+                "sum_columns",
+                &params,
+                &[(1, input.raw()), (2, out.raw())],
+                groups,
+            );
+            if chunks == 1 {
+                return Ok(DynTensor::from_gpu(out, out_dims));
+            }
+            current = DynTensor::from_gpu(out, &[chunks, cols]);
+            rows = chunks;
+        }
     }
 
     /// Index of the largest (or smallest) value along `axis`, as `i64` (`i32` on the GPU).
