@@ -124,7 +124,8 @@ fn cnn_step(device: &Device, batch: usize) -> f64 {
     s * 1e3
 }
 
-fn transformer_step(device: &Device) -> f64 {
+/// (train step, forward alone) in milliseconds.
+fn transformer_step(device: &Device) -> (f64, f64) {
     let encoder = {
         let _on = device.set_default();
         Encoder {
@@ -143,14 +144,21 @@ fn transformer_step(device: &Device) -> f64 {
         .unwrap()
         .to(device)
         .unwrap();
-    let s = seconds_per_call(device, 2, 10, || {
+    let forward = || {
         let mut h = x.clone();
         for block in &encoder.blocks {
             h = block.forward_dyn(&h, None, false).unwrap();
         }
-        train(&mut adam, mse_loss(&h, &target, Reduction::Mean));
+        h
+    };
+    let step = seconds_per_call(device, 2, 10, || {
+        train(&mut adam, mse_loss(&forward(), &target, Reduction::Mean));
     });
-    s * 1e3
+    let forward_only = seconds_per_call(device, 1, 5, || {
+        let _no_grad = no_grad();
+        forward();
+    });
+    (step * 1e3, forward_only * 1e3)
 }
 
 fn main() -> rumus::Result<()> {
@@ -171,7 +179,9 @@ fn main() -> rumus::Result<()> {
     println!("mlp_step_b{batch} {:.3} ms", mlp_step(&device, batch));
     println!("cnn_step_b{batch} {:.3} ms", cnn_step(&device, batch));
     if !small {
-        println!("transformer_step {:.3} ms", transformer_step(&device));
+        let (step, forward) = transformer_step(&device);
+        println!("transformer_step {step:.3} ms");
+        println!("transformer_forward {forward:.3} ms");
     }
     Ok(())
 }

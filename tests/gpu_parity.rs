@@ -250,53 +250,80 @@ fn reductions_and_softmax_match_the_cpu() {
 #[test]
 fn matrix_products_match_the_cpu() {
     let Some(device) = gpu() else { return };
+    let product = |t: &[DynTensor]| t[0].matmul(&t[1]).unwrap();
+    let transposed = |t: &[DynTensor]| {
+        let (a, b) = (
+            t[0].transpose(-1, -2).unwrap(),
+            t[1].transpose(-1, -2).unwrap(),
+        );
+        a.matmul(&b).unwrap()
+    };
     // sizes that are not multiples of the 64x64 tile
     check(
         "2-d",
         &device,
         &[tensor(&[67, 45], 10), tensor(&[45, 130], 11)],
-        |t| t[0].matmul(&t[1]).unwrap(),
+        product,
     );
     check(
         "transposed operands",
         &device,
         &[tensor(&[45, 67], 12), tensor(&[33, 45], 13)],
-        |t| {
-            t[0].transpose(0, 1)
-                .unwrap()
-                .matmul(&t[1].transpose(0, 1).unwrap())
-                .unwrap()
-        },
-    );
-    // large enough for the 128x128 tile, again with ragged edges
-    check(
-        "wide 2-d",
-        &device,
-        &[tensor(&[131, 70], 23), tensor(&[70, 200], 24)],
-        |t| t[0].matmul(&t[1]).unwrap(),
-    );
-    check(
-        "wide batched, transposed",
-        &device,
-        &[tensor(&[2, 7, 1500], 25), tensor(&[2, 1500, 7], 26)],
-        |t| {
-            t[0].transpose(1, 2)
-                .unwrap()
-                .matmul(&t[1].transpose(1, 2).unwrap())
-                .unwrap()
-        },
+        transposed,
     );
     check(
         "broadcast batch",
         &device,
         &[tensor(&[2, 3, 9, 17], 14), tensor(&[3, 17, 5], 15)],
-        |t| t[0].matmul(&t[1]).unwrap(),
+        product,
     );
     check(
         "vector",
         &device,
         &[tensor(&[8, 12], 16), tensor(&[12], 17)],
-        |t| t[0].matmul(&t[1]).unwrap(),
+        product,
+    );
+    // at least 128 output tiles of 128x128: the wide kernel, with ragged edges
+    check(
+        "wide 2-d",
+        &device,
+        &[tensor(&[2049, 9], 23), tensor(&[9, 1030], 24)],
+        product,
+    );
+    check(
+        "wide, several slices deep",
+        &device,
+        &[tensor(&[1030, 40], 27), tensor(&[40, 2049], 28)],
+        product,
+    );
+    check(
+        "wide batched, transposed",
+        &device,
+        &[tensor(&[2, 7, 1500], 25), tensor(&[2, 1500, 7], 26)],
+        transposed,
+    );
+    // few output tiles and a long K: split along K, the partial products added up
+    check(
+        "split-K",
+        &device,
+        &[tensor(&[8, 3000], 29), tensor(&[3000, 9], 30)],
+        product,
+    );
+    check(
+        "split-K batched",
+        &device,
+        &[tensor(&[3, 5, 1100], 31), tensor(&[3, 1100, 70], 32)],
+        product,
+    );
+    check(
+        "split-K transposed",
+        &device,
+        // positive terms: 2,000-term sums of mixed signs cancel below the f32 tolerance
+        &[
+            tensor(&[2000, 30], 33).abs().unwrap(),
+            tensor(&[6, 2000], 34).abs().unwrap(),
+        ],
+        transposed,
     );
 }
 

@@ -72,7 +72,7 @@ def cnn_step(batch):
     return per_call(step, 3, 20) * 1e3
 
 
-def transformer_step():
+def transformer(forward_only):
     layers = [
         torch.nn.TransformerEncoderLayer(512, 8, 2048, norm_first=True, batch_first=True)
         for _ in range(6)
@@ -87,6 +87,12 @@ def transformer_step():
         torch.nn.functional.mse_loss(model(x), target).backward()
         opt.step()
 
+    def forward():
+        with torch.no_grad():
+            model(x)
+
+    if forward_only:
+        return per_call(forward, 1, 5) * 1e3
     return per_call(step, 2, 10) * 1e3
 
 
@@ -107,7 +113,9 @@ def main():
         elif name == "cnn_step_b256":
             torch_values[name] = cnn_step(256)
         elif name == "transformer_step":
-            torch_values[name] = transformer_step()
+            torch_values[name] = transformer(forward_only=False)
+        elif name == "transformer_forward":
+            torch_values[name] = transformer(forward_only=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     print("| workload | unit | rumus | torch | ratio |")
     print("|---|---|---|---|---|")

@@ -110,12 +110,37 @@ impl GpuDevice {
         } else {
             [gx, gy, gz]
         };
+        if splits == 1 {
+            self.dispatch(
+                Module::Matmul,
+                entry,
+                &params,
+                &[(1, ma.raw()), (2, mb.raw()), (3, out.raw())],
+                groups,
+            );
+            return Ok(DynTensor::from_gpu(out, out_dims));
+        }
+        let partial = GpuBuffer::uninit(self, batch * splits * m * n, DType::F32, "matmul")?;
         self.dispatch(
             Module::Matmul,
             entry,
             &params,
-            &[(1, ma.raw()), (2, mb.raw()), (3, out.raw())],
+            &[(1, ma.raw()), (2, mb.raw()), (3, partial.raw())],
             groups,
+        );
+        let (sum_groups, sum_row) = grid_1d(batch * m * n);
+        let sum_params = [
+            (batch * m * n) as u32,
+            (m * n) as u32,
+            splits as u32,
+            sum_row,
+        ];
+        self.dispatch(
+            Module::Matmul,
+            "sum_splits",
+            &sum_params,
+            &[(1, partial.raw()), (3, out.raw())],
+            sum_groups,
         );
         Ok(DynTensor::from_gpu(out, out_dims))
     }
