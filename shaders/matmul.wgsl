@@ -57,6 +57,10 @@ fn matmul_tiled(
         let k_begin = (job % p[24]) * p[25];
         let k_end = min(k, k_begin + p[25]);
         let bases = batch_bases(batch);
+        // Neighbouring invocations load neighbouring words: along K for a row-major A (and
+        // a transposed B, as in `x @ W^T`), along M (N) for a transposed A (a row-major B).
+        let a_by_rows = p[8] != 1u && p[7] == 1u;
+        let b_by_depth = p[10] != 1u && p[9] == 1u;
         let base_a = bases.x;
         let base_b = bases.y;
         var acc: array<vec4<f32>, 4>;
@@ -66,8 +70,8 @@ fn matmul_tiled(
         for (var k0 = k_begin; k0 < k_end; k0 += DEPTH) {
             for (var l = 0u; l < 4u; l++) {
                 let e = lid + l * 256u;
-                let am = e / DEPTH;
-                let ak = e % DEPTH;
+                let am = select(e / DEPTH, e % TILE, a_by_rows);
+                let ak = select(e % DEPTH, e / TILE, a_by_rows);
                 let gm = row0 + am;
                 let gk = k0 + ak;
                 var va = 0.0;
@@ -75,8 +79,8 @@ fn matmul_tiled(
                     va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
                 }
                 tile_a[ak * TILE + am] = va;
-                let bk = e / TILE;
-                let bn = e % TILE;
+                let bk = select(e / TILE, e % DEPTH, b_by_depth);
+                let bn = select(e % TILE, e / DEPTH, b_by_depth);
                 let gkb = k0 + bk;
                 let gn = col0 + bn;
                 var vb = 0.0;
@@ -145,6 +149,10 @@ fn matmul_wide(
         let k_begin = (job % p[24]) * p[25];
         let k_end = min(k, k_begin + p[25]);
         let bases = batch_bases(batch);
+        // Neighbouring invocations load neighbouring words: along K for a row-major A (and
+        // a transposed B, as in `x @ W^T`), along M (N) for a transposed A (a row-major B).
+        let a_by_rows = p[8] != 1u && p[7] == 1u;
+        let b_by_depth = p[10] != 1u && p[9] == 1u;
         let base_a = bases.x;
         let base_b = bases.y;
         var acc: array<vec4<f32>, 16>;
@@ -154,8 +162,8 @@ fn matmul_wide(
         for (var k0 = k_begin; k0 < k_end; k0 += WIDE_DEPTH) {
             for (var l = 0u; l < 4u; l++) {
                 let e = lid + l * 256u;
-                let am = e / WIDE_DEPTH;
-                let ak = e % WIDE_DEPTH;
+                let am = select(e / WIDE_DEPTH, e % WIDE, a_by_rows);
+                let ak = select(e % WIDE_DEPTH, e / WIDE, a_by_rows);
                 let gm = row0 + am;
                 let gk = k0 + ak;
                 var va = 0.0;
@@ -163,8 +171,8 @@ fn matmul_wide(
                     va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
                 }
                 tile_a[ak * WIDE + am] = va;
-                let bk = e / WIDE;
-                let bn = e % WIDE;
+                let bk = select(e / WIDE, e % WIDE_DEPTH, b_by_depth);
+                let bn = select(e % WIDE, e / WIDE_DEPTH, b_by_depth);
                 let gkb = k0 + bk;
                 let gn = col0 + bn;
                 var vb = 0.0;
