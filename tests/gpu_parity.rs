@@ -283,6 +283,20 @@ fn matrix_products_match_the_cpu() {
         &[tensor(&[8, 12], 16), tensor(&[12], 17)],
         product,
     );
+    // a weight broadcast over a batch: folded into one product over all rows, unless the
+    // batch does not step evenly over the rows
+    check(
+        "batch folded into rows",
+        &device,
+        &[tensor(&[4, 6, 10], 35), tensor(&[10, 7], 36)],
+        product,
+    );
+    check(
+        "batch that cannot fold",
+        &device,
+        &[tensor(&[6, 4, 10], 37), tensor(&[10, 7], 38)],
+        |t| t[0].transpose(0, 1).unwrap().matmul(&t[1]).unwrap(),
+    );
     // at least 128 output tiles of 128x128: the wide kernel, with ragged edges
     check(
         "wide 2-d",

@@ -43,6 +43,33 @@ fn batch_layout(layout: &Layout) -> Layout {
     )
 }
 
+/// `[batch.., m, k] @ [k, n]` broadcast over the batch (a `Linear` on a `[B, T, D]` input) as
+/// one `[batch * m, k] @ [k, n]` product, when the batch dims of A step over its rows
+/// evenly: one large product keeps more of the GPU busy than many small ones.
+fn fold_batch_into_rows(la: &Layout, lb: &Layout) -> Option<(Layout, Layout)> {
+    let r = la.rank();
+    if r <= 2 || lb.strides()[..r - 2].iter().any(|&s| s != 0) {
+        return None;
+    }
+    let rows: Vec<usize> = la.dims()[..r - 1].to_vec();
+    let row_layout = Layout::new(rows.clone(), la.strides()[..r - 1].to_vec(), 0);
+    let merged = Strided::new("matmul", &rows, &[&row_layout]).ok()?;
+    if merged.dims.len() > 1 {
+        return None;
+    }
+    let m: usize = rows.iter().product();
+    let row_stride = merged.strides[0].first().copied().unwrap_or(0);
+    let (k, n) = (la.dims()[r - 1], lb.dims()[r - 1]);
+    Some((
+        Layout::new(
+            vec![m, k],
+            vec![row_stride, la.strides()[r - 1]],
+            la.offset(),
+        ),
+        Layout::new(vec![k, n], lb.strides()[r - 2..].to_vec(), lb.offset()),
+    ))
+}
+
 impl GpuDevice {
     /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`.
     pub(crate) fn matmul(
@@ -52,6 +79,9 @@ impl GpuDevice {
         out_dims: &[usize],
     ) -> Result<DynTensor> {
         check_float(a.dtype(), "matmul")?;
+        if let Some((la, lb)) = fold_batch_into_rows(la, lb) {
+            return self.matmul((a, &la), (b, &lb), out_dims);
+        }
         let r = la.rank();
         let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
         let batch_dims = &la.dims()[..r - 2];
@@ -72,11 +102,12 @@ impl GpuDevice {
         }
         // Wide tiles only when there are enough of them to keep a large GPU busy: on an H200
         // a 256x1024 product ran slower with 16 wide tiles than with 64 small ones.
-        let (entry, tile) = if m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE) >= MIN_WIDE_TILES {
-            ("matmul_wide", WIDE_TILE)
-        } else {
-            ("matmul_tiled", TILE)
-        };
+        let (entry, tile) =
+            if batch * m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE) >= MIN_WIDE_TILES {
+                ("matmul_wide", WIDE_TILE)
+            } else {
+                ("matmul_tiled", TILE)
+            };
         let tiles = m.div_ceil(tile) * n.div_ceil(tile);
         let ([gx, gy, _], row) = grid_rows(tiles);
         let (splits, chunk) = split_k(tiles * batch, k);
