@@ -103,10 +103,17 @@ pub(crate) fn matmul_backward(
     } else {
         None
     };
-    let gb = if needs[1] {
-        Some(a.transpose(-1, -2)?.matmul(grad)?.sum_to(b.dims())?)
-    } else {
+    let gb = if !needs[1] {
         None
+    } else if b.rank() == 2 && a.rank() > 2 {
+        // A matrix shared by a batch (a `Linear` weight on `[B, T, D]`): fold the batch into
+        // the product's depth, `[B T, K]^T @ [B T, N]`, instead of B products summed after.
+        let (k, n) = (a.dims()[a.rank() - 1], grad.dims()[grad.rank() - 1]);
+        let rows = a.numel() / k.max(1);
+        let a_rows = a.reshape(&[rows, k])?;
+        Some(a_rows.transpose(0, 1)?.matmul(&grad.reshape(&[rows, n])?)?)
+    } else {
+        Some(a.transpose(-1, -2)?.matmul(grad)?.sum_to(b.dims())?)
     };
     Ok(vec![ga, gb])
 }
