@@ -652,3 +652,28 @@ fn a_transformer_block_and_a_cnn_match_the_cpu() {
         assert_close(&format!("output or gradient {i}"), c, g);
     }
 }
+
+#[test]
+fn a_model_moves_between_devices_in_place() {
+    let Some(device) = gpu() else { return };
+    let _serial = serial();
+    rumus::manual_seed(3);
+    let mut layer = Linear::<6, 4>::new().unwrap();
+    let handles = layer.parameters();
+    let values: Vec<Vec<f32>> = handles.iter().map(|p| p.to_vec().unwrap()).collect();
+    layer.to_device(device.clone()).unwrap();
+    for (handle, value) in handles.iter().zip(&values) {
+        // the handles taken before the move (an optimizer's) see the moved tensor
+        assert_eq!(handle.device(), device);
+        assert_eq!(&handle.to_vec::<f32>().unwrap(), value);
+    }
+    let x = tensor(&[3, 6], 90);
+    let on_gpu = layer.forward_dyn(&x.to(&device).unwrap()).unwrap();
+    layer.to_device(Device::Cpu).unwrap();
+    assert!(handles.iter().all(|p| p.device() == Device::Cpu));
+    assert_close(
+        "forward after the move",
+        &layer.forward_dyn(&x).unwrap(),
+        &on_gpu,
+    );
+}

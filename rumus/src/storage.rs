@@ -70,15 +70,15 @@ pub fn live_storage_bytes() -> usize {
 
 /// Where the elements are.
 #[derive(Debug)]
-enum Memory {
-    Host(RwLock<CpuBuffer>),
+pub enum Memory {
+    Host(CpuBuffer),
     Gpu(GpuBuffer),
 }
 
-/// Host elements for a CPU kernel: the buffer itself, or a copy read back from a GPU for an op
-/// that has no GPU kernel (counted as a fallback transfer).
+/// Host elements for a CPU kernel: the buffer itself, or a copy read back from a GPU for a
+/// host-only path (counted as a fallback transfer).
 pub enum HostView<'a> {
-    Borrowed(RwLockReadGuard<'a, CpuBuffer>),
+    Borrowed(RwLockReadGuard<'a, Memory>),
     Downloaded(CpuBuffer),
 }
 
@@ -87,16 +87,44 @@ impl Deref for HostView<'_> {
 
     fn deref(&self) -> &CpuBuffer {
         match self {
-            HostView::Borrowed(guard) => guard,
+            HostView::Borrowed(guard) => match &**guard {
+                Memory::Host(buffer) => buffer,
+                Memory::Gpu(_) => unreachable!("read() downloads GPU memory under the same lock"),
+            },
             HostView::Downloaded(buffer) => buffer,
         }
     }
 }
 
-/// Reference-counted tensor memory with a version counter.
+/// Write access to host elements (the storage's lock held).
+pub struct HostWrite<'a>(RwLockWriteGuard<'a, Memory>);
+
+impl Deref for HostWrite<'_> {
+    type Target = CpuBuffer;
+
+    fn deref(&self) -> &CpuBuffer {
+        match &*self.0 {
+            Memory::Host(buffer) => buffer,
+            Memory::Gpu(_) => unreachable!("write() checks for host memory"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for HostWrite<'_> {
+    fn deref_mut(&mut self) -> &mut CpuBuffer {
+        match &mut *self.0 {
+            Memory::Host(buffer) => buffer,
+            Memory::Gpu(_) => unreachable!("write() checks for host memory"),
+        }
+    }
+}
+
+/// Reference-counted tensor memory with a version counter. The memory sits behind a lock so
+/// it can move between devices in place ([`Storage::relocate`]): a model moved to a GPU keeps
+/// its parameters' identities, and with them an optimizer's hold on them.
 #[derive(Debug)]
 pub struct Storage {
-    memory: Memory,
+    memory: RwLock<Memory>,
     version: AtomicU64,
     dtype: DType,
     bytes: usize,
@@ -105,7 +133,7 @@ pub struct Storage {
 impl Storage {
     pub fn new(buffer: CpuBuffer) -> Self {
         let dtype = buffer.dtype();
-        Self::with_memory(buffer.len(), dtype, Memory::Host(RwLock::new(buffer)))
+        Self::with_memory(buffer.len(), dtype, Memory::Host(buffer))
     }
 
     /// Memory on a GPU.
@@ -118,11 +146,17 @@ impl Storage {
         let bytes = len * dtype.size_in_bytes();
         LIVE_STORAGE_BYTES.fetch_add(bytes, Ordering::Relaxed);
         Storage {
-            memory,
+            memory: RwLock::new(memory),
             version: AtomicU64::new(0),
             dtype,
             bytes,
         }
+    }
+
+    fn lock(&self) -> RwLockReadGuard<'_, Memory> {
+        self.memory
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn dtype(&self) -> DType {
@@ -131,16 +165,16 @@ impl Storage {
 
     /// The device holding the elements.
     pub fn device(&self) -> Device {
-        match &self.memory {
+        match &*self.lock() {
             Memory::Host(_) => Device::Cpu,
             Memory::Gpu(buffer) => Device::Gpu(buffer.device()),
         }
     }
 
-    /// The GPU buffer, for storages on a GPU.
-    pub fn gpu(&self) -> Option<&GpuBuffer> {
-        match &self.memory {
-            Memory::Gpu(buffer) => Some(buffer),
+    /// `f` of the GPU buffer, for storages on a GPU (under the storage's read lock).
+    pub fn with_gpu<R>(&self, f: impl FnOnce(&GpuBuffer) -> R) -> Option<R> {
+        match &*self.lock() {
+            Memory::Gpu(buffer) => Some(f(buffer)),
             Memory::Host(_) => None,
         }
     }
@@ -148,26 +182,51 @@ impl Storage {
     /// Host elements. For GPU memory this reads the whole buffer back (a counted fallback
     /// transfer); ops with GPU kernels never get here.
     pub fn read(&self) -> HostView<'_> {
-        match &self.memory {
-            Memory::Host(lock) => {
-                HostView::Borrowed(lock.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
-            }
+        let guard = self.lock();
+        match &*guard {
+            Memory::Host(_) => HostView::Borrowed(guard),
             Memory::Gpu(buffer) => HostView::Downloaded(buffer.read_back_fallback()),
         }
     }
 
     /// Write access to host memory; bumps the version so saved copies of this memory become
     /// stale. GPU memory is written by GPU kernels, through [`Storage::mark_written`].
-    pub fn write(&self) -> Result<RwLockWriteGuard<'_, CpuBuffer>> {
-        match &self.memory {
-            Memory::Host(lock) => {
+    pub fn write(&self) -> Result<HostWrite<'_>> {
+        let guard = self
+            .memory
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match &*guard {
+            Memory::Host(_) => {
                 self.mark_written();
-                Ok(lock
-                    .write()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()))
+                Ok(HostWrite(guard))
             }
             Memory::Gpu(_) => Err(DeviceError::HostWriteToGpu.into()),
         }
+    }
+
+    /// Moves the elements to `device` in place (nothing happens when they are there).
+    pub fn relocate(&self, device: &Device) -> Result<()> {
+        let mut guard = self
+            .memory
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let moved = match (&*guard, device) {
+            (Memory::Host(_), Device::Cpu) => return Ok(()),
+            (Memory::Gpu(buffer), Device::Gpu(gpu)) if buffer.device() == *gpu => return Ok(()),
+            (Memory::Gpu(buffer), Device::Cpu) => {
+                Memory::Host(crate::backend::gpu::download_asked(buffer)?)
+            }
+            (Memory::Host(host), Device::Gpu(gpu)) => {
+                Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, host)?)
+            }
+            (Memory::Gpu(buffer), Device::Gpu(gpu)) => {
+                let host = crate::backend::gpu::download_asked(buffer)?;
+                Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, &host)?)
+            }
+        };
+        *guard = moved;
+        Ok(())
     }
 
     /// Bumps the version for an in-place write made by a GPU kernel.
@@ -183,12 +242,13 @@ impl Storage {
 impl Drop for Storage {
     fn drop(&mut self) {
         LIVE_STORAGE_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
-        if let Memory::Host(lock) = &mut self.memory
+        let memory = self
+            .memory
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Memory::Host(buffer) = memory
             && self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES
         {
-            let buffer = lock
-                .get_mut()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
             let empty = CpuBuffer::Bool(Vec::new());
             crate::backend::cpu::pool::recycle(std::mem::replace(buffer, empty));
         }

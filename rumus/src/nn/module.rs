@@ -124,21 +124,15 @@ pub trait Module {
         self.set_training(false);
     }
 
-    /// Checks that every parameter is on `device`. Parameters are not moved in place (an
-    /// optimizer keys its state by their identity); build the model on its device instead,
-    /// under [`Device::set_default`], or copy values across with `load_state_dict`.
+    /// Moves every parameter and buffer to `device` in place, like PyTorch's `module.to()`:
+    /// the tensors keep their identities, so an optimizer made before the move still holds
+    /// them (its state buffers, once a step made them, stay where they were made: move the
+    /// model before training).
     fn to_device(&mut self, device: Device) -> Result<()> {
-        match self.parameters().iter().find(|p| p.device() != device) {
-            None => Ok(()),
-            Some(p) => Err(Error::InvalidArgument {
-                op: "to_device",
-                message: format!(
-                    "a parameter of shape {:?} is on {}, not {device}; build the model under `device.set_default()` so its parameters start there",
-                    p.dims(),
-                    p.device()
-                ),
-            }),
+        for (_, tensor) in self.named_parameters() {
+            tensor.storage().relocate(&device)?;
         }
+        Ok(())
     }
 
     /// A PyTorch-style multi-line summary with per-child parameter counts.

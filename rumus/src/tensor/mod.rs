@@ -85,25 +85,22 @@ impl DynTensor {
     /// Runs `f` on the elements in host memory: in place for a CPU tensor, a copy read back
     /// (because the caller asked for the data) for a GPU tensor.
     fn with_host_elements<R>(&self, f: impl FnOnce(&CpuBuffer, &Layout) -> R) -> Result<R> {
-        match self.0.storage.gpu() {
-            None => Ok(self.with_buffer(f)),
-            Some(_) => {
-                let contiguous = self.contiguous_untracked()?;
-                let gpu = contiguous
-                    .0
-                    .storage
-                    .gpu()
-                    .expect("a GPU copy stays on the GPU");
-                let start = contiguous.layout().offset();
-                let host = crate::backend::gpu::download_asked(gpu)?;
-                let layout = Layout::new(
-                    self.dims().to_vec(),
-                    crate::shape::contiguous_strides(self.dims()),
-                    start,
-                );
-                Ok(f(&host, &layout))
-            }
+        if !self.device().is_gpu() {
+            return Ok(self.with_buffer(f));
         }
+        let contiguous = self.contiguous_untracked()?;
+        let start = contiguous.layout().offset();
+        let host = contiguous
+            .0
+            .storage
+            .with_gpu(crate::backend::gpu::download_asked)
+            .expect("a copy of a GPU tensor is on the GPU")?;
+        let layout = Layout::new(
+            self.dims().to_vec(),
+            crate::shape::contiguous_strides(self.dims()),
+            start,
+        );
+        Ok(f(&host, &layout))
     }
 
     /// The elements in row-major order in host memory (read back from a GPU when needed).

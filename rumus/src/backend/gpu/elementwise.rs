@@ -258,10 +258,7 @@ impl GpuDevice {
     ) -> Result<()> {
         let dims = dst.dims();
         let numel: usize = dims.iter().product();
-        let target = dst
-            .storage()
-            .gpu()
-            .expect("gpu_of placed dst on this device");
+        let target = self.memory_of(dst)?;
         // Operand slots: 0 the source, 3 the destination view (slots 1-2 unused).
         let unused = Layout::contiguous(dims);
         let strided = Strided::new(

@@ -123,7 +123,7 @@ impl GpuDevice {
     ) -> Result<DynTensor> {
         check_float(base.dtype(), "scatter_add")?;
         let out = self.copy(base)?;
-        let target = out.storage().gpu().expect("made on this device");
+        let target = self.memory_of(&out)?;
         let dims = values.dims();
         let dst_layout = Layout::new(dims.to_vec(), out.layout().strides().to_vec(), 0);
         let (params, groups) = index_params(

@@ -44,7 +44,7 @@ pub use memory::{GpuBuffer, MemoryStats};
 #[cfg(feature = "gpu")]
 pub use transfer::{TransferCounts, transfer_counts};
 #[cfg(feature = "gpu")]
-pub(crate) use transfer::{download_asked, upload_asked};
+pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};
 #[cfg(feature = "gpu")]
 pub(crate) use window::WindowOp;
 
@@ -53,4 +53,4 @@ mod disabled;
 #[cfg(not(feature = "gpu"))]
 pub use disabled::{GpuBuffer, GpuDevice};
 #[cfg(not(feature = "gpu"))]
-pub(crate) use disabled::{download_asked, upload_asked};
+pub(crate) use disabled::{download_asked, upload_asked, upload_buffer};

@@ -14,16 +14,16 @@ use crate::tensor::DynTensor;
 /// Axes a strided kernel indexes at most (after merging).
 pub(crate) const MAX_RANK: usize = 8;
 
-/// The GPU memory of an operand: its own buffer, or an uploaded host scalar.
-pub(crate) enum Memory<'a> {
-    Tensor(&'a GpuBuffer),
+/// The GPU memory of an operand: its own buffer (a handle to it), or an uploaded host scalar.
+pub(crate) enum Memory {
+    Tensor(wgpu::Buffer),
     Constant(Arc<GpuBuffer>),
 }
 
-impl Memory<'_> {
+impl Memory {
     pub fn raw(&self) -> &wgpu::Buffer {
         match self {
-            Memory::Tensor(buffer) => buffer.raw(),
+            Memory::Tensor(buffer) => buffer,
             Memory::Constant(buffer) => buffer.raw(),
         }
     }
@@ -31,8 +31,8 @@ impl Memory<'_> {
 
 impl GpuDevice {
     /// The buffer behind `tensor` (on this device, or a host scalar uploaded once and kept).
-    pub(crate) fn memory_of<'a>(&self, tensor: &'a DynTensor) -> Result<Memory<'a>> {
-        if let Some(buffer) = tensor.storage().gpu() {
+    pub(crate) fn memory_of(&self, tensor: &DynTensor) -> Result<Memory> {
+        if let Some(buffer) = tensor.storage().with_gpu(|b| b.raw().clone()) {
             return Ok(Memory::Tensor(buffer));
         }
         debug_assert_eq!(tensor.rank(), 0, "gpu_of admits only host scalars");
