@@ -99,6 +99,10 @@ impl fmt::Display for Device {
 /// except rank-0 host tensors, which join a GPU op as constants.
 #[cfg(feature = "gpu")]
 pub(crate) fn gpu_of(op: &'static str, operands: &[&DynTensor]) -> Result<Option<GpuDevice>> {
+    // The common case, all on the host, without a lock.
+    if !operands.iter().any(|t| t.storage().is_on_gpu()) {
+        return Ok(None);
+    }
     let mut gpu: Option<GpuDevice> = None;
     for operand in operands {
         if let Device::Gpu(device) = operand.device() {
@@ -118,7 +122,7 @@ pub(crate) fn gpu_of(op: &'static str, operands: &[&DynTensor]) -> Result<Option
     if let Some(device) = &gpu
         && let Some(host) = operands
             .iter()
-            .find(|t| !t.device().is_gpu() && t.rank() != 0)
+            .find(|t| !t.storage().is_on_gpu() && t.rank() != 0)
     {
         return Err(DeviceError::Mismatch {
             op,

@@ -5,7 +5,7 @@
 //! op without a GPU kernel makes one, which `backend::gpu::transfer_counts` counts).
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::backend::gpu::GpuBuffer;
@@ -125,6 +125,8 @@ impl std::ops::DerefMut for HostWrite<'_> {
 #[derive(Debug)]
 pub struct Storage {
     memory: RwLock<Memory>,
+    /// Whether `memory` is on a GPU, readable without the lock: every op asks.
+    on_gpu: AtomicBool,
     version: AtomicU64,
     dtype: DType,
     bytes: usize,
@@ -146,6 +148,7 @@ impl Storage {
         let bytes = len * dtype.size_in_bytes();
         LIVE_STORAGE_BYTES.fetch_add(bytes, Ordering::Relaxed);
         Storage {
+            on_gpu: AtomicBool::new(matches!(memory, Memory::Gpu(_))),
             memory: RwLock::new(memory),
             version: AtomicU64::new(0),
             dtype,
@@ -161,6 +164,11 @@ impl Storage {
 
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    /// Whether the elements are on a GPU (no lock taken).
+    pub fn is_on_gpu(&self) -> bool {
+        self.on_gpu.load(Ordering::Acquire)
     }
 
     /// The device holding the elements.
@@ -225,6 +233,8 @@ impl Storage {
                 Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, &host)?)
             }
         };
+        self.on_gpu
+            .store(matches!(moved, Memory::Gpu(_)), Ordering::Release);
         *guard = moved;
         Ok(())
     }
