@@ -72,12 +72,14 @@ fn check(what: &str, device: &Device, inputs: &[DynTensor], f: impl Fn(&[DynTens
     assert_close(what, &f(inputs), &f(&on_gpu));
 }
 
+type UnaryCase = Box<dyn Fn(&DynTensor) -> DynTensor>;
+
 #[test]
 fn unary_ops_match_the_cpu() {
     let Some(device) = gpu() else { return };
     let x = tensor(&[7, 33], 1);
     let positive = x.abs().unwrap().add_scalar(0.1).unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&DynTensor) -> DynTensor>)> = vec![
+    let cases: Vec<(&str, UnaryCase)> = vec![
         ("neg", Box::new(|t| t.neg().unwrap())),
         ("exp", Box::new(|t| t.exp().unwrap())),
         ("abs", Box::new(|t| t.abs().unwrap())),
@@ -151,7 +153,7 @@ fn binary_ops_broadcast_like_the_cpu() {
         |t| t[0].narrow(1, 3, 4).unwrap().add(&t[1]).unwrap(),
     );
     // a host scalar joins a GPU op as a constant
-    check("host scalar", &device, &[b.clone()], |t| {
+    check("host scalar", &device, std::slice::from_ref(&b), |t| {
         t[0].mul(&DynTensor::scalar(3.0, DType::F32).unwrap())
             .unwrap()
     });

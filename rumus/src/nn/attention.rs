@@ -54,7 +54,7 @@ pub fn causal_mask(t: usize, s: usize) -> Result<DynTensor> {
 }
 
 fn check_heads(embed: usize, heads: usize) -> Result<()> {
-    if heads == 0 || embed % heads != 0 {
+    if heads == 0 || !embed.is_multiple_of(heads) {
         return Err(Error::InvalidArgument {
             op: "multi_head_attention",
             message: format!(

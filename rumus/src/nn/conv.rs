@@ -45,7 +45,7 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
                 message: "kernel size, stride and dilation must be at least 1".into(),
             });
         }
-        if groups == 0 || IN % groups != 0 || OUT % groups != 0 {
+        if groups == 0 || !IN.is_multiple_of(groups) || !OUT.is_multiple_of(groups) {
             return Err(Error::InvalidArgument {
                 op: "Conv2d",
                 message: format!(

@@ -80,7 +80,7 @@ pub fn group_norm(
     bias: Option<&DynTensor>,
     eps: f64,
 ) -> Result<DynTensor> {
-    if x.rank() < 2 || groups == 0 || x.dims()[1] % groups != 0 {
+    if x.rank() < 2 || groups == 0 || !x.dims()[1].is_multiple_of(groups) {
         return Err(ShapeError::Invalid {
             context: "group_norm".into(),
             message: format!(

@@ -38,7 +38,7 @@ fn check_shapes(
     gates: usize,
 ) -> Result<(usize, usize, usize)> {
     let wi = w.weight_ih.dims();
-    if wi.len() != 2 || wi[0] % gates != 0 {
+    if wi.len() != 2 || !wi[0].is_multiple_of(gates) {
         return Err(invalid(
             op,
             format!("weight_ih must be [{gates} * hidden, input], got {wi:?}"),

@@ -84,7 +84,7 @@ impl DynTensor {
             .product();
         let mut out: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
         if let Some(&slot) = inferred.first() {
-            if known == 0 || self.numel() % known != 0 {
+            if known == 0 || !self.numel().is_multiple_of(known) {
                 return Err(invalid(format!(
                     "{} elements cannot be split into groups of {known}",
                     self.numel()

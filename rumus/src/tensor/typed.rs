@@ -108,7 +108,9 @@ impl<S: Shape> Tensor<S> {
         let mut dims: Vec<usize> = statics.iter().map(|d| d.unwrap_or(1)).collect();
         match runtime.as_slice() {
             [] => {}
-            [axis] if known > 0 && data.len() % known == 0 => dims[*axis] = data.len() / known,
+            [axis] if known > 0 && data.len().is_multiple_of(known) => {
+                dims[*axis] = data.len() / known
+            }
             [_] => {
                 return Err(ShapeError::ElementCount {
                     context: format!("from_vec as {}", S::describe()),

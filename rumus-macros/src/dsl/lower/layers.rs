@@ -225,7 +225,7 @@ pub(super) fn window_output(
         );
     }
     let span_len = padded - reach;
-    if exact && span_len % stride != 0 {
+    if exact && !span_len.is_multiple_of(stride) {
         return err(
             span,
             format!(
