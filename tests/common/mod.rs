@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod gpu;
+
 use rumus::DynTensor;
 use rumus::autograd::{GradcheckOptions, enable_grad, grad_with, gradcheck};
 use rumus::rng::Generator;

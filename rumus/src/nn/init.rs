@@ -19,9 +19,10 @@ pub fn fans(t: &DynTensor) -> Result<(usize, usize)> {
     Ok((dims[1] * receptive, dims[0] * receptive))
 }
 
+/// Copies `values` (drawn on the host) into `t`, wherever `t` lives.
 fn fill_with(t: &DynTensor, values: DynTensor) -> Result<()> {
     let _guard = no_grad();
-    t.copy_(&values)
+    t.copy_(&values.to(&t.device())?)
 }
 
 /// Uniform in `[low, high)`.
@@ -40,11 +41,11 @@ pub fn normal_(t: &DynTensor, mean: f64, std: f64) -> Result<()> {
 }
 
 pub fn zeros_(t: &DynTensor) -> Result<()> {
-    fill_with(t, DynTensor::zeros(t.dims(), t.dtype())?)
+    fill_with(t, t.zeros_like()?)
 }
 
 pub fn ones_(t: &DynTensor) -> Result<()> {
-    fill_with(t, DynTensor::ones(t.dims(), t.dtype())?)
+    fill_with(t, t.ones_like()?)
 }
 
 /// He initialisation for ReLU networks: U(-b, b), b = sqrt(6 / fan_in).

@@ -90,9 +90,10 @@ fn initial_state(
     batch: usize,
     hidden: usize,
     dtype: DType,
+    device: &crate::Device,
 ) -> Result<DynTensor> {
     match state {
-        None => DynTensor::zeros(&[batch, hidden], dtype),
+        None => DynTensor::zeros_on(&[batch, hidden], dtype, device),
         Some(s) if s.dims() == [1, batch, hidden] => s.reshape(&[batch, hidden]),
         Some(s) => Err(invalid(
             op,
@@ -149,8 +150,24 @@ pub fn lstm(
     state: Option<(&DynTensor, &DynTensor)>,
 ) -> Result<(DynTensor, (DynTensor, DynTensor))> {
     let (batch, steps, hidden) = check_shapes("lstm", x, &weights, 4)?;
-    let mut h = initial_state("lstm", "h0", state.map(|s| s.0), batch, hidden, x.dtype())?;
-    let mut c = initial_state("lstm", "c0", state.map(|s| s.1), batch, hidden, x.dtype())?;
+    let mut h = initial_state(
+        "lstm",
+        "h0",
+        state.map(|s| s.0),
+        batch,
+        hidden,
+        x.dtype(),
+        &x.device(),
+    )?;
+    let mut c = initial_state(
+        "lstm",
+        "c0",
+        state.map(|s| s.1),
+        batch,
+        hidden,
+        x.dtype(),
+        &x.device(),
+    )?;
     let w_hh = weights.weight_hh.transpose(0, 1)?;
     let mut outputs = Vec::with_capacity(steps);
     for projected in input_projections(x, &weights)? {
@@ -187,7 +204,7 @@ pub fn gru(
     h0: Option<&DynTensor>,
 ) -> Result<(DynTensor, DynTensor)> {
     let (batch, steps, hidden) = check_shapes("gru", x, &weights, 3)?;
-    let mut h = initial_state("gru", "h0", h0, batch, hidden, x.dtype())?;
+    let mut h = initial_state("gru", "h0", h0, batch, hidden, x.dtype(), &x.device())?;
     let w_hh = weights.weight_hh.transpose(0, 1)?;
     let mut outputs = Vec::with_capacity(steps);
     for projected in input_projections(x, &weights)? {

@@ -59,7 +59,12 @@ impl Optimizer for Adagrad {
             };
             let clr = group.lr / (1.0 + (state.step - 1) as f64 * c.lr_decay);
             let sum = state.buffer("sum", || {
-                crate::DynTensor::full(p.dims(), c.initial_accumulator_value, p.dtype())
+                crate::DynTensor::full_on(
+                    p.dims(),
+                    c.initial_accumulator_value,
+                    p.dtype(),
+                    &p.device(),
+                )
             })?;
             sum.add_scaled_(1.0, &g.mul(&g)?)?;
             p.add_scaled_(-clr, &g.div(&sum.sqrt()?.add_scalar(c.eps)?)?)

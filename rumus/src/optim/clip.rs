@@ -13,14 +13,23 @@ pub fn clip_grad_norm(
 ) -> Result<f64> {
     let _guard = no_grad();
     let mut total = 0.0;
+    // GPU gradients are summed on the device (in f32: no f64 there) and read back once.
+    let mut on_gpu: Option<DynTensor> = None;
     for p in params {
-        if let Some(g) = grads.get(p) {
-            total += g
-                .to_dtype(crate::DType::F64)?
-                .mul(&g.to_dtype(crate::DType::F64)?)?
-                .sum_all()?
-                .item::<f64>()?;
+        let Some(g) = grads.get(p) else { continue };
+        if g.device().is_gpu() {
+            let squares = g.mul(g)?.sum_all()?;
+            on_gpu = Some(match on_gpu {
+                Some(sum) => sum.add(&squares)?,
+                None => squares,
+            });
+        } else {
+            let g = g.to_dtype(crate::DType::F64)?;
+            total += g.mul(&g)?.sum_all()?.item::<f64>()?;
         }
+    }
+    if let Some(sum) = on_gpu {
+        total += f64::from(sum.item::<f32>()?);
     }
     let norm = total.sqrt();
     let scale = max_norm / (norm + 1e-6);
