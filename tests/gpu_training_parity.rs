@@ -301,3 +301,40 @@ fn initialisers_fill_gpu_tensors_like_host_ones() {
         assert_close(name, &filled(&Device::Cpu), &filled(&device));
     }
 }
+
+#[test]
+fn optimizer_state_moves_back_to_the_parameters_device_on_load() {
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[8, 5], 60).to(&device).unwrap();
+    let y = tensor(&[8, 3], 61).to(&device).unwrap();
+    let step = |w: &DynTensor, adam: &mut Adam| {
+        let loss = mse_loss(&x.matmul(w).unwrap(), &y, Reduction::Mean).unwrap();
+        let mut grads = loss.backward().unwrap();
+        let _no_grad = no_grad();
+        adam.step(&mut grads).unwrap();
+    };
+    let start = tensor(&[5, 3], 62);
+    let w = start.to(&device).unwrap().requires_grad_().unwrap();
+    let mut adam = Adam::new(vec![w.clone()], AdamConfig::adam()).unwrap();
+    step(&w, &mut adam);
+    step(&w, &mut adam);
+    // a snapshot (host copies, as a checkpoint holds them) restored into a new optimizer
+    let snapshot = adam.state_dict();
+    let resumed_w = w
+        .detach()
+        .to(&Device::Cpu)
+        .unwrap()
+        .to(&device)
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let mut resumed = Adam::new(vec![resumed_w.clone()], AdamConfig::adam()).unwrap();
+    resumed.load_state_dict(&snapshot).unwrap();
+    step(&w, &mut adam);
+    step(&resumed_w, &mut resumed);
+    assert_close(
+        "resumed Adam",
+        &w.detach().to(&Device::Cpu).unwrap(),
+        &resumed_w.detach(),
+    );
+}

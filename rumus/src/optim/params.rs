@@ -194,7 +194,10 @@ impl Params {
                         .into());
                     }
                     let buffer_name = name.rsplit_once('.').expect("filtered").1.to_string();
-                    let copy = DynTensor::from_buffer(t.to_contiguous_buffer(), t.dims());
+                    // On the parameter's device (a checkpoint loads on the host), and sharing
+                    // no memory with the snapshot.
+                    let copy = DynTensor::zeros_on(t.dims(), t.dtype(), &p.device())?;
+                    copy.copy_(&t.to(&p.device())?)?;
                     state.buffers.push((buffer_name, copy));
                 }
                 states.push(state);
