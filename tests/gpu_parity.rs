@@ -623,3 +623,29 @@ fn a_model_moves_between_devices_in_place() {
         &on_gpu,
     );
 }
+
+#[test]
+fn tensors_past_128_mib_work_where_the_adapter_allows_them() {
+    let Some(device) = gpu() else { return };
+    let Device::Gpu(gpu) = &device else {
+        unreachable!()
+    };
+    // 136 MB: past wgpu's default binding limit of 128 MiB, which rumus lifts to the
+    // adapter's own (lavapipe's is 128 MiB; discrete GPUs allow gigabytes)
+    let n = 34 << 20;
+    let x = DynTensor::ones(&[n], DType::F32).unwrap();
+    let bytes = n as u64 * 4;
+    if gpu.max_binding_bytes() >= bytes {
+        let sum = x
+            .to(&device)
+            .unwrap()
+            .mul_scalar(0.5)
+            .unwrap()
+            .sum_all()
+            .unwrap();
+        assert_eq!(sum.item::<f32>().unwrap(), n as f32 * 0.5);
+    } else {
+        let message = x.to(&device).unwrap_err().to_string();
+        assert!(message.contains("at most"), "{message}");
+    }
+}

@@ -96,8 +96,9 @@ impl GpuDevice {
             .map_err(|e| gpu_error(format!("waiting for the GPU failed: {e}")))
     }
 
-    /// Largest buffer one kernel may bind, in bytes.
-    pub(crate) fn max_binding_bytes(&self) -> u64 {
+    /// Largest tensor (in bytes) one kernel may bind: the adapter's limit, which rumus asks
+    /// for in full (wgpu's default is 128 MiB).
+    pub fn max_binding_bytes(&self) -> u64 {
         self.0
             .limits
             .max_storage_buffer_binding_size
