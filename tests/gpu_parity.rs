@@ -636,14 +636,12 @@ fn tensors_past_128_mib_work_where_the_adapter_allows_them() {
     let x = DynTensor::ones(&[n], DType::F32).unwrap();
     let bytes = n as u64 * 4;
     if gpu.max_binding_bytes() >= bytes {
-        let sum = x
-            .to(&device)
-            .unwrap()
-            .mul_scalar(0.5)
-            .unwrap()
-            .sum_all()
-            .unwrap();
-        assert_eq!(sum.item::<f32>().unwrap(), n as f32 * 0.5);
+        // (a sum of 34M halves is not exact in f32: check the extremes and the last element)
+        let y = x.to(&device).unwrap().mul_scalar(0.5).unwrap();
+        let last = y.narrow(0, n - 1, 1).unwrap().sum_all().unwrap();
+        assert_eq!(last.item::<f32>().unwrap(), 0.5);
+        assert_eq!(y.min(&[0], false).unwrap().item::<f32>().unwrap(), 0.5);
+        assert_eq!(y.max(&[0], false).unwrap().item::<f32>().unwrap(), 0.5);
     } else {
         let message = x.to(&device).unwrap_err().to_string();
         assert!(message.contains("at most"), "{message}");
