@@ -1,8 +1,8 @@
 //! Tensor memory. A [`Storage`] is shared by every view of it through an `Arc`; its version
 //! counter goes up on each in-place write so the tape can refuse stale saved tensors.
 //! Memory lives on the host or on a GPU; CPU kernels read host memory, GPU kernels read
-//! device buffers, and nothing moves between the two unless a transfer is asked for (or an
-//! op without a GPU kernel makes one, which `backend::gpu::transfer_counts` counts).
+//! device buffers, and nothing moves between the two unless a transfer is asked for (or a
+//! host-only path reads a GPU tensor, which `backend::gpu::transfer_counts` counts).
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

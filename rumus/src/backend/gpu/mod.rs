@@ -1,8 +1,9 @@
 //! The GPU backend: WGSL kernels (in `shaders/`, one file per family) run through wgpu.
 //!
 //! - Tensors stay on the device; data comes back only when asked for (`to_vec`, `item`,
-//!   `.to(&Device::Cpu)`). An op without a GPU kernel copies its operands to the host and its
-//!   result back, and [`transfer_counts`] counts those copies, so nothing is hidden.
+//!   `.to(&Device::Cpu)`). Every op has a GPU kernel; host-only paths that meet a GPU tensor
+//!   (state dict snapshots, writing files) read it back, and [`transfer_counts`] counts
+//!   those copies apart from the asked-for ones, so nothing is hidden.
 //! - Kernels take sizes and strides from a parameter block: one pipeline per kernel, cached
 //!   at run time, whatever the shapes.
 //! - Dispatches are recorded into one compute pass and submitted in batches.

@@ -148,7 +148,7 @@ fn from_words(words: &[u32], dtype: DType) -> CpuBuffer {
 }
 
 impl GpuBuffer {
-    /// The elements on the host, for a CPU kernel run because an op has no GPU kernel.
+    /// The elements on the host, for a host-only path that met a GPU tensor (counted).
     pub(crate) fn read_back_fallback(&self) -> CpuBuffer {
         download(self, Reason::Fallback)
             .unwrap_or_else(|e| panic!("reading a GPU tensor back for a host kernel failed: {e}"))
