@@ -647,3 +647,23 @@ fn tensors_past_128_mib_work_where_the_adapter_allows_them() {
         assert!(message.contains("at most"), "{message}");
     }
 }
+
+#[test]
+fn convolutions_whose_columns_pass_the_binding_limit_run_in_batch_slices() {
+    let Some(device) = gpu() else { return };
+    let Device::Gpu(gpu) = &device else {
+        unreachable!()
+    };
+    // [1000, 32, 13, 13] with a 3x3 kernel: 139 MB of im2col columns, past lavapipe's
+    // 128 MiB binding limit (the slicing only starts where the adapter needs it)
+    let x = tensor(&[1000, 32, 13, 13], 95).mul_scalar(0.1).unwrap();
+    let w = tensor(&[4, 32, 3, 3], 96).mul_scalar(0.1).unwrap();
+    let columns_bytes = 1000 * 32 * 9 * 121 * 4u64;
+    eprintln!(
+        "columns {columns_bytes} bytes, binding limit {}",
+        gpu.max_binding_bytes()
+    );
+    check("large conv2d", &device, &[x, w], |t| {
+        t[0].conv2d(&t[1], None, (1, 1), (0, 0), (1, 1), 1).unwrap()
+    });
+}

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example mnist -- --data /usr/share/datasets/fashion-mnist
 //! cargo run --release --example mnist -- --data DIR --epochs 3 --limit 10000
+//! cargo run --release --example mnist -- --data DIR --device gpu
 //! ```
 //!
 //! `DIR` holds the four IDX files (gzipped or not; Debian's `dataset-fashion-mnist` installs
@@ -23,6 +24,7 @@ struct Options {
     data: String,
     epochs: usize,
     limit: Option<usize>,
+    device: Device,
 }
 
 fn options() -> Result<Options, String> {
@@ -31,6 +33,7 @@ fn options() -> Result<Options, String> {
         data: String::new(),
         epochs: 4,
         limit: None,
+        device: Device::Cpu,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
@@ -42,15 +45,22 @@ fn options() -> Result<Options, String> {
             "--limit" => {
                 options.limit = Some(value()?.parse().map_err(|e| format!("--limit: {e}"))?)
             }
+            "--device" => {
+                options.device = match value()?.as_str() {
+                    "cpu" => Device::Cpu,
+                    "gpu" => Device::gpu().map_err(|e| e.to_string())?,
+                    other => return Err(format!("--device: `{other}` is not cpu or gpu")),
+                }
+            }
             other => {
                 return Err(format!(
-                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N]"
+                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu]"
                 ));
             }
         }
     }
     if options.data.is_empty() {
-        return Err("usage: mnist --data DIR [--epochs N] [--limit N]".into());
+        return Err("usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu]".into());
     }
     Ok(options)
 }
@@ -58,12 +68,15 @@ fn options() -> Result<Options, String> {
 /// The shape of a batch of 28x28 grey images.
 type Images = (Dyn, D<1>, D<28>, D<28>);
 
-/// The model's loss and metrics on a batch; the images enter typed code as `[N, 1, 28, 28]`.
-fn measure(model: &Cnn, batch: &Batch) -> rumus::Result<(DynTensor, rumus::train::Metrics)> {
-    classification(
-        model.forward(&batch.input::<Images>()?)?.as_dyn(),
-        &batch.target,
-    )
+/// The model's loss and metrics on a batch; the images enter typed code as `[N, 1, 28, 28]`
+/// and move to the model's device (the loader fills host memory).
+fn measure(
+    model: &Cnn,
+    batch: &Batch,
+    device: &Device,
+) -> rumus::Result<(DynTensor, rumus::train::Metrics)> {
+    let images = batch.input::<Images>()?.to(device)?;
+    classification(model.forward(&images)?.as_dyn(), &batch.target)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -79,8 +92,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         options.data
     );
     manual_seed(1);
-    let model = Cnn::new()?;
-    println!("{model}");
+    let mut model = Cnn::new()?;
+    model.to_device(options.device.clone())?;
+    println!("{model}\non {}", options.device);
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
     // The learning rate follows a cosine from 1e-3 to 1e-5 over the run, stepped per epoch.
     let schedule = CosineAnnealingLr {
@@ -95,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let history = Trainer::new(options.epochs).curve("mnist_curve.png").fit(
         |_| Ok(loader.epoch()),
         |batch: Batch| {
-            let (loss, metrics) = measure(&model, &batch)?;
+            let (loss, metrics) = measure(&model, &batch, &options.device)?;
             optimizer.borrow_mut().step(&mut loss.backward()?)?;
             Ok(metrics)
         },
@@ -103,7 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _guard = rumus::no_grad();
             let mut total = rumus::train::Metrics::default();
             for batch in test_loader.epoch() {
-                total.add(measure(&model, &batch?)?.1);
+                total.add(measure(&model, &batch?, &options.device)?.1);
             }
             Ok(total)
         },

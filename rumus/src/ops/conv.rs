@@ -469,6 +469,19 @@ impl DynTensor {
         }
         let w = window_of("conv2d", self.dims(), (kh, kw), stride, padding, dilation)?;
         let [oh, ow] = w.output();
+        #[cfg(feature = "gpu")]
+        if let Some(chunk) = gpu_batch_chunk(self, w.taps() * oh * ow) {
+            // The whole batch's columns would not fit one GPU binding: convolve in slices of
+            // the batch (narrow and cat are on the graph, so gradients flow as before).
+            let parts = (0..n)
+                .step_by(chunk)
+                .map(|start| {
+                    self.narrow(0, start, chunk.min(n - start))?
+                        .conv2d(weight, bias, stride, padding, dilation, groups)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            return DynTensor::cat(&parts.iter().collect::<Vec<_>>(), 0);
+        }
         let per_group = wc * kh * kw;
         let pointwise = (kh, kw) == (1, 1) && stride == (1, 1) && padding == (0, 0);
         let columns = if pointwise {
@@ -636,4 +649,18 @@ pub(crate) fn window_sum2d_backward(grad: &DynTensor, window: &Window2d) -> Resu
 
 pub(crate) fn window_spread2d_backward(grad: &DynTensor, window: &Window2d) -> Result<DynTensor> {
     grad.window_sum(*window)
+}
+
+/// For a GPU input `x` (`[N, C, ..]`) whose im2col columns (`C * columns_per_channel` words
+/// per sample) exceed the device's largest binding, the number of samples per slice that fit;
+/// `None` when the whole batch fits (or `x` is on the host).
+#[cfg(feature = "gpu")]
+fn gpu_batch_chunk(x: &DynTensor, columns_per_channel: usize) -> Option<usize> {
+    let crate::Device::Gpu(gpu) = x.device() else {
+        return None;
+    };
+    let (n, c) = (x.dims()[0], x.dims()[1]);
+    let per_sample = (c * columns_per_channel * 4) as u64;
+    let limit = gpu.max_binding_bytes();
+    (n > 1 && per_sample * n as u64 > limit).then(|| ((limit / per_sample.max(1)) as usize).max(1))
 }

@@ -166,6 +166,16 @@ impl<S: Shape> Tensor<S> {
         self.inner.dtype()
     }
 
+    /// The device holding the elements.
+    pub fn device(&self) -> crate::Device {
+        self.inner.device()
+    }
+
+    /// This tensor on `device` (a copy on the graph; itself when already there).
+    pub fn to(&self, device: &crate::Device) -> Result<Self> {
+        Ok(Tensor::wrap(self.inner.to(device)?))
+    }
+
     /// Marks this tensor as a parameter whose gradient is wanted.
     pub fn requires_grad_(self) -> Result<Self> {
         Ok(Tensor::wrap(self.inner.requires_grad_()?))

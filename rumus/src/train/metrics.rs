@@ -46,7 +46,7 @@ pub fn classification(logits: &DynTensor, labels: &DynTensor) -> Result<(DynTens
     let loss = cross_entropy(logits, labels, &CrossEntropyOptions::default())?;
     let correct = logits
         .argmax(1, false)?
-        .eq(labels)?
+        .eq(&labels.to(&logits.device())?)?
         .to_vec::<bool>()?
         .iter()
         .filter(|&&c| c)
