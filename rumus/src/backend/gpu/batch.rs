@@ -95,13 +95,7 @@ impl GpuDevice {
             entries: &entries,
         });
         if batch.pass.is_none() {
-            let encoder = batch.encoder.get_or_insert_with(|| {
-                ctx.device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                        label: Some("rumus"),
-                    })
-            });
-            let pass = encoder
+            let pass = open_encoder(&ctx.device, &mut batch)
                 .begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: None,
                     timestamp_writes: None,
@@ -120,13 +114,7 @@ impl GpuDevice {
         let ctx = &self.0;
         let mut batch = ctx.batch.lock().unwrap_or_else(|p| p.into_inner());
         batch.pass = None;
-        let encoder = batch.encoder.get_or_insert_with(|| {
-            ctx.device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("rumus"),
-                })
-        });
-        f(encoder)
+        f(open_encoder(&ctx.device, &mut batch))
     }
 
     /// Submits everything recorded so far (does not wait).
@@ -134,6 +122,15 @@ impl GpuDevice {
         let mut batch = self.0.batch.lock().unwrap_or_else(|p| p.into_inner());
         submit_locked(self, &mut batch);
     }
+}
+
+/// The batch's command encoder, created when the batch has none.
+fn open_encoder<'a>(device: &wgpu::Device, batch: &'a mut Batch) -> &'a mut wgpu::CommandEncoder {
+    batch.encoder.get_or_insert_with(|| {
+        device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("rumus"),
+        })
+    })
 }
 
 fn submit_locked(device: &GpuDevice, batch: &mut Batch) {
