@@ -3,10 +3,8 @@
 
 mod common;
 
-use common::gpu::{gpu, tensor};
-use rumus::nn::{CrossEntropyOptions, Linear, Module, cross_entropy};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
-use rumus::{Device, DynTensor, no_grad};
+use common::gpu::{TinyMlp, gpu};
+use rumus::Device;
 
 #[test]
 fn a_steady_training_loop_reuses_its_buffers() {
@@ -14,31 +12,8 @@ fn a_steady_training_loop_reuses_its_buffers() {
     let Device::Gpu(gpu) = &device else {
         unreachable!()
     };
-    let (l1, l2) = {
-        let _on = device.set_default();
-        (
-            Linear::<20, 64>::new().unwrap(),
-            Linear::<64, 5>::new().unwrap(),
-        )
-    };
-    let mut params = l1.parameters();
-    params.extend(l2.parameters());
-    let mut adam = Adam::new(params, AdamConfig::default()).unwrap();
-    let x = tensor(&[32, 20], 1).to(&device).unwrap();
-    let labels = DynTensor::from_vec((0..32).map(|i| i % 5).collect::<Vec<i64>>(), &[32]).unwrap();
-    let mut step = || {
-        let h = l1.forward_dyn(&x).unwrap().relu().unwrap();
-        let loss = cross_entropy(
-            &l2.forward_dyn(&h).unwrap(),
-            &labels,
-            &CrossEntropyOptions::default(),
-        )
-        .unwrap();
-        let mut grads = loss.backward().unwrap();
-        let _no_grad = no_grad();
-        adam.step(&mut grads).unwrap();
-        loss.item::<f32>().unwrap()
-    };
+    let mut mlp = TinyMlp::new(&device);
+    let mut step = || mlp.step().item::<f32>().unwrap();
     for _ in 0..3 {
         step();
     }

@@ -9,12 +9,11 @@
 
 mod common;
 
-use common::gpu::{assert_close, check, gpu, serial, tensor};
+use common::gpu::{TinyMlp, assert_close, check, gpu, serial, tensor};
 use rumus::backend::gpu::transfer_counts;
 use rumus::nn::{CrossEntropyOptions, cross_entropy};
 use rumus::nn::{Linear, Module};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
-use rumus::{DType, Device, DynTensor, no_grad};
+use rumus::{DType, Device, DynTensor};
 
 type UnaryCase = Box<dyn Fn(&DynTensor) -> DynTensor>;
 
@@ -401,31 +400,14 @@ fn gradients_flow_back_through_a_device_copy() {
 /// Five Adam steps of a two-layer MLP on one device; the final weights.
 fn train_mlp(device: &Device) -> Vec<Vec<f32>> {
     rumus::manual_seed(7);
-    let (l1, l2) = {
-        let _on = device.set_default();
-        (
-            Linear::<12, 32>::new().unwrap(),
-            Linear::<32, 3>::new().unwrap(),
-        )
-    };
-    let mut params = l1.parameters();
-    params.extend(l2.parameters());
-    let mut adam = Adam::new(params.clone(), AdamConfig::default()).unwrap();
-    let x = tensor(&[16, 12], 50).to(device).unwrap();
-    let labels = DynTensor::from_vec((0..16).map(|i| i % 3).collect::<Vec<i64>>(), &[16]).unwrap();
+    let mut mlp = TinyMlp::new(device);
     for _ in 0..5 {
-        let h = l1.forward_dyn(&x).unwrap().relu().unwrap();
-        let loss = cross_entropy(
-            &l2.forward_dyn(&h).unwrap(),
-            &labels,
-            &CrossEntropyOptions::default(),
-        )
-        .unwrap();
-        let mut grads = loss.backward().unwrap();
-        let _no_grad = no_grad();
-        adam.step(&mut grads).unwrap();
+        mlp.step();
     }
-    params.iter().map(|p| p.to_vec::<f32>().unwrap()).collect()
+    mlp.parameters()
+        .iter()
+        .map(|p| p.to_vec::<f32>().unwrap())
+        .collect()
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Helpers of the GPU parity tests: the device (or a skip), deterministic inputs, and the
 //! CPU-against-GPU comparison.
 
-use rumus::{Device, DynTensor};
+use rumus::nn::{CrossEntropyOptions, Linear, Module, cross_entropy};
+use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::{Device, DynTensor, no_grad};
 
 /// Tests that use process-wide state (the transfer counters, the global generator) run one
 /// at a time.
@@ -65,4 +67,50 @@ pub fn check(
 ) {
     let on_gpu: Vec<DynTensor> = inputs.iter().map(|t| t.to(device).unwrap()).collect();
     assert_close(what, &f(inputs), &f(&on_gpu));
+}
+
+/// A 12-32-3 ReLU classifier with Adam on fixed data, built on a device from the global
+/// generator (seed it first): the training loop of the GPU tests.
+pub struct TinyMlp {
+    l1: Linear<12, 32>,
+    l2: Linear<32, 3>,
+    adam: Adam,
+    x: DynTensor,
+    labels: DynTensor,
+}
+
+impl TinyMlp {
+    pub fn new(device: &Device) -> Self {
+        let (l1, l2) = {
+            let _on = device.set_default();
+            (Linear::new().unwrap(), Linear::new().unwrap())
+        };
+        let mut params = l1.parameters();
+        params.extend(l2.parameters());
+        TinyMlp {
+            l1,
+            l2,
+            adam: Adam::new(params, AdamConfig::default()).unwrap(),
+            x: tensor(&[16, 12], 50).to(device).unwrap(),
+            labels: DynTensor::from_vec((0..16).map(|i| i % 3).collect::<Vec<i64>>(), &[16])
+                .unwrap(),
+        }
+    }
+
+    /// One step (forward, cross-entropy, backward, Adam); the loss.
+    pub fn step(&mut self) -> DynTensor {
+        let h = self.l1.forward_dyn(&self.x).unwrap().relu().unwrap();
+        let logits = self.l2.forward_dyn(&h).unwrap();
+        let loss = cross_entropy(&logits, &self.labels, &CrossEntropyOptions::default()).unwrap();
+        let mut grads = loss.backward().unwrap();
+        let _no_grad = no_grad();
+        self.adam.step(&mut grads).unwrap();
+        loss
+    }
+
+    pub fn parameters(&self) -> Vec<DynTensor> {
+        let mut params = self.l1.parameters();
+        params.extend(self.l2.parameters());
+        params
+    }
 }
