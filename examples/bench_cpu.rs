@@ -6,6 +6,7 @@
 //! RAYON_NUM_THREADS=1 cargo run --release --example bench_cpu
 //! cargo run --release --example bench_cpu -- rss     # peak RSS (MB) of the MLP loop alone
 //! cargo run --release --example bench_cpu -- sgemm   # the matrix products only
+//! cargo run --release --example bench_cpu -- ops     # the per-op overhead only
 //! ```
 
 use std::time::Instant;
@@ -161,6 +162,9 @@ fn main() -> rumus::Result<()> {
     if only.as_deref() == Some("rss") {
         return mlp_loop_rss();
     }
+    if only.as_deref() == Some("ops") {
+        return per_op_overhead();
+    }
     for n in [256usize, 512, 1024, 2048] {
         let a = DynTensor::randn(&[n, n], DType::F32)?;
         let b = DynTensor::randn(&[n, n], DType::F32)?;
@@ -183,6 +187,12 @@ fn main() -> rumus::Result<()> {
     }
     println!("cnn_step_b64 {:.4}", cnn_step(64)?);
     println!("transformer_step {:.4}", transformer_step()?);
+    per_op_overhead()
+}
+
+/// 1,000 chained additions of 16-element tensors, untracked and tracked: milliseconds per
+/// chain, so microseconds per op.
+fn per_op_overhead() -> rumus::Result<()> {
     let x = DynTensor::randn(&[16], DType::F32)?;
     let ones = DynTensor::ones(&[16], DType::F32)?;
     let chain = |x: &DynTensor| {
