@@ -497,7 +497,8 @@ pub fn binary_cross_entropy_with_logits(
                 });
             }
             let context = format!("{OP} pos_weight");
-            if broadcast_shapes(weight.dims(), target.dims(), &context)? != target.dims() {
+            if broadcast_shapes(weight.dims(), target.dims(), &context)?.as_slice() != target.dims()
+            {
                 return Err(ShapeError::Invalid {
                     context,
                     message: format!(

@@ -104,7 +104,7 @@ fn broadcast_pair(
     op: &'static str,
     a: &DynTensor,
     b: &DynTensor,
-) -> Result<(Vec<usize>, Layout, Layout)> {
+) -> Result<(crate::shape::Dims, Layout, Layout)> {
     let dims = broadcast_shapes(a.dims(), b.dims(), op)?;
     let (la, lb) = (
         a.layout().broadcast_to(&dims),

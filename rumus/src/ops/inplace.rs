@@ -52,7 +52,9 @@ impl DynTensor {
             self.dims(),
             source.dims()
         );
-        if crate::shape::broadcast_shapes(self.dims(), source.dims(), &context)? != self.dims() {
+        if crate::shape::broadcast_shapes(self.dims(), source.dims(), &context)?.as_slice()
+            != self.dims()
+        {
             return Err(ShapeError::Invalid {
                 context,
                 message: "the source must broadcast to the destination's shape".into(),

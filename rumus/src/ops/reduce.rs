@@ -174,7 +174,8 @@ impl DynTensor {
             return Ok(self.clone());
         }
         let context = format!("sum_to {dims:?} from {:?}", self.dims());
-        if dims.len() > self.rank() || broadcast_shapes(dims, self.dims(), &context)? != self.dims()
+        if dims.len() > self.rank()
+            || broadcast_shapes(dims, self.dims(), &context)?.as_slice() != self.dims()
         {
             return Err(ShapeError::Invalid {
                 context,

@@ -182,7 +182,9 @@ impl DynTensor {
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<DynTensor> {
         let context = format!("broadcast_to {dims:?}");
         crate::shape::checked_numel(dims, &context)?;
-        if dims.len() < self.rank() || broadcast_shapes(self.dims(), dims, &context)? != dims {
+        if dims.len() < self.rank()
+            || broadcast_shapes(self.dims(), dims, &context)?.as_slice() != dims
+        {
             return Err(ShapeError::Invalid {
                 context,
                 message: format!("{:?} does not broadcast to {dims:?}", self.dims()),

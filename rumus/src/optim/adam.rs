@@ -136,11 +136,7 @@ fn fused_step(
     #[cfg(feature = "gpu")]
     if let Some(gpu) = crate::device::gpu_of("Adam step", &[p, &g, &m, &v])? {
         let at = |t: &DynTensor, range: &std::ops::Range<usize>| {
-            t.view_with(crate::shape::Layout::new(
-                vec![range.len()],
-                vec![1],
-                range.start,
-            ))
+            t.view_with(crate::shape::Layout::new(&[range.len()], &[1], range.start))
         };
         let views = [at(p, &pr), at(&g, &gr), at(&m, &mr), at(&v, &vr)];
         gpu.adam([&views[0], &views[1], &views[2], &views[3]], scalars)?;

@@ -1,21 +1,27 @@
 //! Runtime geometry of a tensor: sizes, strides and offset into its storage, plus the shape
 //! arithmetic every op shares (axis normalisation, broadcasting).
 
+use smallvec::SmallVec;
+
 use crate::error::ShapeError;
+
+/// Sizes or strides of one tensor, held inline up to rank 6: building a layout (every op
+/// builds one or more) then allocates nothing.
+pub type Dims = SmallVec<[usize; 6]>;
 
 /// Sizes, strides (in elements) and starting offset of a view into a storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
-    dims: Vec<usize>,
-    strides: Vec<usize>,
+    dims: Dims,
+    strides: Dims,
     offset: usize,
 }
 
 /// Row-major strides of a contiguous tensor with these sizes. The product saturates: it can
 /// only overflow for a tensor with no elements (`[0, 2^40, 2^40]`), whose strides address
 /// nothing.
-pub fn contiguous_strides(dims: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; dims.len()];
+pub fn contiguous_strides(dims: &[usize]) -> Dims {
+    let mut strides: Dims = smallvec::smallvec![0; dims.len()];
     let mut step = 1usize;
     for (stride, &size) in strides.iter_mut().zip(dims).rev() {
         *stride = step;
@@ -28,16 +34,16 @@ impl Layout {
     pub fn contiguous(dims: &[usize]) -> Self {
         Layout {
             strides: contiguous_strides(dims),
-            dims: dims.to_vec(),
+            dims: Dims::from_slice(dims),
             offset: 0,
         }
     }
 
-    pub fn new(dims: Vec<usize>, strides: Vec<usize>, offset: usize) -> Self {
+    pub fn new(dims: &[usize], strides: &[usize], offset: usize) -> Self {
         debug_assert_eq!(dims.len(), strides.len());
         Layout {
-            dims,
-            strides,
+            dims: Dims::from_slice(dims),
+            strides: Dims::from_slice(strides),
             offset,
         }
     }
@@ -116,7 +122,7 @@ impl Layout {
             })
             .collect();
         Layout {
-            dims: target.to_vec(),
+            dims: Dims::from_slice(target),
             strides,
             offset: self.offset,
         }
@@ -126,7 +132,7 @@ impl Layout {
     pub fn reshaped(&self, dims: &[usize]) -> Layout {
         debug_assert!(self.is_contiguous());
         Layout {
-            dims: dims.to_vec(),
+            dims: Dims::from_slice(dims),
             strides: contiguous_strides(dims),
             offset: self.offset,
         }
@@ -179,13 +185,9 @@ pub fn normalize_axes(
 }
 
 /// NumPy broadcasting: align from the right; sizes must match or one must be 1.
-pub fn broadcast_shapes(
-    lhs: &[usize],
-    rhs: &[usize],
-    context: &str,
-) -> Result<Vec<usize>, ShapeError> {
+pub fn broadcast_shapes(lhs: &[usize], rhs: &[usize], context: &str) -> Result<Dims, ShapeError> {
     let rank = lhs.len().max(rhs.len());
-    let mut out = vec![0; rank];
+    let mut out: Dims = smallvec::smallvec![0; rank];
     for i in 0..rank {
         let l = if i < lhs.len() {
             lhs[lhs.len() - 1 - i]
@@ -223,8 +225,10 @@ mod tests {
     #[test]
     fn broadcasting_follows_numpy() {
         assert_eq!(
-            broadcast_shapes(&[4, 1, 3], &[5, 1], "t").unwrap(),
-            vec![4, 5, 3]
+            broadcast_shapes(&[4, 1, 3], &[5, 1], "t")
+                .unwrap()
+                .as_slice(),
+            &[4, 5, 3]
         );
         assert!(broadcast_shapes(&[2, 3], &[4], "t").is_err());
     }

@@ -6,6 +6,7 @@ mod typed;
 
 pub use dim::{D, Dim, Dyn, Unify};
 pub use layout::{
-    Layout, broadcast_shapes, checked_numel, contiguous_strides, normalize_axes, normalize_axis,
+    Dims, Layout, broadcast_shapes, checked_numel, contiguous_strides, normalize_axes,
+    normalize_axis,
 };
 pub use typed::{Shape, UnifyShape};

@@ -96,8 +96,8 @@ impl DynTensor {
             .with_gpu(crate::backend::gpu::download_asked)
             .expect("a copy of a GPU tensor is on the GPU")?;
         let layout = Layout::new(
-            self.dims().to_vec(),
-            crate::shape::contiguous_strides(self.dims()),
+            self.dims(),
+            &crate::shape::contiguous_strides(self.dims()),
             start,
         );
         Ok(f(&host, &layout))

@@ -52,7 +52,7 @@ fn index_params(
 fn along_axis(indices: &DynTensor, dims: &[usize], axis: usize) -> Layout {
     let mut strides = vec![0; dims.len()];
     strides[axis] = indices.layout().strides()[0];
-    Layout::new(dims.to_vec(), strides, indices.layout().offset())
+    Layout::new(dims, &strides, indices.layout().offset())
 }
 
 impl GpuDevice {
@@ -67,11 +67,7 @@ impl GpuDevice {
         let numel = dims.iter().product();
         let out = GpuBuffer::uninit(self, numel, src.dtype(), "gather")?;
         let unused = Layout::contiguous(dims);
-        let src_layout = Layout::new(
-            dims.to_vec(),
-            src.layout().strides().to_vec(),
-            src.layout().offset(),
-        );
+        let src_layout = Layout::new(dims, src.layout().strides(), src.layout().offset());
         let (params, groups) = index_params(
             "gather",
             dims,
@@ -125,7 +121,7 @@ impl GpuDevice {
         let out = self.copy(base)?;
         let target = self.memory_of(&out)?;
         let dims = values.dims();
-        let dst_layout = Layout::new(dims.to_vec(), out.layout().strides().to_vec(), 0);
+        let dst_layout = Layout::new(dims, out.layout().strides(), 0);
         let (params, groups) = index_params(
             "scatter_add",
             dims,

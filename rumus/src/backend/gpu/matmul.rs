@@ -36,11 +36,7 @@ const MAX_BATCH_RANK: usize = 4;
 /// The batch part (all but the last two axes) of a broadcast operand layout.
 fn batch_layout(layout: &Layout) -> Layout {
     let r = layout.rank() - 2;
-    Layout::new(
-        layout.dims()[..r].to_vec(),
-        layout.strides()[..r].to_vec(),
-        0,
-    )
+    Layout::new(&layout.dims()[..r], &layout.strides()[..r], 0)
 }
 
 /// `[batch.., m, k] @ [k, n]` broadcast over the batch (a `Linear` on a `[B, T, D]` input) as
@@ -52,7 +48,7 @@ fn fold_batch_into_rows(la: &Layout, lb: &Layout) -> Option<(Layout, Layout)> {
         return None;
     }
     let rows: Vec<usize> = la.dims()[..r - 1].to_vec();
-    let row_layout = Layout::new(rows.clone(), la.strides()[..r - 1].to_vec(), 0);
+    let row_layout = Layout::new(&rows, &la.strides()[..r - 1], 0);
     let merged = Strided::new("matmul", &rows, &[&row_layout]).ok()?;
     if merged.dims.len() > 1 {
         return None;
@@ -61,12 +57,8 @@ fn fold_batch_into_rows(la: &Layout, lb: &Layout) -> Option<(Layout, Layout)> {
     let row_stride = merged.strides[0].first().copied().unwrap_or(0);
     let (k, n) = (la.dims()[r - 1], lb.dims()[r - 1]);
     Some((
-        Layout::new(
-            vec![m, k],
-            vec![row_stride, la.strides()[r - 1]],
-            la.offset(),
-        ),
-        Layout::new(vec![k, n], lb.strides()[r - 2..].to_vec(), lb.offset()),
+        Layout::new(&[m, k], &[row_stride, la.strides()[r - 1]], la.offset()),
+        Layout::new(&[k, n], &lb.strides()[r - 2..], lb.offset()),
     ))
 }
 
