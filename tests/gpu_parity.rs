@@ -649,3 +649,32 @@ fn convolutions_whose_columns_pass_the_binding_limit_run_in_batch_slices() {
         t[0].conv2d(&t[1], None, (1, 1), (0, 0), (1, 1), 1).unwrap()
     });
 }
+
+#[test]
+fn gpu_tensors_cross_threads() {
+    let Some(device) = gpu() else { return };
+    let a = tensor(&[64, 64], 97)
+        .to(&device)
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let b = tensor(&[64, 64], 98).to(&device).unwrap();
+    // the forward on another thread, the backward here, and both threads queueing kernels
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let (a, b) = (a.clone(), b.clone());
+            std::thread::spawn(move || a.matmul(&b).unwrap().tanh().unwrap().sum_all().unwrap())
+        })
+        .collect();
+    let losses: Vec<DynTensor> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    let expected = a.matmul(&b).unwrap().tanh().unwrap().sum_all().unwrap();
+    for loss in &losses {
+        assert_close(
+            "loss from another thread",
+            &expected.detach().to(&Device::Cpu).unwrap(),
+            &loss.detach(),
+        );
+        let grads = loss.backward().unwrap();
+        assert_eq!(grads.grad(&a).unwrap().device(), device);
+    }
+}
