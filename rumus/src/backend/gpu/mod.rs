@@ -11,43 +11,32 @@
 //!   own indices.
 //! - Elements are 32-bit words (`f32`, `i64` as `i32`, `bool` as `u32`); `f64` stays on the CPU.
 
-#[cfg(feature = "gpu")]
-mod batch;
-#[cfg(feature = "gpu")]
-mod context;
-#[cfg(feature = "gpu")]
-mod elementwise;
-#[cfg(feature = "gpu")]
-mod index;
-#[cfg(feature = "gpu")]
-mod matmul;
-#[cfg(feature = "gpu")]
-mod memory;
-#[cfg(feature = "gpu")]
-mod operand;
-#[cfg(feature = "gpu")]
-mod optim;
-#[cfg(feature = "gpu")]
-mod pipelines;
-#[cfg(feature = "gpu")]
-mod reduce;
-#[cfg(feature = "gpu")]
-mod transfer;
-#[cfg(feature = "gpu")]
-mod window;
+/// Items that exist only with the `gpu` feature.
+macro_rules! with_gpu_feature {
+    ($($item:item)*) => { $( #[cfg(feature = "gpu")] $item )* };
+}
 
-#[cfg(feature = "gpu")]
-pub use context::GpuDevice;
-#[cfg(feature = "gpu")]
-pub(crate) use memory::check_dtype as memory_check_dtype;
-#[cfg(feature = "gpu")]
-pub use memory::{GpuBuffer, MemoryStats};
-#[cfg(feature = "gpu")]
-pub use transfer::{TransferCounts, transfer_counts};
-#[cfg(feature = "gpu")]
-pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};
-#[cfg(feature = "gpu")]
-pub(crate) use window::WindowOp;
+with_gpu_feature! {
+    mod batch;
+    mod context;
+    mod elementwise;
+    mod index;
+    mod matmul;
+    mod memory;
+    mod operand;
+    mod optim;
+    mod pipelines;
+    mod reduce;
+    mod transfer;
+    mod window;
+
+    pub use context::GpuDevice;
+    pub(crate) use memory::check_dtype as memory_check_dtype;
+    pub use memory::{GpuBuffer, MemoryStats};
+    pub use transfer::{TransferCounts, transfer_counts};
+    pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};
+    pub(crate) use window::WindowOp;
+}
 
 #[cfg(not(feature = "gpu"))]
 mod disabled;
