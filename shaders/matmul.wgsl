@@ -119,7 +119,10 @@ fn matmul_tiled(
     }
 }
 
-// The same product for large matrices: a 128x128 tile per workgroup, 8x8 per thread,
+// The same product for large matrices. It repeats `matmul_tiled`'s structure because WGSL has
+// no generics: the tile constants size the workgroup arrays and the per-thread registers.
+// (A version staging both kernels' slices as vec4 rows measured slower on an H200; see
+// BENCHMARKS.md.) A 128x128 tile per workgroup, 8x8 per thread,
 // 8-deep slices (the same workgroup arrays, laid out [8][128]). More work per thread hides
 // memory latency; the host picks it when both M and N are at least 128.
 const WIDE: u32 = 128u;
