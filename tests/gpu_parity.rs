@@ -678,3 +678,26 @@ fn gpu_tensors_cross_threads() {
         assert_eq!(grads.grad(&a).unwrap().device(), device);
     }
 }
+
+#[test]
+fn reading_a_view_back_returns_just_its_elements() {
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[6, 5], 99);
+    let on_gpu = x.to(&device).unwrap();
+    type View = fn(&DynTensor) -> DynTensor;
+    let views: [(&str, View); 4] = [
+        ("rows 3..5", |t: &DynTensor| t.narrow(0, 3, 2).unwrap()),
+        ("columns 1..4", |t: &DynTensor| t.narrow(1, 1, 3).unwrap()),
+        ("transposed", |t: &DynTensor| t.transpose(0, 1).unwrap()),
+        ("one element", |t: &DynTensor| {
+            t.narrow(0, 5, 1).unwrap().narrow(1, 4, 1).unwrap()
+        }),
+    ];
+    for (name, view) in views {
+        assert_eq!(
+            view(&on_gpu).to_vec::<f32>().unwrap(),
+            view(&x).to_vec::<f32>().unwrap(),
+            "{name}"
+        );
+    }
+}

@@ -222,14 +222,14 @@ impl Storage {
         let moved = match (&*guard, device) {
             (Memory::Host(_), Device::Cpu) => return Ok(()),
             (Memory::Gpu(buffer), Device::Gpu(gpu)) if buffer.device() == *gpu => return Ok(()),
-            (Memory::Gpu(buffer), Device::Cpu) => {
-                Memory::Host(crate::backend::gpu::download_asked(buffer)?)
-            }
+            (Memory::Gpu(buffer), Device::Cpu) => Memory::Host(
+                crate::backend::gpu::download_asked(buffer, 0..buffer.len())?,
+            ),
             (Memory::Host(host), Device::Gpu(gpu)) => {
                 Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, host)?)
             }
             (Memory::Gpu(buffer), Device::Gpu(gpu)) => {
-                let host = crate::backend::gpu::download_asked(buffer)?;
+                let host = crate::backend::gpu::download_asked(buffer, 0..buffer.len())?;
                 Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, &host)?)
             }
         };

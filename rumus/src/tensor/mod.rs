@@ -88,18 +88,17 @@ impl DynTensor {
         if !self.device().is_gpu() {
             return Ok(self.with_buffer(f));
         }
+        // Only this view's elements come back, not the whole storage.
         let contiguous = self.contiguous_untracked()?;
-        let start = contiguous.layout().offset();
+        let range = contiguous
+            .contiguous_range()
+            .expect("contiguous_untracked is contiguous");
         let host = contiguous
             .0
             .storage
-            .with_gpu(crate::backend::gpu::download_asked)
+            .with_gpu(|buffer| crate::backend::gpu::download_asked(buffer, range))
             .expect("a copy of a GPU tensor is on the GPU")?;
-        let layout = Layout::new(
-            self.dims(),
-            &crate::shape::contiguous_strides(self.dims()),
-            start,
-        );
+        let layout = Layout::contiguous(self.dims());
         Ok(f(&host, &layout))
     }
 

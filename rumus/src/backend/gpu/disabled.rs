@@ -30,7 +30,7 @@ impl GpuDevice {
     }
 }
 
-pub(crate) fn download_asked(buffer: &GpuBuffer) -> Result<CpuBuffer> {
+pub(crate) fn download_asked(buffer: &GpuBuffer, _: std::ops::Range<usize>) -> Result<CpuBuffer> {
     match buffer.0 {}
 }
 

@@ -96,11 +96,15 @@ fn count(reason: Reason, asked: &AtomicU64, fallback: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Reads the first `len` words of `buffer` back to the host (waits for queued kernels).
-pub(crate) fn download(buffer: &GpuBuffer, reason: Reason) -> Result<CpuBuffer> {
+/// Reads elements `range` of `buffer` back to the host (waits for queued kernels).
+pub(crate) fn download(
+    buffer: &GpuBuffer,
+    range: std::ops::Range<usize>,
+    reason: Reason,
+) -> Result<CpuBuffer> {
     let device = buffer.device();
     let ctx = &device.0;
-    let bytes = (buffer.len() as u64) * WORD;
+    let bytes = (range.len() as u64) * WORD;
     count(reason, &DOWNLOADS, &FALLBACK_DOWNLOADS);
     if bytes == 0 {
         return Ok(from_words(&[], buffer.dtype()));
@@ -111,8 +115,10 @@ pub(crate) fn download(buffer: &GpuBuffer, reason: Reason) -> Result<CpuBuffer> 
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    device
-        .with_encoder(|encoder| encoder.copy_buffer_to_buffer(buffer.raw(), 0, &staging, 0, bytes));
+    let start = range.start as u64 * WORD;
+    device.with_encoder(|encoder| {
+        encoder.copy_buffer_to_buffer(buffer.raw(), start, &staging, 0, bytes)
+    });
     device.submit();
     let (sender, receiver) = std::sync::mpsc::channel();
     staging
@@ -150,14 +156,18 @@ fn from_words(words: &[u32], dtype: DType) -> CpuBuffer {
 impl GpuBuffer {
     /// The elements on the host, for a host-only path that met a GPU tensor (counted).
     pub(crate) fn read_back_fallback(&self) -> CpuBuffer {
-        download(self, Reason::Fallback)
+        download(self, 0..self.len(), Reason::Fallback)
             .unwrap_or_else(|e| panic!("reading a GPU tensor back for a host kernel failed: {e}"))
     }
 }
 
 /// A download the program asked for (`to_vec`, `.to(&Device::Cpu)`).
-pub(crate) fn download_asked(buffer: &GpuBuffer) -> Result<CpuBuffer> {
-    download(buffer, Reason::Asked)
+/// Elements `range` of `buffer`, because the program asked for them.
+pub(crate) fn download_asked(
+    buffer: &GpuBuffer,
+    range: std::ops::Range<usize>,
+) -> Result<CpuBuffer> {
+    download(buffer, range, Reason::Asked)
 }
 
 /// An upload the program asked for (`.to(&gpu)`), as a contiguous tensor of `dims`.
