@@ -40,15 +40,17 @@ fn seconds_per_call(device: &Device, warmup: usize, reps: usize, mut f: impl FnM
     start.elapsed().as_secs_f64() / reps as f64
 }
 
-fn sgemm(device: &Device, n: usize) -> f64 {
-    let a = DynTensor::randn(&[n, n], DType::F32)
-        .unwrap()
-        .to(device)
-        .unwrap();
-    let b = DynTensor::randn(&[n, n], DType::F32)
-        .unwrap()
-        .to(device)
-        .unwrap();
+/// GFLOP/s of an `n x n x n` product of `dtype` operands (f16 products accumulate in f32).
+fn matmul_rate(device: &Device, n: usize, dtype: DType) -> f64 {
+    let operand = || {
+        DynTensor::randn(&[n, n], DType::F32)
+            .unwrap()
+            .to(device)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap()
+    };
+    let (a, b) = (operand(), operand());
     let reps = if n >= 8192 { 5 } else { 20 };
     let s = seconds_per_call(device, 2, reps, || {
         a.matmul(&b).unwrap();
@@ -174,7 +176,24 @@ fn main() -> rumus::Result<()> {
         (&[2048, 4096, 8192], 256)
     };
     for &n in sizes {
-        println!("sgemm_{n} {:.1} GFLOP/s", sgemm(&device, n));
+        println!(
+            "sgemm_{n} {:.1} GFLOP/s",
+            matmul_rate(&device, n, DType::F32)
+        );
+    }
+    if let Device::Gpu(gpu) = &device {
+        let path = if gpu.has_coop_matmul() {
+            "cooperative matrices"
+        } else {
+            "tiled kernels"
+        };
+        eprintln!("f16 products: {path}");
+    }
+    for &n in sizes {
+        println!(
+            "hgemm_{n} {:.1} GFLOP/s",
+            matmul_rate(&device, n, DType::F16)
+        );
     }
     println!("mlp_step_b{batch} {:.3} ms", mlp_step(&device, batch));
     println!("cnn_step_b{batch} {:.3} ms", cnn_step(&device, batch));

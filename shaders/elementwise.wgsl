@@ -1,7 +1,9 @@
 // Element-wise kernels over strided views: unary math, binary arithmetic with broadcasting,
 // comparisons, select (where), casts, copies, logical ops and the in-place scaled update.
 //
-// Every element is a 32-bit word (f32, i32 or bool as u32) read through bitcast. The
+// Every element is a 32-bit word (f32, i32 or bool as u32) read through bitcast, except
+// packed f16 (two per word, element 2w in the low half of word w), which only `convert` reads
+// and `to_half` writes. The
 // parameter block (binding 0) holds, by word: 0 element count, 1 rank, 2 op code, 3 flags,
 // 4-5 two f32 scalars, 6 threads per grid row, 7 dtype code, 8-15 dims, 16-47 the strides of
 // up to four operands (8 each), 48-51 their offsets. Operand k is binding k + 1; the output
@@ -20,6 +22,7 @@ const OFFSETS: u32 = 48u;
 const F32: u32 = 0u;
 const I32: u32 = 1u;
 const BOOL: u32 = 2u;
+const HALF: u32 = 3u;
 
 fn element_index(gid: vec3<u32>) -> u32 {
     return gid.y * p[6] + gid.x;
@@ -232,27 +235,48 @@ fn logical(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = select(0u, 1u, r);
 }
 
-// From dtype p[7] to dtype p[2]; float to integer truncates toward zero.
+// Element `o` of operand a (dtype `src_type`) as f32 (exact for f16, bool and small ints).
+fn load_f32(src_type: u32, o: u32) -> f32 {
+    if (src_type == HALF) {
+        return unpack2x16float(a[o >> 1u])[o & 1u];
+    }
+    let word = a[o];
+    if (src_type == F32) {
+        return bitcast<f32>(word);
+    }
+    return f32(bitcast<i32>(word));
+}
+
+// The f16 bits of `v`, rounded to nearest; beyond the f16 range (65520 rounds up) an
+// infinity of the same sign, where pack2x16float's result would be undefined.
+fn half_bits(v: f32) -> u32 {
+    if (abs(v) >= 65520.0) {
+        return select(0x7c00u, 0xfc00u, v < 0.0);
+    }
+    return pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu;
+}
+
+// From dtype p[7] to dtype p[2] (not f16: see `to_half`); float to integer truncates toward
+// zero.
 @compute @workgroup_size(256)
 fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = element_index(gid);
     if (i >= p[0]) {
         return;
     }
-    let word = a[offsets(i).x];
+    let o = offsets(i).x;
     let src_type = p[7];
     let dst_type = p[2];
-    var value: f32;
-    if (src_type == F32) {
-        value = bitcast<f32>(word);
-    } else {
-        value = f32(bitcast<i32>(word));
+    let value = load_f32(src_type, o);
+    var word = 0u;
+    if (src_type != HALF) {
+        word = a[o];
     }
     var r: u32;
     if (dst_type == F32) {
         r = bitcast<u32>(value);
     } else if (dst_type == I32) {
-        if (src_type == F32) {
+        if (src_type == F32 || src_type == HALF) {
             r = bitcast<u32>(i32(value));
         } else {
             r = word;
@@ -263,7 +287,25 @@ fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = r;
 }
 
-// A contiguous copy of a strided view, any dtype.
+// Operand a (dtype p[7], any view, p[0] elements) as contiguous packed f16: thread w writes
+// word w, elements 2w and 2w + 1, so no two threads share a word.
+@compute @workgroup_size(256)
+fn to_half(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let w = element_index(gid);
+    let first = 2u * w;
+    if (first >= p[0]) {
+        return;
+    }
+    let src_type = p[7];
+    let low = half_bits(load_f32(src_type, offsets(first).x));
+    var high = 0u;
+    if (first + 1u < p[0]) {
+        high = half_bits(load_f32(src_type, offsets(first + 1u).x));
+    }
+    out[w] = low | (high << 16u);
+}
+
+// A contiguous copy of a strided view, any dtype but f16.
 @compute @workgroup_size(256)
 fn copy(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = element_index(gid);

@@ -1,6 +1,7 @@
-// Batched matrix product out[b] = A[b] @ B[b] over strided operands (transposed views are
-// multiplied without a copy). Each workgroup of 256 threads computes a 64x64 tile of the
-// output, 4x4 per thread, through 16-deep slices of A and B staged in workgroup memory.
+// Batched matrix product out[b] = A[b] @ B[b] over strided operands (f32, or f16 read into
+// f32 when HALF is set; transposed views are multiplied without a copy). Each workgroup of
+// 256 threads computes a 64x64 tile of the output, 4x4 per thread, through 16-deep slices
+// of A and B staged in workgroup memory.
 //
 // Parameters: 0 M, 1 N, 2 K, 3 batch count, 4 batch rank (up to 4), 5-6 offsets of A and B,
 // 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15 batch dims,
@@ -14,20 +15,25 @@
 
 const TILE: u32 = 64u;
 
-// Offsets of matrix `batch` in A and B (batch dims and strides from the parameters).
-fn batch_bases(batch: u32) -> vec2<u32> {
-    var rem = batch;
-    var bases = vec2<u32>(p[5], p[6]);
-    let rank = p[4];
-    for (var q = 0u; q < rank; q++) {
-        let d = rank - 1u - q;
-        let size = p[12u + d];
-        let coord = rem % size;
-        rem = rem / size;
-        bases += coord * vec2<u32>(p[16u + d], p[20u + d]);
+// Operands are packed f16 (two per word) when the pipeline sets HALF; the output stays f32.
+// A pipeline constant, so each variant compiles without the other's branch.
+override HALF: bool = false;
+
+fn load_a(i: u32) -> f32 {
+    if (HALF) {
+        return unpack2x16float(a[i >> 1u])[i & 1u];
     }
-    return bases;
+    return bitcast<f32>(a[i]);
 }
+
+fn load_b(i: u32) -> f32 {
+    if (HALF) {
+        return unpack2x16float(b[i >> 1u])[i & 1u];
+    }
+    return bitcast<f32>(b[i]);
+}
+
+// `batch_bases` comes from matmul_batch.wgsl, appended to this file when it is compiled.
 const DEPTH: u32 = 16u;
 
 var<workgroup> tile_a: array<f32, 1024>; // [DEPTH][TILE], k-major
@@ -76,7 +82,7 @@ fn matmul_tiled(
                 let gk = k0 + ak;
                 var va = 0.0;
                 if (live && gm < m && gk < k_end) {
-                    va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
+                    va = load_a(base_a + gm * p[7] + gk * p[8]);
                 }
                 tile_a[ak * TILE + am] = va;
                 let bk = select(e / TILE, e % DEPTH, b_by_depth);
@@ -85,7 +91,7 @@ fn matmul_tiled(
                 let gn = col0 + bn;
                 var vb = 0.0;
                 if (live && gkb < k_end && gn < n) {
-                    vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
+                    vb = load_b(base_b + gkb * p[9] + gn * p[10]);
                 }
                 tile_b[bk * TILE + bn] = vb;
             }
@@ -171,7 +177,7 @@ fn matmul_wide(
                 let gk = k0 + ak;
                 var va = 0.0;
                 if (live && gm < m && gk < k_end) {
-                    va = bitcast<f32>(a[base_a + gm * p[7] + gk * p[8]]);
+                    va = load_a(base_a + gm * p[7] + gk * p[8]);
                 }
                 tile_a[ak * WIDE + am] = va;
                 let bk = select(e / WIDE, e % WIDE_DEPTH, b_by_depth);
@@ -180,7 +186,7 @@ fn matmul_wide(
                 let gn = col0 + bn;
                 var vb = 0.0;
                 if (live && gkb < k_end && gn < n) {
-                    vb = bitcast<f32>(b[base_b + gkb * p[9] + gn * p[10]]);
+                    vb = load_b(base_b + gkb * p[9] + gn * p[10]);
                 }
                 tile_b[bk * WIDE + bn] = vb;
             }

@@ -1,5 +1,6 @@
 //! Element types. Models train in `f32`; `f64` exists so gradients can be checked against
-//! finite differences; `i64` and `bool` carry labels, indices and masks.
+//! finite differences; `i64` and `bool` carry labels, indices and masks; `f16` halves the
+//! memory of weights and activations and feeds the GPU's matrix units.
 
 use std::fmt;
 
@@ -8,6 +9,11 @@ use std::fmt;
 pub enum DType {
     F32,
     F64,
+    /// IEEE half precision: a storage type. It converts to and from every other dtype,
+    /// moves between devices, takes views and copies, and multiplies matrices (accumulating
+    /// in `f32`, like PyTorch); other math wants a cast to `f32` first, and it carries no
+    /// gradients.
+    F16,
     I64,
     Bool,
 }
@@ -23,6 +29,7 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::F64 | DType::I64 => 8,
+            DType::F16 => 2,
             DType::Bool => 1,
         }
     }
@@ -33,6 +40,7 @@ impl fmt::Display for DType {
         f.write_str(match self {
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::F16 => "f16",
             DType::I64 => "i64",
             DType::Bool => "bool",
         })

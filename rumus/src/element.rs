@@ -44,6 +44,12 @@ macro_rules! impl_element {
 
 impl_element!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
 impl_element!(f64, F64, |v: f64| v, |v: f64| v);
+impl_element!(
+    half::f16,
+    F16,
+    |v: half::f16| v.to_f64(),
+    half::f16::from_f64
+);
 impl_element!(i64, I64, |v: i64| v as f64, |v: f64| v as i64);
 impl_element!(bool, Bool, |v: bool| if v { 1.0 } else { 0.0 }, |v: f64| v
     != 0.0);

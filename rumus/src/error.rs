@@ -107,7 +107,10 @@ pub enum AutogradError {
     )]
     InPlaceOnTracked { op: &'static str },
     /// Gradients are only defined for floating-point tensors.
-    #[error("{context}: gradients need a floating-point tensor, this one is {dtype}")]
+    #[error(
+        "{context}: gradients need an f32 or f64 tensor, this one is {dtype}{}",
+        half_hint(*dtype)
+    )]
     NotDifferentiable { context: String, dtype: DType },
 }
 
@@ -164,7 +167,7 @@ pub enum Error {
     #[error(transparent)]
     Device(#[from] DeviceError),
     /// An operation got a tensor of a dtype it does not support.
-    #[error("{op}: expected {expected}, got a {found} tensor")]
+    #[error("{op}: expected {expected}, got a {found} tensor{}", half_hint(*found))]
     DType {
         op: &'static str,
         expected: &'static str,
@@ -196,4 +199,14 @@ pub enum Error {
     /// An invalid scalar argument (a negative size, an empty range, ...).
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },
+}
+
+/// What to do with an `f16` tensor that reached an op it cannot enter.
+fn half_hint(dtype: DType) -> &'static str {
+    if dtype == DType::F16 {
+        " (f16 is a storage dtype: it converts, moves, copies and multiplies matrices; \
+         convert with `.to_dtype(DType::F32)` for other math and for gradients)"
+    } else {
+        ""
+    }
 }

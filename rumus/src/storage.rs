@@ -18,6 +18,7 @@ use crate::error::{DeviceError, Result};
 pub enum CpuBuffer {
     F32(Vec<f32>),
     F64(Vec<f64>),
+    F16(Vec<half::f16>),
     I64(Vec<i64>),
     Bool(Vec<bool>),
 }
@@ -27,6 +28,7 @@ impl CpuBuffer {
         match self {
             CpuBuffer::F32(_) => DType::F32,
             CpuBuffer::F64(_) => DType::F64,
+            CpuBuffer::F16(_) => DType::F16,
             CpuBuffer::I64(_) => DType::I64,
             CpuBuffer::Bool(_) => DType::Bool,
         }
@@ -36,6 +38,7 @@ impl CpuBuffer {
         match self {
             CpuBuffer::F32(v) => v.len(),
             CpuBuffer::F64(v) => v.len(),
+            CpuBuffer::F16(v) => v.len(),
             CpuBuffer::I64(v) => v.len(),
             CpuBuffer::Bool(v) => v.len(),
         }
@@ -53,6 +56,7 @@ macro_rules! map_buffer {
         match $buffer {
             $crate::storage::CpuBuffer::F32($values) => $crate::storage::CpuBuffer::F32($body),
             $crate::storage::CpuBuffer::F64($values) => $crate::storage::CpuBuffer::F64($body),
+            $crate::storage::CpuBuffer::F16($values) => $crate::storage::CpuBuffer::F16($body),
             $crate::storage::CpuBuffer::I64($values) => $crate::storage::CpuBuffer::I64($body),
             $crate::storage::CpuBuffer::Bool($values) => $crate::storage::CpuBuffer::Bool($body),
         }

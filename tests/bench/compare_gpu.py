@@ -4,7 +4,8 @@
 
 Runs the rumus binary (its output: `name value unit` lines), then the same workloads in
 PyTorch, and prints a markdown table with both values and their ratio. SGEMM ratios are
-rumus GFLOP/s over PyTorch's (higher is better); step ratios are rumus time over PyTorch's
+rumus GFLOP/s over PyTorch's (higher is better; `hgemm` is the f16 product, accumulated in f32
+on both sides); step ratios are rumus time over PyTorch's
 (lower is better).
 """
 
@@ -26,10 +27,10 @@ def per_call(fn, warmup, reps):
     return (time.perf_counter() - start) / reps
 
 
-def sgemm(n):
+def matmul_rate(n, dtype=torch.float32):
     torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(n, n, device="cuda")
-    b = torch.randn(n, n, device="cuda")
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
     reps = 5 if n >= 8192 else 20
     return 2 * n**3 / per_call(lambda: a @ b, 2, reps) / 1e9
 
@@ -107,7 +108,9 @@ def main():
     torch_values = {}
     for name in rumus:
         if name.startswith("sgemm_"):
-            torch_values[name] = sgemm(int(name.split("_")[1]))
+            torch_values[name] = matmul_rate(int(name.split("_")[1]))
+        elif name.startswith("hgemm_"):
+            torch_values[name] = matmul_rate(int(name.split("_")[1]), torch.float16)
         elif name == "mlp_step_b256":
             torch_values[name] = mlp_step(256)
         elif name == "cnn_step_b256":

@@ -487,6 +487,7 @@ fn dtype_tag(dtype: Dtype) -> String {
     match dtype {
         Dtype::F32 => "F32".into(),
         Dtype::F64 => "F64".into(),
+        Dtype::F16 => "F16".into(),
         Dtype::I64 => "I64".into(),
         Dtype::BOOL => "BOOL".into(),
         // Rejected when the tensor is decoded; any stable spelling will do until then.

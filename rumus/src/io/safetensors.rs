@@ -32,6 +32,7 @@ pub(super) fn bytes_of(t: &DynTensor) -> (Dtype, Vec<u8>) {
     match t.to_contiguous_buffer() {
         CpuBuffer::F32(v) => (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::F64(v) => (Dtype::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        CpuBuffer::F16(v) => (Dtype::F16, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::I64(v) => (Dtype::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::Bool(v) => (Dtype::BOOL, v.iter().map(|&b| b as u8).collect()),
     }
@@ -96,12 +97,15 @@ pub(super) fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTe
     let dims = view.shape().to_vec();
     let element_size = match view.dtype() {
         Dtype::F32 => 4,
+        Dtype::F16 => 2,
         Dtype::F64 | Dtype::I64 => 8,
         Dtype::BOOL => 1,
         other => {
             return Err(format_error(
                 path,
-                format!("tensor `{name}` has dtype {other:?}; rumus reads F32, F64, I64 and BOOL"),
+                format!(
+                    "tensor `{name}` has dtype {other:?}; rumus reads F32, F64, F16, I64 and BOOL"
+                ),
             ));
         }
     };
@@ -135,6 +139,11 @@ pub(super) fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTe
         Dtype::F64 => CpuBuffer::F64(
             chunks(8)
                 .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        ),
+        Dtype::F16 => CpuBuffer::F16(
+            chunks(2)
+                .map(|c| half::f16::from_le_bytes(c.try_into().expect("2 bytes")))
                 .collect(),
         ),
         Dtype::I64 => CpuBuffer::I64(

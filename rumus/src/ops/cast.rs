@@ -1,11 +1,12 @@
 //! Dtype conversion. Between `f32` and `f64` gradients flow back (converted back); casts to
-//! integers or `bool` end the graph.
+//! integers or `bool` end the graph; a cast to `f16` (which carries no gradients) of a
+//! tracked tensor is an error rather than a silent cut.
 
 use crate::autograd::{BackwardOp, record};
 use crate::backend::cpu::strided::map;
 use crate::dtype::DType;
 use crate::element::Element;
-use crate::error::Result;
+use crate::error::{AutogradError, Result};
 use crate::shape::Layout;
 use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
@@ -18,6 +19,7 @@ fn convert_to<S: Element + Default>(data: &[S], layout: &Layout, dtype: DType) -
     match dtype {
         DType::F32 => CpuBuffer::F32(convert(data, layout)),
         DType::F64 => CpuBuffer::F64(convert(data, layout)),
+        DType::F16 => CpuBuffer::F16(convert(data, layout)),
         DType::I64 => CpuBuffer::I64(convert(data, layout)),
         DType::Bool => CpuBuffer::Bool(convert(data, layout)),
     }
@@ -28,6 +30,13 @@ impl DynTensor {
     pub fn to_dtype(&self, dtype: DType) -> Result<DynTensor> {
         if dtype == self.dtype() {
             return Ok(self.clone());
+        }
+        if dtype == DType::F16 && self.requires_grad() && crate::autograd::is_grad_enabled() {
+            return Err(AutogradError::NotDifferentiable {
+                context: "to_dtype(DType::F16) of a tensor that requires grad".into(),
+                dtype,
+            }
+            .into());
         }
         let out = self.cast_untracked(dtype)?;
         if !dtype.is_float() {
@@ -45,6 +54,7 @@ impl DynTensor {
         let buffer = self.with_buffer(|buffer, layout| match buffer {
             CpuBuffer::F32(v) => convert_to(v, layout, dtype),
             CpuBuffer::F64(v) => convert_to(v, layout, dtype),
+            CpuBuffer::F16(v) => convert_to(v, layout, dtype),
             CpuBuffer::I64(v) => convert_to(v, layout, dtype),
             CpuBuffer::Bool(v) => convert_to(v, layout, dtype),
         });

@@ -171,6 +171,7 @@ fn cat_untracked(
     let buffer = match first.dtype() {
         crate::DType::F32 => concat_variant!(F32, buffers, lens, outer, inner),
         crate::DType::F64 => concat_variant!(F64, buffers, lens, outer, inner),
+        crate::DType::F16 => concat_variant!(F16, buffers, lens, outer, inner),
         crate::DType::I64 => concat_variant!(I64, buffers, lens, outer, inner),
         crate::DType::Bool => concat_variant!(Bool, buffers, lens, outer, inner),
     };

@@ -3,6 +3,7 @@
 
 use crate::autograd::{BackwardOp, Saved, record};
 use crate::backend::cpu::matmul::matmul;
+use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::{Layout, broadcast_shapes};
 use crate::storage::CpuBuffer;
@@ -31,6 +32,12 @@ impl DynTensor {
     }
 
     fn matmul_batched(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        if self.dtype() == DType::F16 && rhs.dtype() == DType::F16 && !self.device().is_gpu() {
+            // On the host, f16 products run on the f32 kernel and round once at the end, as
+            // PyTorch accumulates f16 in f32 (f16 carries no gradients, so nothing records).
+            let wide = |t: &DynTensor| t.to_dtype(DType::F32);
+            return wide(self)?.matmul(&wide(rhs)?)?.to_dtype(DType::F16);
+        }
         let (ra, rb) = (self.rank(), rhs.rank());
         let (m, k) = (self.dims()[ra - 2], self.dims()[ra - 1]);
         let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);

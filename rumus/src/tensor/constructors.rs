@@ -33,6 +33,7 @@ fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer, ShapeEr
     Ok(match dtype {
         DType::F32 => CpuBuffer::F32(try_filled_vec(n, value as f32, dims)?),
         DType::F64 => CpuBuffer::F64(try_filled_vec(n, value, dims)?),
+        DType::F16 => CpuBuffer::F16(try_filled_vec(n, half::f16::from_f64(value), dims)?),
         DType::I64 => CpuBuffer::I64(try_filled_vec(n, value as i64, dims)?),
         DType::Bool => CpuBuffer::Bool(try_filled_vec(n, value != 0.0, dims)?),
     })
@@ -42,10 +43,11 @@ fn from_f64s(values: Vec<f64>, dtype: DType) -> Result<CpuBuffer> {
     Ok(match dtype {
         DType::F32 => CpuBuffer::F32(values.into_iter().map(|v| v as f32).collect()),
         DType::F64 => CpuBuffer::F64(values),
+        DType::F16 => CpuBuffer::F16(values.into_iter().map(half::f16::from_f64).collect()),
         other => {
             return Err(Error::DType {
                 op: "random constructor",
-                expected: "f32 or f64",
+                expected: "f32, f64 or f16",
                 found: other,
             });
         }
@@ -160,7 +162,7 @@ impl DynTensor {
             .map(|i| if i / n == i % n { 1.0 } else { 0.0 })
             .collect();
         let buffer = match dtype {
-            DType::F32 | DType::F64 => from_f64s(values, dtype)?,
+            DType::F32 | DType::F64 | DType::F16 => from_f64s(values, dtype)?,
             DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
             DType::Bool => CpuBuffer::Bool(values.iter().map(|&v| v != 0.0).collect()),
         };

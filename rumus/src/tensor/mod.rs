@@ -218,6 +218,7 @@ impl DynTensor {
         self.with_host_elements(|buffer, layout| match buffer {
             CpuBuffer::F32(v) => convert(v, layout),
             CpuBuffer::F64(v) => convert(v, layout),
+            CpuBuffer::F16(v) => convert(v, layout),
             CpuBuffer::I64(v) => convert(v, layout),
             CpuBuffer::Bool(v) => convert(v, layout),
         })

@@ -15,6 +15,8 @@ pub(crate) struct Context {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
+    /// Whether `f16` products run on cooperative matrices (`matmul_coop.wgsl`).
+    pub coop_matmul: bool,
     pub pipelines: PipelineCache,
     pub pool: Mutex<BufferPool>,
     pub batch: Mutex<Batch>,
@@ -96,6 +98,14 @@ impl GpuDevice {
             .map_err(|e| gpu_error(format!("waiting for the GPU failed: {e}")))
     }
 
+    /// Whether `f16` matrix products run on the adapter's matrix units (cooperative matrices,
+    /// 16x16x16 with `f16` inputs and `f32` accumulators, subgroups of 32). Elsewhere they run
+    /// on the tiled kernels, reading `f16` and accumulating in `f32`. Setting the environment
+    /// variable `RUMUS_GPU_NO_COOP` turns the matrix units off (to compare the two paths).
+    pub fn has_coop_matmul(&self) -> bool {
+        self.0.coop_matmul
+    }
+
     /// Largest tensor (in bytes) one kernel may bind: the adapter's limit, which rumus asks
     /// for in full (wgpu's default is 128 MiB).
     pub fn max_binding_bytes(&self) -> u64 {
@@ -127,10 +137,24 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
     let info = adapter.get_info();
     // Ask for everything the adapter allows: large tensors need large bindings.
     let limits = adapter.limits();
+    let coop_matmul = offers_coop_matmul(&adapter);
+    let (required_features, experimental_features) = if coop_matmul {
+        // SAFETY: wgpu marks cooperative matrices experimental (its implementation may have
+        // bugs that cause undefined behaviour). rumus uses them in one kernel,
+        // `matmul_coop.wgsl`, which stages its operands in workgroup memory with bounds
+        // checks and is tested against the f32 product on every adapter that offers it.
+        (COOP_FEATURES, unsafe { wgpu::ExperimentalFeatures::enabled() })
+    } else {
+        (
+            wgpu::Features::empty(),
+            wgpu::ExperimentalFeatures::disabled(),
+        )
+    };
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("rumus"),
-        required_features: wgpu::Features::empty(),
+        required_features,
         required_limits: limits.clone(),
+        experimental_features,
         ..Default::default()
     }))
     .map_err(|e| no_adapter(format!("{} refused a device: {e}", info.name)))?;
@@ -140,9 +164,33 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
         pool: Mutex::new(BufferPool::default()),
         batch: Mutex::new(batch),
         constants: Mutex::default(),
+        coop_matmul,
         device,
         queue,
         info,
         limits,
     })))
+}
+
+/// What `matmul_coop.wgsl` needs: f16 in shaders, subgroup ids, cooperative matrices.
+const COOP_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
+    .union(wgpu::Features::SUBGROUP)
+    .union(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+
+/// Whether `adapter` can run `matmul_coop.wgsl`: the features, subgroups of exactly 32
+/// (the kernel splits its 256 invocations into eight), and a 16x16x16 configuration with
+/// f16 inputs and an f32 accumulator.
+fn offers_coop_matmul(adapter: &wgpu::Adapter) -> bool {
+    if std::env::var_os("RUMUS_GPU_NO_COOP").is_some() {
+        return false;
+    }
+    let info = adapter.get_info();
+    adapter.features().contains(COOP_FEATURES)
+        && info.subgroup_min_size == 32
+        && info.subgroup_max_size == 32
+        && adapter.cooperative_matrix_properties().iter().any(|c| {
+            (c.m_size, c.n_size, c.k_size) == (16, 16, 16)
+                && c.ab_type == wgpu::CooperativeScalarType::F16
+                && c.cr_type == wgpu::CooperativeScalarType::F32
+        })
 }

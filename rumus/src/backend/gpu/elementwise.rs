@@ -44,6 +44,7 @@ fn dtype_code(dtype: DType) -> u32 {
         DType::F32 | DType::F64 => 0,
         DType::I64 => 1,
         DType::Bool => 2,
+        DType::F16 => 3,
     }
 }
 
@@ -87,9 +88,13 @@ impl GpuDevice {
         params[slot::SCALAR0] = launch.scalars.0.to_bits();
         params[slot::SCALAR1] = launch.scalars.1.to_bits();
         params[slot::DTYPE] = dtype_code(launch.dtype);
+        // Only casts from f16 reach here with f16 operands (every other launcher checks).
         let memories = operands
             .iter()
-            .map(|(tensor, _)| self.memory_of(tensor))
+            .map(|(tensor, _)| match launch.dtype {
+                DType::F16 => self.any_memory_of(tensor),
+                _ => self.memory_of(tensor),
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut bindings: Vec<(u32, &wgpu::Buffer)> = memories
             .iter()
@@ -134,7 +139,7 @@ impl GpuDevice {
         (b, lb): (&DynTensor, &Layout),
         op: CompareOp,
     ) -> Result<DynTensor> {
-        check_dtype(a.dtype(), "compare")?;
+        check_words(a.dtype(), "compare")?;
         let launch = Launch::new("compare", op as u32, a.dtype());
         self.strided(launch, la.dims(), &[(a, la), (b, lb)], DType::Bool)
     }
@@ -146,7 +151,7 @@ impl GpuDevice {
         on_true: (&DynTensor, &Layout),
         on_false: (&DynTensor, &Layout),
     ) -> Result<DynTensor> {
-        check_dtype(on_true.0.dtype(), "where")?;
+        check_words(on_true.0.dtype(), "where")?;
         let launch = Launch::new("choose", 0, on_true.0.dtype());
         let dims = condition.1.dims().to_vec();
         self.strided(
@@ -167,14 +172,40 @@ impl GpuDevice {
     pub(crate) fn cast(&self, x: &DynTensor, dtype: DType) -> Result<DynTensor> {
         check_dtype(x.dtype(), "to_dtype")?;
         check_dtype(dtype, "to_dtype")?;
+        if dtype == DType::F16 {
+            return self.to_half(x);
+        }
         let launch = Launch::new("convert", dtype_code(dtype), x.dtype());
         self.strided(launch, x.dims(), &[(x, x.layout())], dtype)
     }
 
     /// A contiguous copy of `x`'s view.
     pub(crate) fn copy(&self, x: &DynTensor) -> Result<DynTensor> {
+        if x.dtype() == DType::F16 {
+            return self.to_half(x);
+        }
         let launch = Launch::new("copy", 0, x.dtype());
         self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
+    }
+
+    /// `x` (any dtype, any view) as a contiguous packed `f16` tensor: one thread per output
+    /// word, so no two threads write halves of one word.
+    pub(crate) fn to_half(&self, x: &DynTensor) -> Result<DynTensor> {
+        let numel = x.numel();
+        let out = GpuBuffer::uninit(self, numel, DType::F16, "to_dtype(f16)")?;
+        let strided = Strided::new("to_dtype(f16)", x.dims(), &[x.layout()])?;
+        let (groups, row) = grid_1d(numel.div_ceil(2));
+        let mut params = strided_params(&strided, numel, row);
+        params[slot::DTYPE] = dtype_code(x.dtype());
+        let source = self.any_memory_of(x)?;
+        self.dispatch(
+            Module::Elementwise,
+            "to_half",
+            &params,
+            &[(1, source.raw()), (4, out.raw())],
+            groups,
+        );
+        Ok(DynTensor::from_gpu(out, x.dims()))
     }
 
     /// `dst = dst * scale + alpha * src` in place, `src` viewed with `ls` (broadcast to
@@ -199,14 +230,20 @@ impl GpuDevice {
     pub(crate) fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
         let numel: usize = dims.iter().product();
         let out = GpuBuffer::uninit(self, numel, dtype, "full")?;
-        let (groups, row) = grid_1d(numel);
+        // The kernel fills words; packed f16 holds two elements per word.
+        let filled_words = super::memory::words(numel, dtype);
+        let (groups, row) = grid_1d(filled_words);
         let mut params = vec![0u32; slot::DTYPE + 1];
-        params[slot::NUMEL] = numel as u32;
+        params[slot::NUMEL] = filled_words as u32;
         params[slot::ROW] = row;
         params[slot::SCALAR0] = match dtype {
             DType::I64 => (value as i32) as u32,
             DType::Bool => u32::from(value != 0.0),
             DType::F32 | DType::F64 => (value as f32).to_bits(),
+            DType::F16 => {
+                let bits = u32::from(half::f16::from_f64(value).to_bits());
+                bits | (bits << 16)
+            }
         };
         let groups = if numel == 0 { [0, 0, 0] } else { groups };
         self.dispatch(
@@ -282,6 +319,19 @@ impl GpuDevice {
         dst.storage().mark_written();
         Ok(())
     }
+}
+
+/// Kernels that read one element per word take every dtype the GPU stores but packed `f16`.
+fn check_words(dtype: DType, op: &'static str) -> Result<()> {
+    check_dtype(dtype, op)?;
+    if dtype == DType::F16 {
+        return Err(crate::Error::DType {
+            op,
+            expected: "an f32, i64 or bool tensor",
+            found: dtype,
+        });
+    }
+    Ok(())
 }
 
 pub(crate) fn check_float(dtype: DType, op: &'static str) -> Result<()> {

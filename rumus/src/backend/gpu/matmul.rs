@@ -14,6 +14,8 @@ use crate::tensor::DynTensor;
 /// Output tile edge of `matmul_tiled` and of `matmul_wide`, which large products use.
 const TILE: usize = 64;
 const WIDE_TILE: usize = 128;
+/// Output tile edge of `matmul_coop` (cooperative matrices, `f16` operands).
+const COOP_TILE: usize = 128;
 const MIN_WIDE_TILES: usize = 128;
 /// Split-K: products with fewer workgroups than this are split along K (each split a job of
 /// its own, their partial products added by `sum_splits`), but no split is shorter than
@@ -63,16 +65,38 @@ fn fold_batch_into_rows(la: &Layout, lb: &Layout) -> Option<(Layout, Layout)> {
 }
 
 impl GpuDevice {
-    /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`.
+    /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`
+    /// (same dtype, checked by the caller): `f32`, or `f16` accumulated in `f32` and rounded
+    /// to an `f16` result.
     pub(crate) fn matmul(
         &self,
         (a, la): (&DynTensor, &Layout),
         (b, lb): (&DynTensor, &Layout),
         out_dims: &[usize],
     ) -> Result<DynTensor> {
-        check_float(a.dtype(), "matmul")?;
+        if a.dtype() != DType::F16 {
+            check_float(a.dtype(), "matmul")?;
+            return self.matmul_f32_out(Module::Matmul, (a, la), (b, lb), out_dims);
+        }
+        let module = if self.has_coop_matmul() {
+            Module::MatmulCoop
+        } else {
+            Module::MatmulHalf
+        };
+        let product = self.matmul_f32_out(module, (a, la), (b, lb), out_dims)?;
+        self.to_half(&product)
+    }
+
+    /// The product in `f32` by the kernels of `module` (operands in its dtype).
+    fn matmul_f32_out(
+        &self,
+        module: Module,
+        (a, la): (&DynTensor, &Layout),
+        (b, lb): (&DynTensor, &Layout),
+        out_dims: &[usize],
+    ) -> Result<DynTensor> {
         if let Some((la, lb)) = fold_batch_into_rows(la, lb) {
-            return self.matmul((a, &la), (b, &lb), out_dims);
+            return self.matmul_f32_out(module, (a, &la), (b, &lb), out_dims);
         }
         let r = la.rank();
         let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
@@ -94,15 +118,20 @@ impl GpuDevice {
         }
         // Wide tiles only when there are enough of them to keep a large GPU busy: on an H200
         // a 256x1024 product ran slower with 16 wide tiles than with 64 small ones.
-        let (entry, tile) =
-            if batch * m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE) >= MIN_WIDE_TILES {
-                ("matmul_wide", WIDE_TILE)
-            } else {
-                ("matmul_tiled", TILE)
-            };
+        let (entry, tile) = if module == Module::MatmulCoop {
+            ("matmul_coop", COOP_TILE)
+        } else if batch * m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE) >= MIN_WIDE_TILES {
+            ("matmul_wide", WIDE_TILE)
+        } else {
+            ("matmul_tiled", TILE)
+        };
         let tiles = m.div_ceil(tile) * n.div_ceil(tile);
         let ([gx, gy, _], row) = grid_rows(tiles);
-        let (splits, chunk) = split_k(tiles * batch, k);
+        let (splits, chunk) = if module == Module::MatmulCoop {
+            (1, k.max(1))
+        } else {
+            split_k(tiles * batch, k)
+        };
         let gz = (batch * splits).clamp(1, 65_535) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
         let mut params = vec![0u32; 26];
@@ -127,7 +156,7 @@ impl GpuDevice {
         }
         params[24] = splits as u32;
         params[25] = chunk as u32;
-        let (ma, mb) = (self.memory_of(a)?, self.memory_of(b)?);
+        let (ma, mb) = (self.any_memory_of(a)?, self.any_memory_of(b)?);
         let groups = if batch * m * n == 0 {
             [0, 0, 0]
         } else {
@@ -135,7 +164,7 @@ impl GpuDevice {
         };
         if splits == 1 {
             self.dispatch(
-                Module::Matmul,
+                module,
                 entry,
                 &params,
                 &[(1, ma.raw()), (2, mb.raw()), (3, out.raw())],
@@ -145,7 +174,7 @@ impl GpuDevice {
         }
         let partial = GpuBuffer::uninit(self, batch * splits * m * n, DType::F32, "matmul")?;
         self.dispatch(
-            Module::Matmul,
+            module,
             entry,
             &params,
             &[(1, ma.raw()), (2, mb.raw()), (3, partial.raw())],

@@ -1,7 +1,9 @@
 //! Device memory: tensor buffers and the pool they return to.
 //!
 //! Every GPU element is one 32-bit word (`f32`, `i64` stored as `i32`, `bool` as `u32`), so
-//! every kernel reads `array<u32>` and bit-casts. Freed buffers go back to a pool keyed by
+//! every kernel reads `array<u32>` and bit-casts; `f16` packs two elements per word (element
+//! `2w` in the low half of word `w`, as WGSL's `unpack2x16float` reads them), and only the
+//! kernels that know it (casts, copies, matrix products) accept it. Freed buffers go back to a pool keyed by
 //! size class and are handed to the next output of that class; a training step allocates the
 //! same sizes every iteration, so after the first step it allocates nothing. Reusing a buffer
 //! is safe without waiting for the GPU: kernels run in the order they were queued, and uploads
@@ -15,6 +17,15 @@ use crate::error::{DeviceError, Result};
 
 /// Bytes of one element on the GPU.
 pub(crate) const WORD: u64 = 4;
+/// 32-bit words that hold `len` elements of `dtype`.
+pub(crate) fn words(len: usize, dtype: DType) -> usize {
+    if dtype == DType::F16 {
+        len.div_ceil(2)
+    } else {
+        len
+    }
+}
+
 /// Free buffers the pool keeps at most; beyond this the oldest are destroyed.
 const MAX_POOLED_BYTES: u64 = 4 << 30;
 
@@ -117,7 +128,7 @@ impl GpuBuffer {
         op: &'static str,
     ) -> Result<Self> {
         check_dtype(dtype, op)?;
-        let bytes = (len as u64).max(1) * WORD;
+        let bytes = (words(len, dtype) as u64).max(1) * WORD;
         let limit = device.max_binding_bytes();
         if bytes > limit {
             return Err(DeviceError::TooLarge { op, bytes, limit }.into());

@@ -30,8 +30,22 @@ impl Memory {
 }
 
 impl GpuDevice {
-    /// The buffer behind `tensor` (on this device, or a host scalar uploaded once and kept).
+    /// The buffer behind `tensor` (on this device, or a host scalar uploaded once and kept),
+    /// for a kernel that reads one element per 32-bit word: packed `f16` is refused here, so
+    /// no word kernel can misread it whatever path reached it.
     pub(crate) fn memory_of(&self, tensor: &DynTensor) -> Result<Memory> {
+        if tensor.dtype() == crate::DType::F16 {
+            return Err(crate::Error::DType {
+                op: "GPU kernel",
+                expected: "an f32, i64 or bool tensor",
+                found: crate::DType::F16,
+            });
+        }
+        self.any_memory_of(tensor)
+    }
+
+    /// The buffer behind `tensor` whatever its dtype, for the kernels that read packed `f16`.
+    pub(crate) fn any_memory_of(&self, tensor: &DynTensor) -> Result<Memory> {
         if let Some(buffer) = tensor.storage().with_gpu(|b| b.raw().clone()) {
             return Ok(Memory::Tensor(buffer));
         }
@@ -57,6 +71,7 @@ fn scalar_bits(buffer: &crate::storage::CpuBuffer) -> u32 {
         CpuBuffer::I64(v) => v[0] as u32,
         CpuBuffer::Bool(v) => u32::from(v[0]),
         CpuBuffer::F64(v) => (v[0] as f32).to_bits(),
+        CpuBuffer::F16(v) => u32::from(v[0].to_bits()),
     }
 }
 

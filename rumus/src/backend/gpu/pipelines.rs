@@ -11,6 +11,11 @@ pub(crate) enum Module {
     Elementwise,
     Reduce,
     Matmul,
+    /// `matmul.wgsl` specialised to read packed `f16` operands (`HALF = true`).
+    MatmulHalf,
+    /// `matmul_coop.wgsl`: `f16` products on cooperative matrices (tensor cores), made only
+    /// on adapters that offer them (`GpuDevice::has_coop_matmul`).
+    MatmulCoop,
     Index,
     Optim,
     Window,
@@ -21,10 +26,27 @@ impl Module {
         match self {
             Module::Elementwise => include_str!("../../../../shaders/elementwise.wgsl"),
             Module::Reduce => include_str!("../../../../shaders/reduce.wgsl"),
-            Module::Matmul => include_str!("../../../../shaders/matmul.wgsl"),
+            Module::Matmul | Module::MatmulHalf => concat!(
+                include_str!("../../../../shaders/matmul.wgsl"),
+                include_str!("../../../../shaders/matmul_batch.wgsl")
+            ),
+            Module::MatmulCoop => concat!(
+                include_str!("../../../../shaders/matmul_coop.wgsl"),
+                include_str!("../../../../shaders/matmul_batch.wgsl")
+            ),
             Module::Index => include_str!("../../../../shaders/index.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
+        }
+    }
+}
+
+impl Module {
+    /// Values of the module's pipeline-overridable constants.
+    fn constants(self) -> &'static [(&'static str, f64)] {
+        match self {
+            Module::MatmulHalf => &[("HALF", 1.0)],
+            _ => &[],
         }
     }
 }
@@ -69,7 +91,10 @@ impl PipelineCache {
             layout: None,
             module: shader,
             entry_point: Some(entry),
-            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: module.constants(),
+                ..Default::default()
+            },
             cache: None,
         });
         let layout = pipeline.get_bind_group_layout(0);

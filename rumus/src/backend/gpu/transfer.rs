@@ -61,6 +61,14 @@ fn words_of(buffer: &CpuBuffer, op: &'static str) -> Result<Vec<u32>> {
                 .collect::<Result<_>>()?
         }
         CpuBuffer::Bool(v) => v.iter().map(|&b| u32::from(b)).collect(),
+        // Two halves per word, the first element in the low half; an odd tail pads with 0.
+        CpuBuffer::F16(v) => v
+            .chunks(2)
+            .map(|pair| {
+                let high = pair.get(1).map_or(0, |h| h.to_bits());
+                u32::from(pair[0].to_bits()) | (u32::from(high) << 16)
+            })
+            .collect(),
         CpuBuffer::F64(_) => {
             return Err(crate::error::DeviceError::UnsupportedDType {
                 op,
@@ -74,7 +82,7 @@ fn words_of(buffer: &CpuBuffer, op: &'static str) -> Result<Vec<u32>> {
 /// Copies `buffer` (row-major elements) into a new GPU buffer.
 pub(crate) fn upload(device: &GpuDevice, buffer: &CpuBuffer) -> Result<GpuBuffer> {
     let words = words_of(buffer, "upload to the GPU")?;
-    let out = GpuBuffer::uninit(device, words.len(), buffer.dtype(), "upload to the GPU")?;
+    let out = GpuBuffer::uninit(device, buffer.len(), buffer.dtype(), "upload to the GPU")?;
     // The buffer may come from the pool while queued kernels still read its old contents:
     // submit them first, so the write lands after them in queue order.
     device.submit();
@@ -104,18 +112,25 @@ pub(crate) fn download(
 ) -> Result<CpuBuffer> {
     let device = buffer.device();
     let ctx = &device.0;
-    let bytes = (range.len() as u64) * WORD;
+    let dtype = buffer.dtype();
     count(reason, &DOWNLOADS, &FALLBACK_DOWNLOADS);
-    if bytes == 0 {
-        return Ok(from_words(&[], buffer.dtype()));
+    if range.is_empty() {
+        return Ok(from_words(&[], dtype, 0..0));
     }
+    // The whole words that hold the range (an f16 range may start or end mid-word).
+    let (first_word, end_word) = if dtype == DType::F16 {
+        (range.start / 2, range.end.div_ceil(2))
+    } else {
+        (range.start, range.end)
+    };
+    let bytes = (end_word - first_word) as u64 * WORD;
     let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("rumus readback"),
         size: bytes,
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    let start = range.start as u64 * WORD;
+    let start = first_word as u64 * WORD;
     device.with_encoder(|encoder| {
         encoder.copy_buffer_to_buffer(buffer.raw(), start, &staging, 0, bytes)
     });
@@ -141,11 +156,25 @@ pub(crate) fn download(
         bytemuck::cast_slice(&view).to_vec()
     };
     staging.unmap();
-    Ok(from_words(&words, buffer.dtype()))
+    let skip = range.start - first_word * if dtype == DType::F16 { 2 } else { 1 };
+    Ok(from_words(&words, dtype, skip..skip + range.len()))
 }
 
-fn from_words(words: &[u32], dtype: DType) -> CpuBuffer {
+/// The elements `within` the elements that `words` hold.
+fn from_words(words: &[u32], dtype: DType, within: std::ops::Range<usize>) -> CpuBuffer {
+    if dtype != DType::F16 {
+        debug_assert_eq!(within, 0..words.len());
+    }
     match dtype {
+        DType::F16 => CpuBuffer::F16(
+            words
+                .iter()
+                .flat_map(|&w| [w as u16, (w >> 16) as u16])
+                .skip(within.start)
+                .take(within.len())
+                .map(half::f16::from_bits)
+                .collect(),
+        ),
         DType::F32 => CpuBuffer::F32(bytemuck::cast_slice(words).to_vec()),
         DType::I64 => CpuBuffer::I64(words.iter().map(|&w| i64::from(w as i32)).collect()),
         DType::Bool => CpuBuffer::Bool(words.iter().map(|&w| w != 0).collect()),

@@ -1,0 +1,253 @@
+//! The `f16` dtype: rounding from wider types and matrix products against PyTorch
+//! (`tests/fixtures/half.txt`, written by `make_half_fixtures.py`), the GPU's packed `f16`
+//! (casts, copies, transfers, products on the tiled kernels or on cooperative matrices)
+//! against the CPU, and the errors of the ops `f16` does not enter.
+//!
+//! The GPU tests run on lavapipe in CI (which has no cooperative matrices: products there
+//! take the tiled kernels); on an adapter with them, `RUMUS_GPU_NO_COOP=1` runs the tiled
+//! path instead.
+
+mod common;
+
+use common::fixture_file::read_cases;
+use common::gpu::{gpu, tensor};
+use rumus::{DType, DynTensor, f16, no_grad};
+
+const FIXTURES: &str = include_str!("fixtures/half.txt");
+
+fn fixture(name: &str) -> std::collections::BTreeMap<String, common::fixture_file::FixtureTensor> {
+    read_cases(FIXTURES)
+        .into_iter()
+        .find(|(case, _)| case == name)
+        .unwrap_or_else(|| panic!("no fixture case {name}"))
+        .1
+}
+
+fn halves(t: &DynTensor) -> Vec<f16> {
+    assert_eq!(t.dtype(), DType::F16);
+    t.to_vec::<f16>().unwrap()
+}
+
+/// Bit-for-bit equality (so `-0` differs from `0`), NaN equal to NaN.
+fn assert_same_bits(what: &str, actual: &[f16], expected: &[f16]) {
+    assert_eq!(actual.len(), expected.len(), "{what}: lengths differ");
+    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+        let same = a.to_bits() == e.to_bits() || (a.is_nan() && e.is_nan());
+        assert!(
+            same,
+            "{what}[{i}]: got {a} ({:#06x}), expected {e} ({:#06x})",
+            a.to_bits(),
+            e.to_bits()
+        );
+    }
+}
+
+/// Products accumulate in f32 in a different order from PyTorch's (and the GPU's from the
+/// CPU's), so the rounded f16 results may differ in the last place: within one f16 ulp
+/// (2^-10 relative) of the reference, or 2^-24 absolute near zero.
+fn assert_within_an_ulp(what: &str, actual: &[f16], expected: &[f64]) {
+    assert_eq!(actual.len(), expected.len(), "{what}: lengths differ");
+    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+        let a = a.to_f64();
+        assert!(
+            (a - e).abs() <= e.abs() * 2f64.powi(-10) + 2f64.powi(-24),
+            "{what}[{i}]: got {a}, expected {e}"
+        );
+    }
+}
+
+#[test]
+fn rounding_to_f16_matches_pytorch() {
+    let case = fixture("to_half");
+    let input = case["input"].to_tensor();
+    let expected = halves(&case["half"].to_tensor());
+    assert_same_bits(
+        "f32 -> f16",
+        &halves(&input.to_dtype(DType::F16).unwrap()),
+        &expected,
+    );
+    // Through f64, and back: every f16 widens exactly.
+    let through_f64 = input
+        .to_dtype(DType::F64)
+        .unwrap()
+        .to_dtype(DType::F16)
+        .unwrap();
+    assert_same_bits("f64 -> f16", &halves(&through_f64), &expected);
+    let widened = through_f64
+        .to_dtype(DType::F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (w, h) in widened.iter().zip(&expected) {
+        assert!(w.to_bits() == h.to_f32().to_bits() || w.is_nan());
+    }
+}
+
+#[test]
+fn f16_matrix_products_match_pytorch() {
+    for name in ["matmul_2d", "matmul_broadcast"] {
+        let case = fixture(name);
+        let (a, b) = (case["a"].to_tensor(), case["b"].to_tensor());
+        let out = a.matmul(&b).unwrap();
+        assert_eq!(out.dims(), case["out"].dims.as_slice(), "{name}: shape");
+        assert_within_an_ulp(name, &halves(&out), &case["out"].values);
+    }
+}
+
+#[test]
+fn f16_views_copy_and_convert_on_the_host() {
+    let x = DynTensor::from_vec(
+        (0..12).map(|i| f16::from_f32(i as f32 * 0.5)).collect(),
+        &[3, 4],
+    )
+    .unwrap();
+    let t = x.transpose(0, 1).unwrap().contiguous().unwrap();
+    assert_eq!(
+        t.to_vec::<f16>().unwrap()[..3],
+        [f16::from_f32(0.0), f16::from_f32(2.0), f16::from_f32(4.0)]
+    );
+    let ints = x.to_dtype(DType::I64).unwrap().to_vec::<i64>().unwrap();
+    assert_eq!(ints, (0..12).map(|i| i / 2).collect::<Vec<i64>>());
+    let full = DynTensor::full(&[3], 65519.0, DType::F16).unwrap();
+    assert_eq!(
+        full.to_vec::<f16>().unwrap(),
+        vec![f16::from_f32(65504.0); 3]
+    );
+}
+
+#[test]
+fn f16_state_round_trips_through_safetensors() {
+    let dir = common::scratch::Scratch::new("half_safetensors");
+    let path = dir.join("weights.safetensors");
+    let w = tensor(&[5, 3], 7).to_dtype(DType::F16).unwrap();
+    rumus::io::write_state(&vec![("w".to_string(), w.clone())], &path).unwrap();
+    let read = rumus::io::read_state(&path).unwrap();
+    assert_eq!(read[0].0, "w");
+    assert_same_bits("safetensors", &halves(&read[0].1), &halves(&w));
+}
+
+#[test]
+fn ops_f16_does_not_enter_are_errors_that_say_what_to_do() {
+    let x = tensor(&[2, 3], 1).to_dtype(DType::F16).unwrap();
+    let message = x.exp().unwrap_err().to_string();
+    assert!(message.contains("to_dtype(DType::F32)"), "{message}");
+    let message = x.clone().requires_grad_().unwrap_err().to_string();
+    assert!(message.contains("f16"), "{message}");
+    // A cast of a tracked tensor would cut its graph: an error, unless gradients are off.
+    let w = tensor(&[2, 3], 2).requires_grad_().unwrap();
+    let message = w.to_dtype(DType::F16).unwrap_err().to_string();
+    assert!(message.contains("requires grad"), "{message}");
+    let _off = no_grad();
+    assert_eq!(w.to_dtype(DType::F16).unwrap().dtype(), DType::F16);
+}
+
+/// f32 values covering what rounding to f16 meets: the fixture's edges and spread.
+fn rounding_inputs() -> DynTensor {
+    fixture("to_half")["input"].to_tensor()
+}
+
+#[test]
+fn gpu_casts_to_and_from_f16_match_the_cpu_bit_for_bit() {
+    let Some(device) = gpu() else { return };
+    let x = rounding_inputs();
+    let on_gpu = x.to(&device).unwrap().to_dtype(DType::F16).unwrap();
+    assert!(on_gpu.device().is_gpu());
+    let expected = halves(&x.to_dtype(DType::F16).unwrap());
+    assert_same_bits("gpu f32 -> f16", &halves(&on_gpu), &expected);
+    let back = on_gpu
+        .to_dtype(DType::F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    let host_back = x
+        .to_dtype(DType::F16)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap();
+    assert_eq!(back, host_back.to_vec::<f32>().unwrap());
+    // Strided sources and an odd element count (the last word half empty).
+    let m = tensor(&[7, 5], 3);
+    let strided = m
+        .to(&device)
+        .unwrap()
+        .transpose(0, 1)
+        .unwrap()
+        .to_dtype(DType::F16)
+        .unwrap();
+    let host = m.transpose(0, 1).unwrap().to_dtype(DType::F16).unwrap();
+    assert_same_bits("gpu transposed -> f16", &halves(&strided), &halves(&host));
+    // f16 views: a transposed copy, a slice starting mid-word, casts to i64 and bool.
+    let h = m.to_dtype(DType::F16).unwrap();
+    let hg = h.to(&device).unwrap();
+    let copy = |t: &DynTensor| halves(&t.transpose(0, 1).unwrap().contiguous().unwrap());
+    assert_same_bits("gpu f16 transpose", &copy(&hg), &copy(&h));
+    let slice = |t: &DynTensor| halves(&t.reshape(&[35]).unwrap().narrow(0, 3, 17).unwrap());
+    assert_same_bits("gpu f16 slice", &slice(&hg), &slice(&h));
+    for dtype in [DType::I64, DType::Bool] {
+        let (c, g) = (h.to_dtype(dtype).unwrap(), hg.to_dtype(dtype).unwrap());
+        assert_eq!(c.to_f64_vec(), g.to_f64_vec(), "f16 -> {dtype}");
+    }
+    let filled = DynTensor::full(&[5], -0.1, DType::F16)
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    let filled_on_gpu = {
+        let _on = device.set_default();
+        DynTensor::full(&[5], -0.1, DType::F16).unwrap()
+    };
+    assert!(filled_on_gpu.device().is_gpu());
+    assert_same_bits("gpu full", &halves(&filled_on_gpu), &halves(&filled));
+}
+
+#[test]
+fn gpu_f16_matrix_products_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let half = |dims: &[usize], seed: u64| tensor(dims, seed).to_dtype(DType::F16).unwrap();
+    let cases: Vec<(&str, DynTensor, DynTensor)> = vec![
+        // Ragged: no edge is a multiple of any tile.
+        ("ragged", half(&[37, 45], 1), half(&[45, 29], 2)),
+        // Several tiles each way and a K with a partial slice.
+        ("several tiles", half(&[130, 70], 3), half(&[70, 260], 4)),
+        // x @ W^T: the right operand transposed (strided), a batch folded into rows.
+        (
+            "transposed",
+            half(&[2, 9, 33], 5),
+            half(&[17, 33], 6).transpose(0, 1).unwrap(),
+        ),
+        // A transposed left operand and a batch of distinct matrices.
+        (
+            "batched",
+            half(&[3, 20, 12], 7).transpose(1, 2).unwrap(),
+            half(&[3, 20, 6], 8),
+        ),
+        ("vector", half(&[31], 9), half(&[31, 4], 10)),
+    ];
+    for (name, a, b) in cases {
+        let cpu = a.matmul(&b).unwrap();
+        let gpu_out = a
+            .to(&device)
+            .unwrap()
+            .matmul(&b.to(&device).unwrap())
+            .unwrap();
+        assert!(gpu_out.device().is_gpu(), "{name}: left the GPU");
+        assert_eq!(gpu_out.dims(), cpu.dims(), "{name}: shape");
+        let expected: Vec<f64> = cpu.to_f64_vec();
+        assert_within_an_ulp(name, &halves(&gpu_out), &expected);
+    }
+}
+
+#[test]
+fn gpu_refuses_f16_in_word_kernels() {
+    let Some(device) = gpu() else { return };
+    let h = tensor(&[4, 4], 1)
+        .to_dtype(DType::F16)
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    for result in [h.exp(), h.add(&h), h.sum_all()] {
+        let message = result.unwrap_err().to_string();
+        assert!(message.contains("to_dtype(DType::F32)"), "{message}");
+    }
+    let message = DynTensor::cat(&[&h, &h], 0).unwrap_err().to_string();
+    assert!(message.contains("f16"), "{message}");
+}
