@@ -3,7 +3,7 @@
 //
 // Every element is a 32-bit word (f32, i32 or bool as u32) read through bitcast, except
 // packed f16 (two per word, element 2w in the low half of word w), which only `convert` reads
-// and `to_half` writes. The
+// and `to_half` writes (`half_bits` comes from half.wgsl, appended when this is compiled). The
 // parameter block (binding 0) holds, by word: 0 element count, 1 rank, 2 op code, 3 flags,
 // 4-5 two f32 scalars, 6 threads per grid row, 7 dtype code, 8-15 dims, 16-47 the strides of
 // up to four operands (8 each), 48-51 their offsets. Operand k is binding k + 1; the output
@@ -245,15 +245,6 @@ fn load_f32(src_type: u32, o: u32) -> f32 {
         return bitcast<f32>(word);
     }
     return f32(bitcast<i32>(word));
-}
-
-// The f16 bits of `v`, rounded to nearest; beyond the f16 range (65520 rounds up) an
-// infinity of the same sign, where pack2x16float's result would be undefined.
-fn half_bits(v: f32) -> u32 {
-    if (abs(v) >= 65520.0) {
-        return select(0x7c00u, 0xfc00u, v < 0.0);
-    }
-    return pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu;
 }
 
 // From dtype p[7] to dtype p[2] (not f16: see `to_half`); float to integer truncates toward

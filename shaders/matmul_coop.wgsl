@@ -1,13 +1,19 @@
 // f16 matrix products on cooperative matrices (NVIDIA tensor cores through
-// VK_KHR_cooperative_matrix): out[b] = A[b] @ B[b] with A and B packed f16 (two per word,
-// any strides) and an f32 output, accumulated in f32.
+// VK_KHR_cooperative_matrix): out[b] = A[b] @ B[b], f16 operands, accumulated in f32, the
+// result rounded to packed f16.
 //
-// A workgroup of 256 invocations, eight subgroups of 32 (the host uses this kernel only
-// where every subgroup has 32 invocations), computes a 128x128 output tile. Each step stages
-// a 128x32 slice of A and a 32x128 slice of B in workgroup memory as f16, with bounds
-// checks (ragged edges read zeros); subgroup s then multiplies its 64x32 part of the tile,
-// 4x2 blocks of 16x16, with 16x16x16 multiply-adds. Results leave through a per-subgroup
-// 16x16 scratch block, so edge tiles write only what lies inside the output.
+// A workgroup is four subgroups of 32 invocations (the host uses this kernel only where
+// every subgroup has 32) and computes a 128x128 output tile; each subgroup owns a 64x64
+// block of it, 4x4 accumulators of 16x16, and multiplies it with 16x16x16 steps whose
+// operand blocks it loads straight from the operands. Measured on an H200 (BENCHMARKS.md),
+// this beat staging the operands in workgroup memory: WGSL has no wide loads of f16, so
+// staging cost more instructions than the multiply-adds it fed.
+//
+// Loading straight from memory has no bounds checks, so the host sends only products this
+// kernel covers exactly: M and N multiples of 64 (a subgroup's block lies wholly inside or
+// outside the output), K a multiple of 16, each operand row-major or column-major (one unit
+// stride) with the other stride, its offset and its batch strides multiples of 8 elements
+// (16 bytes, as the loads want them aligned).
 //
 // Parameters: those of matmul.wgsl (0 M, 1 N, 2 K, 3 batch count, 4 batch rank, 5-6 offsets
 // of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-23
@@ -17,57 +23,60 @@ enable f16;
 enable wgpu_cooperative_matrix;
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
-@group(0) @binding(1) var<storage, read> a: array<u32>;
-@group(0) @binding(2) var<storage, read> b: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<f16>;
+@group(0) @binding(2) var<storage, read> b: array<f16>;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
 
 const TILE: u32 = 128u;
-const DEPTH: u32 = 32u;
 
-var<workgroup> tile_a: array<f16, 4096>; // [TILE][DEPTH], row-major
-var<workgroup> tile_b: array<f16, 4096>; // [DEPTH][TILE], row-major
-var<workgroup> scratch: array<f32, 2048>; // one 16x16 block per subgroup
+// One 16x16 accumulator per subgroup on its way out.
+var<workgroup> scratch: array<f32, 1024>;
 
-// Element `i` of a packed f16 operand.
-fn half_a(i: u32) -> f16 {
-    let pair = bitcast<vec2<f16>>(a[i >> 1u]);
-    return pair[i & 1u];
+alias Acc = coop_mat16x16<f32, C>;
+
+// The 16x16 block of A at rows r.., columns c.. (matrix at `base`).
+// naga 30 panics on an index written inline in coopLoad: each is bound to a let first.
+fn block_a(base: u32, r: u32, c: u32) -> coop_mat16x16<f16, A> {
+    if (p[8] == 1u) {
+        let at = base + r * p[7] + c;
+        return coopLoadT<coop_mat16x16<f16, A>>(&a[at], p[7]);
+    }
+    let at = base + c * p[8] + r;
+    return coopLoad<coop_mat16x16<f16, A>>(&a[at], p[8]);
 }
 
-fn half_b(i: u32) -> f16 {
-    let pair = bitcast<vec2<f16>>(b[i >> 1u]);
-    return pair[i & 1u];
+fn block_b(base: u32, r: u32, c: u32) -> coop_mat16x16<f16, B> {
+    if (p[10] == 1u) {
+        let at = base + r * p[9] + c;
+        return coopLoadT<coop_mat16x16<f16, B>>(&b[at], p[9]);
+    }
+    let at = base + c * p[10] + r;
+    return coopLoad<coop_mat16x16<f16, B>>(&b[at], p[10]);
 }
 
-// Writes the 16x16 block `acc` at output rows gm0.., columns gn0.. (inside M x N only).
-fn write_block(
-    acc: coop_mat16x16<f32, C>,
-    sg: u32,
-    lane: u32,
-    gm0: u32,
-    gn0: u32,
-    out_base: u32,
-) {
-    let m = p[0];
+// Writes accumulator `acc` as the f16 output block at rows gm0.., columns gn0.. (N and gn0
+// are even, so each lane writes whole words: two neighbouring columns).
+fn write_block(acc: Acc, sg: u32, lane: u32, gm0: u32, gn0: u32, out_base: u32) {
     let n = p[1];
     let at = sg * 256u;
     coopStoreT(acc, &scratch[at], 16u);
     workgroupBarrier();
-    for (var e = lane; e < 256u; e += 32u) {
-        let gm = gm0 + e / 16u;
-        let gn = gn0 + e % 16u;
-        if (gm < m && gn < n) {
-            out[out_base + gm * n + gn] = scratch[at + e];
+    let gm = gm0 + lane / 2u;
+    if (gm < p[0] && gn0 < n) {
+        for (var pair = lane % 2u; pair < 8u; pair += 2u) {
+            let e = (lane / 2u) * 16u + 2u * pair;
+            let low = half_bits(scratch[at + e]);
+            let high = half_bits(scratch[at + e + 1u]);
+            out[(out_base + gm * n + gn0 + 2u * pair) / 2u] = low | (high << 16u);
         }
     }
     workgroupBarrier();
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(128)
 fn matmul_coop(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
@@ -80,82 +89,75 @@ fn matmul_coop(
     if (tile >= tiles) {
         return;
     }
-    let row0 = (tile / tiles_n) * TILE;
-    let col0 = (tile % tiles_n) * TILE;
-    // Subgroup sg owns rows 64 (sg / 4).. and columns 32 (sg % 4).. of the tile.
-    let sub_row = (sg / 4u) * 64u;
-    let sub_col = (sg % 4u) * 32u;
-    // Neighbouring invocations load neighbouring elements (see matmul.wgsl).
-    let a_by_rows = p[8] != 1u && p[7] == 1u;
-    let b_by_depth = p[10] != 1u && p[9] == 1u;
+    let r0 = (tile / tiles_n) * TILE + (sg / 2u) * 64u;
+    let c0 = (tile % tiles_n) * TILE + (sg % 2u) * 64u;
+    // A block outside the output (in an edge tile) still runs the loop, since naga wants the
+    // multiply-adds in workgroup-uniform control flow: it reads the last block inside
+    // instead and writes nothing.
+    let lr0 = min(r0, m - 64u);
+    let lc0 = min(c0, n - 64u);
     for (var batch = wid.z; batch < p[3]; batch += groups.z) {
         let bases = batch_bases(batch);
-        var c00 = coop_mat16x16<f32, C>();
-        var c01 = coop_mat16x16<f32, C>();
-        var c10 = coop_mat16x16<f32, C>();
-        var c11 = coop_mat16x16<f32, C>();
-        var c20 = coop_mat16x16<f32, C>();
-        var c21 = coop_mat16x16<f32, C>();
-        var c30 = coop_mat16x16<f32, C>();
-        var c31 = coop_mat16x16<f32, C>();
-        for (var k0 = 0u; k0 < k; k0 += DEPTH) {
-            for (var l = 0u; l < 16u; l++) {
-                let e = lid + l * 256u;
-                let am = select(e / DEPTH, e % TILE, a_by_rows);
-                let ak = select(e % DEPTH, e / TILE, a_by_rows);
-                let gm = row0 + am;
-                let gk = k0 + ak;
-                var va = f16(0.0);
-                if (gm < m && gk < k) {
-                    va = half_a(bases.x + gm * p[7] + gk * p[8]);
-                }
-                tile_a[am * DEPTH + ak] = va;
-                let bk = select(e / TILE, e % DEPTH, b_by_depth);
-                let bn = select(e % TILE, e / DEPTH, b_by_depth);
-                let gkb = k0 + bk;
-                let gn = col0 + bn;
-                var vb = f16(0.0);
-                if (gkb < k && gn < n) {
-                    vb = half_b(bases.y + gkb * p[9] + gn * p[10]);
-                }
-                tile_b[bk * TILE + bn] = vb;
-            }
-            workgroupBarrier();
-            for (var kk = 0u; kk < DEPTH; kk += 16u) {
-                // naga 30 panics on an index written inline in coopLoad: bind each to a let.
-                let ia0 = (sub_row + 0u) * DEPTH + kk;
-                let ia1 = (sub_row + 16u) * DEPTH + kk;
-                let ia2 = (sub_row + 32u) * DEPTH + kk;
-                let ia3 = (sub_row + 48u) * DEPTH + kk;
-                let ib0 = kk * TILE + sub_col;
-                let ib1 = kk * TILE + sub_col + 16u;
-                let a0 = coopLoadT<coop_mat16x16<f16, A>>(&tile_a[ia0], DEPTH);
-                let a1 = coopLoadT<coop_mat16x16<f16, A>>(&tile_a[ia1], DEPTH);
-                let a2 = coopLoadT<coop_mat16x16<f16, A>>(&tile_a[ia2], DEPTH);
-                let a3 = coopLoadT<coop_mat16x16<f16, A>>(&tile_a[ia3], DEPTH);
-                let b0 = coopLoadT<coop_mat16x16<f16, B>>(&tile_b[ib0], TILE);
-                let b1 = coopLoadT<coop_mat16x16<f16, B>>(&tile_b[ib1], TILE);
-                c00 = coopMultiplyAdd(a0, b0, c00);
-                c01 = coopMultiplyAdd(a0, b1, c01);
-                c10 = coopMultiplyAdd(a1, b0, c10);
-                c11 = coopMultiplyAdd(a1, b1, c11);
-                c20 = coopMultiplyAdd(a2, b0, c20);
-                c21 = coopMultiplyAdd(a2, b1, c21);
-                c30 = coopMultiplyAdd(a3, b0, c30);
-                c31 = coopMultiplyAdd(a3, b1, c31);
-            }
-            workgroupBarrier();
+        var c00 = Acc();
+        var c01 = Acc();
+        var c02 = Acc();
+        var c03 = Acc();
+        var c10 = Acc();
+        var c11 = Acc();
+        var c12 = Acc();
+        var c13 = Acc();
+        var c20 = Acc();
+        var c21 = Acc();
+        var c22 = Acc();
+        var c23 = Acc();
+        var c30 = Acc();
+        var c31 = Acc();
+        var c32 = Acc();
+        var c33 = Acc();
+        for (var k0 = 0u; k0 < k; k0 += 16u) {
+            let a0 = block_a(bases.x, lr0, k0);
+            let a1 = block_a(bases.x, lr0 + 16u, k0);
+            let a2 = block_a(bases.x, lr0 + 32u, k0);
+            let a3 = block_a(bases.x, lr0 + 48u, k0);
+            let b0 = block_b(bases.y, k0, lc0);
+            let b1 = block_b(bases.y, k0, lc0 + 16u);
+            let b2 = block_b(bases.y, k0, lc0 + 32u);
+            let b3 = block_b(bases.y, k0, lc0 + 48u);
+            c00 = coopMultiplyAdd(a0, b0, c00);
+            c01 = coopMultiplyAdd(a0, b1, c01);
+            c02 = coopMultiplyAdd(a0, b2, c02);
+            c03 = coopMultiplyAdd(a0, b3, c03);
+            c10 = coopMultiplyAdd(a1, b0, c10);
+            c11 = coopMultiplyAdd(a1, b1, c11);
+            c12 = coopMultiplyAdd(a1, b2, c12);
+            c13 = coopMultiplyAdd(a1, b3, c13);
+            c20 = coopMultiplyAdd(a2, b0, c20);
+            c21 = coopMultiplyAdd(a2, b1, c21);
+            c22 = coopMultiplyAdd(a2, b2, c22);
+            c23 = coopMultiplyAdd(a2, b3, c23);
+            c30 = coopMultiplyAdd(a3, b0, c30);
+            c31 = coopMultiplyAdd(a3, b1, c31);
+            c32 = coopMultiplyAdd(a3, b2, c32);
+            c33 = coopMultiplyAdd(a3, b3, c33);
         }
-        let out_base = batch * m * n;
-        let gm = row0 + sub_row;
-        let gn = col0 + sub_col;
-        write_block(c00, sg, lane, gm, gn, out_base);
-        write_block(c01, sg, lane, gm, gn + 16u, out_base);
-        write_block(c10, sg, lane, gm + 16u, gn, out_base);
-        write_block(c11, sg, lane, gm + 16u, gn + 16u, out_base);
-        write_block(c20, sg, lane, gm + 32u, gn, out_base);
-        write_block(c21, sg, lane, gm + 32u, gn + 16u, out_base);
-        write_block(c30, sg, lane, gm + 48u, gn, out_base);
-        write_block(c31, sg, lane, gm + 48u, gn + 16u, out_base);
+        // Every subgroup writes (barriers need the whole workgroup); blocks outside the
+        // output write nothing.
+        let base = batch * m * n;
+        write_block(c00, sg, lane, r0, c0, base);
+        write_block(c01, sg, lane, r0, c0 + 16u, base);
+        write_block(c02, sg, lane, r0, c0 + 32u, base);
+        write_block(c03, sg, lane, r0, c0 + 48u, base);
+        write_block(c10, sg, lane, r0 + 16u, c0, base);
+        write_block(c11, sg, lane, r0 + 16u, c0 + 16u, base);
+        write_block(c12, sg, lane, r0 + 16u, c0 + 32u, base);
+        write_block(c13, sg, lane, r0 + 16u, c0 + 48u, base);
+        write_block(c20, sg, lane, r0 + 32u, c0, base);
+        write_block(c21, sg, lane, r0 + 32u, c0 + 16u, base);
+        write_block(c22, sg, lane, r0 + 32u, c0 + 32u, base);
+        write_block(c23, sg, lane, r0 + 32u, c0 + 48u, base);
+        write_block(c30, sg, lane, r0 + 48u, c0, base);
+        write_block(c31, sg, lane, r0 + 48u, c0 + 16u, base);
+        write_block(c32, sg, lane, r0 + 48u, c0 + 32u, base);
+        write_block(c33, sg, lane, r0 + 48u, c0 + 48u, base);
     }
 }

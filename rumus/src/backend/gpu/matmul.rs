@@ -64,6 +64,31 @@ fn fold_batch_into_rows(la: &Layout, lb: &Layout) -> Option<(Layout, Layout)> {
     ))
 }
 
+/// The kernels a product runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernels {
+    /// `matmul_tiled` / `matmul_wide` on f32.
+    F32,
+    /// The same kernels reading packed f16 (`HALF`), then the f32 result rounded to f16.
+    Half,
+    /// `matmul_coop`: f16 on cooperative matrices, writing f16.
+    Coop,
+}
+
+/// Whether an operand viewed with `layout` (and batch strides `batch_strides`) is one
+/// `matmul_coop` loads: row- or column-major with the other stride, the offset and the batch
+/// strides multiples of 8 elements (16-byte aligned rows).
+fn coop_operand(layout: &Layout, batch_strides: &[usize]) -> bool {
+    let r = layout.rank();
+    let (rows, cols) = (layout.strides()[r - 2], layout.strides()[r - 1]);
+    let other = match (rows, cols) {
+        (_, 1) => rows,
+        (1, _) => cols,
+        _ => return false,
+    };
+    other % 8 == 0 && layout.offset() % 8 == 0 && batch_strides.iter().all(|s| s % 8 == 0)
+}
+
 impl GpuDevice {
     /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`
     /// (same dtype, checked by the caller): `f32`, or `f16` accumulated in `f32` and rounded
@@ -74,35 +99,31 @@ impl GpuDevice {
         (b, lb): (&DynTensor, &Layout),
         out_dims: &[usize],
     ) -> Result<DynTensor> {
-        if a.dtype() != DType::F16 {
-            check_float(a.dtype(), "matmul")?;
-            return self.matmul_f32_out(Module::Matmul, (a, la), (b, lb), out_dims);
-        }
-        let module = if self.has_coop_matmul() {
-            Module::MatmulCoop
-        } else {
-            Module::MatmulHalf
+        let kernels = match a.dtype() {
+            DType::F16 if self.has_coop_matmul() => Kernels::Coop,
+            DType::F16 => Kernels::Half,
+            dtype => {
+                check_float(dtype, "matmul")?;
+                Kernels::F32
+            }
         };
-        let product = self.matmul_f32_out(module, (a, la), (b, lb), out_dims)?;
-        self.to_half(&product)
+        self.product(kernels, (a, la), (b, lb), out_dims)
     }
 
-    /// The product in `f32` by the kernels of `module` (operands in its dtype).
-    fn matmul_f32_out(
+    fn product(
         &self,
-        module: Module,
+        kernels: Kernels,
         (a, la): (&DynTensor, &Layout),
         (b, lb): (&DynTensor, &Layout),
         out_dims: &[usize],
     ) -> Result<DynTensor> {
         if let Some((la, lb)) = fold_batch_into_rows(la, lb) {
-            return self.matmul_f32_out(module, (a, &la), (b, &lb), out_dims);
+            return self.product(kernels, (a, &la), (b, &lb), out_dims);
         }
         let r = la.rank();
         let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
         let batch_dims = &la.dims()[..r - 2];
         let batch: usize = batch_dims.iter().product();
-        let out = GpuBuffer::uninit(self, batch * m * n, DType::F32, "matmul")?;
         let strided = Strided::new(
             "matmul",
             batch_dims,
@@ -116,18 +137,42 @@ impl GpuDevice {
             }
             .into());
         }
+        // Cooperative matrices load without bounds checks: only products they cover exactly
+        // (see matmul_coop.wgsl) go there; the rest take the tiled kernels.
+        let kernels = match kernels {
+            Kernels::Coop
+                if m % 64 == 0
+                    && n % 64 == 0
+                    && k % 16 == 0
+                    && k > 0
+                    && coop_operand(la, &strided.strides[0])
+                    && coop_operand(lb, &strided.strides[1]) =>
+            {
+                Kernels::Coop
+            }
+            Kernels::Coop => Kernels::Half,
+            other => other,
+        };
         // Wide tiles only when there are enough of them to keep a large GPU busy: on an H200
         // a 256x1024 product ran slower with 16 wide tiles than with 64 small ones.
-        let (entry, tile) = if module == Module::MatmulCoop {
-            ("matmul_coop", COOP_TILE)
-        } else if batch * m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE) >= MIN_WIDE_TILES {
-            ("matmul_wide", WIDE_TILE)
-        } else {
-            ("matmul_tiled", TILE)
+        let (module, entry, tile) = match kernels {
+            Kernels::Coop => (Module::MatmulCoop, "matmul_coop", COOP_TILE),
+            _ => {
+                let module = if kernels == Kernels::Half {
+                    Module::MatmulHalf
+                } else {
+                    Module::Matmul
+                };
+                if batch * m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE) >= MIN_WIDE_TILES {
+                    (module, "matmul_wide", WIDE_TILE)
+                } else {
+                    (module, "matmul_tiled", TILE)
+                }
+            }
         };
         let tiles = m.div_ceil(tile) * n.div_ceil(tile);
         let ([gx, gy, _], row) = grid_rows(tiles);
-        let (splits, chunk) = if module == Module::MatmulCoop {
+        let (splits, chunk) = if kernels == Kernels::Coop {
             (1, k.max(1))
         } else {
             split_k(tiles * batch, k)
@@ -162,6 +207,12 @@ impl GpuDevice {
         } else {
             [gx, gy, gz]
         };
+        let out_dtype = if kernels == Kernels::Coop {
+            DType::F16
+        } else {
+            DType::F32
+        };
+        let out = GpuBuffer::uninit(self, batch * m * n, out_dtype, "matmul")?;
         if splits == 1 {
             self.dispatch(
                 module,
@@ -170,30 +221,34 @@ impl GpuDevice {
                 &[(1, ma.raw()), (2, mb.raw()), (3, out.raw())],
                 groups,
             );
-            return Ok(DynTensor::from_gpu(out, out_dims));
+        } else {
+            let partial = GpuBuffer::uninit(self, batch * splits * m * n, DType::F32, "matmul")?;
+            self.dispatch(
+                module,
+                entry,
+                &params,
+                &[(1, ma.raw()), (2, mb.raw()), (3, partial.raw())],
+                groups,
+            );
+            let (sum_groups, sum_row) = grid_1d(batch * m * n);
+            let sum_params = [
+                (batch * m * n) as u32,
+                (m * n) as u32,
+                splits as u32,
+                sum_row,
+            ];
+            self.dispatch(
+                Module::Matmul,
+                "sum_splits",
+                &sum_params,
+                &[(1, partial.raw()), (3, out.raw())],
+                sum_groups,
+            );
         }
-        let partial = GpuBuffer::uninit(self, batch * splits * m * n, DType::F32, "matmul")?;
-        self.dispatch(
-            module,
-            entry,
-            &params,
-            &[(1, ma.raw()), (2, mb.raw()), (3, partial.raw())],
-            groups,
-        );
-        let (sum_groups, sum_row) = grid_1d(batch * m * n);
-        let sum_params = [
-            (batch * m * n) as u32,
-            (m * n) as u32,
-            splits as u32,
-            sum_row,
-        ];
-        self.dispatch(
-            Module::Matmul,
-            "sum_splits",
-            &sum_params,
-            &[(1, partial.raw()), (3, out.raw())],
-            sum_groups,
-        );
-        Ok(DynTensor::from_gpu(out, out_dims))
+        let product = DynTensor::from_gpu(out, out_dims);
+        match kernels {
+            Kernels::Half => self.to_half(&product),
+            _ => Ok(product),
+        }
     }
 }

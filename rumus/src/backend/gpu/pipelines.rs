@@ -24,7 +24,10 @@ pub(crate) enum Module {
 impl Module {
     fn source(self) -> &'static str {
         match self {
-            Module::Elementwise => include_str!("../../../../shaders/elementwise.wgsl"),
+            Module::Elementwise => concat!(
+                include_str!("../../../../shaders/elementwise.wgsl"),
+                include_str!("../../../../shaders/half.wgsl")
+            ),
             Module::Reduce => include_str!("../../../../shaders/reduce.wgsl"),
             Module::Matmul | Module::MatmulHalf => concat!(
                 include_str!("../../../../shaders/matmul.wgsl"),
@@ -32,7 +35,8 @@ impl Module {
             ),
             Module::MatmulCoop => concat!(
                 include_str!("../../../../shaders/matmul_coop.wgsl"),
-                include_str!("../../../../shaders/matmul_batch.wgsl")
+                include_str!("../../../../shaders/matmul_batch.wgsl"),
+                include_str!("../../../../shaders/half.wgsl")
             ),
             Module::Index => include_str!("../../../../shaders/index.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
@@ -93,7 +97,10 @@ impl PipelineCache {
             entry_point: Some(entry),
             compilation_options: wgpu::PipelineCompilationOptions {
                 constants: module.constants(),
-                ..Default::default()
+                // Every kernel writes its workgroup memory before reading it (matmul tiles,
+                // reduction trees, the cooperative-matrix scratch), so wgpu's zeroing of it
+                // at the start of each workgroup is wasted work.
+                zero_initialize_workgroup_memory: false,
             },
             cache: None,
         });
