@@ -163,10 +163,74 @@ fn transformer_step(device: &Device) -> (f64, f64) {
     (step * 1e3, forward_only * 1e3)
 }
 
+/// Milliseconds of each op of one encoder block's forward pass at the benchmark's sizes
+/// (`bench_gpu ops`): where the transformer step's time goes.
+fn transformer_ops(device: &Device) {
+    let on = |dims: &[usize]| {
+        DynTensor::randn(dims, DType::F32)
+            .unwrap()
+            .to(device)
+            .unwrap()
+    };
+    let _no_grad = no_grad();
+    let x = on(&[32, 256, 512]);
+    let w_in = on(&[1536, 512]);
+    let w_ff = on(&[2048, 512]);
+    let gamma = on(&[512]);
+    let q = on(&[32, 256, 512])
+        .reshape(&[32, 256, 8, 64])
+        .unwrap()
+        .transpose(1, 2)
+        .unwrap();
+    let k = on(&[32, 8, 256, 64]);
+    let scores = on(&[32, 8, 256, 256]);
+    let ms = |name: &str, f: &mut dyn FnMut()| {
+        let s = seconds_per_call(device, 2, 20, f);
+        println!("op_{name} {:.3} ms", s * 1e3);
+    };
+    ms("in_proj [8192,512]@[512,1536]^T", &mut || {
+        x.matmul(&w_in.transpose(0, 1).unwrap()).unwrap();
+    });
+    ms("ff1 [8192,512]@[512,2048]^T", &mut || {
+        x.matmul(&w_ff.transpose(0, 1).unwrap()).unwrap();
+    });
+    ms("scale strided q", &mut || {
+        q.mul_scalar(0.125).unwrap();
+    });
+    ms("q@k^T [256 x 256x64@64x256]", &mut || {
+        q.matmul(&k.transpose(-1, -2).unwrap()).unwrap();
+    });
+    ms("softmax [65536 x 256]", &mut || {
+        scores.softmax(-1).unwrap();
+    });
+    ms("dropout [32,8,256,256]", &mut || {
+        rumus::nn::functional::dropout(&scores, 0.1, true).unwrap();
+    });
+    ms("attn@v [256 x 256x256@256x64]", &mut || {
+        scores.matmul(&k).unwrap();
+    });
+    ms("merge heads copy", &mut || {
+        q.contiguous().unwrap();
+    });
+    ms("layer_norm [8192,512]", &mut || {
+        rumus::nn::functional::layer_norm(&x, Some(&gamma), Some(&gamma), 1e-5).unwrap();
+    });
+    ms("add [32,256,512]", &mut || {
+        x.add(&x).unwrap();
+    });
+    ms("relu [32,8,256,256]", &mut || {
+        scores.relu().unwrap();
+    });
+}
+
 fn main() -> rumus::Result<()> {
     let device = Device::gpu()?;
     if let Device::Gpu(gpu) = &device {
         eprintln!("adapter: {} ({})", gpu.name(), gpu.backend());
+    }
+    if std::env::args().any(|a| a == "ops") {
+        transformer_ops(&device);
+        return Ok(());
     }
     // `small`: a quick run of every workload but the transformer on a slow adapter.
     let small = std::env::args().any(|a| a == "small");

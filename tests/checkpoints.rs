@@ -71,12 +71,19 @@ fn bits(t: &DynTensor) -> Vec<u64> {
             .iter()
             .map(|&v| v as u64)
             .collect(),
+        DType::F16 => t
+            .to_vec::<rumus::f16>()
+            .unwrap()
+            .iter()
+            .map(|v| u64::from(v.to_bits()))
+            .collect(),
         DType::Bool => t
             .to_vec::<bool>()
             .unwrap()
             .iter()
             .map(|&v| v as u64)
             .collect(),
+        other => panic!("no bit comparison for {other} tensors"),
     }
 }
 

@@ -583,7 +583,7 @@ fn values_of(t: &DynTensor) -> Values {
         rumus::DType::F32 => Values::F32(t.to_vec::<f32>().expect("f32 tensor")),
         rumus::DType::I64 => Values::I64(t.to_vec::<i64>().expect("i64 tensor")),
         rumus::DType::Bool => Values::Bool(t.to_vec::<bool>().expect("bool tensor")),
-        rumus::DType::F64 => Values::F32(t.to_f64_vec().into_iter().map(|v| v as f32).collect()),
+        _ => Values::F32(t.to_f64_vec().into_iter().map(|v| v as f32).collect()),
     }
 }
 

@@ -5,7 +5,10 @@
 use std::fmt;
 
 /// The element type of a tensor.
+///
+/// Non-exhaustive: more dtypes (`bf16`) may come, so a `match` outside rumus needs a `_` arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DType {
     F32,
     F64,
