@@ -18,6 +18,10 @@
 const DIMS: u32 = 8u;
 const STRIDES: u32 = 16u;
 const OFFSETS: u32 = 48u;
+// Threads launched by a strided kernel: each handles elements i, i + SPAN, ... (up to four),
+// so every load of a subgroup stays coalesced while a thread keeps several loads in flight
+// (one element a thread left HBM bandwidth unused on an H200).
+const SPAN: u32 = 52u;
 
 const F32: u32 = 0u;
 const I32: u32 = 1u;
@@ -33,6 +37,10 @@ fn offsets(i: u32) -> vec4<u32> {
     var rem = i;
     var o = vec4<u32>(p[OFFSETS], p[OFFSETS + 1u], p[OFFSETS + 2u], p[OFFSETS + 3u]);
     let rank = p[1];
+    // Most views merge to one axis (contiguous or evenly strided operands): no division.
+    if (rank == 1u) {
+        return o + i * vec4<u32>(p[STRIDES], p[STRIDES + 8u], p[STRIDES + 16u], p[STRIDES + 24u]);
+    }
     for (var k = 0u; k < rank; k++) {
         let d = rank - 1u - k;
         let size = p[DIMS + d];
@@ -138,33 +146,53 @@ fn unary_op(op: u32, x: f32, s0: f32, s1: f32) -> f32 {
 
 @compute @workgroup_size(256)
 fn unary(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
+    let first = element_index(gid);
+    // All four loads before any store (the compiler cannot move loads past stores to
+    // another buffer it does not know to be distinct).
+    var x: array<f32, 4>;
+    for (var u = 0u; u < 4u; u++) {
+        let i = first + u * p[SPAN];
+        if (i < p[0]) {
+            x[u] = bitcast<f32>(a[offsets(i).x]);
+        }
     }
-    let o = offsets(i);
-    let x = bitcast<f32>(a[o.x]);
-    out[i] = bitcast<u32>(unary_op(p[2], x, bitcast<f32>(p[4]), bitcast<f32>(p[5])));
+    for (var u = 0u; u < 4u; u++) {
+        let i = first + u * p[SPAN];
+        if (i < p[0]) {
+            out[i] = bitcast<u32>(unary_op(p[2], x[u], bitcast<f32>(p[4]), bitcast<f32>(p[5])));
+        }
+    }
 }
 
 @compute @workgroup_size(256)
 fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
+    let first = element_index(gid);
+    var x: array<f32, 4>;
+    var y: array<f32, 4>;
+    for (var u = 0u; u < 4u; u++) {
+        let i = first + u * p[SPAN];
+        if (i < p[0]) {
+            let o = offsets(i);
+            x[u] = bitcast<f32>(a[o.x]);
+            y[u] = bitcast<f32>(b[o.y]);
+        }
     }
-    let o = offsets(i);
-    let x = bitcast<f32>(a[o.x]);
-    let y = bitcast<f32>(b[o.y]);
-    var r: f32;
-    switch p[2] {
-        case 0u: { r = x + y; }
-        case 1u: { r = x - y; }
-        case 2u: { r = x * y; }
-        case 3u: { r = x / y; }
-        default: { r = pow_f32(x, y); }
+    for (var u = 0u; u < 4u; u++) {
+        let i = first + u * p[SPAN];
+        if (i < p[0]) {
+            out[i] = bitcast<u32>(binary_op(p[2], x[u], y[u]));
+        }
     }
-    out[i] = bitcast<u32>(r);
+}
+
+fn binary_op(op: u32, x: f32, y: f32) -> f32 {
+    switch op {
+        case 0u: { return x + y; }
+        case 1u: { return x - y; }
+        case 2u: { return x * y; }
+        case 3u: { return x / y; }
+        default: { return pow_f32(x, y); }
+    }
 }
 
 fn compare_f32(op: u32, x: f32, y: f32) -> bool {
@@ -191,48 +219,42 @@ fn compare_i32(op: u32, x: i32, y: i32) -> bool {
 
 @compute @workgroup_size(256)
 fn compare(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
+    for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
+        let o = offsets(i);
+        var r: bool;
+        if (p[7] == F32) {
+            r = compare_f32(p[2], bitcast<f32>(a[o.x]), bitcast<f32>(b[o.y]));
+        } else {
+            // i32 and bool (0/1) order the same way as signed integers
+            r = compare_i32(p[2], bitcast<i32>(a[o.x]), bitcast<i32>(b[o.y]));
+        }
+        out[i] = select(0u, 1u, r);
     }
-    let o = offsets(i);
-    var r: bool;
-    if (p[7] == F32) {
-        r = compare_f32(p[2], bitcast<f32>(a[o.x]), bitcast<f32>(b[o.y]));
-    } else {
-        // i32 and bool (0/1) order the same way as signed integers
-        r = compare_i32(p[2], bitcast<i32>(a[o.x]), bitcast<i32>(b[o.y]));
-    }
-    out[i] = select(0u, 1u, r);
 }
 
 // out = a ? b : c, any dtype (the words are copied).
 @compute @workgroup_size(256)
 fn choose(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
+    for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
+        let o = offsets(i);
+        out[i] = select(c[o.z], b[o.y], a[o.x] != 0u);
     }
-    let o = offsets(i);
-    out[i] = select(c[o.z], b[o.y], a[o.x] != 0u);
 }
 
 // op 0: and, 1: or, 2: not (of a)
 @compute @workgroup_size(256)
 fn logical(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
+    for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
+        let o = offsets(i);
+        let x = a[o.x] != 0u;
+        var r: bool;
+        switch p[2] {
+            case 0u: { r = x && (b[o.y] != 0u); }
+            case 1u: { r = x || (b[o.y] != 0u); }
+            default: { r = !x; }
+        }
+        out[i] = select(0u, 1u, r);
     }
-    let o = offsets(i);
-    let x = a[o.x] != 0u;
-    var r: bool;
-    switch p[2] {
-        case 0u: { r = x && (b[o.y] != 0u); }
-        case 1u: { r = x || (b[o.y] != 0u); }
-        default: { r = !x; }
-    }
-    out[i] = select(0u, 1u, r);
 }
 
 // Element `o` of operand a (dtype `src_type`) as f32 (exact for f16, bool and small ints).
@@ -251,31 +273,29 @@ fn load_f32(src_type: u32, o: u32) -> f32 {
 // zero.
 @compute @workgroup_size(256)
 fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
-    }
-    let o = offsets(i).x;
-    let src_type = p[7];
-    let dst_type = p[2];
-    let value = load_f32(src_type, o);
-    var word = 0u;
-    if (src_type != HALF) {
-        word = a[o];
-    }
-    var r: u32;
-    if (dst_type == F32) {
-        r = bitcast<u32>(value);
-    } else if (dst_type == I32) {
-        if (src_type == F32 || src_type == HALF) {
-            r = bitcast<u32>(i32(value));
-        } else {
-            r = word;
+    for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
+        let o = offsets(i).x;
+        let src_type = p[7];
+        let dst_type = p[2];
+        let value = load_f32(src_type, o);
+        var word = 0u;
+        if (src_type != HALF) {
+            word = a[o];
         }
-    } else {
-        r = select(0u, 1u, value != 0.0);
+        var r: u32;
+        if (dst_type == F32) {
+            r = bitcast<u32>(value);
+        } else if (dst_type == I32) {
+            if (src_type == F32 || src_type == HALF) {
+                r = bitcast<u32>(i32(value));
+            } else {
+                r = word;
+            }
+        } else {
+            r = select(0u, 1u, value != 0.0);
+        }
+        out[i] = r;
     }
-    out[i] = r;
 }
 
 // Operand a (dtype p[7], any view, p[0] elements) as contiguous packed f16: thread w writes
@@ -299,31 +319,27 @@ fn to_half(@builtin(global_invocation_id) gid: vec3<u32>) {
 // A contiguous copy of a strided view, any dtype but f16.
 @compute @workgroup_size(256)
 fn copy(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
+    for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
+        out[i] = a[offsets(i).x];
     }
-    out[i] = a[offsets(i).x];
 }
 
 // In place: out[view 3] = out[view 3] * s0 + s1 * a[view 0]; flags bit 0: overwrite (s0 = 0,
 // so NaN in the old value does not survive); bit 1: copy the words (any dtype).
 @compute @workgroup_size(256)
 fn scale_add(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
-    }
-    let o = offsets(i);
-    if ((p[3] & 2u) != 0u) {
-        out[o.w] = a[o.x];
-        return;
-    }
-    let src = bitcast<f32>(a[o.x]) * bitcast<f32>(p[5]);
-    if ((p[3] & 1u) != 0u) {
-        out[o.w] = bitcast<u32>(src);
-    } else {
-        out[o.w] = bitcast<u32>(bitcast<f32>(out[o.w]) * bitcast<f32>(p[4]) + src);
+    for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
+        let o = offsets(i);
+        if ((p[3] & 2u) != 0u) {
+            out[o.w] = a[o.x];
+            continue;
+        }
+        let src = bitcast<f32>(a[o.x]) * bitcast<f32>(p[5]);
+        if ((p[3] & 1u) != 0u) {
+            out[o.w] = bitcast<u32>(src);
+        } else {
+            out[o.w] = bitcast<u32>(bitcast<f32>(out[o.w]) * bitcast<f32>(p[4]) + src);
+        }
     }
 }
 

@@ -82,6 +82,10 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
 }
 
+// Elements of a softmax row each invocation keeps in registers between the passes (rows of
+// up to 1024 are read from memory once; longer rows re-read the rest).
+const CACHED: u32 = 4u;
+
 // op 0: softmax, 1: log-softmax; max subtracted first so large logits do not overflow.
 @compute @workgroup_size(256)
 fn softmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -89,9 +93,17 @@ fn softmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let valid = row < p[0];
     let len = p[1];
     let base = p[4] + row * len;
+    var cache: array<f32, CACHED>;
     var m = identity(MAX);
     if (valid) {
-        for (var j = lid; j < len; j += WG) {
+        for (var c = 0u; c < CACHED; c++) {
+            let j = lid + c * WG;
+            if (j < len) {
+                cache[c] = bitcast<f32>(a[base + j]);
+                m = max(m, cache[c]);
+            }
+        }
+        for (var j = lid + CACHED * WG; j < len; j += WG) {
             m = max(m, bitcast<f32>(a[base + j]));
         }
     }
@@ -102,7 +114,13 @@ fn softmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     workgroupBarrier();
     var s = 0.0;
     if (valid) {
-        for (var j = lid; j < len; j += WG) {
+        for (var c = 0u; c < CACHED; c++) {
+            if (lid + c * WG < len) {
+                cache[c] -= row_max;
+                s += exp(cache[c]);
+            }
+        }
+        for (var j = lid + CACHED * WG; j < len; j += WG) {
             s += exp(bitcast<f32>(a[base + j]) - row_max);
         }
     }
@@ -111,17 +129,25 @@ fn softmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let total = values[0];
     if (valid) {
         let log_total = log(total);
-        for (var j = lid; j < len; j += WG) {
-            let shifted = bitcast<f32>(a[base + j]) - row_max;
-            var r: f32;
-            if (p[2] == 1u) {
-                r = shifted - log_total;
-            } else {
-                r = exp(shifted) / total;
+        let log_softmax = p[2] == 1u;
+        for (var c = 0u; c < CACHED; c++) {
+            let j = lid + c * WG;
+            if (j < len) {
+                out[row * len + j] = bitcast<u32>(softmax_value(cache[c], total, log_total, log_softmax));
             }
-            out[row * len + j] = bitcast<u32>(r);
+        }
+        for (var j = lid + CACHED * WG; j < len; j += WG) {
+            let shifted = bitcast<f32>(a[base + j]) - row_max;
+            out[row * len + j] = bitcast<u32>(softmax_value(shifted, total, log_total, log_softmax));
         }
     }
+}
+
+fn softmax_value(shifted: f32, total: f32, log_total: f32, log_softmax: bool) -> f32 {
+    if (log_softmax) {
+        return shifted - log_total;
+    }
+    return exp(shifted) / total;
 }
 
 // Column sums of a contiguous [rows, cols] block (a reduction over leading axes, such as a

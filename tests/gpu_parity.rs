@@ -190,6 +190,17 @@ fn reductions_and_softmax_match_the_cpu() {
     check("var", &device, std::slice::from_ref(&x), |t| {
         t[0].var(&[1], 1, false).unwrap()
     });
+    // Rows longer than the 1024 elements a softmax keeps in registers, and a ragged tail.
+    let long = tensor(&[3, 1500], 35).mul_scalar(8.0).unwrap();
+    check(
+        "softmax of long rows",
+        &device,
+        std::slice::from_ref(&long),
+        |t| t[0].softmax(-1).unwrap(),
+    );
+    check("log_softmax of long rows", &device, &[long], |t| {
+        t[0].log_softmax(-1).unwrap()
+    });
 }
 
 #[test]
@@ -472,7 +483,8 @@ fn convolution_and_pooling_run_on_the_device() {
 #[test]
 fn tensors_beyond_one_grid_dimension_work() {
     let Some(device) = gpu() else { return };
-    // 65,536 x 257 elements need more than 65,535 workgroups of 256
+    // 65,536 x 257 elements: the row sums need more than 65,535 workgroups (one a row); the
+    // element-wise kernels (four elements a thread) fit one grid dimension up to 67 million
     let n = 65_536 * 257;
     let x = DynTensor::from_vec(
         (0..n).map(|i| (i % 7) as f32).collect::<Vec<_>>(),

@@ -158,6 +158,17 @@ pub(crate) fn grid_1d(threads: usize) -> ([u32; 3], u32) {
     ([x as u32, y as u32, 1], (x * 256) as u32)
 }
 
+/// Elements each thread of a strided element-wise kernel handles (`SPAN` in
+/// elementwise.wgsl): several loads in flight per thread.
+pub(crate) const ELEMENTS_PER_THREAD: usize = 4;
+
+/// The grid of a strided element-wise kernel over `numel` elements: the grid, its threads per
+/// row, and the threads launched (the distance between the elements of one thread).
+pub(crate) fn grid_spread(numel: usize) -> ([u32; 3], u32, u32) {
+    let (groups, row) = grid_1d(numel.div_ceil(ELEMENTS_PER_THREAD));
+    (groups, row, row * groups[1])
+}
+
 /// Workgroup counts for `rows` workgroups (one per row), split like [`grid_1d`]; returns the
 /// grid and its x size.
 pub(crate) fn grid_rows(rows: usize) -> ([u32; 3], u32) {

@@ -1,7 +1,7 @@
 //! Launchers of `shaders/elementwise.wgsl`: one strided kernel per kind of element-wise op,
 //! the op itself chosen by a code in the parameters.
 
-use super::batch::grid_1d;
+use super::batch::{grid_1d, grid_spread};
 use super::context::GpuDevice;
 use super::memory::{GpuBuffer, check_dtype};
 use super::operand::{Strided, slot, strided_params};
@@ -82,8 +82,9 @@ impl GpuDevice {
         let out = GpuBuffer::uninit(self, numel, out_dtype, launch.entry)?;
         let layouts: Vec<&Layout> = operands.iter().map(|(_, layout)| *layout).collect();
         let strided = Strided::new(launch.entry, dims, &layouts)?;
-        let (groups, row) = grid_1d(numel);
+        let (groups, row, span) = grid_spread(numel);
         let mut params = strided_params(&strided, numel, row);
+        params[slot::SPAN] = span;
         params[slot::OP] = launch.op;
         params[slot::SCALAR0] = launch.scalars.0.to_bits();
         params[slot::SCALAR1] = launch.scalars.1.to_bits();
@@ -303,8 +304,9 @@ impl GpuDevice {
             dims,
             &[src.1, &unused, &unused, dst.layout()],
         )?;
-        let (groups, row) = grid_1d(numel);
+        let (groups, row, span) = grid_spread(numel);
         let mut params = strided_params(&strided, numel, row);
+        params[slot::SPAN] = span;
         params[slot::FLAGS] = flags;
         params[slot::SCALAR0] = (scale as f32).to_bits();
         params[slot::SCALAR1] = (alpha as f32).to_bits();

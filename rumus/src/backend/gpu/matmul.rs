@@ -86,7 +86,7 @@ fn coop_operand(layout: &Layout, batch_strides: &[usize]) -> bool {
         (1, _) => cols,
         _ => return false,
     };
-    other % 8 == 0 && layout.offset() % 8 == 0 && batch_strides.iter().all(|s| s % 8 == 0)
+    other.is_multiple_of(8) && layout.offset().is_multiple_of(8) && batch_strides.iter().all(|s| s.is_multiple_of(8))
 }
 
 impl GpuDevice {
@@ -141,9 +141,9 @@ impl GpuDevice {
         // (see matmul_coop.wgsl) go there; the rest take the tiled kernels.
         let kernels = match kernels {
             Kernels::Coop
-                if m % 64 == 0
-                    && n % 64 == 0
-                    && k % 16 == 0
+                if m.is_multiple_of(64)
+                    && n.is_multiple_of(64)
+                    && k.is_multiple_of(16)
                     && k > 0
                     && coop_operand(la, &strided.strides[0])
                     && coop_operand(lb, &strided.strides[1]) =>

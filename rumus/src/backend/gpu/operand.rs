@@ -140,11 +140,13 @@ pub(crate) mod slot {
     /// Strides of operand `k` start at `STRIDES + 8 k`; its offset is at `OFFSETS + k`.
     pub const STRIDES: usize = 16;
     pub const OFFSETS: usize = 48;
+    /// Threads launched (a thread handles elements `i`, `i + SPAN`, ...).
+    pub const SPAN: usize = 52;
 }
 
 /// A parameter block for a strided kernel over `numel` elements with up to four operands.
 pub(crate) fn strided_params(strided: &Strided, numel: usize, row: u32) -> Vec<u32> {
-    let mut p = vec![0u32; slot::OFFSETS + 4];
+    let mut p = vec![0u32; slot::SPAN + 1];
     p[slot::NUMEL] = numel as u32;
     p[slot::RANK] = strided.dims.len() as u32;
     p[slot::ROW] = row;
