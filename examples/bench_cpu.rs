@@ -165,6 +165,11 @@ fn main() -> rumus::Result<()> {
     if only.as_deref() == Some("ops") {
         return per_op_overhead();
     }
+    // `conv`: the convolution workload alone (for profiling).
+    if only.as_deref() == Some("conv") {
+        println!("conv2d_fwd_bwd {:.4}", conv_forward_backward()?);
+        return Ok(());
+    }
     for n in [256usize, 512, 1024, 2048] {
         let a = DynTensor::randn(&[n, n], DType::F32)?;
         let b = DynTensor::randn(&[n, n], DType::F32)?;
