@@ -48,12 +48,10 @@ fn matmul_tiled(
     let m = p[0];
     let n = p[1];
     let k = p[2];
-    let tiles_n = (n + TILE - 1u) / TILE;
-    let tiles = tiles_n * ((m + TILE - 1u) / TILE);
-    let tile = wid.y * p[11] + wid.x;
-    let live = tile < tiles;
-    let row0 = (tile / tiles_n) * TILE;
-    let col0 = (tile % tiles_n) * TILE;
+    let origin = output_tile(wid, TILE);
+    let live = origin.z == 1u;
+    let row0 = origin.x;
+    let col0 = origin.y;
     let tx = lid % 16u;
     let ty = lid / 16u;
     // Jobs are (batch, split) pairs: with split-K (p[24] splits of p[25] along K) each job
@@ -143,12 +141,10 @@ fn matmul_wide(
     let m = p[0];
     let n = p[1];
     let k = p[2];
-    let tiles_n = (n + WIDE - 1u) / WIDE;
-    let tiles = tiles_n * ((m + WIDE - 1u) / WIDE);
-    let tile = wid.y * p[11] + wid.x;
-    let live = tile < tiles;
-    let row0 = (tile / tiles_n) * WIDE;
-    let col0 = (tile % tiles_n) * WIDE;
+    let origin = output_tile(wid, WIDE);
+    let live = origin.z == 1u;
+    let row0 = origin.x;
+    let col0 = origin.y;
     let tx = lid % 16u;
     let ty = lid / 16u;
     // Jobs are (batch, split) pairs: with split-K (p[24] splits of p[25] along K) each job

@@ -1,7 +1,16 @@
-// Shared by matmul.wgsl and matmul_coop.wgsl (appended to each when it is compiled): where
-// matrix `batch` of a batched product starts in A and B. Parameters 4 (batch rank), 5-6
-// (offsets), 12-15 (batch dims) and 16-23 (batch strides of A and B), as both kernels read
-// them from `p`.
+// Shared by matmul.wgsl and matmul_coop.wgsl (appended to each when it is compiled): which
+// output tile a workgroup computes, and where matrix `batch` of a batched product starts in
+// A and B. Both read the parameters from `p`: 0 M, 1 N, 4 batch rank, 5-6 offsets, 11
+// workgroups per grid row, 12-15 batch dims, 16-23 batch strides of A and B.
+
+// The `edge` x `edge` output tile of workgroup `wid`: its first row (x) and column (y), and
+// z = 1 when it lies inside the output (grids are rounded up).
+fn output_tile(wid: vec3<u32>, edge: u32) -> vec3<u32> {
+    let tiles_n = (p[1] + edge - 1u) / edge;
+    let tile = wid.y * p[11] + wid.x;
+    let inside = tile < tiles_n * ((p[0] + edge - 1u) / edge);
+    return vec3<u32>((tile / tiles_n) * edge, (tile % tiles_n) * edge, select(0u, 1u, inside));
+}
 
 // Offsets of matrix `batch` in A and B (batch dims and strides from the parameters).
 fn batch_bases(batch: u32) -> vec2<u32> {

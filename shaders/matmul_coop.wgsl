@@ -83,17 +83,13 @@ fn matmul_coop(
     let m = p[0];
     let n = p[1];
     let k = p[2];
-    let tiles_n = (n + TILE - 1u) / TILE;
-    let tiles = tiles_n * ((m + TILE - 1u) / TILE);
-    let tile = wid.y * p[11] + wid.x;
-    if (tile >= tiles) {
-        return;
-    }
-    let r0 = (tile / tiles_n) * TILE + (sg / 2u) * 64u;
-    let c0 = (tile % tiles_n) * TILE + (sg % 2u) * 64u;
-    // A block outside the output (in an edge tile) still runs the loop, since naga wants the
-    // multiply-adds in workgroup-uniform control flow: it reads the last block inside
-    // instead and writes nothing.
+    // naga wants the multiply-adds in workgroup-uniform control flow (and does not see a
+    // function's result as uniform), so no subgroup skips the loop: a block outside the
+    // output (in an edge tile, or a whole workgroup past the last tile of a rounded-up grid)
+    // reads the last block inside instead and writes nothing.
+    let origin = output_tile(wid, TILE);
+    let r0 = origin.x + (sg / 2u) * 64u;
+    let c0 = origin.y + (sg % 2u) * 64u;
     let lr0 = min(r0, m - 64u);
     let lc0 = min(c0, n - 64u);
     for (var batch = wid.z; batch < p[3]; batch += groups.z) {
