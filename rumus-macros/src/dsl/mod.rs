@@ -125,12 +125,11 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
     lowering.dims = function.generics.iter().map(ToString::to_string).collect();
     for param in &function.params {
         for dim in &param.shape.dims {
-            if let DimAst::Name(ident) = dim {
-                if let Dim::Var(name) = dim_from_ident(&ident.to_string()) {
-                    if !lowering.dims.contains(&name) {
-                        lowering.dims.push(name);
-                    }
-                }
+            if let DimAst::Name(ident) = dim
+                && let Dim::Var(name) = dim_from_ident(&ident.to_string())
+                && !lowering.dims.contains(&name)
+            {
+                lowering.dims.push(name);
             }
         }
     }

@@ -79,10 +79,11 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
     let (input, output) = (to_type(&param.shape), to_type(&function.ret));
     let mut generics: Vec<syn::Ident> = function.generics.clone();
     for d in &param.shape.dims {
-        if let dsl::ast::DimAst::Name(n) = d {
-            if is_generic_dim(&n.to_string()) && !generics.contains(n) {
-                generics.push(n.clone());
-            }
+        if let dsl::ast::DimAst::Name(n) = d
+            && is_generic_dim(&n.to_string())
+            && !generics.contains(n)
+        {
+            generics.push(n.clone());
         }
     }
     quote! {

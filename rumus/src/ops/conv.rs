@@ -457,15 +457,15 @@ impl DynTensor {
                 wc * groups
             )));
         }
-        if let Some(b) = bias {
-            if b.dims() != [oc] {
-                return Err(shape_error(format!(
-                    "bias has shape {:?} but weight {:?} has {oc} output channels, so bias must \
-                     have shape [{oc}]",
-                    b.dims(),
-                    weight.dims()
-                )));
-            }
+        if let Some(b) = bias
+            && b.dims() != [oc]
+        {
+            return Err(shape_error(format!(
+                "bias has shape {:?} but weight {:?} has {oc} output channels, so bias must \
+                 have shape [{oc}]",
+                b.dims(),
+                weight.dims()
+            )));
         }
         let w = window_of("conv2d", self.dims(), (kh, kw), stride, padding, dilation)?;
         let [oh, ow] = w.output();

@@ -18,16 +18,16 @@ impl Lowering<'_> {
         (arg_span, span): (Span, Span),
     ) -> Result<Value> {
         let (start, len) = (range.start, range.end - range.start);
-        if let Some(size) = shape.0[axis].lit() {
-            if start + len > size {
-                return err(
-                    arg_span,
-                    format!(
-                        "range {start}..{} exceeds axis {axis} of {shape} (size {size})",
-                        start + len
-                    ),
-                );
-            }
+        if let Some(size) = shape.0[axis].lit()
+            && start + len > size
+        {
+            return err(
+                arg_span,
+                format!(
+                    "range {start}..{} exceeds axis {axis} of {shape} (size {size})",
+                    start + len
+                ),
+            );
         }
         let mut dims = shape.0.clone();
         dims[axis] = Dim::Lit(len);
