@@ -10,11 +10,24 @@ use crate::error::ShapeError;
 pub type Dims = SmallVec<[usize; 6]>;
 
 /// Sizes, strides (in elements) and starting offset of a view into a storage.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Layout {
     dims: Dims,
     strides: Dims,
     offset: usize,
+}
+
+/// Copies the inline arrays with `from_slice` (a `memcpy`): `SmallVec`'s own `Clone` extends
+/// element by element, which callgrind showed as the costliest step of a small op's layout
+/// handling.
+impl Clone for Layout {
+    fn clone(&self) -> Self {
+        Layout {
+            dims: Dims::from_slice(&self.dims),
+            strides: Dims::from_slice(&self.strides),
+            offset: self.offset,
+        }
+    }
 }
 
 /// Row-major strides of a contiguous tensor with these sizes. The product saturates: it can
@@ -104,6 +117,10 @@ impl Layout {
     /// Broadcast view to `target` (which must be a valid broadcast of `dims`): new or size-1
     /// axes get stride 0.
     pub fn broadcast_to(&self, target: &[usize]) -> Layout {
+        // Most operands of most ops already have the output's dims.
+        if self.dims.as_slice() == target {
+            return self.clone();
+        }
         let extra = target.len() - self.dims.len();
         let strides = target
             .iter()
@@ -186,6 +203,9 @@ pub fn normalize_axes(
 
 /// NumPy broadcasting: align from the right; sizes must match or one must be 1.
 pub fn broadcast_shapes(lhs: &[usize], rhs: &[usize], context: &str) -> Result<Dims, ShapeError> {
+    if lhs == rhs {
+        return Ok(Dims::from_slice(lhs));
+    }
     let rank = lhs.len().max(rhs.len());
     let mut out: Dims = smallvec::smallvec![0; rank];
     for i in 0..rank {
