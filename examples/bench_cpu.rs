@@ -165,9 +165,13 @@ fn main() -> rumus::Result<()> {
     if only.as_deref() == Some("ops") {
         return per_op_overhead();
     }
-    // `conv`: the convolution workload alone (for profiling).
+    // `conv`, `mlp`: one workload alone (for profiling).
     if only.as_deref() == Some("conv") {
         println!("conv2d_fwd_bwd {:.4}", conv_forward_backward()?);
+        return Ok(());
+    }
+    if only.as_deref() == Some("mlp") {
+        println!("mlp_step_b256 {:.4}", mlp_step(256)?);
         return Ok(());
     }
     for n in [256usize, 512, 1024, 2048] {

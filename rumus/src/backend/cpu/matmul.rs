@@ -87,7 +87,8 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
     };
     // Whole products per thread when there are enough of them: gemm's own threading scales
     // poorly on thin products (m = 64), and small products are not worth splitting at all.
-    let batch_parallel = batches > 1
+    let batch_parallel = threads > 1
+        && batches > 1
         && batches * flops >= PARALLEL_FLOPS
         && (flops < PARALLEL_FLOPS || batches >= threads);
     let product =

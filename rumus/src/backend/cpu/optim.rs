@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::parallel::PARALLEL_GRAIN;
+use super::parallel::{PARALLEL_GRAIN, worth_splitting};
 use crate::element::Float;
 
 /// Scalars of one Adam step, already bias-corrected.
@@ -35,7 +35,7 @@ fn adam_chunk<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamS
 /// Adam/AdamW update of `p` in place from gradient `g`, moments `m` and `v` (all the same
 /// length), following PyTorch's formula.
 pub fn adam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamScalars<T>) {
-    if p.len() < PARALLEL_GRAIN {
+    if !worth_splitting(p.len()) {
         return adam_chunk(p, g, m, v, s);
     }
     let chunk = PARALLEL_GRAIN;

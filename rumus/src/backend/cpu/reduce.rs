@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use rayon::prelude::*;
 
-use super::parallel::{PARALLEL_GRAIN, for_each_row};
+use super::parallel::{PARALLEL_GRAIN, for_each_row, worth_splitting};
 use super::strided::map;
 use crate::element::Float;
 use crate::shape::Layout;
@@ -60,7 +60,7 @@ fn sum_leading_rows<T: Float>(data: &[T], rows: usize, inner: usize) -> Vec<T> {
         }
     };
     let chunk = (PARALLEL_GRAIN / rows.max(1)).max(64);
-    if rows * inner >= PARALLEL_GRAIN && inner > chunk {
+    if worth_splitting(rows * inner) && inner > chunk {
         out.par_chunks_mut(chunk)
             .enumerate()
             .for_each(|(i, dst)| columns(i * chunk, dst));
@@ -142,7 +142,7 @@ pub fn reduce<T: Float + Default>(
             Reduction::Min => extremum(group, false),
         }
     };
-    if data.len() >= PARALLEL_GRAIN && groups > 1 {
+    if worth_splitting(data.len()) && groups > 1 {
         out.par_iter_mut()
             .enumerate()
             .for_each(|(i, o)| *o = reduce_group(i));

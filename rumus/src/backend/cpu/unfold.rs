@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use super::parallel::PARALLEL_GRAIN;
+use super::parallel::{PARALLEL_GRAIN, worth_splitting};
 use crate::element::Float;
 
 /// Geometry of a 2-D sliding window, all sizes as `[height, width]`.
@@ -63,7 +63,7 @@ fn for_each_plane<O: Send>(
     }
     let planes = out.len() / chunk_len;
     let work = work_per_plane.max(chunk_len);
-    if planes > 1 && planes.saturating_mul(work) >= PARALLEL_GRAIN {
+    if planes > 1 && worth_splitting(planes.saturating_mul(work)) {
         let per_task = (PARALLEL_GRAIN / work).max(1);
         out.par_chunks_mut(per_task * chunk_len)
             .enumerate()
