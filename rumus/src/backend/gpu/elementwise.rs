@@ -1,10 +1,10 @@
 //! Launchers of `shaders/elementwise.wgsl`: one strided kernel per kind of element-wise op,
 //! the op itself chosen by a code in the parameters.
 
-use super::batch::{grid_1d, grid_spread};
+use super::batch::grid_1d;
 use super::context::GpuDevice;
-use super::memory::{GpuBuffer, check_dtype};
-use super::operand::{Strided, slot, strided_params};
+use super::memory::{GpuBuffer, check_dtype, check_words};
+use super::operand::{Strided, slot, spread_params, strided_params};
 use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -82,9 +82,7 @@ impl GpuDevice {
         let out = GpuBuffer::uninit(self, numel, out_dtype, launch.entry)?;
         let layouts: Vec<&Layout> = operands.iter().map(|(_, layout)| *layout).collect();
         let strided = Strided::new(launch.entry, dims, &layouts)?;
-        let (groups, row, span) = grid_spread(numel);
-        let mut params = strided_params(&strided, numel, row);
-        params[slot::SPAN] = span;
+        let (mut params, groups) = spread_params(&strided, numel);
         params[slot::OP] = launch.op;
         params[slot::SCALAR0] = launch.scalars.0.to_bits();
         params[slot::SCALAR1] = launch.scalars.1.to_bits();
@@ -304,9 +302,7 @@ impl GpuDevice {
             dims,
             &[src.1, &unused, &unused, dst.layout()],
         )?;
-        let (groups, row, span) = grid_spread(numel);
-        let mut params = strided_params(&strided, numel, row);
-        params[slot::SPAN] = span;
+        let (mut params, groups) = spread_params(&strided, numel);
         params[slot::FLAGS] = flags;
         params[slot::SCALAR0] = (scale as f32).to_bits();
         params[slot::SCALAR1] = (alpha as f32).to_bits();
@@ -321,19 +317,6 @@ impl GpuDevice {
         dst.storage().mark_written();
         Ok(())
     }
-}
-
-/// Kernels that read one element per word take every dtype the GPU stores but packed `f16`.
-fn check_words(dtype: DType, op: &'static str) -> Result<()> {
-    check_dtype(dtype, op)?;
-    if dtype == DType::F16 {
-        return Err(crate::Error::DType {
-            op,
-            expected: "an f32, i64 or bool tensor",
-            found: dtype,
-        });
-    }
-    Ok(())
 }
 
 pub(crate) fn check_float(dtype: DType, op: &'static str) -> Result<()> {

@@ -200,6 +200,19 @@ impl Drop for GpuBuffer {
     }
 }
 
+/// Kernels that read one element per word take every dtype the GPU stores but packed `f16`.
+pub(crate) fn check_words(dtype: DType, op: &'static str) -> Result<()> {
+    check_dtype(dtype, op)?;
+    if dtype == DType::F16 {
+        return Err(crate::Error::DType {
+            op,
+            expected: "an f32, i64 or bool tensor",
+            found: dtype,
+        });
+    }
+    Ok(())
+}
+
 /// GPU kernels work on 32-bit words: `f64` has no portable WGSL type.
 pub(crate) fn check_dtype(dtype: DType, op: &'static str) -> Result<()> {
     if dtype == DType::F64 {

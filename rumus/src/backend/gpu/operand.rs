@@ -34,13 +34,7 @@ impl GpuDevice {
     /// for a kernel that reads one element per 32-bit word: packed `f16` is refused here, so
     /// no word kernel can misread it whatever path reached it.
     pub(crate) fn memory_of(&self, tensor: &DynTensor) -> Result<Memory> {
-        if tensor.dtype() == crate::DType::F16 {
-            return Err(crate::Error::DType {
-                op: "GPU kernel",
-                expected: "an f32, i64 or bool tensor",
-                found: crate::DType::F16,
-            });
-        }
+        super::memory::check_words(tensor.dtype(), "GPU kernel")?;
         self.any_memory_of(tensor)
     }
 
@@ -160,6 +154,15 @@ pub(crate) fn strided_params(strided: &Strided, numel: usize, row: u32) -> Vec<u
         p[slot::OFFSETS + k] = strided.offsets[k] as u32;
     }
     p
+}
+
+/// The parameters and grid of a kernel whose threads each handle several elements, a launch
+/// apart (`SPAN` in elementwise.wgsl).
+pub(crate) fn spread_params(strided: &Strided, numel: usize) -> (Vec<u32>, [u32; 3]) {
+    let (groups, row, span) = super::batch::grid_spread(numel);
+    let mut p = strided_params(strided, numel, row);
+    p[slot::SPAN] = span;
+    (p, groups)
 }
 
 impl DynTensor {
