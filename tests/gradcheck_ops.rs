@@ -294,6 +294,60 @@ case!(
         .conv2d(&x[1], Some(&x[2]), (1, 1), (0, 0), (1, 1), 1)?
         .tanh()
 );
+/// f32 convolutions with stride 1 and one group run on the CPU's direct kernels (on x86-64
+/// with AVX2 or AVX-512); f64 ones take the general path that the cases above check against
+/// finite differences. Both must agree on the values, the input, weight and bias gradients,
+/// and a second-order gradient through a recorded backward pass.
+#[test]
+fn conv2d_direct_kernels_match_the_general_path() {
+    use rumus::{DType, grad};
+    let cases = [
+        ([2, 3, 7, 9], [5, 3, 3, 3], (1, 1)),
+        ([3, 4, 6, 11], [70, 4, 2, 3], (1, 2)),
+        ([1, 16, 10, 12], [40, 16, 3, 3], (0, 1)),
+        ([2, 2, 9, 6], [3, 2, 5, 5], (2, 4)),
+    ];
+    for (case, (x_dims, w_dims, padding)) in cases.into_iter().enumerate() {
+        let seed = 10 * case as u64;
+        let inputs = [
+            randn(&x_dims, seed),
+            randn(&w_dims, seed + 1),
+            randn(&[w_dims[0]], seed + 2),
+        ];
+        let run = |dtype: DType| -> rumus::Result<Vec<DynTensor>> {
+            let xs: Vec<DynTensor> = inputs
+                .iter()
+                .map(|t| t.to_dtype(dtype)?.requires_grad_())
+                .collect::<rumus::Result<_>>()?;
+            let refs: Vec<&DynTensor> = xs.iter().collect();
+            let y = xs[0].conv2d(&xs[1], Some(&xs[2]), (1, 1), padding, (1, 1), 1)?;
+            let loss = y
+                .mul(&randn(y.dims(), seed + 3).to_dtype(dtype)?)?
+                .sum_all()?;
+            let first = grad(&[&loss], &refs, false)?;
+            let recorded = grad(&[&loss], &refs, true)?;
+            let curvature = recorded[0].mul(&recorded[0])?.sum_all()?;
+            let second = grad(&[&curvature], &refs[1..2], false)?;
+            let mut out = vec![y];
+            out.extend(first);
+            out.extend(second);
+            out.iter().map(|t| t.to_dtype(DType::F64)).collect()
+        };
+        let (direct, general) = (run(DType::F32).unwrap(), run(DType::F64).unwrap());
+        let names = ["output", "dx", "dw", "db", "d(|dx|^2)/dw"];
+        for ((name, d), g) in names.iter().zip(&direct).zip(&general) {
+            let (d, g) = (d.to_vec::<f64>().unwrap(), g.to_vec::<f64>().unwrap());
+            let scale = g.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            for (i, (a, e)) in d.iter().zip(&g).enumerate() {
+                assert!(
+                    (a - e).abs() <= 1e-5 * scale,
+                    "case {case} {name}[{i}]: f32 {a} against f64 {e}"
+                );
+            }
+        }
+    }
+}
+
 // randn values have no ties, so every window has one maximum.
 case!(
     max_pool2d_overlapping_padding,

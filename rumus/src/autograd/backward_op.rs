@@ -5,10 +5,14 @@
 //! backward pass (`create_graph`) yields higher-order gradients.
 
 use super::node::Saved;
+use crate::backend::cpu::direct_conv::Conv2dShape;
+use crate::backend::cpu::simd::Isa;
 use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{conv, elementwise, index, join, matmul, reduce, softmax, unary, view};
+use crate::ops::{
+    conv, direct_conv, elementwise, index, join, matmul, reduce, softmax, unary, view,
+};
 use crate::tensor::DynTensor;
 
 /// One op on the tape and what its gradient needs.
@@ -106,6 +110,13 @@ pub enum BackwardOp {
     ToDevice {
         from: crate::Device,
     },
+    /// A convolution run by the CPU's direct kernels (`x`, `w` and an optional bias in).
+    Conv2d {
+        input: Saved,
+        weight: Saved,
+        shape: Conv2dShape,
+        isa: Isa,
+    },
     /// Sliding windows copied into columns (im2col); the adjoint of `Fold2d`.
     Unfold2d {
         window: Window2d,
@@ -153,6 +164,7 @@ impl BackwardOp {
             BackwardOp::Cat { .. } => "cat",
             BackwardOp::Cast { .. } => "to_dtype",
             BackwardOp::ToDevice { .. } => "to",
+            BackwardOp::Conv2d { .. } => "conv2d",
             BackwardOp::Unfold2d { .. } => "unfold2d",
             BackwardOp::Fold2d { .. } => "fold2d",
             BackwardOp::WindowSum2d { .. } => "window_sum2d",
@@ -166,7 +178,12 @@ impl BackwardOp {
         match std::mem::replace(self, BackwardOp::Contiguous) {
             BackwardOp::Mul { lhs, rhs }
             | BackwardOp::Div { lhs, rhs }
-            | BackwardOp::Matmul { lhs, rhs } => {
+            | BackwardOp::Matmul { lhs, rhs }
+            | BackwardOp::Conv2d {
+                input: lhs,
+                weight: rhs,
+                ..
+            } => {
                 vec![lhs.into_tensor(), rhs.into_tensor()]
             }
             BackwardOp::Pow { base, exponent } => vec![base.into_tensor(), exponent.into_tensor()],
@@ -252,6 +269,12 @@ impl BackwardOp {
             BackwardOp::Cat { axis, sizes } => join::cat_backward(grad, *axis, sizes, needs),
             BackwardOp::Cast { from } => one(grad.to_dtype(*from)),
             BackwardOp::ToDevice { from } => one(grad.to(from)),
+            BackwardOp::Conv2d {
+                input,
+                weight,
+                shape,
+                isa,
+            } => direct_conv::conv2d_backward(grad, input, weight, shape, *isa, needs),
             BackwardOp::Unfold2d { window } => one(conv::unfold2d_backward(grad, window)),
             BackwardOp::Fold2d { window } => one(conv::fold2d_backward(grad, window)),
             BackwardOp::WindowSum2d { window } => one(conv::window_sum2d_backward(grad, window)),

@@ -3,6 +3,7 @@
 
 pub mod cast;
 pub mod conv;
+pub(crate) mod direct_conv;
 pub mod elementwise;
 pub mod index;
 pub mod inplace;

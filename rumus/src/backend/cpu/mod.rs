@@ -3,11 +3,13 @@
 //! so adding a model never compiles a new kernel.
 
 pub mod concat;
+pub mod direct_conv;
 pub mod index;
 pub mod matmul;
 pub mod optim;
 pub mod parallel;
 pub mod pool;
 pub mod reduce;
+pub mod simd;
 pub mod strided;
 pub mod unfold;

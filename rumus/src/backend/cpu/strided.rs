@@ -48,11 +48,15 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
         });
         return out;
     }
+    let layout = &layout.coalesced();
     let (n, stride) = inner(layout);
     let mut out = super::pool::reused(numel, O::default());
     for_each_row(&mut out, n, |row, dst| {
         let base = row_start(row, layout);
-        if stride == 1 {
+        if stride == 0 {
+            // A broadcast row: one value.
+            dst.fill(f(a[base]));
+        } else if stride == 1 {
             // Contiguous runs (e.g. heads split off a permuted tensor): a loop the compiler
             // vectorises.
             for (d, &s) in dst.iter_mut().zip(&a[base..base + n]) {

@@ -1,0 +1,771 @@
+//! Stride-1, undilated f32 convolution without im2col columns.
+//!
+//! Pad an input plane set once to `[C, Hp, Wp]` and number output positions as
+//! `p = y * Wp + x`. Then every kernel tap `k = (c, i, j)` reads the padded input at
+//! `offset(k) + p` with `offset(c, i, j) = c Hp Wp + i Wp + j`: the im2col column matrix is
+//! the padded buffer itself, read through one offset per tap, and the convolution is
+//! `out[p, r] = sum_k src[offset(k) + p] * a[k, r]` ("implicit GEMM"). The last `KW - 1`
+//! positions of every row straddle two input rows; they are computed and dropped (for a 3x3
+//! kernel over 28x28 planes with padding 1, 2 of every 30).
+//!
+//! The three products of a convolution's forward and backward all take this form:
+//! - forward: `a` = the weight as `[C KH KW, OC]`, `src` = the input padded by `P`;
+//! - input gradient: `a` = the weight flipped in space as `[OC KH KW, C]`, `src` = the
+//!   output gradient padded by `K - 1 - P` (a "full" correlation);
+//! - weight gradient: `dW[k, r] = sum_p src[offset(k) + p] * dy[p, r]`, the padded input
+//!   against the output gradient (zero at dropped positions).
+//!
+//! Compared with im2col plus a general product this saves writing and re-reading the
+//! `KH KW`-times larger column matrix, packing it, and folding columns back for the input
+//! gradient.
+//!
+//! The register tiles broadcast `src` values (scalars, so a shifted tap costs nothing) and
+//! multiply them with aligned vectors across the output channels `r`: vector loads of the
+//! shifted input itself would straddle cache lines at most offsets (measured: 15% of the
+//! forward's time). The vectorised matrix is cut into chunks that stay in L1 while every
+//! tile passes over them. See [`simd`](super::simd) for the instruction sets.
+
+use rayon::prelude::*;
+
+use super::parallel::worth_splitting;
+use super::pool;
+#[cfg(target_arch = "x86_64")]
+use super::simd::{F32x8, F32x16};
+use super::simd::{Isa, Lanes};
+
+/// Elements of the vectorised matrix kept hot per chunk (24 KiB: half of a 48 KiB L1).
+const CHUNK_ELEMENTS: usize = 6 * 1024;
+/// Taps per weight-gradient tile (one broadcast pointer each).
+const GRAD_TAPS: usize = 6;
+
+/// A convolution the direct kernels run: an `[N, C, H, W]` input, an `[OC, C, KH, KW]`
+/// weight, stride 1, no dilation, one group, and a padding of at most `K - 1` per side (so
+/// the input gradient is a correlation of the output gradient padded by `K - 1 - P`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv2dShape {
+    pub batch: usize,
+    pub in_channels: usize,
+    pub input: [usize; 2],
+    pub out_channels: usize,
+    pub kernel: [usize; 2],
+    pub padding: [usize; 2],
+}
+
+impl Conv2dShape {
+    /// `[OH, OW]`; the caller checked that the kernel fits the padded input.
+    pub fn output(&self) -> [usize; 2] {
+        [0, 1].map(|a| self.input[a] + 2 * self.padding[a] + 1 - self.kernel[a])
+    }
+
+    /// Whether the direct kernels cover this geometry.
+    pub fn supported(&self) -> bool {
+        (0..2).all(|a| self.kernel[a] >= 1 && self.padding[a] < self.kernel[a])
+    }
+
+    /// The forward correlation (input padded by `P`).
+    fn forward(&self) -> Correlation {
+        Correlation {
+            channels: self.in_channels,
+            plane: [0, 1].map(|a| self.input[a] + 2 * self.padding[a]),
+            kernel: self.kernel,
+        }
+    }
+
+    /// Padding of the output gradient for the input gradient's correlation.
+    fn transposed_padding(&self) -> [usize; 2] {
+        [0, 1].map(|a| self.kernel[a] - 1 - self.padding[a])
+    }
+}
+
+/// `channels` padded planes of `plane = [Hp, Wp]` correlated with a `kernel`-sized window
+/// at stride 1.
+#[derive(Debug, Clone, Copy)]
+struct Correlation {
+    channels: usize,
+    plane: [usize; 2],
+    kernel: [usize; 2],
+}
+
+impl Correlation {
+    fn output(&self) -> [usize; 2] {
+        [0, 1].map(|a| self.plane[a] + 1 - self.kernel[a])
+    }
+
+    fn taps(&self) -> usize {
+        self.channels * self.kernel[0] * self.kernel[1]
+    }
+
+    /// Where tap `(c, i, j)` (row-major) reads, relative to the output position.
+    fn offsets(&self) -> Vec<usize> {
+        let [hp, wp] = self.plane;
+        let mut offsets = Vec::with_capacity(self.taps());
+        for c in 0..self.channels {
+            for i in 0..self.kernel[0] {
+                for j in 0..self.kernel[1] {
+                    offsets.push(c * hp * wp + i * wp + j);
+                }
+            }
+        }
+        offsets
+    }
+
+    /// Positions computed per plane set: `OH * Wp` rounded up to whole tiles of `tile`.
+    fn positions(&self, tile: usize) -> usize {
+        (self.output()[0] * self.plane[1]).next_multiple_of(tile)
+    }
+
+    /// Length of a padded source: the planes plus the slack that `positions` computed
+    /// positions read past them (`max offset + positions`).
+    fn source_len(&self, positions: usize) -> usize {
+        let [hp, wp] = self.plane;
+        self.channels * hp * wp + positions - self.output()[0] * wp + self.kernel[1]
+    }
+}
+
+/// Copies `channels` planes of `size` from `src` into `dst`, shifted by `pad = [top, left]`
+/// into rows of `row` elements, planes `plane_stride` apart. The padding is left alone:
+/// scratch buffers are zeroed once and every sample writes the same elements.
+fn pad_into(
+    dst: &mut [f32],
+    src: &[f32],
+    channels: usize,
+    size: [usize; 2],
+    pad: [usize; 2],
+    row: usize,
+    plane_stride: usize,
+) {
+    let [h, w] = size;
+    for c in 0..channels {
+        for y in 0..h {
+            let from = (c * h + y) * w;
+            let to = c * plane_stride + (y + pad[0]) * row + pad[1];
+            dst[to..to + w].copy_from_slice(&src[from..from + w]);
+        }
+    }
+}
+
+/// An f32 buffer whose first element sits on a 64-byte boundary, so vector loads of rows
+/// whose length is a multiple of 16 never straddle cache lines.
+struct Aligned {
+    buf: Vec<f32>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn zeroed(len: usize) -> Aligned {
+        let buf = vec![0.0f32; len + 16];
+        let start = buf.as_ptr().align_offset(64).min(16);
+        Aligned { buf, start, len }
+    }
+
+    fn as_slice(&self) -> &[f32] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
+/// A matrix `[K, R]` with rows padded to `stride` (a whole number of register tiles) and
+/// zero past `R`.
+struct Rows {
+    data: Aligned,
+    count: usize,
+    stride: usize,
+}
+
+impl Rows {
+    fn new(count: usize, width: usize, tile: usize, value: impl Fn(usize, usize) -> f32) -> Rows {
+        let stride = width.next_multiple_of(tile);
+        let mut data = Aligned::zeroed(count * stride);
+        let out = data.as_mut_slice();
+        for k in 0..count {
+            for r in 0..width {
+                out[k * stride + r] = value(k, r);
+            }
+        }
+        Rows {
+            data,
+            count,
+            stride,
+        }
+    }
+}
+
+/// `acc[i][j] += a(i) * b[j]` for one step: `RJ` vectors of `b` against `RI` broadcast
+/// scalars.
+///
+/// # Safety
+/// The CPU runs `S`; `b` is readable for `RJ` vectors and every `a(i)` for one value.
+#[inline(always)]
+unsafe fn step<S: Lanes, const RI: usize, const RJ: usize>(
+    acc: &mut [[S; RJ]; RI],
+    b: *const f32,
+    a: impl Fn(usize) -> *const f32,
+) {
+    unsafe {
+        let mut v = [S::zero(); RJ];
+        for (j, v) in v.iter_mut().enumerate() {
+            *v = S::load(b.add(j * S::WIDTH));
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            let w = S::splat(*a(i));
+            for (acc, v) in row.iter_mut().zip(&v) {
+                *acc = w.mul_add(*v, *acc);
+            }
+        }
+    }
+}
+
+/// The accumulators of a tile: zero, or `RI` rows of `RJ` vectors of `out` (`stride` apart).
+///
+/// # Safety
+/// With `load`, `out` is readable for the tile.
+#[inline(always)]
+unsafe fn start<S: Lanes, const RI: usize, const RJ: usize>(
+    out: *const f32,
+    stride: usize,
+    load: bool,
+) -> [[S; RJ]; RI] {
+    unsafe {
+        let mut acc = [[S::zero(); RJ]; RI];
+        if load {
+            for (i, row) in acc.iter_mut().enumerate() {
+                for (j, acc) in row.iter_mut().enumerate() {
+                    *acc = S::load(out.add(i * stride + j * S::WIDTH));
+                }
+            }
+        }
+        acc
+    }
+}
+
+/// Writes a tile's accumulators to `RI` rows of `out`, `stride` apart.
+///
+/// # Safety
+/// `out` is writable for the tile.
+#[inline(always)]
+unsafe fn finish<S: Lanes, const RI: usize, const RJ: usize>(
+    acc: &[[S; RJ]; RI],
+    out: *mut f32,
+    stride: usize,
+) {
+    unsafe {
+        for (i, row) in acc.iter().enumerate() {
+            for (j, acc) in row.iter().enumerate() {
+                acc.store(out.add(i * stride + j * S::WIDTH));
+            }
+        }
+    }
+}
+
+/// The buffers of one correlation: `out[p, r] (+)= sum_k src[offsets[k] + p] * a[k, r]`
+/// for `positions` positions (`out` rows `a.stride` long).
+struct CorrelationArgs<'a> {
+    a: &'a Rows,
+    offsets: &'a [usize],
+    src: &'a [f32],
+    out: &'a mut [f32],
+    positions: usize,
+}
+
+/// The correlation with tiles of `RI` positions by `RJ` vectors of rows.
+///
+/// # Safety
+/// The CPU runs `S`; the bounds were checked by [`correlate`].
+#[inline(always)]
+unsafe fn correlate_with<S: Lanes, const RI: usize, const RJ: usize>(c: CorrelationArgs<'_>) {
+    let (a, stride) = (c.a.data.as_slice().as_ptr(), c.a.stride);
+    let (src, out) = (c.src.as_ptr(), c.out.as_mut_ptr());
+    let taps_per_chunk = (CHUNK_ELEMENTS / stride).max(1);
+    for (chunk, offsets) in c.offsets.chunks(taps_per_chunk).enumerate() {
+        let first = chunk * taps_per_chunk;
+        for r in (0..stride).step_by(RJ * S::WIDTH) {
+            for p in (0..c.positions).step_by(RI) {
+                unsafe {
+                    let out = out.add(p * stride + r);
+                    let mut acc = start::<S, RI, RJ>(out, stride, chunk > 0);
+                    for (k, &offset) in offsets.iter().enumerate() {
+                        let at = src.add(offset + p);
+                        step(&mut acc, a.add((first + k) * stride + r), |i| at.add(i));
+                    }
+                    finish(&acc, out, stride);
+                }
+            }
+        }
+    }
+}
+
+/// The weight gradient's product, `out[k, r] += sum_p src[offsets[k] + p] * dy[p, r]`
+/// (`dy` and `out` rows `stride` long, `offsets` a whole number of [`GRAD_TAPS`]).
+struct WeightGradArgs<'a> {
+    dy: &'a [f32],
+    stride: usize,
+    offsets: &'a [usize],
+    src: &'a [f32],
+    out: &'a mut [f32],
+    positions: usize,
+}
+
+/// The weight gradient's product with tiles of [`GRAD_TAPS`] taps by `RJ` vectors of rows.
+///
+/// # Safety
+/// The CPU runs `S`; the bounds were checked by [`weight_grad`].
+#[inline(always)]
+unsafe fn weight_grad_with<S: Lanes, const RJ: usize>(g: WeightGradArgs<'_>) {
+    let stride = g.stride;
+    let (dy, src, out) = (g.dy.as_ptr(), g.src.as_ptr(), g.out.as_mut_ptr());
+    let positions_per_chunk = (CHUNK_ELEMENTS / stride).max(1);
+    for p0 in (0..g.positions).step_by(positions_per_chunk) {
+        let p1 = (p0 + positions_per_chunk).min(g.positions);
+        for r in (0..stride).step_by(RJ * S::WIDTH) {
+            for (tile, taps) in g.offsets.chunks_exact(GRAD_TAPS).enumerate() {
+                let taps: &[usize; GRAD_TAPS] = taps.try_into().expect("exact chunks");
+                unsafe {
+                    let out = out.add(tile * GRAD_TAPS * stride + r);
+                    let mut acc = start::<S, GRAD_TAPS, RJ>(out, stride, true);
+                    for p in p0..p1 {
+                        let at = src.add(p);
+                        step(&mut acc, dy.add(p * stride + r), |i| at.add(taps[i]));
+                    }
+                    finish(&acc, out, stride);
+                }
+            }
+        }
+    }
+}
+
+/// `#[target_feature]` entry points, one per instruction set and tile shape.
+macro_rules! entry_points {
+    ($($name:ident: $feature:literal, $kernel:ident::<$lanes:ty $(, $tile:literal)*>($args:ty);)*) => {
+        $(
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = $feature)]
+            unsafe fn $name(args: $args) {
+                unsafe { $kernel::<$lanes $(, $tile)*>(args) }
+            }
+        )*
+    };
+}
+
+entry_points! {
+    correlate_avx512_wide: "avx512f", correlate_with::<F32x16, 6, 4>(CorrelationArgs<'_>);
+    correlate_avx512_narrow: "avx512f", correlate_with::<F32x16, 12, 2>(CorrelationArgs<'_>);
+    correlate_avx2_wide: "avx2,fma", correlate_with::<F32x8, 6, 2>(CorrelationArgs<'_>);
+    correlate_avx2_narrow: "avx2,fma", correlate_with::<F32x8, 12, 1>(CorrelationArgs<'_>);
+    weight_grad_avx512_wide: "avx512f", weight_grad_with::<F32x16, 4>(WeightGradArgs<'_>);
+    weight_grad_avx512_narrow: "avx512f", weight_grad_with::<F32x16, 2>(WeightGradArgs<'_>);
+    weight_grad_avx2_wide: "avx2,fma", weight_grad_with::<F32x8, 2>(WeightGradArgs<'_>);
+    weight_grad_avx2_narrow: "avx2,fma", weight_grad_with::<F32x8, 1>(WeightGradArgs<'_>);
+}
+
+/// Register tiles of one instruction set: rows (output channels) per tile and positions
+/// per correlation tile. "Wide" tiles cover 64 (AVX-512) or 16 (AVX2) rows; matrices with
+/// at most half that many rows use "narrow" tiles instead of padding rows with zeros.
+#[derive(Debug, Clone, Copy)]
+struct Tiles {
+    isa: Isa,
+    wide: bool,
+}
+
+impl Tiles {
+    fn for_rows(isa: Isa, rows: usize) -> Tiles {
+        let narrow = Tiles { isa, wide: false };
+        Tiles {
+            isa,
+            wide: rows > narrow.rows(),
+        }
+    }
+
+    /// Rows of one tile (row strides are a multiple).
+    fn rows(self) -> usize {
+        match (self.isa, self.wide) {
+            (Isa::Avx512, true) => 64,
+            (Isa::Avx512, false) => 32,
+            (Isa::Avx2, true) => 16,
+            (Isa::Avx2, false) => 8,
+        }
+    }
+
+    /// Positions of one correlation tile (position counts are a multiple).
+    fn positions(self) -> usize {
+        if self.wide { 6 } else { 12 }
+    }
+}
+
+/// Runs the correlation `c` with `tiles`.
+fn correlate(tiles: Tiles, c: CorrelationArgs<'_>) {
+    let stride = c.a.stride;
+    assert!(stride.is_multiple_of(tiles.rows()) && c.positions.is_multiple_of(tiles.positions()));
+    assert_eq!(c.a.count, c.offsets.len());
+    assert!(c.out.len() >= c.positions * stride);
+    let furthest = c.offsets.iter().max().copied().unwrap_or(0);
+    assert!(
+        furthest + c.positions <= c.src.len(),
+        "correlation reads past its source"
+    );
+    // SAFETY: the checks above bound every access of the tiles; `tiles.isa` came from
+    // `Isa::detect`/`Isa::available`, so the CPU runs it.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        match (tiles.isa, tiles.wide) {
+            (Isa::Avx512, true) => correlate_avx512_wide(c),
+            (Isa::Avx512, false) => correlate_avx512_narrow(c),
+            (Isa::Avx2, true) => correlate_avx2_wide(c),
+            (Isa::Avx2, false) => correlate_avx2_narrow(c),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!(
+        "`Isa::detect` finds no instruction set off x86-64: {tiles:?}, {}",
+        c.positions
+    );
+}
+
+/// Runs the weight gradient's product `g` with `tiles`.
+fn weight_grad(tiles: Tiles, g: WeightGradArgs<'_>) {
+    assert!(g.stride.is_multiple_of(tiles.rows()) && g.offsets.len().is_multiple_of(GRAD_TAPS));
+    assert!(g.dy.len() >= g.positions * g.stride);
+    assert!(g.out.len() >= g.offsets.len() * g.stride);
+    let furthest = g.offsets.iter().max().copied().unwrap_or(0);
+    assert!(
+        furthest + g.positions <= g.src.len(),
+        "weight gradient reads past its source"
+    );
+    // SAFETY: as in `correlate`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        match (tiles.isa, tiles.wide) {
+            (Isa::Avx512, true) => weight_grad_avx512_wide(g),
+            (Isa::Avx512, false) => weight_grad_avx512_narrow(g),
+            (Isa::Avx2, true) => weight_grad_avx2_wide(g),
+            (Isa::Avx2, false) => weight_grad_avx2_narrow(g),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!(
+        "`Isa::detect` finds no instruction set off x86-64: {tiles:?}, {}",
+        g.positions
+    );
+}
+
+/// Per-thread buffers of one correlation over a batch.
+struct Scratch {
+    src: Vec<f32>,
+    out: Aligned,
+}
+
+/// For every sample: `source` (`channels` planes of `size`) padded by `pad` and correlated
+/// as `corr` with `a[k, r] = weight(k, r)`; the valid positions (plus `bias[r]`) form the
+/// `[rows, OH, OW]` result.
+#[allow(clippy::too_many_arguments)]
+fn correlate_batch(
+    isa: Isa,
+    source: &[f32],
+    size: [usize; 2],
+    pad: [usize; 2],
+    corr: Correlation,
+    rows: usize,
+    weight: impl Fn(usize, usize) -> f32,
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let tiles = Tiles::for_rows(isa, rows);
+    let a = Rows::new(corr.taps(), rows, tiles.rows(), weight);
+    let [oh, ow] = corr.output();
+    let [hp, wp] = corr.plane;
+    let (per_source, per_result) = (corr.channels * size[0] * size[1], rows * oh * ow);
+    let batch = source.len() / per_source.max(1);
+    let mut result = pool::reused(batch * per_result, 0.0);
+    if per_result == 0 {
+        return result;
+    }
+    let positions = corr.positions(tiles.positions());
+    let offsets = corr.offsets();
+    let new_scratch = || Scratch {
+        src: vec![0.0; corr.source_len(positions)],
+        out: Aligned::zeroed(positions * a.stride),
+    };
+    let run = |scratch: &mut Scratch, n: usize, result: &mut [f32]| {
+        let sample = &source[n * per_source..(n + 1) * per_source];
+        pad_into(
+            &mut scratch.src,
+            sample,
+            corr.channels,
+            size,
+            pad,
+            wp,
+            hp * wp,
+        );
+        let out = scratch.out.as_mut_slice();
+        correlate(
+            tiles,
+            CorrelationArgs {
+                a: &a,
+                offsets: &offsets,
+                src: &scratch.src,
+                out,
+                positions,
+            },
+        );
+        // `out` is position-major: walk one output row at a time so its positions stay in
+        // L1 while every channel takes its values.
+        let out = scratch.out.as_slice();
+        for y in 0..oh {
+            let row = &out[y * wp * a.stride..][..ow * a.stride];
+            for r in 0..rows {
+                let shift = bias.map_or(0.0, |b| b[r]);
+                let to = &mut result[(r * oh + y) * ow..][..ow];
+                for (t, v) in to.iter_mut().zip(row[r..].iter().step_by(a.stride)) {
+                    *t = v + shift;
+                }
+            }
+        }
+    };
+    if batch > 1 && worth_splitting(batch * per_result * corr.taps()) {
+        result
+            .par_chunks_mut(per_result)
+            .enumerate()
+            .for_each_init(new_scratch, |scratch, (n, r)| run(scratch, n, r));
+    } else {
+        let mut scratch = new_scratch();
+        for (n, r) in result.chunks_mut(per_result).enumerate() {
+            run(&mut scratch, n, r);
+        }
+    }
+    result
+}
+
+/// The forward convolution `[N, OC, OH, OW]` of `x` (`[N, C, H, W]`) with `w`
+/// (`[OC, C, KH, KW]`), plus `bias` (`[OC]`) if given.
+pub fn forward(
+    isa: Isa,
+    shape: &Conv2dShape,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let corr = shape.forward();
+    let taps = corr.taps();
+    let weight = |k: usize, r: usize| w[r * taps + k];
+    let (size, pad) = (shape.input, shape.padding);
+    correlate_batch(isa, x, size, pad, corr, shape.out_channels, weight, bias)
+}
+
+/// The gradient `[N, C, H, W]` of the input of [`forward`] given `dy` (`[N, OC, OH, OW]`):
+/// `dy` padded by `K - 1 - P` correlated with the weight flipped in space, channels swapped.
+pub fn input_grad(isa: Isa, shape: &Conv2dShape, dy: &[f32], w: &[f32]) -> Vec<f32> {
+    let [kh, kw] = shape.kernel;
+    let c = shape.in_channels;
+    let pad = shape.transposed_padding();
+    let output = shape.output();
+    let corr = Correlation {
+        channels: shape.out_channels,
+        plane: [0, 1].map(|a| output[a] + 2 * pad[a]),
+        kernel: shape.kernel,
+    };
+    let weight = |k: usize, r: usize| {
+        let (o, tap) = (k / (kh * kw), k % (kh * kw));
+        let (i, j) = (tap / kw, tap % kw);
+        w[((o * c + r) * kh + kh - 1 - i) * kw + kw - 1 - j]
+    };
+    correlate_batch(isa, dy, output, pad, corr, c, weight, None)
+}
+
+/// Per-thread buffers and partial sum of the weight gradient.
+struct WeightGradScratch {
+    src: Vec<f32>,
+    dy: Aligned,
+    sum: Aligned,
+}
+
+/// The gradient `[OC, C, KH, KW]` of the weight of [`forward`] given its input `x` and
+/// `dy` (`[N, OC, OH, OW]`), summed over the batch.
+pub fn weight_grad_of(isa: Isa, shape: &Conv2dShape, x: &[f32], dy: &[f32]) -> Vec<f32> {
+    let corr = shape.forward();
+    let (taps, oc) = (corr.taps(), shape.out_channels);
+    let [oh, ow] = corr.output();
+    let [hp, wp] = corr.plane;
+    let tiles = Tiles::for_rows(isa, oc);
+    let stride = oc.next_multiple_of(tiles.rows());
+    let positions = oh * wp;
+    let mut offsets = corr.offsets();
+    // Extra taps read the first element; their sums are dropped.
+    offsets.resize(taps.next_multiple_of(GRAD_TAPS), 0);
+    let (per_x, per_dy) = (x.len() / shape.batch.max(1), oc * oh * ow);
+    let new_scratch = || WeightGradScratch {
+        src: vec![0.0; corr.source_len(positions)],
+        dy: Aligned::zeroed(positions * stride),
+        sum: Aligned::zeroed(offsets.len() * stride),
+    };
+    let accumulate = |mut s: WeightGradScratch, n: usize| {
+        let sample = &x[n * per_x..(n + 1) * per_x];
+        let (c, size, pad) = (shape.in_channels, shape.input, shape.padding);
+        pad_into(&mut s.src, sample, c, size, pad, wp, hp * wp);
+        // The output gradient position-major; dropped positions stay zero.
+        let grad = &dy[n * per_dy..(n + 1) * per_dy];
+        let to = s.dy.as_mut_slice();
+        for y in 0..oh {
+            let row = &mut to[y * wp * stride..][..ow * stride];
+            for r in 0..oc {
+                let from = &grad[(r * oh + y) * ow..][..ow];
+                for (t, f) in row[r..].iter_mut().step_by(stride).zip(from) {
+                    *t = *f;
+                }
+            }
+        }
+        let args = WeightGradArgs {
+            dy: s.dy.as_slice(),
+            stride,
+            offsets: &offsets,
+            src: &s.src,
+            out: s.sum.as_mut_slice(),
+            positions,
+        };
+        weight_grad(tiles, args);
+        s
+    };
+    let add = |mut a: Aligned, b: Aligned| {
+        let b = b.as_slice();
+        a.as_mut_slice()
+            .iter_mut()
+            .zip(b)
+            .for_each(|(a, b)| *a += b);
+        a
+    };
+    let total = if shape.batch > 1 && worth_splitting(shape.batch * per_dy * taps) {
+        (0..shape.batch)
+            .into_par_iter()
+            .fold(new_scratch, accumulate)
+            .map(|s| s.sum)
+            .reduce_with(add)
+    } else {
+        Some((0..shape.batch).fold(new_scratch(), accumulate).sum)
+    };
+    let total = total.unwrap_or_else(|| Aligned::zeroed(offsets.len() * stride));
+    let total = total.as_slice();
+    (0..oc)
+        .flat_map(|r| (0..taps).map(move |k| total[k * stride + r]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Geometries covering odd sizes, channel counts that leave partial register tiles,
+    /// rectangular kernels, every allowed padding, and matrices cut into several chunks.
+    fn shapes() -> Vec<Conv2dShape> {
+        let shape = |batch, in_channels, input, out_channels, kernel, padding| Conv2dShape {
+            batch,
+            in_channels,
+            input,
+            out_channels,
+            kernel,
+            padding,
+        };
+        vec![
+            shape(2, 3, [7, 9], 5, [3, 3], [1, 1]),
+            shape(1, 1, [5, 5], 1, [3, 3], [0, 0]),
+            shape(3, 4, [6, 11], 7, [2, 3], [1, 2]),
+            shape(2, 2, [4, 4], 9, [1, 1], [0, 0]),
+            shape(1, 5, [9, 6], 3, [5, 5], [2, 4]),
+            shape(40, 2, [3, 3], 2, [3, 3], [1, 1]),
+            // Several tap chunks, position chunks and row tiles.
+            shape(2, 16, [10, 12], 40, [3, 3], [1, 1]),
+            shape(1, 12, [5, 7], 70, [3, 3], [1, 1]),
+        ]
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed;
+        (0..len)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    /// Where in the input tap `(i, j)` of output position `(y, x)` of `plane` (sample and
+    /// input channel) reads; `None` in the padding.
+    fn input_index(s: &Conv2dShape, plane: usize, [y, x, i, j]: [usize; 4]) -> Option<usize> {
+        let row = (y + i).checked_sub(s.padding[0])?;
+        let col = (x + j).checked_sub(s.padding[1])?;
+        let [h, w] = s.input;
+        (row < h && col < w).then_some((plane * h + row) * w + col)
+    }
+
+    /// Every (sample, output channel, input channel, output position, tap) of the
+    /// convolution, with the flat indices of the output, weight and input element.
+    fn for_each_term(s: &Conv2dShape, mut f: impl FnMut(usize, usize, usize, [usize; 4])) {
+        let [oh, ow] = s.output();
+        let [kh, kw] = s.kernel;
+        for n in 0..s.batch {
+            for o in 0..s.out_channels {
+                for c in 0..s.in_channels {
+                    for y in 0..oh {
+                        for xo in 0..ow {
+                            for i in 0..kh {
+                                for j in 0..kw {
+                                    let out = ((n * s.out_channels + o) * oh + y) * ow + xo;
+                                    let weight = ((o * s.in_channels + c) * kh + i) * kw + j;
+                                    f(n * s.in_channels + c, out, weight, [y, xo, i, j]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn assert_close(found: &[f32], expected: &[f64], what: &str) {
+        assert_eq!(found.len(), expected.len(), "{what}: length");
+        for (i, (f, e)) in found.iter().zip(expected).enumerate() {
+            assert!(
+                (*f as f64 - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                "{what}[{i}]: {f} against {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn forward_and_gradients_match_the_definition() {
+        for isa in Isa::available() {
+            for s in shapes() {
+                assert!(s.supported());
+                let [oh, ow] = s.output();
+                let [kh, kw] = s.kernel;
+                let x = values(s.batch * s.in_channels * s.input[0] * s.input[1], 1);
+                let w = values(s.out_channels * s.in_channels * kh * kw, 2);
+                let b = values(s.out_channels, 3);
+                let dy = values(s.batch * s.out_channels * oh * ow, 4);
+                let mut y = vec![0.0f64; dy.len()];
+                let mut dx = vec![0.0f64; x.len()];
+                let mut dw = vec![0.0f64; w.len()];
+                for (i, v) in y.iter_mut().enumerate() {
+                    *v = b[i / (oh * ow) % s.out_channels] as f64;
+                }
+                for_each_term(&s, |plane, out, weight, pos| {
+                    if let Some(at) = input_index(&s, plane, pos) {
+                        y[out] += w[weight] as f64 * x[at] as f64;
+                        dw[weight] += dy[out] as f64 * x[at] as f64;
+                        dx[at] += dy[out] as f64 * w[weight] as f64;
+                    }
+                });
+                let what = |part: &str| format!("{part} of {s:?} on {isa:?}");
+                assert_close(&forward(isa, &s, &x, &w, Some(&b)), &y, &what("forward"));
+                assert_close(&input_grad(isa, &s, &dy, &w), &dx, &what("input gradient"));
+                assert_close(
+                    &weight_grad_of(isa, &s, &x, &dy),
+                    &dw,
+                    &what("weight gradient"),
+                );
+            }
+        }
+    }
+}
