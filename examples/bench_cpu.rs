@@ -165,14 +165,25 @@ fn main() -> rumus::Result<()> {
     if only.as_deref() == Some("ops") {
         return per_op_overhead();
     }
-    // `conv`, `mlp`: one workload alone (for profiling).
-    if only.as_deref() == Some("conv") {
-        println!("conv2d_fwd_bwd {:.4}", conv_forward_backward()?);
-        return Ok(());
-    }
-    if only.as_deref() == Some("mlp") {
-        println!("mlp_step_b256 {:.4}", mlp_step(256)?);
-        return Ok(());
+    // `conv`, `mlp`, `cnn`, `transformer`: one workload alone (for profiling).
+    match only.as_deref() {
+        Some("conv") => {
+            println!("conv2d_fwd_bwd {:.4}", conv_forward_backward()?);
+            return Ok(());
+        }
+        Some("mlp") => {
+            println!("mlp_step_b256 {:.4}", mlp_step(256)?);
+            return Ok(());
+        }
+        Some("cnn") => {
+            println!("cnn_step_b64 {:.4}", cnn_step(64)?);
+            return Ok(());
+        }
+        Some("transformer") => {
+            println!("transformer_step {:.4}", transformer_step()?);
+            return Ok(());
+        }
+        _ => {}
     }
     for n in [256usize, 512, 1024, 2048] {
         let a = DynTensor::randn(&[n, n], DType::F32)?;

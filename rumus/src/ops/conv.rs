@@ -1,7 +1,8 @@
 //! Convolution and pooling over `[N, C, H, W]` batches, the whole batch at once.
 //!
 //! Convolution is `unfold2d` (im2col: every sliding window copied into columns) followed by
-//! one batched matrix product. `unfold2d`'s gradient is `fold2d` (col2im: columns summed back
+//! one batched matrix product; the common f32 case on the CPU has a faster path of its own
+//! (`direct_conv`). `unfold2d`'s gradient is `fold2d` (col2im: columns summed back
 //! into planes) and vice versa, so gradients of any order stay inside this file.
 //!
 //! Pooling reduces each window without materialising its `KH * KW` columns, which would cost
@@ -399,7 +400,9 @@ impl DynTensor {
     /// 2-D convolution (cross-correlation, as PyTorch's `F.conv2d`) of an `[N, C, H, W]` input
     /// with an `[OC, C / groups, KH, KW]` weight and an optional `[OC]` bias; the result is
     /// `[N, OC, OH, OW]` (sizes as in [`unfold2d`](DynTensor::unfold2d)). Computed for the whole
-    /// batch at once as `unfold2d` followed by one batched matrix product per group.
+    /// batch at once as `unfold2d` followed by one batched matrix product per group, except
+    /// for f32 on the CPU with stride 1 and one group, which run direct kernels without
+    /// columns (see `ops::direct_conv`).
     pub fn conv2d(
         &self,
         weight: &DynTensor,

@@ -174,7 +174,16 @@ fn select_untracked(
         t: (&[T], &Layout),
         f: (&[T], &Layout),
     ) -> Vec<T> {
-        zip3_map(c, t, f, |c, t, f| if c { t } else { f })
+        // A branch broadcast from one value (relu's gradient against zero, `masked_fill`)
+        // joins a two-operand loop as a constant: that loop runs contiguous operands as
+        // one vectorised slice, the three-operand one walks rows with index arithmetic.
+        let constant =
+            |(v, l): (&[T], &Layout)| l.strides().iter().all(|&s| s == 0).then(|| v[l.offset()]);
+        match (constant(t), constant(f)) {
+            (_, Some(f)) => zip_map(c.0, c.1, t.0, t.1, |c, t| if c { t } else { f }),
+            (Some(t), None) => zip_map(c.0, c.1, f.0, f.1, |c, f| if c { t } else { f }),
+            (None, None) => zip3_map(c, t, f, |c, t, f| if c { t } else { f }),
+        }
     }
     let c = c.as_slice();
     let buffer = read_pair(on_true, on_false, |t, f| match (t, f) {

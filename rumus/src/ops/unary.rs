@@ -1,11 +1,13 @@
 //! Element-wise functions of one tensor: arithmetic with a scalar, math functions and
 //! activations. One kernel walks the data; the op is matched once, outside the loop.
 
-use crate::autograd::{BackwardOp, Saved, record};
-use crate::backend::cpu::strided::map;
+use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use crate::backend::cpu::strided::{map, zip_map};
 use crate::element::{Element, Float};
 use crate::error::Result;
+use crate::ops::elementwise::read_pair;
 use crate::shape::Layout;
+use crate::storage::CpuBuffer;
 use crate::tensor::{DynTensor, with_float};
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
@@ -271,6 +273,56 @@ impl DynTensor {
     }
 }
 
+/// `grad * d op(x) / dx` of the activations in one pass over `grad` and `x`, when the
+/// backward pass is not itself recorded and both are f32/f64 on the host. The composite
+/// below costs a pass and a buffer per op: relu's comparison, mask copy and select were 18%
+/// of a small CNN's training step.
+fn fused_backward(grad: &DynTensor, op: UnaryOp, x: &DynTensor) -> Option<DynTensor> {
+    let fusable = matches!(
+        op,
+        UnaryOp::Relu | UnaryOp::LeakyRelu(_) | UnaryOp::Sigmoid | UnaryOp::Tanh
+    );
+    if !fusable
+        || is_grad_enabled()
+        || grad.device().is_gpu()
+        || x.device().is_gpu()
+        || grad.dims() != x.dims()
+    {
+        return None;
+    }
+    fn chain<T: Float + Default>(
+        g: &[T],
+        lg: &Layout,
+        x: &[T],
+        lx: &Layout,
+        op: UnaryOp,
+    ) -> Vec<T> {
+        match op {
+            UnaryOp::Relu => zip_map(g, lg, x, lx, |g, x| if x > T::ZERO { g } else { T::ZERO }),
+            UnaryOp::LeakyRelu(slope) => {
+                let slope = T::from_f64(slope);
+                zip_map(g, lg, x, lx, |g, x| if x > T::ZERO { g } else { g * slope })
+            }
+            UnaryOp::Sigmoid => zip_map(g, lg, x, lx, |g, x| {
+                let s = sigmoid(x);
+                g * (s * (T::ONE - s))
+            }),
+            UnaryOp::Tanh => zip_map(g, lg, x, lx, |g, x| {
+                let t = x.tanh();
+                g * (T::ONE - t * t)
+            }),
+            _ => unreachable!("checked fusable"),
+        }
+    }
+    let (lg, lx) = (grad.layout().clone(), x.layout().clone());
+    let buffer = read_pair(grad, x, |g, x| match (g, x) {
+        (CpuBuffer::F32(g), CpuBuffer::F32(x)) => Some(f32::into_buffer(chain(g, &lg, x, &lx, op))),
+        (CpuBuffer::F64(g), CpuBuffer::F64(x)) => Some(f64::into_buffer(chain(g, &lg, x, &lx, op))),
+        _ => None,
+    })?;
+    Some(DynTensor::from_buffer(buffer, grad.dims()))
+}
+
 /// `grad * d op(x) / dx`, written with differentiable ops so higher derivatives work.
 pub(crate) fn unary_backward(
     grad: &DynTensor,
@@ -281,6 +333,11 @@ pub(crate) fn unary_backward(
         Some(saved) => Some(saved.get(op.name())?),
         None => None,
     };
+    if let Some(x) = x
+        && let Some(fused) = fused_backward(grad, op, x)
+    {
+        return Ok(fused);
+    }
     let x = || x.expect("ops that need their input save it");
     let zero = || DynTensor::scalar(0.0, grad.dtype());
     match op {
