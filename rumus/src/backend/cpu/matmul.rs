@@ -1,9 +1,11 @@
-//! Matrix products through the `gemm` crate, which dispatches at run time to AVX2/FMA or
-//! AVX-512 micro-kernels and was measured at parity with PyTorch's BLAS on this class of
-//! machine. Operands may be transposed or broadcast views: `gemm` takes arbitrary strides,
-//! so no copy is made before the product.
+//! Matrix products through the `gemm` family of crates, which dispatch at run time to
+//! AVX2/FMA or AVX-512 micro-kernels and were measured at parity with PyTorch's BLAS on this
+//! class of machine. Operands may be transposed or broadcast views: the kernels take
+//! arbitrary strides, so no copy is made before the product.
 
-use gemm::Parallelism;
+use std::any::TypeId;
+
+use gemm_common::Parallelism;
 use rayon::prelude::*;
 
 use crate::element::Float;
@@ -14,6 +16,75 @@ const PARALLEL_FLOPS: usize = 64 * 64 * 64;
 
 /// Fewest rows of a product worth giving a thread of their own.
 const ROW_BLOCK_MIN: usize = 32;
+
+/// `dst = lhs @ rhs` for an `m x n` row-major `dst` (overwritten) and operands given by
+/// pointer and (row, column) strides, through gemm's f32 or f64 kernel. Its micro-kernels
+/// want a column-major destination, so the product is computed as its transpose,
+/// `dst^T = rhs^T @ lhs^T` (what the `gemm` crate's front end does for a row-major one).
+///
+/// # Safety
+/// `T` is `f32` or `f64`; every address formed from the pointers, strides and sizes lies
+/// inside its buffer, and `dst` is valid for `m * n` writes.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_row_major<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    (lhs, lhs_rs, lhs_cs): (*const T, isize, isize),
+    (rhs, rhs_rs, rhs_cs): (*const T, isize, isize),
+    parallelism: Parallelism,
+) {
+    let n_stride = n as isize;
+    // SAFETY: the caller's contract; `T` is the kernel's element type (checked by TypeId).
+    unsafe {
+        if TypeId::of::<T>() == TypeId::of::<f32>() {
+            gemm_f32::gemm::f32::get_gemm_fn()(
+                n,
+                m,
+                k,
+                dst.cast(),
+                n_stride,
+                1,
+                false,
+                rhs.cast(),
+                rhs_rs,
+                rhs_cs,
+                lhs.cast(),
+                lhs_rs,
+                lhs_cs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        } else if TypeId::of::<T>() == TypeId::of::<f64>() {
+            gemm_f64::gemm::f64::get_gemm_fn()(
+                n,
+                m,
+                k,
+                dst.cast(),
+                n_stride,
+                1,
+                false,
+                rhs.cast(),
+                rhs_rs,
+                rhs_cs,
+                lhs.cast(),
+                lhs_rs,
+                lhs_cs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        } else {
+            unreachable!("matrix products run on f32 and f64 only");
+        }
+    }
+}
 
 fn batch_offset(index: usize, layout: &Layout, batch_rank: usize) -> usize {
     let mut rest = index;
@@ -62,25 +133,11 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
         // block starts `first` rows in and has at most the remaining rows); `dst` holds
         // exactly m * n elements written row-major.
         unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
+            gemm_row_major(
+                (m, n, k),
                 dst.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                a_ptr,
-                a_cs,
-                a_rs,
-                b_ptr,
-                b_cs,
-                b_rs,
-                T::ZERO,
-                T::ONE,
-                false,
-                false,
-                false,
+                (a_ptr, a_rs, a_cs),
+                (b_ptr, b_rs, b_cs),
                 parallelism,
             );
         }
