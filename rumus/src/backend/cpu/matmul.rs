@@ -33,53 +33,38 @@ unsafe fn gemm_row_major<T: Float>(
     (rhs, rhs_rs, rhs_cs): (*const T, isize, isize),
     parallelism: Parallelism,
 ) {
-    let n_stride = n as isize;
+    // The same call for either kernel (their argument types differ only in `T`).
+    macro_rules! transposed_product {
+        ($kernel:expr) => {
+            $kernel(
+                n,
+                m,
+                k,
+                dst.cast(),
+                n as isize,
+                1,
+                false,
+                rhs.cast(),
+                rhs_rs,
+                rhs_cs,
+                lhs.cast(),
+                lhs_rs,
+                lhs_cs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                parallelism,
+            )
+        };
+    }
     // SAFETY: the caller's contract; `T` is the kernel's element type (checked by TypeId).
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
-            gemm_f32::gemm::f32::get_gemm_fn()(
-                n,
-                m,
-                k,
-                dst.cast(),
-                n_stride,
-                1,
-                false,
-                rhs.cast(),
-                rhs_rs,
-                rhs_cs,
-                lhs.cast(),
-                lhs_rs,
-                lhs_cs,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                parallelism,
-            );
+            transposed_product!(gemm_f32::gemm::f32::get_gemm_fn());
         } else if TypeId::of::<T>() == TypeId::of::<f64>() {
-            gemm_f64::gemm::f64::get_gemm_fn()(
-                n,
-                m,
-                k,
-                dst.cast(),
-                n_stride,
-                1,
-                false,
-                rhs.cast(),
-                rhs_rs,
-                rhs_cs,
-                lhs.cast(),
-                lhs_rs,
-                lhs_cs,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                parallelism,
-            );
+            transposed_product!(gemm_f64::gemm::f64::get_gemm_fn());
         } else {
             unreachable!("matrix products run on f32 and f64 only");
         }
