@@ -351,12 +351,14 @@ pub fn window_argmax<T: Float>(src: &[T], planes: usize, w: &Window2d) -> Vec<i6
     out
 }
 
-/// The later of two candidates `(value, offset)` wins when larger or NaN: scanning a
-/// window in order with this rule keeps its first maximum, or its last NaN.
+/// Which of two offsets into `plane` wins: the later one when its value is larger or NaN.
+/// Scanning a window in order with this rule keeps its first maximum, or its last NaN.
 #[inline(always)]
-fn later_wins<T: Float>(earlier: (T, usize), later: (T, usize)) -> (T, usize) {
-    // Random data takes about half of these: a select, not a branch.
-    let take = (later.0 > earlier.0) | later.0.is_nan();
+fn later_wins<T: Float>(plane: &[T], earlier: usize, later: usize) -> usize {
+    let (e, l) = (plane[earlier], plane[later]);
+    // Random data takes about half of these: a select of offsets (values are read again
+    // from them), which compiles to a conditional move rather than a branch.
+    let take = (l > e) | l.is_nan();
     std::hint::select_unpredictable(take, later, earlier)
 }
 
@@ -372,10 +374,9 @@ fn argmax_2x2<T: Float>(plane: &[T], w: &Window2d, dst: &mut [i64]) {
     for oy in 0..oh {
         for (ox, at) in dst[oy * ow..(oy + 1) * ow].iter_mut().enumerate() {
             let corner = oy * w.stride[0] * wd + ox * w.stride[1];
-            let candidate = |index: usize| (plane[index], index);
-            let top = later_wins(candidate(corner), candidate(corner + right));
-            let bottom = later_wins(candidate(corner + down), candidate(corner + down + right));
-            *at = later_wins(top, bottom).1 as i64;
+            let top = later_wins(plane, corner, corner + right);
+            let bottom = later_wins(plane, corner + down, corner + down + right);
+            *at = later_wins(plane, top, bottom) as i64;
         }
     }
 }
