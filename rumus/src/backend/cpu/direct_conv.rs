@@ -401,11 +401,12 @@ fn correlate(tiles: Tiles, c: CorrelationArgs<'_>) {
     assert!(stride.is_multiple_of(tiles.rows()) && c.positions.is_multiple_of(tiles.positions()));
     assert_eq!(c.a.count, c.offsets.len());
     assert!(c.out.len() >= c.positions * stride);
-    let furthest = c.offsets.iter().max().copied().unwrap_or(0);
-    assert!(
-        furthest + c.positions <= c.src.len(),
-        "correlation reads past its source"
-    );
+    if let Some(furthest) = c.offsets.iter().max() {
+        assert!(
+            furthest + c.positions <= c.src.len(),
+            "correlation reads past its source"
+        );
+    }
     // SAFETY: the checks above bound every access of the tiles; `tiles.isa` came from
     // `Isa::detect`/`Isa::available`, so the CPU runs it.
     #[cfg(target_arch = "x86_64")]
@@ -429,11 +430,12 @@ fn weight_grad(tiles: Tiles, g: WeightGradArgs<'_>) {
     assert!(g.stride.is_multiple_of(tiles.rows()) && g.offsets.len().is_multiple_of(GRAD_TAPS));
     assert!(g.dy.len() >= g.positions * g.stride);
     assert!(g.out.len() >= g.offsets.len() * g.stride);
-    let furthest = g.offsets.iter().max().copied().unwrap_or(0);
-    assert!(
-        furthest + g.positions <= g.src.len(),
-        "weight gradient reads past its source"
-    );
+    if let Some(furthest) = g.offsets.iter().max() {
+        assert!(
+            furthest + g.positions <= g.src.len(),
+            "weight gradient reads past its source"
+        );
+    }
     // SAFETY: as in `correlate`.
     #[cfg(target_arch = "x86_64")]
     unsafe {
@@ -457,15 +459,20 @@ struct Scratch {
     out: Aligned,
 }
 
-/// For every sample: `source` (`channels` planes of `size`) padded by `pad` and correlated
-/// as `corr` with `a[k, r] = weight(k, r)`; the valid positions (plus `bias[r]`) form the
-/// `[rows, OH, OW]` result.
-#[allow(clippy::too_many_arguments)]
-fn correlate_batch(
-    isa: Isa,
-    source: &[f32],
+/// `batch` samples of `channels` planes of `size` each, to be padded by `pad`.
+struct Source<'a> {
+    data: &'a [f32],
+    batch: usize,
     size: [usize; 2],
     pad: [usize; 2],
+}
+
+/// For every sample of `source`: its planes padded and correlated as `corr` with
+/// `a[k, r] = weight(k, r)`; the valid positions (plus `bias[r]`) form the `[rows, OH, OW]`
+/// result.
+fn correlate_batch(
+    isa: Isa,
+    source: Source<'_>,
     corr: Correlation,
     rows: usize,
     weight: impl Fn(usize, usize) -> f32,
@@ -475,8 +482,13 @@ fn correlate_batch(
     let a = Rows::new(corr.taps(), rows, tiles.rows(), weight);
     let [oh, ow] = corr.output();
     let [hp, wp] = corr.plane;
+    let Source {
+        data: source,
+        batch,
+        size,
+        pad,
+    } = source;
     let (per_source, per_result) = (corr.channels * size[0] * size[1], rows * oh * ow);
-    let batch = source.len() / per_source.max(1);
     let mut result = pool::reused(batch * per_result, 0.0);
     if per_result == 0 {
         return result;
@@ -549,8 +561,13 @@ pub fn forward(
     let corr = shape.forward();
     let taps = corr.taps();
     let weight = |k: usize, r: usize| w[r * taps + k];
-    let (size, pad) = (shape.input, shape.padding);
-    correlate_batch(isa, x, size, pad, corr, shape.out_channels, weight, bias)
+    let source = Source {
+        data: x,
+        batch: shape.batch,
+        size: shape.input,
+        pad: shape.padding,
+    };
+    correlate_batch(isa, source, corr, shape.out_channels, weight, bias)
 }
 
 /// The gradient `[N, C, H, W]` of the input of [`forward`] given `dy` (`[N, OC, OH, OW]`):
@@ -570,7 +587,13 @@ pub fn input_grad(isa: Isa, shape: &Conv2dShape, dy: &[f32], w: &[f32]) -> Vec<f
         let (i, j) = (tap / kw, tap % kw);
         w[((o * c + r) * kh + kh - 1 - i) * kw + kw - 1 - j]
     };
-    correlate_batch(isa, dy, output, pad, corr, c, weight, None)
+    let source = Source {
+        data: dy,
+        batch: shape.batch,
+        size: output,
+        pad,
+    };
+    correlate_batch(isa, source, corr, c, weight, None)
 }
 
 /// Per-thread buffers and partial sum of the weight gradient.
@@ -593,6 +616,9 @@ pub fn weight_grad_of(isa: Isa, shape: &Conv2dShape, x: &[f32], dy: &[f32]) -> V
     let mut offsets = corr.offsets();
     // Extra taps read the first element; their sums are dropped.
     offsets.resize(taps.next_multiple_of(GRAD_TAPS), 0);
+    if taps == 0 || oc == 0 {
+        return vec![0.0; oc * taps];
+    }
     let (per_x, per_dy) = (x.len() / shape.batch.max(1), oc * oh * ow);
     let new_scratch = || WeightGradScratch {
         src: vec![0.0; corr.source_len(positions)],
@@ -675,6 +701,9 @@ mod tests {
             // Several tap chunks, position chunks and row tiles.
             shape(2, 16, [10, 12], 40, [3, 3], [1, 1]),
             shape(1, 12, [5, 7], 70, [3, 3], [1, 1]),
+            // Empty channel sets: no taps, or no rows.
+            shape(2, 0, [4, 4], 3, [3, 3], [1, 1]),
+            shape(2, 3, [4, 4], 0, [3, 3], [1, 1]),
         ]
     }
 
