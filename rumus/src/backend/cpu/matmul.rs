@@ -107,7 +107,7 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
         lb.strides()[rank - 1] as isize,
     );
     let flops = m * n * k;
-    let threads = rayon::current_num_threads();
+    let threads = super::parallel::threads();
     // Rows `first..first + dst.len() / n` of product `batch`.
     let rows = |batch: usize, first: usize, dst: &mut [T], parallelism: Parallelism| {
         let a_ptr = a[batch_offset(batch, la, batch_rank) + first * a_rs as usize..].as_ptr();
