@@ -3,6 +3,7 @@
 //! so adding a model never compiles a new kernel.
 
 pub mod concat;
+mod conv_tiles;
 pub mod direct_conv;
 pub mod index;
 pub mod matmul;
