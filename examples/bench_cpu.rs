@@ -112,6 +112,42 @@ fn conv_forward_backward() -> rumus::Result<f64> {
     }))
 }
 
+/// GFLOP/s of the direct convolution's three kernels alone (no autograd, no copies of the
+/// operands): the benchmark convolution, `[64, 32, 28, 28]` with a `[64, 32, 3, 3]` weight.
+fn conv_kernel_rates() -> rumus::Result<()> {
+    use rumus::backend::cpu::direct_conv::{self as kernel, Conv2dShape};
+    use rumus::backend::cpu::simd::Isa;
+    let Some(isa) = Isa::detect() else {
+        println!("no AVX2 or AVX-512: the direct kernels do not run on this CPU");
+        return Ok(());
+    };
+    let shape = Conv2dShape {
+        batch: 64,
+        in_channels: 32,
+        input: [28, 28],
+        out_channels: 64,
+        kernel: [3, 3],
+        padding: [1, 1],
+    };
+    manual_seed(0);
+    let values = |dims: &[usize]| DynTensor::randn(dims, DType::F32)?.to_vec::<f32>();
+    let (x, w, dy) = (
+        values(&[64, 32, 28, 28])?,
+        values(&[64, 32, 3, 3])?,
+        values(&[64, 64, 28, 28])?,
+    );
+    let flops = 2.0 * 64.0 * 64.0 * 288.0 * 784.0;
+    let rate = |ms: f64| flops / (ms * 1e-3) / 1e9;
+    let forward = median_ms(2, 15, || drop(kernel::forward(isa, &shape, &x, &w, None)));
+    let input = median_ms(2, 15, || drop(kernel::input_grad(isa, &shape, &dy, &w)));
+    let weight = median_ms(2, 15, || drop(kernel::weight_grad_of(isa, &shape, &x, &dy)));
+    println!("isa {isa:?}");
+    println!("direct_conv_forward_gflops {:.1}", rate(forward));
+    println!("direct_conv_input_grad_gflops {:.1}", rate(input));
+    println!("direct_conv_weight_grad_gflops {:.1}", rate(weight));
+    Ok(())
+}
+
 fn transformer_step() -> rumus::Result<f64> {
     manual_seed(0);
     let mut model = Encoder::new()?;
@@ -165,7 +201,8 @@ fn main() -> rumus::Result<()> {
     if only.as_deref() == Some("ops") {
         return per_op_overhead();
     }
-    // `conv`, `mlp`, `cnn`, `transformer`: one workload alone (for profiling).
+    // `conv`, `mlp`, `cnn`, `transformer`, `pool`: one workload alone (for profiling);
+    // `conv_kernels`: the direct convolution kernels' rates.
     match only.as_deref() {
         Some("conv") => {
             println!("conv2d_fwd_bwd {:.4}", conv_forward_backward()?);
@@ -183,6 +220,13 @@ fn main() -> rumus::Result<()> {
             println!("transformer_step {:.4}", transformer_step()?);
             return Ok(());
         }
+        Some("pool") => {
+            let x = DynTensor::randn(&[64, 32, 26, 26], DType::F32)?;
+            let pool = || drop(x.max_pool2d((2, 2), (2, 2), (0, 0)).expect("max_pool2d"));
+            println!("max_pool2d_64x32x26x26 {:.4}", median_ms(3, 30, pool));
+            return Ok(());
+        }
+        Some("conv_kernels") => return conv_kernel_rates(),
         _ => {}
     }
     for n in [256usize, 512, 1024, 2048] {

@@ -174,7 +174,7 @@ impl Kernel {
 
 /// `f` applied to the row-major elements of the float tensor `x` (copied only when `x` is
 /// not contiguous).
-fn read_float<R>(
+pub(super) fn read_float<R>(
     x: &DynTensor,
     op: &'static str,
     f: impl FnOnce(FloatSlice<'_>) -> R,
@@ -195,7 +195,7 @@ fn read_float<R>(
 }
 
 /// Contiguous elements of a float tensor.
-enum FloatSlice<'a> {
+pub(super) enum FloatSlice<'a> {
     F32(&'a [f32]),
     F64(&'a [f64]),
 }

@@ -15,20 +15,19 @@ use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::storage::CpuBuffer;
+use crate::ops::conv::{FloatSlice, read_float};
 use crate::tensor::DynTensor;
 
-/// The contiguous f32 elements of `t`, handed to `f`.
+/// The contiguous f32 elements of `t` (read as the general path reads them), handed to `f`.
 fn with_f32<R>(t: &DynTensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
-    let source = t.contiguous_untracked()?;
-    source.with_buffer(|buffer, layout| match buffer {
-        CpuBuffer::F32(v) => Ok(f(&v[layout.offset()..layout.offset() + layout.numel()])),
-        other => Err(Error::DType {
+    read_float(t, "conv2d", |data| match data {
+        FloatSlice::F32(v) => Ok(f(v)),
+        FloatSlice::F64(_) => Err(Error::DType {
             op: "conv2d",
             expected: "f32",
-            found: other.dtype(),
+            found: DType::F64,
         }),
-    })
+    })?
 }
 
 /// The direct kernels' view of `x * w` with window `window`, if they cover it.
