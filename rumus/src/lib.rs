@@ -31,6 +31,7 @@ pub mod dtype;
 pub mod element;
 pub mod error;
 pub mod io;
+mod live_counts;
 pub mod nn;
 pub mod ops;
 pub mod optim;

@@ -5,13 +5,14 @@
 //! host-only path reads a GPU tensor, which `backend::gpu::transfer_counts` counts).
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::backend::gpu::GpuBuffer;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
+use crate::live_counts::{self, Count};
 
 /// Host memory of one dtype.
 #[derive(Debug, Clone)]
@@ -64,12 +65,10 @@ macro_rules! map_buffer {
 }
 pub(crate) use map_buffer;
 
-static LIVE_STORAGE_BYTES: AtomicUsize = AtomicUsize::new(0);
-
 /// Bytes held by all live tensor storages of this process. Tests use it to prove that
 /// forward passes which are never back-propagated release their memory.
 pub fn live_storage_bytes() -> usize {
-    LIVE_STORAGE_BYTES.load(Ordering::Relaxed)
+    live_counts::total(Count::StorageBytes)
 }
 
 /// Where the elements are.
@@ -150,7 +149,7 @@ impl Storage {
 
     fn with_memory(len: usize, dtype: DType, memory: Memory) -> Self {
         let bytes = len * dtype.size_in_bytes();
-        LIVE_STORAGE_BYTES.fetch_add(bytes, Ordering::Relaxed);
+        live_counts::add(Count::StorageBytes, bytes as isize);
         Storage {
             on_gpu: AtomicBool::new(matches!(memory, Memory::Gpu(_))),
             memory: RwLock::new(memory),
@@ -255,7 +254,7 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        LIVE_STORAGE_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+        live_counts::add(Count::StorageBytes, -(self.bytes as isize));
         let memory = self
             .memory
             .get_mut()

@@ -4,6 +4,8 @@
 //! in `crate::ops` and are written with the same differentiable ops, so recording the
 //! backward pass (`create_graph`) yields higher-order gradients.
 
+use smallvec::{SmallVec, smallvec};
+
 use super::node::Saved;
 use crate::backend::cpu::direct_conv::Conv2dShape;
 use crate::backend::cpu::simd::Isa;
@@ -13,17 +15,18 @@ use crate::error::Result;
 use crate::ops::{
     conv, direct_conv, elementwise, index, join, matmul, reduce, softmax, unary, view,
 };
+use crate::shape::Dims;
 use crate::tensor::DynTensor;
 
 /// One op on the tape and what its gradient needs.
 pub enum BackwardOp {
     Add {
-        lhs_dims: Vec<usize>,
-        rhs_dims: Vec<usize>,
+        lhs_dims: Dims,
+        rhs_dims: Dims,
     },
     Sub {
-        lhs_dims: Vec<usize>,
-        rhs_dims: Vec<usize>,
+        lhs_dims: Dims,
+        rhs_dims: Dims,
     },
     Mul {
         lhs: Saved,
@@ -39,15 +42,15 @@ pub enum BackwardOp {
     },
     Where {
         condition: DynTensor,
-        lhs_dims: Vec<usize>,
-        rhs_dims: Vec<usize>,
+        lhs_dims: Dims,
+        rhs_dims: Dims,
     },
     Unary {
         op: unary::UnaryOp,
         input: Option<Saved>,
     },
     Sum {
-        input_dims: Vec<usize>,
+        input_dims: Dims,
         axes: Vec<usize>,
         keepdim: bool,
     },
@@ -67,22 +70,22 @@ pub enum BackwardOp {
         rhs: Saved,
     },
     Reshape {
-        input_dims: Vec<usize>,
+        input_dims: Dims,
     },
     Permute {
         perm: Vec<usize>,
     },
     Expand {
-        input_dims: Vec<usize>,
+        input_dims: Dims,
     },
     Narrow {
-        input_dims: Vec<usize>,
+        input_dims: Dims,
         axis: usize,
         start: usize,
     },
     Contiguous,
     IndexSelect {
-        input_dims: Vec<usize>,
+        input_dims: Dims,
         axis: usize,
         indices: DynTensor,
     },
@@ -91,7 +94,7 @@ pub enum BackwardOp {
         indices: DynTensor,
     },
     Gather {
-        input_dims: Vec<usize>,
+        input_dims: Dims,
         axis: usize,
         indices: DynTensor,
     },
@@ -174,7 +177,7 @@ impl BackwardOp {
 
     /// Moves out the tensors this record saved (they may hold graph nodes), so a dropping
     /// graph can be freed iteratively.
-    pub(crate) fn take_saved(&mut self) -> Vec<DynTensor> {
+    pub(crate) fn take_saved(&mut self) -> SmallVec<[DynTensor; 2]> {
         match std::mem::replace(self, BackwardOp::Contiguous) {
             BackwardOp::Mul { lhs, rhs }
             | BackwardOp::Div { lhs, rhs }
@@ -184,15 +187,17 @@ impl BackwardOp {
                 weight: rhs,
                 ..
             } => {
-                vec![lhs.into_tensor(), rhs.into_tensor()]
+                smallvec![lhs.into_tensor(), rhs.into_tensor()]
             }
-            BackwardOp::Pow { base, exponent } => vec![base.into_tensor(), exponent.into_tensor()],
+            BackwardOp::Pow { base, exponent } => {
+                smallvec![base.into_tensor(), exponent.into_tensor()]
+            }
             BackwardOp::Unary {
                 input: Some(input), ..
             }
             | BackwardOp::Extremum { input, .. }
-            | BackwardOp::Softmax { input, .. } => vec![input.into_tensor()],
-            _ => Vec::new(),
+            | BackwardOp::Softmax { input, .. } => smallvec![input.into_tensor()],
+            _ => SmallVec::new(),
         }
     }
 

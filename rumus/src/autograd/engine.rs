@@ -3,7 +3,7 @@
 //! before it is propagated further.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use triomphe::Arc;
 
 use super::grad_mode::{enable_grad, no_grad};
 use super::gradients::{GradientStore, accumulate_into};

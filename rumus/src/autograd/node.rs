@@ -3,12 +3,16 @@
 //! can still reach them, so a forward pass that is never back-propagated frees its graph
 //! when its tensors drop, and two losses from one forward share the same nodes.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use triomphe::Arc;
+
+use smallvec::SmallVec;
 
 use super::backward_op::BackwardOp;
 use super::grad_mode::is_grad_enabled;
 use crate::error::{AutogradError, Result};
+use crate::live_counts::{self, Count};
 use crate::tensor::DynTensor;
 
 /// Process-wide identity of a tensor on the graph. Ids come from one atomic counter, so a
@@ -17,9 +21,25 @@ use crate::tensor::DynTensor;
 pub struct TensorId(u64);
 
 impl TensorId {
+    /// A new id. Each thread takes a block of ids from the shared counter and hands them out
+    /// one by one: every tracked op needs an id, and an atomic add per op is a visible share of
+    /// a small op's cost. Ids stay unique across threads; they are keys, not a clock.
     fn fresh() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        TensorId(NEXT.fetch_add(1, Ordering::Relaxed))
+        const BLOCK: u64 = 1024;
+        static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+        thread_local! {
+            /// The next id of this thread's block and the end of the block.
+            static BLOCK_LEFT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+        }
+        BLOCK_LEFT.with(|left| {
+            let (mut next, mut end) = left.get();
+            if next == end {
+                next = NEXT_BLOCK.fetch_add(BLOCK, Ordering::Relaxed);
+                end = next + BLOCK;
+            }
+            left.set((next + 1, end));
+            TensorId(next)
+        })
     }
 
     pub fn get(self) -> u64 {
@@ -50,44 +70,48 @@ pub(crate) struct Edge {
     pub node: Option<Arc<Node>>,
 }
 
-static LIVE_NODES: AtomicUsize = AtomicUsize::new(0);
-
 /// Number of graph records alive in this process. Tests use it to show that the graph of
 /// forward passes that are never back-propagated is freed.
 pub fn live_nodes() -> usize {
-    LIVE_NODES.load(Ordering::Relaxed)
+    live_counts::total(Count::GraphNodes)
 }
+
+/// Where the gradients of one record's inputs go; inline for up to three inputs (every op
+/// but concatenation), so recording allocates no list.
+pub(crate) type Edges = SmallVec<[Option<Edge>; 3]>;
 
 /// One backward record: the op and, per input, where its gradient flows (`None` when that
 /// input needs no gradient).
 pub struct Node {
     pub(crate) op: BackwardOp,
-    pub(crate) inputs: Vec<Option<Edge>>,
+    pub(crate) inputs: Edges,
 }
 
 impl Node {
-    /// Detaches this record's children: its input edges and the graph nodes of the tensors it
-    /// saved.
-    fn take_children(&mut self) -> Vec<Arc<Node>> {
-        let from_edges = self.inputs.drain(..).flatten().filter_map(|edge| edge.node);
-        let from_saved = self
-            .op
-            .take_saved()
-            .into_iter()
-            .filter_map(DynTensor::into_graph_node);
-        from_edges.chain(from_saved).collect()
+    /// Detaches this record's children onto `stack`: its input edges and the graph nodes of
+    /// the tensors it saved.
+    fn take_children_into(&mut self, stack: &mut Vec<Arc<Node>>) {
+        stack.extend(self.inputs.drain(..).flatten().filter_map(|edge| edge.node));
+        stack.extend(
+            self.op
+                .take_saved()
+                .into_iter()
+                .filter_map(DynTensor::into_graph_node),
+        );
     }
 }
 
 impl Drop for Node {
     /// Frees long chains iteratively; recursive drops would overflow the stack on deep
-    /// graphs (a long unrolled recurrence, thousands of chained ops).
+    /// graphs (a long unrolled recurrence, thousands of chained ops). A child unwrapped here
+    /// has no children left when its own `drop` runs, so that one allocates nothing.
     fn drop(&mut self) {
-        LIVE_NODES.fetch_sub(1, Ordering::Relaxed);
-        let mut stack = self.take_children();
+        live_counts::add(Count::GraphNodes, -1);
+        let mut stack = Vec::new();
+        self.take_children_into(&mut stack);
         while let Some(node) = stack.pop() {
             if let Ok(mut owned) = Arc::try_unwrap(node) {
-                stack.extend(owned.take_children());
+                owned.take_children_into(&mut stack);
             }
         }
     }
@@ -112,7 +136,7 @@ pub(crate) fn record(
             })
         })
         .collect();
-    LIVE_NODES.fetch_add(1, Ordering::Relaxed);
+    live_counts::add(Count::GraphNodes, 1);
     let node = Arc::new(Node {
         op: op(),
         inputs: edges,

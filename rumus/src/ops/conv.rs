@@ -549,7 +549,7 @@ impl DynTensor {
         let indices = DynTensor::from_vec(offsets, &[n, c, positions])?;
         let out = DynTensor::from_buffer(values, &[n, c, positions]);
         record(out, &[&flat], || BackwardOp::Gather {
-            input_dims: flat.dims().to_vec(),
+            input_dims: crate::shape::Dims::from_slice(flat.dims()),
             axis: 2,
             indices,
         })

@@ -1,11 +1,13 @@
 //! Binary arithmetic with NumPy broadcasting, comparisons to masks, and `where`.
 
+use std::borrow::Cow;
+
 use crate::autograd::{BackwardOp, Saved, record};
 use crate::backend::cpu::strided::{zip_map, zip3_map};
 use crate::dtype::DType;
 use crate::element::Float;
 use crate::error::{Error, Result};
-use crate::shape::{Layout, broadcast_shapes};
+use crate::shape::{Dims, Layout, broadcast_shapes};
 use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
@@ -99,17 +101,22 @@ fn same_dtype(op: &'static str, a: &DynTensor, b: &DynTensor) -> Result<DType> {
     Ok(a.dtype())
 }
 
-/// Both operands viewed with the broadcast output dims.
-fn broadcast_pair(
+/// Both operands viewed with the broadcast output dims. An operand that has them already
+/// (most operands of most ops) lends its own layout instead of a copy.
+fn broadcast_pair<'a>(
     op: &'static str,
-    a: &DynTensor,
-    b: &DynTensor,
-) -> Result<(crate::shape::Dims, Layout, Layout)> {
+    a: &'a DynTensor,
+    b: &'a DynTensor,
+) -> Result<(Dims, Cow<'a, Layout>, Cow<'a, Layout>)> {
     let dims = broadcast_shapes(a.dims(), b.dims(), op)?;
-    let (la, lb) = (
-        a.layout().broadcast_to(&dims),
-        b.layout().broadcast_to(&dims),
-    );
+    let view = |t: &'a DynTensor| {
+        if t.dims() == dims.as_slice() {
+            Cow::Borrowed(t.layout())
+        } else {
+            Cow::Owned(t.layout().broadcast_to(&dims))
+        }
+    };
+    let (la, lb) = (view(a), view(b));
     Ok((dims, la, lb))
 }
 
@@ -207,10 +214,16 @@ fn select_untracked(
 impl DynTensor {
     fn binary(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
         same_dtype(op.name(), self, rhs)?;
-        let (dims, la, lb) = broadcast_pair(op.name(), self, rhs)?;
-        let out = binary_untracked((self, &la), (rhs, &lb), op, &dims)?;
+        let out = if self.dims() == rhs.dims() {
+            // No broadcasting: the operands' own layouts, no shape arithmetic.
+            binary_untracked((self, self.layout()), (rhs, rhs.layout()), op, self.dims())?
+        } else {
+            let (dims, la, lb) = broadcast_pair(op.name(), self, rhs)?;
+            binary_untracked((self, &la), (rhs, &lb), op, &dims)?
+        };
         Ok(record(out, &[self, rhs], || {
-            let (lhs_dims, rhs_dims) = (self.dims().to_vec(), rhs.dims().to_vec());
+            let (lhs_dims, rhs_dims) =
+                (Dims::from_slice(self.dims()), Dims::from_slice(rhs.dims()));
             match op {
                 BinaryOp::Add => BackwardOp::Add { lhs_dims, rhs_dims },
                 BinaryOp::Sub => BackwardOp::Sub { lhs_dims, rhs_dims },
@@ -358,8 +371,8 @@ impl DynTensor {
         let out = select_untracked(condition, on_true, on_false, &dims)?;
         Ok(record(out, &[on_true, on_false], || BackwardOp::Where {
             condition: condition.detach(),
-            lhs_dims: on_true.dims().to_vec(),
-            rhs_dims: on_false.dims().to_vec(),
+            lhs_dims: Dims::from_slice(on_true.dims()),
+            rhs_dims: Dims::from_slice(on_false.dims()),
         }))
     }
 

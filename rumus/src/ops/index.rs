@@ -169,7 +169,7 @@ impl DynTensor {
             }
         };
         Ok(record(out, &[self], || BackwardOp::IndexSelect {
-            input_dims: self.dims().to_vec(),
+            input_dims: crate::shape::Dims::from_slice(self.dims()),
             axis: a,
             indices: indices.detach(),
         }))
@@ -246,7 +246,7 @@ impl DynTensor {
             }
         };
         Ok(record(out, &[self], || BackwardOp::Gather {
-            input_dims: self.dims().to_vec(),
+            input_dims: crate::shape::Dims::from_slice(self.dims()),
             axis: a,
             indices: indices.detach(),
         }))

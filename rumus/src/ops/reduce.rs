@@ -49,7 +49,7 @@ impl DynTensor {
         let axes = normalize_axes(axes, self.rank(), "sum")?;
         let out = self.reduce_raw(&axes, keepdim, Reduction::Sum, "sum")?;
         Ok(record(out, &[self], || BackwardOp::Sum {
-            input_dims: self.dims().to_vec(),
+            input_dims: crate::shape::Dims::from_slice(self.dims()),
             axes,
             keepdim,
         }))

@@ -58,7 +58,7 @@ impl DynTensor {
         let source = self.contiguous_untracked()?;
         let out = source.view_with(source.layout().reshaped(dims));
         Ok(record(out, &[self], || BackwardOp::Reshape {
-            input_dims: self.dims().to_vec(),
+            input_dims: crate::shape::Dims::from_slice(self.dims()),
         }))
     }
 
@@ -196,7 +196,7 @@ impl DynTensor {
         }
         let out = self.view_with(self.layout().broadcast_to(dims));
         Ok(record(out, &[self], || BackwardOp::Expand {
-            input_dims: self.dims().to_vec(),
+            input_dims: crate::shape::Dims::from_slice(self.dims()),
         }))
     }
 
@@ -216,7 +216,7 @@ impl DynTensor {
         }
         let out = self.view_with(self.layout().narrow(a, start, len));
         Ok(record(out, &[self], || BackwardOp::Narrow {
-            input_dims: self.dims().to_vec(),
+            input_dims: crate::shape::Dims::from_slice(self.dims()),
             axis: a,
             start,
         }))

@@ -34,7 +34,13 @@ impl Clone for Layout {
 /// only overflow for a tensor with no elements (`[0, 2^40, 2^40]`), whose strides address
 /// nothing.
 pub fn contiguous_strides(dims: &[usize]) -> Dims {
-    let mut strides: Dims = smallvec::smallvec![0; dims.len()];
+    // Every op's output layout comes through here: an inline array of zeros skips
+    // `SmallVec`'s growth checks for the usual ranks.
+    let mut strides: Dims = if dims.len() <= 6 {
+        SmallVec::from_buf_and_len([0; 6], dims.len())
+    } else {
+        smallvec::smallvec![0; dims.len()]
+    };
     let mut step = 1usize;
     for (stride, &size) in strides.iter_mut().zip(dims).rev() {
         *stride = step;

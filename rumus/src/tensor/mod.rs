@@ -8,7 +8,7 @@ pub(crate) mod typed;
 
 pub use typed::Tensor;
 
-use std::sync::Arc;
+use triomphe::Arc;
 
 use crate::autograd::{GradMeta, TensorId};
 use crate::dtype::DType;
@@ -51,7 +51,13 @@ impl DynTensor {
         Self::from_storage(self.0.storage.clone(), layout)
     }
 
-    pub(crate) fn with_grad_meta(self, meta: GradMeta) -> Self {
+    /// This tensor with `meta` attached. An op's fresh output is its handle's only owner,
+    /// so the metadata is set in place; a shared handle gets a new one over the same storage.
+    pub(crate) fn with_grad_meta(mut self, meta: GradMeta) -> Self {
+        if let Some(unique) = Arc::get_mut(&mut self.0) {
+            unique.grad = Some(meta);
+            return self;
+        }
         DynTensor(Arc::new(TensorImpl {
             storage: self.0.storage.clone(),
             layout: self.0.layout.clone(),

@@ -39,6 +39,11 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
     let numel = layout.numel();
     if layout.is_contiguous() {
         let src = &a[layout.offset()..layout.offset() + numel];
+        // Small outputs stay on this thread and below the pool's sizes: collected straight
+        // from the iterator, they are allocated once and never zero-filled.
+        if numel < super::parallel::PARALLEL_GRAIN {
+            return src.iter().map(|&s| f(s)).collect();
+        }
         let mut out = super::pool::reused(numel, O::default());
         let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
         for_each_row(&mut out, chunk, |row, dst| {
@@ -81,12 +86,16 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'stati
 ) -> Vec<O> {
     debug_assert_eq!(la.dims(), lb.dims());
     let numel = la.numel();
-    let mut out = super::pool::reused(numel, O::default());
     if la.is_contiguous() && lb.is_contiguous() {
         let (sa, sb) = (
             &a[la.offset()..la.offset() + numel],
             &b[lb.offset()..lb.offset() + numel],
         );
+        // As in `map`: one allocation, no zero fill.
+        if numel < super::parallel::PARALLEL_GRAIN {
+            return sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect();
+        }
+        let mut out = super::pool::reused(numel, O::default());
         let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
         for_each_row(&mut out, chunk, |row, dst| {
             let start = row * chunk;
@@ -96,6 +105,7 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'stati
         });
         return out;
     }
+    let mut out = super::pool::reused(numel, O::default());
     let (n, stride_a) = inner(la);
     let (_, stride_b) = inner(lb);
     for_each_row(&mut out, n, |row, dst| {

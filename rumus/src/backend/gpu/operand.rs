@@ -170,7 +170,7 @@ impl DynTensor {
     pub(crate) fn from_gpu(buffer: GpuBuffer, dims: &[usize]) -> DynTensor {
         debug_assert_eq!(buffer.len(), dims.iter().product::<usize>());
         DynTensor::from_storage(
-            Arc::new(crate::storage::Storage::on_gpu(buffer)),
+            triomphe::Arc::new(crate::storage::Storage::on_gpu(buffer)),
             Layout::contiguous(dims),
         )
     }
