@@ -7,6 +7,7 @@
 //! cargo run --release --example bench_cpu -- rss     # peak RSS (MB) of the MLP loop alone
 //! cargo run --release --example bench_cpu -- sgemm   # the matrix products only
 //! cargo run --release --example bench_cpu -- ops     # the per-op overhead only
+//! cargo run --release --example bench_cpu -- ops_tracked   # ... tracked only (or _untracked)
 //! ```
 
 use std::time::Instant;
@@ -198,8 +199,8 @@ fn main() -> rumus::Result<()> {
     if only.as_deref() == Some("rss") {
         return mlp_loop_rss();
     }
-    if only.as_deref() == Some("ops") {
-        return per_op_overhead();
+    if let Some(mode) = only.as_deref().and_then(|m| m.strip_prefix("ops")) {
+        return per_op_overhead(mode);
     }
     // `conv`, `mlp`, `cnn`, `transformer`, `pool`: one workload alone (for profiling);
     // `conv_kernels`: the direct convolution kernels' rates.
@@ -251,12 +252,13 @@ fn main() -> rumus::Result<()> {
     }
     println!("cnn_step_b64 {:.4}", cnn_step(64)?);
     println!("transformer_step {:.4}", transformer_step()?);
-    per_op_overhead()
+    per_op_overhead("")
 }
 
 /// 1,000 chained additions of 16-element tensors, untracked and tracked: milliseconds per
-/// chain, so microseconds per op.
-fn per_op_overhead() -> rumus::Result<()> {
+/// chain, so microseconds per op. `mode` `_untracked` or `_tracked` runs one of the two
+/// alone (for `perf` or callgrind); anything else runs both.
+fn per_op_overhead(mode: &str) -> rumus::Result<()> {
     let x = DynTensor::randn(&[16], DType::F32)?;
     let ones = DynTensor::ones(&[16], DType::F32)?;
     let chain = |x: &DynTensor| {
@@ -266,14 +268,18 @@ fn per_op_overhead() -> rumus::Result<()> {
         }
         h
     };
-    println!(
-        "ops1000_untracked {:.4}",
-        median_ms(5, 30, || drop(chain(&x)))
-    );
-    let tracked = x.clone().requires_grad_()?;
-    println!(
-        "ops1000_tracked {:.4}",
-        median_ms(5, 30, || drop(chain(&tracked)))
-    );
+    if mode != "_tracked" {
+        println!(
+            "ops1000_untracked {:.4}",
+            median_ms(5, 30, || drop(chain(&x)))
+        );
+    }
+    if mode != "_untracked" {
+        let tracked = x.clone().requires_grad_()?;
+        println!(
+            "ops1000_tracked {:.4}",
+            median_ms(5, 30, || drop(chain(&tracked)))
+        );
+    }
     Ok(())
 }
