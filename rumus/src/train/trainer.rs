@@ -55,6 +55,9 @@ impl Trainer {
     where
         I: IntoIterator<Item = Result<B>>,
     {
+        if let Some(path) = &self.curve_path {
+            check_can_plot(path)?;
+        }
         let mut history = Vec::with_capacity(self.epochs);
         for epoch in 1..=self.epochs {
             let start = Instant::now();
@@ -78,8 +81,9 @@ impl Trainer {
             after_epoch(&summary)?;
             history.push(summary);
         }
+        #[cfg(feature = "plot")]
         if let Some(path) = &self.curve_path {
-            write_curve(&history, path)?;
+            super::curve::write_curve(&history, path)?;
         }
         Ok(history)
     }
@@ -89,17 +93,19 @@ impl Trainer {
     }
 }
 
+/// Whether a curve can be drawn, checked before training rather than after it.
 #[cfg(feature = "plot")]
-fn write_curve(history: &[EpochSummary], path: &std::path::Path) -> Result<()> {
-    super::curve::write_curve(history, path)
+fn check_can_plot(_path: &std::path::Path) -> Result<()> {
+    Ok(())
 }
 
 #[cfg(not(feature = "plot"))]
-fn write_curve(_history: &[EpochSummary], path: &std::path::Path) -> Result<()> {
+fn check_can_plot(path: &std::path::Path) -> Result<()> {
     Err(crate::Error::InvalidArgument {
         op: "Trainer",
         message: format!(
-            "cannot write {}: rumus was built without the `plot` feature",
+            "cannot write {}: rumus was built without the `plot` feature; enable it \
+             (`rumus = {{ features = [\"plot\"] }}`) or drop `.curve(..)`",
             path.display()
         ),
     })
