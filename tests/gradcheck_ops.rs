@@ -377,3 +377,28 @@ case!(
 case!(adaptive_avg_pool2d_global, [randn(&[2, 2, 3, 3], 1)], |x| {
     x[0].adaptive_avg_pool2d((1, 1))?.exp()
 });
+
+/// A weight used transposed (`x @ W^T`, as every `Linear` uses its weight) receives its
+/// gradient in its own memory order, so an optimizer reads it without a copy. The values of
+/// this path are checked against finite differences by `matmul_transposed_operands`; here
+/// `loss = sum(x @ W^T)`, whose weight gradient is `dW[o, i] = sum_n x[n, i]`.
+#[test]
+fn a_weight_used_transposed_gets_a_contiguous_gradient() -> rumus::Result<()> {
+    let x = randn(&[5, 3], 1);
+    let w = randn(&[4, 3], 2).requires_grad_()?;
+    let loss = x.matmul(&t(&w)?)?.sum_all()?;
+    let dw = &rumus::grad(&[&loss], &[&w], false)?[0];
+    assert_eq!(dw.dims(), &[4, 3]);
+    assert!(dw.is_contiguous(), "the gradient of W is a strided view");
+    let xs = x.to_vec::<f64>()?;
+    let column_sums: Vec<f64> = (0..3)
+        .map(|i| (0..5).map(|n| xs[n * 3 + i]).sum())
+        .collect();
+    for (k, found) in dw.to_vec::<f64>()?.into_iter().enumerate() {
+        assert!(
+            (found - column_sums[k % 3]).abs() < 1e-12,
+            "dW[{k}] = {found}"
+        );
+    }
+    Ok(())
+}

@@ -118,9 +118,24 @@ pub(crate) fn matmul_backward(
         let (k, n) = (a.dims()[a.rank() - 1], grad.dims()[grad.rank() - 1]);
         let rows = a.numel() / k.max(1);
         let a_rows = a.reshape(&[rows, k])?;
-        Some(a_rows.transpose(0, 1)?.matmul(&grad.reshape(&[rows, n])?)?)
+        Some(product_in_order_of(b, &a_rows, &grad.reshape(&[rows, n])?)?)
     } else {
-        Some(a.transpose(-1, -2)?.matmul(grad)?.sum_to(b.dims())?)
+        Some(product_in_order_of(b, a, grad)?.sum_to(b.dims())?)
     };
     Ok(vec![ga, gb])
+}
+
+/// `a^T @ g` (the right operand's gradient) laid out in memory like `b`, the operand it is
+/// the gradient of. A weight used transposed (`x @ W^T`, every `Linear`) is a transposed
+/// view of contiguous memory; its gradient computed as `(g^T @ a)^T` is the same one product,
+/// but a transposed view of a contiguous result, so the gradient that reaches the weight
+/// through the transpose is contiguous, and the optimizer reads it without a copy (the copy
+/// was a fifth of an MLP step at batch 64).
+fn product_in_order_of(b: &DynTensor, a: &DynTensor, g: &DynTensor) -> Result<DynTensor> {
+    let transposed = b.rank() >= 2 && !b.is_contiguous() && b.transpose(-1, -2)?.is_contiguous();
+    if transposed {
+        g.transpose(-1, -2)?.matmul(a)?.transpose(-1, -2)
+    } else {
+        a.transpose(-1, -2)?.matmul(g)
+    }
 }
