@@ -202,7 +202,7 @@ fn main() -> rumus::Result<()> {
     if let Some(mode) = only.as_deref().and_then(|m| m.strip_prefix("ops")) {
         return per_op_overhead(mode);
     }
-    // `conv`, `mlp`, `cnn`, `transformer`, `pool`: one workload alone (for profiling);
+    // `conv`, `mlp` (batch 256), `mlp64`, `cnn`, `transformer`, `pool`: one workload alone (for profiling);
     // `conv_kernels`: the direct convolution kernels' rates.
     match only.as_deref() {
         Some("conv") => {
@@ -211,6 +211,10 @@ fn main() -> rumus::Result<()> {
         }
         Some("mlp") => {
             println!("mlp_step_b256 {:.4}", mlp_step(256)?);
+            return Ok(());
+        }
+        Some("mlp64") => {
+            println!("mlp_step_b64 {:.4}", mlp_step(64)?);
             return Ok(());
         }
         Some("cnn") => {

@@ -17,18 +17,19 @@ const PARALLEL_FLOPS: usize = 64 * 64 * 64;
 /// Fewest rows of a product worth giving a thread of their own.
 const ROW_BLOCK_MIN: usize = 32;
 
-/// `dst = lhs @ rhs` for an `m x n` row-major `dst` (overwritten) and operands given by
-/// pointer and (row, column) strides, through gemm's f32 or f64 kernel. Its micro-kernels
-/// want a column-major destination, so the product is computed as its transpose,
-/// `dst^T = rhs^T @ lhs^T` (what the `gemm` crate's front end does for a row-major one).
+/// `dst = lhs @ rhs` for an `m x n` row-major `dst` (overwritten; rows `dst_rs` apart) and
+/// operands given by pointer and (row, column) strides, through gemm's f32 or f64 kernel. Its
+/// micro-kernels want a column-major destination, so the product is computed as its
+/// transpose, `dst^T = rhs^T @ lhs^T` (what the `gemm` crate's front end does for a
+/// row-major one).
 ///
 /// # Safety
 /// `T` is `f32` or `f64`; every address formed from the pointers, strides and sizes lies
-/// inside its buffer, and `dst` is valid for `m * n` writes.
+/// inside its buffer, and `dst` is valid for writes at `i * dst_rs + j` (`i < m`, `j < n`).
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_row_major<T: Float>(
     (m, n, k): (usize, usize, usize),
-    dst: *mut T,
+    (dst, dst_rs): (*mut T, usize),
     (lhs, lhs_rs, lhs_cs): (*const T, isize, isize),
     (rhs, rhs_rs, rhs_cs): (*const T, isize, isize),
     parallelism: Parallelism,
@@ -41,7 +42,7 @@ unsafe fn gemm_row_major<T: Float>(
                 m,
                 k,
                 dst.cast(),
-                n as isize,
+                dst_rs as isize,
                 1,
                 false,
                 rhs.cast(),
@@ -68,6 +69,24 @@ unsafe fn gemm_row_major<T: Float>(
         } else {
             unreachable!("matrix products run on f32 and f64 only");
         }
+    }
+}
+
+/// The output buffer, written by several threads in disjoint column blocks.
+struct SharedOut<T>(*mut T);
+
+// SAFETY: threads write disjoint elements through it (see its use in `matmul`).
+unsafe impl<T: Send> Send for SharedOut<T> {}
+unsafe impl<T: Send> Sync for SharedOut<T> {}
+
+impl<T> SharedOut<T> {
+    /// Pointer to element `index`.
+    ///
+    /// # Safety
+    /// `index` is inside the buffer.
+    unsafe fn at(&self, index: usize) -> *mut T {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.add(index) }
     }
 }
 
@@ -108,10 +127,10 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
     );
     let flops = m * n * k;
     let threads = super::parallel::threads();
+    let a_at = |batch: usize| a[batch_offset(batch, la, batch_rank)..].as_ptr();
+    let b_at = |batch: usize| b[batch_offset(batch, lb, batch_rank)..].as_ptr();
     // Rows `first..first + dst.len() / n` of product `batch`.
     let rows = |batch: usize, first: usize, dst: &mut [T], parallelism: Parallelism| {
-        let a_ptr = a[batch_offset(batch, la, batch_rank) + first * a_rs as usize..].as_ptr();
-        let b_ptr = b[batch_offset(batch, lb, batch_rank)..].as_ptr();
         let m = dst.len() / n;
         // SAFETY: the layouts were validated by the caller against their storages, so every
         // address gemm forms from (pointer, strides, m, n, k) lies inside `a` and `b` (a row
@@ -120,9 +139,9 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
         unsafe {
             gemm_row_major(
                 (m, n, k),
-                dst.as_mut_ptr(),
-                (a_ptr, a_rs, a_cs),
-                (b_ptr, b_rs, b_cs),
+                (dst.as_mut_ptr(), n),
+                (a_at(batch).offset(first as isize * a_rs), a_rs, a_cs),
+                (b_at(batch), b_rs, b_cs),
                 parallelism,
             );
         }
@@ -133,25 +152,46 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
         && batches > 1
         && batches * flops >= PARALLEL_FLOPS
         && (flops < PARALLEL_FLOPS || batches >= threads);
-    let product =
-        |batch: usize, dst: &mut [T], parallelism: Parallelism| rows(batch, 0, dst, parallelism);
     // gemm's own threading leaves one core idle below n = 1024 here (measured: the same time
-    // on one and two threads at 256 and 512); blocks of rows, one per thread, use both.
-    let row_split = !batch_parallel
-        && threads > 1
-        && flops >= PARALLEL_FLOPS
-        && m >= ROW_BLOCK_MIN * threads
-        && m.max(n) < 1024;
+    // on one and two threads at 256 and 512); blocks of rows or columns, one per thread, use
+    // both. The longer side is split: split by rows, a thin product (a batch of 64 against a
+    // wide weight) has every thread pack the whole right operand; split by columns, each
+    // packs its own part of it.
+    let thread_split = !batch_parallel && threads > 1 && flops >= PARALLEL_FLOPS && m.max(n) < 1024;
+    let row_split = thread_split && m >= n && m >= ROW_BLOCK_MIN * threads;
+    let column_split = thread_split && n > m && n >= ROW_BLOCK_MIN * threads;
     if batch_parallel {
         out.par_chunks_mut(m * n)
             .enumerate()
-            .for_each(|(batch, dst)| product(batch, dst, Parallelism::None));
+            .for_each(|(batch, dst)| rows(batch, 0, dst, Parallelism::None));
     } else if row_split {
         let block = m.div_ceil(threads);
         for (batch, dst) in out.chunks_mut(m * n).enumerate() {
             dst.par_chunks_mut(block * n)
                 .enumerate()
                 .for_each(|(i, rows_dst)| rows(batch, i * block, rows_dst, Parallelism::None));
+        }
+    } else if column_split {
+        let block = n.div_ceil(threads);
+        let dst = SharedOut(out.as_mut_ptr());
+        let dst = &dst;
+        for batch in 0..batches {
+            (0..n.div_ceil(block)).into_par_iter().for_each(|i| {
+                let first = i * block;
+                let columns = block.min(n - first);
+                // SAFETY: as for `rows`; the column blocks of one product are disjoint, so
+                // no element of `out` is written by two threads, and each block lies
+                // inside product `batch`'s `m * n` elements (rows `n` apart).
+                unsafe {
+                    gemm_row_major(
+                        (m, columns, k),
+                        (dst.at(batch * m * n + first), n),
+                        (a_at(batch), a_rs, a_cs),
+                        (b_at(batch).offset(first as isize * b_cs), b_rs, b_cs),
+                        Parallelism::None,
+                    );
+                }
+            });
         }
     } else {
         let parallelism = if flops >= PARALLEL_FLOPS && threads > 1 {
@@ -160,7 +200,7 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
             Parallelism::None
         };
         for (batch, dst) in out.chunks_mut(m * n).enumerate() {
-            product(batch, dst, parallelism);
+            rows(batch, 0, dst, parallelism);
         }
     }
     out
