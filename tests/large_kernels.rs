@@ -115,9 +115,16 @@ fn many_small_products_in_parallel() {
     );
 }
 
+/// Products big enough to be split across threads: more columns than rows (split by
+/// columns) and more rows than columns (split by rows).
 #[test]
 fn one_large_product_split_across_threads() {
-    let (m, k, n) = (150, 130, 170);
+    for (m, k, n) in [(150, 130, 170), (170, 130, 150)] {
+        large_product_matches_the_definition(m, k, n);
+    }
+}
+
+fn large_product_matches_the_definition(m: usize, k: usize, n: usize) {
     let (a, b) = (randn(&[m, k], 7), randn(&[n, k], 8));
     // b^T is a strided view: gemm reads it without a copy.
     let bt = b.transpose(0, 1).unwrap();
