@@ -30,6 +30,7 @@ use super::conv_tiles::{
 use super::parallel::worth_splitting;
 use super::pool;
 use super::simd::Isa;
+use super::transpose::{BLOCK, Strided, transpose};
 
 /// A convolution the direct kernels run: an `[N, C, H, W]` input, an `[OC, C, KH, KW]`
 /// weight, stride 1, no dilation, one group, and a padding of at most `K - 1` per side (so
@@ -137,6 +138,61 @@ fn pad_into(
     }
 }
 
+/// The tiles' layout of one sample: position-major rows `stride` long, `channels` values
+/// each, output row `y`'s `OW` positions starting at `y * row` (the positions between are
+/// dropped).
+struct PositionMajor {
+    output: [usize; 2],
+    row: usize,
+    stride: usize,
+    channels: usize,
+}
+
+impl PositionMajor {
+    /// `(first channel, channels, output row)` of every piece to transpose: a block of
+    /// channels through all output rows, then the next, so each side of the transpose
+    /// streams through a few planes at a time instead of touching every plane per row.
+    fn pieces(&self) -> impl Iterator<Item = (usize, usize, usize)> + use<> {
+        let (channels, oh) = (self.channels, self.output[0]);
+        (0..channels).step_by(BLOCK).flat_map(move |c| {
+            let width = BLOCK.min(channels - c);
+            (0..oh).map(move |y| (c, width, y))
+        })
+    }
+
+    /// The `[channels, OH, OW]` planes of `tiles`, plus `bias[c]`.
+    fn to_planes(&self, isa: Isa, tiles: &[f32], planes: &mut [f32], bias: Option<&[f32]>) {
+        let [oh, ow] = self.output;
+        for (c, width, y) in self.pieces() {
+            let from = Strided {
+                data: &tiles[y * self.row * self.stride + c..],
+                stride: self.stride,
+            };
+            let to = Strided {
+                data: &mut planes[c * oh * ow + y * ow..],
+                stride: oh * ow,
+            };
+            transpose(Some(isa), from, to, [ow, width], bias.map(|b| &b[c..]));
+        }
+    }
+
+    /// `[channels, OH, OW]` `planes` into the tiles' layout; dropped positions are left alone.
+    fn fill_from_planes(&self, isa: Isa, planes: &[f32], tiles: &mut [f32]) {
+        let [oh, ow] = self.output;
+        for (c, width, y) in self.pieces() {
+            let from = Strided {
+                data: &planes[c * oh * ow + y * ow..],
+                stride: oh * ow,
+            };
+            let to = Strided {
+                data: &mut tiles[y * self.row * self.stride + c..],
+                stride: self.stride,
+            };
+            transpose(Some(isa), from, to, [width, ow], None);
+        }
+    }
+}
+
 /// Per-thread buffers of one correlation over a batch.
 struct Scratch {
     src: Vec<f32>,
@@ -205,19 +261,13 @@ fn correlate_batch(
                 positions,
             },
         );
-        // `out` is position-major: walk one output row at a time so its positions stay in
-        // L1 while every channel takes its values.
-        let out = scratch.out.as_slice();
-        for y in 0..oh {
-            let row = &out[y * wp * a.stride..][..ow * a.stride];
-            for r in 0..rows {
-                let shift = bias.map_or(0.0, |b| b[r]);
-                let to = &mut result[(r * oh + y) * ow..][..ow];
-                for (t, v) in to.iter_mut().zip(row[r..].iter().step_by(a.stride)) {
-                    *t = v + shift;
-                }
-            }
-        }
+        let layout = PositionMajor {
+            output: [oh, ow],
+            row: wp,
+            stride: a.stride,
+            channels: rows,
+        };
+        layout.to_planes(isa, scratch.out.as_slice(), result, bias);
     };
     if batch > 1 && worth_splitting(batch * per_result * corr.taps()) {
         result
@@ -315,16 +365,13 @@ pub fn weight_grad_of(isa: Isa, shape: &Conv2dShape, x: &[f32], dy: &[f32]) -> V
         pad_into(&mut s.src, sample, c, size, pad, wp, hp * wp);
         // The output gradient position-major; dropped positions stay zero.
         let grad = &dy[n * per_dy..(n + 1) * per_dy];
-        let to = s.dy.as_mut_slice();
-        for y in 0..oh {
-            let row = &mut to[y * wp * stride..][..ow * stride];
-            for r in 0..oc {
-                let from = &grad[(r * oh + y) * ow..][..ow];
-                for (t, f) in row[r..].iter_mut().step_by(stride).zip(from) {
-                    *t = *f;
-                }
-            }
-        }
+        let layout = PositionMajor {
+            output: [oh, ow],
+            row: wp,
+            stride,
+            channels: oc,
+        };
+        layout.fill_from_planes(isa, grad, s.dy.as_mut_slice());
         let args = WeightGradArgs {
             dy: s.dy.as_slice(),
             stride,

@@ -13,4 +13,5 @@ pub mod pool;
 pub mod reduce;
 pub mod simd;
 pub mod strided;
+mod transpose;
 pub mod unfold;
