@@ -102,22 +102,31 @@ pub(crate) fn conv2d_backward(
     needs: &[bool],
 ) -> Result<Vec<Option<DynTensor>>> {
     let (x, w) = (input.get("conv2d")?, weight.get("conv2d")?);
-    let (gx, gw) = if is_grad_enabled() {
-        recorded_gradients(grad, x, w, shape, needs)?
-    } else {
-        // Made contiguous once for both kernels (a loss's gradient is often a broadcast).
-        let grad = grad.contiguous_untracked()?;
-        direct_gradients(&grad, x, w, (isa, shape), needs)?
-    };
-    let mut grads = vec![gx, gw];
-    if let Some(&needs_bias) = needs.get(2) {
-        grads.push(if needs_bias {
-            Some(grad.sum(&[0, 2, 3], false)?)
-        } else {
-            None
-        });
+    let needs_bias = needs.get(2).copied();
+    if is_grad_enabled() {
+        let (gx, gw) = recorded_gradients(grad, x, w, shape, needs)?;
+        let gb = match needs_bias {
+            Some(true) => Some(Some(grad.sum(&[0, 2, 3], false)?)),
+            Some(false) => Some(None),
+            None => None,
+        };
+        return Ok([gx, gw].into_iter().chain(gb).collect());
     }
-    Ok(grads)
+    // Made contiguous once for all three kernels (a loss's gradient is often a broadcast).
+    let grad = grad.contiguous_untracked()?;
+    let (gx, gw) = direct_gradients(&grad, x, w, (isa, shape), needs)?;
+    let gb = match needs_bias {
+        Some(true) => {
+            let values = with_f32(&grad, |dy| kernel::bias_grad_of(shape, dy))?;
+            Some(Some(DynTensor::from_buffer(
+                f32::into_buffer(values),
+                &[shape.out_channels],
+            )))
+        }
+        Some(false) => Some(None),
+        None => None,
+    };
+    Ok([gx, gw].into_iter().chain(gb).collect())
 }
 
 type Pair = (Option<DynTensor>, Option<DynTensor>);

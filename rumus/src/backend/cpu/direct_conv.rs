@@ -29,6 +29,7 @@ use super::conv_tiles::{
 };
 use super::parallel::worth_splitting;
 use super::pool;
+use super::reduce::sum_slice;
 use super::simd::Isa;
 use super::transpose::{BLOCK, Strided, transpose};
 
@@ -407,6 +408,24 @@ pub fn weight_grad_of(isa: Isa, shape: &Conv2dShape, x: &[f32], dy: &[f32]) -> V
         .collect()
 }
 
+/// The gradient `[OC]` of the bias of [`forward`] given `dy` (`[N, OC, OH, OW]`): each
+/// channel's sum over the batch and the positions, read plane by plane (a general reduction
+/// over axes 0, 2 and 3 first copies `dy` into channel-major order).
+pub fn bias_grad_of(shape: &Conv2dShape, dy: &[f32]) -> Vec<f32> {
+    let [oh, ow] = shape.output();
+    let (channels, plane) = (shape.out_channels, oh * ow);
+    let channel = |c: usize| -> f32 {
+        (0..shape.batch)
+            .map(|n| sum_slice(&dy[(n * channels + c) * plane..][..plane]))
+            .sum()
+    };
+    if worth_splitting(dy.len()) {
+        (0..channels).into_par_iter().map(channel).collect()
+    } else {
+        (0..channels).map(channel).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,6 +526,10 @@ mod tests {
                 let mut y = vec![0.0f64; dy.len()];
                 let mut dx = vec![0.0f64; x.len()];
                 let mut dw = vec![0.0f64; w.len()];
+                let mut db = vec![0.0f64; s.out_channels];
+                for (i, g) in dy.iter().enumerate() {
+                    db[i / (oh * ow) % s.out_channels] += *g as f64;
+                }
                 for (i, v) in y.iter_mut().enumerate() {
                     *v = b[i / (oh * ow) % s.out_channels] as f64;
                 }
@@ -525,6 +548,7 @@ mod tests {
                     &dw,
                     &what("weight gradient"),
                 );
+                assert_close(&bias_grad_of(&s, &dy), &db, &what("bias gradient"));
             }
         }
     }
