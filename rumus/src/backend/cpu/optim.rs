@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use super::parallel::{PARALLEL_GRAIN, worth_splitting};
+use super::simd::Isa;
 use crate::element::Float;
 
 /// Scalars of one Adam step, already bias-corrected.
@@ -22,7 +23,48 @@ pub struct AdamScalars<T> {
     pub decay: T,
 }
 
+/// One chunk of the update, through the widest vector instructions this CPU runs: the
+/// default x86-64 target compiles the loop at SSE width, where the square root and the
+/// division of every element dominated (an Adam step was 16% of an MLP training step at
+/// batch 64, perf). The arithmetic is the same on every path (no fused multiply-adds are
+/// formed), so results do not depend on the CPU.
 fn adam_chunk<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamScalars<T>) {
+    #[cfg(target_arch = "x86_64")]
+    match Isa::detect() {
+        // SAFETY: `Isa::detect` found the instruction set on this CPU.
+        Some(Isa::Avx512) => return unsafe { adam_chunk_avx512(p, g, m, v, s) },
+        Some(Isa::Avx2) => return unsafe { adam_chunk_avx2(p, g, m, v, s) },
+        None => {}
+    }
+    adam_chunk_plain(p, g, m, v, s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn adam_chunk_avx512<T: Float>(
+    p: &mut [T],
+    g: &[T],
+    m: &mut [T],
+    v: &mut [T],
+    s: AdamScalars<T>,
+) {
+    adam_chunk_plain(p, g, m, v, s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn adam_chunk_avx2<T: Float>(
+    p: &mut [T],
+    g: &[T],
+    m: &mut [T],
+    v: &mut [T],
+    s: AdamScalars<T>,
+) {
+    adam_chunk_plain(p, g, m, v, s)
+}
+
+#[inline(always)]
+fn adam_chunk_plain<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamScalars<T>) {
     let (one_b1, one_b2) = (T::ONE - s.beta1, T::ONE - s.beta2);
     for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
         let g = g + s.l2 * *p;
