@@ -123,14 +123,68 @@ fn matmul_tiled(
     }
 }
 
-// The same product for large matrices. It repeats `matmul_tiled`'s structure because WGSL has
+// The same product for large matrices, where a 128x128 tile per workgroup (8x8 outputs per
+// invocation) hides memory latency behind more arithmetic; the host picks it when there are
+// enough such tiles to fill the GPU. It repeats `matmul_tiled`'s structure because WGSL has
 // no generics: the tile constants size the workgroup arrays and the per-thread registers.
-// (A version staging both kernels' slices as vec4 rows measured slower on an H200; see
-// BENCHMARKS.md.) A 128x128 tile per workgroup, 8x8 per thread,
-// 8-deep slices (the same workgroup arrays, laid out [8][128]). More work per thread hides
-// memory latency; the host picks it when both M and N are at least 128.
+// Slices are 16 deep, staged as vec4 rows padded to 33 vec4s (scalar stores of neighbouring
+// invocations land in different banks, their vec4 reads are conflict-free); invocation
+// (tx, ty) computes rows {4 ty .. 4 ty + 3, 64 + 4 ty ..} by columns {4 tx .., 64 + 4 tx ..},
+// four vec4 reads of workgroup memory per 64 multiply-adds, and reads the next slice from
+// global memory into registers while the current one is multiplied. On an H200 this made
+// the transformer's products (`x @ W^T`, attention) 8-30% faster than 8-deep scalar slices
+// without prefetch, and square products within 4% either way (BENCHMARKS.md).
 const WIDE: u32 = 128u;
-const WIDE_DEPTH: u32 = 8u;
+const PADDED: u32 = 33u;
+const SLICE: u32 = 16u;
+
+var<workgroup> slice_a: array<vec4<f32>, 528>; // [SLICE][PADDED]
+var<workgroup> slice_b: array<vec4<f32>, 528>;
+
+// Element `e` (0..2048) of a 128 x SLICE slice of A at depth k0: its row and depth within the
+// slice; neighbouring `e` run along the operand's contiguous axis.
+fn slice_a_coords(e: u32, a_by_rows: bool) -> vec2<u32> {
+    return select(vec2<u32>(e / SLICE, e % SLICE), vec2<u32>(e % WIDE, e / WIDE), a_by_rows);
+}
+
+fn slice_b_coords(e: u32, b_by_depth: bool) -> vec2<u32> {
+    // (depth, column)
+    return select(vec2<u32>(e / WIDE, e % WIDE), vec2<u32>(e % SLICE, e / SLICE), b_by_depth);
+}
+
+// One job of `matmul_wide`: where its operands start, its output tile, the end of its K range,
+// and along which axis neighbouring invocations read each operand.
+struct WideJob {
+    base_a: u32,
+    base_b: u32,
+    row0: u32,
+    col0: u32,
+    k_end: u32,
+    live: bool,
+    a_by_rows: bool,
+    b_by_depth: bool,
+}
+
+// This invocation's eight elements of each slice at depth `k0` (zero outside the matrices).
+fn read_slice(j: WideJob, lid: u32, k0: u32, next_a: ptr<function, array<f32, 8>>, next_b: ptr<function, array<f32, 8>>) {
+    for (var l = 0u; l < 8u; l++) {
+        let e = lid + l * 256u;
+        let ca = slice_a_coords(e, j.a_by_rows);
+        let gm = j.row0 + ca.x;
+        let gk = k0 + ca.y;
+        (*next_a)[l] = 0.0;
+        if (j.live && gm < p[0] && gk < j.k_end) {
+            (*next_a)[l] = load_a(j.base_a + gm * p[7] + gk * p[8]);
+        }
+        let cb = slice_b_coords(e, j.b_by_depth);
+        let gkb = k0 + cb.x;
+        let gn = j.col0 + cb.y;
+        (*next_b)[l] = 0.0;
+        if (j.live && gkb < j.k_end && gn < p[1]) {
+            (*next_b)[l] = load_b(j.base_b + gkb * p[9] + gn * p[10]);
+        }
+    }
+}
 
 @compute @workgroup_size(256)
 fn matmul_wide(
@@ -140,60 +194,42 @@ fn matmul_wide(
 ) {
     let m = p[0];
     let n = p[1];
-    let k = p[2];
     let origin = output_tile(wid, WIDE);
-    let live = origin.z == 1u;
-    let row0 = origin.x;
-    let col0 = origin.y;
     let tx = lid % 16u;
     let ty = lid / 16u;
     // Jobs are (batch, split) pairs: with split-K (p[24] splits of p[25] along K) each job
     // writes its partial product to its own [M, N] block, which `sum_splits` adds up.
     for (var job = wid.z; job < p[3] * p[24]; job += groups.z) {
-        let batch = job / p[24];
         let k_begin = (job % p[24]) * p[25];
-        let k_end = min(k, k_begin + p[25]);
-        let bases = batch_bases(batch);
+        let bases = batch_bases(job / p[24]);
         // Neighbouring invocations load neighbouring words: along K for a row-major A (and
         // a transposed B, as in `x @ W^T`), along M (N) for a transposed A (a row-major B).
-        let a_by_rows = p[8] != 1u && p[7] == 1u;
-        let b_by_depth = p[10] != 1u && p[9] == 1u;
-        let base_a = bases.x;
-        let base_b = bases.y;
+        let j = WideJob(bases.x, bases.y, origin.x, origin.y, min(p[2], k_begin + p[25]),
+            origin.z == 1u, p[8] != 1u && p[7] == 1u, p[10] != 1u && p[9] == 1u);
         var acc: array<vec4<f32>, 16>;
         for (var i = 0u; i < 16u; i++) {
             acc[i] = vec4<f32>(0.0);
         }
-        for (var k0 = k_begin; k0 < k_end; k0 += WIDE_DEPTH) {
-            for (var l = 0u; l < 4u; l++) {
+        var next_a: array<f32, 8>;
+        var next_b: array<f32, 8>;
+        read_slice(j, lid, k_begin, &next_a, &next_b);
+        for (var k0 = k_begin; k0 < j.k_end; k0 += SLICE) {
+            for (var l = 0u; l < 8u; l++) {
                 let e = lid + l * 256u;
-                let am = select(e / WIDE_DEPTH, e % WIDE, a_by_rows);
-                let ak = select(e % WIDE_DEPTH, e / WIDE, a_by_rows);
-                let gm = row0 + am;
-                let gk = k0 + ak;
-                var va = 0.0;
-                if (live && gm < m && gk < k_end) {
-                    va = load_a(base_a + gm * p[7] + gk * p[8]);
-                }
-                tile_a[ak * WIDE + am] = va;
-                let bk = select(e / WIDE, e % WIDE_DEPTH, b_by_depth);
-                let bn = select(e % WIDE, e / WIDE_DEPTH, b_by_depth);
-                let gkb = k0 + bk;
-                let gn = col0 + bn;
-                var vb = 0.0;
-                if (live && gkb < k_end && gn < n) {
-                    vb = load_b(base_b + gkb * p[9] + gn * p[10]);
-                }
-                tile_b[bk * WIDE + bn] = vb;
+                let ca = slice_a_coords(e, j.a_by_rows);
+                slice_a[ca.y * PADDED + ca.x / 4u][ca.x % 4u] = next_a[l];
+                let cb = slice_b_coords(e, j.b_by_depth);
+                slice_b[cb.x * PADDED + cb.y / 4u][cb.y % 4u] = next_b[l];
             }
             workgroupBarrier();
-            for (var kk = 0u; kk < WIDE_DEPTH; kk++) {
-                let ra = kk * WIDE + ty * 8u;
-                let rb = kk * WIDE + tx * 8u;
-                let a0 = vec4<f32>(tile_a[ra], tile_a[ra + 1u], tile_a[ra + 2u], tile_a[ra + 3u]);
-                let a1 = vec4<f32>(tile_a[ra + 4u], tile_a[ra + 5u], tile_a[ra + 6u], tile_a[ra + 7u]);
-                let b0 = vec4<f32>(tile_b[rb], tile_b[rb + 1u], tile_b[rb + 2u], tile_b[rb + 3u]);
-                let b1 = vec4<f32>(tile_b[rb + 4u], tile_b[rb + 5u], tile_b[rb + 6u], tile_b[rb + 7u]);
+            if (k0 + SLICE < j.k_end) {
+                read_slice(j, lid, k0 + SLICE, &next_a, &next_b);
+            }
+            for (var kk = 0u; kk < SLICE; kk++) {
+                let a0 = slice_a[kk * PADDED + ty];
+                let a1 = slice_a[kk * PADDED + 16u + ty];
+                let b0 = slice_b[kk * PADDED + tx];
+                let b1 = slice_b[kk * PADDED + 16u + tx];
                 for (var i = 0u; i < 4u; i++) {
                     acc[2u * i] += a0[i] * b0;
                     acc[2u * i + 1u] += a0[i] * b1;
@@ -203,15 +239,15 @@ fn matmul_wide(
             }
             workgroupBarrier();
         }
-        if (live) {
+        if (j.live) {
             let out_base = job * m * n;
-            for (var i = 0u; i < 8u; i++) {
-                let gm = row0 + ty * 8u + i;
+            for (var r = 0u; r < 8u; r++) {
+                let gm = j.row0 + (r / 4u) * 64u + ty * 4u + r % 4u;
                 if (gm < m) {
-                    for (var j = 0u; j < 8u; j++) {
-                        let gn = col0 + tx * 8u + j;
+                    for (var c = 0u; c < 8u; c++) {
+                        let gn = j.col0 + (c / 4u) * 64u + tx * 4u + c % 4u;
                         if (gn < n) {
-                            out[out_base + gm * n + gn] = bitcast<u32>(acc[2u * i + j / 4u][j % 4u]);
+                            out[out_base + gm * n + gn] = bitcast<u32>(acc[2u * r + c / 4u][c % 4u]);
                         }
                     }
                 }
