@@ -39,29 +39,25 @@ fn adam_chunk<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamS
     adam_chunk_plain(p, g, m, v, s)
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn adam_chunk_avx512<T: Float>(
-    p: &mut [T],
-    g: &[T],
-    m: &mut [T],
-    v: &mut [T],
-    s: AdamScalars<T>,
-) {
-    adam_chunk_plain(p, g, m, v, s)
+/// `adam_chunk_plain` compiled for one instruction set.
+macro_rules! adam_chunk_for {
+    ($name:ident, $feature:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        unsafe fn $name<T: Float>(
+            p: &mut [T],
+            g: &[T],
+            m: &mut [T],
+            v: &mut [T],
+            s: AdamScalars<T>,
+        ) {
+            adam_chunk_plain(p, g, m, v, s)
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn adam_chunk_avx2<T: Float>(
-    p: &mut [T],
-    g: &[T],
-    m: &mut [T],
-    v: &mut [T],
-    s: AdamScalars<T>,
-) {
-    adam_chunk_plain(p, g, m, v, s)
-}
+adam_chunk_for!(adam_chunk_avx512, "avx512f");
+adam_chunk_for!(adam_chunk_avx2, "avx2");
 
 #[inline(always)]
 fn adam_chunk_plain<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamScalars<T>) {
