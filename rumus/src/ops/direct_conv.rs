@@ -102,31 +102,33 @@ pub(crate) fn conv2d_backward(
     needs: &[bool],
 ) -> Result<Vec<Option<DynTensor>>> {
     let (x, w) = (input.get("conv2d")?, weight.get("conv2d")?);
-    let needs_bias = needs.get(2).copied();
-    if is_grad_enabled() {
+    let needs_bias = needs.get(2) == Some(&true);
+    let (gx, gw, gb) = if is_grad_enabled() {
         let (gx, gw) = recorded_gradients(grad, x, w, shape, needs)?;
-        let gb = match needs_bias {
-            Some(true) => Some(Some(grad.sum(&[0, 2, 3], false)?)),
-            Some(false) => Some(None),
-            None => None,
-        };
-        return Ok([gx, gw].into_iter().chain(gb).collect());
-    }
-    // Made contiguous once for all three kernels (a loss's gradient is often a broadcast).
-    let grad = grad.contiguous_untracked()?;
-    let (gx, gw) = direct_gradients(&grad, x, w, (isa, shape), needs)?;
-    let gb = match needs_bias {
-        Some(true) => {
-            let values = with_f32(&grad, |dy| kernel::bias_grad_of(shape, dy))?;
-            Some(Some(DynTensor::from_buffer(
-                f32::into_buffer(values),
-                &[shape.out_channels],
-            )))
-        }
-        Some(false) => Some(None),
-        None => None,
+        let gb = needs_bias
+            .then(|| grad.sum(&[0, 2, 3], false))
+            .transpose()?;
+        (gx, gw, gb)
+    } else {
+        // Made contiguous once for all three kernels (a loss's gradient is often a broadcast).
+        let grad = grad.contiguous_untracked()?;
+        let (gx, gw) = direct_gradients(&grad, x, w, (isa, shape), needs)?;
+        let gb = needs_bias
+            .then(|| {
+                let values = with_f32(&grad, |dy| kernel::bias_grad_of(shape, dy))?;
+                Ok::<_, Error>(DynTensor::from_buffer(
+                    f32::into_buffer(values),
+                    &[shape.out_channels],
+                ))
+            })
+            .transpose()?;
+        (gx, gw, gb)
     };
-    Ok([gx, gw].into_iter().chain(gb).collect())
+    let mut grads = vec![gx, gw];
+    if needs.len() > 2 {
+        grads.push(gb);
+    }
+    Ok(grads)
 }
 
 type Pair = (Option<DynTensor>, Option<DynTensor>);
