@@ -94,6 +94,62 @@ fn losses_match_the_cpu() {
     );
 }
 
+/// The fused layer-norm kernels (forward and backward) on row lengths that put several rows in
+/// a workgroup (5, 300), a whole workgroup on a row (2100) and past the kernel's register
+/// cache (4100, composed of other ops instead), with and without each parameter, and on a
+/// strided input.
+#[test]
+fn layer_norm_kernels_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let _serial = serial();
+    use rumus::nn::functional::layer_norm;
+    // tanh() of the output, so the gradient of the sum is not the trivially zero one of a sum
+    // of normalised values.
+    for (k, dims) in [[9, 5], [7, 300], [2, 2100], [2, 4100]].iter().enumerate() {
+        let n = dims[1];
+        let inputs = [
+            tensor(dims, 40 + k as u64),
+            tensor(&[n], 50 + k as u64),
+            tensor(&[n], 60 + k as u64),
+        ];
+        check_with_grads(&format!("layer_norm {dims:?}"), &device, &inputs, |t| {
+            layer_norm(&t[0], Some(&t[1]), Some(&t[2]), 1e-5)
+                .unwrap()
+                .tanh()
+                .unwrap()
+        });
+        check_with_grads(
+            &format!("weight only {dims:?}"),
+            &device,
+            &inputs[..2],
+            |t| {
+                layer_norm(&t[0], Some(&t[1]), None, 1e-5)
+                    .unwrap()
+                    .tanh()
+                    .unwrap()
+            },
+        );
+        check_with_grads(
+            &format!("bias only {dims:?}"),
+            &device,
+            &[inputs[0].clone(), inputs[2].clone()],
+            |t| {
+                layer_norm(&t[0], None, Some(&t[1]), 1e-5)
+                    .unwrap()
+                    .tanh()
+                    .unwrap()
+            },
+        );
+    }
+    let strided = tensor(&[6, 4], 70);
+    check_with_grads("layer_norm of a transpose", &device, &[strided], |t| {
+        layer_norm(&t[0].transpose(0, 1).unwrap(), None, None, 1e-5)
+            .unwrap()
+            .tanh()
+            .unwrap()
+    });
+}
+
 #[test]
 fn layers_match_the_cpu() {
     let Some(device) = gpu() else { return };

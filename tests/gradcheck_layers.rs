@@ -23,6 +23,16 @@ case!(
 case!(layer_norm_plain, [randn(&[4, 6], 1)], |x| layer_norm(
     &x[0], None, None, 1e-5
 ));
+case!(
+    layer_norm_weight_only,
+    [randn(&[3, 7], 4), randn(&[7], 5)],
+    |x| layer_norm(&x[0], Some(&x[1]), None, 1e-5)
+);
+case!(
+    layer_norm_bias_only,
+    [randn(&[2, 2, 4], 6), randn(&[4], 7)],
+    |x| layer_norm(&x[0], None, Some(&x[1]), 1e-5)
+);
 case!(rms_norm_affine, [randn(&[3, 4], 1), randn(&[4], 2)], |x| {
     rms_norm(&x[0], Some(&x[1]), 1e-6)
 });

@@ -13,7 +13,7 @@ use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{
-    conv, direct_conv, elementwise, index, join, matmul, reduce, softmax, unary, view,
+    conv, direct_conv, elementwise, index, join, matmul, norm, reduce, softmax, unary, view,
 };
 use crate::shape::Dims;
 use crate::tensor::DynTensor;
@@ -120,6 +120,15 @@ pub enum BackwardOp {
         shape: Conv2dShape,
         isa: Isa,
     },
+    /// Layer normalisation over the last axis (`x`, then the weight and bias when present).
+    LayerNorm {
+        input: Saved,
+        weight: Option<Saved>,
+        has_bias: bool,
+        /// Each row's mean and `1 / sqrt(var + eps)`, `[rows, 2]`, for the fused backward.
+        stats: DynTensor,
+        eps: f64,
+    },
     /// Sliding windows copied into columns (im2col); the adjoint of `Fold2d`.
     Unfold2d {
         window: Window2d,
@@ -168,6 +177,7 @@ impl BackwardOp {
             BackwardOp::Cast { .. } => "to_dtype",
             BackwardOp::ToDevice { .. } => "to",
             BackwardOp::Conv2d { .. } => "conv2d",
+            BackwardOp::LayerNorm { .. } => "layer_norm",
             BackwardOp::Unfold2d { .. } => "unfold2d",
             BackwardOp::Fold2d { .. } => "fold2d",
             BackwardOp::WindowSum2d { .. } => "window_sum2d",
@@ -197,6 +207,10 @@ impl BackwardOp {
             }
             | BackwardOp::Extremum { input, .. }
             | BackwardOp::Softmax { input, .. } => smallvec![input.into_tensor()],
+            BackwardOp::LayerNorm { input, weight, .. } => std::iter::once(input)
+                .chain(weight)
+                .map(Saved::into_tensor)
+                .collect(),
             _ => SmallVec::new(),
         }
     }
@@ -280,6 +294,20 @@ impl BackwardOp {
                 shape,
                 isa,
             } => direct_conv::conv2d_backward(grad, input, weight, shape, *isa, needs),
+            BackwardOp::LayerNorm {
+                input,
+                weight,
+                has_bias,
+                stats,
+                eps,
+            } => norm::layer_norm_backward(
+                grad,
+                input,
+                weight.as_ref(),
+                *has_bias,
+                (stats, *eps),
+                needs,
+            ),
             BackwardOp::Unfold2d { window } => one(conv::unfold2d_backward(grad, window)),
             BackwardOp::Fold2d { window } => one(conv::fold2d_backward(grad, window)),
             BackwardOp::WindowSum2d { window } => one(conv::window_sum2d_backward(grad, window)),

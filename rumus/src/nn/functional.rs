@@ -32,6 +32,9 @@ pub fn layer_norm(
         message: "needs at least one axis".into(),
     })?;
     check_last_dim(x, d, "layer_norm")?;
+    if let Some(fused) = crate::ops::norm::layer_norm(x, weight, bias, eps)? {
+        return Ok(fused);
+    }
     let centered = x.sub(&x.mean(&[-1], true)?)?;
     let var = centered.mul(&centered)?.mean(&[-1], true)?;
     affine(&centered.mul(&var.add_scalar(eps)?.rsqrt()?)?, weight, bias)

@@ -9,6 +9,7 @@ pub mod index;
 pub mod inplace;
 pub mod join;
 pub mod matmul;
+pub(crate) mod norm;
 pub mod reduce;
 pub mod softmax;
 pub mod transfer;

@@ -7,6 +7,7 @@ mod conv_tiles;
 pub mod direct_conv;
 pub mod index;
 pub mod matmul;
+pub mod norm;
 pub mod optim;
 pub mod parallel;
 pub mod pool;

@@ -23,6 +23,7 @@ with_gpu_feature! {
     mod index;
     mod matmul;
     mod memory;
+    mod norm;
     mod operand;
     mod optim;
     mod pipelines;
@@ -32,6 +33,7 @@ with_gpu_feature! {
 
     pub use context::GpuDevice;
     pub(crate) use memory::check_dtype as memory_check_dtype;
+    pub(crate) use norm::LONGEST_ROW as LONGEST_NORM_ROW;
     pub use memory::{GpuBuffer, MemoryStats};
     pub use transfer::{TransferCounts, transfer_counts};
     pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};

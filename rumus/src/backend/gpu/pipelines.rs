@@ -17,6 +17,8 @@ pub(crate) enum Module {
     /// on adapters that offer them (`GpuDevice::has_coop_matmul`).
     MatmulCoop,
     Index,
+    /// `norm.wgsl`: layer normalisation forward and backward.
+    Norm,
     Optim,
     Window,
 }
@@ -39,6 +41,7 @@ impl Module {
                 include_str!("../../../../shaders/half.wgsl")
             ),
             Module::Index => include_str!("../../../../shaders/index.wgsl"),
+            Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
         }

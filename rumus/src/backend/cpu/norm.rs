@@ -1,0 +1,192 @@
+//! Layer normalisation of contiguous rows, forward and backward, one pass a row. Written as a
+//! composite it is eight tensor ops (mean, subtract, square, mean, add, rsqrt, multiply and
+//! the affine), each reading the rows again into a fresh buffer; its gradient is three
+//! times that.
+
+use rayon::prelude::*;
+
+use super::parallel::{for_each_row, worth_splitting};
+use crate::element::Float;
+
+/// What the backward pass needs of each row: its mean and `1 / sqrt(var + eps)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RowStats<T> {
+    pub mean: T,
+    pub rstd: T,
+}
+
+/// The per-row weight and bias of the affine after the normalisation (`[n]` each, PyTorch's
+/// `elementwise_affine`), either of which may be absent.
+#[derive(Debug, Clone, Copy)]
+pub struct Affine<'a, T> {
+    pub weight: Option<&'a [T]>,
+    pub bias: Option<&'a [T]>,
+}
+
+/// `sum(f(j))` for `j < n` in eight independent lanes, so the additions vectorise (one
+/// accumulator would be a chain the compiler must keep in order).
+fn lane_sum<T: Float>(n: usize, f: impl Fn(usize) -> T) -> T {
+    let mut lanes = [T::ZERO; 8];
+    let full = n - n % 8;
+    for base in (0..full).step_by(8) {
+        for (lane, acc) in lanes.iter_mut().enumerate() {
+            *acc += f(base + lane);
+        }
+    }
+    let mut total = lanes.iter().fold(T::ZERO, |a, &b| a + b);
+    for j in full..n {
+        total += f(j);
+    }
+    total
+}
+
+/// `f(row)` for each of `rows` rows of `n` elements, in parallel when the rows are worth it.
+fn map_rows<R: Send>(rows: usize, n: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    if worth_splitting(rows * n) && rows > 1 {
+        (0..rows).into_par_iter().map(f).collect()
+    } else {
+        (0..rows).map(f).collect()
+    }
+}
+
+/// The mean and inverse standard deviation (biased variance, as PyTorch's) of one row.
+fn row_stats<T: Float>(row: &[T], eps: T) -> RowStats<T> {
+    let n = T::from_f64(row.len() as f64);
+    let mean = lane_sum(row.len(), |j| row[j]) / n;
+    let var = lane_sum(row.len(), |j| {
+        let centered = row[j] - mean;
+        centered * centered
+    }) / n;
+    RowStats {
+        mean,
+        rstd: T::ONE / (var + eps).sqrt(),
+    }
+}
+
+/// `(x - mean) / sqrt(var + eps) * weight + bias` over each row of `n` elements of `x`;
+/// returns the values and each row's statistics.
+pub fn layer_norm_rows<T: Float>(
+    x: &[T],
+    n: usize,
+    affine: Affine<'_, T>,
+    eps: T,
+) -> (Vec<T>, Vec<RowStats<T>>) {
+    let rows = x.len().checked_div(n).unwrap_or(0);
+    let stats = map_rows(rows, n, |r| row_stats(&x[r * n..(r + 1) * n], eps));
+    let mut out = vec![T::ZERO; x.len()];
+    for_each_row(&mut out, n, |r, dst| {
+        let src = &x[r * n..(r + 1) * n];
+        let RowStats { mean, rstd } = stats[r];
+        for (j, (d, &v)) in dst.iter_mut().zip(src).enumerate() {
+            let mut y = (v - mean) * rstd;
+            if let Some(w) = affine.weight {
+                y *= w[j];
+            }
+            if let Some(b) = affine.bias {
+                y += b[j];
+            }
+            *d = y;
+        }
+    });
+    (out, stats)
+}
+
+/// The gradient of the input of [`layer_norm_rows`] given the output's `grad`:
+/// `rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))` with `xhat` the normalised
+/// input and `dxhat = grad * weight`.
+pub fn layer_norm_input_grad<T: Float>(
+    grad: &[T],
+    x: &[T],
+    stats: &[RowStats<T>],
+    weight: Option<&[T]>,
+) -> Vec<T> {
+    let n = x.len().checked_div(stats.len()).unwrap_or(0);
+    let count = T::from_f64(n as f64);
+    let mut out = vec![T::ZERO; x.len()];
+    for_each_row(&mut out, n, |r, dst| {
+        let (g, src) = (&grad[r * n..(r + 1) * n], &x[r * n..(r + 1) * n]);
+        let RowStats { mean, rstd } = stats[r];
+        let dxhat = |j: usize| weight.map_or(g[j], |w| g[j] * w[j]);
+        let mean_dxhat = lane_sum(n, dxhat) / count;
+        let mean_dxhat_xhat = lane_sum(n, |j| dxhat(j) * (src[j] - mean) * rstd) / count;
+        for (j, d) in dst.iter_mut().enumerate() {
+            let xhat = (src[j] - mean) * rstd;
+            *d = rstd * (dxhat(j) - mean_dxhat - xhat * mean_dxhat_xhat);
+        }
+    });
+    out
+}
+
+/// The gradients of the weight (`sum over rows of grad * xhat`) and of the bias (`sum over
+/// rows of grad`), each `[n]`, from per-thread partial sums over blocks of rows.
+pub fn layer_norm_affine_grads<T: Float>(
+    grad: &[T],
+    x: &[T],
+    stats: &[RowStats<T>],
+) -> (Vec<T>, Vec<T>) {
+    let rows = stats.len();
+    let n = x.len().checked_div(rows).unwrap_or(0);
+    let sums_over = |block: std::ops::Range<usize>| {
+        let (mut gw, mut gb) = (vec![T::ZERO; n], vec![T::ZERO; n]);
+        for r in block {
+            let (g, src) = (&grad[r * n..(r + 1) * n], &x[r * n..(r + 1) * n]);
+            let RowStats { mean, rstd } = stats[r];
+            for j in 0..n {
+                gw[j] += g[j] * (src[j] - mean) * rstd;
+                gb[j] += g[j];
+            }
+        }
+        (gw, gb)
+    };
+    let blocks = if worth_splitting(x.len()) {
+        rayon::current_num_threads().min(rows).max(1)
+    } else {
+        1
+    };
+    let per_block = rows.div_ceil(blocks).max(1);
+    let partials = map_rows(blocks, x.len() / blocks, |b| {
+        sums_over(b * per_block..((b + 1) * per_block).min(rows))
+    });
+    let add = |(mut w, mut b): (Vec<T>, Vec<T>), (w2, b2): (Vec<T>, Vec<T>)| {
+        w.iter_mut().zip(w2).for_each(|(a, v)| *a += v);
+        b.iter_mut().zip(b2).for_each(|(a, v)| *a += v);
+        (w, b)
+    };
+    partials
+        .into_iter()
+        .reduce(add)
+        .unwrap_or_else(|| (vec![T::ZERO; n], vec![T::ZERO; n]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The forward values against the definition computed in f64 with a two-pass variance.
+    #[test]
+    fn rows_match_the_definition() {
+        let (rows, n) = (3, 37);
+        let x: Vec<f32> = (0..rows * n)
+            .map(|i| ((i * 7919) % 101) as f32 * 0.1 - 5.0)
+            .collect();
+        let w: Vec<f32> = (0..n).map(|j| 0.5 + j as f32 * 0.01).collect();
+        let b: Vec<f32> = (0..n).map(|j| j as f32 * -0.02).collect();
+        let affine = Affine {
+            weight: Some(&w),
+            bias: Some(&b),
+        };
+        let (out, stats) = layer_norm_rows(&x, n, affine, 1e-5);
+        for r in 0..rows {
+            let row: Vec<f64> = x[r * n..(r + 1) * n].iter().map(|&v| v as f64).collect();
+            let mean = row.iter().sum::<f64>() / n as f64;
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+            let rstd = 1.0 / (var + 1e-5).sqrt();
+            assert!((stats[r].mean as f64 - mean).abs() < 1e-5);
+            assert!((stats[r].rstd as f64 - rstd).abs() < 1e-4 * rstd);
+            for j in 0..n {
+                let expected = (row[j] - mean) * rstd * w[j] as f64 + b[j] as f64;
+                assert!((out[r * n + j] as f64 - expected).abs() < 1e-4, "{r} {j}");
+            }
+        }
+    }
+}
