@@ -1,6 +1,6 @@
 // Row reductions: one workgroup reduces one contiguous row of `len` elements (the host moves
 // the reduced axes last and makes them contiguous first). Sum, max, min, argmax, argmin, and
-// softmax / log-softmax of each row.
+// softmax / log-softmax of each row (and its gradient) in segments of a workgroup.
 //
 // Parameters: 0 rows, 1 row length, 2 op code, 3 workgroups per grid row, 4 input offset.
 
@@ -82,64 +82,102 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
 }
 
-// Elements of a softmax row each invocation keeps in registers between the passes (rows of
-// up to 1024 are read from memory once; longer rows re-read the rest).
-const CACHED: u32 = 4u;
+// Softmax rows are handled by segments of `p[5]` invocations (a power of two, 32 to 256) of
+// a workgroup, several short rows to a workgroup (one workgroup a row with a 256-step tree
+// ran at a tenth of PyTorch's rate on 65,536 rows of 256). Invocation `lane` of a segment
+// keeps elements `lane + c * segment` (c < CACHED) in registers between the passes; longer
+// rows re-read the rest.
+//
+// Parameters: 0 rows, 1 row length, 2 op (0 softmax, 1 log-softmax), 3 workgroups per grid
+// row, 4 input offset, 5 segment, 6 gradient offset (backward).
+const CACHED: u32 = 8u;
 
-// op 0: softmax, 1: log-softmax; max subtracted first so large logits do not overflow.
+@group(0) @binding(3) var<storage, read> g: array<u32>;
+
+// `v` reduced (sum or max) over each segment of `segment` invocations, returned to all of them.
+fn segment_reduce(v: f32, lid: u32, segment: u32, op: u32) -> f32 {
+    workgroupBarrier(); // the previous reduction's readers are done with `values`
+    values[lid] = v;
+    for (var width = segment / 2u; width > 0u; width = width / 2u) {
+        workgroupBarrier();
+        if (lid % segment < width) {
+            let other = values[lid + width];
+            if (op == MAX) {
+                values[lid] = max(values[lid], other);
+            } else {
+                values[lid] += other;
+            }
+        }
+    }
+    workgroupBarrier();
+    return values[lid - lid % segment];
+}
+
+struct SoftmaxRow {
+    row: u32,
+    lane: u32,
+    valid: bool,
+    base: u32,
+    // the row's maximum and the sum of exp(x - maximum)
+    shift: f32,
+    total: f32,
+}
+
+// Reads a row into `cache` (shifted by the row's maximum) and finds the maximum and the sum.
+fn softmax_row(wid: vec3<u32>, lid: u32, cache: ptr<function, array<f32, CACHED>>) -> SoftmaxRow {
+    let segment = p[5];
+    let len = p[1];
+    let row = (wid.y * p[3] + wid.x) * (WG / segment) + lid / segment;
+    let lane = lid % segment;
+    let valid = row < p[0];
+    let base = p[4] + row * len;
+    var m = identity(MAX);
+    for (var c = 0u; c < CACHED; c++) {
+        let j = lane + c * segment;
+        (*cache)[c] = 0.0;
+        if (valid && j < len) {
+            (*cache)[c] = bitcast<f32>(a[base + j]);
+            m = max(m, (*cache)[c]);
+        }
+    }
+    for (var j = lane + CACHED * segment; valid && j < len; j += segment) {
+        m = max(m, bitcast<f32>(a[base + j]));
+    }
+    let row_max = segment_reduce(m, lid, segment, MAX);
+    var s = 0.0;
+    for (var c = 0u; c < CACHED; c++) {
+        if (valid && lane + c * segment < len) {
+            (*cache)[c] -= row_max;
+            s += exp((*cache)[c]);
+        }
+    }
+    for (var j = lane + CACHED * segment; valid && j < len; j += segment) {
+        s += exp(bitcast<f32>(a[base + j]) - row_max);
+    }
+    let total = segment_reduce(s, lid, segment, SUM);
+    return SoftmaxRow(row, lane, valid, base, row_max, total);
+}
+
 @compute @workgroup_size(256)
 fn softmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row = wid.y * p[3] + wid.x;
-    let valid = row < p[0];
-    let len = p[1];
-    let base = p[4] + row * len;
     var cache: array<f32, CACHED>;
-    var m = identity(MAX);
-    if (valid) {
-        for (var c = 0u; c < CACHED; c++) {
-            let j = lid + c * WG;
-            if (j < len) {
-                cache[c] = bitcast<f32>(a[base + j]);
-                m = max(m, cache[c]);
-            }
-        }
-        for (var j = lid + CACHED * WG; j < len; j += WG) {
-            m = max(m, bitcast<f32>(a[base + j]));
+    let r = softmax_row(wid, lid, &cache);
+    if (!r.valid) {
+        return;
+    }
+    let len = p[1];
+    let segment = p[5];
+    let log_total = log(r.total);
+    let log_softmax = p[2] == 1u;
+    for (var c = 0u; c < CACHED; c++) {
+        let j = r.lane + c * segment;
+        if (j < len) {
+            out[r.row * len + j] = bitcast<u32>(softmax_value(cache[c], r.total, log_total, log_softmax));
         }
     }
-    values[lid] = m;
-    indices[lid] = 0u;
-    tree(MAX, lid);
-    let row_max = values[0];
-    workgroupBarrier();
-    var s = 0.0;
-    if (valid) {
-        for (var c = 0u; c < CACHED; c++) {
-            if (lid + c * WG < len) {
-                cache[c] -= row_max;
-                s += exp(cache[c]);
-            }
-        }
-        for (var j = lid + CACHED * WG; j < len; j += WG) {
-            s += exp(bitcast<f32>(a[base + j]) - row_max);
-        }
-    }
-    values[lid] = s;
-    tree(SUM, lid);
-    let total = values[0];
-    if (valid) {
-        let log_total = log(total);
-        let log_softmax = p[2] == 1u;
-        for (var c = 0u; c < CACHED; c++) {
-            let j = lid + c * WG;
-            if (j < len) {
-                out[row * len + j] = bitcast<u32>(softmax_value(cache[c], total, log_total, log_softmax));
-            }
-        }
-        for (var j = lid + CACHED * WG; j < len; j += WG) {
-            let shifted = bitcast<f32>(a[base + j]) - row_max;
-            out[row * len + j] = bitcast<u32>(softmax_value(shifted, total, log_total, log_softmax));
-        }
+    for (var j = r.lane + CACHED * segment; j < len; j += segment) {
+        let shifted = bitcast<f32>(a[r.base + j]) - r.shift;
+        out[r.row * len + j] = bitcast<u32>(softmax_value(shifted, r.total, log_total, log_softmax));
     }
 }
 
@@ -148,6 +186,56 @@ fn softmax_value(shifted: f32, total: f32, log_total: f32, log_softmax: bool) ->
         return shifted - log_total;
     }
     return exp(shifted) / total;
+}
+
+// The input gradient of softmax (y * (g - sum(g * y))) or log-softmax (g - y * sum(g)) from
+// the input `a` and the output gradient `g`, the softmax recomputed in registers.
+@compute @workgroup_size(256)
+fn softmax_backward_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var cache: array<f32, CACHED>;
+    let r = softmax_row(wid, lid, &cache);
+    let len = p[1];
+    let segment = p[5];
+    let log_softmax = p[2] == 1u;
+    let grad_base = p[6] + r.row * len;
+    var grads: array<f32, CACHED>;
+    var s = 0.0;
+    for (var c = 0u; c < CACHED; c++) {
+        let j = r.lane + c * segment;
+        grads[c] = 0.0;
+        if (r.valid && j < len) {
+            grads[c] = bitcast<f32>(g[grad_base + j]);
+            cache[c] = exp(cache[c]) / r.total;
+            s += select(grads[c] * cache[c], grads[c], log_softmax);
+        }
+    }
+    for (var j = r.lane + CACHED * segment; r.valid && j < len; j += segment) {
+        let y = exp(bitcast<f32>(a[r.base + j]) - r.shift) / r.total;
+        let gj = bitcast<f32>(g[grad_base + j]);
+        s += select(gj * y, gj, log_softmax);
+    }
+    let total_grad = segment_reduce(s, lid, segment, SUM);
+    if (!r.valid) {
+        return;
+    }
+    for (var c = 0u; c < CACHED; c++) {
+        let j = r.lane + c * segment;
+        if (j < len) {
+            out[r.row * len + j] = bitcast<u32>(softmax_grad(cache[c], grads[c], total_grad, log_softmax));
+        }
+    }
+    for (var j = r.lane + CACHED * segment; j < len; j += segment) {
+        let y = exp(bitcast<f32>(a[r.base + j]) - r.shift) / r.total;
+        let gj = bitcast<f32>(g[grad_base + j]);
+        out[r.row * len + j] = bitcast<u32>(softmax_grad(y, gj, total_grad, log_softmax));
+    }
+}
+
+fn softmax_grad(y: f32, grad: f32, total_grad: f32, log_softmax: bool) -> f32 {
+    if (log_softmax) {
+        return grad - y * total_grad;
+    }
+    return y * (grad - total_grad);
 }
 
 // Column sums of a contiguous [rows, cols] block (a reduction over leading axes, such as a

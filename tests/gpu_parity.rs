@@ -190,8 +190,8 @@ fn reductions_and_softmax_match_the_cpu() {
     check("var", &device, std::slice::from_ref(&x), |t| {
         t[0].var(&[1], 1, false).unwrap()
     });
-    // Rows longer than the 1024 elements a softmax keeps in registers, and a ragged tail.
-    let long = tensor(&[3, 1500], 35).mul_scalar(8.0).unwrap();
+    // Rows longer than the 2048 elements a softmax keeps in registers, and a ragged tail.
+    let long = tensor(&[3, 2500], 35).mul_scalar(8.0).unwrap();
     check(
         "softmax of long rows",
         &device,

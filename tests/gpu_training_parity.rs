@@ -150,6 +150,32 @@ fn layer_norm_kernels_match_the_cpu() {
     });
 }
 
+/// Softmax and log-softmax with their fused backward kernels: short rows several to a
+/// workgroup, a middle axis, and rows past the register cache (3000 > 8 x 256, the kernel's
+/// tail loops).
+#[test]
+fn softmax_kernels_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let _serial = serial();
+    let cases = [(vec![9, 5], -1), (vec![4, 70, 5], 1), (vec![2, 3000], -1)];
+    for (k, (dims, axis)) in cases.into_iter().enumerate() {
+        let x = [tensor(&dims, 80 + k as u64).mul_scalar(4.0).unwrap()];
+        // tanh() of the output, so the gradient of the sum is not the trivially zero one of
+        // a sum of probabilities.
+        check_with_grads(&format!("softmax {dims:?} {axis}"), &device, &x, |t| {
+            t[0].softmax(axis)
+                .unwrap()
+                .mul_scalar(7.0)
+                .unwrap()
+                .tanh()
+                .unwrap()
+        });
+        check_with_grads(&format!("log_softmax {dims:?} {axis}"), &device, &x, |t| {
+            t[0].log_softmax(axis).unwrap().tanh().unwrap()
+        });
+    }
+}
+
 #[test]
 fn layers_match_the_cpu() {
     let Some(device) = gpu() else { return };

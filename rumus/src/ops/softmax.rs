@@ -1,8 +1,8 @@
 //! Softmax and log-softmax along one axis, with the max subtracted so large logits do not
 //! overflow.
 
-use crate::autograd::{BackwardOp, Saved, record};
-use crate::backend::cpu::reduce::softmax_rows;
+use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use crate::backend::cpu::reduce::{softmax_backward_rows, softmax_rows};
 use crate::element::Element;
 use crate::error::Result;
 use crate::shape::normalize_axis;
@@ -26,8 +26,19 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
             return gpu.softmax(self, axis, log);
         }
+        self.softmax_rows_on_host(None, axis, log, op)
+    }
+
+    /// Softmax (with `grad`: its input gradient) of the host rows along `axis`: the axis is
+    /// moved last, the rows computed contiguously, and the axis order restored.
+    fn softmax_rows_on_host(
+        &self,
+        grad: Option<&DynTensor>,
+        axis: usize,
+        log: bool,
+        op: &'static str,
+    ) -> Result<DynTensor> {
         let last = self.rank() - 1;
-        // Move the axis last, compute on contiguous rows, then restore the order.
         let mut perm: Vec<usize> = (0..self.rank()).filter(|&a| a != axis).collect();
         perm.push(axis);
         let moved = self.layout().permute(&perm);
@@ -35,7 +46,23 @@ impl DynTensor {
         let buffer = self.with_buffer(|buffer, _| -> Result<CpuBuffer> {
             Ok(with_float!(buffer, op, |data: T| {
                 let rows = crate::backend::cpu::strided::map(data, &moved, |x| x);
-                T::into_buffer(softmax_rows(&rows, n, log))
+                let values = match grad {
+                    None => softmax_rows(&rows, n, log),
+                    Some(grad) => {
+                        let grad_rows = grad.with_buffer(|buffer, layout| {
+                            T::slice(buffer).map(|g| {
+                                crate::backend::cpu::strided::map(g, &layout.permute(&perm), |x| x)
+                            })
+                        });
+                        let grad_rows = grad_rows.ok_or(crate::Error::DType {
+                            op,
+                            expected: "a gradient of the input's dtype",
+                            found: grad.dtype(),
+                        })?;
+                        softmax_backward_rows(&rows, &grad_rows, n, log)
+                    }
+                };
+                T::into_buffer(values)
             }))
         })?;
         let moved_dims: Vec<usize> = perm.iter().map(|&p| self.dims()[p]).collect();
@@ -66,6 +93,16 @@ pub(crate) fn softmax_backward(
     axis: usize,
     log: bool,
 ) -> Result<DynTensor> {
+    let op = if log { "log_softmax" } else { "softmax" };
+    if !is_grad_enabled() {
+        // Not recorded: one pass over the rows, the softmax recomputed on the way.
+        let x = input.get(op)?;
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of(op, &[grad, x])? {
+            return gpu.softmax_backward(grad, x, axis, log);
+        }
+        return x.softmax_rows_on_host(Some(grad), axis, log, op);
+    }
     let axis = axis as isize;
     if log {
         let x = input.get("log_softmax")?;

@@ -211,3 +211,33 @@ pub fn softmax_rows<T: Float + Default>(rows: &[T], n: usize, log: bool) -> Vec<
     });
     out
 }
+
+/// The input gradient of softmax (`y * (g - sum(g * y))`) or log-softmax (`g - y * sum(g)`)
+/// of each contiguous row of length `n` of `rows`, given the output gradient rows `grads`;
+/// `y`, the softmax, is recomputed.
+pub fn softmax_backward_rows<T: Float + Default>(
+    rows: &[T],
+    grads: &[T],
+    n: usize,
+    log: bool,
+) -> Vec<T> {
+    let mut out = softmax_rows(rows, n, false);
+    for_each_row(&mut out, n, |r, y| {
+        let g = &grads[r * n..(r + 1) * n];
+        if log {
+            let total = g.iter().fold(T::ZERO, |acc, &v| acc + v);
+            for (d, &gj) in y.iter_mut().zip(g) {
+                *d = gj - *d * total;
+            }
+        } else {
+            let total = y
+                .iter()
+                .zip(g)
+                .fold(T::ZERO, |acc, (&yj, &gj)| acc + yj * gj);
+            for (d, &gj) in y.iter_mut().zip(g) {
+                *d *= gj - total;
+            }
+        }
+    });
+    out
+}

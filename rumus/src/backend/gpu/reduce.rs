@@ -143,16 +143,54 @@ impl GpuDevice {
 
     /// Softmax (or log-softmax) along `axis`.
     pub(crate) fn softmax(&self, x: &DynTensor, axis: usize, log: bool) -> Result<DynTensor> {
+        self.softmax_kernel("softmax_rows", x, None, axis, log)
+    }
+
+    /// The input gradient of softmax (or log-softmax) along `axis` at input `x`, given the
+    /// output gradient `grad`; the softmax is recomputed in the kernel.
+    pub(crate) fn softmax_backward(
+        &self,
+        grad: &DynTensor,
+        x: &DynTensor,
+        axis: usize,
+        log: bool,
+    ) -> Result<DynTensor> {
+        self.softmax_kernel("softmax_backward_rows", x, Some(grad), axis, log)
+    }
+
+    /// Runs a softmax kernel over the rows along `axis` (moved last and made contiguous,
+    /// `grad` alike) and restores the axis order of the result.
+    fn softmax_kernel(
+        &self,
+        entry: &'static str,
+        x: &DynTensor,
+        grad: Option<&DynTensor>,
+        axis: usize,
+        log: bool,
+    ) -> Result<DynTensor> {
         check_float(x.dtype(), "softmax")?;
         let (rows_input, rows, len) = grouped(self, x, &[axis])?;
+        let grad_rows = grad.map(|g| grouped(self, g, &[axis])).transpose()?;
         let out = GpuBuffer::uninit(self, rows * len, DType::F32, "softmax")?;
-        self.rows_kernel(
-            "softmax_rows",
-            &rows_input,
-            (rows, len),
+        // Invocations per row: about eight elements each, 32 to a whole workgroup.
+        let segment = len.div_ceil(8).next_power_of_two().clamp(32, 256);
+        let (groups, row) = grid_rows(rows.div_ceil(256 / segment));
+        let grad_offset = grad_rows.as_ref().map_or(0, |(g, ..)| g.layout().offset());
+        let params = [
+            rows as u32,
+            len as u32,
             u32::from(log),
-            &out,
-        )?;
+            row,
+            rows_input.layout().offset() as u32,
+            segment as u32,
+            grad_offset as u32,
+        ];
+        let input = self.memory_of(&rows_input)?;
+        let grad_memory = grad_rows.map(|(g, ..)| self.memory_of(&g)).transpose()?;
+        let mut bindings = vec![(1, input.raw()), (2, out.raw())];
+        bindings.extend(grad_memory.as_ref().map(|g| (3, g.raw())));
+        let groups = if rows == 0 { [0, 0, 0] } else { groups };
+        self.dispatch(Module::Reduce, entry, &params, &bindings, groups);
         let last = x.rank() - 1;
         let mut perm: Vec<usize> = (0..x.rank()).filter(|&a| a != axis).collect();
         perm.push(axis);
