@@ -221,6 +221,23 @@ fn transformer_ops(device: &Device) {
     ms("relu [32,8,256,256]", &mut || {
         scores.relu().unwrap();
     });
+    drop(_no_grad);
+    // Forward and backward of the two row kernels, the gradient of a plain sum.
+    let leaf = |t: &DynTensor| t.detach().requires_grad_().unwrap();
+    let (x, gamma, scores) = (leaf(&x), leaf(&gamma), leaf(&scores));
+    ms("layer_norm fwd+bwd [8192,512]", &mut || {
+        let y = rumus::nn::functional::layer_norm(&x, Some(&gamma), Some(&gamma), 1e-5).unwrap();
+        y.sum_all().unwrap().backward().unwrap();
+    });
+    ms("softmax fwd+bwd [65536 x 256]", &mut || {
+        scores
+            .softmax(-1)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+    });
 }
 
 fn main() -> rumus::Result<()> {

@@ -5,13 +5,18 @@
 //
 // Parameters: 0 M, 1 N, 2 K, 3 batch count, 4 batch rank (up to 4), 5-6 offsets of A and B,
 // 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15 batch dims,
-// 16-19 batch strides of A, 20-23 of B, 24 K splits, 25 K per split. The output is
-// contiguous [batch, M, N] ([batch, splits, M, N] partial products with several splits).
+// 16-19 batch strides of A, 20-23 of B, 24 K splits, 25 K per split, 26 `matmul_wide`'s
+// vector loads (1: A, 2: B). The output is contiguous [batch, M, N] ([batch, splits, M, N]
+// partial products with several splits).
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
 @group(0) @binding(1) var<storage, read> a: array<u32>;
 @group(0) @binding(2) var<storage, read> b: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
+// A and B again (the same buffers), read four words at a time by `matmul_wide` when the host
+// found the operand's contiguous axis, other stride, offsets and extents multiples of four.
+@group(0) @binding(4) var<storage, read> a4: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read> b4: array<vec4<u32>>;
 
 const TILE: u32 = 64u;
 
@@ -163,25 +168,107 @@ struct WideJob {
     live: bool,
     a_by_rows: bool,
     b_by_depth: bool,
+    a_vec4: bool,
+    b_vec4: bool,
 }
 
-// This invocation's eight elements of each slice at depth `k0` (zero outside the matrices).
+// With vector loads, invocation `lid` reads vectors `v = lid` and `lid + 256` of each
+// 128 x 16 slice. Along a contiguous K a vector holds four depths of one row (column of B):
+// row v / 4, depths 4 (v % 4) ..; along a contiguous M (N) it holds four rows of one depth:
+// depth v / 32, rows 4 (v % 32) .. Returns (row or column, depth) of its first element.
+fn vector_coords(v: u32, along_depth: bool) -> vec2<u32> {
+    return select(vec2<u32>(4u * (v % 32u), v / 32u), vec2<u32>(v / 4u, 4u * (v % 4u)), along_depth);
+}
+
+// This invocation's eight elements of each slice at depth `k0` (zero outside the matrices),
+// each operand by vectors or one element at a time.
 fn read_slice(j: WideJob, lid: u32, k0: u32, next_a: ptr<function, array<f32, 8>>, next_b: ptr<function, array<f32, 8>>) {
+    for (var l = 0u; l < 2u; l++) {
+        let v = lid + l * 256u;
+        if (j.a_vec4) {
+            let ca = vector_coords(v, !j.a_by_rows);
+            let gm = j.row0 + ca.x;
+            let gk = k0 + ca.y;
+            var va = vec4<f32>(0.0);
+            if (j.live && gm < p[0] && gk < j.k_end) {
+                va = bitcast<vec4<f32>>(a4[(j.base_a + gm * p[7] + gk * p[8]) / 4u]);
+            }
+            for (var i = 0u; i < 4u; i++) {
+                (*next_a)[4u * l + i] = va[i];
+            }
+        }
+        if (j.b_vec4) {
+            let cb = vector_coords(v, j.b_by_depth);
+            let gn = j.col0 + cb.x;
+            let gk = k0 + cb.y;
+            var vb = vec4<f32>(0.0);
+            if (j.live && gk < j.k_end && gn < p[1]) {
+                vb = bitcast<vec4<f32>>(b4[(j.base_b + gk * p[9] + gn * p[10]) / 4u]);
+            }
+            for (var i = 0u; i < 4u; i++) {
+                (*next_b)[4u * l + i] = vb[i];
+            }
+        }
+    }
+    // The operands without vector loads: element `lid + 256 l` of the slice, neighbouring
+    // invocations along the operand's contiguous axis.
     for (var l = 0u; l < 8u; l++) {
         let e = lid + l * 256u;
-        let ca = slice_a_coords(e, j.a_by_rows);
-        let gm = j.row0 + ca.x;
-        let gk = k0 + ca.y;
-        (*next_a)[l] = 0.0;
-        if (j.live && gm < p[0] && gk < j.k_end) {
-            (*next_a)[l] = load_a(j.base_a + gm * p[7] + gk * p[8]);
+        if (!j.a_vec4) {
+            let ca = slice_a_coords(e, j.a_by_rows);
+            let gm = j.row0 + ca.x;
+            let gk = k0 + ca.y;
+            (*next_a)[l] = 0.0;
+            if (j.live && gm < p[0] && gk < j.k_end) {
+                (*next_a)[l] = load_a(j.base_a + gm * p[7] + gk * p[8]);
+            }
         }
-        let cb = slice_b_coords(e, j.b_by_depth);
-        let gkb = k0 + cb.x;
-        let gn = j.col0 + cb.y;
-        (*next_b)[l] = 0.0;
-        if (j.live && gkb < j.k_end && gn < p[1]) {
-            (*next_b)[l] = load_b(j.base_b + gkb * p[9] + gn * p[10]);
+        if (!j.b_vec4) {
+            let cb = slice_b_coords(e, j.b_by_depth);
+            let gkb = k0 + cb.x;
+            let gn = j.col0 + cb.y;
+            (*next_b)[l] = 0.0;
+            if (j.live && gkb < j.k_end && gn < p[1]) {
+                (*next_b)[l] = load_b(j.base_b + gkb * p[9] + gn * p[10]);
+            }
+        }
+    }
+}
+
+// Stores this invocation's prefetched elements (`read_slice`'s mapping) into the slices.
+fn store_slice(j: WideJob, lid: u32, next_a: ptr<function, array<f32, 8>>, next_b: ptr<function, array<f32, 8>>) {
+    if (j.a_vec4) {
+        for (var l = 0u; l < 2u; l++) {
+            let ca = vector_coords(lid + l * 256u, !j.a_by_rows);
+            if (j.a_by_rows) {
+                slice_a[ca.y * PADDED + ca.x / 4u] = vec4<f32>((*next_a)[4u * l], (*next_a)[4u * l + 1u], (*next_a)[4u * l + 2u], (*next_a)[4u * l + 3u]);
+            } else {
+                for (var i = 0u; i < 4u; i++) {
+                    slice_a[(ca.y + i) * PADDED + ca.x / 4u][ca.x % 4u] = (*next_a)[4u * l + i];
+                }
+            }
+        }
+    } else {
+        for (var l = 0u; l < 8u; l++) {
+            let ca = slice_a_coords(lid + l * 256u, j.a_by_rows);
+            slice_a[ca.y * PADDED + ca.x / 4u][ca.x % 4u] = (*next_a)[l];
+        }
+    }
+    if (j.b_vec4) {
+        for (var l = 0u; l < 2u; l++) {
+            let cb = vector_coords(lid + l * 256u, j.b_by_depth);
+            if (!j.b_by_depth) {
+                slice_b[cb.y * PADDED + cb.x / 4u] = vec4<f32>((*next_b)[4u * l], (*next_b)[4u * l + 1u], (*next_b)[4u * l + 2u], (*next_b)[4u * l + 3u]);
+            } else {
+                for (var i = 0u; i < 4u; i++) {
+                    slice_b[(cb.y + i) * PADDED + cb.x / 4u][cb.x % 4u] = (*next_b)[4u * l + i];
+                }
+            }
+        }
+    } else {
+        for (var l = 0u; l < 8u; l++) {
+            let cb = slice_b_coords(lid + l * 256u, j.b_by_depth);
+            slice_b[cb.x * PADDED + cb.y / 4u][cb.y % 4u] = (*next_b)[l];
         }
     }
 }
@@ -205,7 +292,8 @@ fn matmul_wide(
         // Neighbouring invocations load neighbouring words: along K for a row-major A (and
         // a transposed B, as in `x @ W^T`), along M (N) for a transposed A (a row-major B).
         let j = WideJob(bases.x, bases.y, origin.x, origin.y, min(p[2], k_begin + p[25]),
-            origin.z == 1u, p[8] != 1u && p[7] == 1u, p[10] != 1u && p[9] == 1u);
+            origin.z == 1u, p[8] != 1u && p[7] == 1u, p[10] != 1u && p[9] == 1u,
+            (p[26] & 1u) != 0u, (p[26] & 2u) != 0u);
         var acc: array<vec4<f32>, 16>;
         for (var i = 0u; i < 16u; i++) {
             acc[i] = vec4<f32>(0.0);
@@ -214,13 +302,7 @@ fn matmul_wide(
         var next_b: array<f32, 8>;
         read_slice(j, lid, k_begin, &next_a, &next_b);
         for (var k0 = k_begin; k0 < j.k_end; k0 += SLICE) {
-            for (var l = 0u; l < 8u; l++) {
-                let e = lid + l * 256u;
-                let ca = slice_a_coords(e, j.a_by_rows);
-                slice_a[ca.y * PADDED + ca.x / 4u][ca.x % 4u] = next_a[l];
-                let cb = slice_b_coords(e, j.b_by_depth);
-                slice_b[cb.x * PADDED + cb.y / 4u][cb.y % 4u] = next_b[l];
-            }
+            store_slice(j, lid, &next_a, &next_b);
             workgroupBarrier();
             if (k0 + SLICE < j.k_end) {
                 read_slice(j, lid, k0 + SLICE, &next_a, &next_b);

@@ -272,6 +272,37 @@ fn matrix_products_match_the_cpu() {
         &[tensor(&[2, 7, 1500], 25), tensor(&[2, 1500, 7], 26)],
         transposed,
     );
+    // Operands `matmul_wide` reads as vectors (contiguous axis, other stride and extents
+    // multiples of four): row-major, transposed (contiguous along M and along K), split
+    // along K, batched; and a view at an odd offset, read element by element.
+    let (a, b) = (tensor(&[1540, 36], 41), tensor(&[36, 1292], 42));
+    check("wide, vector loads", &device, &[a, b], product);
+    let (a, b) = (tensor(&[36, 1540], 43), tensor(&[1292, 36], 44));
+    check(
+        "wide, vector loads of transposed operands",
+        &device,
+        &[a, b],
+        transposed,
+    );
+    // (scaled so the 600-term sums stay within the comparison's absolute tolerance)
+    let scaled = |dims: &[usize], seed| tensor(dims, seed).mul_scalar(0.1).unwrap();
+    let (a, b) = (scaled(&[1540, 600], 45), scaled(&[1292, 600], 46));
+    check("wide, vector loads, split along K", &device, &[a, b], |t| {
+        t[0].matmul(&t[1].transpose(0, 1).unwrap()).unwrap()
+    });
+    let (a, b) = (tensor(&[2, 772, 40], 47), tensor(&[2, 40, 1028], 48));
+    check(
+        "wide batched, vector loads",
+        &device,
+        &[a.clone(), b.clone()],
+        product,
+    );
+    check("wide batched, odd offset", &device, &[a, b], |t| {
+        t[0].narrow(-1, 1, 36)
+            .unwrap()
+            .matmul(&t[1].narrow(1, 3, 36).unwrap())
+            .unwrap()
+    });
     // few output tiles and a long K: split along K, the partial products added up
     check(
         "split-K",

@@ -89,6 +89,35 @@ fn coop_operand(layout: &Layout, batch_strides: &[usize]) -> bool {
     other.is_multiple_of(8) && layout.offset().is_multiple_of(8) && batch_strides.iter().all(|s| s.is_multiple_of(8))
 }
 
+/// Whether `matmul_wide` may read an operand four elements at a time: contiguous along one
+/// of its two axes, with the other stride, the offset, the batch strides and the extent of
+/// the contiguous axis multiples of four (so every vector is aligned and wholly inside or
+/// outside the matrix). `extents` are (rows, columns) of the operand.
+fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize, usize)) -> bool {
+    let r = layout.rank();
+    let (row_stride, col_stride) = (layout.strides()[r - 2], layout.strides()[r - 1]);
+    let along_columns = col_stride == 1 && row_stride % 4 == 0 && cols % 4 == 0;
+    let along_rows = row_stride == 1 && col_stride != 1 && col_stride % 4 == 0 && rows % 4 == 0;
+    (along_columns || along_rows)
+        && layout.offset() % 4 == 0
+        && batch_strides.iter().all(|s| s % 4 == 0)
+}
+
+/// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
+/// operands through its vector bindings.
+fn product_bindings<'a>(
+    entry: &str,
+    a: &'a wgpu::Buffer,
+    b: &'a wgpu::Buffer,
+    written: &'a wgpu::Buffer,
+) -> Vec<(u32, &'a wgpu::Buffer)> {
+    let mut bindings = vec![(1, a), (2, b), (3, written)];
+    if entry == "matmul_wide" {
+        bindings.extend([(4, a), (5, b)]);
+    }
+    bindings
+}
+
 impl GpuDevice {
     /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`
     /// (same dtype, checked by the caller): `f32`, or `f16` accumulated in `f32` and rounded
@@ -179,7 +208,7 @@ impl GpuDevice {
         };
         let gz = (batch * splits).clamp(1, 65_535) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
-        let mut params = vec![0u32; 26];
+        let mut params = vec![0u32; 27];
         params[..12].copy_from_slice(&[
             m as u32,
             n as u32,
@@ -201,6 +230,11 @@ impl GpuDevice {
         }
         params[24] = splits as u32;
         params[25] = chunk as u32;
+        if kernels == Kernels::F32 && entry == "matmul_wide" {
+            let a_vectors = vector_operand(la, &strided.strides[0], (m, k));
+            let b_vectors = vector_operand(lb, &strided.strides[1], (k, n));
+            params[26] = u32::from(a_vectors) | (u32::from(b_vectors) << 1);
+        }
         let (ma, mb) = (self.any_memory_of(a)?, self.any_memory_of(b)?);
         let groups = if batch * m * n == 0 {
             [0, 0, 0]
@@ -213,23 +247,12 @@ impl GpuDevice {
             DType::F32
         };
         let out = GpuBuffer::uninit(self, batch * m * n, out_dtype, "matmul")?;
+        let operands = |written| product_bindings(entry, ma.raw(), mb.raw(), written);
         if splits == 1 {
-            self.dispatch(
-                module,
-                entry,
-                &params,
-                &[(1, ma.raw()), (2, mb.raw()), (3, out.raw())],
-                groups,
-            );
+            self.dispatch(module, entry, &params, &operands(out.raw()), groups);
         } else {
             let partial = GpuBuffer::uninit(self, batch * splits * m * n, DType::F32, "matmul")?;
-            self.dispatch(
-                module,
-                entry,
-                &params,
-                &[(1, ma.raw()), (2, mb.raw()), (3, partial.raw())],
-                groups,
-            );
+            self.dispatch(module, entry, &params, &operands(partial.raw()), groups);
             let (sum_groups, sum_row) = grid_1d(batch * m * n);
             let sum_params = [
                 (batch * m * n) as u32,
