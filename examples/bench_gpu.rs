@@ -194,6 +194,11 @@ fn transformer_ops(device: &Device) {
     ms("ff1 [8192,512]@[512,2048]^T", &mut || {
         x.matmul(&w_ff.transpose(0, 1).unwrap()).unwrap();
     });
+    let grad_in = on(&[8192, 1536]);
+    let x_rows = x.reshape(&[8192, 512]).unwrap();
+    ms("weight grad g^T@x [1536,8192]@[8192,512]", &mut || {
+        grad_in.transpose(0, 1).unwrap().matmul(&x_rows).unwrap();
+    });
     ms("scale strided q", &mut || {
         q.mul_scalar(0.125).unwrap();
     });

@@ -192,7 +192,10 @@ impl GpuDevice {
                 } else {
                     Module::Matmul
                 };
-                if batch * m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE) >= MIN_WIDE_TILES {
+                // Counting the splits along K: a weight gradient (`[1536, 8192] @ [8192,
+                // 512]`, 48 wide tiles) runs as 480 wide jobs instead of small tiles.
+                let wide_tiles = batch * m.div_ceil(WIDE_TILE) * n.div_ceil(WIDE_TILE);
+                if wide_tiles * split_k(wide_tiles, k).0 >= MIN_WIDE_TILES {
                     (module, "matmul_wide", WIDE_TILE)
                 } else {
                     (module, "matmul_tiled", TILE)
