@@ -4,7 +4,10 @@
 //! runs).
 //!
 //! ```text
-//! cargo run --release --example bench_gpu
+//! cargo run --release --example bench_gpu            # every workload
+//! cargo run --release --example bench_gpu hgemm      # the matrix products alone
+//! cargo run --release --example bench_gpu ops        # each op of one encoder block
+//! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
 //! ```
 
 use std::time::Instant;
@@ -126,41 +129,88 @@ fn cnn_step(device: &Device, batch: usize) -> f64 {
     s * 1e3
 }
 
-/// (train step, forward alone) in milliseconds.
-fn transformer_step(device: &Device) -> (f64, f64) {
-    let encoder = {
-        let _on = device.set_default();
-        Encoder {
-            blocks: (0..6)
-                .map(|_| TransformerEncoderBlock::new().unwrap())
-                .collect(),
+/// The transformer workload: six encoder blocks, Adam, an MSE loss on `[32, 256, 512]`.
+struct TransformerBench {
+    encoder: Encoder,
+    adam: Adam,
+    x: DynTensor,
+    target: DynTensor,
+}
+
+impl TransformerBench {
+    fn new(device: &Device) -> Self {
+        let encoder = {
+            let _on = device.set_default();
+            Encoder {
+                blocks: (0..6)
+                    .map(|_| TransformerEncoderBlock::new().unwrap())
+                    .collect(),
+            }
+        };
+        let params: Vec<DynTensor> = encoder.blocks.iter().flat_map(|b| b.parameters()).collect();
+        let adam = Adam::new(params, AdamConfig::default()).unwrap();
+        let on = |dims: &[usize]| {
+            DynTensor::randn(dims, DType::F32)
+                .unwrap()
+                .to(device)
+                .unwrap()
+        };
+        TransformerBench {
+            encoder,
+            adam,
+            x: on(&[32, 256, 512]),
+            target: on(&[32, 256, 512]),
         }
-    };
-    let params: Vec<DynTensor> = encoder.blocks.iter().flat_map(|b| b.parameters()).collect();
-    let mut adam = Adam::new(params, AdamConfig::default()).unwrap();
-    let x = DynTensor::randn(&[32, 256, 512], DType::F32)
-        .unwrap()
-        .to(device)
-        .unwrap();
-    let target = DynTensor::randn(&[32, 256, 512], DType::F32)
-        .unwrap()
-        .to(device)
-        .unwrap();
-    let forward = || {
-        let mut h = x.clone();
-        for block in &encoder.blocks {
+    }
+
+    fn forward(&self) -> DynTensor {
+        let mut h = self.x.clone();
+        for block in &self.encoder.blocks {
             h = block.forward_dyn(&h, None, false).unwrap();
         }
         h
-    };
-    let step = seconds_per_call(device, 2, 10, || {
-        train(&mut adam, mse_loss(&forward(), &target, Reduction::Mean));
-    });
+    }
+
+    fn step(&mut self) {
+        let loss = mse_loss(&self.forward(), &self.target, Reduction::Mean);
+        train(&mut self.adam, loss);
+    }
+}
+
+/// (train step, forward alone) in milliseconds.
+fn transformer_step(device: &Device) -> (f64, f64) {
+    let mut bench = TransformerBench::new(device);
+    let step = seconds_per_call(device, 2, 10, || bench.step());
     let forward_only = seconds_per_call(device, 1, 5, || {
         let _no_grad = no_grad();
-        forward();
+        bench.forward();
     });
     (step * 1e3, forward_only * 1e3)
+}
+
+/// GPU time of each kernel entry point in one transformer train step (`bench_gpu profile`).
+fn transformer_profile(device: &Device) -> rumus::Result<()> {
+    let Device::Gpu(gpu) = device else {
+        return Ok(());
+    };
+    let mut bench = TransformerBench::new(device);
+    bench.step();
+    bench.step();
+    gpu.profile_kernels(true)?;
+    bench.step();
+    let times = gpu.kernel_times()?;
+    gpu.profile_kernels(false)?;
+    let total: f64 = times.iter().map(|(_, t)| t.seconds).sum();
+    println!("kernel time of one step: {:.3} ms", total * 1e3);
+    for (entry, time) in times {
+        println!(
+            "{entry:<28} {:>5} dispatches {:>8.3} ms {:>5.1}%",
+            time.dispatches,
+            time.seconds * 1e3,
+            100.0 * time.seconds / total
+        );
+    }
+    Ok(())
 }
 
 /// Milliseconds of each op of one encoder block's forward pass at the benchmark's sizes
@@ -253,6 +303,9 @@ fn main() -> rumus::Result<()> {
     if std::env::args().any(|a| a == "ops") {
         transformer_ops(&device);
         return Ok(());
+    }
+    if std::env::args().any(|a| a == "profile") {
+        return transformer_profile(&device);
     }
     // `small`: a quick run of every workload but the transformer on a slow adapter.
     let small = std::env::args().any(|a| a == "small");

@@ -8,6 +8,7 @@
 
 use super::context::GpuDevice;
 use super::pipelines::Module;
+use super::profile::Profiler;
 
 /// Words in one parameter slot.
 pub(crate) const PARAM_WORDS: usize = 64;
@@ -21,6 +22,8 @@ pub(crate) struct Batch {
     used: usize,
     slot_bytes: u64,
     arena: wgpu::Buffer,
+    /// Timestamps around each dispatch while kernel profiling is on.
+    pub profiler: Option<Profiler>,
 }
 
 impl Batch {
@@ -40,7 +43,13 @@ impl Batch {
             used: 0,
             slot_bytes,
             arena,
+            profiler: None,
         }
+    }
+
+    /// Dispatches recorded before the batch is submitted on its own.
+    pub fn slots(&self) -> usize {
+        SLOTS
     }
 }
 
@@ -103,10 +112,17 @@ impl GpuDevice {
                 .forget_lifetime();
             batch.pass = Some(pass);
         }
-        let pass = batch.pass.as_mut().expect("just opened");
+        let Batch { pass, profiler, .. } = &mut *batch;
+        let pass = pass.as_mut().expect("just opened");
         pass.set_pipeline(&compiled.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        let launch = |pass: &mut wgpu::ComputePass<'static>| {
+            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        };
+        match profiler {
+            Some(profiler) => profiler.bracket(pass, slot, entry, launch),
+            None => launch(pass),
+        }
     }
 
     /// Closes the compute pass and hands the encoder to `f` (for copies), in queue order.
@@ -135,7 +151,7 @@ fn open_encoder<'a>(device: &wgpu::Device, batch: &'a mut Batch) -> &'a mut wgpu
 
 fn submit_locked(device: &GpuDevice, batch: &mut Batch) {
     batch.pass = None;
-    let Some(encoder) = batch.encoder.take() else {
+    let Some(mut encoder) = batch.encoder.take() else {
         return;
     };
     let ctx = &device.0;
@@ -143,7 +159,14 @@ fn submit_locked(device: &GpuDevice, batch: &mut Batch) {
         ctx.queue
             .write_buffer(&batch.arena, 0, bytemuck::cast_slice(&batch.params));
     }
+    if let Some(profiler) = &batch.profiler {
+        profiler.resolve(&mut encoder);
+    }
     ctx.queue.submit([encoder.finish()]);
+    if let Some(profiler) = &mut batch.profiler {
+        // A failed wait loses this batch's timings only; the kernels themselves ran.
+        let _ = profiler.collect(&ctx.device, &ctx.queue);
+    }
     batch.params.clear();
     batch.used = 0;
 }

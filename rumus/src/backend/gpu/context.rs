@@ -150,6 +150,13 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
             wgpu::ExperimentalFeatures::disabled(),
         )
     };
+    // Timestamps for kernel profiling, where the adapter has them (unused until asked for).
+    let profiling = adapter.features() & super::profile::PROFILE_FEATURES;
+    let required_features = if profiling == super::profile::PROFILE_FEATURES {
+        required_features | profiling
+    } else {
+        required_features
+    };
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("rumus"),
         required_features,

@@ -96,11 +96,12 @@ fn coop_operand(layout: &Layout, batch_strides: &[usize]) -> bool {
 fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize, usize)) -> bool {
     let r = layout.rank();
     let (row_stride, col_stride) = (layout.strides()[r - 2], layout.strides()[r - 1]);
-    let along_columns = col_stride == 1 && row_stride % 4 == 0 && cols % 4 == 0;
-    let along_rows = row_stride == 1 && col_stride != 1 && col_stride % 4 == 0 && rows % 4 == 0;
+    let fours = |x: usize| x.is_multiple_of(4);
+    let along_columns = col_stride == 1 && fours(row_stride) && fours(cols);
+    let along_rows = row_stride == 1 && col_stride != 1 && fours(col_stride) && fours(rows);
     (along_columns || along_rows)
-        && layout.offset() % 4 == 0
-        && batch_strides.iter().all(|s| s % 4 == 0)
+        && fours(layout.offset())
+        && batch_strides.iter().all(|&s| fours(s))
 }
 
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both

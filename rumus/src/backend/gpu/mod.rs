@@ -27,6 +27,7 @@ with_gpu_feature! {
     mod operand;
     mod optim;
     mod pipelines;
+    mod profile;
     mod reduce;
     mod transfer;
     mod window;
@@ -35,6 +36,7 @@ with_gpu_feature! {
     pub(crate) use memory::check_dtype as memory_check_dtype;
     pub(crate) use norm::LONGEST_ROW as LONGEST_NORM_ROW;
     pub use memory::{GpuBuffer, MemoryStats};
+    pub use profile::KernelTime;
     pub use transfer::{TransferCounts, transfer_counts};
     pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};
     pub(crate) use window::WindowOp;
