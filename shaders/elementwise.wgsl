@@ -353,22 +353,28 @@ fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = p[4];
 }
 
-// A dropout mask: `scale` (p[5]) where a counter-based uniform draw for element i is at or
-// above the drop probability (p[4]), 0 elsewhere. The draw hashes (seed p[2..3], i) with
-// the PCG output function twice, so masks depend only on the seed and the element.
+// Dropout: each element kept and scaled by `scale` (p[5]) where a counter-based uniform draw
+// for its index is at or above the drop probability (p[4]), zeroed elsewhere. The draw
+// hashes (seed p[2..3], index) with the PCG output function twice, so the mask depends only
+// on the seed and the index: the backward pass draws it again instead of keeping it.
 fn pcg(v: u32) -> u32 {
     let state = v * 747796405u + 2891336453u;
     let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
     return (word >> 22u) ^ word;
 }
 
+fn keep_scale(i: u32) -> f32 {
+    let bits = pcg(pcg(i ^ p[2]) + p[3]);
+    let uniform = f32(bits >> 8u) / 16777216.0;
+    return select(0.0, bitcast<f32>(p[5]), uniform >= bitcast<f32>(p[4]));
+}
+
+// out = a * mask over contiguous `a` starting at offset p[OFFSETS].
 @compute @workgroup_size(256)
-fn dropout_mask(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = element_index(gid);
     if (i >= p[0]) {
         return;
     }
-    let bits = pcg(pcg(i ^ p[2]) + p[3]);
-    let uniform = f32(bits >> 8u) / 16777216.0;
-    out[i] = bitcast<u32>(select(0.0, bitcast<f32>(p[5]), uniform >= bitcast<f32>(p[4])));
+    out[i] = bitcast<u32>(bitcast<f32>(a[p[OFFSETS] + i]) * keep_scale(i));
 }

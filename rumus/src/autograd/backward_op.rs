@@ -13,7 +13,8 @@ use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{
-    conv, direct_conv, elementwise, index, join, matmul, norm, reduce, softmax, unary, view,
+    conv, direct_conv, dropout, elementwise, index, join, matmul, norm, reduce, softmax, unary,
+    view,
 };
 use crate::shape::Dims;
 use crate::tensor::DynTensor;
@@ -120,6 +121,11 @@ pub enum BackwardOp {
         shape: Conv2dShape,
         isa: Isa,
     },
+    /// Dropout on the GPU with its draws hashed from `seed` (no mask kept).
+    Dropout {
+        p: f64,
+        seed: u64,
+    },
     /// Layer normalisation over the last axis (`x`, then the weight and bias when present).
     LayerNorm {
         input: Saved,
@@ -177,6 +183,7 @@ impl BackwardOp {
             BackwardOp::Cast { .. } => "to_dtype",
             BackwardOp::ToDevice { .. } => "to",
             BackwardOp::Conv2d { .. } => "conv2d",
+            BackwardOp::Dropout { .. } => "dropout",
             BackwardOp::LayerNorm { .. } => "layer_norm",
             BackwardOp::Unfold2d { .. } => "unfold2d",
             BackwardOp::Fold2d { .. } => "fold2d",
@@ -294,6 +301,7 @@ impl BackwardOp {
                 shape,
                 isa,
             } => direct_conv::conv2d_backward(grad, input, weight, shape, *isa, needs),
+            BackwardOp::Dropout { p, seed } => one(dropout::dropout_backward(grad, *p, *seed)),
             BackwardOp::LayerNorm {
                 input,
                 weight,

@@ -198,7 +198,7 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
         // Drawn on the device from one seed of the global generator: a seed gives the same
         // masks on every run, though not the host's masks.
         let seed = with_global(|g| g.next_u64());
-        return x.mul(&gpu.dropout_mask(x.dims(), p, scale, seed)?);
+        return crate::ops::dropout::seeded_dropout(x, &gpu, p, seed);
     }
     let n = x.numel();
     let mask = with_global(|g| {

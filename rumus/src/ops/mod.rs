@@ -4,6 +4,7 @@
 pub mod cast;
 pub mod conv;
 pub(crate) mod direct_conv;
+pub(crate) mod dropout;
 pub mod elementwise;
 pub mod index;
 pub mod inplace;

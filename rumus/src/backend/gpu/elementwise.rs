@@ -255,34 +255,33 @@ impl GpuDevice {
         Ok(DynTensor::from_gpu(out, dims))
     }
 
-    /// A dropout mask of `dims`: `scale` with probability `1 - p`, else 0, drawn from
-    /// `seed` on the device.
-    pub(crate) fn dropout_mask(
-        &self,
-        dims: &[usize],
-        p: f64,
-        scale: f64,
-        seed: u64,
-    ) -> Result<DynTensor> {
-        let numel: usize = dims.iter().product();
+    /// `x` (f32) with each element kept and multiplied by `scale` with probability `1 - p`,
+    /// else zeroed; the draw of element `i` (of the contiguous order) is a hash of `seed`
+    /// and `i`, so the same seed drops the same elements of a gradient of the same shape.
+    pub(crate) fn dropout(&self, x: &DynTensor, p: f64, scale: f64, seed: u64) -> Result<DynTensor> {
+        check_float(x.dtype(), "dropout")?;
+        let x = if x.is_contiguous() { x.clone() } else { self.copy(x)? };
+        let numel = x.numel();
         let out = GpuBuffer::uninit(self, numel, DType::F32, "dropout")?;
         let (groups, row) = grid_1d(numel);
-        let mut params = vec![0u32; slot::DTYPE + 1];
+        let mut params = vec![0u32; slot::OFFSETS + 1];
         params[slot::NUMEL] = numel as u32;
         params[slot::ROW] = row;
         params[2] = seed as u32;
         params[3] = (seed >> 32) as u32;
         params[slot::SCALAR0] = (p as f32).to_bits();
         params[slot::SCALAR1] = (scale as f32).to_bits();
+        params[slot::OFFSETS] = x.layout().offset() as u32;
+        let input = self.memory_of(&x)?;
         let groups = if numel == 0 { [0, 0, 0] } else { groups };
         self.dispatch(
             Module::Elementwise,
-            "dropout_mask",
+            "dropout",
             &params,
-            &[(4, out.raw())],
+            &[(1, input.raw()), (4, out.raw())],
             groups,
         );
-        Ok(DynTensor::from_gpu(out, dims))
+        Ok(DynTensor::from_gpu(out, x.dims()))
     }
 
     fn update(
