@@ -180,17 +180,29 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var u = 0u; u < 4u; u++) {
         let i = first + u * p[SPAN];
         if (i < p[0]) {
-            out[i] = bitcast<u32>(binary_op(p[2], x[u], y[u]));
+            out[i] = bitcast<u32>(binary_op(p[2], x[u], y[u], bitcast<f32>(p[4])));
         }
     }
 }
 
-fn binary_op(op: u32, x: f32, y: f32) -> f32 {
+// Ops 5-8 are activation gradients: `x` the output gradient, `y` the activation's input,
+// `s` leaky relu's slope (one pass instead of a comparison and a select, or three products).
+fn binary_op(op: u32, x: f32, y: f32, s: f32) -> f32 {
     switch op {
         case 0u: { return x + y; }
         case 1u: { return x - y; }
         case 2u: { return x * y; }
         case 3u: { return x / y; }
+        case 5u: { return select(0.0, x, y > 0.0); }
+        case 6u: { return select(x * s, x, y > 0.0); }
+        case 7u: {
+            let sy = sigmoid(y);
+            return x * (sy * (1.0 - sy));
+        }
+        case 8u: {
+            let ty = tanh_safe(y);
+            return x * (1.0 - ty * ty);
+        }
         default: { return pow_f32(x, y); }
     }
 }
@@ -369,12 +381,22 @@ fn keep_scale(i: u32) -> f32 {
     return select(0.0, bitcast<f32>(p[5]), uniform >= bitcast<f32>(p[4]));
 }
 
-// out = a * mask over contiguous `a` starting at offset p[OFFSETS].
+// out = a * mask over contiguous `a` starting at offset p[OFFSETS]; four elements a thread,
+// a launch (p[SPAN]) apart, all loaded before any is stored.
 @compute @workgroup_size(256)
 fn dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = element_index(gid);
-    if (i >= p[0]) {
-        return;
+    let first = element_index(gid);
+    var x: array<f32, 4>;
+    for (var u = 0u; u < 4u; u++) {
+        let i = first + u * p[SPAN];
+        if (i < p[0]) {
+            x[u] = bitcast<f32>(a[p[OFFSETS] + i]);
+        }
     }
-    out[i] = bitcast<u32>(bitcast<f32>(a[p[OFFSETS] + i]) * keep_scale(i));
+    for (var u = 0u; u < 4u; u++) {
+        let i = first + u * p[SPAN];
+        if (i < p[0]) {
+            out[i] = bitcast<u32>(x[u] * keep_scale(i));
+        }
+    }
 }

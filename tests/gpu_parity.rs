@@ -579,15 +579,15 @@ fn dropout_on_the_gpu_drops_at_its_rate_and_repeats_with_a_seed() {
     assert!((dropped - 0.3).abs() < 0.01, "dropped {dropped}");
     // The gradient draws the same mask again (none is kept): for an input of ones it equals
     // the output, also when the input is a strided view.
-    let ones = DynTensor::ones(&[250, 400], DType::F32).unwrap().to(&device).unwrap();
+    let ones = DynTensor::ones(&[250, 400], DType::F32)
+        .unwrap()
+        .to(&device)
+        .unwrap();
     let leaf = ones.requires_grad_().unwrap();
     let out = rumus::nn::functional::dropout(&leaf.transpose(0, 1).unwrap(), 0.3, true).unwrap();
     let grads = out.sum_all().unwrap().backward().unwrap();
     let grad = grads.get(&leaf).unwrap().transpose(0, 1).unwrap();
-    assert_eq!(
-        grad.to_vec::<f32>().unwrap(),
-        out.to_vec::<f32>().unwrap()
-    );
+    assert_eq!(grad.to_vec::<f32>().unwrap(), out.to_vec::<f32>().unwrap());
 }
 
 #[test]

@@ -176,6 +176,26 @@ fn softmax_kernels_match_the_cpu() {
     }
 }
 
+/// The activations' gradients from the one-pass kernels, on a contiguous and a strided input.
+#[test]
+fn activation_gradients_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let _serial = serial();
+    let x = [tensor(&[37, 13], 90).mul_scalar(3.0).unwrap()];
+    let activations: [(&str, fn(&DynTensor) -> DynTensor); 4] = [
+        ("relu", |t| t.relu().unwrap()),
+        ("leaky_relu", |t| t.leaky_relu(0.2).unwrap()),
+        ("sigmoid", |t| t.sigmoid().unwrap()),
+        ("tanh", |t| t.tanh().unwrap()),
+    ];
+    for (name, f) in activations {
+        check_with_grads(name, &device, &x, |t| f(&t[0]).mul(&t[0]).unwrap());
+        check_with_grads(&format!("{name} of a transpose"), &device, &x, |t| {
+            f(&t[0].transpose(0, 1).unwrap())
+        });
+    }
+}
+
 #[test]
 fn layers_match_the_cpu() {
     let Some(device) = gpu() else { return };

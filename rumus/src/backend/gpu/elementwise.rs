@@ -1,7 +1,7 @@
 //! Launchers of `shaders/elementwise.wgsl`: one strided kernel per kind of element-wise op,
 //! the op itself chosen by a code in the parameters.
 
-use super::batch::grid_1d;
+use super::batch::{grid_1d, grid_spread};
 use super::context::GpuDevice;
 use super::memory::{GpuBuffer, check_dtype, check_words};
 use super::operand::{Strided, slot, spread_params, strided_params};
@@ -130,6 +130,31 @@ impl GpuDevice {
         check_float(a.dtype(), "binary op")?;
         let launch = Launch::new("binary", op as u32, a.dtype());
         self.strided(launch, la.dims(), &[(a, la), (b, lb)], a.dtype())
+    }
+
+    /// `grad * d op(x) / dx` for relu, leaky relu, sigmoid and tanh in one pass (binary ops
+    /// 5-8 of elementwise.wgsl); `None` for other ops.
+    pub(crate) fn activation_grad(
+        &self,
+        grad: &DynTensor,
+        x: &DynTensor,
+        op: UnaryOp,
+    ) -> Result<Option<DynTensor>> {
+        let (code, slope) = match op {
+            UnaryOp::Relu => (5, 0.0),
+            UnaryOp::LeakyRelu(slope) => (6, slope as f32),
+            UnaryOp::Sigmoid => (7, 0.0),
+            UnaryOp::Tanh => (8, 0.0),
+            _ => return Ok(None),
+        };
+        check_float(grad.dtype(), op.name())?;
+        let launch = Launch {
+            scalars: (slope, 0.0),
+            ..Launch::new("binary", code, grad.dtype())
+        };
+        let operands = [(grad, grad.layout()), (x, x.layout())];
+        self.strided(launch, grad.dims(), &operands, grad.dtype())
+            .map(Some)
     }
 
     pub(crate) fn compare(
@@ -263,10 +288,11 @@ impl GpuDevice {
         let x = if x.is_contiguous() { x.clone() } else { self.copy(x)? };
         let numel = x.numel();
         let out = GpuBuffer::uninit(self, numel, DType::F32, "dropout")?;
-        let (groups, row) = grid_1d(numel);
-        let mut params = vec![0u32; slot::OFFSETS + 1];
+        let (groups, row, span) = grid_spread(numel);
+        let mut params = vec![0u32; slot::SPAN + 1];
         params[slot::NUMEL] = numel as u32;
         params[slot::ROW] = row;
+        params[slot::SPAN] = span;
         params[2] = seed as u32;
         params[3] = (seed >> 32) as u32;
         params[slot::SCALAR0] = (p as f32).to_bits();
