@@ -95,7 +95,13 @@ impl GpuDevice {
         let mut current = x.clone();
         let mut rows = rows;
         loop {
-            let chunk = CHUNK.max(rows.div_ceil(65_535));
+            // A last pass of a few hundred rows sums each column in one go instead of
+            // launching a third pass for the last handful of partial sums.
+            let chunk = if rows <= 4 * CHUNK {
+                rows.max(1)
+            } else {
+                CHUNK.max(rows.div_ceil(65_535))
+            };
             let chunks = rows.div_ceil(chunk).max(1);
             let out = GpuBuffer::uninit(self, chunks * cols, DType::F32, "sum")?;
             let params = [
