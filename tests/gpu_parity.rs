@@ -571,6 +571,15 @@ fn dropout_on_the_gpu_drops_at_its_rate_and_repeats_with_a_seed() {
     };
     let (first, again, other) = (draw(5), draw(5), draw(6));
     assert_eq!(first, again, "the same seed gives the same mask");
+    rumus::manual_seed(5);
+    let on_host = rumus::nn::functional::dropout(&x.to(&Device::Cpu).unwrap(), 0.3, true)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(
+        first, on_host,
+        "a seed gives the same mask on the CPU and the GPU"
+    );
     assert_ne!(first, other, "another seed gives another mask");
     let kept_value = 1.0 / 0.7f32;
     assert!(first.iter().all(|&v| v == 0.0 || v == kept_value));

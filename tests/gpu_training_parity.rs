@@ -182,7 +182,8 @@ fn activation_gradients_match_the_cpu() {
     let Some(device) = gpu() else { return };
     let _serial = serial();
     let x = [tensor(&[37, 13], 90).mul_scalar(3.0).unwrap()];
-    let activations: [(&str, fn(&DynTensor) -> DynTensor); 4] = [
+    type Activation = fn(&DynTensor) -> DynTensor;
+    let activations: [(&str, Activation); 4] = [
         ("relu", |t| t.relu().unwrap()),
         ("leaky_relu", |t| t.leaky_relu(0.2).unwrap()),
         ("sigmoid", |t| t.sigmoid().unwrap()),

@@ -5,7 +5,7 @@
 use crate::autograd::no_grad;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
-use crate::rng::{Generator, with_global};
+use crate::rng::with_global;
 use crate::tensor::DynTensor;
 
 fn check_last_dim(x: &DynTensor, size: usize, op: &str) -> Result<()> {
@@ -169,7 +169,8 @@ pub fn batch_norm(
 }
 
 /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` during
-/// training; the identity otherwise. Draws from the global generator.
+/// training; the identity otherwise. Takes one seed from the global generator, so
+/// `manual_seed` makes the masks repeat; a seed gives the same mask on the CPU and a GPU.
 pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
     if !(0.0..=1.0).contains(&p) {
         return Err(Error::InvalidArgument {
@@ -190,51 +191,10 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
     if p == 1.0 {
         return x.mul_scalar(0.0);
     }
-    // The mask holds 0 or 1 / (1 - p), so dropout is one multiplication (as in PyTorch,
-    // whose backward is the same product): a contiguous, vectorised kernel forward and back.
-    let scale = 1.0 / (1.0 - p);
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("dropout", &[x])? {
-        // Drawn on the device from one seed of the global generator: a seed gives the same
-        // masks on every run, though not the host's masks.
-        let seed = with_global(|g| g.next_u64());
-        return crate::ops::dropout::seeded_dropout(x, &gpu, p, seed);
-    }
-    let n = x.numel();
-    let mask = with_global(|g| {
-        if x.dtype() == DType::F32 {
-            DynTensor::from_vec(keep_mask(g, n, p, scale as f32), x.dims())
-        } else {
-            DynTensor::from_vec(keep_mask(g, n, p, scale), x.dims())
-        }
-    })?;
-    x.mul(&mask)
-}
-
-/// `n` values, each `kept` with probability `1 - p` (`0 < p < 1`) and zero otherwise. Each
-/// 64-bit draw decides two values, 32 bits each (`p` resolved to 2^-32): one draw and a
-/// float conversion per value made the masks 14% of a transformer's training step.
-fn keep_mask<T: Copy + Default>(g: &mut Generator, n: usize, p: f64, kept: T) -> Vec<T> {
-    let threshold = (p * 4_294_967_296.0).round() as u64;
-    let choose = |bits: u64| {
-        if bits >= threshold {
-            kept
-        } else {
-            T::default()
-        }
-    };
-    // A local copy keeps the generator's state in registers through the loop.
-    let mut local = g.clone();
-    let mut values = vec![T::default(); n];
-    for pair in values.chunks_mut(2) {
-        let draw = local.next_u64();
-        pair[0] = choose(draw & 0xFFFF_FFFF);
-        if let Some(second) = pair.get_mut(1) {
-            *second = choose(draw >> 32);
-        }
-    }
-    *g = local;
-    values
+    // One seed from the global generator; the draws are a hash of it and each element's
+    // index, the same on the CPU and a GPU, so no mask is kept for the backward pass.
+    let seed = with_global(|g| g.next_u64());
+    crate::ops::dropout::seeded_dropout(x, p, seed)
 }
 
 /// Rows `indices` (an `i64` tensor of any shape) of `weight` `[V, D]`: output

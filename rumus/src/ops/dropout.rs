@@ -1,40 +1,41 @@
-//! Dropout on the GPU as one op. Each element's keep-or-drop draw is a hash of the seed and
-//! its index (`shaders/elementwise.wgsl`), so the forward kernel writes no mask and the
-//! backward pass applies the same draws to the gradient: one pass over memory each way
-//! instead of a mask kernel and a product forward and a product backward. (The CPU keeps its
-//! mask from the global generator's stream; see `nn::functional::dropout`.)
+//! Dropout as one op. Each element's keep-or-drop draw is a hash of a seed and its index
+//! (`backend::cpu::dropout`, and the same function in `shaders/elementwise.wgsl`), so no mask
+//! is kept: the forward pass reads the input and writes the output once, and the backward
+//! pass applies the same draws to the gradient. A seed drops the same elements on the CPU and
+//! on a GPU.
 
-use crate::error::{Error, Result};
+use crate::autograd::{BackwardOp, record};
+use crate::element::Element;
+use crate::error::Result;
+use crate::ops::conv::{FloatSlice, read_float};
 use crate::tensor::DynTensor;
 
-/// `x` with each element zeroed with probability `p` and the rest scaled by `1 / (1 - p)`,
-/// the draws made from `seed` on `x`'s GPU.
-#[cfg(feature = "gpu")]
-pub(crate) fn seeded_dropout(
-    x: &DynTensor,
-    gpu: &crate::backend::gpu::GpuDevice,
-    p: f64,
-    seed: u64,
-) -> Result<DynTensor> {
-    use crate::autograd::{BackwardOp, record};
-    let out = gpu.dropout(x, p, 1.0 / (1.0 - p), seed)?;
+/// `x` with each element zeroed with probability `p` (`0 < p < 1`) and the rest scaled by
+/// `1 / (1 - p)`, the draws made from `seed` over `x`'s elements in contiguous order.
+pub(crate) fn seeded_dropout(x: &DynTensor, p: f64, seed: u64) -> Result<DynTensor> {
+    let scale = 1.0 / (1.0 - p);
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of("dropout", &[x])? {
+        let out = gpu.dropout(x, p, scale, seed)?;
+        return Ok(record(out, &[x], || BackwardOp::Dropout { p, seed }));
+    }
+    let buffer = read_float(x, "dropout", |data| match data {
+        FloatSlice::F32(v) => f32::into_buffer(crate::backend::cpu::dropout::dropout(
+            v,
+            p,
+            scale as f32,
+            seed,
+        )),
+        FloatSlice::F64(v) => {
+            f64::into_buffer(crate::backend::cpu::dropout::dropout(v, p, scale, seed))
+        }
+    })?;
+    let out = DynTensor::from_buffer(buffer, x.dims());
     Ok(record(out, &[x], || BackwardOp::Dropout { p, seed }))
 }
 
-/// The input gradient of [`seeded_dropout`]: the same draws applied to `grad` (recorded
-/// like the forward op when the backward pass is itself recorded).
+/// The input gradient of [`seeded_dropout`]: the same draws applied to `grad` (recorded like
+/// the forward op when the backward pass is itself recorded).
 pub(crate) fn dropout_backward(grad: &DynTensor, p: f64, seed: u64) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("dropout", &[grad])? {
-        return seeded_dropout(grad, &gpu, p, seed);
-    }
-    let _ = seed;
-    Err(Error::InvalidArgument {
-        op: "dropout",
-        message: format!(
-            "the gradient of a GPU dropout (p = {p}) arrived on {}; pass the output gradient \
-             on the output's device",
-            grad.device()
-        ),
-    })
+    seeded_dropout(grad, p, seed)
 }

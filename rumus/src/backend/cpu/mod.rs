@@ -5,6 +5,7 @@
 pub mod concat;
 mod conv_tiles;
 pub mod direct_conv;
+pub mod dropout;
 pub mod index;
 pub mod matmul;
 pub mod norm;

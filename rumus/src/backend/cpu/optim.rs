@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::parallel::{PARALLEL_GRAIN, worth_splitting};
-use super::simd::Isa;
+use super::simd::widest_isa;
 use crate::element::Float;
 
 /// Scalars of one Adam step, already bias-corrected.
@@ -23,41 +23,15 @@ pub struct AdamScalars<T> {
     pub decay: T,
 }
 
-/// One chunk of the update, through the widest vector instructions this CPU runs: the
-/// default x86-64 target compiles the loop at SSE width, where the square root and the
-/// division of every element dominated (an Adam step was 16% of an MLP training step at
-/// batch 64, perf). The arithmetic is the same on every path (no fused multiply-adds are
-/// formed), so results do not depend on the CPU.
-fn adam_chunk<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamScalars<T>) {
-    #[cfg(target_arch = "x86_64")]
-    match Isa::detect() {
-        // SAFETY: `Isa::detect` found the instruction set on this CPU.
-        Some(Isa::Avx512) => return unsafe { adam_chunk_avx512(p, g, m, v, s) },
-        Some(Isa::Avx2) => return unsafe { adam_chunk_avx2(p, g, m, v, s) },
-        None => {}
-    }
-    adam_chunk_plain(p, g, m, v, s)
+widest_isa! {
+    /// One chunk of the update, through the widest vector instructions this CPU runs: the
+    /// default x86-64 target compiles the loop at SSE width, where the square root and the
+    /// division of every element dominated (an Adam step was 16% of an MLP training step at
+    /// batch 64, perf). The arithmetic is the same on every path (no fused multiply-adds are
+    /// formed), so results do not depend on the CPU.
+    fn adam_chunk<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamScalars<T>)
+        => adam_chunk_plain
 }
-
-/// `adam_chunk_plain` compiled for one instruction set.
-macro_rules! adam_chunk_for {
-    ($name:ident, $feature:literal) => {
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = $feature)]
-        unsafe fn $name<T: Float>(
-            p: &mut [T],
-            g: &[T],
-            m: &mut [T],
-            v: &mut [T],
-            s: AdamScalars<T>,
-        ) {
-            adam_chunk_plain(p, g, m, v, s)
-        }
-    };
-}
-
-adam_chunk_for!(adam_chunk_avx512, "avx512f");
-adam_chunk_for!(adam_chunk_avx2, "avx2");
 
 #[inline(always)]
 fn adam_chunk_plain<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: AdamScalars<T>) {

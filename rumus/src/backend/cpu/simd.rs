@@ -44,6 +44,38 @@ impl Isa {
     }
 }
 
+/// Defines `fn $name<T: $bound>(args)` that runs `$plain(args)` compiled for the widest
+/// instruction set this CPU has (AVX-512, AVX2, else the default target). For loops the
+/// compiler vectorises by itself once it may use wider registers and per-lane shifts and
+/// multiplies, which the default x86-64 target (SSE2) lacks. `$plain` should be
+/// `#[inline(always)]` so it is compiled inside each `#[target_feature]` copy.
+macro_rules! widest_isa {
+    ($(#[$doc:meta])* fn $name:ident<$T:ident: $bound:path>($($arg:ident: $ty:ty),* $(,)?) => $plain:ident) => {
+        $(#[$doc])*
+        fn $name<$T: $bound>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                unsafe fn avx512<$T: $bound>($($arg: $ty),*) {
+                    $plain($($arg),*)
+                }
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2<$T: $bound>($($arg: $ty),*) {
+                    $plain($($arg),*)
+                }
+                match $crate::backend::cpu::simd::Isa::detect() {
+                    // SAFETY: `Isa::detect` found the instruction set on this CPU.
+                    Some($crate::backend::cpu::simd::Isa::Avx512) => return unsafe { avx512($($arg),*) },
+                    Some($crate::backend::cpu::simd::Isa::Avx2) => return unsafe { avx2($($arg),*) },
+                    None => {}
+                }
+            }
+            $plain($($arg),*)
+        }
+    };
+}
+pub(crate) use widest_isa;
+
 /// A vector of `WIDTH` f32 lanes. Every method is only sound on a CPU with the vector's
 /// instruction set, and pointers must be valid for `WIDTH` elements.
 pub trait Lanes: Copy {
