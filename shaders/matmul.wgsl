@@ -146,130 +146,115 @@ const SLICE: u32 = 16u;
 var<workgroup> slice_a: array<vec4<f32>, 528>; // [SLICE][PADDED]
 var<workgroup> slice_b: array<vec4<f32>, 528>;
 
-// Element `e` (0..2048) of a 128 x SLICE slice of A at depth k0: its row and depth within the
-// slice; neighbouring `e` run along the operand's contiguous axis.
-fn slice_a_coords(e: u32, a_by_rows: bool) -> vec2<u32> {
-    return select(vec2<u32>(e / SLICE, e % SLICE), vec2<u32>(e % WIDE, e / WIDE), a_by_rows);
+// One operand of a `matmul_wide` job as its slices see it: 128 lines (rows of A, columns of
+// B) by SLICE depths. The two operands share the code that reads and stages them.
+struct Operand {
+    // 0: A (staged in `slice_a`), 1: B (`slice_b`)
+    which: u32,
+    base: u32,
+    first_line: u32,
+    // M for A, N for B
+    lines: u32,
+    line_stride: u32,
+    depth_stride: u32,
+    // neighbouring invocations read along K (else along the lines)
+    along_depth: bool,
+    // read four words at a time (the host checked alignment and extents)
+    vectors: bool,
 }
 
-fn slice_b_coords(e: u32, b_by_depth: bool) -> vec2<u32> {
-    // (depth, column)
-    return select(vec2<u32>(e / WIDE, e % WIDE), vec2<u32>(e % SLICE, e / SLICE), b_by_depth);
+// Element `e` (0..2048) of a slice: its line and depth, neighbouring `e` along the operand's
+// contiguous axis.
+fn element_coords(e: u32, along_depth: bool) -> vec2<u32> {
+    return select(vec2<u32>(e % WIDE, e / WIDE), vec2<u32>(e / SLICE, e % SLICE), along_depth);
 }
 
-// One job of `matmul_wide`: where its operands start, its output tile, the end of its K range,
-// and along which axis neighbouring invocations read each operand.
-struct WideJob {
-    base_a: u32,
-    base_b: u32,
-    row0: u32,
-    col0: u32,
-    k_end: u32,
-    live: bool,
-    a_by_rows: bool,
-    b_by_depth: bool,
-    a_vec4: bool,
-    b_vec4: bool,
-}
-
-// With vector loads, invocation `lid` reads vectors `v = lid` and `lid + 256` of each
-// 128 x 16 slice. Along a contiguous K a vector holds four depths of one row (column of B):
-// row v / 4, depths 4 (v % 4) ..; along a contiguous M (N) it holds four rows of one depth:
-// depth v / 32, rows 4 (v % 32) .. Returns (row or column, depth) of its first element.
+// With vector loads, invocation `lid` reads vectors `v = lid` and `lid + 256` of a slice.
+// Along a contiguous K a vector holds four depths of one line: line v / 4, depths 4 (v % 4)
+// ..; along contiguous lines it holds four lines of one depth: depth v / 32, lines
+// 4 (v % 32) .. Returns (line, depth) of its first element.
 fn vector_coords(v: u32, along_depth: bool) -> vec2<u32> {
     return select(vec2<u32>(4u * (v % 32u), v / 32u), vec2<u32>(v / 4u, 4u * (v % 4u)), along_depth);
 }
 
-// This invocation's eight elements of each slice at depth `k0` (zero outside the matrices),
-// each operand by vectors or one element at a time.
-fn read_slice(j: WideJob, lid: u32, k0: u32, next_a: ptr<function, array<f32, 8>>, next_b: ptr<function, array<f32, 8>>) {
-    for (var l = 0u; l < 2u; l++) {
-        let v = lid + l * 256u;
-        if (j.a_vec4) {
-            let ca = vector_coords(v, !j.a_by_rows);
-            let gm = j.row0 + ca.x;
-            let gk = k0 + ca.y;
-            var va = vec4<f32>(0.0);
-            if (j.live && gm < p[0] && gk < j.k_end) {
-                va = bitcast<vec4<f32>>(a4[(j.base_a + gm * p[7] + gk * p[8]) / 4u]);
-            }
-            for (var i = 0u; i < 4u; i++) {
-                (*next_a)[4u * l + i] = va[i];
-            }
-        }
-        if (j.b_vec4) {
-            let cb = vector_coords(v, j.b_by_depth);
-            let gn = j.col0 + cb.x;
-            let gk = k0 + cb.y;
-            var vb = vec4<f32>(0.0);
-            if (j.live && gk < j.k_end && gn < p[1]) {
-                vb = bitcast<vec4<f32>>(b4[(j.base_b + gk * p[9] + gn * p[10]) / 4u]);
-            }
-            for (var i = 0u; i < 4u; i++) {
-                (*next_b)[4u * l + i] = vb[i];
-            }
-        }
+fn load_element(which: u32, i: u32) -> f32 {
+    if (which == 0u) {
+        return load_a(i);
     }
-    // The operands without vector loads: element `lid + 256 l` of the slice, neighbouring
-    // invocations along the operand's contiguous axis.
-    for (var l = 0u; l < 8u; l++) {
-        let e = lid + l * 256u;
-        if (!j.a_vec4) {
-            let ca = slice_a_coords(e, j.a_by_rows);
-            let gm = j.row0 + ca.x;
-            let gk = k0 + ca.y;
-            (*next_a)[l] = 0.0;
-            if (j.live && gm < p[0] && gk < j.k_end) {
-                (*next_a)[l] = load_a(j.base_a + gm * p[7] + gk * p[8]);
+    return load_b(i);
+}
+
+fn load_vector(which: u32, word: u32) -> vec4<f32> {
+    if (which == 0u) {
+        return bitcast<vec4<f32>>(a4[word / 4u]);
+    }
+    return bitcast<vec4<f32>>(b4[word / 4u]);
+}
+
+// This invocation's eight elements of the operand's slice at depth `k0` (zero outside the
+// matrix or the job's K range), by vectors or one element at a time.
+fn read_operand(o: Operand, lid: u32, k0: u32, k_end: u32, live: bool, next: ptr<function, array<f32, 8>>) {
+    if (o.vectors) {
+        for (var l = 0u; l < 2u; l++) {
+            let c = vector_coords(lid + l * 256u, o.along_depth);
+            let line = o.first_line + c.x;
+            let k = k0 + c.y;
+            var w = vec4<f32>(0.0);
+            if (live && line < o.lines && k < k_end) {
+                w = load_vector(o.which, o.base + line * o.line_stride + k * o.depth_stride);
+            }
+            for (var i = 0u; i < 4u; i++) {
+                (*next)[4u * l + i] = w[i];
             }
         }
-        if (!j.b_vec4) {
-            let cb = slice_b_coords(e, j.b_by_depth);
-            let gkb = k0 + cb.x;
-            let gn = j.col0 + cb.y;
-            (*next_b)[l] = 0.0;
-            if (j.live && gkb < j.k_end && gn < p[1]) {
-                (*next_b)[l] = load_b(j.base_b + gkb * p[9] + gn * p[10]);
-            }
+        return;
+    }
+    for (var l = 0u; l < 8u; l++) {
+        let c = element_coords(lid + l * 256u, o.along_depth);
+        let line = o.first_line + c.x;
+        let k = k0 + c.y;
+        (*next)[l] = 0.0;
+        if (live && line < o.lines && k < k_end) {
+            (*next)[l] = load_element(o.which, o.base + line * o.line_stride + k * o.depth_stride);
         }
     }
 }
 
-// Stores this invocation's prefetched elements (`read_slice`'s mapping) into the slices.
-fn store_slice(j: WideJob, lid: u32, next_a: ptr<function, array<f32, 8>>, next_b: ptr<function, array<f32, 8>>) {
-    if (j.a_vec4) {
-        for (var l = 0u; l < 2u; l++) {
-            let ca = vector_coords(lid + l * 256u, !j.a_by_rows);
-            if (j.a_by_rows) {
-                slice_a[ca.y * PADDED + ca.x / 4u] = vec4<f32>((*next_a)[4u * l], (*next_a)[4u * l + 1u], (*next_a)[4u * l + 2u], (*next_a)[4u * l + 3u]);
-            } else {
-                for (var i = 0u; i < 4u; i++) {
-                    slice_a[(ca.y + i) * PADDED + ca.x / 4u][ca.x % 4u] = (*next_a)[4u * l + i];
-                }
-            }
-        }
+// Word `lane` of vec4 `index` of the operand's slice.
+fn put(which: u32, index: u32, lane: u32, value: f32) {
+    if (which == 0u) {
+        slice_a[index][lane] = value;
     } else {
-        for (var l = 0u; l < 8u; l++) {
-            let ca = slice_a_coords(lid + l * 256u, j.a_by_rows);
-            slice_a[ca.y * PADDED + ca.x / 4u][ca.x % 4u] = (*next_a)[l];
-        }
+        slice_b[index][lane] = value;
     }
-    if (j.b_vec4) {
+}
+
+// Stores this invocation's prefetched elements (`read_operand`'s mapping) into the slice,
+// laid out [depth][line / 4] as vec4s of four lines.
+fn store_operand(o: Operand, lid: u32, next: ptr<function, array<f32, 8>>) {
+    if (o.vectors) {
         for (var l = 0u; l < 2u; l++) {
-            let cb = vector_coords(lid + l * 256u, j.b_by_depth);
-            if (!j.b_by_depth) {
-                slice_b[cb.y * PADDED + cb.x / 4u] = vec4<f32>((*next_b)[4u * l], (*next_b)[4u * l + 1u], (*next_b)[4u * l + 2u], (*next_b)[4u * l + 3u]);
-            } else {
+            let c = vector_coords(lid + l * 256u, o.along_depth);
+            if (o.along_depth) {
+                // four depths of one line
                 for (var i = 0u; i < 4u; i++) {
-                    slice_b[(cb.y + i) * PADDED + cb.x / 4u][cb.x % 4u] = (*next_b)[4u * l + i];
+                    put(o.which, (c.y + i) * PADDED + c.x / 4u, c.x % 4u, (*next)[4u * l + i]);
+                }
+            } else {
+                // four lines of one depth: one whole vec4
+                let v = vec4<f32>((*next)[4u * l], (*next)[4u * l + 1u], (*next)[4u * l + 2u], (*next)[4u * l + 3u]);
+                if (o.which == 0u) {
+                    slice_a[c.y * PADDED + c.x / 4u] = v;
+                } else {
+                    slice_b[c.y * PADDED + c.x / 4u] = v;
                 }
             }
         }
-    } else {
-        for (var l = 0u; l < 8u; l++) {
-            let cb = slice_b_coords(lid + l * 256u, j.b_by_depth);
-            slice_b[cb.x * PADDED + cb.y / 4u][cb.y % 4u] = (*next_b)[l];
-        }
+        return;
+    }
+    for (var l = 0u; l < 8u; l++) {
+        let c = element_coords(lid + l * 256u, o.along_depth);
+        put(o.which, c.y * PADDED + c.x / 4u, c.x % 4u, (*next)[l]);
     }
 }
 
@@ -291,21 +276,25 @@ fn matmul_wide(
         let bases = batch_bases(job / p[24]);
         // Neighbouring invocations load neighbouring words: along K for a row-major A (and
         // a transposed B, as in `x @ W^T`), along M (N) for a transposed A (a row-major B).
-        let j = WideJob(bases.x, bases.y, origin.x, origin.y, min(p[2], k_begin + p[25]),
-            origin.z == 1u, p[8] != 1u && p[7] == 1u, p[10] != 1u && p[9] == 1u,
-            (p[26] & 1u) != 0u, (p[26] & 2u) != 0u);
+        let k_end = min(p[2], k_begin + p[25]);
+        let live = origin.z == 1u;
+        let a = Operand(0u, bases.x, origin.x, p[0], p[7], p[8], !(p[8] != 1u && p[7] == 1u), (p[26] & 1u) != 0u);
+        let b = Operand(1u, bases.y, origin.y, p[1], p[10], p[9], p[10] != 1u && p[9] == 1u, (p[26] & 2u) != 0u);
         var acc: array<vec4<f32>, 16>;
         for (var i = 0u; i < 16u; i++) {
             acc[i] = vec4<f32>(0.0);
         }
         var next_a: array<f32, 8>;
         var next_b: array<f32, 8>;
-        read_slice(j, lid, k_begin, &next_a, &next_b);
-        for (var k0 = k_begin; k0 < j.k_end; k0 += SLICE) {
-            store_slice(j, lid, &next_a, &next_b);
+        read_operand(a, lid, k_begin, k_end, live, &next_a);
+        read_operand(b, lid, k_begin, k_end, live, &next_b);
+        for (var k0 = k_begin; k0 < k_end; k0 += SLICE) {
+            store_operand(a, lid, &next_a);
+            store_operand(b, lid, &next_b);
             workgroupBarrier();
-            if (k0 + SLICE < j.k_end) {
-                read_slice(j, lid, k0 + SLICE, &next_a, &next_b);
+            if (k0 + SLICE < k_end) {
+                read_operand(a, lid, k0 + SLICE, k_end, live, &next_a);
+                read_operand(b, lid, k0 + SLICE, k_end, live, &next_b);
             }
             for (var kk = 0u; kk < SLICE; kk++) {
                 let a0 = slice_a[kk * PADDED + ty];
@@ -321,13 +310,13 @@ fn matmul_wide(
             }
             workgroupBarrier();
         }
-        if (j.live) {
+        if (live) {
             let out_base = job * m * n;
             for (var r = 0u; r < 8u; r++) {
-                let gm = j.row0 + (r / 4u) * 64u + ty * 4u + r % 4u;
+                let gm = origin.x + (r / 4u) * 64u + ty * 4u + r % 4u;
                 if (gm < m) {
                     for (var c = 0u; c < 8u; c++) {
-                        let gn = j.col0 + (c / 4u) * 64u + tx * 4u + c % 4u;
+                        let gn = origin.y + (c / 4u) * 64u + tx * 4u + c % 4u;
                         if (gn < n) {
                             out[out_base + gm * n + gn] = bitcast<u32>(acc[2u * r + c / 4u][c % 4u]);
                         }
