@@ -1,5 +1,5 @@
 //! CPU workloads timed by `tests/bench/compare.py`, which runs the same workloads in PyTorch
-//! in the same session and prints ratios. Prints one `name milliseconds` line per workload
+//! in the same run and prints ratios. Prints one `name milliseconds` line per workload
 //! (median of repetitions after warm-up). Thread count: `RAYON_NUM_THREADS`.
 //!
 //! ```text
