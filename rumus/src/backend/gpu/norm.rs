@@ -5,7 +5,6 @@ use super::batch::grid_rows;
 use super::context::GpuDevice;
 use super::elementwise::check_float;
 use super::memory::GpuBuffer;
-use super::operand::Memory;
 use super::pipelines::Module;
 use crate::backend::cpu::reduce::Reduction;
 use crate::dtype::DType;
@@ -39,6 +38,62 @@ fn contiguous(gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
     }
 }
 
+/// What both layer-norm kernels are given: contiguous `x` and weight, and the row geometry.
+struct NormRows {
+    x: DynTensor,
+    weight: Option<DynTensor>,
+    n: usize,
+    rows: usize,
+    segment: usize,
+}
+
+impl NormRows {
+    fn new(gpu: &GpuDevice, x: &DynTensor, weight: Option<&DynTensor>) -> Result<Self> {
+        check_float(x.dtype(), "layer_norm")?;
+        let x = contiguous(gpu, x)?;
+        let n = x.dims()[x.rank() - 1];
+        Ok(NormRows {
+            weight: weight.map(|w| contiguous(gpu, w)).transpose()?,
+            n,
+            rows: x.numel() / n,
+            segment: segment_for(n),
+            x,
+        })
+    }
+
+    /// Parameters 0-5 of both kernels (norm.wgsl); each kernel's own follow.
+    fn params(&self, row: u32) -> Vec<u32> {
+        vec![
+            self.rows as u32,
+            self.n as u32,
+            self.segment as u32,
+            row,
+            self.x.layout().offset() as u32,
+            self.weight
+                .as_ref()
+                .map_or(0, |w| w.layout().offset() as u32),
+        ]
+    }
+
+    /// Runs `entry` with `x` at binding 1, the weight (or `x`, when there is none: the flags
+    /// keep the kernel off it) at binding 2, and the kernel's own `bindings`.
+    fn dispatch(
+        &self,
+        gpu: &GpuDevice,
+        entry: &'static str,
+        params: impl FnOnce(Vec<u32>) -> Vec<u32>,
+        bindings: &[(u32, &wgpu::Buffer)],
+    ) -> Result<()> {
+        let (groups, row) = grid_for(self.rows, self.segment);
+        let input = gpu.memory_of(&self.x)?;
+        let weight = self.weight.as_ref().map(|w| gpu.memory_of(w)).transpose()?;
+        let mut all = vec![(1, input.raw()), (2, weight.as_ref().unwrap_or(&input).raw())];
+        all.extend_from_slice(bindings);
+        gpu.dispatch(Module::Norm, entry, &params(self.params(row)), &all, groups);
+        Ok(())
+    }
+}
+
 impl GpuDevice {
     /// Layer normalisation over the last axis of `x` (f32), with an optional `[n]` weight and
     /// bias; returns the values and each row's `[mean, rstd]` as `[rows, 2]`.
@@ -49,51 +104,32 @@ impl GpuDevice {
         bias: Option<&DynTensor>,
         eps: f64,
     ) -> Result<(DynTensor, DynTensor)> {
-        check_float(x.dtype(), "layer_norm")?;
-        let x = contiguous(self, x)?;
-        let weight = weight.map(|w| contiguous(self, w)).transpose()?;
+        let norm = NormRows::new(self, x, weight)?;
         let bias = bias.map(|b| contiguous(self, b)).transpose()?;
-        let n = x.dims()[x.rank() - 1];
-        let rows = x.numel() / n;
-        let segment = segment_for(n);
-        let (groups, row) = grid_for(rows, segment);
-        let offset = |t: Option<&DynTensor>| t.map_or(0, |t| t.layout().offset() as u32);
-        let flags = u32::from(weight.is_some()) | (u32::from(bias.is_some()) << 1);
-        let params = [
-            rows as u32,
-            n as u32,
-            segment as u32,
-            row,
-            x.layout().offset() as u32,
-            offset(weight.as_ref()),
-            offset(bias.as_ref()),
-            flags,
-            (eps as f32).to_bits(),
-        ];
-        let out = GpuBuffer::uninit(self, x.numel(), DType::F32, "layer_norm")?;
-        let stats = GpuBuffer::uninit(self, rows * 2, DType::F32, "layer_norm")?;
-        let input = self.memory_of(&x)?;
-        // An absent parameter binds `x` in its place; the flags keep the kernel off it.
-        let memory_or_input = |t: Option<&DynTensor>| -> Result<Option<Memory>> {
-            t.map(|t| self.memory_of(t)).transpose()
+        let flags = u32::from(norm.weight.is_some()) | (u32::from(bias.is_some()) << 1);
+        let bias_offset = bias.as_ref().map_or(0, |b| b.layout().offset() as u32);
+        let out = GpuBuffer::uninit(self, norm.x.numel(), DType::F32, "layer_norm")?;
+        let stats = GpuBuffer::uninit(self, norm.rows * 2, DType::F32, "layer_norm")?;
+        // An absent bias binds `x` in its place; the flags keep the kernel off it.
+        let bias_memory = bias.as_ref().map(|b| self.memory_of(b)).transpose()?;
+        let input = self.memory_of(&norm.x)?;
+        let params = |mut p: Vec<u32>| {
+            p.extend([bias_offset, flags, (eps as f32).to_bits()]);
+            p
         };
-        let (w, b) = (memory_or_input(weight.as_ref())?, memory_or_input(bias.as_ref())?);
-        self.dispatch(
-            Module::Norm,
+        norm.dispatch(
+            self,
             "layer_norm_forward",
-            &params,
+            params,
             &[
-                (1, input.raw()),
-                (2, w.as_ref().unwrap_or(&input).raw()),
-                (3, b.as_ref().unwrap_or(&input).raw()),
+                (3, bias_memory.as_ref().unwrap_or(&input).raw()),
                 (4, out.raw()),
                 (5, stats.raw()),
             ],
-            groups,
-        );
+        )?;
         Ok((
-            DynTensor::from_gpu(out, x.dims()),
-            DynTensor::from_gpu(stats, &[rows, 2]),
+            DynTensor::from_gpu(out, norm.x.dims()),
+            DynTensor::from_gpu(stats, &[norm.rows, 2]),
         ))
     }
 
@@ -107,12 +143,9 @@ impl GpuDevice {
         stats: &DynTensor,
         [want_x, want_w, want_b]: [bool; 3],
     ) -> Result<[Option<DynTensor>; 3]> {
-        check_float(x.dtype(), "layer_norm")?;
-        let x = contiguous(self, x)?;
-        let weight = weight.map(|w| contiguous(self, w)).transpose()?;
+        let norm = NormRows::new(self, x, weight)?;
         let stats = contiguous(self, stats)?;
-        let n = x.dims()[x.rank() - 1];
-        let rows = x.numel() / n;
+        let (rows, n) = (norm.rows, norm.n);
         let sum_rows = |t: &DynTensor| {
             self.reduce(
                 &t.reshape(&[rows, n])?,
@@ -122,56 +155,43 @@ impl GpuDevice {
             )
         };
         let gb = want_b.then(|| sum_rows(grad)).transpose()?;
-        if !want_x && !want_w {
-            return Ok([None, None, gb]);
-        }
-        let segment = segment_for(n);
-        let (groups, row) = grid_for(rows, segment);
-        let flags = u32::from(weight.is_some())
-            | (u32::from(want_x) << 2)
-            | (u32::from(want_w) << 3);
-        let params = [
-            rows as u32,
-            n as u32,
-            segment as u32,
-            row,
-            x.layout().offset() as u32,
-            weight.as_ref().map_or(0, |w| w.layout().offset() as u32),
-            grad.layout().offset() as u32,
-            flags,
-            stats.layout().offset() as u32,
-        ];
+        let numel = norm.x.numel();
         let dx = want_x
-            .then(|| GpuBuffer::uninit(self, x.numel(), DType::F32, "layer_norm"))
+            .then(|| GpuBuffer::uninit(self, numel, DType::F32, "layer_norm"))
             .transpose()?;
         let scaled = want_w
-            .then(|| GpuBuffer::uninit(self, x.numel(), DType::F32, "layer_norm"))
+            .then(|| GpuBuffer::uninit(self, numel, DType::F32, "layer_norm"))
             .transpose()?;
-        let (input, gradient) = (self.memory_of(&x)?, self.memory_of(grad)?);
-        let w = weight.as_ref().map(|w| self.memory_of(w)).transpose()?;
-        let statistics = self.memory_of(&stats)?;
         // One written output stands in for the other when only one is wanted (the flags
-        // keep the kernel off it).
-        let (dx_raw, scaled_raw) = (dx.as_ref().map(GpuBuffer::raw), scaled.as_ref().map(GpuBuffer::raw));
+        // keep the kernel off it); with neither, there is nothing to run.
+        let (dx_raw, scaled_raw) = (
+            dx.as_ref().map(GpuBuffer::raw),
+            scaled.as_ref().map(GpuBuffer::raw),
+        );
         let (Some(dx_raw), Some(scaled_raw)) = (dx_raw.or(scaled_raw), scaled_raw.or(dx_raw))
         else {
             return Ok([None, None, gb]);
         };
-        self.dispatch(
-            Module::Norm,
+        let flags =
+            u32::from(norm.weight.is_some()) | (u32::from(want_x) << 2) | (u32::from(want_w) << 3);
+        let offsets = [grad.layout().offset() as u32, stats.layout().offset() as u32];
+        let params = |mut p: Vec<u32>| {
+            p.extend([offsets[0], flags, offsets[1]]);
+            p
+        };
+        let (gradient, statistics) = (self.memory_of(grad)?, self.memory_of(&stats)?);
+        norm.dispatch(
+            self,
             "layer_norm_backward",
-            &params,
+            params,
             &[
-                (1, input.raw()),
-                (2, w.as_ref().unwrap_or(&input).raw()),
                 (4, dx_raw),
                 (5, statistics.raw()),
                 (6, gradient.raw()),
                 (7, scaled_raw),
             ],
-            groups,
-        );
-        let gx = dx.map(|b| DynTensor::from_gpu(b, x.dims()));
+        )?;
+        let gx = dx.map(|b| DynTensor::from_gpu(b, norm.x.dims()));
         let gw = scaled
             .map(|b| sum_rows(&DynTensor::from_gpu(b, &[rows, n])))
             .transpose()?;
