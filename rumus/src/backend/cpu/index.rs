@@ -1,6 +1,7 @@
 //! Indexing kernels on contiguous buffers: select whole slices along an axis, or gather and
 //! scatter element by element. Index values are checked before any memory is touched.
 
+use super::parallel::for_each_row;
 use crate::element::Float;
 use crate::error::{Error, Result};
 
@@ -102,6 +103,13 @@ pub fn gather<T: Copy>(
     indices: &[i64],
     index_dims: &[usize],
 ) -> Vec<T> {
+    if let Some(Rows { data, taken }) = Rows::along_last_axis(dims, axis, index_dims) {
+        return indices
+            .chunks(taken.max(1))
+            .enumerate()
+            .flat_map(|(r, row)| row.iter().map(move |&t| src[r * data + t as usize]))
+            .collect();
+    }
     gathered_offsets(dims, index_dims, axis, indices)
         .map(|offset| src[offset])
         .collect()
@@ -116,7 +124,40 @@ pub fn scatter_add<T: Float>(
     index_dims: &[usize],
     src: &[T],
 ) {
+    if let Some(Rows { data, taken }) = Rows::along_last_axis(dims, axis, index_dims) {
+        // Row r of the indices adds only into row r of `dst`: rows split across threads.
+        for_each_row(dst, data, |r, row| {
+            let (targets, values) = (&indices[r * taken..(r + 1) * taken], &src[r * taken..]);
+            for (&t, &value) in targets.iter().zip(values) {
+                row[t as usize] += value;
+            }
+        });
+        return;
+    }
     for (offset, &value) in gathered_offsets(dims, index_dims, axis, indices).zip(src) {
         dst[offset] += value;
+    }
+}
+
+/// A gather or scatter along the last axis whose indices match the data in every other axis
+/// (max pooling's argmax over flattened planes): row `r` of the indices addresses row `r` of
+/// the data only, so each row is a plain loop (no per-element coordinate walk) and rows are
+/// independent.
+struct Rows {
+    /// Elements of a data row.
+    data: usize,
+    /// Indices in a row.
+    taken: usize,
+}
+
+impl Rows {
+    fn along_last_axis(dims: &[usize], axis: usize, index_dims: &[usize]) -> Option<Rows> {
+        let last = dims.len().checked_sub(1)?;
+        (axis == last && index_dims.len() == dims.len() && dims[..last] == index_dims[..last]).then(
+            || Rows {
+                data: dims[last],
+                taken: index_dims[last],
+            },
+        )
     }
 }
