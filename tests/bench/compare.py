@@ -136,6 +136,17 @@ def cargo(*args, env=None):
     return subprocess.run(["cargo", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
 
 
+def steal_seconds():
+    """Seconds of CPU time stolen by the hypervisor so far, all CPUs (the `steal` column of
+    /proc/stat, in USER_HZ ticks); 0 where it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def rumus_workloads(threads):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     text = cargo("run", "--quiet", "--release", "--example", "bench_cpu", env=env)
@@ -174,18 +185,27 @@ def main():
     print(f"{time.strftime('%Y-%m-%d')}; {cpu_model()}, {os.cpu_count()} logical CPUs; {rustc}; torch {torch.__version__}")
     print(f"| {'workload':<18} | threads | rumus_ms | torch_ms | ratio |")
     print("|---|---|---|---|---|")
+    steal_notes = []
     for threads in (1, 2):
         torch.set_num_threads(threads)
         # Two rounds, alternating: a shared machine has slow phases (another tenant on the
         # host), and one side measured through one of them would skew its ratios. Each side
         # keeps the faster of its two medians per workload.
         rumus, ours = {}, {}
+        stolen = {"rumus": 0.0, "torch": 0.0}
         for _ in range(2):
-            for mine, result in ((rumus, rumus_workloads(threads)), (ours, torch_workloads())):
+            for side, mine, run in (("rumus", rumus, lambda: rumus_workloads(threads)), ("torch", ours, torch_workloads)):
+                before = steal_seconds()
+                result = run()
+                stolen[side] += steal_seconds() - before
                 for name, ms in result.items():
                     mine[name] = min(ms, mine.get(name, float("inf")))
+        steal_notes.append(f"{threads} thread(s): rumus {stolen['rumus']:.1f} s, torch {stolen['torch']:.1f} s")
         for name, t in ours.items():
             print(f"| {name:<18} | {threads} | {rumus[name]:.3f} | {t:.3f} | {rumus[name] / t:.2f} |", flush=True)
+    # CPU time the hypervisor gave other guests while each side ran (a slow phase of a shared
+    # machine shows here, not in the medians).
+    print(f"\nsteal time during the rounds: {'; '.join(steal_notes)}")
     ours = float(cargo("run", "--quiet", "--release", "--example", "bench_cpu", "--", "rss").split()[-1])
     theirs = torch_mlp_loop_rss()
     print(f"\npeak RSS of 200 MLP steps (batch 64): rumus {ours:.1f} MB, torch {theirs:.1f} MB, "
