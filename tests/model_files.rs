@@ -131,3 +131,54 @@ fn unexpected_keys_and_corrupt_files_are_errors() {
         .to_string();
     assert!(err.contains("missing.safetensors"), "{err}");
 }
+
+/// Values of tests/fixtures/dtypes.safetensors, recomputed from the formulas in
+/// make_safetensors_dtypes.py (value i of a tensor comes from its flat index i).
+fn check_dtypes_file(state: &[(String, DynTensor)]) {
+    let tensor = |name: &str| {
+        &state
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no tensor `{name}`"))
+            .1
+    };
+    let f32s = tensor("f32");
+    assert_eq!((f32s.dtype(), f32s.dims()), (DType::F32, &[2, 3][..]));
+    let expected: Vec<f32> = (0..6).map(|i| i as f32 * 0.5 - 1.0).collect();
+    assert_eq!(f32s.to_vec::<f32>().unwrap(), expected);
+    let f64s = tensor("f64");
+    assert_eq!((f64s.dtype(), f64s.dims()), (DType::F64, &[4, 1][..]));
+    let expected: Vec<f64> = (0..4).map(|i| i as f64 / 3.0).collect();
+    assert_eq!(f64s.to_vec::<f64>().unwrap(), expected);
+    let f16s = tensor("f16");
+    assert_eq!(f16s.dtype(), DType::F16);
+    let expected: Vec<rumus::f16> = (0..5)
+        .map(|i| rumus::f16::from_f32(i as f32 * 0.25))
+        .collect();
+    assert_eq!(f16s.to_vec::<rumus::f16>().unwrap(), expected);
+    let i64s = tensor("i64");
+    assert_eq!(i64s.dtype(), DType::I64);
+    assert_eq!(i64s.to_vec::<i64>().unwrap(), [0, -7, -14]);
+    let bools = tensor("bool");
+    assert_eq!(bools.dtype(), DType::Bool);
+    assert_eq!(bools.to_vec::<bool>().unwrap(), [true, false, false, true]);
+    let empty = tensor("empty");
+    assert_eq!((empty.dims(), empty.numel()), (&[0, 2][..], 0));
+}
+
+#[test]
+fn files_from_the_reference_writer_read_in_every_dtype() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/dtypes.safetensors"
+    );
+    let state = read_state(path).unwrap();
+    let names: Vec<&str> = state.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["bool", "empty", "f16", "f32", "f64", "i64"]);
+    check_dtypes_file(&state);
+
+    // Written back by rumus and read again, every tensor is unchanged.
+    let copy = scratch("dtypes.safetensors");
+    write_state(&state, &copy).unwrap();
+    check_dtypes_file(&read_state(&copy).unwrap());
+}

@@ -27,10 +27,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors};
-
 use super::atomic::write_atomic;
 use super::safetensors::{Encoded, decode, format_error, io_error, serialize};
+use super::safetensors_format::{self, TensorToWrite};
 use crate::error::{Error, Result};
 use crate::nn::{Module, StateDict};
 use crate::optim::{Optimizer, OptimizerState};
@@ -232,18 +231,18 @@ impl Checkpoint {
         for (key, value) in &self.metadata {
             meta.insert(format!("{USER_PREFIX}{key}"), value.clone());
         }
-        let parts: Vec<Part> = tensors
+        let parts: Vec<TensorToWrite> = tensors
             .iter()
-            .map(|t| Part {
+            .map(|t| TensorToWrite {
                 name: &t.name,
-                dtype: t.dtype,
+                dtype: &t.dtype,
                 dims: &t.dims,
                 data: &t.bytes,
             })
             .collect();
         let crc = checksum(&meta, parts);
         meta.insert(KEY_CHECKSUM.into(), format!("crc32:{crc:08x}"));
-        serialize(&tensors, Some(meta), Path::new("checkpoint"))
+        Ok(serialize(&tensors, &meta))
     }
 
     /// Parses the contents of a checkpoint file; `name` (usually the path) names it in
@@ -252,15 +251,13 @@ impl Checkpoint {
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Checkpoint> {
         let path = Path::new(name);
         let bad = |message: String| format_error(path, message);
-        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| {
+        let file = safetensors_format::parse(bytes).map_err(|e| {
             bad(format!(
                 "not a readable checkpoint ({e}); the file is truncated, damaged or not a \
                  safetensors file"
             ))
         })?;
-        let file = SafeTensors::deserialize(bytes)
-            .map_err(|e| bad(format!("not a readable checkpoint ({e})")))?;
-        let meta = header.metadata().clone().unwrap_or_default();
+        let meta = &file.metadata;
         match meta.get(KEY_FORMAT).map(String::as_str) {
             Some(FORMAT) => {}
             _ => {
@@ -277,18 +274,18 @@ impl Checkpoint {
                  (a newer rumus wrote it?)"
             )));
         }
-        let views = file.tensors();
-        let mut parts = Vec::with_capacity(views.len());
-        for (tensor_name, view) in &views {
-            parts.push(Part {
-                name: tensor_name,
-                dtype: view.dtype(),
-                dims: view.shape(),
-                data: view.data(),
-            });
-        }
+        let parts = file
+            .tensors
+            .iter()
+            .map(|view| TensorToWrite {
+                name: &view.name,
+                dtype: &view.dtype,
+                dims: &view.dims,
+                data: view.data,
+            })
+            .collect();
         let stored = meta.get(KEY_CHECKSUM).map(String::as_str).unwrap_or("");
-        let computed = format!("crc32:{:08x}", checksum(&meta, parts));
+        let computed = format!("crc32:{:08x}", checksum(meta, parts));
         if stored != computed {
             return Err(bad(format!(
                 "checkpoint is corrupted: checksum mismatch (stored `{stored}`, computed \
@@ -353,8 +350,9 @@ impl Checkpoint {
 
         let mut model = HashMap::new();
         let mut buffers = HashMap::new();
-        for (tensor_name, view) in &views {
-            let tensor = decode(path, tensor_name, view)?;
+        for view in &file.tensors {
+            let tensor_name = view.name.as_str();
+            let tensor = decode(path, view)?;
             if let Some(n) = tensor_name.strip_prefix(MODEL_PREFIX) {
                 model.insert(n, tensor);
             } else if let Some(n) = tensor_name.strip_prefix(OPTIMIZER_PREFIX) {
@@ -442,18 +440,10 @@ fn in_order(
     Ok(out)
 }
 
-/// One tensor as the checksum sees it.
-struct Part<'a> {
-    name: &'a str,
-    dtype: Dtype,
-    dims: &'a [usize],
-    data: &'a [u8],
-}
-
 /// CRC-32 over a canonical encoding of the metadata (sorted by key, without the checksum
 /// itself) and the tensors (sorted by name), each string and byte run length-prefixed so
 /// that moving bytes between fields changes the sum.
-fn checksum(meta: &HashMap<String, String>, mut parts: Vec<Part>) -> u32 {
+fn checksum(meta: &HashMap<String, String>, mut parts: Vec<TensorToWrite>) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
     let mut put = |bytes: &[u8]| {
         hasher.update(&(bytes.len() as u64).to_le_bytes());
@@ -469,7 +459,7 @@ fn checksum(meta: &HashMap<String, String>, mut parts: Vec<Part>) -> u32 {
     parts.sort_by(|a, b| a.name.cmp(b.name));
     for part in parts {
         put(part.name.as_bytes());
-        put(dtype_tag(part.dtype).as_bytes());
+        put(part.dtype.tag().as_bytes());
         let dims: Vec<u8> = part
             .dims
             .iter()
@@ -479,20 +469,6 @@ fn checksum(meta: &HashMap<String, String>, mut parts: Vec<Part>) -> u32 {
         put(part.data);
     }
     hasher.finalize()
-}
-
-/// The dtype's name in the header, spelled here so the checksum does not depend on how a
-/// safetensors version formats it for debugging.
-fn dtype_tag(dtype: Dtype) -> String {
-    match dtype {
-        Dtype::F32 => "F32".into(),
-        Dtype::F64 => "F64".into(),
-        Dtype::F16 => "F16".into(),
-        Dtype::I64 => "I64".into(),
-        Dtype::BOOL => "BOOL".into(),
-        // Rejected when the tensor is decoded; any stable spelling will do until then.
-        other => format!("{other:?}"),
-    }
 }
 
 fn mismatch(message: String) -> Error {

@@ -4,7 +4,9 @@
 mod atomic;
 mod checkpoint;
 mod checkpoint_dir;
+mod json;
 mod safetensors;
+mod safetensors_format;
 
 pub use self::atomic::write_atomic;
 pub use self::checkpoint::Checkpoint;

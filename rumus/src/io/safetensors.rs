@@ -5,9 +5,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors, tensor::TensorView};
-
 use super::atomic::write_atomic;
+use super::safetensors_format::{self, Dtype, TensorToWrite, TensorView};
 use crate::error::{Error, Result};
 use crate::nn::{Module, StateDict};
 use crate::storage::CpuBuffer;
@@ -34,7 +33,7 @@ pub(super) fn bytes_of(t: &DynTensor) -> (Dtype, Vec<u8>) {
         CpuBuffer::F64(v) => (Dtype::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::F16(v) => (Dtype::F16, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::I64(v) => (Dtype::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
-        CpuBuffer::Bool(v) => (Dtype::BOOL, v.iter().map(|&b| b as u8).collect()),
+        CpuBuffer::Bool(v) => (Dtype::Bool, v.iter().map(|&b| b as u8).collect()),
     }
 }
 
@@ -58,25 +57,18 @@ impl Encoded {
     }
 }
 
-/// The bytes of a safetensors file holding `tensors` and, if given, the `__metadata__` map.
-/// `path` only names the file in errors.
-pub(super) fn serialize(
-    tensors: &[Encoded],
-    metadata: Option<HashMap<String, String>>,
-    path: &Path,
-) -> Result<Vec<u8>> {
-    let views = tensors
+/// The bytes of a safetensors file holding `tensors` and `metadata` (none when empty).
+pub(super) fn serialize(tensors: &[Encoded], metadata: &HashMap<String, String>) -> Vec<u8> {
+    let parts: Vec<TensorToWrite> = tensors
         .iter()
-        .map(|t| {
-            Ok((
-                t.name.as_str(),
-                TensorView::new(t.dtype, t.dims.clone(), &t.bytes)
-                    .map_err(|e| format_error(path, format!("tensor `{}`: {e}", t.name)))?,
-            ))
+        .map(|t| TensorToWrite {
+            name: &t.name,
+            dtype: &t.dtype,
+            dims: &t.dims,
+            data: &t.bytes,
         })
-        .collect::<Result<Vec<_>>>()?;
-    safetensors::serialize(views, metadata)
-        .map_err(|e| format_error(path, format!("cannot encode the tensors: {e}")))
+        .collect();
+    safetensors_format::serialize(&parts, metadata)
 }
 
 /// Writes `state` to `path`, atomically (see [`write_atomic`]): a crash while writing leaves
@@ -87,27 +79,21 @@ pub fn write_state(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
         .iter()
         .map(|(name, t)| Encoded::new(name.clone(), t))
         .collect();
-    write_atomic(path, &serialize(&encoded, None, path)?)
+    write_atomic(path, &serialize(&encoded, &HashMap::new()))
 }
 
 /// The tensor behind `view`. `path` only names the file in errors. Never panics on hostile
 /// input: the element count is computed with checked products and compared with the data.
-pub(super) fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTensor> {
-    let data = view.data();
-    let dims = view.shape().to_vec();
-    let element_size = match view.dtype() {
-        Dtype::F32 => 4,
-        Dtype::F16 => 2,
-        Dtype::F64 | Dtype::I64 => 8,
-        Dtype::BOOL => 1,
-        other => {
+pub(super) fn decode(path: &Path, view: &TensorView) -> Result<DynTensor> {
+    let (name, data, dims) = (&view.name, view.data, &view.dims);
+    let element_size = match &view.dtype {
+        Dtype::Other(tag) => {
             return Err(format_error(
                 path,
-                format!(
-                    "tensor `{name}` has dtype {other:?}; rumus reads F32, F64, F16, I64 and BOOL"
-                ),
+                format!("tensor `{name}` has dtype {tag}; rumus reads F32, F64, F16, I64 and BOOL"),
             ));
         }
+        known => known.element_size().expect("rumus's dtypes have sizes"),
     };
     let expected = dims
         .iter()
@@ -123,14 +109,14 @@ pub(super) fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTe
         return Err(format_error(
             path,
             format!(
-                "tensor `{name}` holds {} bytes, but shape {dims:?} of {:?} needs {expected}",
+                "tensor `{name}` holds {} bytes, but shape {dims:?} of {} needs {expected}",
                 data.len(),
-                view.dtype()
+                view.dtype.tag()
             ),
         ));
     }
     let chunks = |size: usize| data.chunks_exact(size);
-    let buffer = match view.dtype() {
+    let buffer = match view.dtype {
         Dtype::F32 => CpuBuffer::F32(
             chunks(4)
                 .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
@@ -153,20 +139,19 @@ pub(super) fn decode(path: &Path, name: &str, view: &TensorView) -> Result<DynTe
         ),
         _ => CpuBuffer::Bool(data.iter().map(|&b| b != 0).collect()),
     };
-    Ok(DynTensor::from_buffer(buffer, &dims))
+    Ok(DynTensor::from_buffer(buffer, dims))
 }
 
 /// Reads every tensor of a safetensors file, in name order.
 pub fn read_state(path: impl AsRef<Path>) -> Result<StateDict> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
-    let file = SafeTensors::deserialize(&bytes)
+    let mut file = safetensors_format::parse(&bytes)
         .map_err(|e| format_error(path, format!("not a valid safetensors file: {e}")))?;
-    let mut tensors = file.tensors();
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    tensors
+    file.tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    file.tensors
         .iter()
-        .map(|(name, view)| Ok((name.clone(), decode(path, name, view)?)))
+        .map(|view| Ok((view.name.clone(), decode(path, view)?)))
         .collect()
 }
 
