@@ -97,12 +97,23 @@ impl fmt::Display for Device {
 
 /// The GPU an op runs on, or `None` for the CPU. Every operand must be on the same device,
 /// except rank-0 host tensors, which join a GPU op as constants.
+///
+/// Inlined: the common case, every operand on the host, is a flag load per operand, with no
+/// lock and no call.
 #[cfg(feature = "gpu")]
+#[inline]
 pub(crate) fn gpu_of(op: &'static str, operands: &[&DynTensor]) -> Result<Option<GpuDevice>> {
-    // The common case, all on the host, without a lock.
-    if !operands.iter().any(|t| t.storage().is_on_gpu()) {
-        return Ok(None);
+    if operands.iter().any(|t| t.storage().is_on_gpu()) {
+        common_gpu(op, operands)
+    } else {
+        Ok(None)
     }
+}
+
+/// The GPU shared by `operands`, some of which are on one.
+#[cfg(feature = "gpu")]
+#[cold]
+fn common_gpu(op: &'static str, operands: &[&DynTensor]) -> Result<Option<GpuDevice>> {
     let mut gpu: Option<GpuDevice> = None;
     for operand in operands {
         if let Device::Gpu(device) = operand.device() {

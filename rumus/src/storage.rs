@@ -159,6 +159,7 @@ impl Storage {
         }
     }
 
+    #[inline]
     fn lock(&self) -> RwLockReadGuard<'_, Memory> {
         self.memory
             .read()
@@ -192,6 +193,7 @@ impl Storage {
 
     /// Host elements. For GPU memory this reads the whole buffer back (a counted fallback
     /// transfer); ops with GPU kernels never get here.
+    #[inline]
     pub fn read(&self) -> HostView<'_> {
         let guard = self.lock();
         match &*guard {
@@ -259,11 +261,16 @@ impl Drop for Storage {
             .memory
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Memory::Host(buffer) = memory
-            && self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES
-        {
+        let Memory::Host(buffer) = memory else {
+            return;
+        };
+        if self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES {
             let empty = CpuBuffer::Bool(Vec::new());
             crate::backend::cpu::pool::recycle(std::mem::replace(buffer, empty));
+        } else if let CpuBuffer::F32(values) = buffer
+            && values.capacity() <= crate::backend::cpu::small_buffers::MAX_ELEMENTS
+        {
+            crate::backend::cpu::small_buffers::give_back(std::mem::take(values));
         }
     }
 }

@@ -119,14 +119,25 @@ impl Drop for Node {
 
 /// Attaches `output` to the graph when recording is on and some input requires a gradient.
 /// `op` is built lazily so untracked calls allocate nothing.
+///
+/// Inlined into every op, so an untracked call costs a load per input (the thread-local
+/// recording flag is read only when some input is tracked); the recording itself is
+/// [`attach`], compiled once.
+#[inline]
 pub(crate) fn record(
     output: DynTensor,
     inputs: &[&DynTensor],
     op: impl FnOnce() -> BackwardOp,
 ) -> DynTensor {
-    if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
-        return output;
+    if inputs.iter().any(|t| t.requires_grad()) && is_grad_enabled() {
+        attach(output, inputs, op())
+    } else {
+        output
     }
+}
+
+/// `output` as the result of a new graph node running `op` on `inputs`.
+fn attach(output: DynTensor, inputs: &[&DynTensor], op: BackwardOp) -> DynTensor {
     let edges = inputs
         .iter()
         .map(|t| {
@@ -137,10 +148,7 @@ pub(crate) fn record(
         })
         .collect();
     live_counts::add(Count::GraphNodes, 1);
-    let node = Arc::new(Node {
-        op: op(),
-        inputs: edges,
-    });
+    let node = Arc::new(Node { op, inputs: edges });
     output.with_grad_meta(GradMeta {
         id: TensorId::fresh(),
         node: Some(node),

@@ -50,10 +50,28 @@ pub fn contiguous_strides(dims: &[usize]) -> Dims {
 }
 
 impl Layout {
+    #[inline]
     pub fn contiguous(dims: &[usize]) -> Self {
+        let rank = dims.len();
+        if rank > 6 {
+            return Layout {
+                strides: contiguous_strides(dims),
+                dims: Dims::from_slice(dims),
+                offset: 0,
+            };
+        }
+        // Every op's output layout comes through here: both inline arrays are filled in one
+        // pass, without `SmallVec`'s capacity checks.
+        let (mut sizes, mut strides) = ([0; 6], [0; 6]);
+        let mut step = 1usize;
+        for axis in (0..rank).rev() {
+            sizes[axis] = dims[axis];
+            strides[axis] = step;
+            step = step.saturating_mul(dims[axis]);
+        }
         Layout {
-            strides: contiguous_strides(dims),
-            dims: Dims::from_slice(dims),
+            dims: Dims::from_buf_and_len(sizes, rank),
+            strides: Dims::from_buf_and_len(strides, rank),
             offset: 0,
         }
     }

@@ -32,6 +32,7 @@ struct TensorImpl {
 }
 
 impl DynTensor {
+    #[inline]
     pub(crate) fn from_storage(storage: Arc<Storage>, layout: Layout) -> Self {
         DynTensor(Arc::new(TensorImpl {
             storage,
@@ -41,6 +42,7 @@ impl DynTensor {
     }
 
     /// A fresh contiguous tensor over `buffer` (whose length the caller matched to `dims`).
+    #[inline]
     pub(crate) fn from_buffer(buffer: CpuBuffer, dims: &[usize]) -> Self {
         debug_assert_eq!(buffer.len(), dims.iter().product::<usize>());
         Self::from_storage(Arc::new(Storage::new(buffer)), Layout::contiguous(dims))

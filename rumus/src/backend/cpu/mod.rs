@@ -14,6 +14,7 @@ pub mod parallel;
 pub mod pool;
 pub mod reduce;
 pub mod simd;
+pub mod small_buffers;
 pub mod strided;
 mod transpose;
 pub mod unfold;

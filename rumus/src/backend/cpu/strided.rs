@@ -39,10 +39,12 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
     let numel = layout.numel();
     if layout.is_contiguous() {
         let src = &a[layout.offset()..layout.offset() + numel];
-        // Small outputs stay on this thread and below the pool's sizes: collected straight
-        // from the iterator, they are allocated once and never zero-filled.
+        // Small outputs stay on this thread and below the pool's sizes: filled straight
+        // from the iterator, never zero-filled (tiny ones in a buffer this thread freed).
         if numel < super::parallel::PARALLEL_GRAIN {
-            return src.iter().map(|&s| f(s)).collect();
+            let mut out = super::small_buffers::with_capacity(numel);
+            out.extend(src.iter().map(|&s| f(s)));
+            return out;
         }
         let mut out = super::pool::reused(numel, O::default());
         let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
@@ -93,7 +95,9 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'stati
         );
         // As in `map`: one allocation, no zero fill.
         if numel < super::parallel::PARALLEL_GRAIN {
-            return sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect();
+            let mut out = super::small_buffers::with_capacity(numel);
+            out.extend(sa.iter().zip(sb).map(|(&x, &y)| f(x, y)));
+            return out;
         }
         let mut out = super::pool::reused(numel, O::default());
         let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
