@@ -5,9 +5,9 @@
 //
 // Parameters: 0 M, 1 N, 2 K, 3 batch count, 4 batch rank (up to 4), 5-6 offsets of A and B,
 // 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15 batch dims,
-// 16-19 batch strides of A, 20-23 of B, 24 K splits, 25 K per split, 26 `matmul_wide`'s
-// vector loads (1: A, 2: B). The output is contiguous [batch, M, N] ([batch, splits, M, N]
-// partial products with several splits).
+// 16-19 batch strides of A, 20-23 of B, 24 K splits, 25 K per split, 26 flags: `matmul_wide`'s
+// vector loads (1: A, 2: B) and a bias (4), 27-28 the bias's offset and stride. The output is
+// contiguous [batch, M, N] ([batch, splits, M, N] partial products with several splits).
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
 @group(0) @binding(1) var<storage, read> a: array<u32>;
@@ -17,6 +17,17 @@
 // found the operand's contiguous axis, other stride, offsets and extents multiples of four.
 @group(0) @binding(4) var<storage, read> a4: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> b4: array<vec4<u32>>;
+// The bias added to every row of the output (`F.linear`), when flag 4 is set; bound to A
+// otherwise, and then never read.
+@group(0) @binding(6) var<storage, read> bias: array<u32>;
+
+// The bias of output column `col`, or zero without one.
+fn bias_of(col: u32) -> f32 {
+    if ((p[26] & 4u) == 0u) {
+        return 0.0;
+    }
+    return bitcast<f32>(bias[p[27] + col * p[28]]);
+}
 
 const TILE: u32 = 64u;
 
@@ -119,7 +130,7 @@ fn matmul_tiled(
                     for (var j = 0u; j < 4u; j++) {
                         let gn = col0 + tx * 4u + j;
                         if (gn < n) {
-                            out[out_base + gm * n + gn] = bitcast<u32>(acc[i][j]);
+                            out[out_base + gm * n + gn] = bitcast<u32>(acc[i][j] + bias_of(gn));
                         }
                     }
                 }
@@ -318,7 +329,7 @@ fn matmul_wide(
                     for (var c = 0u; c < 8u; c++) {
                         let gn = origin.y + (c / 4u) * 64u + tx * 4u + c % 4u;
                         if (gn < n) {
-                            out[out_base + gm * n + gn] = bitcast<u32>(acc[2u * r + c / 4u][c % 4u]);
+                            out[out_base + gm * n + gn] = bitcast<u32>(acc[2u * r + c / 4u][c % 4u] + bias_of(gn));
                         }
                     }
                 }
@@ -327,8 +338,9 @@ fn matmul_wide(
     }
 }
 
-// Adds the split-K partial products [batch, splits, M N] into [batch, M N].
-// Parameters: 0 output elements, 1 M N, 2 splits, 3 threads per grid row.
+// Adds the split-K partial products [batch, splits, M N] into [batch, M N], and the bias.
+// Parameters: 0 output elements, 1 M N, 2 splits, 3 threads per grid row, 4 whether there is
+// a bias, 5 N, 6-7 the bias's offset and stride.
 @compute @workgroup_size(256)
 fn sum_splits(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.y * p[3] + gid.x;
@@ -341,6 +353,9 @@ fn sum_splits(@builtin(global_invocation_id) gid: vec3<u32>) {
     var total = 0.0;
     for (var s = 0u; s < splits; s++) {
         total += bitcast<f32>(a[first + s * block]);
+    }
+    if (p[4] != 0u) {
+        total += bitcast<f32>(bias[p[6] + (i % block) % p[5] * p[7]]);
     }
     out[i] = bitcast<u32>(total);
 }

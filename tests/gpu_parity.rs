@@ -169,6 +169,10 @@ fn reductions_and_softmax_match_the_cpu() {
         &[tensor(&[40, 300, 7], 34)],
         |t| t[0].sum(&[0, 1], false).unwrap(),
     );
+    // several groups of 32 columns, the last one partial
+    check("column sums", &device, &[tensor(&[600, 70], 35)], |t| {
+        t[0].sum(&[0], false).unwrap()
+    });
     check("mean 1", &device, std::slice::from_ref(&x), |t| {
         t[0].mean(&[1], false).unwrap()
     });
@@ -304,6 +308,53 @@ fn matrix_products_match_the_cpu() {
             .matmul(&t[1].narrow(1, 3, 36).unwrap())
             .unwrap()
     });
+    // `linear`: the bias added in the epilogue of the 64x64 kernel, of the wide kernel, and
+    // in the sum of split-K partial products; a bias that is a strided view
+    let linear = |t: &[DynTensor]| t[0].linear(&t[1], Some(&t[2])).unwrap();
+    check(
+        "linear",
+        &device,
+        &[
+            tensor(&[3, 40, 24], 51),
+            tensor(&[30, 24], 52),
+            tensor(&[30], 53),
+        ],
+        linear,
+    );
+    check(
+        "linear, wide",
+        &device,
+        &[
+            tensor(&[2049, 9], 54),
+            tensor(&[1030, 9], 55),
+            tensor(&[1030], 56),
+        ],
+        linear,
+    );
+    check(
+        "linear, split along K",
+        &device,
+        &[
+            tensor(&[8, 3000], 57),
+            tensor(&[9, 3000], 58),
+            tensor(&[9], 59),
+        ],
+        linear,
+    );
+    check(
+        "linear, strided bias",
+        &device,
+        &[
+            tensor(&[5, 12], 60),
+            tensor(&[7, 12], 61),
+            tensor(&[21], 62),
+        ],
+        |t| {
+            let bias = t[2].reshape(&[7, 3]).unwrap().narrow(1, 1, 1).unwrap();
+            t[0].linear(&t[1], Some(&bias.reshape(&[7]).unwrap()))
+                .unwrap()
+        },
+    );
     // few output tiles and a long K: split along K, the partial products added up
     check(
         "split-K",

@@ -158,6 +158,33 @@ case!(
 );
 case!(matmul_dot, [randn(&[4], 1), randn(&[4], 2)], |x| x[0]
     .matmul(&x[1]));
+// `linear` with the bias added by the product: 2-d and batched inputs, a strided bias view,
+// a transposed input, and without a bias
+case!(
+    linear_2d,
+    [randn(&[3, 4], 1), randn(&[5, 4], 2), randn(&[5], 3)],
+    |x| x[0].linear(&x[1], Some(&x[2]))
+);
+case!(
+    linear_batched_input,
+    [randn(&[2, 3, 4], 1), randn(&[5, 4], 2), randn(&[5], 3)],
+    |x| x[0].linear(&x[1], Some(&x[2]))
+);
+case!(
+    linear_strided_bias_and_input,
+    [randn(&[4, 3], 1), randn(&[2, 4], 2), randn(&[6], 3)],
+    |x| t(&x[0])?.linear(&x[1], Some(&x[2].narrow(0, 1, 2)?))
+);
+case!(
+    linear_without_bias,
+    [randn(&[3, 4], 1), randn(&[5, 4], 2)],
+    |x| x[0].linear(&x[1], None)
+);
+case!(
+    linear_of_a_vector,
+    [randn(&[4], 1), randn(&[5, 4], 2), randn(&[5], 3)],
+    |x| x[0].linear(&x[1], Some(&x[2]))
+);
 
 // ---- views ----
 case!(reshape, [randn(&[3, 4], 1)], |x| x[0]

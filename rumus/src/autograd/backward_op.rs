@@ -70,6 +70,12 @@ pub enum BackwardOp {
         lhs: Saved,
         rhs: Saved,
     },
+    /// `input @ weight_t + bias`; inputs (input, weight_t, bias).
+    Linear {
+        input: Saved,
+        weight_t: Saved,
+        bias_dims: Dims,
+    },
     Reshape {
         input_dims: Dims,
     },
@@ -170,6 +176,7 @@ impl BackwardOp {
             BackwardOp::Softmax { log: false, .. } => "softmax",
             BackwardOp::Softmax { log: true, .. } => "log_softmax",
             BackwardOp::Matmul { .. } => "matmul",
+            BackwardOp::Linear { .. } => "linear",
             BackwardOp::Reshape { .. } => "reshape",
             BackwardOp::Permute { .. } => "permute",
             BackwardOp::Expand { .. } => "broadcast_to",
@@ -199,6 +206,11 @@ impl BackwardOp {
             BackwardOp::Mul { lhs, rhs }
             | BackwardOp::Div { lhs, rhs }
             | BackwardOp::Matmul { lhs, rhs }
+            | BackwardOp::Linear {
+                input: lhs,
+                weight_t: rhs,
+                ..
+            }
             | BackwardOp::Conv2d {
                 input: lhs,
                 weight: rhs,
@@ -265,6 +277,11 @@ impl BackwardOp {
                 one(softmax::softmax_backward(grad, input, *axis, *log))
             }
             BackwardOp::Matmul { lhs, rhs } => matmul::matmul_backward(grad, lhs, rhs, needs),
+            BackwardOp::Linear {
+                input,
+                weight_t,
+                bias_dims,
+            } => matmul::linear_backward(grad, (input, weight_t), bias_dims, needs),
             BackwardOp::Reshape { input_dims } => one(grad.reshape(input_dims)),
             BackwardOp::Permute { perm } => one(grad.permute(&view::inverse_permutation(perm))),
             BackwardOp::Expand { input_dims } => one(grad.sum_to(input_dims)),

@@ -65,15 +65,6 @@ fn check_heads(embed: usize, heads: usize) -> Result<()> {
     Ok(())
 }
 
-/// `x W^T (+ b)` over the last axis.
-fn project(x: &DynTensor, weight: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
-    let y = x.matmul(&weight.transpose(0, 1)?)?;
-    match bias {
-        Some(b) => y.add(b),
-        None => Ok(y),
-    }
-}
-
 /// Checks the shapes of every operand; returns `(embed, batch, target len, source len)`.
 fn check_attention_shapes(
     query: &DynTensor,
@@ -167,9 +158,9 @@ pub fn multi_head_attention(
     let split_heads = |x: DynTensor, len: usize| -> Result<DynTensor> {
         x.reshape(&[b, len, heads, head_dim])?.transpose(1, 2)
     };
-    let q = split_heads(project(query, &w[0], bias_of(0))?, t)?;
-    let k = split_heads(project(key, &w[1], bias_of(1))?, s)?;
-    let v = split_heads(project(value, &w[2], bias_of(2))?, s)?;
+    let q = split_heads(query.linear(&w[0], bias_of(0))?, t)?;
+    let k = split_heads(key.linear(&w[1], bias_of(1))?, s)?;
+    let v = split_heads(value.linear(&w[2], bias_of(2))?, s)?;
     let mut scores = q
         .mul_scalar((1.0 / head_dim as f64).sqrt())?
         .matmul(&k.transpose(-1, -2)?)?;
@@ -191,7 +182,7 @@ pub fn multi_head_attention(
     }
     let attention = dropout(&scores.softmax(-1)?, options.dropout, options.training)?;
     let merged = attention.matmul(&v)?.transpose(1, 2)?.reshape(&[b, t, e])?;
-    let out = project(&merged, weights.out_proj_weight, weights.out_proj_bias)?;
+    let out = merged.linear(weights.out_proj_weight, weights.out_proj_bias)?;
     Ok((out, attention))
 }
 

@@ -40,20 +40,12 @@ impl<const IN: usize, const OUT: usize> Linear<IN, OUT> {
 
     /// Applies the layer to the last axis of a tensor of any rank (untyped).
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
-        let y = x.matmul(&self.weight.as_dyn().transpose(0, 1)?)?;
-        match &self.bias {
-            Some(bias) => y.add(bias.as_dyn()),
-            None => Ok(y),
-        }
+        x.linear(self.weight.as_dyn(), self.bias.as_ref().map(Tensor::as_dyn))
     }
 
     /// `[B, IN] -> [B, OUT]`.
     pub fn forward<B: Dim>(&self, x: &Tensor<(B, D<IN>)>) -> Tensor<(B, D<OUT>)> {
-        let y = x.matmul(&self.weight.t());
-        match &self.bias {
-            Some(bias) => &y + bias,
-            None => y,
-        }
+        x.linear(&self.weight, self.bias.as_ref())
     }
 }
 

@@ -105,19 +105,10 @@ fn initial_state(
     }
 }
 
-/// `x W^T (+ b)` over the last axis.
-fn project(x: &DynTensor, weight: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
-    let y = x.matmul(&weight.transpose(0, 1)?)?;
-    match bias {
-        Some(b) => y.add(b),
-        None => Ok(y),
-    }
-}
-
 /// The input projections of every time step, one `[batch, GATES * H]` tensor per step.
 fn input_projections(x: &DynTensor, w: &RnnWeights) -> Result<Vec<DynTensor>> {
     let mut steps = Vec::with_capacity(x.dims()[1]);
-    split_steps(&project(x, w.weight_ih, w.bias_ih)?, &mut steps)?;
+    split_steps(&x.linear(w.weight_ih, w.bias_ih)?, &mut steps)?;
     Ok(steps)
 }
 

@@ -5,7 +5,7 @@ use crate::autograd::{BackwardOp, Saved, record};
 use crate::backend::cpu::matmul::matmul;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
-use crate::shape::{Layout, broadcast_shapes};
+use crate::shape::{Dims, Layout, broadcast_shapes};
 use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
@@ -27,11 +27,48 @@ impl DynTensor {
             (1, 1) => self.unsqueeze(0)?.matmul(&rhs.unsqueeze(1)?)?.reshape(&[]),
             (1, _) => self.unsqueeze(0)?.matmul(rhs)?.squeeze(-2),
             (_, 1) => self.matmul(&rhs.unsqueeze(1)?)?.squeeze(-1),
-            _ => self.matmul_batched(rhs),
+            _ => self.matmul_batched(rhs, None),
         }
     }
 
-    fn matmul_batched(&self, rhs: &DynTensor) -> Result<DynTensor> {
+    /// `self @ weight^T + bias`, PyTorch's `F.linear`: `self` is `[.., in]`, `weight`
+    /// `[out, in]`, `bias` `[out]`; the result is `[.., out]`.
+    ///
+    /// The bias is added by the product itself (written before the product accumulates onto
+    /// it on the CPU, in the kernel's epilogue on a GPU), so the output is written once, and
+    /// one record on the tape covers both.
+    pub fn linear(&self, weight: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
+        if weight.rank() != 2 {
+            return Err(ShapeError::Invalid {
+                context: "linear".into(),
+                message: format!(
+                    "the weight must be [out_features, in_features], got {:?}",
+                    weight.dims()
+                ),
+            }
+            .into());
+        }
+        let weight_t = weight.transpose(0, 1)?;
+        let Some(bias) = bias else {
+            return self.matmul(&weight_t);
+        };
+        let fused = self.rank() >= 2
+            && bias.dims() == [weight.dims()[0]]
+            && self.dtype() == weight.dtype()
+            && bias.dtype() == weight.dtype()
+            && matches!(self.dtype(), DType::F32 | DType::F64);
+        if fused {
+            self.matmul_batched(&weight_t, Some(bias))
+        } else {
+            // Vectors, other dtypes and broadcasting biases take the two ops (whose errors
+            // name the mismatch).
+            self.matmul(&weight_t)?.add(bias)
+        }
+    }
+
+    /// The product of operands of rank 2 or more, plus `bias` along the last axis (its
+    /// shape and dtype checked by [`DynTensor::linear`]).
+    fn matmul_batched(&self, rhs: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
         if self.dtype() == DType::F16 && rhs.dtype() == DType::F16 && !self.device().is_gpu() {
             // On the host, f16 products run on the f32 kernel and round once at the end, as
             // PyTorch accumulates f16 in f32 (f16 carries no gradients, so nothing records).
@@ -61,18 +98,27 @@ impl DynTensor {
             self.layout().broadcast_to(&with_batch([m, k])),
             rhs.layout().broadcast_to(&with_batch([k, n])),
         );
-        let out = matmul_untracked((self, &la), (rhs, &lb), &with_batch([m, n]))?;
-        Ok(record(out, &[self, rhs], || BackwardOp::Matmul {
-            lhs: Saved::new(self),
-            rhs: Saved::new(rhs),
-        }))
+        let out = matmul_untracked((self, &la), (rhs, &lb), bias, &with_batch([m, n]))?;
+        Ok(match bias {
+            None => record(out, &[self, rhs], || BackwardOp::Matmul {
+                lhs: Saved::new(self),
+                rhs: Saved::new(rhs),
+            }),
+            Some(bias) => record(out, &[self, rhs, bias], || BackwardOp::Linear {
+                input: Saved::new(self),
+                weight_t: Saved::new(rhs),
+                bias_dims: Dims::from_slice(bias.dims()),
+            }),
+        })
     }
 }
 
-/// The product of operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`.
+/// The product of operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`,
+/// plus `bias` (`[n]`, same dtype) on every row.
 fn matmul_untracked(
     (a, la): (&DynTensor, &Layout),
     (b, lb): (&DynTensor, &Layout),
+    bias: Option<&DynTensor>,
     out_dims: &[usize],
 ) -> Result<DynTensor> {
     if a.dtype() != b.dtype() {
@@ -84,18 +130,55 @@ fn matmul_untracked(
     }
     #[cfg(feature = "gpu")]
     if let Some(gpu) = crate::device::gpu_of("matmul", &[a, b])? {
-        return gpu.matmul((a, la), (b, lb), out_dims);
+        if let Some(bias) = bias {
+            // One device for all three (a host bias is an error, not a copy).
+            crate::device::gpu_of("linear", &[a, bias])?;
+        }
+        return gpu.matmul((a, la), (b, lb), bias, out_dims);
     }
-    let buffer = crate::ops::elementwise::read_pair(a, b, |a, b| match (a, b) {
-        (CpuBuffer::F32(a), CpuBuffer::F32(b)) => Ok(CpuBuffer::F32(matmul(a, la, b, lb))),
-        (CpuBuffer::F64(a), CpuBuffer::F64(b)) => Ok(CpuBuffer::F64(matmul(a, la, b, lb))),
-        (a, _) => Err(Error::DType {
+    // The bias as `n` contiguous values (a copy only for a strided view).
+    let bias = bias
+        .map(|t| {
+            crate::device::gpu_of("linear", &[a, t])?;
+            t.host_copy()
+        })
+        .transpose()?;
+    let buffer = crate::ops::elementwise::read_pair(a, b, |a, b| match (a, b, &bias) {
+        (CpuBuffer::F32(a), CpuBuffer::F32(b), None) => {
+            Ok(CpuBuffer::F32(matmul(a, la, b, lb, None)))
+        }
+        (CpuBuffer::F32(a), CpuBuffer::F32(b), Some(CpuBuffer::F32(bias))) => {
+            Ok(CpuBuffer::F32(matmul(a, la, b, lb, Some(bias))))
+        }
+        (CpuBuffer::F64(a), CpuBuffer::F64(b), None) => {
+            Ok(CpuBuffer::F64(matmul(a, la, b, lb, None)))
+        }
+        (CpuBuffer::F64(a), CpuBuffer::F64(b), Some(CpuBuffer::F64(bias))) => {
+            Ok(CpuBuffer::F64(matmul(a, la, b, lb, Some(bias))))
+        }
+        (a, _, _) => Err(Error::DType {
             op: "matmul",
             expected: "a floating-point tensor",
             found: a.dtype(),
         }),
     })?;
     Ok(DynTensor::from_buffer(buffer, out_dims))
+}
+
+/// Gradients of `linear`'s input, transposed weight and bias.
+pub(crate) fn linear_backward(
+    grad: &DynTensor,
+    (input, weight_t): (&Saved, &Saved),
+    bias_dims: &[usize],
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
+    let mut grads = matmul_backward(grad, input, weight_t, &needs[..2])?;
+    grads.push(if needs[2] {
+        Some(grad.sum_to(bias_dims)?)
+    } else {
+        None
+    });
+    Ok(grads)
 }
 
 pub(crate) fn matmul_backward(

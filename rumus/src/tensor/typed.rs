@@ -334,6 +334,17 @@ impl<M: Dim, K: Dim> Tensor<(M, K)> {
     pub fn t(&self) -> Tensor<(K, M)> {
         Tensor::wrap(proven(self.inner.transpose(0, 1)))
     }
+
+    /// `self @ weight^T + bias` (PyTorch's `F.linear`), the bias added by the product
+    /// itself (see [`DynTensor::linear`]).
+    pub fn linear<N: Dim>(
+        &self,
+        weight: &Tensor<(N, K)>,
+        bias: Option<&Tensor<(N,)>>,
+    ) -> Tensor<(M, N)> {
+        let bias = bias.map(Tensor::as_dyn);
+        Tensor::wrap(proven(self.inner.linear(&weight.inner, bias)))
+    }
 }
 
 impl<B: Dim, M: Dim, K: Dim> Tensor<(B, M, K)> {

@@ -17,7 +17,8 @@ const PARALLEL_FLOPS: usize = 64 * 64 * 64;
 /// Fewest rows of a product worth giving a thread of their own.
 const ROW_BLOCK_MIN: usize = 32;
 
-/// `dst = lhs @ rhs` for an `m x n` row-major `dst` (overwritten; rows `dst_rs` apart) and
+/// `dst = lhs @ rhs` (or `dst += lhs @ rhs` with `accumulate`) for an `m x n` row-major
+/// `dst` (rows `dst_rs` apart) and
 /// operands given by pointer and (row, column) strides, through gemm's f32 or f64 kernel. Its
 /// micro-kernels want a column-major destination, so the product is computed as its
 /// transpose, `dst^T = rhs^T @ lhs^T` (what the `gemm` crate's front end does for a
@@ -29,7 +30,7 @@ const ROW_BLOCK_MIN: usize = 32;
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_row_major<T: Float>(
     (m, n, k): (usize, usize, usize),
-    (dst, dst_rs): (*mut T, usize),
+    (dst, dst_rs, accumulate): (*mut T, usize, bool),
     (lhs, lhs_rs, lhs_cs): (*const T, isize, isize),
     (rhs, rhs_rs, rhs_cs): (*const T, isize, isize),
     parallelism: Parallelism,
@@ -44,14 +45,14 @@ unsafe fn gemm_row_major<T: Float>(
                 dst.cast(),
                 dst_rs as isize,
                 1,
-                false,
+                accumulate,
                 rhs.cast(),
                 rhs_rs,
                 rhs_cs,
                 lhs.cast(),
                 lhs_rs,
                 lhs_cs,
-                0.0,
+                if accumulate { 1.0 } else { 0.0 },
                 1.0,
                 false,
                 false,
@@ -102,8 +103,18 @@ fn batch_offset(index: usize, layout: &Layout, batch_rank: usize) -> usize {
 }
 
 /// `a @ b` where `a` is `[batch.., m, k]` and `b` is `[batch.., k, n]` with identical batch
-/// dims (broadcast views allowed). Returns a contiguous `[batch.., m, n]` buffer.
-pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
+/// dims (broadcast views allowed), plus `bias` (`n` values, or none) added to every row.
+/// Returns a contiguous `[batch.., m, n]` buffer.
+///
+/// The bias is written first and the product accumulated onto it, so a `Linear` layer's
+/// output is written once instead of once by the product and again by a bias addition.
+pub fn matmul<T: Float + Default>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    bias: Option<&[T]>,
+) -> Vec<T> {
     let rank = la.rank();
     let (m, k, n) = (
         la.dims()[rank - 2],
@@ -112,11 +123,24 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
     );
     let batch_rank = rank - 2;
     let batches: usize = la.dims()[..batch_rank].iter().product();
-    if m == 0 || n == 0 || k == 0 || batches == 0 {
-        return vec![T::ZERO; batches * m * n];
+    if m == 0 || n == 0 || batches == 0 {
+        return Vec::new();
     }
-    // gemm overwrites every element (it does not read the destination).
+    // gemm overwrites every element (it does not read the destination) unless it adds onto
+    // the bias.
     let mut out = super::pool::reused(batches * m * n, T::ZERO);
+    let accumulate = bias.is_some();
+    if let Some(bias) = bias {
+        for row in out.chunks_mut(n) {
+            row.copy_from_slice(bias);
+        }
+    }
+    if k == 0 {
+        if !accumulate {
+            out.fill(T::ZERO);
+        }
+        return out;
+    }
     let (a_rs, a_cs) = (
         la.strides()[rank - 2] as isize,
         la.strides()[rank - 1] as isize,
@@ -139,7 +163,7 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
         unsafe {
             gemm_row_major(
                 (m, n, k),
-                (dst.as_mut_ptr(), n),
+                (dst.as_mut_ptr(), n, accumulate),
                 (a_at(batch).offset(first as isize * a_rs), a_rs, a_cs),
                 (b_at(batch), b_rs, b_cs),
                 parallelism,
@@ -185,7 +209,7 @@ pub fn matmul<T: Float + Default>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
                 unsafe {
                     gemm_row_major(
                         (m, columns, k),
-                        (dst.at(batch * m * n + first), n),
+                        (dst.at(batch * m * n + first), n, accumulate),
                         (a_at(batch), a_rs, a_cs),
                         (b_at(batch).offset(first as isize * b_cs), b_rs, b_cs),
                         Parallelism::None,

@@ -4,7 +4,7 @@ use super::batch::{grid_1d, grid_rows};
 use super::context::GpuDevice;
 use super::elementwise::check_float;
 use super::memory::GpuBuffer;
-use super::operand::Strided;
+use super::operand::{Memory, Strided};
 use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
@@ -110,28 +110,44 @@ fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize
 }
 
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
-/// operands through its vector bindings.
+/// operands through its vector bindings. The tiled kernels read the bias at binding 6,
+/// which is bound to A when there is none (the kernel then never reads it).
 fn product_bindings<'a>(
     entry: &str,
     a: &'a wgpu::Buffer,
     b: &'a wgpu::Buffer,
+    bias: Option<&'a wgpu::Buffer>,
     written: &'a wgpu::Buffer,
 ) -> Vec<(u32, &'a wgpu::Buffer)> {
     let mut bindings = vec![(1, a), (2, b), (3, written)];
     if entry == "matmul_wide" {
         bindings.extend([(4, a), (5, b)]);
     }
+    if entry != "matmul_coop" {
+        bindings.push((6, bias.unwrap_or(a)));
+    }
     bindings
+}
+
+/// Where a product's bias lives: its buffer, and the offset and stride of its `n` values.
+struct Bias {
+    memory: Memory,
+    offset: u32,
+    stride: u32,
 }
 
 impl GpuDevice {
     /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`
     /// (same dtype, checked by the caller): `f32`, or `f16` accumulated in `f32` and rounded
     /// to an `f16` result.
+    ///
+    /// With `bias` (`f32` `[n]`, checked by the caller) the product adds it to every row, in
+    /// the kernel's epilogue, or in the sum of split-K partial products.
     pub(crate) fn matmul(
         &self,
         (a, la): (&DynTensor, &Layout),
         (b, lb): (&DynTensor, &Layout),
+        bias: Option<&DynTensor>,
         out_dims: &[usize],
     ) -> Result<DynTensor> {
         let kernels = match a.dtype() {
@@ -142,7 +158,18 @@ impl GpuDevice {
                 Kernels::F32
             }
         };
-        self.product(kernels, (a, la), (b, lb), out_dims)
+        let bias = match bias {
+            Some(bias) => {
+                check_float(bias.dtype(), "linear")?;
+                Some(Bias {
+                    memory: self.any_memory_of(bias)?,
+                    offset: bias.layout().offset() as u32,
+                    stride: bias.layout().strides()[0] as u32,
+                })
+            }
+            None => None,
+        };
+        self.product(kernels, (a, la), (b, lb), bias.as_ref(), out_dims)
     }
 
     fn product(
@@ -150,10 +177,11 @@ impl GpuDevice {
         kernels: Kernels,
         (a, la): (&DynTensor, &Layout),
         (b, lb): (&DynTensor, &Layout),
+        bias: Option<&Bias>,
         out_dims: &[usize],
     ) -> Result<DynTensor> {
         if let Some((la, lb)) = fold_batch_into_rows(la, lb) {
-            return self.product(kernels, (a, &la), (b, &lb), out_dims);
+            return self.product(kernels, (a, &la), (b, &lb), bias, out_dims);
         }
         let r = la.rank();
         let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
@@ -226,7 +254,7 @@ impl GpuDevice {
         };
         let gz = (batch * splits).clamp(1, 65_535) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
-        let mut params = vec![0u32; 27];
+        let mut params = vec![0u32; 29];
         params[..12].copy_from_slice(&[
             m as u32,
             n as u32,
@@ -253,7 +281,17 @@ impl GpuDevice {
             let b_vectors = vector_operand(lb, &strided.strides[1], (k, n));
             params[26] = u32::from(a_vectors) | (u32::from(b_vectors) << 1);
         }
+        // Without split-K the product's epilogue adds the bias; with it, the sum of the
+        // partial products does.
+        if let Some(bias) = bias
+            && splits == 1
+        {
+            params[26] |= 4;
+            params[27] = bias.offset;
+            params[28] = bias.stride;
+        }
         let (ma, mb) = (self.any_memory_of(a)?, self.any_memory_of(b)?);
+        let bias_memory = bias.map(|bias| bias.memory.raw());
         let groups = if batch * m * n == 0 {
             [0, 0, 0]
         } else {
@@ -265,7 +303,7 @@ impl GpuDevice {
             DType::F32
         };
         let out = GpuBuffer::uninit(self, batch * m * n, out_dtype, "matmul")?;
-        let operands = |written| product_bindings(entry, ma.raw(), mb.raw(), written);
+        let operands = |written| product_bindings(entry, ma.raw(), mb.raw(), bias_memory, written);
         if splits == 1 {
             self.dispatch(module, entry, &params, &operands(out.raw()), groups);
         } else {
@@ -277,12 +315,20 @@ impl GpuDevice {
                 (m * n) as u32,
                 splits as u32,
                 sum_row,
+                u32::from(bias.is_some()),
+                n as u32,
+                bias.map_or(0, |bias| bias.offset),
+                bias.map_or(0, |bias| bias.stride),
             ];
             self.dispatch(
                 Module::Matmul,
                 "sum_splits",
                 &sum_params,
-                &[(1, partial.raw()), (3, out.raw())],
+                &[
+                    (1, partial.raw()),
+                    (3, out.raw()),
+                    (6, bias_memory.unwrap_or(partial.raw())),
+                ],
                 sum_groups,
             );
         }

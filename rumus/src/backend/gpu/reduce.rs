@@ -25,6 +25,9 @@ fn grouped(gpu: &GpuDevice, x: &DynTensor, axes: &[usize]) -> Result<(DynTensor,
     Ok((moved, rows, len))
 }
 
+/// Columns a `sum_columns` workgroup covers.
+const SUM_COLUMNS_WIDTH: usize = 32;
+
 impl GpuDevice {
     fn rows_kernel(
         &self,
@@ -67,7 +70,7 @@ impl GpuDevice {
         if kind == Reduction::Sum && leading && !axes.is_empty() && x.is_contiguous() {
             let rows = x.dims()[..axes.len()].iter().product();
             let cols: usize = x.dims()[axes.len()..].iter().product();
-            if cols.div_ceil(256) <= 65_535 {
+            if cols.div_ceil(SUM_COLUMNS_WIDTH) <= 65_535 {
                 return self.sum_columns(x, rows, cols, out_dims);
             }
         }
@@ -91,13 +94,13 @@ impl GpuDevice {
         cols: usize,
         out_dims: &[usize],
     ) -> Result<DynTensor> {
-        const CHUNK: usize = 64;
+        // 32 loads for each of a workgroup's 256 invocations: a bias gradient over 8,192 rows
+        // runs as 32 chunks, then one pass over those.
+        const CHUNK: usize = 256;
         let mut current = x.clone();
         let mut rows = rows;
         loop {
-            // A last pass of a few hundred rows sums each column in one go instead of
-            // launching a third pass for the last handful of partial sums.
-            let chunk = if rows <= 4 * CHUNK {
+            let chunk = if rows <= CHUNK {
                 rows.max(1)
             } else {
                 CHUNK.max(rows.div_ceil(65_535))
@@ -114,7 +117,7 @@ impl GpuDevice {
             let groups = if cols == 0 {
                 [0, 0, 0]
             } else {
-                [cols.div_ceil(256) as u32, chunks as u32, 1]
+                [cols.div_ceil(SUM_COLUMNS_WIDTH) as u32, chunks as u32, 1]
             };
             self.dispatch(
                 Module::Reduce,
