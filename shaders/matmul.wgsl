@@ -21,9 +21,10 @@
 // otherwise, and then never read.
 @group(0) @binding(6) var<storage, read> bias: array<u32>;
 
-// The bias of output column `col`, or zero without one.
-fn bias_of(col: u32) -> f32 {
-    if ((p[26] & 4u) == 0u) {
+// The bias of output column `col` (of `n`), or zero without one or past the last column.
+// Read once per column an invocation writes, before its rows are stored.
+fn bias_of(col: u32, n: u32) -> f32 {
+    if ((p[26] & 4u) == 0u || col >= n) {
         return 0.0;
     }
     return bitcast<f32>(bias[p[27] + col * p[28]]);
@@ -124,13 +125,20 @@ fn matmul_tiled(
         }
         if (live) {
             let out_base = job * m * n;
+            let col_bias = vec4<f32>(
+                bias_of(col0 + tx * 4u, n),
+                bias_of(col0 + tx * 4u + 1u, n),
+                bias_of(col0 + tx * 4u + 2u, n),
+                bias_of(col0 + tx * 4u + 3u, n),
+            );
             for (var i = 0u; i < 4u; i++) {
                 let gm = row0 + ty * 4u + i;
                 if (gm < m) {
+                    let row = acc[i] + col_bias;
                     for (var j = 0u; j < 4u; j++) {
                         let gn = col0 + tx * 4u + j;
                         if (gn < n) {
-                            out[out_base + gm * n + gn] = bitcast<u32>(acc[i][j] + bias_of(gn));
+                            out[out_base + gm * n + gn] = bitcast<u32>(row[j]);
                         }
                     }
                 }
@@ -323,13 +331,24 @@ fn matmul_wide(
         }
         if (live) {
             let out_base = job * m * n;
+            var col_bias: array<vec4<f32>, 2>;
+            for (var half = 0u; half < 2u; half++) {
+                let gn = origin.y + half * 64u + tx * 4u;
+                col_bias[half] = vec4<f32>(
+                    bias_of(gn, n),
+                    bias_of(gn + 1u, n),
+                    bias_of(gn + 2u, n),
+                    bias_of(gn + 3u, n),
+                );
+            }
             for (var r = 0u; r < 8u; r++) {
                 let gm = origin.x + (r / 4u) * 64u + ty * 4u + r % 4u;
                 if (gm < m) {
                     for (var c = 0u; c < 8u; c++) {
                         let gn = origin.y + (c / 4u) * 64u + tx * 4u + c % 4u;
                         if (gn < n) {
-                            out[out_base + gm * n + gn] = bitcast<u32>(acc[2u * r + c / 4u][c % 4u] + bias_of(gn));
+                            let value = acc[2u * r + c / 4u][c % 4u] + col_bias[c / 4u][c % 4u];
+                            out[out_base + gm * n + gn] = bitcast<u32>(value);
                         }
                     }
                 }
