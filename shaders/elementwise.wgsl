@@ -328,9 +328,23 @@ fn to_half(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[w] = low | (high << 16u);
 }
 
-// A contiguous copy of a strided view, any dtype but f16.
+// A contiguous copy of a strided view, any dtype but f16. When the innermost axis is
+// contiguous and a multiple of four long (attention's heads merged back, [B, H, T, d] read as
+// [B, T, H, d]), each invocation copies runs of four: one offset computation, whose divisions
+// dominate a copy of a rank-4 view, per four words.
 @compute @workgroup_size(256)
 fn copy(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let rank = p[1];
+    if (rank > 1u && p[STRIDES + rank - 1u] == 1u && p[DIMS + rank - 1u] % 4u == 0u) {
+        for (var run = element_index(gid); run < p[0] / 4u; run += p[SPAN]) {
+            let i = run * 4u;
+            let o = offsets(i).x;
+            for (var u = 0u; u < 4u; u++) {
+                out[i + u] = a[o + u];
+            }
+        }
+        return;
+    }
     for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
         out[i] = a[offsets(i).x];
     }

@@ -413,6 +413,16 @@ fn indexing_and_joining_match_the_cpu() {
         &[tensor(&[2, 3, 4], 22)],
         |t| t[0].permute(&[2, 0, 1]).unwrap().contiguous().unwrap(),
     );
+    // heads merged back ([B, H, T, d] read as [B, T, H, d]): the copy in runs of four
+    // along the contiguous innermost axis, and the same with an innermost axis of 6
+    for (d, seed) in [(8, 23), (6, 24)] {
+        check(
+            &format!("merge heads, d = {d}"),
+            &device,
+            &[tensor(&[2, 3, 5, d], seed)],
+            |t| t[0].transpose(1, 2).unwrap().contiguous().unwrap(),
+        );
+    }
 }
 
 /// A small network's loss and every parameter gradient, on one device.
