@@ -139,6 +139,7 @@ fn matmul_untracked(
     // The bias as `n` contiguous values (a copy only for a strided view).
     let bias = bias
         .map(|t| {
+            #[cfg(feature = "gpu")]
             crate::device::gpu_of("linear", &[a, t])?;
             t.host_copy()
         })
