@@ -22,7 +22,16 @@ fn try_with_capacity<T>(n: usize, dims: &[usize]) -> Result<Vec<T>, ShapeError> 
     Ok(out)
 }
 
-fn try_filled_vec<T: Clone>(n: usize, value: T, dims: &[usize]) -> Result<Vec<T>, ShapeError> {
+/// `n` copies of `value`: in a pooled buffer when one is free (zero-filled gradients and
+/// masks every step otherwise fault in fresh pages), else a fallible allocation.
+fn try_filled_vec<T: Copy + 'static>(
+    n: usize,
+    value: T,
+    dims: &[usize],
+) -> Result<Vec<T>, ShapeError> {
+    if let Some(pooled) = crate::backend::cpu::pool::pooled_filled(n, value) {
+        return Ok(pooled);
+    }
     let mut out = try_with_capacity(n, dims)?;
     out.resize(n, value);
     Ok(out)

@@ -35,7 +35,9 @@ pub fn dropout<T: Float>(x: &[T], p: f64, scale: T, seed: u64) -> Vec<T> {
         threshold,
         scale,
     };
-    let mut out = vec![T::ZERO; x.len()];
+    // Every element is written: reused memory, not fresh pages to fault in (fresh zeroed
+    // outputs were half of a transformer step's page faults).
+    let mut out = super::pool::reused(x.len(), T::ZERO);
     for_each_row(&mut out, CHUNK, |chunk, dst| {
         let first = chunk * CHUNK;
         dropout_chunk(&x[first..first + dst.len()], dst, first as u32, draws);

@@ -73,7 +73,8 @@ pub fn layer_norm_rows<T: Float>(
 ) -> (Vec<T>, Vec<RowStats<T>>) {
     let rows = x.len().checked_div(n).unwrap_or(0);
     let stats = map_rows(rows, n, |r| row_stats(&x[r * n..(r + 1) * n], eps));
-    let mut out = vec![T::ZERO; x.len()];
+    // Every element is written: reused memory rather than fresh pages to fault in.
+    let mut out = super::pool::reused(x.len(), T::ZERO);
     for_each_row(&mut out, n, |r, dst| {
         let src = &x[r * n..(r + 1) * n];
         let RowStats { mean, rstd } = stats[r];
@@ -102,7 +103,7 @@ pub fn layer_norm_input_grad<T: Float>(
 ) -> Vec<T> {
     let n = x.len().checked_div(stats.len()).unwrap_or(0);
     let count = T::from_f64(n as f64);
-    let mut out = vec![T::ZERO; x.len()];
+    let mut out = super::pool::reused(x.len(), T::ZERO);
     for_each_row(&mut out, n, |r, dst| {
         let (g, src) = (&grad[r * n..(r + 1) * n], &x[r * n..(r + 1) * n]);
         let RowStats { mean, rstd } = stats[r];

@@ -79,14 +79,16 @@ fn take<T: Copy + 'static>(len: usize) -> Option<Vec<T>> {
 
 /// `len` copies of `value` (zero, usually), in reused memory when possible.
 pub fn filled<T: Copy + 'static>(len: usize, value: T) -> Vec<T> {
-    match take::<T>(len) {
-        Some(mut v) => {
-            v.clear();
-            v.resize(len, value);
-            v
-        }
-        None => vec![value; len],
-    }
+    pooled_filled(len, value).unwrap_or_else(|| vec![value; len])
+}
+
+/// `len` copies of `value` in a pooled buffer, or `None` when none is free (the caller then
+/// allocates, fallibly if it wants).
+pub fn pooled_filled<T: Copy + 'static>(len: usize, value: T) -> Option<Vec<T>> {
+    let mut v = take::<T>(len)?;
+    v.clear();
+    v.resize(len, value);
+    Some(v)
 }
 
 /// `len` initialised values with unspecified contents (earlier results), for kernels that

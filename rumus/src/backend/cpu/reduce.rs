@@ -183,7 +183,8 @@ pub fn arg_extremum<T: Float + Default>(
 
 /// Numerically stable softmax (or log-softmax) of each contiguous row of length `n`.
 pub fn softmax_rows<T: Float + Default>(rows: &[T], n: usize, log: bool) -> Vec<T> {
-    let mut out = vec![T::ZERO; rows.len()];
+    // Every element is written: reused memory rather than fresh pages to fault in.
+    let mut out = super::pool::reused(rows.len(), T::ZERO);
     for_each_row(&mut out, n, |r, dst| {
         let src = &rows[r * n..(r + 1) * n];
         let max = extremum(src, true);
