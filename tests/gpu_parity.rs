@@ -309,38 +309,19 @@ fn matrix_products_match_the_cpu() {
             .unwrap()
     });
     // `linear`: the bias added in the epilogue of the 64x64 kernel, of the wide kernel, and
-    // in the sum of split-K partial products; a bias that is a strided view
-    let linear = |t: &[DynTensor]| t[0].linear(&t[1], Some(&t[2])).unwrap();
-    check(
-        "linear",
-        &device,
-        &[
-            tensor(&[3, 40, 24], 51),
-            tensor(&[30, 24], 52),
-            tensor(&[30], 53),
-        ],
-        linear,
-    );
-    check(
-        "linear, wide",
-        &device,
-        &[
-            tensor(&[2049, 9], 54),
-            tensor(&[1030, 9], 55),
-            tensor(&[1030], 56),
-        ],
-        linear,
-    );
-    check(
-        "linear, split along K",
-        &device,
-        &[
-            tensor(&[8, 3000], 57),
-            tensor(&[9, 3000], 58),
-            tensor(&[9], 59),
-        ],
-        linear,
-    );
+    // in the sum of split-K partial products (input, weight and bias dims, seed)
+    let linear_cases: [(&str, [&[usize]; 3], u64); 3] = [
+        ("linear", [&[3, 40, 24], &[30, 24], &[30]], 51),
+        ("linear, wide", [&[2049, 9], &[1030, 9], &[1030]], 54),
+        ("linear, split along K", [&[8, 3000], &[9, 3000], &[9]], 57),
+    ];
+    for (what, dims, seed) in linear_cases {
+        let inputs = [0, 1, 2].map(|i| tensor(dims[i], seed + i as u64));
+        check(what, &device, &inputs, |t| {
+            t[0].linear(&t[1], Some(&t[2])).unwrap()
+        });
+    }
+    // a bias that is a strided view (every third value from the second)
     check(
         "linear, strided bias",
         &device,

@@ -231,15 +231,7 @@ impl Checkpoint {
         for (key, value) in &self.metadata {
             meta.insert(format!("{USER_PREFIX}{key}"), value.clone());
         }
-        let parts: Vec<TensorToWrite> = tensors
-            .iter()
-            .map(|t| TensorToWrite {
-                name: &t.name,
-                dtype: &t.dtype,
-                dims: &t.dims,
-                data: &t.bytes,
-            })
-            .collect();
+        let parts: Vec<TensorToWrite> = tensors.iter().map(Encoded::to_write).collect();
         let crc = checksum(&meta, parts);
         meta.insert(KEY_CHECKSUM.into(), format!("crc32:{crc:08x}"));
         Ok(serialize(&tensors, &meta))

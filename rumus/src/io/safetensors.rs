@@ -46,6 +46,16 @@ pub(super) struct Encoded {
 }
 
 impl Encoded {
+    /// The tensor as the writer (and the checkpoint's checksum) sees it.
+    pub fn to_write(&self) -> TensorToWrite<'_> {
+        TensorToWrite {
+            name: &self.name,
+            dtype: &self.dtype,
+            dims: &self.dims,
+            data: &self.bytes,
+        }
+    }
+
     pub fn new(name: String, t: &DynTensor) -> Self {
         let (dtype, bytes) = bytes_of(t);
         Encoded {
@@ -59,15 +69,7 @@ impl Encoded {
 
 /// The bytes of a safetensors file holding `tensors` and `metadata` (none when empty).
 pub(super) fn serialize(tensors: &[Encoded], metadata: &HashMap<String, String>) -> Vec<u8> {
-    let parts: Vec<TensorToWrite> = tensors
-        .iter()
-        .map(|t| TensorToWrite {
-            name: &t.name,
-            dtype: &t.dtype,
-            dims: &t.dims,
-            data: &t.bytes,
-        })
-        .collect();
+    let parts: Vec<TensorToWrite> = tensors.iter().map(Encoded::to_write).collect();
     safetensors_format::serialize(&parts, metadata)
 }
 
