@@ -34,10 +34,15 @@ var<workgroup> scratch: array<f32, 1024>;
 
 alias Acc = coop_mat16x16<f32, C>;
 
+// Whether A (B) is row-major (unit column stride) or column-major: pipeline constants, so
+// each specialisation loads its operands without a run-time branch.
+override A_ROW_MAJOR: bool = true;
+override B_ROW_MAJOR: bool = true;
+
 // The 16x16 block of A at rows r.., columns c.. (matrix at `base`).
 // naga 30 panics on an index written inline in coopLoad: each is bound to a let first.
 fn block_a(base: u32, r: u32, c: u32) -> coop_mat16x16<f16, A> {
-    if (p[8] == 1u) {
+    if (A_ROW_MAJOR) {
         let at = base + r * p[7] + c;
         return coopLoadT<coop_mat16x16<f16, A>>(&a[at], p[7]);
     }
@@ -46,7 +51,7 @@ fn block_a(base: u32, r: u32, c: u32) -> coop_mat16x16<f16, A> {
 }
 
 fn block_b(base: u32, r: u32, c: u32) -> coop_mat16x16<f16, B> {
-    if (p[10] == 1u) {
+    if (B_ROW_MAJOR) {
         let at = base + r * p[9] + c;
         return coopLoadT<coop_mat16x16<f16, B>>(&b[at], p[9]);
     }

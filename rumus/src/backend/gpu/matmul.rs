@@ -219,7 +219,13 @@ impl GpuDevice {
         // Wide tiles only when there are enough of them to keep a large GPU busy: on an H200
         // a 256x1024 product ran slower with 16 wide tiles than with 64 small ones.
         let (module, entry, tile) = match kernels {
-            Kernels::Coop => (Module::MatmulCoop, "matmul_coop", COOP_TILE),
+            Kernels::Coop => {
+                let module = Module::MatmulCoop {
+                    a_row_major: la.strides()[r - 1] == 1,
+                    b_row_major: lb.strides()[r - 1] == 1,
+                };
+                (module, "matmul_coop", COOP_TILE)
+            }
             _ => {
                 let module = if kernels == Kernels::Half {
                     Module::MatmulHalf

@@ -14,8 +14,10 @@ pub(crate) enum Module {
     /// `matmul.wgsl` specialised to read packed `f16` operands (`HALF = true`).
     MatmulHalf,
     /// `matmul_coop.wgsl`: `f16` products on cooperative matrices (tensor cores), made only
-    /// on adapters that offer them (`GpuDevice::has_coop_matmul`).
-    MatmulCoop,
+    /// on adapters that offer them (`GpuDevice::has_coop_matmul`), specialised to whether A
+    /// and B are row-major (unit column stride) or column-major, so their loads carry no
+    /// run-time branch.
+    MatmulCoop { a_row_major: bool, b_row_major: bool },
     Index,
     /// `norm.wgsl`: layer normalisation forward and backward.
     Norm,
@@ -35,7 +37,7 @@ impl Module {
                 include_str!("../../../../shaders/matmul.wgsl"),
                 include_str!("../../../../shaders/matmul_batch.wgsl")
             ),
-            Module::MatmulCoop => concat!(
+            Module::MatmulCoop { .. } => concat!(
                 include_str!("../../../../shaders/matmul_coop.wgsl"),
                 include_str!("../../../../shaders/matmul_batch.wgsl"),
                 include_str!("../../../../shaders/half.wgsl")
@@ -53,6 +55,15 @@ impl Module {
     fn constants(self) -> &'static [(&'static str, f64)] {
         match self {
             Module::MatmulHalf => &[("HALF", 1.0)],
+            Module::MatmulCoop {
+                a_row_major,
+                b_row_major,
+            } => match (a_row_major, b_row_major) {
+                (true, true) => &[("A_ROW_MAJOR", 1.0), ("B_ROW_MAJOR", 1.0)],
+                (true, false) => &[("A_ROW_MAJOR", 1.0), ("B_ROW_MAJOR", 0.0)],
+                (false, true) => &[("A_ROW_MAJOR", 0.0), ("B_ROW_MAJOR", 1.0)],
+                (false, false) => &[("A_ROW_MAJOR", 0.0), ("B_ROW_MAJOR", 0.0)],
+            },
             _ => &[],
         }
     }
