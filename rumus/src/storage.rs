@@ -267,9 +267,8 @@ impl Drop for Storage {
         if self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES {
             let empty = CpuBuffer::Bool(Vec::new());
             crate::backend::cpu::pool::recycle(std::mem::replace(buffer, empty));
-        } else if let CpuBuffer::F32(values) = buffer
-            && values.capacity() <= crate::backend::cpu::small_buffers::MAX_ELEMENTS
-        {
+        } else if let CpuBuffer::F32(values) = buffer {
+            // Kept only when tiny (`give_back` decides).
             crate::backend::cpu::small_buffers::give_back(std::mem::take(values));
         }
     }
