@@ -43,6 +43,21 @@ fn seconds_per_call(device: &Device, warmup: usize, reps: usize, mut f: impl FnM
     start.elapsed().as_secs_f64() / reps as f64
 }
 
+/// Seconds per call of `f` over at least a second of calls, after a quarter of a second of
+/// them: a fixed count of 1 ms products was over in 20 ms, before the GPU's clocks settle.
+fn seconds_per_call_settled(device: &Device, mut f: impl FnMut()) -> f64 {
+    let warm = Instant::now();
+    let mut calls = 0u32;
+    while warm.elapsed().as_secs_f64() < 0.25 {
+        f();
+        device.synchronize().expect("GPU wait");
+        calls += 1;
+    }
+    let per_call = warm.elapsed().as_secs_f64() / f64::from(calls);
+    let reps = (1.0 / per_call).ceil().max(3.0) as usize;
+    seconds_per_call(device, 0, reps, f)
+}
+
 /// GFLOP/s of an `n x n x n` product of `dtype` operands (f16 products accumulate in f32).
 fn matmul_rate(device: &Device, n: usize, dtype: DType) -> f64 {
     let operand = || {
@@ -54,8 +69,7 @@ fn matmul_rate(device: &Device, n: usize, dtype: DType) -> f64 {
             .unwrap()
     };
     let (a, b) = (operand(), operand());
-    let reps = if n >= 8192 { 5 } else { 20 };
-    let s = seconds_per_call(device, 2, reps, || {
+    let s = seconds_per_call_settled(device, || {
         a.matmul(&b).unwrap();
     });
     2.0 * (n as f64).powi(3) / s / 1e9

@@ -4,16 +4,22 @@
 //
 // A workgroup is four subgroups of 32 invocations (the host uses this kernel only where
 // every subgroup has 32) and computes a 128x128 output tile; each subgroup owns a 64x64
-// block of it, 4x4 accumulators of 16x16, and multiplies it with 16x16x16 steps whose
-// operand blocks it loads straight from the operands. Measured on an H200 (BENCHMARKS.md),
-// this beat staging the operands in workgroup memory: WGSL has no wide loads of f16, so
-// staging cost more instructions than the multiply-adds it fed.
+// block of it, 4x4 accumulators of 16x16. K is walked in stages of 32: the workgroup copies
+// the stage's 128x32 slice of A and 32x128 slice of B into workgroup memory, 16 bytes per
+// invocation per copy, and the subgroups load their 16x16 operand blocks from there. Two
+// stages alternate: while the subgroups multiply one, the next is already on its way from
+// memory into registers, and goes into the other buffer afterwards.
 //
-// Loading straight from memory has no bounds checks, so the host sends only products this
-// kernel covers exactly: M and N multiples of 64 (a subgroup's block lies wholly inside or
-// outside the output), K a multiple of 16, each operand row-major or column-major (one unit
-// stride) with the other stride, its offset and its batch strides multiples of 8 elements
-// (16 bytes, as the loads want them aligned).
+// The operands are bound as arrays of vec4<f16> ("quads", 8 bytes): WGSL has no wider f16
+// loads, and an element-by-element copy cost more instructions than the multiply-adds it
+// fed (BENCHMARKS.md). The staged tiles are quads too, so a copy is a load and a store with
+// no conversion, and the cooperative loads read them with strides counted in quads.
+//
+// Bounds: each 8-element piece of a stage that lies outside A or B is filled with zeros
+// (they add nothing to the sums), and the output is written only inside [M, N]. Pieces are
+// whole or absent, so the host sends only products with M, N and K multiples of 8 and each
+// operand row-major or column-major (one unit stride), with the other stride, its offset and
+// its batch strides multiples of 8 elements (16 bytes: quads two by two).
 //
 // Parameters: those of matmul.wgsl (0 M, 1 N, 2 K, 3 batch count, 4 batch rank, 5-6 offsets
 // of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-23
@@ -23,40 +29,149 @@ enable f16;
 enable wgpu_cooperative_matrix;
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
-@group(0) @binding(1) var<storage, read> a: array<f16>;
-@group(0) @binding(2) var<storage, read> b: array<f16>;
+@group(0) @binding(1) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<f16>>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
 
 const TILE: u32 = 128u;
+// K per stage.
+const DEPTH: u32 = 32u;
+// A staged slice is laid out as in its operand: "K-inner" (row-major A, column-major B:
+// 128 lines of 32 elements along K) or "K-outer" (32 lines of 128 elements along M or N).
+// Lines are padded by 8 elements so that the eight 16-byte rows a cooperative load reads at
+// once fall in distinct memory banks. Widths in quads:
+const INNER_LINE: u32 = 10u;
+const OUTER_LINE: u32 = 34u;
+// Quads per staged slice (the larger of 128 x 10 and 32 x 34).
+const SLICE: u32 = 1280u;
 
+// Two stages of each operand.
+var<workgroup> staged_a: array<vec4<f16>, 2560>;
+var<workgroup> staged_b: array<vec4<f16>, 2560>;
 // One 16x16 accumulator per subgroup on its way out.
 var<workgroup> scratch: array<f32, 1024>;
 
 alias Acc = coop_mat16x16<f32, C>;
 
 // Whether A (B) is row-major (unit column stride) or column-major: pipeline constants, so
-// each specialisation loads its operands without a run-time branch.
+// each specialisation copies and loads without a run-time branch.
 override A_ROW_MAJOR: bool = true;
 override B_ROW_MAJOR: bool = true;
 
-// The 16x16 block of A at rows r.., columns c.. (matrix at `base`).
-// naga 30 panics on an index written inline in coopLoad: each is bound to a let first.
-fn block_a(base: u32, r: u32, c: u32) -> coop_mat16x16<f16, A> {
-    if (A_ROW_MAJOR) {
-        let at = base + r * p[7] + c;
-        return coopLoadT<coop_mat16x16<f16, A>>(&a[at], p[7]);
-    }
-    let at = base + c * p[8] + r;
-    return coopLoad<coop_mat16x16<f16, A>>(&a[at], p[8]);
+// This invocation's four 8-element pieces of each stage of one operand (pieces 0..512 of a
+// stage go to invocations 0..128 in turn): where each starts in the operand in the first
+// stage, in quads, and `step`, how far it moves per stage; its place in the staged slice;
+// its offset along K within a stage; and whether its line (a row of A, a column of B) lies
+// inside the operand. Worked out once, so a stage's copy is a comparison and two loads per
+// piece.
+struct Pieces {
+    source: array<u32, 4>,
+    slot: array<u32, 4>,
+    along_k: array<u32, 4>,
+    inside: array<bool, 4>,
+    step: u32,
 }
 
-fn block_b(base: u32, r: u32, c: u32) -> coop_mat16x16<f16, B> {
-    if (B_ROW_MAJOR) {
-        let at = base + r * p[9] + c;
-        return coopLoadT<coop_mat16x16<f16, B>>(&b[at], p[9]);
+// The pieces of an operand whose tile starts at line `first` of `extent` (M or N), lines
+// `stride` elements apart, with K along the unit stride when `k_inner`.
+fn pieces(lid: u32, k_inner: bool, base: u32, first: u32, extent: u32, stride: u32) -> Pieces {
+    var ps: Pieces;
+    for (var i = 0u; i < 4u; i++) {
+        let c = lid + 128u * i;
+        if (k_inner) {
+            let line = c / 4u;
+            let along = (c % 4u) * 8u;
+            ps.source[i] = (base + (first + line) * stride + along) / 4u;
+            ps.slot[i] = line * INNER_LINE + along / 4u;
+            ps.along_k[i] = along;
+            ps.inside[i] = first + line < extent;
+        } else {
+            let line = c / 16u;
+            let along = (c % 16u) * 8u;
+            ps.source[i] = (base + line * stride + first + along) / 4u;
+            ps.slot[i] = line * OUTER_LINE + along / 4u;
+            ps.along_k[i] = line;
+            ps.inside[i] = first + along < extent;
+        }
     }
-    let at = base + c * p[10] + r;
-    return coopLoad<coop_mat16x16<f16, B>>(&b[at], p[10]);
+    ps.step = select(DEPTH * stride, DEPTH, k_inner) / 4u;
+    return ps;
+}
+
+fn a_pieces(lid: u32, base: u32, row: u32) -> Pieces {
+    if (A_ROW_MAJOR) {
+        return pieces(lid, true, base, row, p[0], p[7]);
+    }
+    return pieces(lid, false, base, row, p[0], p[8]);
+}
+
+fn b_pieces(lid: u32, base: u32, col: u32) -> Pieces {
+    if (B_ROW_MAJOR) {
+        return pieces(lid, false, base, col, p[1], p[9]);
+    }
+    return pieces(lid, true, base, col, p[1], p[10]);
+}
+
+// One stage's pieces of both operands, two quads each, in registers.
+struct Fetched {
+    of_a: array<vec4<f16>, 8>,
+    of_b: array<vec4<f16>, 8>,
+}
+
+// Reads stage `s` of both operands (zeros outside them).
+fn fetch(pa: Pieces, pb: Pieces, s: u32) -> Fetched {
+    let k0 = s * DEPTH;
+    let k = p[2];
+    var f: Fetched;
+    for (var i = 0u; i < 4u; i++) {
+        f.of_a[2u * i] = vec4<f16>();
+        f.of_a[2u * i + 1u] = vec4<f16>();
+        if (pa.inside[i] && k0 + pa.along_k[i] < k) {
+            let at = pa.source[i] + s * pa.step;
+            f.of_a[2u * i] = a[at];
+            f.of_a[2u * i + 1u] = a[at + 1u];
+        }
+        f.of_b[2u * i] = vec4<f16>();
+        f.of_b[2u * i + 1u] = vec4<f16>();
+        if (pb.inside[i] && k0 + pb.along_k[i] < k) {
+            let at = pb.source[i] + s * pb.step;
+            f.of_b[2u * i] = b[at];
+            f.of_b[2u * i + 1u] = b[at + 1u];
+        }
+    }
+    return f;
+}
+
+// Writes fetched pieces into stage buffer `slot` (0 or 1).
+fn stage(pa: Pieces, pb: Pieces, f: Fetched, slot: u32) {
+    for (var i = 0u; i < 4u; i++) {
+        let ta = slot * SLICE + pa.slot[i];
+        staged_a[ta] = f.of_a[2u * i];
+        staged_a[ta + 1u] = f.of_a[2u * i + 1u];
+        let tb = slot * SLICE + pb.slot[i];
+        staged_b[tb] = f.of_b[2u * i];
+        staged_b[tb + 1u] = f.of_b[2u * i + 1u];
+    }
+}
+
+// The 16x16 block of the staged A at tile row r, stage column kk (slice at quad `at0`).
+// naga 30 panics on an index written inline in coopLoad: each is bound to a let first.
+fn block_a(at0: u32, r: u32, kk: u32) -> coop_mat16x16<f16, A> {
+    if (A_ROW_MAJOR) {
+        let at = at0 + r * INNER_LINE + kk / 4u;
+        return coopLoadT<coop_mat16x16<f16, A>>(&staged_a[at], INNER_LINE);
+    }
+    let at = at0 + kk * OUTER_LINE + r / 4u;
+    return coopLoad<coop_mat16x16<f16, A>>(&staged_a[at], OUTER_LINE);
+}
+
+fn block_b(at0: u32, kk: u32, c: u32) -> coop_mat16x16<f16, B> {
+    if (B_ROW_MAJOR) {
+        let at = at0 + kk * OUTER_LINE + c / 4u;
+        return coopLoadT<coop_mat16x16<f16, B>>(&staged_b[at], OUTER_LINE);
+    }
+    let at = at0 + c * INNER_LINE + kk / 4u;
+    return coopLoad<coop_mat16x16<f16, B>>(&staged_b[at], INNER_LINE);
 }
 
 // Writes accumulator `acc` as the f16 output block at rows gm0.., columns gn0.. (N and gn0
@@ -67,12 +182,15 @@ fn write_block(acc: Acc, sg: u32, lane: u32, gm0: u32, gn0: u32, out_base: u32) 
     coopStoreT(acc, &scratch[at], 16u);
     workgroupBarrier();
     let gm = gm0 + lane / 2u;
-    if (gm < p[0] && gn0 < n) {
+    if (gm < p[0]) {
         for (var pair = lane % 2u; pair < 8u; pair += 2u) {
-            let e = (lane / 2u) * 16u + 2u * pair;
-            let low = half_bits(scratch[at + e]);
-            let high = half_bits(scratch[at + e + 1u]);
-            out[(out_base + gm * n + gn0 + 2u * pair) / 2u] = low | (high << 16u);
+            let gn = gn0 + 2u * pair;
+            if (gn < n) {
+                let e = (lane / 2u) * 16u + 2u * pair;
+                let low = half_bits(scratch[at + e]);
+                let high = half_bits(scratch[at + e + 1u]);
+                out[(out_base + gm * n + gn) / 2u] = low | (high << 16u);
+            }
         }
     }
     workgroupBarrier();
@@ -82,23 +200,25 @@ fn write_block(acc: Acc, sg: u32, lane: u32, gm0: u32, gn0: u32, out_base: u32) 
 fn matmul_coop(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
     @builtin(subgroup_id) sg: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let m = p[0];
     let n = p[1];
     let k = p[2];
-    // naga wants the multiply-adds in workgroup-uniform control flow (and does not see a
-    // function's result as uniform), so no subgroup skips the loop: a block outside the
-    // output (in an edge tile, or a whole workgroup past the last tile of a rounded-up grid)
-    // reads the last block inside instead and writes nothing.
-    let origin = output_tile(wid, TILE);
-    let r0 = origin.x + (sg / 2u) * 64u;
-    let c0 = origin.y + (sg % 2u) * 64u;
-    let lr0 = min(r0, m - 64u);
-    let lc0 = min(c0, n - 64u);
+    // naga wants the multiply-adds in workgroup-uniform control flow, so every workgroup
+    // runs the loop: one past the last tile of a rounded-up grid stages zeros and writes
+    // nothing.
+    let tile = output_tile(wid, TILE);
+    // This subgroup's 64x64 block within the tile.
+    let sr = (sg / 2u) * 64u;
+    let sc = (sg % 2u) * 64u;
+    let stages = (k + DEPTH - 1u) / DEPTH;
     for (var batch = wid.z; batch < p[3]; batch += groups.z) {
         let bases = batch_bases(batch);
+        let pa = a_pieces(lid, bases.x, tile.x);
+        let pb = b_pieces(lid, bases.y, tile.y);
         var c00 = Acc();
         var c01 = Acc();
         var c02 = Acc();
@@ -115,35 +235,54 @@ fn matmul_coop(
         var c31 = Acc();
         var c32 = Acc();
         var c33 = Acc();
-        for (var k0 = 0u; k0 < k; k0 += 16u) {
-            let a0 = block_a(bases.x, lr0, k0);
-            let a1 = block_a(bases.x, lr0 + 16u, k0);
-            let a2 = block_a(bases.x, lr0 + 32u, k0);
-            let a3 = block_a(bases.x, lr0 + 48u, k0);
-            let b0 = block_b(bases.y, k0, lc0);
-            let b1 = block_b(bases.y, k0, lc0 + 16u);
-            let b2 = block_b(bases.y, k0, lc0 + 32u);
-            let b3 = block_b(bases.y, k0, lc0 + 48u);
-            c00 = coopMultiplyAdd(a0, b0, c00);
-            c01 = coopMultiplyAdd(a0, b1, c01);
-            c02 = coopMultiplyAdd(a0, b2, c02);
-            c03 = coopMultiplyAdd(a0, b3, c03);
-            c10 = coopMultiplyAdd(a1, b0, c10);
-            c11 = coopMultiplyAdd(a1, b1, c11);
-            c12 = coopMultiplyAdd(a1, b2, c12);
-            c13 = coopMultiplyAdd(a1, b3, c13);
-            c20 = coopMultiplyAdd(a2, b0, c20);
-            c21 = coopMultiplyAdd(a2, b1, c21);
-            c22 = coopMultiplyAdd(a2, b2, c22);
-            c23 = coopMultiplyAdd(a2, b3, c23);
-            c30 = coopMultiplyAdd(a3, b0, c30);
-            c31 = coopMultiplyAdd(a3, b1, c31);
-            c32 = coopMultiplyAdd(a3, b2, c32);
-            c33 = coopMultiplyAdd(a3, b3, c33);
+        stage(pa, pb, fetch(pa, pb, 0u), 0u);
+        workgroupBarrier();
+        for (var s = 0u; s < stages; s++) {
+            let slot = s % 2u;
+            let more = s + 1u < stages;
+            var next: Fetched;
+            if (more) {
+                next = fetch(pa, pb, s + 1u);
+            }
+            let at0 = slot * SLICE;
+            for (var kk = 0u; kk < DEPTH; kk += 16u) {
+                let a0 = block_a(at0, sr, kk);
+                let a1 = block_a(at0, sr + 16u, kk);
+                let a2 = block_a(at0, sr + 32u, kk);
+                let a3 = block_a(at0, sr + 48u, kk);
+                let b0 = block_b(at0, kk, sc);
+                let b1 = block_b(at0, kk, sc + 16u);
+                let b2 = block_b(at0, kk, sc + 32u);
+                let b3 = block_b(at0, kk, sc + 48u);
+                c00 = coopMultiplyAdd(a0, b0, c00);
+                c01 = coopMultiplyAdd(a0, b1, c01);
+                c02 = coopMultiplyAdd(a0, b2, c02);
+                c03 = coopMultiplyAdd(a0, b3, c03);
+                c10 = coopMultiplyAdd(a1, b0, c10);
+                c11 = coopMultiplyAdd(a1, b1, c11);
+                c12 = coopMultiplyAdd(a1, b2, c12);
+                c13 = coopMultiplyAdd(a1, b3, c13);
+                c20 = coopMultiplyAdd(a2, b0, c20);
+                c21 = coopMultiplyAdd(a2, b1, c21);
+                c22 = coopMultiplyAdd(a2, b2, c22);
+                c23 = coopMultiplyAdd(a2, b3, c23);
+                c30 = coopMultiplyAdd(a3, b0, c30);
+                c31 = coopMultiplyAdd(a3, b1, c31);
+                c32 = coopMultiplyAdd(a3, b2, c32);
+                c33 = coopMultiplyAdd(a3, b3, c33);
+            }
+            // The other buffer was last read in the previous stage, which every subgroup
+            // finished before the barrier that ended it.
+            if (more) {
+                stage(pa, pb, next, 1u - slot);
+            }
+            workgroupBarrier();
         }
         // Every subgroup writes (barriers need the whole workgroup); blocks outside the
         // output write nothing.
         let base = batch * m * n;
+        let r0 = tile.x + sr;
+        let c0 = tile.y + sc;
         write_block(c00, sg, lane, r0, c0, base);
         write_block(c01, sg, lane, r0, c0 + 16u, base);
         write_block(c02, sg, lane, r0, c0 + 32u, base);

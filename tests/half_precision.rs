@@ -233,7 +233,7 @@ fn gpu_f16_matrix_products_match_the_cpu() {
     let Some(device) = gpu() else { return };
     let half = |dims: &[usize], seed: u64| tensor(dims, seed).to_dtype(DType::F16).unwrap();
     // The tiled kernels take any product; cooperative matrices (where the adapter has them)
-    // take M and N multiples of 64, K of 16, and 16-byte aligned rows: the "aligned" cases.
+    // take M, N and K multiples of 8 and 16-byte aligned rows: the "aligned" cases.
     let cases: Vec<(&str, DynTensor, DynTensor)> = vec![
         // Ragged: no edge is a multiple of any tile.
         ("ragged", half(&[37, 45], 1), half(&[45, 29], 2)),
@@ -265,6 +265,15 @@ fn gpu_f16_matrix_products_match_the_cpu() {
             "aligned batched",
             half(&[3, 32, 64], 15).transpose(1, 2).unwrap(),
             half(&[3, 32, 128], 16),
+        ),
+        // Aligned but partial: tiles and K stages cut at multiples of 8 (72 = 128 - 56,
+        // 40 = 32 + 8, 200 = 128 + 72).
+        ("aligned partial", half(&[72, 40], 17), half(&[40, 200], 18)),
+        // Both operands column-major, K over many stages.
+        (
+            "aligned column-major",
+            half(&[264, 136], 19).transpose(0, 1).unwrap(),
+            half(&[24, 264], 20).transpose(0, 1).unwrap(),
         ),
     ];
     for (name, a, b) in cases {

@@ -9,6 +9,7 @@ on both sides); step ratios are rumus time over PyTorch's
 (lower is better).
 """
 
+import math
 import subprocess
 import sys
 import time
@@ -27,12 +28,24 @@ def per_call(fn, warmup, reps):
     return (time.perf_counter() - start) / reps
 
 
+def per_call_settled(fn):
+    """Seconds per call over at least a second of calls, after a quarter of a second of them
+    (as bench_gpu times its products: long enough for the GPU's clocks to settle)."""
+    start = time.perf_counter()
+    calls = 0
+    while time.perf_counter() - start < 0.25:
+        fn()
+        torch.cuda.synchronize()
+        calls += 1
+    reps = max(3, math.ceil(calls / (time.perf_counter() - start)))
+    return per_call(fn, 0, reps)
+
+
 def matmul_rate(n, dtype=torch.float32):
     torch.backends.cuda.matmul.allow_tf32 = False
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
-    reps = 5 if n >= 8192 else 20
-    return 2 * n**3 / per_call(lambda: a @ b, 2, reps) / 1e9
+    return 2 * n**3 / per_call_settled(lambda: a @ b) / 1e9
 
 
 def mlp_step(batch):

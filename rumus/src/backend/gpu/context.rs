@@ -184,9 +184,13 @@ const COOP_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
     .union(wgpu::Features::SUBGROUP)
     .union(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
 
+/// Workgroup memory of `matmul_coop.wgsl`: two stages of each operand (2 x 2 x 1280
+/// quads of 8 bytes) and 1024 f32 of output scratch.
+const COOP_WORKGROUP_BYTES: u32 = 2 * 2 * 1280 * 8 + 1024 * 4;
+
 /// Whether `adapter` can run `matmul_coop.wgsl`: the features, subgroups of exactly 32
-/// (the kernel splits its 256 invocations into eight), and a 16x16x16 configuration with
-/// f16 inputs and an f32 accumulator.
+/// (the kernel splits its 128 invocations into four), its workgroup memory, and a 16x16x16
+/// configuration with f16 inputs and an f32 accumulator.
 fn offers_coop_matmul(adapter: &wgpu::Adapter) -> bool {
     if std::env::var_os("RUMUS_GPU_NO_COOP").is_some() {
         return false;
@@ -195,6 +199,7 @@ fn offers_coop_matmul(adapter: &wgpu::Adapter) -> bool {
     adapter.features().contains(COOP_FEATURES)
         && info.subgroup_min_size == 32
         && info.subgroup_max_size == 32
+        && adapter.limits().max_compute_workgroup_storage_size >= COOP_WORKGROUP_BYTES
         && adapter.cooperative_matrix_properties().iter().any(|c| {
             (c.m_size, c.n_size, c.k_size) == (16, 16, 16)
                 && c.ab_type == wgpu::CooperativeScalarType::F16

@@ -200,13 +200,13 @@ impl GpuDevice {
             }
             .into());
         }
-        // Cooperative matrices load without bounds checks: only products they cover exactly
-        // (see matmul_coop.wgsl) go there; the rest take the tiled kernels.
+        // Cooperative matrices stage their operands in 8-element pieces: only products made
+        // of whole pieces (see matmul_coop.wgsl) go there; the rest take the tiled kernels.
         let kernels = match kernels {
             Kernels::Coop
-                if m.is_multiple_of(64)
-                    && n.is_multiple_of(64)
-                    && k.is_multiple_of(16)
+                if m.is_multiple_of(8)
+                    && n.is_multiple_of(8)
+                    && k.is_multiple_of(8)
                     && k > 0
                     && coop_operand(la, &strided.strides[0])
                     && coop_operand(lb, &strided.strides[1]) =>
