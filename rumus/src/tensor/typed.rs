@@ -66,9 +66,13 @@ static_shape!(N0, N1, N2, N3);
 static_shape!(N0, N1, N2, N3, N4);
 static_shape!(N0, N1, N2, N3, N4, N5);
 
-/// Unwraps the result of a typed op whose shape the types already proved.
+/// Unwraps the result of a typed op whose shapes the types already proved. What can still
+/// fail is decided at run time: two runtime sizes of one `Dyn` axis, operands on different
+/// devices, a dtype the op does not take, GPU memory. Typed ops return values, as arithmetic
+/// on numbers does, so these panic with the error's own message (which says what to do);
+/// the same ops on `DynTensor` return them as errors.
 fn proven<T>(result: Result<T>) -> T {
-    result.unwrap_or_else(|e| panic!("two runtime dims of the same type disagree in size: {e}"))
+    result.unwrap_or_else(|e| panic!("a typed tensor op failed at run time: {e}"))
 }
 
 impl<S: Shape> Tensor<S> {
