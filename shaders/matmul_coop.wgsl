@@ -118,25 +118,30 @@ struct Fetched {
     of_b: array<vec4<f16>, 8>,
 }
 
-// Reads stage `s` of both operands (zeros outside them).
+// Where piece `i` of stage `s` starts in its operand, in quads, or `NOWHERE` when it lies
+// outside the operand.
+const NOWHERE: u32 = 0xffffffffu;
+fn piece_source(ps: Pieces, i: u32, s: u32) -> u32 {
+    if (ps.inside[i] && s * DEPTH + ps.along_k[i] < p[2]) {
+        return ps.source[i] + s * ps.step;
+    }
+    return NOWHERE;
+}
+
+// Reads stage `s` of both operands (pieces outside them stay zero: a function variable
+// starts zeroed).
 fn fetch(pa: Pieces, pb: Pieces, s: u32) -> Fetched {
-    let k0 = s * DEPTH;
-    let k = p[2];
     var f: Fetched;
     for (var i = 0u; i < 4u; i++) {
-        f.of_a[2u * i] = vec4<f16>();
-        f.of_a[2u * i + 1u] = vec4<f16>();
-        if (pa.inside[i] && k0 + pa.along_k[i] < k) {
-            let at = pa.source[i] + s * pa.step;
-            f.of_a[2u * i] = a[at];
-            f.of_a[2u * i + 1u] = a[at + 1u];
+        let from_a = piece_source(pa, i, s);
+        if (from_a != NOWHERE) {
+            f.of_a[2u * i] = a[from_a];
+            f.of_a[2u * i + 1u] = a[from_a + 1u];
         }
-        f.of_b[2u * i] = vec4<f16>();
-        f.of_b[2u * i + 1u] = vec4<f16>();
-        if (pb.inside[i] && k0 + pb.along_k[i] < k) {
-            let at = pb.source[i] + s * pb.step;
-            f.of_b[2u * i] = b[at];
-            f.of_b[2u * i + 1u] = b[at + 1u];
+        let from_b = piece_source(pb, i, s);
+        if (from_b != NOWHERE) {
+            f.of_b[2u * i] = b[from_b];
+            f.of_b[2u * i + 1u] = b[from_b + 1u];
         }
     }
     return f;
