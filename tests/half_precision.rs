@@ -266,8 +266,8 @@ fn gpu_f16_matrix_products_match_the_cpu() {
             half(&[3, 32, 64], 15).transpose(1, 2).unwrap(),
             half(&[3, 32, 128], 16),
         ),
-        // Aligned but partial: tiles and K stages cut at multiples of 8 (72 = 128 - 56,
-        // 40 = 32 + 8, 200 = 128 + 72).
+        // Aligned but partial: M = 72 and N = 200 end in part-filled 128-wide tiles, K = 40
+        // in a part-filled stage of 32.
         ("aligned partial", half(&[72, 40], 17), half(&[40, 200], 18)),
         // Both operands column-major, K over many stages.
         (

@@ -186,7 +186,7 @@ const COOP_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
 
 /// Workgroup memory of `matmul_coop.wgsl`: two stages of each operand (2 x 2 x 1280
 /// quads of 8 bytes) and 1024 f32 of output scratch.
-const COOP_WORKGROUP_BYTES: u32 = 2 * 2 * 1280 * 8 + 1024 * 4;
+pub(crate) const COOP_WORKGROUP_BYTES: u32 = 2 * 2 * 1280 * 8 + 1024 * 4;
 
 /// Whether `adapter` can run `matmul_coop.wgsl`: the features, subgroups of exactly 32
 /// (the kernel splits its 128 invocations into four), its workgroup memory, and a 16x16x16

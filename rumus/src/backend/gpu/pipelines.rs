@@ -185,4 +185,23 @@ mod tests {
             assert_eq!(words.first(), Some(&0x0723_0203), "{module:?}: SPIR-V magic");
         }
     }
+
+    /// The workgroup memory the adapter check asks for is what `matmul_coop.wgsl` declares.
+    #[test]
+    fn coop_workgroup_memory_is_what_the_adapter_check_asks_for() {
+        let module = Module::MatmulCoop {
+            a_row_major: true,
+            b_row_major: true,
+        };
+        let parsed = naga::front::wgsl::parse_str(module.source()).expect("parses");
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(parsed.to_ctx()).expect("lays out");
+        let declared: u32 = parsed
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .map(|(_, v)| layouter[v.ty].size)
+            .sum();
+        assert_eq!(declared, crate::backend::gpu::context::COOP_WORKGROUP_BYTES);
+    }
 }
