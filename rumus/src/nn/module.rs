@@ -1,7 +1,7 @@
 //! The module machinery every layer and `#[model]` struct shares: named parameters in
 //! declaration order, state dicts with dotted names, train/eval mode, devices, summaries.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::autograd::no_grad;
 use crate::error::{Error, Result, ShapeError};
@@ -76,14 +76,17 @@ pub trait Module {
             unexpected.sort_unstable();
             return Err(Error::InvalidArgument {
                 op: "load_state_dict",
-                message: format!("missing keys {missing:?}, unexpected keys {unexpected:?}"),
+                message: format!(
+                    "missing keys {}, unexpected keys {}",
+                    some_names(&missing),
+                    some_names(&unexpected)
+                ),
             });
         }
+        let by_name: HashMap<&str, &DynTensor> =
+            state.iter().map(|(n, t)| (n.as_str(), t)).collect();
         for (name, target) in &own {
-            let (_, source) = state
-                .iter()
-                .find(|(n, _)| n == name)
-                .expect("checked above");
+            let source = by_name[name.as_str()];
             if source.dims() != target.dims() {
                 return Err(ShapeError::Invalid {
                     context: format!("load_state_dict `{name}`"),
@@ -105,10 +108,7 @@ pub trait Module {
         }
         let _guard = no_grad();
         for (name, target) in &own {
-            let (_, source) = state
-                .iter()
-                .find(|(n, _)| n == name)
-                .expect("checked above");
+            let source = by_name[name.as_str()];
             target.copy_(&source.to(&target.device())?)?;
         }
         Ok(())
@@ -151,6 +151,16 @@ pub trait Module {
         }
         out + ")"
     }
+}
+
+/// A sorted list of names for an error message: all of them when few, else the first ten
+/// and how many more (a file of 160k foreign keys should not become a 2 MB message).
+fn some_names(names: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    if names.len() <= SHOWN {
+        return format!("{names:?}");
+    }
+    format!("{:?} and {} more", &names[..SHOWN], names.len() - SHOWN)
 }
 
 /// `1234567` as `1,234,567`.
