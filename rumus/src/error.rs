@@ -158,7 +158,12 @@ pub enum DeviceError {
 }
 
 /// Every error rumus returns.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// `Debug` prints the same readable message as `Display`, because that is what a `main`
+/// returning `rumus::Result<()>` shows the user (`Error: fc1 ... expected 784`, not
+/// `Error: Shape(AxisMismatch { .. })`). The structured form stays reachable: match on the
+/// variants, or format with `{:#?}`.
+#[derive(Clone, PartialEq, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Shape(#[from] ShapeError),
@@ -199,6 +204,74 @@ pub enum Error {
     /// An invalid scalar argument (a negative size, an empty range, ...).
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },
+    /// A result or buffer whose size came from the input cannot be allocated.
+    #[error(
+        "{op}: {message}; check the sizes that led here (a shape read from a file, a padding, a range), or work in smaller pieces"
+    )]
+    OutOfMemory { op: String, message: String },
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !f.alternate() {
+            return std::fmt::Display::fmt(self, f);
+        }
+        match self {
+            Error::Shape(e) => f.debug_tuple("Shape").field(e).finish(),
+            Error::Autograd(e) => f.debug_tuple("Autograd").field(e).finish(),
+            Error::Device(e) => f.debug_tuple("Device").field(e).finish(),
+            Error::DType {
+                op,
+                expected,
+                found,
+            } => f
+                .debug_struct("DType")
+                .field("op", op)
+                .field("expected", expected)
+                .field("found", found)
+                .finish(),
+            Error::DTypeMismatch { op, lhs, rhs } => f
+                .debug_struct("DTypeMismatch")
+                .field("op", op)
+                .field("lhs", lhs)
+                .field("rhs", rhs)
+                .finish(),
+            Error::IndexOutOfRange {
+                op,
+                index,
+                axis,
+                size,
+            } => f
+                .debug_struct("IndexOutOfRange")
+                .field("op", op)
+                .field("index", index)
+                .field("axis", axis)
+                .field("size", size)
+                .finish(),
+            Error::Io { path, message } => named_message(f, "Io", "path", path, message),
+            Error::Format { path, message } => named_message(f, "Format", "path", path, message),
+            Error::InvalidArgument { op, message } => {
+                named_message(f, "InvalidArgument", "op", op, message)
+            }
+            Error::OutOfMemory { op, message } => {
+                named_message(f, "OutOfMemory", "op", op, message)
+            }
+        }
+    }
+}
+
+/// The structured form of a variant holding a place (a path or an op) and a message.
+fn named_message(
+    f: &mut std::fmt::Formatter<'_>,
+    variant: &str,
+    place: &str,
+    value: &str,
+    message: &str,
+) -> std::fmt::Result {
+    f.debug_struct(variant)
+        .field(place, &value)
+        .field("message", &message)
+        .finish()
 }
 
 /// What to do with an `f16` tensor that reached an op it cannot enter.

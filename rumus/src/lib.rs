@@ -23,6 +23,7 @@
 //! # }
 //! ```
 
+pub(crate) mod alloc;
 pub mod autograd;
 pub mod backend;
 pub mod data;

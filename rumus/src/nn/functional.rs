@@ -207,9 +207,19 @@ pub fn embedding(weight: &DynTensor, indices: &DynTensor) -> Result<DynTensor> {
             found: indices.dtype(),
         });
     }
+    let &[_, features] = weight.dims() else {
+        return Err(ShapeError::RankMismatch {
+            context: "embedding weight".into(),
+            expected: 2,
+            expected_shape: "[num_embeddings, embedding_dim]".into(),
+            found: weight.rank(),
+            found_shape: weight.dims().to_vec(),
+        }
+        .into());
+    };
     let flat = indices.reshape(&[indices.numel()])?;
     let rows = weight.index_select(0, &flat)?;
     let mut dims = indices.dims().to_vec();
-    dims.push(weight.dims()[1]);
+    dims.push(features);
     rows.reshape(&dims)
 }

@@ -51,6 +51,7 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of("to_dtype", &[self])? {
             return gpu.cast(self, dtype);
         }
+        crate::alloc::ensure_output("to_dtype", self.dims(), dtype.size_in_bytes())?;
         let buffer = self.with_buffer(|buffer, layout| match buffer {
             CpuBuffer::F32(v) => convert_to(v, layout, dtype),
             CpuBuffer::F64(v) => convert_to(v, layout, dtype),

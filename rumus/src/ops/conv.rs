@@ -212,6 +212,8 @@ fn run_kernel(
     if let Some(gpu) = crate::device::gpu_of(which.name(), &[x])? {
         return gpu.window(x, which.on_gpu(), planes, w, dims);
     }
+    // A padding of 2^20 turns a small image into terabytes of columns.
+    crate::alloc::ensure_output(which.name(), dims, x.dtype().size_in_bytes())?;
     let buffer = read_float(x, which.name(), |data| match data {
         FloatSlice::F32(v) => f32::into_buffer(which.run(v, planes, w)),
         FloatSlice::F64(v) => f64::into_buffer(which.run(v, planes, w)),

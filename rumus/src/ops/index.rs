@@ -18,6 +18,7 @@ fn indices_of(indices: &DynTensor, op: &'static str) -> Result<Vec<i64>> {
             found: indices.dtype(),
         });
     }
+    crate::alloc::ensure_output(op, indices.dims(), 8)?;
     indices.to_vec::<i64>()
 }
 
@@ -159,12 +160,15 @@ impl DynTensor {
             None => {
                 let idx = indices_of(indices, "index_select")?;
                 kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
+                let mut dims = self.dims().to_vec();
+                dims[a] = idx.len();
+                let element = self.dtype().size_in_bytes();
+                crate::alloc::ensure_output("index_select", self.dims(), element)?;
+                crate::alloc::ensure_output("index_select", &dims, element)?;
                 let split = kernel::split_at_axis(self.dims(), a);
                 let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::index_select(
                     &v, split, &idx
                 ));
-                let mut dims = self.dims().to_vec();
-                dims[a] = idx.len();
                 DynTensor::from_buffer(buffer, &dims)
             }
         };
@@ -239,6 +243,9 @@ impl DynTensor {
                 let idx = indices_of(indices, "gather")?;
                 kernel::check_indices(&idx, self.dims()[a], a, "gather")?;
                 let (dims, index_dims) = (self.dims(), indices.dims());
+                let element = self.dtype().size_in_bytes();
+                crate::alloc::ensure_output("gather", dims, element)?;
+                crate::alloc::ensure_output("gather", index_dims, element)?;
                 let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::gather(
                     &v, dims, a, &idx, index_dims
                 ));

@@ -164,6 +164,7 @@ fn cat_untracked(
     if let Some(gpu) = crate::device::gpu_of("cat", tensors)? {
         return gpu.cat(tensors, a, dims);
     }
+    crate::alloc::ensure_output("cat", dims, tensors[0].dtype().size_in_bytes())?;
     let first = tensors[0];
     let outer: usize = first.dims()[..a].iter().product();
     let inner: usize = first.dims()[a + 1..].iter().product();

@@ -136,6 +136,8 @@ fn matmul_untracked(
         }
         return gpu.matmul((a, la), (b, lb), bias, out_dims);
     }
+    // Empty operands ([m, 0] @ [0, n]) can ask for any size of result.
+    crate::alloc::ensure_output("matmul", out_dims, a.dtype().size_in_bytes())?;
     // The bias as `n` contiguous values (a copy only for a strided view).
     let bias = bias
         .map(|t| {

@@ -33,15 +33,15 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
             return gpu.reduce(self, axes, kind, &reduced_dims(self.dims(), axes, keepdim));
         }
+        // The sum over the empty axis of [0, 2^62] is 2^62 zeros.
+        let out_dims = reduced_dims(self.dims(), axes, keepdim);
+        crate::alloc::ensure_output(op, &out_dims, self.dtype().size_in_bytes())?;
         let buffer = self.with_buffer(|buffer, layout| -> Result<CpuBuffer> {
             Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(
                 data, layout, axes, kind
             ))))
         })?;
-        Ok(DynTensor::from_buffer(
-            buffer,
-            &reduced_dims(self.dims(), axes, keepdim),
-        ))
+        Ok(DynTensor::from_buffer(buffer, &out_dims))
     }
 
     /// Sum over `axes` (negative axes count from the end). An empty list sums nothing.

@@ -193,6 +193,8 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of(op.name(), &[self])? {
             return gpu.unary(self, op);
         }
+        // A broadcast view (`expand`) holds few values but its result holds all of them.
+        crate::alloc::ensure_output(op.name(), self.dims(), self.dtype().size_in_bytes())?;
         let buffer = self.with_buffer(|buffer, layout| -> Result<_> {
             Ok(with_float!(buffer, op.name(), |data: T| T::into_buffer(
                 unary_kernel(data, layout, op)

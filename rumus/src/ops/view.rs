@@ -23,6 +23,8 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of("contiguous", &[self])? {
             return gpu.copy(self);
         }
+        // A broadcast view holds few values; its copy holds every element.
+        crate::alloc::ensure_output("contiguous", self.dims(), self.dtype().size_in_bytes())?;
         Ok(DynTensor::from_buffer(
             self.to_contiguous_buffer(),
             self.dims(),

@@ -1,43 +1,25 @@
 //! Ways to make a tensor: from data (the checked boundary), filled, ranges, identity, random.
 
 use super::DynTensor;
+use crate::alloc::try_with_capacity;
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::{Error, Result, ShapeError};
 use crate::rng::{Generator, with_global};
 use crate::storage::CpuBuffer;
 
-/// An empty vector with room for `n` elements, or an error when the memory cannot be had (a
-/// shape read from a file or computed from user input may ask for terabytes: that is an
-/// `Err`, not an abort).
-fn try_with_capacity<T>(n: usize, dims: &[usize]) -> Result<Vec<T>, ShapeError> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(n).map_err(|_| ShapeError::Invalid {
-        context: "tensor allocation".into(),
-        message: format!(
-            "shape {dims:?} needs {n} elements of {} bytes, more memory than can be allocated",
-            std::mem::size_of::<T>()
-        ),
-    })?;
-    Ok(out)
-}
-
 /// `n` copies of `value`: in a pooled buffer when one is free (zero-filled gradients and
 /// masks every step otherwise fault in fresh pages), else a fallible allocation.
-fn try_filled_vec<T: Copy + 'static>(
-    n: usize,
-    value: T,
-    dims: &[usize],
-) -> Result<Vec<T>, ShapeError> {
+fn try_filled_vec<T: Copy + 'static>(n: usize, value: T, dims: &[usize]) -> Result<Vec<T>> {
     if let Some(pooled) = crate::backend::cpu::pool::pooled_filled(n, value) {
         return Ok(pooled);
     }
-    let mut out = try_with_capacity(n, dims)?;
+    let mut out = try_with_capacity("full", &format!("the tensor {dims:?}"), n)?;
     out.resize(n, value);
     Ok(out)
 }
 
-fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer, ShapeError> {
+fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer> {
     let n = crate::shape::checked_numel(dims, "full")?;
     Ok(match dtype {
         DType::F32 => CpuBuffer::F32(try_filled_vec(n, value as f32, dims)?),
@@ -48,19 +30,43 @@ fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer, ShapeEr
     })
 }
 
-fn from_f64s(values: Vec<f64>, dtype: DType) -> Result<CpuBuffer> {
+/// A buffer of `dims` whose element `i` (row-major) is `value_at(i)`, converted to `dtype`;
+/// memory for it is reserved fallibly, so an absurd size is an `Err`.
+fn computed(
+    op: &'static str,
+    dims: &[usize],
+    dtype: DType,
+    mut value_at: impl FnMut(usize) -> f64,
+) -> Result<CpuBuffer> {
+    let n = crate::shape::checked_numel(dims, op)?;
+    let what = format!("the tensor {dims:?}");
+    macro_rules! build {
+        ($variant:ident, $convert:expr) => {{
+            let mut out = try_with_capacity(op, &what, n)?;
+            out.extend((0..n).map(|i| $convert(value_at(i))));
+            CpuBuffer::$variant(out)
+        }};
+    }
     Ok(match dtype {
-        DType::F32 => CpuBuffer::F32(values.into_iter().map(|v| v as f32).collect()),
-        DType::F64 => CpuBuffer::F64(values),
-        DType::F16 => CpuBuffer::F16(values.into_iter().map(half::f16::from_f64).collect()),
-        other => {
-            return Err(Error::DType {
-                op: "random constructor",
-                expected: "f32, f64 or f16",
-                found: other,
-            });
-        }
+        DType::F32 => build!(F32, |v| v as f32),
+        DType::F64 => build!(F64, |v| v),
+        DType::F16 => build!(F16, half::f16::from_f64),
+        DType::I64 => build!(I64, |v| v as i64),
+        DType::Bool => build!(Bool, |v| v != 0.0),
     })
+}
+
+/// Random samples are floating-point.
+fn check_float(dtype: DType) -> Result<()> {
+    if matches!(dtype, DType::F32 | DType::F64 | DType::F16) {
+        Ok(())
+    } else {
+        Err(Error::DType {
+            op: "random constructor",
+            expected: "f32, f64 or f16",
+            found: dtype,
+        })
+    }
 }
 
 impl DynTensor {
@@ -149,32 +155,24 @@ impl DynTensor {
                 message: format!("step {step} never goes from {start} to {end}"),
             });
         }
+        if dtype == DType::Bool {
+            return Err(Error::DType {
+                op: "arange",
+                expected: "a numeric dtype",
+                found: dtype,
+            });
+        }
         let n = ((end - start) / step).ceil() as usize;
-        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-        let buffer = match dtype {
-            DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
-            DType::Bool => {
-                return Err(Error::DType {
-                    op: "arange",
-                    expected: "a numeric dtype",
-                    found: dtype,
-                });
-            }
-            _ => from_f64s(values, dtype)?,
-        };
+        let buffer = computed("arange", &[n], dtype, |i| start + i as f64 * step)?;
         DynTensor::from_buffer(buffer, &[n]).to(&crate::device::default_device())
     }
 
     /// The `n x n` identity matrix.
     pub fn eye(n: usize, dtype: DType) -> Result<DynTensor> {
-        let values: Vec<f64> = (0..n * n)
-            .map(|i| if i / n == i % n { 1.0 } else { 0.0 })
-            .collect();
-        let buffer = match dtype {
-            DType::F32 | DType::F64 | DType::F16 => from_f64s(values, dtype)?,
-            DType::I64 => CpuBuffer::I64(values.iter().map(|&v| v as i64).collect()),
-            DType::Bool => CpuBuffer::Bool(values.iter().map(|&v| v != 0.0).collect()),
-        };
+        // `n * n` is checked by `computed`: `eye(1 << 32)` once wrapped to an empty tensor.
+        let buffer = computed("eye", &[n, n], dtype, |i| {
+            if i / n == i % n { 1.0 } else { 0.0 }
+        })?;
         DynTensor::from_buffer(buffer, &[n, n]).to(&crate::device::default_device())
     }
 
@@ -185,14 +183,13 @@ impl DynTensor {
         generator: Option<&mut Generator>,
         sample: impl Fn(&mut Generator) -> f64,
     ) -> Result<DynTensor> {
-        let n = crate::shape::checked_numel(dims, "random constructor")?;
-        let mut values: Vec<f64> = try_with_capacity(n, dims)?;
-        let mut draw = |g: &mut Generator| values.extend((0..n).map(|_| sample(g)));
-        match generator {
+        check_float(dtype)?;
+        let draw = |g: &mut Generator| computed("random constructor", dims, dtype, |_| sample(g));
+        let buffer = match generator {
             Some(g) => draw(g),
             None => with_global(draw),
-        }
-        DynTensor::from_buffer(from_f64s(values, dtype)?, dims).to(&crate::device::default_device())
+        }?;
+        DynTensor::from_buffer(buffer, dims).to(&crate::device::default_device())
     }
 
     /// Uniform samples in `[0, 1)` from the global generator (see [`crate::manual_seed`]).

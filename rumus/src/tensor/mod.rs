@@ -208,6 +208,7 @@ impl DynTensor {
 
     /// The elements in row-major order. Fails if `T` is not this tensor's dtype.
     pub fn to_vec<T: Element + Default>(&self) -> Result<Vec<T>> {
+        crate::alloc::ensure_output("to_vec", self.dims(), std::mem::size_of::<T>())?;
         self.with_host_elements(|buffer, layout| match T::slice(buffer) {
             Some(data) => Ok(crate::backend::cpu::strided::map(data, layout, |x| x)),
             None => Err(Error::DType {

@@ -1,0 +1,99 @@
+//! Memory for results whose size comes from user input: a request the allocator cannot meet
+//! is an [`Error::OutOfMemory`], not a process abort.
+//!
+//! Rust's `Vec` aborts the process when the allocator refuses, and a shape read from a file
+//! or computed from arguments (an `arange` of 10^12 values, a matrix product of two empty
+//! operands with a [2^20, 2^20] result, a convolution padded by 2^20) can ask for terabytes.
+//! Two tools close that gap:
+//!
+//! - [`try_with_capacity`] reserves a vector fallibly, for code that builds its own buffer
+//!   (constructors, file readers);
+//! - [`ensure_allocatable`] is called by ops before their kernels run, with the size of the
+//!   output (or scratch) they are about to allocate. The kernels keep their plain `Vec`s (and
+//!   the buffer pool) on the hot path; for large requests the check first asks the allocator
+//!   for the same number of bytes and gives them back at once. An untouched reservation costs
+//!   one `mmap`/`munmap` pair, nothing next to filling that much memory. A request that passes
+//!   and then fails because another thread took the memory in between still aborts, as any
+//!   allocation in any Rust program does.
+
+use crate::error::{Error, Result};
+
+/// Requests below this are left to the allocator: they cannot be absurd, and the check would
+/// cost more than it protects on the small ops that dominate a training step.
+const CHECKED_FROM_BYTES: usize = 64 << 20;
+
+/// The bytes of `count` values of `element_bytes` each, or the error that they overflow.
+fn bytes_of(op: &str, what: &str, count: usize, element_bytes: usize) -> Result<usize> {
+    count
+        .checked_mul(element_bytes)
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .ok_or_else(|| Error::OutOfMemory {
+            op: op.to_string(),
+            message: format!(
+                "{what} of {count} elements of {element_bytes} bytes needs more bytes than \
+                 an address space holds"
+            ),
+        })
+}
+
+fn refused(op: &str, what: &str, bytes: usize) -> Error {
+    Error::OutOfMemory {
+        op: op.to_string(),
+        message: format!(
+            "{what} needs {bytes} bytes ({:.1} GiB), more memory than can be allocated",
+            bytes as f64 / (1u64 << 30) as f64
+        ),
+    }
+}
+
+/// Fails when `count` values of `element_bytes` bytes cannot be allocated. `op` and `what`
+/// ("the output [2, 3]", "the im2col columns") name the request in the error.
+pub fn ensure_allocatable(op: &str, what: &str, count: usize, element_bytes: usize) -> Result<()> {
+    let bytes = bytes_of(op, what, count, element_bytes)?;
+    if bytes < CHECKED_FROM_BYTES {
+        return Ok(());
+    }
+    let mut probe: Vec<u8> = Vec::new();
+    probe
+        .try_reserve_exact(bytes)
+        .map_err(|_| refused(op, what, bytes))
+}
+
+/// [`ensure_allocatable`] for a result of `dims` with elements of `element_bytes`.
+pub fn ensure_output(op: &str, dims: &[usize], element_bytes: usize) -> Result<()> {
+    let count = crate::shape::checked_numel(dims, op)?;
+    ensure_allocatable(op, &format!("the result {dims:?}"), count, element_bytes)
+}
+
+/// An empty vector with room for `count` values, or the error that the memory cannot be had.
+pub fn try_with_capacity<T>(op: &str, what: &str, count: usize) -> Result<Vec<T>> {
+    let bytes = bytes_of(op, what, count, std::mem::size_of::<T>())?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(count)
+        .map_err(|_| refused(op, what, bytes))?;
+    Ok(out)
+}
+
+/// `values` mapped through `f` into a vector reserved fallibly.
+pub fn try_map<A, B>(op: &str, what: &str, values: &[A], f: impl Fn(&A) -> B) -> Result<Vec<B>> {
+    let mut out = try_with_capacity(op, what, values.len())?;
+    out.extend(values.iter().map(f));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_requests_are_errors_and_small_ones_pass() {
+        let overflow = ensure_allocatable("t", "the result", usize::MAX / 2, 4).unwrap_err();
+        assert!(overflow.to_string().contains("address space"), "{overflow}");
+        // 2^45 bytes (32 TiB): more than any machine this runs on can map.
+        let huge = ensure_allocatable("t", "the result", 1 << 43, 4).unwrap_err();
+        assert!(huge.to_string().contains("more memory than"), "{huge}");
+        assert!(ensure_allocatable("t", "the result", 1 << 20, 4).is_ok());
+        assert!(try_with_capacity::<u64>("t", "labels", 1 << 44).is_err());
+        assert_eq!(try_map("t", "x", &[1u8, 2], |&b| b as i64).unwrap(), [1, 2]);
+    }
+}
