@@ -170,6 +170,13 @@ impl Storage {
         self.dtype
     }
 
+    /// This storage's place in the one order in which code that holds several storages'
+    /// locks at once must take them (its address: unique while it lives). Taking locks in
+    /// argument order instead lets two threads each wait for the other's.
+    pub(crate) fn lock_order(&self) -> usize {
+        std::ptr::from_ref(self).addr()
+    }
+
     /// Whether the elements are on a GPU (no lock taken).
     pub fn is_on_gpu(&self) -> bool {
         self.on_gpu.load(Ordering::Acquire)

@@ -16,6 +16,7 @@ use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::ops::conv::{FloatSlice, read_float};
+use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
 /// The contiguous f32 elements of `t` (read as the general path reads them), handed to `f`.
@@ -28,6 +29,28 @@ fn with_f32<R>(t: &DynTensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
             found: DType::F64,
         }),
     })?
+}
+
+/// `f` of the contiguous f32 elements of `a` and `b`, read together. Both locks are taken by
+/// [`read_pair`](crate::ops::elementwise::read_pair), in the global lock order: reading one
+/// inside the other in argument order could deadlock against threads reading them the
+/// other way round.
+fn with_f32_pair<R>(
+    a: &DynTensor,
+    b: &DynTensor,
+    f: impl FnOnce(&[f32], &[f32]) -> R,
+) -> Result<R> {
+    let (a, b) = (a.contiguous_untracked()?, b.contiguous_untracked()?);
+    let range = |t: &DynTensor| t.layout().offset()..t.layout().offset() + t.numel();
+    let (ra, rb) = (range(&a), range(&b));
+    crate::ops::elementwise::read_pair(&a, &b, |ba, bb| match (ba, bb) {
+        (CpuBuffer::F32(va), CpuBuffer::F32(vb)) => Ok(f(&va[ra], &vb[rb])),
+        (CpuBuffer::F32(_), other) | (other, _) => Err(Error::DType {
+            op: "conv2d",
+            expected: "f32",
+            found: other.dtype(),
+        }),
+    })
 }
 
 /// The direct kernels' view of `x * w` with window `window`, if they cover it.
@@ -70,17 +93,14 @@ pub(crate) fn conv2d(
     let Some((isa, shape)) = direct_shape(x, w, bias, window, groups) else {
         return Ok(None);
     };
-    let bias_values = bias.map(|b| b.to_vec::<f32>()).transpose()?;
-    let values = with_f32(x, |xs| {
-        with_f32(w, |ws| {
-            kernel::forward(isa, &shape, xs, ws, bias_values.as_deref())
-        })
-    })??;
     let [oh, ow] = shape.output();
-    let out = DynTensor::from_buffer(
-        f32::into_buffer(values),
-        &[shape.batch, shape.out_channels, oh, ow],
-    );
+    let out_dims = [shape.batch, shape.out_channels, oh, ow];
+    crate::alloc::ensure_output("conv2d", &out_dims, 4)?;
+    let bias_values = bias.map(|b| b.to_vec::<f32>()).transpose()?;
+    let values = with_f32_pair(x, w, |xs, ws| {
+        kernel::forward(isa, &shape, xs, ws, bias_values.as_deref())
+    })?;
+    let out = DynTensor::from_buffer(f32::into_buffer(values), &out_dims);
     let mut inputs = vec![x, w];
     inputs.extend(bias);
     Ok(Some(record(out, &inputs, || BackwardOp::Conv2d {
@@ -142,17 +162,13 @@ fn direct_gradients(
     needs: &[bool],
 ) -> Result<Pair> {
     let gx = if needs[0] {
-        let values = with_f32(grad, |dy| {
-            with_f32(w, |ws| kernel::input_grad(isa, shape, dy, ws))
-        })??;
+        let values = with_f32_pair(grad, w, |dy, ws| kernel::input_grad(isa, shape, dy, ws))?;
         Some(DynTensor::from_buffer(f32::into_buffer(values), x.dims()))
     } else {
         None
     };
     let gw = if needs[1] {
-        let values = with_f32(x, |xs| {
-            with_f32(grad, |dy| kernel::weight_grad_of(isa, shape, xs, dy))
-        })??;
+        let values = with_f32_pair(x, grad, |xs, dy| kernel::weight_grad_of(isa, shape, xs, dy))?;
         Some(DynTensor::from_buffer(f32::into_buffer(values), w.dims()))
     } else {
         None

@@ -78,6 +78,11 @@ fn compare<T: Copy + PartialOrd + Sync>(
 }
 
 /// Reads two tensors' buffers together, taking one lock when they share storage.
+///
+/// The two locks are taken in one global order (by storage address), not in argument order:
+/// std's `RwLock` makes new readers wait behind a waiting writer, so `a.mul(&b)` and
+/// `b.mul(&a)` on two threads, with in-place writes to `a` and `b` on two more, would
+/// otherwise each hold one read lock and wait for the other forever.
 pub(crate) fn read_pair<R>(
     a: &DynTensor,
     b: &DynTensor,
@@ -85,8 +90,10 @@ pub(crate) fn read_pair<R>(
 ) -> R {
     if a.shares_storage_with(b) {
         a.with_buffer(|buffer, _| f(buffer, buffer))
-    } else {
+    } else if a.storage().lock_order() < b.storage().lock_order() {
         a.with_buffer(|ba, _| b.with_buffer(|bb, _| f(ba, bb)))
+    } else {
+        b.with_buffer(|bb, _| a.with_buffer(|ba, _| f(ba, bb)))
     }
 }
 
@@ -131,6 +138,7 @@ fn binary_untracked(
     if let Some(gpu) = crate::device::gpu_of(op.name(), &[a, b])? {
         return gpu.binary((a, la), (b, lb), op);
     }
+    crate::alloc::ensure_output(op.name(), dims, a.dtype().size_in_bytes())?;
     let buffer = read_pair(a, b, |a, b| -> Result<CpuBuffer> {
         Ok(match (a, b) {
             (CpuBuffer::F32(a), CpuBuffer::F32(b)) => {
@@ -166,6 +174,7 @@ fn select_untracked(
             (on_false, &on_false.layout().broadcast_to(dims)),
         );
     }
+    crate::alloc::ensure_output("where", dims, on_true.dtype().size_in_bytes())?;
     // The mask is copied out so no lock on it is held while the values are read (a bool
     // `masked_fill(&m, ..)` of `m` would otherwise read-lock one storage twice).
     let CpuBuffer::Bool(c) = condition.to_contiguous_buffer() else {
@@ -291,6 +300,7 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of("compare", &[self, rhs])? {
             return gpu.compare((self, &la), (rhs, &lb), op);
         }
+        crate::alloc::ensure_output("compare", &dims, 1)?;
         let mask = read_pair(self, rhs, |a, b| match (a, b) {
             (CpuBuffer::F32(a), CpuBuffer::F32(b)) => compare(a, &la, b, &lb, op),
             (CpuBuffer::F64(a), CpuBuffer::F64(b)) => compare(a, &la, b, &lb, op),
@@ -385,6 +395,7 @@ impl DynTensor {
             check_mask(rhs, "logical_and")?;
             return gpu.logical(&[(self, &la), (rhs, &lb)], 0);
         }
+        crate::alloc::ensure_output("logical_and", &dims, 1)?;
         let out = read_pair(self, rhs, |a, b| match (a, b) {
             (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => Ok(zip_map(a, &la, b, &lb, |x, y| x && y)),
             (CpuBuffer::Bool(_), other) | (other, _) => Err(Error::DType {

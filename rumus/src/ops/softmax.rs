@@ -43,24 +43,31 @@ impl DynTensor {
         perm.push(axis);
         let moved = self.layout().permute(&perm);
         let n = self.dims()[axis];
+        // The gradient's rows are copied out before the input is read, so this op never
+        // holds two storages' locks at once (no lock-order deadlock with other threads).
+        let grad_rows = grad.map(|grad| {
+            grad.with_buffer(|buffer, layout| {
+                let rows = layout.permute(&perm);
+                crate::storage::map_buffer!(buffer, |g| crate::backend::cpu::strided::map(
+                    g,
+                    &rows,
+                    |x| x
+                ))
+            })
+        });
         let buffer = self.with_buffer(|buffer, _| -> Result<CpuBuffer> {
             Ok(with_float!(buffer, op, |data: T| {
                 let rows = crate::backend::cpu::strided::map(data, &moved, |x| x);
-                let values = match grad {
-                    None => softmax_rows(&rows, n, log),
-                    Some(grad) => {
-                        let grad_rows = grad.with_buffer(|buffer, layout| {
-                            T::slice(buffer).map(|g| {
-                                crate::backend::cpu::strided::map(g, &layout.permute(&perm), |x| x)
-                            })
-                        });
-                        let grad_rows = grad_rows.ok_or(crate::Error::DType {
+                let values = match (grad, &grad_rows) {
+                    (Some(grad), Some(grad_rows)) => {
+                        let grad_rows = T::slice(grad_rows).ok_or(crate::Error::DType {
                             op,
                             expected: "a gradient of the input's dtype",
                             found: grad.dtype(),
                         })?;
-                        softmax_backward_rows(&rows, &grad_rows, n, log)
+                        softmax_backward_rows(&rows, grad_rows, n, log)
                     }
+                    _ => softmax_rows(&rows, n, log),
                 };
                 T::into_buffer(values)
             }))

@@ -142,21 +142,29 @@ fn fused_step(
         gpu.adam([&views[0], &views[1], &views[2], &views[3]], scalars)?;
         return Ok(true);
     }
-    let (mut pw, mut mw, mut vw) = (
-        p.storage().write()?,
-        m.storage().write()?,
-        v.storage().write()?,
-    );
-    let done = g.with_buffer(|gb, _| {
-        let bufs = [&mut *pw, &mut *mw, &mut *vw];
-        let ranges = [pr, mr, vr];
-        match gb {
-            CpuBuffer::F32(gs) => run::<f32>(bufs, &gs[gr.clone()], ranges, scalars),
-            CpuBuffer::F64(gs) => run::<f64>(bufs, &gs[gr.clone()], ranges, scalars),
-            _ => false,
+    // The four locks in the one global order (`Storage::lock_order`): a thread computing
+    // `g.mul(&p)` meanwhile holds `g` and waits for `p`, and must not find us holding `p`
+    // while we wait for `g`.
+    let storages = [p.storage(), m.storage(), v.storage(), g.storage()];
+    let mut order = [0, 1, 2, 3];
+    order.sort_by_key(|&i| storages[i].lock_order());
+    let (mut writes, mut read) = ([None, None, None], None);
+    for i in order {
+        match i {
+            3 => read = Some(storages[3].read()),
+            _ => writes[i] = Some(storages[i].write()?),
         }
-    });
-    Ok(done)
+    }
+    let ([Some(mut pw), Some(mut mw), Some(mut vw)], Some(gb)) = (writes, read) else {
+        unreachable!("every lock is taken once above")
+    };
+    let bufs = [&mut *pw, &mut *mw, &mut *vw];
+    let ranges = [pr, mr, vr];
+    Ok(match &*gb {
+        CpuBuffer::F32(gs) => run::<f32>(bufs, &gs[gr.clone()], ranges, scalars),
+        CpuBuffer::F64(gs) => run::<f64>(bufs, &gs[gr.clone()], ranges, scalars),
+        _ => false,
+    })
 }
 
 impl Optimizer for Adam {
