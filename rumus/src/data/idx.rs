@@ -23,75 +23,128 @@ fn format_error(path: &Path, message: impl Into<String>) -> Error {
     }
 }
 
-/// Parses IDX bytes (already decompressed).
-pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
-    if bytes.len() < 4 || bytes[0] != 0 || bytes[1] != 0 {
+/// Reads from `source` until `buf` is full or the source ends; returns the bytes read.
+fn read_up_to(source: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Reads one IDX array from a stream of its (decompressed) bytes. The header is read and
+/// checked first; then exactly the bytes its dims need are read into memory reserved
+/// fallibly, and one byte more proves the stream ends there. A gzip bomb (4 MB expanding to
+/// gigabytes) therefore costs what its header claims and no more, and a header asking for
+/// more memory than the machine has is an `Err`.
+fn read_stream(source: &mut impl Read, path: &Path, gzipped: bool) -> Result<IdxArray> {
+    let read_error = |e: std::io::Error| {
+        if gzipped {
+            format_error(path, format!("corrupt gzip data: {e}"))
+        } else {
+            Error::Io {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            }
+        }
+    };
+    let mut magic = [0u8; 4];
+    let got = read_up_to(source, &mut magic).map_err(read_error)?;
+    if got < 4 || magic[0] != 0 || magic[1] != 0 {
         return Err(format_error(path, "not an IDX file (bad magic number)"));
     }
-    if bytes[2] != 0x08 {
+    if magic[2] != 0x08 {
         return Err(format_error(
             path,
             format!(
                 "element type 0x{:02x} is not supported (only unsigned bytes, 0x08)",
-                bytes[2]
+                magic[2]
             ),
         ));
     }
-    let rank = bytes[3] as usize;
-    let header = 4 + 4 * rank;
-    if bytes.len() < header {
+    let rank = magic[3] as usize;
+    let mut sizes = vec![0u8; 4 * rank];
+    let got = read_up_to(source, &mut sizes).map_err(read_error)?;
+    if got < sizes.len() {
         return Err(format_error(
             path,
             format!(
-                "truncated header: {rank} dims need {header} bytes, the file has {}",
-                bytes.len()
+                "truncated header: {rank} dims need {} bytes, the file has {}",
+                4 + 4 * rank,
+                4 + got
             ),
         ));
     }
-    let dims: Vec<usize> = (0..rank)
-        .map(|i| {
-            u32::from_be_bytes(bytes[4 + 4 * i..8 + 4 * i].try_into().expect("4 bytes")) as usize
-        })
+    let dims: Vec<usize> = sizes
+        .chunks_exact(4)
+        .map(|d| u32::from_be_bytes(d.try_into().expect("4 bytes")) as usize)
         .collect();
     let count = dims
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| format_error(path, format!("dims {dims:?} overflow")))?;
-    let available = bytes.len() - header;
-    if available != count {
+    let mut data: Vec<u8> = crate::alloc::try_with_capacity(
+        "read_idx",
+        &format!("{}: the values of dims {dims:?}", path.display()),
+        count,
+    )?;
+    // `take` bounds the read at one byte past what the dims need; the reserved capacity is
+    // exact, so the vector never grows for a stream of the right length.
+    let limit = count as u64 + 1;
+    source
+        .take(limit)
+        .read_to_end(&mut data)
+        .map_err(read_error)?;
+    if data.len() != count {
+        let available = if data.len() > count {
+            "more".to_string()
+        } else {
+            data.len().to_string()
+        };
         return Err(format_error(
             path,
             format!("dims {dims:?} need {count} values but the file holds {available}"),
         ));
     }
-    Ok(IdxArray {
-        dims,
-        data: bytes[header..].to_vec(),
-    })
+    Ok(IdxArray { dims, data })
 }
 
-/// Reads an IDX file, decompressing it first when it is gzipped.
+/// Parses IDX bytes (already decompressed).
+pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
+    read_stream(&mut &bytes[..], path, false)
+}
+
+/// Reads an IDX file, decompressing it on the fly when it is gzipped.
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray> {
     let path = path.as_ref();
-    let raw = std::fs::read(path).map_err(|e| Error::Io {
+    let file = std::fs::File::open(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         message: e.to_string(),
     })?;
-    decode_idx(&raw, path)
+    decode_stream(std::io::BufReader::new(file), path)
 }
 
 /// Parses the bytes of an IDX file, gzipped or not; `path` names it in errors.
 pub fn decode_idx(raw: &[u8], path: &Path) -> Result<IdxArray> {
-    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(raw)
-            .read_to_end(&mut out)
-            .map_err(|e| format_error(path, format!("corrupt gzip data: {e}")))?;
-        std::borrow::Cow::Owned(out)
+    decode_stream(raw, path)
+}
+
+/// Reads an IDX array from `source`, through a gzip decoder when it starts with gzip's magic.
+fn decode_stream(mut source: impl std::io::BufRead, path: &Path) -> Result<IdxArray> {
+    let head = source.fill_buf().map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        read_stream(&mut flate2::bufread::GzDecoder::new(source), path, true)
     } else {
-        std::borrow::Cow::Borrowed(raw)
-    };
-    parse_idx(&bytes, path)
+        read_stream(&mut source, path, false)
+    }
 }
 
 /// A labelled image set: `[N, H, W]` images scaled to [0, 1] and labels.
@@ -140,13 +193,21 @@ impl Dataset for ImageSet {
 pub fn read_image_set(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<ImageSet> {
     let (images_path, labels_path) = (images.as_ref(), labels.as_ref());
     let images = read_idx(images_path)?;
-    let labels = read_idx(labels_path)?;
     let [n, height, width] = images.dims[..] else {
         return Err(format_error(
             images_path,
             format!("expected images [N, H, W], found dims {:?}", images.dims),
         ));
     };
+    if height == 0 || width == 0 {
+        return Err(format_error(
+            images_path,
+            format!("images of {height} x {width} pixels hold nothing to learn from"),
+        ));
+    }
+    // Read only once the images are known to be sound: a label file is as large as the
+    // image count says, and that count is not worth reading for an empty image.
+    let labels = read_idx(labels_path)?;
     if labels.dims != [n] {
         return Err(format_error(
             labels_path,
@@ -156,9 +217,12 @@ pub fn read_image_set(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Res
             ),
         ));
     }
+    let op = "read_image_set";
+    let images_what = format!("{}: {n} images as f32", images_path.display());
+    let labels_what = format!("{}: {n} labels as i64", labels_path.display());
     Ok(ImageSet {
-        images: images.data.iter().map(|&p| p as f32 / 255.0).collect(),
-        labels: labels.data.iter().map(|&l| l as i64).collect(),
+        images: crate::alloc::try_map(op, &images_what, &images.data, |&p| p as f32 / 255.0)?,
+        labels: crate::alloc::try_map(op, &labels_what, &labels.data, |&l| l as i64)?,
         height,
         width,
     })
