@@ -1,0 +1,226 @@
+//! Inputs a user or a file can hand rumus that once hung it, aborted it or returned garbage:
+//! each must now give a readable `Err` (or the right answer) in time proportional to its size.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use rumus::io::{Checkpoint, read_state};
+use rumus::prelude::*;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rumus-hostile-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A valid safetensors file of `keys` empty f32 tensors named `k0`, `k1`, ...
+fn many_keys_file(keys: usize) -> Vec<u8> {
+    let mut header = String::from("{");
+    for i in 0..keys {
+        if i > 0 {
+            header.push(',');
+        }
+        header.push_str(&format!(
+            "\"k{i}\":{{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}"
+        ));
+    }
+    header.push('}');
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes
+}
+
+/// The fastest of three runs of `f`, in seconds.
+fn fastest_of_three(mut f: impl FnMut()) -> f64 {
+    (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Reading a header of 8n keys must cost about 8 times a header of n keys, not 64 times (the
+/// quadratic duplicate-key scan took 47 s for 160k keys). The bound, 3x the linear ratio,
+/// leaves room for a noisy machine and is far below the quadratic one.
+#[test]
+fn safetensors_headers_are_read_in_linear_time() {
+    let dir = temp_dir("header");
+    let (small, large) = (20_000, 160_000);
+    let paths = [small, large].map(|keys| {
+        let path = dir.join(format!("keys{keys}.safetensors"));
+        std::fs::write(&path, many_keys_file(keys)).unwrap();
+        path
+    });
+    let read = |path: &PathBuf| {
+        let state = read_state(path).unwrap();
+        assert!(!state.is_empty());
+    };
+    let checkpoint = |path: &PathBuf| {
+        let message = Checkpoint::load(path).unwrap_err().to_string();
+        assert!(message.contains("not a rumus checkpoint"), "{message}");
+    };
+    read(&paths[0]); // warm the page cache and the allocator
+    let ratio = fastest_of_three(|| read(&paths[1])) / fastest_of_three(|| read(&paths[0]));
+    let linear = (large / small) as f64;
+    assert!(
+        ratio < 3.0 * linear,
+        "read_state: 8x the keys took {ratio:.1}x the time"
+    );
+    let ratio =
+        fastest_of_three(|| checkpoint(&paths[1])) / fastest_of_three(|| checkpoint(&paths[0]));
+    assert!(
+        ratio < 3.0 * linear,
+        "Checkpoint::load: 8x the keys took {ratio:.1}x the time"
+    );
+
+    // Loading those keys into a model names what is wrong without listing 160k names.
+    let model = rumus::nn::Linear::<2, 3>::new().unwrap();
+    let message = rumus::io::load_safetensors(&model, &paths[1])
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("unexpected keys"), "{message}");
+    assert!(message.len() < 2_000, "{} bytes of message", message.len());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_header_with_a_repeated_key_is_an_error() {
+    let mut bytes = many_keys_file(1000);
+    let text = String::from_utf8(bytes.split_off(8)).unwrap();
+    let repeated = text.replacen("\"k999\"", "\"k3\"", 1);
+    let mut file = (repeated.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(repeated.as_bytes());
+    let path = temp_dir("repeat").join("repeat.safetensors");
+    std::fs::write(&path, file).unwrap();
+    let message = read_state(&path).unwrap_err().to_string();
+    assert!(message.contains("\"k3\" appears twice"), "{message}");
+}
+
+/// Two threads multiply `a` by `b` in opposite argument order while two more scale `a` and
+/// `b` in place. With the read locks taken in argument order, std's writer-preferring
+/// `RwLock` deadlocked this within seconds; the watchdog turns a hang into a failure.
+#[test]
+fn opposite_order_readers_and_writers_do_not_deadlock() {
+    let a = DynTensor::ones(&[64, 64], DType::F32).unwrap();
+    let b = DynTensor::ones(&[64, 64], DType::F32).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done, finished) = mpsc::channel();
+    let jobs: [Box<dyn Fn(&DynTensor, &DynTensor) + Send>; 4] = [
+        Box::new(|a, b| drop(a.mul(b).unwrap())),
+        Box::new(|a, b| drop(b.mul(a).unwrap())),
+        Box::new(|a, _| a.mul_scalar_(1.0).unwrap()),
+        Box::new(|_, b| b.mul_scalar_(1.0).unwrap()),
+    ];
+    for job in jobs {
+        let (a, b, stop, done) = (a.clone(), b.clone(), stop.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                job(&a, &b);
+                rounds += 1;
+            }
+            done.send(rounds).unwrap();
+        });
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    for _ in 0..4 {
+        let rounds = finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a thread is still waiting for a lock a minute later: deadlock");
+        assert!(rounds > 0);
+    }
+    // The values are still what the in-place updates by 1.0 leave.
+    assert_eq!(
+        a.mul(&b).unwrap().sum_all().unwrap().item::<f32>().unwrap(),
+        4096.0
+    );
+}
+
+/// Sizes that cannot be allocated are errors that say so, never a process abort or a wrapped
+/// product.
+#[test]
+fn absurd_sizes_are_errors_not_aborts() {
+    fn out_of_memory(result: rumus::Result<DynTensor>, what: &str) {
+        match result {
+            Err(rumus::Error::OutOfMemory { .. }) | Err(rumus::Error::Shape(_)) => {}
+            Err(other) => panic!("{what}: unexpected error {other}"),
+            Ok(t) => panic!("{what}: returned a tensor of {:?}", t.dims()),
+        }
+    }
+    // n * n once wrapped to 0 here, giving an empty "identity" of [2^32, 2^32].
+    out_of_memory(DynTensor::eye(1 << 32, DType::F32), "eye(2^32)");
+    out_of_memory(DynTensor::eye(1 << 22, DType::F32), "eye(2^22)");
+    out_of_memory(DynTensor::arange(0.0, 1e12, 1.0, DType::F32), "arange 1e12");
+    let one = DynTensor::ones(&[1], DType::F32).unwrap();
+    let wide = one.broadcast_to(&[1 << 40]).unwrap();
+    out_of_memory(wide.contiguous(), "contiguous of 2^40");
+    out_of_memory(wide.exp(), "exp of 2^40");
+    out_of_memory(wide.to_dtype(DType::F64), "to_dtype of 2^40");
+    out_of_memory(wide.add(&one), "add over 2^40");
+    out_of_memory(
+        wide.compare(&one, rumus::ops::CompareOp::Lt),
+        "compare over 2^40",
+    );
+    out_of_memory(DynTensor::cat(&[&wide, &wide], 0), "cat of 2^40");
+    assert!(wide.to_vec::<f32>().is_err());
+
+    // Products and reductions of empty operands can ask for any size of result.
+    let tall = DynTensor::zeros(&[1 << 22, 0], DType::F32).unwrap();
+    let flat = DynTensor::zeros(&[0, 1 << 22], DType::F32).unwrap();
+    out_of_memory(tall.matmul(&flat), "[2^22, 0] @ [0, 2^22]");
+    let empty = DynTensor::zeros(&[0, 1 << 62], DType::F32).unwrap();
+    out_of_memory(
+        empty.sum(&[0], false),
+        "sum over the empty axis of [0, 2^62]",
+    );
+
+    let image = DynTensor::ones(&[1, 1, 4, 4], DType::F32).unwrap();
+    let weight = DynTensor::ones(&[1, 1, 3, 3], DType::F32).unwrap();
+    let pad = 1 << 20;
+    out_of_memory(
+        image.conv2d(&weight, None, (1, 1), (pad, pad), (1, 1), 1),
+        "conv2d padded by 2^20",
+    );
+    out_of_memory(
+        image.unfold2d((3, 3), (1, 1), (pad, pad), (1, 1)),
+        "unfold2d padded by 2^20",
+    );
+    out_of_memory(
+        DynTensor::zeros(&[1 << 42], DType::F32),
+        "zeros of 2^42 floats",
+    );
+}
+
+#[test]
+fn embedding_with_a_weight_that_is_not_a_matrix_is_an_error() {
+    let weight = DynTensor::ones(&[10], DType::F32).unwrap();
+    let indices = DynTensor::from_vec(vec![1i64, 2], &[2]).unwrap();
+    let message = rumus::nn::functional::embedding(&weight, &indices)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("embedding weight"), "{message}");
+    assert!(
+        message.contains("[num_embeddings, embedding_dim]"),
+        "{message}"
+    );
+}
+
+/// `fn main() -> rumus::Result<()>` prints an error with `Debug`: it must read as a sentence.
+#[test]
+fn errors_debug_print_their_message_and_alternate_debug_their_structure() {
+    let a = DynTensor::zeros(&[2, 3], DType::F32).unwrap();
+    let b = DynTensor::zeros(&[4, 5], DType::F32).unwrap();
+    let error = a.matmul(&b).unwrap_err();
+    assert_eq!(format!("{error:?}"), error.to_string());
+    assert!(error.to_string().contains("inner dimensions differ"));
+    let structured = format!("{error:#?}");
+    assert!(
+        structured.starts_with("Shape(") && structured.contains("MatmulInner"),
+        "{structured}"
+    );
+}
