@@ -1,0 +1,115 @@
+//! Readers of untrusted files allocate what the file's header justifies, not what its
+//! compressed contents expand to. A counting allocator measures the peak of each read; the
+//! cases run one after another in one test, so no other test's memory mixes in.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rumus::data::{decode_idx, read_image_set};
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters are only
+// statistics.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The most memory `f` had allocated at once above what was live when it started.
+fn peak_extra<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let result = f();
+    (result, PEAK.load(Ordering::Relaxed).saturating_sub(before))
+}
+
+fn idx_header(dims: &[u32]) -> Vec<u8> {
+    let mut bytes = vec![0, 0, 8, dims.len() as u8];
+    dims.iter().for_each(|d| bytes.extend(d.to_be_bytes()));
+    bytes
+}
+
+/// `header` followed by `zeros` zero bytes, gzipped (a few hundred KB for hundreds of MB).
+fn gzip_bomb(header: &[u8], zeros: usize) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(header).unwrap();
+    let block = vec![0u8; 1 << 20];
+    for _ in 0..zeros / block.len() {
+        encoder.write_all(&block).unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+#[test]
+fn untrusted_files_cost_what_their_headers_claim() {
+    const MIB: usize = 1 << 20;
+
+    // An image file whose header says one 28x28 image, followed by 512 MiB of zeros.
+    let bomb = gzip_bomb(&idx_header(&[1, 28, 28]), 512 * MIB);
+    assert!(bomb.len() < 4 * MIB, "the bomb is {} bytes", bomb.len());
+    let (result, peak) = peak_extra(|| decode_idx(&bomb, Path::new("bomb.idx.gz")));
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.contains("need 784 values but the file holds more"),
+        "{message}"
+    );
+    assert!(
+        peak < 4 * MIB,
+        "reading the bomb allocated {peak} bytes at its peak"
+    );
+
+    // A header asking for 2^62 values is refused without trying to read them.
+    let (result, peak) =
+        peak_extra(|| decode_idx(&idx_header(&[1 << 31, 1 << 31]), Path::new("huge.idx")));
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.contains("more memory than can be allocated"),
+        "{message}"
+    );
+    assert!(peak < MIB, "{peak}");
+
+    // Images of zero pixels with a label file that expands to 4 GiB: refused before the
+    // labels are read (this aborted allocating 34 GB).
+    let dir = std::env::temp_dir().join(format!("rumus-bounded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (images, labels) = (dir.join("images.idx"), dir.join("labels.idx.gz"));
+    std::fs::write(&images, idx_header(&[u32::MAX, 0, 0])).unwrap();
+    std::fs::write(&labels, gzip_bomb(&idx_header(&[u32::MAX]), 64 * MIB)).unwrap();
+    let (result, peak) = peak_extra(|| read_image_set(&images, &labels));
+    let message = result.unwrap_err().to_string();
+    assert!(message.contains("0 x 0 pixels"), "{message}");
+    assert!(peak < MIB, "{peak}");
+
+    // A sound pair still loads, and costs about its size.
+    std::fs::write(&images, [idx_header(&[2, 2, 3]), vec![255; 12]].concat()).unwrap();
+    std::fs::write(
+        &labels,
+        gzip_bomb(&[idx_header(&[2]), vec![7, 1]].concat(), 0),
+    )
+    .unwrap();
+    let set = read_image_set(&images, &labels).unwrap();
+    assert_eq!((set.len(), set.height, set.width), (2, 2, 3));
+    assert_eq!(set.labels, [7, 1]);
+    assert!(set.images.iter().all(|&p| p == 1.0));
+    std::fs::remove_dir_all(dir).ok();
+}
