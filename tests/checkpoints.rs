@@ -1,7 +1,7 @@
 //! Training checkpoints: exact round trips, damaged files that are errors and never panics,
 //! restores that change nothing on a mismatch, rolling directories, a resumed run that equals
-//! the uninterrupted one bit for bit, and writers killed at random moments that leave only
-//! complete checkpoints behind.
+//! the uninterrupted one bit for bit, writers killed at random moments that leave only
+//! complete checkpoints behind, and two processes saving into one directory.
 
 mod common;
 
@@ -645,7 +645,9 @@ fn a_manager_keeps_the_newest_n_and_skips_damaged_ones() {
     );
     assert!(!stale.exists(), "the stale temporary file was removed");
     assert!(dir.join("notes.txt").exists(), "other files are left alone");
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
+    // The three checkpoints, the notes, and the lock file that saves take turns through.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 5);
+    assert!(dir.join(".lock").is_file());
     assert_eq!(manager.latest().unwrap().unwrap().step, 7);
 
     // Steps past ten digits still sort by step, not by name.
@@ -716,11 +718,15 @@ fn crash_value(step: u64, i: usize, salt: u64) -> f32 {
 }
 
 fn crash_checkpoint(step: u64) -> Checkpoint {
+    numbered_checkpoint(step, CRASH_VALUES)
+}
+
+/// A checkpoint whose every value is a function of `step`, with `values` (a multiple of 64)
+/// f32 values each for the model and the optimizer buffer.
+fn numbered_checkpoint(step: u64, values: usize) -> Checkpoint {
     let tensor = |salt| {
-        let values = (0..CRASH_VALUES)
-            .map(|i| crash_value(step, i, salt))
-            .collect();
-        DynTensor::from_vec(values, &[CRASH_VALUES / 64, 64]).unwrap()
+        let data = (0..values).map(|i| crash_value(step, i, salt)).collect();
+        DynTensor::from_vec(data, &[values / 64, 64]).unwrap()
     };
     Checkpoint {
         model: vec![("weight".into(), tensor(0))],
@@ -809,13 +815,13 @@ fn killing_the_writer_at_any_moment_leaves_only_complete_checkpoints() {
         );
         assert_eq!(
             latest.step,
-            crash_step(files.last().unwrap()),
+            step_in_name(files.last().unwrap()),
             "the newest file loads"
         );
         for path in &files {
             let checkpoint = Checkpoint::load(path)
                 .unwrap_or_else(|e| panic!("kill {kill}: {} does not load: {e}", path.display()));
-            verify_crash_checkpoint(&checkpoint, crash_step(path));
+            verify_crash_checkpoint(&checkpoint, step_in_name(path));
             verified += 1;
         }
         highest_step = highest_step.max(latest.step);
@@ -858,10 +864,121 @@ fn temp_files(dir: &Path) -> usize {
 }
 
 /// The step in a `checkpoint-<step>.safetensors` file name.
-fn crash_step(path: &Path) -> u64 {
+fn step_in_name(path: &Path) -> u64 {
     let name = path.file_name().unwrap().to_string_lossy();
     name.trim_start_matches("checkpoint-")
         .trim_end_matches(".safetensors")
         .parse()
         .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// Two processes saving into one directory.
+
+const SHARED_DIR_ENV: &str = "RUMUS_CHECKPOINT_SHARED_DIR";
+const SHARER_ENV: &str = "RUMUS_CHECKPOINT_SHARER";
+const SHARER_TEST: &str = "child_process_that_saves_into_a_shared_directory";
+const SHARED_KEEP: usize = 3;
+/// The two processes save steps 1 to `SHARED_LAST` between them: sharer 0 every
+/// `SHARED_BIG_EVERY`-th step, as 8 MB checkpoints, sharer 1 every other step, as small
+/// ones. While a big checkpoint is being written, the small writer saves (and cleans up)
+/// several times: what a directory without a lock gets wrong.
+const SHARED_LAST: u64 = 900;
+const SHARED_BIG_EVERY: u64 = 30;
+
+fn shared_checkpoint(step: u64) -> Checkpoint {
+    let values = if step % SHARED_BIG_EVERY == 0 {
+        1 << 20
+    } else {
+        64
+    };
+    numbered_checkpoint(step, values)
+}
+
+fn sharer_steps(sharer: u64) -> impl Iterator<Item = u64> {
+    (1..=SHARED_LAST).filter(move |step| (step % SHARED_BIG_EVERY == 0) == (sharer == 0))
+}
+
+/// Run by the shared-directory test as one of its two writers; returns at once in an
+/// ordinary test run. Every save must succeed.
+#[test]
+fn child_process_that_saves_into_a_shared_directory() {
+    let (Some(dir), Ok(sharer)) = (std::env::var_os(SHARED_DIR_ENV), std::env::var(SHARER_ENV))
+    else {
+        return;
+    };
+    let sharer: u64 = sharer.parse().unwrap();
+    let manager = CheckpointManager::new(PathBuf::from(dir), SHARED_KEEP).unwrap();
+    let failures: Vec<String> = sharer_steps(sharer)
+        .filter_map(|step| {
+            let saved = manager.save(&shared_checkpoint(step));
+            saved.err().map(|e| format!("step {step}: {e}"))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "sharer {sharer}: {} of {} saves failed: {failures:#?}",
+        failures.len(),
+        sharer_steps(sharer).count()
+    );
+}
+
+#[test]
+fn two_processes_saving_into_one_directory_lose_nothing() {
+    let exe = std::env::current_exe().unwrap();
+    let scratch = Scratch::new("checkpoints-shared");
+    let mut children: Vec<_> = (0..2)
+        .map(|sharer| {
+            Command::new(&exe)
+                .args(["--exact", SHARER_TEST, "--nocapture", "--test-threads=1"])
+                .env(SHARED_DIR_ENV, scratch.dir())
+                .env(SHARER_ENV, sharer.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+
+    // Meanwhile this process resumes again and again: the newest checkpoint always loads,
+    // and it never goes back to an older step.
+    let manager = CheckpointManager::new(scratch.dir(), SHARED_KEEP).unwrap();
+    let (mut newest_seen, mut read_failures) = (0, Vec::new());
+    while children
+        .iter_mut()
+        .any(|child| child.try_wait().unwrap().is_none())
+    {
+        match manager.latest() {
+            Ok(Some(latest)) if latest.step >= newest_seen => newest_seen = latest.step,
+            Ok(Some(latest)) => {
+                read_failures.push(format!("step {} after step {newest_seen}", latest.step))
+            }
+            Ok(None) if newest_seen == 0 => {}
+            Ok(None) => read_failures.push(format!("nothing after step {newest_seen}")),
+            Err(e) => read_failures.push(e.to_string()),
+        }
+    }
+    for (sharer, child) in children.into_iter().enumerate() {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "sharer {sharer} ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert!(read_failures.is_empty(), "{read_failures:#?}");
+
+    // The newest SHARED_KEEP steps remain, each complete, and no temporary file. (Each
+    // sharer's steps increase and both own one of the newest three, so no save can prune
+    // those three, whatever order the saves took turns in.)
+    let files = manager.list().unwrap();
+    let steps: Vec<u64> = files.iter().map(|p| step_in_name(p)).collect();
+    let newest: Vec<u64> = (SHARED_LAST + 1 - SHARED_KEEP as u64..=SHARED_LAST).collect();
+    assert_eq!(steps, newest, "{:?}", file_names(&files));
+    for (path, &step) in files.iter().zip(&steps) {
+        let checkpoint = Checkpoint::load(path).unwrap();
+        assert_same_checkpoint(&checkpoint, &shared_checkpoint(step));
+    }
+    assert_eq!(temp_files(scratch.dir()), 0);
 }

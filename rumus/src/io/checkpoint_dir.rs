@@ -1,8 +1,11 @@
 //! A directory of rolling checkpoints: `checkpoint-<step>.safetensors`, the newest few kept.
 //! Each file is written atomically, so a run killed at any moment leaves only complete
 //! checkpoints (and perhaps a stray temporary file, which is ignored and later removed).
+//!
+//! Several managers may share a directory (two processes resuming the same run, a trainer
+//! and an evaluator): their saves take turns through a lock file.
 
-use std::fs;
+use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -12,6 +15,12 @@ use crate::error::{Error, Result};
 
 const PREFIX: &str = "checkpoint-";
 const SUFFIX: &str = ".safetensors";
+/// The file every save locks (exclusively) while it writes and prunes. Without it, one
+/// manager's cleanup deletes the temporary file another is about to rename, and their
+/// prunes work from listings the other is changing. It is an OS file lock (`flock` on Unix,
+/// `LockFileEx` on Windows), released when its holder exits or is killed, so a crash never
+/// leaves the directory locked; the empty file itself stays.
+const LOCK_FILE: &str = ".lock";
 
 /// Saves checkpoints into one directory and finds the newest one to resume from.
 ///
@@ -80,11 +89,37 @@ impl CheckpointManager {
     /// the same step), then deletes all but the newest `keep_last` checkpoints (by step;
     /// the one just written is always kept) and temporary files of killed writers that are
     /// older than it. Returns the path written.
+    ///
+    /// Saves of all managers on this directory, in any process, take turns: each holds the
+    /// directory's lock file `.lock` (created on the first save) from writing to pruning.
     pub fn save(&self, checkpoint: &Checkpoint) -> Result<PathBuf> {
         let path = self.path_for(checkpoint.step);
+        let _lock = self.lock()?;
         checkpoint.save(&path)?;
         self.prune(&path)?;
         Ok(path)
+    }
+
+    /// Waits for the directory's lock and holds it until the returned file is dropped.
+    fn lock(&self) -> Result<File> {
+        let path = self.dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| io_error(&path, format!("cannot open the directory's lock file: {e}")))?;
+        file.lock().map_err(|e| {
+            io_error(
+                &path,
+                format!(
+                    "cannot lock the checkpoint directory (does its file system support file \
+                     locks?): {e}"
+                ),
+            )
+        })?;
+        Ok(file)
     }
 
     fn prune(&self, newest: &Path) -> Result<()> {
@@ -109,7 +144,10 @@ impl CheckpointManager {
         let Ok(cutoff) = fs::metadata(newest).and_then(|m| m.modified()) else {
             return Ok(()); // no modification times here: leave temporary files alone
         };
-        // Temporary files of this process may belong to a save running on another thread.
+        // Saves through managers take turns, so a temporary file here is a leftover of a
+        // killed writer, or belongs to a `Checkpoint::save` that bypasses the lock: only
+        // files older than the one just written, and none of this process (another thread
+        // may be writing it), are removed.
         let own = format!("{TEMP_MARKER}{}-", std::process::id());
         for (path, name) in self.entries()? {
             let stale = name.starts_with(PREFIX)
