@@ -1,6 +1,7 @@
 //! Record files: records of any size round-trip and are read in any order; samples stored as
-//! records come back through a dataset; and a corrupted, truncated or unfinished file is an
-//! error naming what is wrong, never a panic and never different bytes.
+//! records come back through a dataset; a corrupted or truncated file is an error naming what
+//! is wrong, never a panic and never different bytes; and a writer replaces its destination
+//! only when it finishes.
 
 mod common;
 
@@ -185,23 +186,71 @@ fn every_truncation_is_an_error_about_truncation() {
     }
 }
 
+/// The names of the files in `dir`.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[test]
-fn an_unfinished_writer_leaves_a_file_that_says_so() {
-    let scratch = Scratch::new("record-files-unfinished");
+fn a_writer_replaces_the_file_only_when_it_finishes() {
+    let scratch = Scratch::new("record-files-replace");
+    let path = scratch.join("data.rrec");
+    let old = small_payloads();
+    write(&path, &old);
+    let old_bytes = std::fs::read(&path).unwrap();
+    // A reader of the old file stays open throughout.
+    let reader = RecordFile::open(&path).unwrap();
+
     for records in [0, 3] {
-        let path = scratch.join(&format!("unfinished-{records}.rrec"));
         let mut writer = RecordWriter::create(&path).unwrap();
         for i in 0..records {
             writer.append(&payload(i)).unwrap();
         }
+        assert_eq!(std::fs::read(&path).unwrap(), old_bytes, "while writing");
         drop(writer);
-        let err = RecordFile::open(&path).unwrap_err().to_string();
-        assert!(
-            err.contains("no index footer: the writer did not finish, or the file is truncated"),
-            "{err}"
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            old_bytes,
+            "after an unfinished writer"
         );
-        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert_eq!(
+            file_names(scratch.dir()),
+            ["data.rrec"],
+            "no temporary file stays"
+        );
     }
+
+    let new: Vec<Vec<u8>> = (0..50).map(payload).collect();
+    write(&path, &new);
+    let file = RecordFile::open(&path).unwrap();
+    assert_eq!(file.len(), new.len());
+    for (i, expected) in new.iter().enumerate() {
+        assert_eq!(file.get(i).unwrap(), expected.as_slice(), "new record {i}");
+    }
+    // The reader that was open keeps the old records: the new file is a new file.
+    assert_eq!(reader.len(), old.len());
+    for (i, expected) in old.iter().enumerate() {
+        assert_eq!(
+            reader.get(i).unwrap(),
+            expected.as_slice(),
+            "old record {i}"
+        );
+    }
+    assert_eq!(file_names(scratch.dir()), ["data.rrec"]);
+
+    // An unfinished writer of a new path leaves nothing there.
+    let fresh = scratch.join("fresh.rrec");
+    let mut writer = RecordWriter::create(&fresh).unwrap();
+    writer.append(b"never finished").unwrap();
+    drop(writer);
+    assert!(!fresh.exists());
+    let err = RecordFile::open(&fresh).unwrap_err();
+    assert!(matches!(err, rumus::Error::Io { .. }), "{err}");
 }
 
 #[test]

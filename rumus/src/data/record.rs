@@ -31,9 +31,11 @@
 //! with it is caught before the checksum is even computed.
 //!
 //! The index and footer go last because the writer streams: it cannot know the record count
-//! until [`RecordWriter::finish`]. A file whose writer did not finish (a crash, a killed job,
-//! a forgotten `finish`) therefore has no footer, and opening it says so instead of guessing
-//! where the records end.
+//! until [`RecordWriter::finish`]. The writer streams into a temporary file that replaces the
+//! destination only once finished, so a writer that did not finish (a crash, a killed job, an
+//! error, a forgotten `finish`) leaves the previous file as it was. A file without a footer
+//! (truncated in a copy, or a leftover temporary file opened by hand) is refused, saying so,
+//! instead of guessing where the records end.
 
 use std::fmt;
 use std::fs::File;
@@ -45,6 +47,7 @@ use memmap2::Mmap;
 
 use super::dataset::{Dataset, index_error};
 use crate::error::{Error, Result};
+use crate::io::AtomicFile;
 
 /// First bytes of every record file.
 const MAGIC: [u8; 8] = *b"RUMUSREC";
@@ -87,16 +90,19 @@ fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(raw.try_into().ok()?))
 }
 
-/// Writes a record file front to back. Records go straight to their final path through a
-/// buffer; the index is kept in memory (8 bytes a record) and written by [`finish`], which
-/// also syncs the file to disk.
+/// Writes a record file front to back. Records go through a buffer to a temporary file next
+/// to the destination (`<name>.tmp-<pid>-<n>`, as [`write_atomic`](crate::io::write_atomic)
+/// does); the index is kept in memory (8 bytes a record) and written by [`finish`], which
+/// syncs the file to disk and renames it over the destination.
 ///
-/// Dropping a writer without calling [`finish`] leaves a file without an index, which
-/// [`RecordFile`] refuses to open (rather than serving a dataset that silently lost its end).
+/// Until [`finish`] succeeds the destination is untouched: an existing file there stays
+/// complete and readable (a [`RecordFile`] already open on it keeps reading the old records
+/// even after the rename). Dropping a writer without calling [`finish`], or a failed write,
+/// removes the temporary file; only a killed process leaves one behind.
 ///
 /// [`finish`]: RecordWriter::finish
 pub struct RecordWriter {
-    out: BufWriter<File>,
+    out: BufWriter<AtomicFile>,
     name: String,
     /// File offset of each record's frame.
     offsets: Vec<u64>,
@@ -108,12 +114,12 @@ pub struct RecordWriter {
 }
 
 impl RecordWriter {
-    /// Creates (or truncates) the file at `path` and writes the header.
+    /// Starts a record file that will replace `path` on [`RecordWriter::finish`], and writes
+    /// the header.
     pub fn create(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let file = File::create(path).map_err(|e| io_error(&name, "cannot create the file", &e))?;
-        let mut out = BufWriter::new(file);
+        let mut out = BufWriter::new(AtomicFile::create(path)?);
         let mut header = [0u8; HEADER_LEN];
         header[..8].copy_from_slice(&MAGIC);
         header[8..].copy_from_slice(&VERSION.to_le_bytes());
@@ -169,8 +175,9 @@ impl RecordWriter {
         self.offsets.is_empty()
     }
 
-    /// Writes the index and footer, flushes, and syncs the file to disk, so that once this
-    /// returns `Ok` the file is complete even if the machine loses power.
+    /// Writes the index and footer, flushes, syncs the file to disk and moves it to the
+    /// destination, so that once this returns `Ok` the file is complete even if the machine
+    /// loses power. On an error the destination is as it was before the writer was created.
     pub fn finish(mut self) -> Result<()> {
         self.check_usable()?;
         let name = self.name.clone();
@@ -195,8 +202,7 @@ impl RecordWriter {
             .out
             .into_inner()
             .map_err(|e| fail("cannot flush the file", e.error()))?;
-        file.sync_all()
-            .map_err(|e| fail("cannot sync the file to disk", &e))
+        file.commit()
     }
 
     fn check_usable(&self) -> Result<()> {

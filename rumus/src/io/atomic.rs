@@ -1,8 +1,8 @@
 //! Crash-safe file replacement. Writing a file in place leaves a torn file behind when the
-//! process dies (or the machine loses power) halfway; for checkpoints and model files that
-//! means losing the previous good copy as well as the new one. Writing to a temporary file
-//! next to the target and renaming it over the target instead means a reader sees either the
-//! complete old file or the complete new one, never a mix.
+//! process dies (or the machine loses power) halfway; for checkpoints, model files and record
+//! files that means losing the previous good copy as well as the new one. Writing to a
+//! temporary file next to the target and renaming it over the target instead means a reader
+//! sees either the complete old file or the complete new one, never a mix.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -34,14 +34,112 @@ fn io_error(path: &Path, message: String) -> Error {
 /// previous file intact (plus, at worst, a stray temporary file). On an error the temporary
 /// file is removed and `path` is untouched.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let Some(file_name) = path.file_name() else {
+    let mut file = AtomicFile::create(path)?;
+    file.write_all(bytes).map_err(|e| {
+        io_error(
+            &file.temp,
+            format!("cannot write {} bytes: {e}", bytes.len()),
+        )
+    })?;
+    file.commit()
+}
+
+/// A file written under a temporary name next to `target`, which it replaces only on
+/// [`AtomicFile::commit`]: [`write_atomic`] for writers that stream (record files). Dropped
+/// without a commit, it removes the temporary file and leaves the target as it was.
+pub(crate) struct AtomicFile {
+    /// `None` once `commit` has closed it.
+    file: Option<File>,
+    temp: PathBuf,
+    target: PathBuf,
+    dir: PathBuf,
+    /// Set once the rename happened: no temporary file is left to remove.
+    renamed: bool,
+}
+
+impl AtomicFile {
+    /// Creates the temporary file for `target`, with `create_new` so that it never reuses
+    /// another writer's.
+    pub(crate) fn create(target: &Path) -> Result<Self> {
+        let (dir, temp) = temp_path(target)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(|e| io_error(&temp, format!("cannot create a temporary file: {e}")))?;
+        Ok(AtomicFile {
+            file: Some(file),
+            temp,
+            target: target.to_path_buf(),
+            dir,
+            renamed: false,
+        })
+    }
+
+    fn file(&mut self) -> std::io::Result<&mut File> {
+        self.file
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the file was already committed"))
+    }
+
+    /// Syncs the temporary file to disk, renames it over the target and syncs the directory.
+    /// On an error the temporary file is removed (by `drop`) and the target is untouched.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        if let Some(file) = self.file.take() {
+            file.sync_all()
+                .map_err(|e| io_error(&self.temp, format!("cannot sync it to disk: {e}")))?;
+        }
+        fs::rename(&self.temp, &self.target).map_err(|e| {
+            io_error(
+                &self.target,
+                format!(
+                    "cannot replace it with the temporary file {}: {e}",
+                    self.temp.display()
+                ),
+            )
+        })?;
+        self.renamed = true;
+        sync_dir(&self.dir);
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file()?.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.file()?.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file()?.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.renamed {
+            drop(self.file.take()); // closed first: Windows cannot remove an open file
+            // Best effort: the file may already be gone.
+            let _ = fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// The directory of `target` and a temporary name in it, `<name>.tmp-<pid>-<counter>`: unique
+/// between processes (the pid) and between the threads of one (the counter).
+fn temp_path(target: &Path) -> Result<(PathBuf, PathBuf)> {
+    let Some(file_name) = target.file_name() else {
         return Err(io_error(
-            path,
-            "is not a file path (it has no file name); pass a path such as `dir/model.safetensors`"
+            target,
+            "is not a file path (it has no file name); pass a path such as \
+             `dir/model.safetensors`"
                 .into(),
         ));
     };
-    let dir = match path.parent() {
+    let dir = match target.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     };
@@ -52,35 +150,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let temp = dir.join(temp_name);
-    if let Err(e) = write_and_rename(&temp, path, bytes) {
-        // Best effort: the temporary file may not exist (creation failed) or may already be
-        // renamed (only the directory sync failed, which is not reported as an error).
-        let _ = fs::remove_file(&temp);
-        return Err(e);
-    }
-    sync_dir(&dir);
-    Ok(())
-}
-
-fn write_and_rename(temp: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp)
-        .map_err(|e| io_error(temp, format!("cannot create a temporary file: {e}")))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error(temp, format!("cannot write {} bytes: {e}", bytes.len())))?;
-    drop(file);
-    fs::rename(temp, path).map_err(|e| {
-        io_error(
-            path,
-            format!(
-                "cannot replace it with the temporary file {}: {e}",
-                temp.display()
-            ),
-        )
-    })
+    Ok((dir, temp))
 }
 
 /// Persists the directory entry created by the rename. Opening a directory as a file fails

@@ -8,6 +8,7 @@ mod json;
 mod safetensors;
 mod safetensors_format;
 
+pub(crate) use self::atomic::AtomicFile;
 pub use self::atomic::write_atomic;
 pub use self::checkpoint::Checkpoint;
 pub use self::checkpoint_dir::{CheckpointManager, CheckpointScan};
