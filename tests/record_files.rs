@@ -8,7 +8,9 @@ mod common;
 use common::scratch::Scratch;
 use std::path::Path;
 
-use rumus::data::{Dataset, Features, RecordDataset, RecordFile, RecordWriter, Sample, Target};
+use rumus::data::{
+    DataLoader, Dataset, Features, RecordDataset, RecordFile, RecordWriter, Sample, Target,
+};
 use rumus::rng::Generator;
 
 /// Payload `i`: a length that varies a lot (often empty), and bytes that depend on `i`.
@@ -106,7 +108,7 @@ fn samples_round_trip_through_a_record_dataset() {
 
     let dataset = RecordDataset::open(&path)
         .unwrap()
-        .map(|bytes| Sample::from_bytes(&bytes));
+        .decode(Sample::from_bytes);
     assert_eq!(dataset.len(), samples.len());
     for i in [49, 0, 17, 3, 48] {
         assert_eq!(dataset.get(i).unwrap(), samples[i]);
@@ -123,6 +125,78 @@ fn samples_round_trip_through_a_record_dataset() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn a_sample_that_does_not_decode_is_named_by_file_and_record() {
+    let scratch = Scratch::new("record-files-bad-sample");
+    let path = scratch.join("data.rrec");
+    let samples: Vec<Sample> = (0..20)
+        .map(|i| Sample::classified(Features::vector(vec![i as f32; 6]), i))
+        .collect();
+    // Intact records (their checksums hold) whose payloads are not samples: record 17 is
+    // cut short, record 5 has an unknown encoding version.
+    let mut writer = RecordWriter::create(&path).unwrap();
+    for (i, sample) in samples.iter().enumerate() {
+        let mut bytes = sample.try_to_bytes().unwrap();
+        match i {
+            17 => bytes.truncate(bytes.len() - 3),
+            5 => bytes[0] = 9,
+            _ => {}
+        }
+        writer.append(&bytes).unwrap();
+    }
+    writer.finish().unwrap();
+
+    let dataset = RecordDataset::open(&path)
+        .unwrap()
+        .decode(Sample::from_bytes);
+    assert_eq!(dataset.get(16).unwrap(), samples[16]);
+    let file = path.display();
+    let err = dataset.get(17).unwrap_err();
+    assert!(matches!(err, rumus::Error::Format { .. }), "{err:?}");
+    let err = err.to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{file}: record 17: truncated: the class needs 8 bytes"
+        )),
+        "{err}"
+    );
+    let err = dataset.get(5).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{file}: record 5: unsupported sample encoding version 9"
+        )),
+        "{err}"
+    );
+
+    // What a training loop sees: the batch holding record 17 fails, naming it.
+    let mut loader = DataLoader::new(dataset, 4).unwrap();
+    let errors: Vec<String> = loader
+        .epoch()
+        .filter_map(|batch| batch.err().map(|e| e.to_string()))
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with(&format!("{file}: record 5: ")),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].starts_with(&format!("{file}: record 17: ")),
+        "{errors:?}"
+    );
+
+    // The same through the file alone.
+    let records = RecordFile::open(&path).unwrap();
+    let err = records
+        .decode(17, Sample::from_bytes)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!("{file}: record 17: truncated")),
+        "{err}"
+    );
+    assert_eq!(records.decode(3, Sample::from_bytes).unwrap(), samples[3]);
 }
 
 #[test]

@@ -38,5 +38,5 @@ pub use csv::{CsvOptions, parse_csv, read_csv};
 pub use dataset::{Dataset, InMemory, Map, MapRandom};
 pub use idx::{IdxArray, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir};
 pub use loader::DataLoader;
-pub use record::{RecordDataset, RecordFile, RecordWriter};
+pub use record::{DecodedRecords, RecordDataset, RecordFile, RecordWriter};
 pub use sample::{Batch, Collate, Features, Sample, Target};

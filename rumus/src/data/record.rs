@@ -358,6 +358,16 @@ impl<B: AsRef<[u8]>> RecordFile<B> {
         Ok(payload)
     }
 
+    /// Record `index` decoded by `decode` (e.g. [`Sample::from_bytes`]). A record that does
+    /// not decode is an error naming the file and the record, `data.rrec: record 17:
+    /// truncated: ...`, which the decoder alone, handed only bytes, cannot say.
+    ///
+    /// [`Sample::from_bytes`]: super::Sample::from_bytes
+    pub fn decode<T>(&self, index: usize, decode: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+        let payload = self.get(index)?;
+        decode(payload).map_err(|e| self.record_error(index, decoding_problem(e)))
+    }
+
     /// Every record in order.
     pub fn iter(&self) -> impl Iterator<Item = Result<&[u8]>> + '_ {
         (0..self.count).map(|i| self.get(i))
@@ -389,6 +399,16 @@ impl<B> fmt::Debug for RecordFile<B> {
             .field("name", &self.name)
             .field("records", &self.count)
             .finish()
+    }
+}
+
+/// What a decoder's error says is wrong with the bytes it was handed. A format error's own
+/// name for them (the sample codec says `<sample>`) gives way to the file and record that
+/// [`RecordFile::decode`] names around it.
+fn decoding_problem(error: Error) -> String {
+    match error {
+        Error::Format { message, .. } => message,
+        other => other.to_string(),
     }
 }
 
@@ -508,8 +528,9 @@ fn check_layout(data: &[u8], name: &str) -> Result<(usize, usize)> {
 }
 
 /// A record file as a [`Dataset`] of owned payloads (`Vec<u8>`: loader workers need items
-/// that do not borrow the file). Decode them with a `map`, e.g.
-/// `RecordDataset::open(path)?.map(|bytes| Sample::from_bytes(&bytes))`.
+/// that do not borrow the file). Decode them with [`RecordDataset::decode`], e.g.
+/// `RecordDataset::open(path)?.decode(Sample::from_bytes)`, whose errors name the file and
+/// the record (a `map` over the payloads works too, but its errors know only the bytes).
 ///
 /// The file sits in an [`Arc`], so clones of the dataset share one mapping.
 pub struct RecordDataset<B = Mmap> {
@@ -538,6 +559,27 @@ impl<B> RecordDataset<B> {
     pub fn file(&self) -> &Arc<RecordFile<B>> {
         &self.file
     }
+
+    /// The records decoded by `decode`, as a dataset of what it returns; see
+    /// [`RecordFile::decode`] for the errors. Each record is decoded where it lies in the
+    /// file, without first copying it out.
+    pub fn decode<F, T>(self, decode: F) -> DecodedRecords<B, F>
+    where
+        F: Fn(&[u8]) -> Result<T> + Send + Sync,
+    {
+        DecodedRecords {
+            file: self.file,
+            decode,
+        }
+    }
+}
+
+/// An index past the end of `file`, reported as the dataset's.
+fn check_index<B: AsRef<[u8]>>(file: &RecordFile<B>, index: usize) -> Result<()> {
+    if index >= file.len() {
+        return Err(index_error("RecordDataset::get", index, file.len()));
+    }
+    Ok(())
 }
 
 impl<B> Clone for RecordDataset<B> {
@@ -562,10 +604,38 @@ impl<B: AsRef<[u8]> + Send + Sync> Dataset for RecordDataset<B> {
     }
 
     fn get(&self, index: usize) -> Result<Vec<u8>> {
-        if index >= self.file.len() {
-            return Err(index_error("RecordDataset::get", index, self.file.len()));
-        }
+        check_index(&self.file, index)?;
         self.file.get(index).map(<[u8]>::to_vec)
+    }
+}
+
+/// See [`RecordDataset::decode`].
+pub struct DecodedRecords<B, F> {
+    file: Arc<RecordFile<B>>,
+    decode: F,
+}
+
+impl<B, F> fmt::Debug for DecodedRecords<B, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("DecodedRecords").field(&self.file).finish()
+    }
+}
+
+impl<B, F, T> Dataset for DecodedRecords<B, F>
+where
+    B: AsRef<[u8]> + Send + Sync,
+    F: Fn(&[u8]) -> Result<T> + Send + Sync,
+    T: Send + 'static,
+{
+    type Item = T;
+
+    fn len(&self) -> usize {
+        self.file.len()
+    }
+
+    fn get(&self, index: usize) -> Result<T> {
+        check_index(&self.file, index)?;
+        self.file.decode(index, &self.decode)
     }
 }
 
