@@ -1,6 +1,7 @@
 //! Adagrad, following PyTorch: per-element step sizes from the sum of squared gradients,
 //! with learning-rate decay.
 
+use super::limits;
 use super::optimizer::Optimizer;
 use super::params::{ParamGroup, Params};
 use crate::autograd::GradientStore;
@@ -40,7 +41,20 @@ impl Adagrad {
         )
     }
 
+    /// Several groups, each with its own learning rate and weight decay. `lr_decay`, `eps`
+    /// and `initial_accumulator_value` must be `>= 0`, as PyTorch requires (and finite).
     pub fn with_groups(groups: Vec<ParamGroup>, config: AdagradConfig) -> Result<Self> {
+        limits::settings(
+            "Adagrad",
+            [
+                limits::non_negative("lr_decay", config.lr_decay),
+                limits::non_negative("eps", config.eps),
+                limits::non_negative(
+                    "initial_accumulator_value",
+                    config.initial_accumulator_value,
+                ),
+            ],
+        )?;
         Ok(Adagrad {
             params: Params::new(groups)?,
             config,

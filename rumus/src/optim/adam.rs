@@ -1,6 +1,7 @@
 //! Adam and AdamW (decoupled weight decay), following PyTorch's update: bias-corrected first
 //! and second moments, `eps` added after the square root, optional AMSGrad.
 
+use super::limits::{self, pow_count};
 use super::optimizer::Optimizer;
 use super::params::{ParamGroup, ParamState, Params};
 use crate::DynTensor;
@@ -63,7 +64,18 @@ impl Adam {
         )
     }
 
+    /// Several groups, each with its own learning rate and weight decay. The betas must lie
+    /// in `[0, 1)` and `eps` be `>= 0`, as PyTorch requires (and finite).
     pub fn with_groups(groups: Vec<ParamGroup>, config: AdamConfig) -> Result<Self> {
+        let (b1, b2) = config.betas;
+        limits::settings(
+            "Adam",
+            [
+                limits::fraction("betas.0", b1),
+                limits::fraction("betas.1", b2),
+                limits::non_negative("eps", config.eps),
+            ],
+        )?;
         Ok(Adam {
             params: Params::new(groups)?,
             config,
@@ -92,7 +104,6 @@ fn fused_step(
     let g = g.contiguous_untracked()?;
     let gr = g.contiguous_range().expect("made contiguous");
     let (b1, b2) = c.betas;
-    let step = state.step as i32;
     let lr = group.lr;
     let (l2, decay) = if c.decoupled {
         (0.0, 1.0 - lr * group.weight_decay)
@@ -100,11 +111,11 @@ fn fused_step(
         (group.weight_decay, 1.0)
     };
     let scalars = [
-        lr / (1.0 - b1.powi(step)),
+        lr / (1.0 - pow_count(b1, state.step)),
         b1,
         b2,
         c.eps,
-        1.0 / (1.0 - b2.powi(step)).sqrt(),
+        1.0 / (1.0 - pow_count(b2, state.step)).sqrt(),
         l2,
         decay,
     ];
@@ -187,8 +198,10 @@ impl Optimizer for Adam {
             let v = state.buffer("exp_avg_sq", || p.zeros_like())?;
             m.scale_add_(b1, 1.0 - b1, &g)?;
             v.scale_add_(b2, 1.0 - b2, &g.mul(&g)?)?;
-            let step = state.step as i32;
-            let (correction1, correction2) = (1.0 - b1.powi(step), 1.0 - b2.powi(step));
+            let (correction1, correction2) = (
+                1.0 - pow_count(b1, state.step),
+                1.0 - pow_count(b2, state.step),
+            );
             let second = if c.amsgrad {
                 let max = state.buffer("max_exp_avg_sq", || p.zeros_like())?;
                 let larger = crate::DynTensor::where_(&v.gt(&max)?, &v, &max)?;

@@ -7,6 +7,7 @@
 mod adagrad;
 mod adam;
 mod clip;
+pub(crate) mod limits;
 mod optimizer;
 mod params;
 mod rmsprop;

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::limits;
 use crate::autograd::{GradientStore, no_grad};
 use crate::error::{Error, Result, ShapeError};
 use crate::tensor::DynTensor;
@@ -80,12 +81,13 @@ impl Params {
                     ),
                 });
             }
-            if group.lr.is_nan() || group.lr < 0.0 {
-                return Err(Error::InvalidArgument {
-                    op: "optimizer",
-                    message: format!("group {g} has learning rate {}; it must be >= 0", group.lr),
-                });
-            }
+            limits::settings(
+                "optimizer",
+                [
+                    limits::non_negative(&format!("group {g}'s learning rate"), group.lr),
+                    limits::non_negative(&format!("group {g}'s weight decay"), group.weight_decay),
+                ],
+            )?;
         }
         let state = groups
             .iter()
@@ -156,7 +158,13 @@ impl Params {
     }
 
     /// Restores a snapshot taken from an optimizer of the same kind over the same parameters.
+    /// Its learning rates, step counts and buffer values are checked first (finite, rates
+    /// and squared averages `>= 0`, counts at most 2^53); on any error nothing has changed.
     pub fn load_state_dict(&mut self, saved: &OptimizerState) -> Result<()> {
+        limits::check_state(saved).map_err(|message| Error::InvalidArgument {
+            op: "load_state_dict",
+            message,
+        })?;
         if saved.lrs.len() != self.groups.len() {
             return Err(Error::InvalidArgument {
                 op: "load_state_dict",

@@ -1,6 +1,7 @@
 //! RMSprop, following PyTorch: a running average of squared gradients (optionally centered)
 //! scales each step; optional momentum.
 
+use super::limits;
 use super::optimizer::Optimizer;
 use super::params::{ParamGroup, Params};
 use crate::autograd::GradientStore;
@@ -42,7 +43,17 @@ impl Rmsprop {
         )
     }
 
+    /// Several groups, each with its own learning rate and weight decay. `alpha`, `eps` and
+    /// the momentum must be `>= 0`, as PyTorch requires (and finite).
     pub fn with_groups(groups: Vec<ParamGroup>, config: RmspropConfig) -> Result<Self> {
+        limits::settings(
+            "Rmsprop",
+            [
+                limits::non_negative("alpha", config.alpha),
+                limits::non_negative("eps", config.eps),
+                limits::non_negative("momentum", config.momentum),
+            ],
+        )?;
         Ok(Rmsprop {
             params: Params::new(groups)?,
             config,

@@ -2,6 +2,7 @@
 //! initial rate and the number of `step()` calls so far, in closed form, as PyTorch's
 //! schedulers do; constructing one sets the epoch-0 rate.
 
+use super::limits::pow_count;
 use super::optimizer::Optimizer;
 use crate::error::{Error, Result};
 
@@ -69,7 +70,7 @@ pub struct StepLr {
 
 impl Schedule for StepLr {
     fn lr_at(&self, base: f64, epoch: u64) -> f64 {
-        base * self.gamma.powi((epoch / self.step_size.max(1)) as i32)
+        base * pow_count(self.gamma, epoch / self.step_size.max(1))
     }
 }
 
@@ -80,7 +81,7 @@ pub struct ExponentialLr {
 
 impl Schedule for ExponentialLr {
     fn lr_at(&self, base: f64, epoch: u64) -> f64 {
-        base * self.gamma.powi(epoch as i32)
+        base * pow_count(self.gamma, epoch)
     }
 }
 

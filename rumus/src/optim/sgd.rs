@@ -1,6 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay,
 //! following PyTorch's `torch.optim.SGD` update exactly.
 
+use super::limits;
 use super::optimizer::Optimizer;
 use super::params::{ParamGroup, Params};
 use crate::autograd::GradientStore;
@@ -40,8 +41,16 @@ impl Sgd {
         )
     }
 
-    /// Several groups, each with its own learning rate and weight decay.
+    /// Several groups, each with its own learning rate and weight decay. The momentum must be
+    /// `>= 0`, as PyTorch requires (and finite, like the dampening).
     pub fn with_groups(groups: Vec<ParamGroup>, config: SgdConfig) -> Result<Self> {
+        limits::settings(
+            "Sgd",
+            [
+                limits::non_negative("momentum", config.momentum),
+                limits::finite("dampening", config.dampening),
+            ],
+        )?;
         if config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0) {
             return Err(Error::InvalidArgument {
                 op: "Sgd",
