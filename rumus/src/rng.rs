@@ -44,18 +44,33 @@ impl Generator {
         (self.state, self.spare_normal)
     }
 
-    /// Rebuilds a generator from [`Generator::state`]. The all-zero state is refused: xoshiro
-    /// would return zeros forever from it, and no seeded generator can reach it, so it can
-    /// only come from a damaged or hand-made checkpoint.
+    /// Rebuilds a generator from [`Generator::state`], refusing states the generator can never
+    /// be in, which can only come from a damaged or hand-made checkpoint:
+    /// - the all-zero state, which xoshiro would never leave (returning zeros forever). Every
+    ///   other state lies on its one cycle of length 2^256 - 1, so every other state is valid;
+    /// - a spare normal sample that Box-Muller cannot produce: not finite, or larger in
+    ///   magnitude than the radius of the smallest `u1`, 2^-53 (about 8.57).
     pub fn from_state(state: [u64; 4], spare_normal: Option<u64>) -> Result<Self> {
+        let refuse = |message: String| Error::InvalidArgument {
+            op: "Generator::from_state",
+            message,
+        };
         if state == [0; 4] {
-            return Err(Error::InvalidArgument {
-                op: "Generator::from_state",
-                message: "the state is all zeros, which xoshiro256++ can never leave (it would \
-                          return only zeros); take the state from `Generator::state` of a \
-                          seeded generator"
+            return Err(refuse(
+                "the state is all zeros, which xoshiro256++ can never leave (it would return \
+                 only zeros); take the state from `Generator::state` of a seeded generator"
                     .into(),
-            });
+            ));
+        }
+        if let Some(bits) = spare_normal {
+            let value = f64::from_bits(bits);
+            if !value.is_finite() || value.abs() > max_normal() {
+                return Err(refuse(format!(
+                    "the spare normal sample is {value} (bits {bits:#018x}); Box-Muller samples \
+                     are finite and at most {} in magnitude",
+                    max_normal()
+                )));
+            }
         }
         Ok(Generator {
             state,
@@ -101,9 +116,9 @@ impl Generator {
         if let Some(bits) = self.spare_normal.take() {
             return f64::from_bits(bits);
         }
-        let u1 = 1.0 - self.next_f64(); // (0, 1]: ln is finite
+        let u1 = 1.0 - self.next_f64(); // [2^-53, 1]: ln is finite
         let u2 = self.next_f64();
-        let radius = (-2.0 * u1.ln()).sqrt();
+        let radius = box_muller_radius(u1);
         let angle = std::f64::consts::TAU * u2;
         self.spare_normal = Some((radius * angle.sin()).to_bits());
         radius * angle.cos()
@@ -117,6 +132,16 @@ impl Generator {
         }
         order
     }
+}
+
+fn box_muller_radius(u1: f64) -> f64 {
+    (-2.0 * u1.ln()).sqrt()
+}
+
+/// The largest magnitude [`Generator::next_normal`] returns: the radius of the smallest `u1`,
+/// 2^-53 (about 8.57).
+fn max_normal() -> f64 {
+    box_muller_radius(0.5f64.powi(53))
 }
 
 static GLOBAL: Mutex<Option<Generator>> = Mutex::new(None);
@@ -164,6 +189,33 @@ mod tests {
         assert!((0..10).all(|_| copy.next_normal().to_bits() == g.next_normal().to_bits()));
         let err = Generator::from_state([0; 4], None).unwrap_err().to_string();
         assert!(err.contains("all zeros"), "{err}");
+    }
+
+    #[test]
+    fn a_spare_normal_that_box_muller_cannot_produce_is_refused() {
+        let limit = max_normal();
+        assert!((8.57..8.58).contains(&limit), "{limit}");
+        for fine in [0.0, -0.0, -limit, limit, 1.5] {
+            assert!(Generator::from_state([1; 4], Some(f64::to_bits(fine))).is_ok());
+        }
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            -f64::INFINITY,
+            limit * 1.000_001,
+            -9.0,
+        ] {
+            let err = Generator::from_state([1; 4], Some(bad.to_bits()))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("spare normal sample is {bad}")),
+                "{err}"
+            );
+        }
+        // Whatever the draws, the samples stay within the bound.
+        let mut g = Generator::new(5);
+        assert!((0..100_000).all(|_| g.next_normal().abs() <= limit));
     }
 
     #[test]
