@@ -530,6 +530,242 @@ fn truncated_and_foreign_files_are_errors_naming_the_file() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Values no run can be in, behind a valid checksum.
+
+/// CRC-32 (IEEE, as zlib and `crc32fast` compute it), bit by bit.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+/// A checkpoint file as another tool might write it: no tensors, the metadata of an empty
+/// run with `changes` applied, and the checksum rumus computes (documented in
+/// `rumus/src/io/checkpoint.rs`: every entry but the checksum, sorted by key, each key and
+/// value preceded by its length as a u64).
+fn crafted_checkpoint(changes: &[(&str, &str)]) -> Vec<u8> {
+    let mut meta = BTreeMap::from([
+        ("format", "rumus.checkpoint"),
+        ("format_version", "1"),
+        ("epoch", "0"),
+        ("step", "0"),
+        ("scheduler_epoch", "none"),
+        ("optimizer.lrs", ""),
+        ("optimizer.steps", ""),
+        ("model.order", ""),
+        ("optimizer.order", ""),
+        ("rng.state", "1,0,0,0"),
+        ("rng.spare_normal", "none"),
+    ]);
+    meta.extend(changes.iter().copied());
+    let mut canonical = Vec::new();
+    for (key, value) in &meta {
+        for text in [key, value] {
+            canonical.extend((text.len() as u64).to_le_bytes());
+            canonical.extend(text.as_bytes());
+        }
+    }
+    let checksum = format!("crc32:{:08x}", crc32(&canonical));
+    let entries: Vec<String> = meta
+        .iter()
+        .map(|(k, v)| (*k, *v))
+        .chain([("checksum", checksum.as_str())])
+        .map(|(k, v)| format!("{k:?}:{:?}", v))
+        .collect();
+    let header = format!("{{\"__metadata__\":{{{}}}}}", entries.join(","));
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes
+}
+
+#[test]
+fn crafted_files_with_values_no_run_can_be_in_are_refused_naming_key_and_value() {
+    // The crafting is right: unchanged, the file loads.
+    let plain = Checkpoint::from_bytes(&crafted_checkpoint(&[]), "plain.safetensors").unwrap();
+    assert_eq!((plain.step, plain.optimizer.lrs.len()), (0, 0));
+    assert_eq!(plain.source.as_deref(), Some("plain.safetensors"));
+
+    let max = u64::MAX.to_string();
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "optimizer.lrs",
+            "NaN",
+            &["`optimizer.lrs` entry 0", "is NaN", "finite number >= 0"],
+        ),
+        (
+            "optimizer.lrs",
+            "1e-3,-1e-3",
+            &["`optimizer.lrs` entry 1", "is -0.001", ">= 0"],
+        ),
+        (
+            "optimizer.lrs",
+            "inf",
+            &["entry 0", "is inf", "finite number"],
+        ),
+        (
+            "step",
+            &max,
+            &["`step` is 18446744073709551615", "at most 2^53"],
+        ),
+        (
+            "epoch",
+            &max,
+            &["`epoch` is 18446744073709551615", "at most 2^53"],
+        ),
+        (
+            "scheduler_epoch",
+            &max,
+            &["`scheduler_epoch` is 18446744073709551615"],
+        ),
+        (
+            "optimizer.steps",
+            "0.0=18446744073709551615\n",
+            &[
+                "`optimizer.steps` of parameter `0.0` is 18446744073709551615",
+                "2^53",
+            ],
+        ),
+        ("rng.state", "0,0,0,0", &["`rng.state`", "all zeros"]),
+        (
+            "rng.spare_normal",
+            "7ff8000000000000",
+            &[
+                "`rng.spare_normal`",
+                "spare normal sample is NaN",
+                "at most 8.57",
+            ],
+        ),
+        (
+            "rng.spare_normal",
+            "4024000000000000",
+            &["spare normal sample is 10 ("],
+        ),
+    ];
+    for &(key, value, expected) in cases {
+        let name = format!("crafted-{key}.safetensors");
+        let err = Checkpoint::from_bytes(&crafted_checkpoint(&[(key, value)]), &name)
+            .expect_err(&format!("{key} = {value:?} loaded"));
+        assert!(matches!(err, rumus::Error::Format { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(message.starts_with(&format!("{name}: ")), "{message}");
+        for fragment in expected {
+            assert!(message.contains(fragment), "{key} = {value:?}: {message}");
+        }
+    }
+}
+
+/// `checkpoint`'s buffer `name` of parameter `0.0` with element 1 set to `value`.
+fn with_buffer_value(mut checkpoint: Checkpoint, name: &str, value: f32) -> Checkpoint {
+    let key = format!("0.0.{name}");
+    let (_, buffer) = checkpoint
+        .optimizer
+        .buffers
+        .iter_mut()
+        .find(|(k, _)| *k == key)
+        .unwrap_or_else(|| panic!("no buffer {key}"));
+    let mut values = buffer.to_vec::<f32>().unwrap();
+    values[1] = value;
+    *buffer = DynTensor::from_vec(values, buffer.dims()).unwrap();
+    checkpoint
+}
+
+#[test]
+fn restoring_values_no_run_can_be_in_is_an_error_that_changes_nothing() {
+    let _rng = lock_rng();
+    let mut run = fresh_run(8);
+    train_steps(&mut run, &mut loader(), 0, 2);
+    let mut good = Checkpoint::capture(&run.model, &run.optimizer, Some(2), 0, 2);
+    good.source = Some("runs/exp/checkpoint-2.safetensors".into());
+
+    let tampered: Vec<(Checkpoint, &[&str])> = vec![
+        (
+            Checkpoint {
+                optimizer: OptimizerState {
+                    lrs: vec![f64::NAN],
+                    ..good.optimizer.clone()
+                },
+                ..good.clone()
+            },
+            &["`optimizer.lrs` entry 0", "is NaN"],
+        ),
+        (
+            Checkpoint {
+                step: u64::MAX,
+                ..good.clone()
+            },
+            &["`step` is 18446744073709551615", "2^53"],
+        ),
+        (
+            Checkpoint {
+                scheduler_epoch: Some(u64::MAX),
+                ..good.clone()
+            },
+            &["`scheduler_epoch` is 18446744073709551615"],
+        ),
+        (
+            Checkpoint {
+                optimizer: OptimizerState {
+                    steps: vec![("0.0".into(), u64::MAX)],
+                    ..good.optimizer.clone()
+                },
+                ..good.clone()
+            },
+            &["`optimizer.steps` of parameter `0.0`"],
+        ),
+        (
+            with_buffer_value(good.clone(), "exp_avg_sq", -1.0),
+            &[
+                "`optimizer.0.0.exp_avg_sq` holds -1 at element 1",
+                "finite and >= 0",
+            ],
+        ),
+        (
+            with_buffer_value(good.clone(), "exp_avg", f32::INFINITY),
+            &[
+                "`optimizer.0.0.exp_avg` holds inf at element 1",
+                "must be finite",
+            ],
+        ),
+    ];
+
+    manual_seed(9);
+    let model = Mlp::new().unwrap();
+    let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam()).unwrap();
+    let before = (model.state_dict(), optimizer.state_dict(), global_state());
+    for (checkpoint, expected) in &tampered {
+        let message = checkpoint
+            .restore(&model, &mut optimizer)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("Checkpoint::restore: runs/exp/checkpoint-2.safetensors: "),
+            "{message}"
+        );
+        for fragment in *expected {
+            assert!(message.contains(fragment), "{message}");
+        }
+        assert_same_tensors(
+            &before.0,
+            &model.state_dict(),
+            "model after a failed restore",
+        );
+        assert_same_optimizer(&before.1, &optimizer.state_dict());
+        assert_eq!(before.2, global_state(), "the generator is untouched");
+
+        // Nor is such a checkpoint saved, so a file rumus writes always loads.
+        let message = checkpoint.to_bytes().unwrap_err().to_string();
+        assert!(message.contains(expected[0]), "{message}");
+    }
+    good.restore(&model, &mut optimizer).unwrap();
+    assert_same_optimizer(&good.optimizer, &optimizer.state_dict());
+}
+
+// ---------------------------------------------------------------------------------------
 // Restoring into the wrong model or optimizer.
 
 #[test]
@@ -549,6 +785,22 @@ fn restoring_into_another_architecture_is_an_error_and_changes_nothing() {
         .to_string();
     assert!(
         err.contains("fc1.weight") && err.contains("[12, 8]") && err.contains("[16, 8]"),
+        "{err}"
+    );
+    // Loaded from a file, the checkpoint's errors name the file too.
+    let scratch = Scratch::new("checkpoints-wrong-architecture");
+    let path = scratch.join("narrow.safetensors");
+    checkpoint.save(&path).unwrap();
+    let err = Checkpoint::load(&path)
+        .unwrap()
+        .restore(&wider, &mut optimizer)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!(
+            "Checkpoint::restore: {}: parameter `fc1.weight`",
+            path.display()
+        )),
         "{err}"
     );
     assert_same_tensors(
@@ -600,6 +852,7 @@ fn tiny_checkpoint(step: u64) -> Checkpoint {
         epoch: 0,
         step,
         metadata: BTreeMap::new(),
+        source: None,
     }
 }
 
@@ -740,6 +993,7 @@ fn numbered_checkpoint(step: u64, values: usize) -> Checkpoint {
         epoch: step / 10,
         step,
         metadata: BTreeMap::from([("step".to_string(), step.to_string())]),
+        source: None,
     }
 }
 
@@ -887,7 +1141,7 @@ const SHARED_LAST: u64 = 900;
 const SHARED_BIG_EVERY: u64 = 30;
 
 fn shared_checkpoint(step: u64) -> Checkpoint {
-    let values = if step % SHARED_BIG_EVERY == 0 {
+    let values = if step.is_multiple_of(SHARED_BIG_EVERY) {
         1 << 20
     } else {
         64
@@ -896,7 +1150,7 @@ fn shared_checkpoint(step: u64) -> Checkpoint {
 }
 
 fn sharer_steps(sharer: u64) -> impl Iterator<Item = u64> {
-    (1..=SHARED_LAST).filter(move |step| (step % SHARED_BIG_EVERY == 0) == (sharer == 0))
+    (1..=SHARED_LAST).filter(move |step| step.is_multiple_of(SHARED_BIG_EVERY) == (sharer == 0))
 }
 
 /// Run by the shared-directory test as one of its two writers; returns at once in an

@@ -22,6 +22,13 @@
 //! The checksum covers every other metadata entry and every tensor's name, dtype, shape and
 //! bytes, so a flipped bit anywhere in the data (and in most of the header) is reported as
 //! corruption instead of silently resuming from damaged weights.
+//!
+//! A checksum does not make the values sane: a file can be written by hand, or by a buggy
+//! tool, with a correct checksum. Saving, loading and restoring therefore also check that
+//! every value is one a run can be in: learning rates finite and `>= 0`, optimizer buffers
+//! finite (and `>= 0` where they average squares), step and epoch counts at most 2^53, a
+//! generator state the generator can be in. Model tensors are not checked: a model may hold
+//! infinities on purpose (masks).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -32,6 +39,7 @@ use super::safetensors::{Encoded, decode, format_error, io_error, serialize};
 use super::safetensors_format::{self, TensorToWrite};
 use crate::error::{Error, Result};
 use crate::nn::{Module, StateDict};
+use crate::optim::limits::{Check, check_state, count};
 use crate::optim::{Optimizer, OptimizerState};
 use crate::rng::{Generator, global_state, set_global_state};
 
@@ -80,6 +88,10 @@ pub struct Checkpoint {
     pub step: u64,
     /// Free-form fields of the caller (run name, best validation loss, ...).
     pub metadata: BTreeMap<String, String>,
+    /// Where the checkpoint was read from (the path, or the name given to
+    /// [`Checkpoint::from_bytes`]); `None` for one captured in memory. Errors of
+    /// [`Checkpoint::restore`] name it. It is not stored in the file.
+    pub source: Option<String>,
 }
 
 impl fmt::Debug for Checkpoint {
@@ -100,6 +112,7 @@ impl fmt::Debug for Checkpoint {
             .field("epoch", &self.epoch)
             .field("step", &self.step)
             .field("metadata", &self.metadata)
+            .field("source", &self.source)
             .finish()
     }
 }
@@ -122,6 +135,7 @@ impl Checkpoint {
             epoch,
             step,
             metadata: BTreeMap::new(),
+            source: None,
         }
     }
 
@@ -132,23 +146,59 @@ impl Checkpoint {
     }
 
     /// Loads the model and optimizer state and sets the process-wide generator. Every check
-    /// (names, shapes and dtypes of model and optimizer tensors, parameter groups) runs
-    /// before anything changes, so a checkpoint of another architecture is an error that
-    /// leaves the model, the optimizer and the generator as they were. The scheduler is not
-    /// touched: call `set_epoch` with [`Checkpoint::scheduler_epoch`] afterwards.
+    /// (the values, as [`Checkpoint::load`] checks them; names, shapes and dtypes of model
+    /// and optimizer tensors, parameter groups) runs before anything changes, so a checkpoint
+    /// of another architecture is an error that leaves the model, the optimizer and the
+    /// generator as they were. Errors name [`Checkpoint::source`] and the tensor or field.
+    /// The scheduler is not touched: call `set_epoch` with [`Checkpoint::scheduler_epoch`]
+    /// afterwards.
     pub fn restore(&self, model: &dyn Module, optimizer: &mut dyn Optimizer) -> Result<()> {
-        check_model(model, &self.model)?;
-        check_optimizer(optimizer, &self.optimizer)?;
+        self.check_values()
+            .map_err(|message| self.restore_error(message))?;
+        check_model(model, &self.model)
+            .and_then(|()| check_optimizer(optimizer, &self.optimizer))
+            .map_err(|message| {
+                self.restore_error(format!(
+                    "{message}; was the checkpoint written for another model or optimizer?"
+                ))
+            })?;
         let previous = model.state_dict();
-        model.load_state_dict(&self.model)?;
+        model
+            .load_state_dict(&self.model)
+            .map_err(|e| self.restore_error(e.to_string()))?;
         if let Err(e) = optimizer.load_state_dict(&self.optimizer) {
             // Unreachable after the checks above unless an optimizer adds its own; undo the
             // model so the promise of "nothing changed" holds either way.
             model.load_state_dict(&previous)?;
-            return Err(e);
+            return Err(self.restore_error(e.to_string()));
         }
         set_global_state(self.rng.clone());
         Ok(())
+    }
+
+    /// An error of [`Checkpoint::restore`], naming where the checkpoint came from.
+    fn restore_error(&self, message: String) -> Error {
+        let message = match &self.source {
+            Some(source) => format!("{source}: {message}"),
+            None => message,
+        };
+        Error::InvalidArgument {
+            op: "Checkpoint::restore",
+            message,
+        }
+    }
+
+    /// The values that a checkpoint's checksum cannot vouch for: counters at most 2^53, and
+    /// the optimizer's rates, step counts and buffers in their ranges (see the module
+    /// documentation). The generator needs no check: a [`Generator`] cannot be built in a
+    /// state it cannot be in.
+    fn check_values(&self) -> Check {
+        count(&format!("`{KEY_EPOCH}`"), self.epoch)?;
+        count(&format!("`{KEY_STEP}`"), self.step)?;
+        if let Some(epoch) = self.scheduler_epoch {
+            count(&format!("`{KEY_SCHEDULER_EPOCH}`"), epoch)?;
+        }
+        check_state(&self.optimizer)
     }
 
     /// Writes the checkpoint to `path` atomically: a crash while saving leaves the previous
@@ -173,8 +223,15 @@ impl Checkpoint {
         Checkpoint::from_bytes(&bytes, &path.display().to_string())
     }
 
-    /// The file contents [`Checkpoint::save`] writes.
+    /// The file contents [`Checkpoint::save`] writes. A value that [`Checkpoint::load`] would
+    /// refuse (a NaN learning rate, ...) is an error here already, so that a file that saves
+    /// always loads.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        self.check_values()
+            .map_err(|message| Error::InvalidArgument {
+                op: "Checkpoint::to_bytes",
+                message,
+            })?;
         check_names("model", self.model.iter().map(|(n, _)| n.as_str()))?;
         check_names(
             "optimizer buffer",
@@ -238,8 +295,9 @@ impl Checkpoint {
     }
 
     /// Parses the contents of a checkpoint file; `name` (usually the path) names it in
-    /// errors. Any damage (truncation, flipped bits, foreign files) is an
-    /// [`Error::Format`], never a panic, whatever the bytes are.
+    /// errors and becomes [`Checkpoint::source`]. Any damage (truncation, flipped bits,
+    /// foreign files, values no run can be in) is an [`Error::Format`], never a panic,
+    /// whatever the bytes are.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Checkpoint> {
         let path = Path::new(name);
         let bad = |message: String| format_error(path, message);
@@ -338,7 +396,12 @@ impl Checkpoint {
             NONE => None,
             text => Some(hex(KEY_RNG_SPARE, text)?),
         };
-        let rng = Generator::from_state(words, spare).map_err(|e| bad(e.to_string()))?;
+        let rng = Generator::from_state(words, spare).map_err(|e| {
+            bad(format!(
+                "metadata `{KEY_RNG_STATE}` and `{KEY_RNG_SPARE}` hold no state the generator \
+                 can be in: {e}"
+            ))
+        })?;
 
         let mut model = HashMap::new();
         let mut buffers = HashMap::new();
@@ -367,7 +430,7 @@ impl Checkpoint {
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix(USER_PREFIX)?.to_string(), v.clone())))
             .collect();
-        Ok(Checkpoint {
+        let checkpoint = Checkpoint {
             model,
             optimizer: OptimizerState {
                 lrs,
@@ -379,7 +442,10 @@ impl Checkpoint {
             epoch,
             step,
             metadata,
-        })
+            source: Some(name.to_string()),
+        };
+        checkpoint.check_values().map_err(bad)?;
+        Ok(checkpoint)
     }
 }
 
@@ -463,15 +529,8 @@ fn checksum(meta: &HashMap<String, String>, mut parts: Vec<TensorToWrite>) -> u3
     hasher.finalize()
 }
 
-fn mismatch(message: String) -> Error {
-    Error::InvalidArgument {
-        op: "Checkpoint::restore",
-        message: format!("{message}; was the checkpoint written for another model or optimizer?"),
-    }
-}
-
 /// The checks of `Module::load_state_dict`, without writing anything.
-fn check_model(model: &dyn Module, state: &StateDict) -> Result<()> {
+fn check_model(model: &dyn Module, state: &StateDict) -> Check {
     let own = model.named_parameters();
     let saved: HashMap<&str, &crate::DynTensor> =
         state.iter().map(|(n, t)| (n.as_str(), t)).collect();
@@ -489,21 +548,21 @@ fn check_model(model: &dyn Module, state: &StateDict) -> Result<()> {
     if !missing.is_empty() || !unexpected.is_empty() {
         missing.sort_unstable();
         unexpected.sort_unstable();
-        return Err(mismatch(format!(
+        return Err(format!(
             "the model has parameters the checkpoint lacks {missing:?}, and the checkpoint has \
              parameters the model lacks {unexpected:?}"
-        )));
+        ));
     }
     for (name, target) in &own {
         let source = saved[name.as_str()];
         if source.dims() != target.dims() || source.dtype() != target.dtype() {
-            return Err(mismatch(format!(
+            return Err(format!(
                 "parameter `{name}` is {:?} {} in the model but {:?} {} in the checkpoint",
                 target.dims(),
                 target.dtype(),
                 source.dims(),
                 source.dtype()
-            )));
+            ));
         }
     }
     Ok(())
@@ -512,14 +571,14 @@ fn check_model(model: &dyn Module, state: &StateDict) -> Result<()> {
 /// Everything `Optimizer::load_state_dict` checks, and more: the step counts must name
 /// exactly this optimizer's parameters, and buffers must match their parameter's shape and
 /// dtype.
-fn check_optimizer(optimizer: &dyn Optimizer, state: &OptimizerState) -> Result<()> {
+fn check_optimizer(optimizer: &dyn Optimizer, state: &OptimizerState) -> Check {
     let groups = optimizer.param_groups();
     if state.lrs.len() != groups.len() {
-        return Err(mismatch(format!(
+        return Err(format!(
             "the checkpoint's optimizer has {} parameter groups, this one {}",
             state.lrs.len(),
             groups.len()
-        )));
+        ));
     }
     let mut params = HashMap::new();
     for (g, group) in groups.iter().enumerate() {
@@ -531,35 +590,35 @@ fn check_optimizer(optimizer: &dyn Optimizer, state: &OptimizerState) -> Result<
     let mut counted = HashSet::new();
     for (key, _) in &state.steps {
         if !params.contains_key(key) || !counted.insert(key.as_str()) {
-            return Err(mismatch(format!(
+            return Err(format!(
                 "the checkpoint's optimizer state names parameter `{key}` (group.index), but \
                  this optimizer's groups hold {sizes:?} parameters"
-            )));
+            ));
         }
     }
     if counted.len() != params.len() {
-        return Err(mismatch(format!(
+        return Err(format!(
             "the checkpoint's optimizer covers {} parameters, this one {} (groups {sizes:?})",
             counted.len(),
             params.len()
-        )));
+        ));
     }
     for (key, saved) in &state.buffers {
         let param = key.rsplit_once('.').and_then(|(k, _)| params.get(k));
         let Some(param) = param else {
-            return Err(mismatch(format!(
+            return Err(format!(
                 "optimizer buffer `{key}` belongs to no parameter of this optimizer (groups \
                  hold {sizes:?} parameters)"
-            )));
+            ));
         };
         if saved.dims() != param.dims() || saved.dtype() != param.dtype() {
-            return Err(mismatch(format!(
+            return Err(format!(
                 "optimizer buffer `{key}` is {:?} {} but its parameter is {:?} {}",
                 saved.dims(),
                 saved.dtype(),
                 param.dims(),
                 param.dtype()
-            )));
+            ));
         }
     }
     Ok(())
