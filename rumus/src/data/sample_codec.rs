@@ -1,5 +1,7 @@
 //! A compact binary encoding of [`Sample`], so that samples can be stored one per record in a
-//! record file (see [`record`](super::record)) and decoded in a dataset `map`.
+//! record file (see [`record`](super::record)) and decoded by a dataset:
+//! `RecordDataset::open(path)?.decode(Sample::from_bytes)`, whose errors then name the file and
+//! the record ([`RecordDataset::decode`](super::RecordDataset::decode)).
 //!
 //! # Layout
 //!
@@ -79,7 +81,8 @@ impl Sample {
     }
 
     /// Decodes [`Sample::to_bytes`]'s encoding, rejecting anything truncated, oversized or
-    /// inconsistent.
+    /// inconsistent. Handed only bytes, its errors call them `<sample>`; decoding through
+    /// [`RecordFile::decode`](super::RecordFile::decode) puts the file and record in its place.
     pub fn from_bytes(bytes: &[u8]) -> Result<Sample> {
         let mut reader = Reader { bytes, at: 0 };
         match reader.u8("the version byte")? {
