@@ -1,9 +1,9 @@
-//! Checkpoints and model files (safetensors): any bytes load or give an error.
+//! Checkpoints from any bytes, restored into a model and optimizer (see `drive/checkpoint.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use rumus::io::Checkpoint;
+#[path = "../drive/mod.rs"]
+mod drive;
 
-fuzz_target!(|bytes: &[u8]| {
-    let _ = Checkpoint::from_bytes(bytes, "fuzz.safetensors");
+libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
+    let _ = drive::checkpoint::load(bytes);
 });

@@ -1,19 +1,9 @@
-//! Record files: opening any bytes and reading every record either errors or returns a
-//! payload inside the file; decoding a payload as a sample never panics.
+//! Record files read from memory, and samples decoded from any bytes (see `drive/records.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use rumus::data::{RecordFile, Sample};
+#[path = "../drive/mod.rs"]
+mod drive;
 
-fuzz_target!(|bytes: &[u8]| {
-    if let Ok(file) = RecordFile::from_bytes(bytes.to_vec(), "fuzz.rrec") {
-        for i in 0..file.len().min(64) {
-            if let Ok(payload) = file.get(i) {
-                assert!(payload.len() <= bytes.len());
-                let _ = Sample::from_bytes(payload);
-            }
-        }
-        assert!(file.get(file.len()).is_err());
-    }
-    let _ = Sample::from_bytes(bytes);
+libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
+    let _ = drive::records::from_bytes(bytes);
 });
