@@ -68,10 +68,7 @@ fn model_forward_matches_the_plain_api_in_values_and_gradients() {
         .forward(&model.fc1.forward(&x).tanh())
         .log_softmax();
     let plain_grads = plain.sum_all().backward().unwrap();
-    assert!(close(
-        &out.to_vec::<f32>().unwrap(),
-        &plain.to_vec::<f32>().unwrap()
-    ));
+    assert!(close(&out.to_vec().unwrap(), &plain.to_vec().unwrap()));
     for p in model.parameters() {
         assert!(close(
             &grads.grad(&p).unwrap().to_vec::<f32>().unwrap(),
@@ -97,10 +94,7 @@ fn tensor_fn_matches_the_plain_api() {
         .unwrap()
         .softmax(-1)
         .unwrap();
-    assert!(close(
-        &s.to_vec::<f32>().unwrap(),
-        &plain.to_vec::<f32>().unwrap()
-    ));
+    assert!(close(&s.to_vec().unwrap(), &plain.to_vec::<f32>().unwrap()));
     // Weight the outputs so the gradient is not trivially zero (softmax rows sum to one).
     let weights = DynTensor::randn(&[2, 3, 3], DType::F32).unwrap();
     let g1 = s
@@ -125,9 +119,9 @@ fn tensor_fn_matches_the_plain_api() {
 
     let x = Tensor::<(Dyn, Dyn, D<12>)>::randn_with_dims(&[2, 4, 12]).unwrap();
     let doubled = heads(&x).unwrap();
-    let expected: Vec<f32> = x.to_vec::<f32>().unwrap().iter().map(|v| 2.0 * v).collect();
+    let expected: Vec<f32> = x.to_vec().unwrap().iter().map(|v| 2.0 * v).collect();
     assert!(
-        close(&doubled.to_vec::<f32>().unwrap(), &expected),
+        close(&doubled.to_vec().unwrap(), &expected),
         "split then merge is the identity"
     );
 }
@@ -159,8 +153,8 @@ fn module_machinery() {
     other.load_state_dict(&model.state_dict()).unwrap();
     let x = Tensor::<(Dyn, D<6>)>::randn_with_dims(&[2, 6]).unwrap();
     assert_eq!(
-        other.forward(&x).unwrap().to_vec::<f32>().unwrap(),
-        model.forward(&x).unwrap().to_vec::<f32>().unwrap()
+        other.forward(&x).unwrap().to_vec().unwrap(),
+        model.forward(&x).unwrap().to_vec().unwrap()
     );
 
     let mut state = model.state_dict();
@@ -183,10 +177,7 @@ fn sequential_models_chain_their_layers() {
     let x = Tensor::<(D<3>, D<4>)>::randn();
     let y = chain.forward(&x).unwrap();
     let plain = chain.b.forward(&chain.a.forward(&x).relu());
-    assert!(close(
-        &y.to_vec::<f32>().unwrap(),
-        &plain.to_vec::<f32>().unwrap()
-    ));
+    assert!(close(&y.to_vec().unwrap(), &plain.to_vec().unwrap()));
 }
 
 /// A module that records the training flag it was given.
@@ -239,8 +230,8 @@ fn train_eval_propagate_and_skipped_fields_are_not_modules() {
 #[test]
 fn tensor_fns_call_each_other() {
     let q = Tensor::<(Dyn, Dyn, D<8>)>::randn_with_dims(&[2, 3, 8]).unwrap();
-    let twice = double_scores(&q).unwrap().to_vec::<f32>().unwrap();
-    let once = scores(&q, &q).unwrap().to_vec::<f32>().unwrap();
+    let twice = double_scores(&q).unwrap().to_vec().unwrap();
+    let once = scores(&q, &q).unwrap().to_vec().unwrap();
     assert!(close(
         &twice,
         &once.iter().map(|v| 2.0 * v).collect::<Vec<_>>()

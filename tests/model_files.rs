@@ -48,7 +48,7 @@ fn pytorch_weights_give_pytorch_logits() {
     )
     .unwrap();
     let x: Tensor<(Dyn, D<1>, D<10>, D<10>)> = x.try_shape().unwrap();
-    let logits = model.forward(&x).unwrap().to_vec::<f32>().unwrap();
+    let logits = model.forward(&x).unwrap().to_vec().unwrap();
     for (i, (a, e)) in logits.iter().zip(&case["logits"].values).enumerate() {
         assert!(
             (*a as f64 - e).abs() <= 1e-5,

@@ -18,7 +18,7 @@ struct Tagger {
 #[model]
 impl Tagger {
     tensor_fn! {
-        fn forward(&self, ids: [B, T]) -> [B, T, 5] {
+        fn forward(&self, ids: [B, T; i64]) -> [B, T, 5] {
             let embedded: [B, T, 16] = self.embed(ids);
             let mixed: [B, T, 16] = self.block(embedded);
             let states: [B, T, 8] = self.lstm(mixed);
@@ -35,7 +35,7 @@ fn typed_forwards_follow_the_layer_shapes() {
     let y: Tensor<(Dyn, D<8>, Dyn, Dyn)> = conv.forward_typed(&x).unwrap();
     assert_eq!(y.dims(), &[2, 8, 8, 8]);
     assert_eq!(
-        y.to_vec::<f32>().unwrap(),
+        y.to_vec().unwrap(),
         conv.forward_dyn(x.as_dyn())
             .unwrap()
             .to_vec::<f32>()
@@ -58,10 +58,10 @@ fn models_use_typed_layers_with_declared_shapes() {
     manual_seed(2);
     let mut tagger = Tagger::new().unwrap();
     tagger.eval();
-    let ids: Tensor<(Dyn, Dyn)> =
+    let ids: Tensor<(Dyn, Dyn), i64> =
         DynTensor::from_vec((0..12).map(|i| i % 20).collect::<Vec<i64>>(), &[3, 4])
             .unwrap()
-            .try_shape()
+            .try_typed()
             .unwrap();
     let tags = tagger.forward(&ids).unwrap();
     assert_eq!(tags.dims(), &[3, 4, 5]);

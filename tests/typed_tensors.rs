@@ -50,7 +50,7 @@ fn from_vec_infers_one_runtime_dim_and_checks_static_ones() {
     let x = Tensor::<(Dyn, D<3>)>::from_vec(vec![1.0f32; 12]).unwrap();
     assert_eq!(x.dims(), &[4, 3]);
     let s = Tensor::<(D<2>, D<2>)>::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
-    assert_eq!(s.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(s.to_vec().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
     assert!(Tensor::<(D<2>, D<2>)>::from_vec(vec![1.0f32; 5]).is_err());
     assert!(
         Tensor::<(Dyn, Dyn)>::from_vec(vec![1.0f32; 4]).is_err(),
@@ -110,7 +110,7 @@ fn typed_ops_and_gradients() {
     let loss_d = hd.mul(&hd).unwrap().mean_all().unwrap();
     let gd = loss_d.backward().unwrap();
     assert_eq!(
-        gw.to_vec::<f32>().unwrap(),
+        gw.to_vec().unwrap(),
         gd.grad(wd).unwrap().to_vec::<f32>().unwrap()
     );
     assert_eq!(w.t().dims(), &[3, 4]);
@@ -132,5 +132,54 @@ fn batched_typed_matmul() {
     let b = Tensor::<(D<2>, D<4>, D<5>)>::full(0.5);
     let c = a.bmm(&b);
     assert_eq!(c.dims(), &[2, 3, 5]);
-    assert!(c.to_vec::<f32>().unwrap().iter().all(|&v| v == 2.0));
+    assert!(c.to_vec().unwrap().iter().all(|&v| v == 2.0));
+}
+
+/// Two runtime sizes of one `Dyn` axis, or a size that cannot be allocated: the `try_` forms
+/// return the error the plain forms panic with.
+#[test]
+fn try_forms_return_what_the_types_cannot_rule_out() {
+    let x = Tensor::<(Dyn, Dyn)>::zeros_with_dims(&[2, 3]).unwrap();
+    let w = Tensor::<(Dyn, D<4>)>::zeros_with_dims(&[5, 4]).unwrap();
+    let message = x.try_matmul(&w).unwrap_err().to_string();
+    assert!(message.contains("inner dimensions differ"), "{message}");
+    let y = Tensor::<(Dyn, Dyn)>::zeros_with_dims(&[2, 4]).unwrap();
+    assert!(x.try_add(&y).is_err());
+    assert_eq!(x.try_add(&x).unwrap().dims(), &[2, 3]);
+    assert!(
+        x.try_exp()
+            .unwrap()
+            .to_vec()
+            .unwrap()
+            .iter()
+            .all(|&v| v == 1.0)
+    );
+
+    let huge = Tensor::<(D<{ 1 << 21 }>, D<{ 1 << 21 }>)>::try_zeros();
+    assert!(matches!(huge, Err(rumus::Error::OutOfMemory { .. })));
+    let panic =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| x.matmul(&w))).unwrap_err();
+    let text = panic.downcast_ref::<String>().unwrap();
+    assert!(text.contains("inner dimensions differ"), "{text}");
+}
+
+#[test]
+fn element_types_are_checked_where_data_enters() {
+    let floats = DynTensor::zeros(&[2, 3], DType::F32).unwrap();
+    let message = floats
+        .clone()
+        .try_typed::<(Dyn, D<3>), i64>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("expected i64") && message.contains("f32"),
+        "{message}"
+    );
+    let typed: Tensor<(Dyn, D<3>)> = floats.try_shape().unwrap();
+    let counts: Tensor<(Dyn, D<3>), i64> = typed.to_dtype();
+    assert_eq!(counts.to_vec().unwrap(), vec![0i64; 6]);
+    let indices = Tensor::<(D<3>,), i64>::from_vec(vec![4, 0, 2]).unwrap();
+    assert_eq!(indices.dtype(), DType::I64);
+    let doubles: Tensor<(D<3>,), f64> = indices.to_dtype();
+    assert_eq!(doubles.to_vec().unwrap(), [4.0, 0.0, 2.0]);
 }

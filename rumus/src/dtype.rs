@@ -38,14 +38,21 @@ impl DType {
     }
 }
 
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl DType {
+    /// The name of the Rust element type (`f32`, `i64`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
             DType::F32 => "f32",
             DType::F64 => "f64",
             DType::F16 => "f16",
             DType::I64 => "i64",
             DType::Bool => "bool",
-        })
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }

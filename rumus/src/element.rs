@@ -4,7 +4,7 @@ use crate::dtype::DType;
 use crate::storage::CpuBuffer;
 
 /// A Rust scalar type that maps to one [`DType`].
-pub trait Element: Copy + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
+pub trait Element: Copy + Default + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
     const DTYPE: DType;
     fn into_buffer(values: Vec<Self>) -> CpuBuffer;
     fn slice(buffer: &CpuBuffer) -> Option<&[Self]>;

@@ -5,8 +5,10 @@
 //! Two layers of tensor:
 //! - [`DynTensor`]: shape known at run time; every op returns [`Result`]. It owns all kernels
 //!   and backward formulas, which are compiled once, not per shape.
-//! - [`Tensor<S>`]: the same tensor with its shape as a type, e.g. `Tensor<(Dyn, D<784>)>`.
-//!   Shape mistakes between static dims are compile errors.
+//! - [`Tensor<S, E>`](Tensor): the same tensor with its shape and element type (`f32` unless
+//!   named) as types, e.g. `Tensor<(Dyn, D<784>)>`. Shape mistakes between static dims and
+//!   element-type mistakes are compile errors; see [`Tensor`] for what is left to run time
+//!   (the `try_` forms).
 //!
 //! Gradients come from a tape of [`autograd::BackwardOp`] records:
 //!

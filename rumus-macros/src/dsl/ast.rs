@@ -17,10 +17,22 @@ pub struct ShapeAst {
     pub span: Span,
 }
 
-/// A tensor parameter `x: [B, 784]`.
+/// A tensor parameter `x: [B, 784]`, or `ids: [B, T; i64]` for elements other than `f32`.
 pub struct Param {
     pub name: Ident,
     pub shape: ShapeAst,
+    /// The element type after `;` in the brackets, when one is written.
+    pub element: Option<Ident>,
+}
+
+impl Param {
+    /// The Rust element type of the parameter's tensor.
+    pub fn element_type(&self) -> proc_macro2::TokenStream {
+        match &self.element {
+            Some(element) => quote::quote!(#element),
+            None => quote::quote!(f32),
+        }
+    }
 }
 
 /// A function written in the DSL.

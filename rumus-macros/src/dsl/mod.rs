@@ -109,8 +109,8 @@ fn signature(function: &TensorFn) -> TokenStream {
     let generics = generics(function);
     let self_param = function.has_self.then(|| quote!(&self,));
     let params = function.params.iter().map(|p| {
-        let (pname, ty) = (&p.name, shape_type_lenient(&p.shape));
-        quote!(#pname: &::rumus::Tensor<#ty>)
+        let (pname, ty, element) = (&p.name, shape_type_lenient(&p.shape), p.element_type());
+        quote!(#pname: &::rumus::Tensor<#ty, #element>)
     });
     let ret = shape_type_lenient(&function.ret);
     quote! {
@@ -169,10 +169,11 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
         let shape = resolve(&lowering, &param.shape)?;
         // Parameters arrive by reference; an owned handle (an `Arc` clone) lets every value
         // in the body be used the same way.
-        let (name, ty) = (&param.name, shape.to_type());
-        lowering
-            .statements
-            .push(quote!(let #name: ::rumus::Tensor<#ty> = ::core::clone::Clone::clone(#name);));
+        let (name, ty, element) = (&param.name, shape.to_type(), param.element_type());
+        lowering.elements.insert(name.to_string(), element.clone());
+        lowering.statements.push(
+            quote!(let #name: ::rumus::Tensor<#ty, #element> = ::core::clone::Clone::clone(#name);),
+        );
         lowering.env.insert(
             param.name.to_string(),
             Value::Tensor {

@@ -8,25 +8,47 @@ use super::ast::{BinOp, DimAst, Expr, Param, ShapeAst, Stmt, TensorFn};
 
 impl Parse for ShapeAst {
     fn parse(input: ParseStream) -> syn::Result<Self> {
-        let content;
-        let bracket = bracketed!(content in input);
-        let mut dims = Vec::new();
-        while !content.is_empty() {
-            if content.peek(syn::LitInt) {
-                let lit: syn::LitInt = content.parse()?;
-                dims.push(DimAst::Lit(lit.base10_parse()?));
-            } else {
-                dims.push(DimAst::Name(content.parse()?));
-            }
-            if !content.is_empty() {
-                content.parse::<Token![,]>()?;
-            }
+        let (shape, element) = shape_with_element(input)?;
+        match element {
+            Some(element) => Err(syn::Error::new(
+                element.span(),
+                "only parameters name an element type; results and `let` shapes are f32",
+            )),
+            None => Ok(shape),
         }
-        Ok(ShapeAst {
-            dims,
-            span: bracket.span.join(),
-        })
     }
+}
+
+/// `[B, 784]`, or `[B, T; i64]` with the element type after a `;`.
+fn shape_with_element(input: ParseStream) -> syn::Result<(ShapeAst, Option<Ident>)> {
+    let content;
+    let bracket = bracketed!(content in input);
+    let mut dims = Vec::new();
+    let mut element = None;
+    while !content.is_empty() {
+        if content.peek(Token![;]) {
+            content.parse::<Token![;]>()?;
+            element = Some(content.parse()?);
+            break;
+        }
+        if content.peek(syn::LitInt) {
+            let lit: syn::LitInt = content.parse()?;
+            dims.push(DimAst::Lit(lit.base10_parse()?));
+        } else {
+            dims.push(DimAst::Name(content.parse()?));
+        }
+        if !content.is_empty() && !content.peek(Token![;]) {
+            content.parse::<Token![,]>()?;
+        }
+    }
+    if !content.is_empty() {
+        return Err(content.error("expected `]` after the element type"));
+    }
+    let shape = ShapeAst {
+        dims,
+        span: bracket.span.join(),
+    };
+    Ok((shape, element))
 }
 
 impl Parse for TensorFn {
@@ -69,9 +91,11 @@ impl Parse for TensorFn {
                     ),
                 ));
             }
+            let (shape, element) = shape_with_element(&content)?;
             params.push(Param {
                 name,
-                shape: content.parse()?,
+                shape,
+                element,
             });
             if !content.is_empty() {
                 content.parse::<Token![,]>()?;

@@ -77,6 +77,7 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
         quote!((#(#dims,)*))
     };
     let (input, output) = (to_type(&param.shape), to_type(&function.ret));
+    let element = param.element_type();
     let mut generics: Vec<syn::Ident> = function.generics.clone();
     for d in &param.shape.dims {
         if let dsl::ast::DimAst::Name(n) = d
@@ -87,9 +88,9 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
         }
     }
     quote! {
-        impl<#(#generics: ::rumus::Dim),*> ::rumus::nn::Forward<#input> for #self_ty {
+        impl<#(#generics: ::rumus::Dim),*> ::rumus::nn::Forward<#input, #element> for #self_ty {
             type Out = #output;
-            fn forward_typed(&self, x: &::rumus::Tensor<#input>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
+            fn forward_typed(&self, x: &::rumus::Tensor<#input, #element>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
                 self.forward(x)
             }
         }

@@ -2,6 +2,7 @@
 //! Collation is the shape boundary of a data pipeline: items whose dims disagree are an error
 //! naming the item, and [`Batch::input`] checks the batch against a typed shape once.
 
+use crate::element::Element;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::Shape;
 use crate::tensor::DynTensor;
@@ -89,14 +90,16 @@ impl Batch {
         self.len() == 0
     }
 
-    /// The inputs as a typed tensor, checked against `S` once (e.g. `(Dyn, D<784>)`).
-    pub fn input<S: Shape>(&self) -> Result<Tensor<S>, ShapeError> {
+    /// The `f32` inputs as a typed tensor, checked against `S` once (e.g. `(Dyn, D<784>)`).
+    pub fn input<S: Shape>(&self) -> crate::Result<Tensor<S>> {
         self.input.clone().try_shape()
     }
 
-    /// The targets as a typed tensor, checked against `S`.
-    pub fn target<S: Shape>(&self) -> Result<Tensor<S>, ShapeError> {
-        self.target.clone().try_shape()
+    /// The targets as a typed tensor of `E` values, checked against `S` and `E`:
+    /// `batch.target::<(Dyn,), i64>()` for class indices, `(Dyn, D<10>), f32` for one-hot
+    /// or regression targets.
+    pub fn target<S: Shape, E: Element>(&self) -> crate::Result<Tensor<S, E>> {
+        self.target.clone().try_typed()
     }
 }
 

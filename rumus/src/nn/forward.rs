@@ -11,21 +11,23 @@ use super::linear::Linear;
 use super::norm::{BatchNorm, GroupNorm, LayerNorm, RmsNorm};
 use super::pool::{AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d};
 use super::recurrent::{Gru, Lstm};
+use crate::element::Element;
 use crate::error::Result;
 use crate::shape::{D, Dim, Dyn, Shape};
 use crate::tensor::Tensor;
 
-/// A module that maps tensors of shape `In` to tensors of shape `Self::Out`.
+/// A module that maps tensors of shape `In` and element type `E` (`f32` unless named; an
+/// [`Embedding`] takes `i64` indices) to `f32` tensors of shape `Self::Out`.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot take an input of shape `{In}`",
-    label = "no `Forward<{In}>` implementation for this module",
-    note = "check the input's last dims against the layer's declared sizes"
+    message = "`{Self}` cannot take an input of shape `{In}` and element type `{E}`",
+    label = "no `Forward<{In}, {E}>` implementation for this module",
+    note = "check the input's last dims against the layer's declared sizes, and its element type (embeddings take i64 indices: in `tensor_fn!`, `ids: [B, T; i64]`)"
 )]
-pub trait Forward<In: Shape> {
+pub trait Forward<In: Shape, E: Element = f32> {
     /// The output shape.
     type Out: Shape;
     /// Applies the module.
-    fn forward_typed(&self, x: &Tensor<In>) -> Result<Tensor<Self::Out>>;
+    fn forward_typed(&self, x: &Tensor<In, E>) -> Result<Tensor<Self::Out>>;
 }
 
 #[diagnostic::do_not_recommend]
@@ -47,11 +49,11 @@ impl<B: Dim, T: Dim, const IN: usize, const OUT: usize> Forward<(B, T, D<IN>)> f
 /// Implements `Forward<$in> for $layer` by calling `forward_dyn` and wrapping the result as
 /// `$out` (its static dims are guaranteed by the layer; runtime ones come from the data).
 macro_rules! typed_forward {
-    ($([$($generics:tt)*] $layer:ty : $in:ty => $out:ty, |$s:ident, $x:ident| $call:expr;)*) => {$(
+    ($([$($generics:tt)*] $layer:ty : $in:ty $(as $elem:ty)? => $out:ty, |$s:ident, $x:ident| $call:expr;)*) => {$(
         #[diagnostic::do_not_recommend]
-        impl<$($generics)*> Forward<$in> for $layer {
+        impl<$($generics)*> Forward<$in $(, $elem)?> for $layer {
             type Out = $out;
-            fn forward_typed(&self, x: &Tensor<$in>) -> Result<Tensor<Self::Out>> {
+            fn forward_typed(&self, x: &Tensor<$in $(, $elem)?>) -> Result<Tensor<Self::Out>> {
                 let ($s, $x) = (self, x.as_dyn());
                 Ok(Tensor::wrap($call?))
             }
@@ -74,8 +76,8 @@ typed_forward! {
     [B: Dim, const C: usize, H: Dim, W: Dim] BatchNorm<C>: (B, D<C>, H, W) => (B, D<C>, H, W), |s, x| s.forward_dyn(x);
     [B: Dim, const G: usize, const C: usize, H: Dim, W: Dim]
         GroupNorm<G, C>: (B, D<C>, H, W) => (B, D<C>, H, W), |s, x| s.forward_dyn(x);
-    [B: Dim, const V: usize, const N: usize] Embedding<V, N>: (B,) => (B, D<N>), |s, x| s.forward_dyn(x);
-    [B: Dim, T: Dim, const V: usize, const N: usize] Embedding<V, N>: (B, T) => (B, T, D<N>), |s, x| s.forward_dyn(x);
+    [B: Dim, const V: usize, const N: usize] Embedding<V, N>: (B,) as i64 => (B, D<N>), |s, x| s.forward_dyn(x);
+    [B: Dim, T: Dim, const V: usize, const N: usize] Embedding<V, N>: (B, T) as i64 => (B, T, D<N>), |s, x| s.forward_dyn(x);
     [B: Dim, T: Dim, const E: usize, const H: usize]
         MultiheadAttention<E, H>: (B, T, D<E>) => (B, T, D<E>), |s, x| s.forward_dyn(x, x, x, None, false);
     [B: Dim, T: Dim, const N: usize, const H: usize, const FF: usize]

@@ -1,41 +1,51 @@
-//! The typed façade: [`Tensor<S>`] is a [`DynTensor`] whose shape type `S` the compiler checks.
-//!
-//! Runtime dims are checked once where data enters (`from_vec`, `try_shape`); past that
-//! boundary, typed ops carry no shape checks of their own. Static dims can never disagree at
-//! run time. Two tensors whose shapes contain the *same runtime dim type* (two `Dyn` batch
-//! axes, say) are trusted to agree; if they do not, the op panics with the shape error, as
-//! that is a logic error in the program rather than bad input. Code that handles shapes it
-//! cannot trust stays on [`DynTensor`], where every op returns `Result`.
+//! The typed façade: [`Tensor<S, E>`] is a [`DynTensor`] whose shape type `S` and element
+//! type `E` (`f32` unless named) the compiler checks; its docs say what can still fail at run
+//! time, and how (the `try_` forms).
 
 use std::marker::PhantomData;
 use std::ops;
 
 use crate::autograd::GradientStore;
-use crate::dtype::DType;
-use crate::element::Element;
-use crate::error::{Result, ShapeError};
+use crate::element::{Element, Float};
+use crate::error::{Error, Result, ShapeError};
 use crate::shape::{D, Dim, Shape};
 use crate::tensor::DynTensor;
 
-/// A tensor whose shape type `S` (a tuple of dims such as `(Dyn, D<784>)`) is checked by the
-/// compiler. Zero-cost: it is a [`DynTensor`] plus a marker.
-pub struct Tensor<S: Shape> {
+/// A tensor whose shape type `S` (a tuple of dims such as `(Dyn, D<784>)`) and element type
+/// `E` are checked by the compiler. Zero-cost: it is a [`DynTensor`] plus a marker.
+///
+/// # What can fail, and how
+///
+/// - **Shapes** between static dims, and **element types**, are compile errors: `exp` of a
+///   `Tensor<S, i64>`, `softmax` of a `Tensor<S, bool>` or a matrix product of `f32` with
+///   `f64` does not compile, and an [`Embedding`](crate::nn::Embedding) takes
+///   `Tensor<S, i64>` indices.
+/// - **Data entering** typed code (`from_vec`, `try_shape`, a loader batch) is checked once,
+///   for its runtime dims and its dtype, and returns `Result`.
+/// - **What is left** is decided at run time: two runtime sizes of one `Dyn` axis that
+///   disagree, operands on different devices, memory that cannot be had (a 4 TB `zeros()`, a
+///   full GPU). Every typed op has a `try_` form that returns these as [`Result`]
+///   (`try_matmul`, `try_add`, `try_exp`, `try_zeros`, ...); the plain form, and the
+///   operators `+ - * /`, panic with the same message, as slice indexing does. Forwards written with `tensor_fn!` return `Result` and never panic for these.
+///   Code that handles shapes it cannot trust can also stay on [`DynTensor`], where every op
+///   returns `Result`.
+pub struct Tensor<S: Shape, E: Element = f32> {
     inner: DynTensor,
-    shape: PhantomData<fn() -> S>,
+    marker: PhantomData<fn() -> (S, E)>,
 }
 
-impl<S: Shape> Clone for Tensor<S> {
+impl<S: Shape, E: Element> Clone for Tensor<S, E> {
     fn clone(&self) -> Self {
         Tensor {
             inner: self.inner.clone(),
-            shape: PhantomData,
+            marker: PhantomData,
         }
     }
 }
 
-impl<S: Shape> std::fmt::Debug for Tensor<S> {
+impl<S: Shape, E: Element> std::fmt::Debug for Tensor<S, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor<{}>", S::describe())?;
+        write!(f, "Tensor<{}, {}>", S::describe(), E::DTYPE)?;
         self.inner.fmt(f)
     }
 }
@@ -66,41 +76,46 @@ static_shape!(N0, N1, N2, N3);
 static_shape!(N0, N1, N2, N3, N4);
 static_shape!(N0, N1, N2, N3, N4, N5);
 
-/// Unwraps the result of a typed op whose shapes the types already proved. What can still
-/// fail is decided at run time: two runtime sizes of one `Dyn` axis, operands on different
-/// devices, a dtype the op does not take, GPU memory. Typed ops return values, as arithmetic
-/// on numbers does, so these panic with the error's own message (which says what to do);
-/// the same ops on `DynTensor` return them as errors.
+/// The plain form of a typed op: the `try_` form's value, or a panic with its error's
+/// message (see the module docs for what can still fail at run time).
+#[track_caller]
 fn proven<T>(result: Result<T>) -> T {
     result.unwrap_or_else(|e| panic!("a typed tensor op failed at run time: {e}"))
 }
 
-impl<S: Shape> Tensor<S> {
-    /// Wraps a core tensor whose dims were already checked against `S`.
+/// Checks that `tensor` holds `E` values, for the boundaries where a [`DynTensor`] becomes
+/// typed.
+fn check_element<E: Element>(tensor: &DynTensor, op: &'static str) -> Result<()> {
+    if tensor.dtype() == E::DTYPE {
+        return Ok(());
+    }
+    Err(Error::DType {
+        op,
+        expected: E::DTYPE.name(),
+        found: tensor.dtype(),
+    })
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// Wraps a core tensor whose dims and dtype were already checked against `S` and `E`.
     pub(crate) fn wrap(inner: DynTensor) -> Self {
         debug_assert!(S::check(inner.dims(), "wrap").is_ok());
+        debug_assert_eq!(inner.dtype(), E::DTYPE);
         Tensor {
             inner,
-            shape: PhantomData,
+            marker: PhantomData,
         }
     }
 
-    fn map(&self, f: impl FnOnce(&DynTensor) -> Result<DynTensor>) -> Self {
-        Tensor::wrap(proven(f(&self.inner)))
-    }
-
     /// Builds a tensor from `data` with explicit runtime `dims`, checked against `S`.
-    pub fn from_vec_with_dims<T: Element>(
-        data: Vec<T>,
-        dims: &[usize],
-    ) -> Result<Self, ShapeError> {
+    pub fn from_vec_with_dims(data: Vec<E>, dims: &[usize]) -> Result<Self, ShapeError> {
         S::check(dims, "from_vec")?;
         Ok(Tensor::wrap(DynTensor::from_vec(data, dims)?))
     }
 
     /// Builds a tensor from `data`. Static axes take their declared size; a single runtime
     /// axis is inferred from the length of `data`.
-    pub fn from_vec<T: Element>(data: Vec<T>) -> Result<Self, ShapeError> {
+    pub fn from_vec(data: Vec<E>) -> Result<Self, ShapeError> {
         let statics = S::static_dims();
         let runtime: Vec<usize> = statics
             .iter()
@@ -133,16 +148,10 @@ impl<S: Shape> Tensor<S> {
         Self::from_vec_with_dims(data, &dims)
     }
 
-    /// Zeros (f32) with runtime `dims` checked against `S`.
-    pub fn zeros_with_dims(dims: &[usize]) -> Result<Self, ShapeError> {
+    /// Zeros with runtime `dims` checked against `S`.
+    pub fn zeros_with_dims(dims: &[usize]) -> Result<Self> {
         S::check(dims, "zeros")?;
-        Ok(Tensor::wrap(proven(DynTensor::zeros(dims, DType::F32))))
-    }
-
-    /// Standard normal samples (f32) with runtime `dims`, from the global generator.
-    pub fn randn_with_dims(dims: &[usize]) -> Result<Self, ShapeError> {
-        S::check(dims, "randn")?;
-        Ok(Tensor::wrap(proven(DynTensor::randn(dims, DType::F32))))
+        Ok(Tensor::wrap(DynTensor::zeros(dims, E::DTYPE)?))
     }
 
     /// The untyped tensor (zero-cost) for dynamic code.
@@ -158,16 +167,17 @@ impl<S: Shape> Tensor<S> {
     /// Reinterprets the dims as shape `S2`, checking every static axis of `S2` at run time
     /// once: the way a `Dyn` axis becomes a static one (static meets dynamic keeps the static
     /// side).
-    pub fn try_shape<S2: Shape>(self) -> Result<Tensor<S2>, ShapeError> {
-        self.inner.try_shape()
+    pub fn try_shape<S2: Shape>(self) -> Result<Tensor<S2, E>> {
+        self.inner.try_typed()
     }
 
     pub fn dims(&self) -> &[usize] {
         self.inner.dims()
     }
 
-    pub fn dtype(&self) -> DType {
-        self.inner.dtype()
+    /// The runtime dtype, always `E::DTYPE`.
+    pub fn dtype(&self) -> crate::DType {
+        E::DTYPE
     }
 
     /// The device holding the elements.
@@ -180,11 +190,6 @@ impl<S: Shape> Tensor<S> {
         Ok(Tensor::wrap(self.inner.to(device)?))
     }
 
-    /// Marks this tensor as a parameter whose gradient is wanted.
-    pub fn requires_grad_(self) -> Result<Self> {
-        Ok(Tensor::wrap(self.inner.requires_grad_()?))
-    }
-
     pub fn requires_grad(&self) -> bool {
         self.inner.requires_grad()
     }
@@ -194,37 +199,23 @@ impl<S: Shape> Tensor<S> {
     }
 
     /// The values in row-major order.
-    pub fn to_vec<T: Element + Default>(&self) -> Result<Vec<T>> {
+    pub fn to_vec(&self) -> Result<Vec<E>> {
         self.inner.to_vec()
     }
 
-    /// Converts the element type.
-    pub fn to_dtype(&self, dtype: DType) -> Self {
-        self.map(|t| t.to_dtype(dtype))
+    /// The values converted to `E2` (float to integer truncates toward zero).
+    pub fn try_to_dtype<E2: Element>(&self) -> Result<Tensor<S, E2>> {
+        Ok(Tensor::wrap(self.inner.to_dtype(E2::DTYPE)?))
     }
 
-    /// Sum of all elements.
-    pub fn sum_all(&self) -> Tensor<()> {
-        Tensor::wrap(proven(self.inner.sum_all()))
-    }
-
-    /// Mean of all elements.
-    pub fn mean_all(&self) -> Tensor<()> {
-        Tensor::wrap(proven(self.inner.mean_all()))
-    }
-
-    /// Softmax over the last axis.
-    pub fn softmax(&self) -> Self {
-        self.map(|t| t.softmax(-1))
-    }
-
-    /// Log-softmax over the last axis.
-    pub fn log_softmax(&self) -> Self {
-        self.map(|t| t.log_softmax(-1))
+    /// [`try_to_dtype`](Self::try_to_dtype), panicking on its error.
+    #[track_caller]
+    pub fn to_dtype<E2: Element>(&self) -> Tensor<S, E2> {
+        proven(self.try_to_dtype())
     }
 
     /// Reshapes to `S2`, checking the element count (and `S2`'s static dims) at run time.
-    pub fn reshape<S2: Shape>(&self) -> Result<Tensor<S2>> {
+    pub fn reshape<S2: Shape>(&self) -> Result<Tensor<S2, E>> {
         let dims = match S2::all_static() {
             Some(dims) => dims,
             None => {
@@ -245,131 +236,242 @@ impl<S: Shape> Tensor<S> {
         };
         Ok(Tensor::wrap(self.inner.reshape(&dims)?))
     }
+}
+
+/// Defines each op twice: `try_name`, returning the run-time error, and `name`, panicking
+/// with it (the op's body is written once, in the `try_` form).
+macro_rules! typed_ops {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident / $try_name:ident $(<$($g:ident: $bound:path),*>)?
+            (&self $(, $arg:ident: $ty:ty)*) -> $out:ty $(where [$($w:tt)+])?
+            = |$t:ident| $body:expr;
+    )*) => {$(
+        $(#[$doc])*
+        pub fn $try_name $(<$($g: $bound),*>)? (&self $(, $arg: $ty)*) -> Result<$out>
+        $(where $($w)+)? {
+            let $t = &self.inner;
+            Ok(Tensor::wrap($body?))
+        }
+        $(#[$doc])*
+        ///
+        /// Panics where the `try_` form returns an error.
+        #[track_caller]
+        pub fn $name $(<$($g: $bound),*>)? (&self $(, $arg: $ty)*) -> $out
+        $(where $($w)+)? {
+            proven(self.$try_name($($arg),*))
+        }
+    )*};
+}
+
+impl<S: Shape, E: Float> Tensor<S, E> {
+    /// Marks this tensor as a parameter whose gradient is wanted.
+    pub fn requires_grad_(self) -> Result<Self> {
+        Ok(Tensor::wrap(self.inner.requires_grad_()?))
+    }
+
+    /// Standard normal samples with runtime `dims`, from the global generator.
+    pub fn randn_with_dims(dims: &[usize]) -> Result<Self> {
+        S::check(dims, "randn")?;
+        Ok(Tensor::wrap(DynTensor::randn(dims, E::DTYPE)?))
+    }
 
     /// Back-propagates from this tensor, which must hold a single element.
     pub fn backward(&self) -> Result<GradientStore> {
         self.inner.backward()
     }
 
-    pub fn add_scalar(&self, value: f64) -> Self {
-        self.map(|t| t.add_scalar(value))
-    }
-
-    pub fn mul_scalar(&self, value: f64) -> Self {
-        self.map(|t| t.mul_scalar(value))
-    }
-
-    pub fn leaky_relu(&self, negative_slope: f64) -> Self {
-        self.map(|t| t.leaky_relu(negative_slope))
-    }
-
-    pub fn powf(&self, exponent: f64) -> Self {
-        self.map(|t| t.powf(exponent))
-    }
-
-    pub fn clamp(&self, min: f64, max: f64) -> Self {
-        self.map(|t| t.clamp(min, max))
+    typed_ops! {
+        /// Sum of all elements.
+        fn sum_all / try_sum_all(&self) -> Tensor<(), E> = |t| t.sum_all();
+        /// Mean of all elements.
+        fn mean_all / try_mean_all(&self) -> Tensor<(), E> = |t| t.mean_all();
+        /// Softmax over the last axis.
+        fn softmax / try_softmax(&self) -> Self = |t| t.softmax(-1);
+        /// Log-softmax over the last axis.
+        fn log_softmax / try_log_softmax(&self) -> Self = |t| t.log_softmax(-1);
+        fn add_scalar / try_add_scalar(&self, value: f64) -> Self = |t| t.add_scalar(value);
+        fn mul_scalar / try_mul_scalar(&self, value: f64) -> Self = |t| t.mul_scalar(value);
+        fn leaky_relu / try_leaky_relu(&self, negative_slope: f64) -> Self =
+            |t| t.leaky_relu(negative_slope);
+        fn powf / try_powf(&self, exponent: f64) -> Self = |t| t.powf(exponent);
+        fn clamp / try_clamp(&self, min: f64, max: f64) -> Self = |t| t.clamp(min, max);
+        fn neg / try_neg(&self) -> Self = |t| t.neg();
+        fn exp / try_exp(&self) -> Self = |t| t.exp();
+        fn log / try_log(&self) -> Self = |t| t.log();
+        fn sqrt / try_sqrt(&self) -> Self = |t| t.sqrt();
+        fn rsqrt / try_rsqrt(&self) -> Self = |t| t.rsqrt();
+        fn abs / try_abs(&self) -> Self = |t| t.abs();
+        fn erf / try_erf(&self) -> Self = |t| t.erf();
+        fn relu / try_relu(&self) -> Self = |t| t.relu();
+        fn sigmoid / try_sigmoid(&self) -> Self = |t| t.sigmoid();
+        fn tanh / try_tanh(&self) -> Self = |t| t.tanh();
+        fn gelu / try_gelu(&self) -> Self = |t| t.gelu();
+        fn gelu_tanh / try_gelu_tanh(&self) -> Self = |t| t.gelu_tanh();
+        fn silu / try_silu(&self) -> Self = |t| t.silu();
+        /// `self + rhs`, broadcast as [`Elementwise`] allows (what `&a + &b` computes).
+        fn add / try_add<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
+            where [S: Elementwise<R>] = |t| t.add(&rhs.inner);
+        /// `self - rhs`, broadcast as [`Elementwise`] allows.
+        fn sub / try_sub<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
+            where [S: Elementwise<R>] = |t| t.sub(&rhs.inner);
+        /// `self * rhs` element by element, broadcast as [`Elementwise`] allows.
+        fn mul / try_mul<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
+            where [S: Elementwise<R>] = |t| t.mul(&rhs.inner);
+        /// `self / rhs` element by element, broadcast as [`Elementwise`] allows.
+        fn div / try_div<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
+            where [S: Elementwise<R>] = |t| t.div(&rhs.inner);
     }
 }
 
-macro_rules! shape_preserving {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
-        impl<S: Shape> Tensor<S> {
-            $(
-                $(#[$doc])*
-                pub fn $name(&self) -> Self {
-                    self.map(DynTensor::$name)
-                }
-            )*
-        }
-    };
-}
-
-shape_preserving!(
-    neg, exp, log, sqrt, rsqrt, abs, erf, relu, sigmoid, tanh, gelu, gelu_tanh, silu
-);
-
-impl<S: StaticShape> Tensor<S> {
-    /// Zeros (f32).
-    pub fn zeros() -> Self {
-        Tensor::wrap(proven(DynTensor::zeros(&S::dims(), DType::F32)))
+/// Constructors of shapes whose every axis is static.
+impl<S: StaticShape, E: Element> Tensor<S, E> {
+    /// Every element `value` (converted to `E`).
+    pub fn try_full(value: f64) -> Result<Self> {
+        Ok(Tensor::wrap(DynTensor::full(&S::dims(), value, E::DTYPE)?))
     }
 
-    /// Ones (f32).
-    pub fn ones() -> Self {
-        Tensor::wrap(proven(DynTensor::ones(&S::dims(), DType::F32)))
-    }
-
-    /// Every element `value` (f32).
+    /// [`try_full`](Self::try_full), panicking on its error (memory that cannot be had).
+    #[track_caller]
     pub fn full(value: f64) -> Self {
-        Tensor::wrap(proven(DynTensor::full(&S::dims(), value, DType::F32)))
+        proven(Self::try_full(value))
     }
 
-    /// Standard normal samples (f32) from the global generator.
+    /// Zeros; [`try_zeros`](Self::try_zeros) returns the error of a size that cannot be had.
+    #[track_caller]
+    pub fn zeros() -> Self {
+        Self::full(0.0)
+    }
+
+    pub fn try_zeros() -> Result<Self> {
+        Self::try_full(0.0)
+    }
+
+    /// Ones; [`try_ones`](Self::try_ones) returns the error of a size that cannot be had.
+    #[track_caller]
+    pub fn ones() -> Self {
+        Self::full(1.0)
+    }
+
+    pub fn try_ones() -> Result<Self> {
+        Self::try_full(1.0)
+    }
+}
+
+impl<S: StaticShape, E: Float> Tensor<S, E> {
+    /// Standard normal samples from the global generator.
+    pub fn try_randn() -> Result<Self> {
+        Ok(Tensor::wrap(DynTensor::randn(&S::dims(), E::DTYPE)?))
+    }
+
+    /// [`try_randn`](Self::try_randn), panicking on its error.
+    #[track_caller]
     pub fn randn() -> Self {
-        Tensor::wrap(proven(DynTensor::randn(&S::dims(), DType::F32)))
+        proven(Self::try_randn())
     }
 
-    /// Uniform samples in `[low, high)` (f32) from the global generator.
-    pub fn uniform(low: f64, high: f64) -> Self {
-        Tensor::wrap(proven(DynTensor::uniform(
+    /// Uniform samples in `[low, high)` from the global generator.
+    pub fn try_uniform(low: f64, high: f64) -> Result<Self> {
+        Ok(Tensor::wrap(DynTensor::uniform(
             &S::dims(),
             low,
             high,
-            DType::F32,
-        )))
+            E::DTYPE,
+        )?))
+    }
+
+    /// [`try_uniform`](Self::try_uniform), panicking on its error.
+    #[track_caller]
+    pub fn uniform(low: f64, high: f64) -> Self {
+        proven(Self::try_uniform(low, high))
     }
 }
 
-impl Tensor<()> {
+impl<E: Element> Tensor<(), E> {
     /// The value of a scalar tensor as `f64`.
     pub fn value(&self) -> f64 {
         self.inner.to_f64_vec()[0]
     }
 }
 
-impl<M: Dim, K: Dim> Tensor<(M, K)> {
-    /// Matrix product `[M, K] @ [K, N] -> [M, N]`.
-    pub fn matmul<N: Dim>(&self, rhs: &Tensor<(K, N)>) -> Tensor<(M, N)> {
-        Tensor::wrap(proven(self.inner.matmul(&rhs.inner)))
+// The products are written out rather than through `typed_ops!`: their signatures are what
+// a shape mistake's error note shows.
+impl<M: Dim, K: Dim, E: Float> Tensor<(M, K), E> {
+    /// Matrix product `[M, K] @ [K, N] -> [M, N]`; panics where
+    /// [`try_matmul`](Self::try_matmul) returns an error.
+    #[track_caller]
+    pub fn matmul<N: Dim>(&self, rhs: &Tensor<(K, N), E>) -> Tensor<(M, N), E> {
+        proven(self.try_matmul(rhs))
     }
 
-    /// The transpose `[K, M]`.
-    pub fn t(&self) -> Tensor<(K, M)> {
-        Tensor::wrap(proven(self.inner.transpose(0, 1)))
+    pub fn try_matmul<N: Dim>(&self, rhs: &Tensor<(K, N), E>) -> Result<Tensor<(M, N), E>> {
+        Ok(Tensor::wrap(self.inner.matmul(&rhs.inner)?))
+    }
+
+    /// The transpose `[K, M]` (a view).
+    pub fn t(&self) -> Tensor<(K, M), E> {
+        proven(self.try_t())
+    }
+
+    pub fn try_t(&self) -> Result<Tensor<(K, M), E>> {
+        Ok(Tensor::wrap(self.inner.transpose(0, 1)?))
     }
 
     /// `self @ weight^T + bias` (PyTorch's `F.linear`), the bias added by the product
-    /// itself (see [`DynTensor::linear`]).
+    /// itself (see [`DynTensor::linear`]); panics where [`try_linear`](Self::try_linear)
+    /// returns an error.
+    #[track_caller]
     pub fn linear<N: Dim>(
         &self,
-        weight: &Tensor<(N, K)>,
-        bias: Option<&Tensor<(N,)>>,
-    ) -> Tensor<(M, N)> {
+        weight: &Tensor<(N, K), E>,
+        bias: Option<&Tensor<(N,), E>>,
+    ) -> Tensor<(M, N), E> {
+        proven(self.try_linear(weight, bias))
+    }
+
+    pub fn try_linear<N: Dim>(
+        &self,
+        weight: &Tensor<(N, K), E>,
+        bias: Option<&Tensor<(N,), E>>,
+    ) -> Result<Tensor<(M, N), E>> {
         let bias = bias.map(Tensor::as_dyn);
-        Tensor::wrap(proven(self.inner.linear(&weight.inner, bias)))
+        Ok(Tensor::wrap(self.inner.linear(&weight.inner, bias)?))
     }
 }
 
-impl<B: Dim, M: Dim, K: Dim> Tensor<(B, M, K)> {
-    /// Batched matrix product `[B, M, K] @ [B, K, N] -> [B, M, N]`.
-    pub fn bmm<N: Dim>(&self, rhs: &Tensor<(B, K, N)>) -> Tensor<(B, M, N)> {
-        Tensor::wrap(proven(self.inner.matmul(&rhs.inner)))
+impl<B: Dim, M: Dim, K: Dim, E: Float> Tensor<(B, M, K), E> {
+    /// Batched matrix product `[B, M, K] @ [B, K, N] -> [B, M, N]`; panics where
+    /// [`try_bmm`](Self::try_bmm) returns an error.
+    #[track_caller]
+    pub fn bmm<N: Dim>(&self, rhs: &Tensor<(B, K, N), E>) -> Tensor<(B, M, N), E> {
+        proven(self.try_bmm(rhs))
+    }
+
+    pub fn try_bmm<N: Dim>(&self, rhs: &Tensor<(B, K, N), E>) -> Result<Tensor<(B, M, N), E>> {
+        Ok(Tensor::wrap(self.inner.matmul(&rhs.inner)?))
     }
 }
 
 impl DynTensor {
-    /// Checks this tensor's dims against `S` and returns the typed tensor: the boundary
-    /// where runtime shapes enter typed code.
-    pub fn try_shape<S: Shape>(self) -> Result<Tensor<S>, ShapeError> {
+    /// Checks this tensor's dims against `S` and that it holds `f32` values, and returns
+    /// the typed tensor: the boundary where runtime shapes enter typed code. Tensors of
+    /// other element types enter with [`try_typed`](DynTensor::try_typed).
+    pub fn try_shape<S: Shape>(self) -> Result<Tensor<S>> {
+        self.try_typed()
+    }
+
+    /// [`try_shape`](DynTensor::try_shape) for any element type:
+    /// `indices.try_typed::<(Dyn, D<16>), i64>()`.
+    pub fn try_typed<S: Shape, E: Element>(self) -> Result<Tensor<S, E>> {
         S::check(self.dims(), "try_shape")?;
+        check_element::<E>(&self, "try_shape")?;
         Ok(Tensor::wrap(self))
     }
 }
 
 impl GradientStore {
-    /// The gradient of a typed tensor, with the tensor's own shape type.
-    pub fn grad_of<S: Shape>(&self, tensor: &Tensor<S>) -> Result<Tensor<S>> {
+    /// The gradient of a typed tensor, with the tensor's own shape and element type.
+    pub fn grad_of<S: Shape, E: Float>(&self, tensor: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         Ok(Tensor::wrap(self.grad(tensor.as_dyn())?.clone()))
     }
 }
@@ -395,57 +497,66 @@ impl<B: Dim, N: Dim> Elementwise<(N,)> for (B, N) {
     type Output = (B, N);
 }
 
+/// `&a + &b` and the other operators call the typed op of the same name (which panics on
+/// a run-time error; `try_add` and friends return it).
 macro_rules! binary_operator {
-    ($trait:ident, $method:ident, $core:ident) => {
-        impl<S: Elementwise<R>, R: Shape> ops::$trait<&Tensor<R>> for &Tensor<S> {
-            type Output = Tensor<S::Output>;
-            fn $method(self, rhs: &Tensor<R>) -> Tensor<S::Output> {
-                Tensor::wrap(proven(self.inner.$core(&rhs.inner)))
+    ($trait:ident, $method:ident) => {
+        impl<S: Elementwise<R>, R: Shape, E: Float> ops::$trait<&Tensor<R, E>> for &Tensor<S, E> {
+            type Output = Tensor<S::Output, E>;
+            #[track_caller]
+            fn $method(self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E> {
+                Tensor::$method(self, rhs)
             }
         }
-        impl<S: Elementwise<R>, R: Shape> ops::$trait<Tensor<R>> for Tensor<S> {
-            type Output = Tensor<S::Output>;
-            fn $method(self, rhs: Tensor<R>) -> Tensor<S::Output> {
-                (&self).$method(&rhs)
+        impl<S: Elementwise<R>, R: Shape, E: Float> ops::$trait<Tensor<R, E>> for Tensor<S, E> {
+            type Output = Tensor<S::Output, E>;
+            #[track_caller]
+            fn $method(self, rhs: Tensor<R, E>) -> Tensor<S::Output, E> {
+                Tensor::$method(&self, &rhs)
             }
         }
-        impl<S: Elementwise<R>, R: Shape> ops::$trait<&Tensor<R>> for Tensor<S> {
-            type Output = Tensor<S::Output>;
-            fn $method(self, rhs: &Tensor<R>) -> Tensor<S::Output> {
-                (&self).$method(rhs)
+        impl<S: Elementwise<R>, R: Shape, E: Float> ops::$trait<&Tensor<R, E>> for Tensor<S, E> {
+            type Output = Tensor<S::Output, E>;
+            #[track_caller]
+            fn $method(self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E> {
+                Tensor::$method(&self, rhs)
             }
         }
-        impl<S: Elementwise<R>, R: Shape> ops::$trait<Tensor<R>> for &Tensor<S> {
-            type Output = Tensor<S::Output>;
-            fn $method(self, rhs: Tensor<R>) -> Tensor<S::Output> {
-                self.$method(&rhs)
+        impl<S: Elementwise<R>, R: Shape, E: Float> ops::$trait<Tensor<R, E>> for &Tensor<S, E> {
+            type Output = Tensor<S::Output, E>;
+            #[track_caller]
+            fn $method(self, rhs: Tensor<R, E>) -> Tensor<S::Output, E> {
+                Tensor::$method(self, &rhs)
             }
         }
     };
 }
 
-binary_operator!(Add, add, add);
-binary_operator!(Sub, sub, sub);
-binary_operator!(Mul, mul, mul);
-binary_operator!(Div, div, div);
+binary_operator!(Add, add);
+binary_operator!(Sub, sub);
+binary_operator!(Mul, mul);
+binary_operator!(Div, div);
 
-impl<S: Shape> ops::Neg for &Tensor<S> {
-    type Output = Tensor<S>;
-    fn neg(self) -> Tensor<S> {
+impl<S: Shape, E: Float> ops::Neg for &Tensor<S, E> {
+    type Output = Tensor<S, E>;
+    #[track_caller]
+    fn neg(self) -> Tensor<S, E> {
         Tensor::neg(self)
     }
 }
 
-impl<S: Shape> ops::Mul<f64> for &Tensor<S> {
-    type Output = Tensor<S>;
-    fn mul(self, rhs: f64) -> Tensor<S> {
+impl<S: Shape, E: Float> ops::Mul<f64> for &Tensor<S, E> {
+    type Output = Tensor<S, E>;
+    #[track_caller]
+    fn mul(self, rhs: f64) -> Tensor<S, E> {
         self.mul_scalar(rhs)
     }
 }
 
-impl<S: Shape> ops::Add<f64> for &Tensor<S> {
-    type Output = Tensor<S>;
-    fn add(self, rhs: f64) -> Tensor<S> {
+impl<S: Shape, E: Float> ops::Add<f64> for &Tensor<S, E> {
+    type Output = Tensor<S, E>;
+    #[track_caller]
+    fn add(self, rhs: f64) -> Tensor<S, E> {
         self.add_scalar(rhs)
     }
 }

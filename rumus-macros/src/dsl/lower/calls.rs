@@ -133,7 +133,9 @@ impl Lowering<'_> {
                 // `Forward` bound.
                 let layer = quote!(self.#field);
                 let in_ty = input.to_type();
-                quote_spanned!(span=> ::rumus::nn::Forward::<#in_ty>::forward_typed(&#layer, &#x)?)
+                let element = self.elements.get(&x.to_string()).cloned();
+                let element = element.unwrap_or_else(|| quote!(f32));
+                quote_spanned!(span=> ::rumus::nn::Forward::<#in_ty, #element>::forward_typed(&#layer, &#x)?)
             }
             Expr::Call { name, .. } => quote_spanned!(span=> #name(#(&#vars),*)?),
             _ => unreachable!("matched above"),

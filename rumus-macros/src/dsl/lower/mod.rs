@@ -38,6 +38,9 @@ pub struct Lowering<'a> {
     /// Dim names in scope (bound by parameters or declared generics).
     pub dims: Vec<String>,
     pub layers: &'a [Layer],
+    /// Element types of the parameters declared with one (`ids: [B, T; i64]`), by name;
+    /// every other value is `f32`.
+    pub elements: HashMap<String, TokenStream>,
     counter: usize,
 }
 
@@ -65,6 +68,7 @@ impl<'a> Lowering<'a> {
             env: HashMap::new(),
             dims: Vec::new(),
             layers,
+            elements: HashMap::new(),
             counter: 0,
         }
     }
