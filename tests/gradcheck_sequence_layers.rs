@@ -241,8 +241,8 @@ fn attention_cross_float_mask_without_biases() {
 
 fn linear<const I: usize, const O: usize>(w: &DynTensor, b: &DynTensor) -> Result<Linear<I, O>> {
     Ok(Linear {
-        weight: w.clone().try_shape()?,
-        bias: Some(b.clone().try_shape()?),
+        weight: w.clone(),
+        bias: Some(b.clone()),
     })
 }
 

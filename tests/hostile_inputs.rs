@@ -44,12 +44,13 @@ fn fastest_of_three(mut f: impl FnMut()) -> f64 {
 }
 
 /// Reading a header of 8n keys must cost about 8 times a header of n keys, not 64 times (the
-/// quadratic duplicate-key scan took 47 s for 160k keys). The bound, 3x the linear ratio,
-/// leaves room for a noisy machine and is far below the quadratic one.
+/// quadratic duplicate-key scan took 47 s for 160k keys). Measured alone the ratio is 11-12
+/// (the cost per key grows a little with cache misses and the name sort); the bound, 4x the
+/// linear ratio, leaves room for a loaded machine and is half the quadratic one.
 #[test]
 fn safetensors_headers_are_read_in_linear_time() {
     let dir = temp_dir("header");
-    let (small, large) = (20_000, 160_000);
+    let (small, large) = (40_000, 320_000);
     let paths = [small, large].map(|keys| {
         let path = dir.join(format!("keys{keys}.safetensors"));
         std::fs::write(&path, many_keys_file(keys)).unwrap();
@@ -67,17 +68,17 @@ fn safetensors_headers_are_read_in_linear_time() {
     let ratio = fastest_of_three(|| read(&paths[1])) / fastest_of_three(|| read(&paths[0]));
     let linear = (large / small) as f64;
     assert!(
-        ratio < 3.0 * linear,
+        ratio < 4.0 * linear,
         "read_state: 8x the keys took {ratio:.1}x the time"
     );
     let ratio =
         fastest_of_three(|| checkpoint(&paths[1])) / fastest_of_three(|| checkpoint(&paths[0]));
     assert!(
-        ratio < 3.0 * linear,
+        ratio < 4.0 * linear,
         "Checkpoint::load: 8x the keys took {ratio:.1}x the time"
     );
 
-    // Loading those keys into a model names what is wrong without listing 160k names.
+    // Loading those keys into a model names what is wrong without listing 320k names.
     let model = rumus::nn::Linear::<2, 3>::new().unwrap();
     let message = rumus::io::load_safetensors(&model, &paths[1])
         .unwrap_err()

@@ -224,11 +224,7 @@ impl<const EMBED: usize, const HEADS: usize> MultiheadAttention<EMBED, HEADS> {
         };
         let mut out_proj = Linear::without_bias()?;
         if bias {
-            out_proj.bias = Some(
-                DynTensor::zeros(&[EMBED], DType::F32)?
-                    .requires_grad_()?
-                    .try_shape()?,
-            );
+            out_proj.bias = Some(DynTensor::zeros(&[EMBED], DType::F32)?.requires_grad_()?);
         }
         Self::from_parameters(in_proj_weight, in_proj_bias, out_proj, p)
     }
@@ -276,8 +272,8 @@ impl<const EMBED: usize, const HEADS: usize> MultiheadAttention<EMBED, HEADS> {
         AttentionWeights {
             in_proj_weight: &self.in_proj_weight,
             in_proj_bias: self.in_proj_bias.as_ref(),
-            out_proj_weight: self.out_proj.weight.as_dyn(),
-            out_proj_bias: self.out_proj.bias.as_ref().map(|b| b.as_dyn()),
+            out_proj_weight: &self.out_proj.weight,
+            out_proj_bias: self.out_proj.bias.as_ref(),
         }
     }
 

@@ -34,7 +34,7 @@ pub trait Forward<In: Shape, E: Element = f32> {
 impl<B: Dim, const IN: usize, const OUT: usize> Forward<(B, D<IN>)> for Linear<IN, OUT> {
     type Out = (B, D<OUT>);
     fn forward_typed(&self, x: &Tensor<(B, D<IN>)>) -> Result<Tensor<Self::Out>> {
-        Ok(self.forward(x))
+        self.try_forward(x)
     }
 }
 

@@ -7,11 +7,15 @@ use crate::shape::{D, Dim};
 use crate::tensor::{DynTensor, Tensor};
 
 /// `Linear<IN, OUT>`: maps the last axis from `IN` to `OUT` features.
+///
+/// The parameters are untyped, as in every layer: their element type is the model's choice
+/// (`f32` from the constructors; `f64` for a finite-difference check), while the typed
+/// [`forward`](Linear::forward) takes and returns `f32` tensors.
 pub struct Linear<const IN: usize, const OUT: usize> {
     /// `[OUT, IN]`.
-    pub weight: Tensor<(D<OUT>, D<IN>)>,
+    pub weight: DynTensor,
     /// `[OUT]`, absent for `Linear::without_bias`.
-    pub bias: Option<Tensor<(D<OUT>,)>>,
+    pub bias: Option<DynTensor>,
 }
 
 impl<const IN: usize, const OUT: usize> Linear<IN, OUT> {
@@ -20,11 +24,7 @@ impl<const IN: usize, const OUT: usize> Linear<IN, OUT> {
     pub fn new() -> Result<Self> {
         let mut layer = Self::without_bias()?;
         let bound = 1.0 / (IN as f64).sqrt();
-        layer.bias = Some(
-            DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?
-                .requires_grad_()?
-                .try_shape()?,
-        );
+        layer.bias = Some(DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?);
         Ok(layer)
     }
 
@@ -32,28 +32,32 @@ impl<const IN: usize, const OUT: usize> Linear<IN, OUT> {
     pub fn without_bias() -> Result<Self> {
         let bound = 1.0 / (IN as f64).sqrt();
         let weight = DynTensor::uniform(&[OUT, IN], -bound, bound, DType::F32)?.requires_grad_()?;
-        Ok(Linear {
-            weight: weight.try_shape()?,
-            bias: None,
-        })
+        Ok(Linear { weight, bias: None })
     }
 
     /// Applies the layer to the last axis of a tensor of any rank (untyped).
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
-        x.linear(self.weight.as_dyn(), self.bias.as_ref().map(Tensor::as_dyn))
+        x.linear(&self.weight, self.bias.as_ref())
     }
 
-    /// `[B, IN] -> [B, OUT]`.
+    /// `[B, IN] -> [B, OUT]`; an error when the parameters are not `f32` or sit on another
+    /// device than `x`.
+    pub fn try_forward<B: Dim>(&self, x: &Tensor<(B, D<IN>)>) -> Result<Tensor<(B, D<OUT>)>> {
+        Ok(Tensor::wrap(self.forward_dyn(x.as_dyn())?))
+    }
+
+    /// [`try_forward`](Linear::try_forward), panicking on its error.
+    #[track_caller]
     pub fn forward<B: Dim>(&self, x: &Tensor<(B, D<IN>)>) -> Tensor<(B, D<OUT>)> {
-        x.linear(&self.weight, self.bias.as_ref())
+        crate::tensor::typed::proven(self.try_forward(x))
     }
 }
 
 impl<const IN: usize, const OUT: usize> Module for Linear<IN, OUT> {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
-        f(&format!("{prefix}weight"), self.weight.as_dyn());
+        f(&format!("{prefix}weight"), &self.weight);
         if let Some(bias) = &self.bias {
-            f(&format!("{prefix}bias"), bias.as_dyn());
+            f(&format!("{prefix}bias"), bias);
         }
     }
 

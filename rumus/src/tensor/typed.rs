@@ -79,7 +79,7 @@ static_shape!(N0, N1, N2, N3, N4, N5);
 /// The plain form of a typed op: the `try_` form's value, or a panic with its error's
 /// message (see the module docs for what can still fail at run time).
 #[track_caller]
-fn proven<T>(result: Result<T>) -> T {
+pub(crate) fn proven<T>(result: Result<T>) -> T {
     result.unwrap_or_else(|e| panic!("a typed tensor op failed at run time: {e}"))
 }
 
