@@ -110,7 +110,8 @@ fn opposite_order_readers_and_writers_do_not_deadlock() {
     let b = DynTensor::ones(&[64, 64], DType::F32).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let (done, finished) = mpsc::channel();
-    let jobs: [Box<dyn Fn(&DynTensor, &DynTensor) + Send>; 4] = [
+    type Job = Box<dyn Fn(&DynTensor, &DynTensor) + Send>;
+    let jobs: [Job; 4] = [
         Box::new(|a, b| drop(a.mul(b).unwrap())),
         Box::new(|a, b| drop(b.mul(a).unwrap())),
         Box::new(|a, _| a.mul_scalar_(1.0).unwrap()),
