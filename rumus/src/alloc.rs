@@ -8,7 +8,7 @@
 //!
 //! - [`try_with_capacity`] reserves a vector fallibly, for code that builds its own buffer
 //!   (constructors, file readers);
-//! - [`ensure_allocatable`] is called by ops before their kernels run, with the size of the
+//! - [`ensure_output`] is called by ops before their kernels run, with the dims of the
 //!   output (or scratch) they are about to allocate. The kernels keep their plain `Vec`s (and
 //!   the buffer pool) on the hot path; for large requests the check first asks the allocator
 //!   for the same number of bytes and gives them back at once. An untouched reservation costs
@@ -47,22 +47,34 @@ fn refused(op: &str, what: &str, bytes: usize) -> Error {
 }
 
 /// Fails when `count` values of `element_bytes` bytes cannot be allocated. `op` and `what`
-/// ("the output [2, 3]", "the im2col columns") name the request in the error.
-pub fn ensure_allocatable(op: &str, what: &str, count: usize, element_bytes: usize) -> Result<()> {
-    let bytes = bytes_of(op, what, count, element_bytes)?;
-    if bytes < CHECKED_FROM_BYTES {
+/// ("the result [2, 3]", "the im2col columns") name the request in the error; `what` is
+/// built only for an error, so the check costs a multiplication on the small ops of a
+/// training step.
+fn ensure_allocatable(
+    op: &str,
+    what: impl Fn() -> String,
+    count: usize,
+    element_bytes: usize,
+) -> Result<()> {
+    if count
+        .checked_mul(element_bytes)
+        .is_some_and(|bytes| bytes < CHECKED_FROM_BYTES)
+    {
         return Ok(());
     }
+    let what = what();
+    let bytes = bytes_of(op, &what, count, element_bytes)?;
     let mut probe: Vec<u8> = Vec::new();
     probe
         .try_reserve_exact(bytes)
-        .map_err(|_| refused(op, what, bytes))
+        .map_err(|_| refused(op, &what, bytes))
 }
 
-/// [`ensure_allocatable`] for a result of `dims` with elements of `element_bytes`.
+/// Fails when a result of `dims` with elements of `element_bytes` cannot be allocated; ops
+/// call it before their kernels run.
 pub fn ensure_output(op: &str, dims: &[usize], element_bytes: usize) -> Result<()> {
     let count = crate::shape::checked_numel(dims, op)?;
-    ensure_allocatable(op, &format!("the result {dims:?}"), count, element_bytes)
+    ensure_allocatable(op, || format!("the result {dims:?}"), count, element_bytes)
 }
 
 /// An empty vector with room for `count` values, or the error that the memory cannot be had.
@@ -87,12 +99,16 @@ mod tests {
 
     #[test]
     fn impossible_requests_are_errors_and_small_ones_pass() {
-        let overflow = ensure_allocatable("t", "the result", usize::MAX / 2, 4).unwrap_err();
+        let overflow = ensure_output("t", &[usize::MAX / 2, 2], 4).unwrap_err();
         assert!(overflow.to_string().contains("address space"), "{overflow}");
         // 2^45 bytes (32 TiB): more than any machine this runs on can map.
-        let huge = ensure_allocatable("t", "the result", 1 << 43, 4).unwrap_err();
+        let huge = ensure_output("t", &[1 << 43], 4).unwrap_err();
         assert!(huge.to_string().contains("more memory than"), "{huge}");
-        assert!(ensure_allocatable("t", "the result", 1 << 20, 4).is_ok());
+        assert!(
+            huge.to_string().contains("the result [8796093022208]"),
+            "{huge}"
+        );
+        assert!(ensure_output("t", &[1 << 20], 4).is_ok());
         assert!(try_with_capacity::<u64>("t", "labels", 1 << 44).is_err());
         assert_eq!(try_map("t", "x", &[1u8, 2], |&b| b as i64).unwrap(), [1, 2]);
     }
