@@ -78,6 +78,17 @@ fn untrusted_files_cost_what_their_headers_claim() {
         "reading the bomb allocated {peak} bytes at its peak"
     );
 
+    // One byte past what a large header claims must not double the reservation on its
+    // way to the error.
+    let one_over = gzip_bomb(&[idx_header(&[32, 1024, 1024]), vec![0]].concat(), 32 * MIB);
+    let (result, peak) = peak_extra(|| decode_idx(&one_over, Path::new("over.idx.gz")));
+    let message = result.unwrap_err().to_string();
+    assert!(message.contains("holds more"), "{message}");
+    assert!(
+        peak < 33 * MIB,
+        "a 32 MiB file plus one byte allocated {peak} bytes"
+    );
+
     // A header asking for 2^62 values is refused without trying to read them.
     let (result, peak) =
         peak_extra(|| decode_idx(&idx_header(&[1 << 31, 1 << 31]), Path::new("huge.idx")));

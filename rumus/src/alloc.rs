@@ -109,7 +109,7 @@ mod tests {
             "{huge}"
         );
         assert!(ensure_output("t", &[1 << 20], 4).is_ok());
-        assert!(try_with_capacity::<u64>("t", "labels", 1 << 44).is_err());
+        assert!(try_with_capacity::<u64>("t", "labels", 1 << 57).is_err());
         assert_eq!(try_map("t", "x", &[1u8, 2], |&b| b as i64).unwrap(), [1, 2]);
     }
 }

@@ -93,15 +93,16 @@ fn read_stream(source: &mut impl Read, path: &Path, gzipped: bool) -> Result<Idx
         &format!("{}: the values of dims {dims:?}", path.display()),
         count,
     )?;
-    // `take` bounds the read at one byte past what the dims need; the reserved capacity is
-    // exact, so the vector never grows for a stream of the right length.
-    let limit = count as u64 + 1;
+    // `take` bounds the read at what the dims need, into memory reserved exactly for it;
+    // one more byte read afterwards proves the stream ends there (reading it into the vector
+    // would grow, and double, the reservation).
     source
-        .take(limit)
+        .take(count as u64)
         .read_to_end(&mut data)
         .map_err(read_error)?;
-    if data.len() != count {
-        let available = if data.len() > count {
+    let extra = read_up_to(source, &mut [0u8; 1]).map_err(read_error)?;
+    if data.len() != count || extra > 0 {
+        let available = if extra > 0 {
             "more".to_string()
         } else {
             data.len().to_string()

@@ -409,6 +409,7 @@ impl<M: Dim, K: Dim, E: Float> Tensor<(M, K), E> {
     }
 
     /// The transpose `[K, M]` (a view).
+    #[track_caller]
     pub fn t(&self) -> Tensor<(K, M), E> {
         proven(self.try_t())
     }
