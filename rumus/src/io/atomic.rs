@@ -59,14 +59,26 @@ pub(crate) struct AtomicFile {
 
 impl AtomicFile {
     /// Creates the temporary file for `target`, with `create_new` so that it never reuses
-    /// another writer's.
+    /// another writer's. A name already taken (left by a killed run whose process id this one
+    /// got again, as happens in containers) moves on to the next counter value.
     pub(crate) fn create(target: &Path) -> Result<Self> {
-        let (dir, temp) = temp_path(target)?;
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(|e| io_error(&temp, format!("cannot create a temporary file: {e}")))?;
+        const ATTEMPTS: usize = 64;
+        let mut attempt = 0;
+        let (dir, temp, file) = loop {
+            let (dir, temp) = temp_path(target)?;
+            match OpenOptions::new().write(true).create_new(true).open(&temp) {
+                Ok(file) => break (dir, temp, file),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(e) => {
+                    return Err(io_error(
+                        &temp,
+                        format!("cannot create a temporary file: {e}"),
+                    ));
+                }
+            }
+        };
         Ok(AtomicFile {
             file: Some(file),
             temp,
@@ -158,5 +170,27 @@ fn temp_path(target: &Path) -> Result<(PathBuf, PathBuf)> {
 fn sync_dir(dir: &Path) {
     if let Ok(handle) = File::open(dir) {
         let _ = handle.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Temporary names left by a killed run of the same process id (counter from 0 again)
+    /// are stepped over, not an error.
+    #[test]
+    fn names_left_by_an_earlier_process_of_the_same_id_are_skipped() {
+        let dir = std::env::temp_dir().join(format!("rumus-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("state.bin");
+        let next = COUNTER.load(Ordering::Relaxed);
+        for counter in next..next + 3 {
+            let name = format!("state.bin{TEMP_MARKER}{}-{counter}", std::process::id());
+            std::fs::write(dir.join(name), b"left over").unwrap();
+        }
+        write_atomic(&target, b"new").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

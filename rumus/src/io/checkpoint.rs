@@ -205,14 +205,18 @@ impl Checkpoint {
     /// file at `path` intact.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let bytes = self.to_bytes().map_err(|e| match e {
+        write_atomic(path, &self.bytes_for(path)?)
+    }
+
+    /// [`to_bytes`](Checkpoint::to_bytes), its errors naming the file they were meant for.
+    pub(super) fn bytes_for(&self, path: &Path) -> Result<Vec<u8>> {
+        self.to_bytes().map_err(|e| match e {
             Error::InvalidArgument { op, message } => Error::InvalidArgument {
                 op,
                 message: format!("{}: {message}", path.display()),
             },
             other => other,
-        })?;
-        write_atomic(path, &bytes)
+        })
     }
 
     /// Reads a checkpoint written by [`Checkpoint::save`]; damaged files are errors naming

@@ -91,11 +91,14 @@ impl CheckpointManager {
     /// older than it. Returns the path written.
     ///
     /// Saves of all managers on this directory, in any process, take turns: each holds the
-    /// directory's lock file `.lock` (created on the first save) from writing to pruning.
+    /// directory's lock file `.lock` (created on the first save) from writing to pruning; the
+    /// file's bytes are built (checked, read back from a GPU, checksummed) before the lock is
+    /// taken, so other savers wait only for the write.
     pub fn save(&self, checkpoint: &Checkpoint) -> Result<PathBuf> {
         let path = self.path_for(checkpoint.step);
+        let bytes = checkpoint.bytes_for(&path)?;
         let _lock = self.lock()?;
-        checkpoint.save(&path)?;
+        crate::io::write_atomic(&path, &bytes)?;
         self.prune(&path)?;
         Ok(path)
     }
