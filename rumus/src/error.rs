@@ -209,6 +209,10 @@ pub enum Error {
         "{op}: {message}; check the sizes that led here (a shape read from a file, a padding, a range), or work in smaller pieces"
     )]
     OutOfMemory { op: String, message: String },
+    /// A collective operation across processes failed or timed out (a rank died, the
+    /// launcher is missing, ranks disagree about sizes).
+    #[error("{op}: {message}")]
+    Distributed { op: &'static str, message: String },
 }
 
 impl std::fmt::Debug for Error {
@@ -255,6 +259,9 @@ impl std::fmt::Debug for Error {
             }
             Error::OutOfMemory { op, message } => {
                 named_message(f, "OutOfMemory", "op", op, message)
+            }
+            Error::Distributed { op, message } => {
+                named_message(f, "Distributed", "op", op, message)
             }
         }
     }

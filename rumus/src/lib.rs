@@ -30,6 +30,8 @@ pub mod autograd;
 pub mod backend;
 pub mod data;
 pub mod device;
+#[cfg(feature = "distributed")]
+pub mod distributed;
 pub mod dtype;
 pub mod element;
 pub mod error;

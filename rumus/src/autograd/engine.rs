@@ -50,10 +50,14 @@ fn check_seed(output: &DynTensor, seed: &DynTensor) -> Result<()> {
     Ok(())
 }
 
+/// Called with a leaf's id and gradient once no record left to visit can add to it.
+pub type ReadyHook<'a> = &'a mut dyn FnMut(TensorId, &DynTensor) -> Result<()>;
+
 fn run_backward(
     roots: &[(&DynTensor, DynTensor)],
     create_graph: bool,
     wanted: Wanted,
+    mut on_ready: Option<ReadyHook>,
 ) -> Result<HashMap<TensorId, DynTensor>> {
     let _mode = if create_graph {
         enable_grad()
@@ -87,13 +91,19 @@ fn run_backward(
             None => {}
         }
     }
+    // Records that feed each leaf, counted only when someone waits for finished leaves.
+    let mut leaf_consumers: HashMap<TensorId, usize> = HashMap::new();
     while let Some(node) = stack.pop() {
         for edge in node.inputs.iter().flatten() {
-            if let Some(child) = &edge.node {
-                *consumers.entry(edge.id).or_default() += 1;
-                if nodes.insert(edge.id, child.clone()).is_none() {
-                    stack.push(child.clone());
+            match &edge.node {
+                Some(child) => {
+                    *consumers.entry(edge.id).or_default() += 1;
+                    if nodes.insert(edge.id, child.clone()).is_none() {
+                        stack.push(child.clone());
+                    }
                 }
+                None if on_ready.is_some() => *leaf_consumers.entry(edge.id).or_default() += 1,
+                None => {}
             }
         }
     }
@@ -127,7 +137,19 @@ fn run_backward(
                 }
                 _ => {}
             }
-            if edge.node.is_some() {
+            if edge.node.is_none() {
+                if let Some(hook) = on_ready.as_mut() {
+                    let count = leaf_consumers
+                        .get_mut(&edge.id)
+                        .expect("counted during discovery");
+                    *count -= 1;
+                    if *count == 0
+                        && let Some(grad) = results.get(&edge.id)
+                    {
+                        hook(edge.id, grad)?;
+                    }
+                }
+            } else {
                 let count = consumers
                     .get_mut(&edge.id)
                     .expect("counted during discovery");
@@ -158,7 +180,25 @@ impl DynTensor {
 
     /// Back-propagates from this tensor with `seed` as its gradient (same shape and dtype).
     pub fn backward_with(&self, seed: &DynTensor) -> Result<GradientStore> {
-        let grads = run_backward(&[(self, seed.detach())], false, Wanted::Leaves)?;
+        let grads = run_backward(&[(self, seed.detach())], false, Wanted::Leaves, None)?;
+        Ok(GradientStore::from_map(grads))
+    }
+
+    /// Back-propagates from this single-element tensor like [`DynTensor::backward`], and
+    /// calls `on_ready` with each leaf's gradient as soon as it is final, while the rest of
+    /// the backward pass still runs: what lets data-parallel training send gradients across
+    /// processes during the backward (PyTorch's post-accumulate-grad hooks). A leaf the loss
+    /// reaches only as an output (the loss itself) is never reported; its gradient is in the
+    /// returned store like every other.
+    pub fn backward_with_ready_hook(&self, on_ready: ReadyHook) -> Result<GradientStore> {
+        if self.numel() != 1 {
+            return Err(AutogradError::NonScalarWithoutSeed {
+                shape: self.dims().to_vec(),
+            }
+            .into());
+        }
+        let seed = self.ones_like()?;
+        let grads = run_backward(&[(self, seed)], false, Wanted::Leaves, Some(on_ready))?;
         Ok(GradientStore::from_map(grads))
     }
 }
@@ -233,7 +273,7 @@ pub fn grad_with(
             )
         })
         .collect();
-    let grads = run_backward(&roots, create_graph, Wanted::Ids(&ids))?;
+    let grads = run_backward(&roots, create_graph, Wanted::Ids(&ids), None)?;
     inputs
         .iter()
         .map(|input| {

@@ -14,7 +14,7 @@ mod gradients;
 mod node;
 
 pub use backward_op::BackwardOp;
-pub use engine::{grad, grad_with};
+pub use engine::{ReadyHook, grad, grad_with};
 pub use grad_mode::{GradModeGuard, enable_grad, is_grad_enabled, no_grad};
 pub use gradcheck::{GradcheckError, GradcheckOptions, gradcheck};
 pub use gradients::GradientStore;

@@ -31,6 +31,8 @@ pub struct DataLoader<D: Dataset> {
     workers: usize,
     prefetch: usize,
     next_epoch: u64,
+    /// This process's rank and the number of ranks, when each rank loads its own slice.
+    shard: Option<(usize, usize)>,
 }
 
 impl<D: Dataset> DataLoader<D>
@@ -55,6 +57,7 @@ where
             workers: 0,
             prefetch: 2,
             next_epoch: 0,
+            shard: None,
         })
     }
 
@@ -89,18 +92,47 @@ where
         self
     }
 
+    /// Loads only rank `rank`'s slice of every batch, for data-parallel training over
+    /// `world_size` processes: `batch_size` becomes the per-rank size, and global batch `k`
+    /// is batch `k` of a single process with `batch_size * world_size` items, cut into
+    /// consecutive slices in rank order. Every rank draws the same seeded epoch order, so
+    /// the ranks' slices are disjoint and together hold each item once per epoch.
+    ///
+    /// A last global batch smaller than `batch_size * world_size` is split as evenly as
+    /// possible (slices differ by at most one item); with fewer items than ranks it is
+    /// left out on every rank, since every rank must take part in each step. With
+    /// `drop_last` it is always left out.
+    pub fn shard(mut self, rank: usize, world_size: usize) -> Result<Self> {
+        if rank >= world_size {
+            return Err(Error::InvalidArgument {
+                op: "DataLoader::shard",
+                message: format!("rank {rank} does not exist among {world_size} ranks"),
+            });
+        }
+        self.shard = Some((rank, world_size));
+        Ok(self)
+    }
+
     pub fn dataset(&self) -> &D {
         &self.dataset
     }
 
-    /// Batches per epoch.
+    /// Batches per epoch (on each rank, when sharded).
     pub fn len(&self) -> usize {
         let n = self.dataset.len();
-        if self.drop_last {
-            n / self.batch_size
+        let (batch, ranks) = self.global_batch();
+        let tail = n % batch;
+        if self.drop_last || tail < ranks {
+            n / batch
         } else {
-            n.div_ceil(self.batch_size)
+            n / batch + 1
         }
+    }
+
+    /// Items per global batch, and the number of ranks sharing each.
+    fn global_batch(&self) -> (usize, usize) {
+        let ranks = self.shard.map_or(1, |(_, world)| world);
+        (self.batch_size.saturating_mul(ranks), ranks)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -136,9 +168,19 @@ where
         } else {
             (0..n).collect()
         };
+        let (batch, ranks) = self.global_batch();
+        let rank = self.shard.map_or(0, |(rank, _)| rank);
         let batches = (0..self.len())
             .skip(first_batch)
-            .map(|b| order[b * self.batch_size..((b + 1) * self.batch_size).min(n)].to_vec())
+            .map(|b| {
+                let global = &order[b * batch..((b + 1) * batch).min(n)];
+                // Rank r's slice: [r * len / ranks, (r + 1) * len / ranks).
+                let (start, end) = (
+                    rank * global.len() / ranks,
+                    (rank + 1) * global.len() / ranks,
+                );
+                global[start..end].to_vec()
+            })
             .collect();
         Plan {
             batches,

@@ -1,0 +1,375 @@
+//! [`Mpi`]: the [`Collective`] engine over MPI (the `mpi` crate, OpenMPI or MPICH
+//! underneath), for jobs started by `mpirun`.
+//!
+//! Every collective is issued non-blocking and polled against a deadline, so a rank that
+//! died or hangs turns into an [`Error::Distributed`](crate::Error::Distributed) on the
+//! others instead of a job that waits forever. After such a failure the communicator is
+//! unusable (MPI cannot take back a half-finished collective): every later call returns the
+//! same error at once, the buffers MPI may still hold are leaked rather than freed, and the
+//! process leaves without `MPI_Finalize`, which would wait for the dead rank.
+//!
+//! OpenMPI's `mpirun` ends the whole job itself when one process dies, unless it is started
+//! with `--enable-recovery`; then the survivors keep running and see the error.
+
+use std::mem::ManuallyDrop;
+use std::os::raw::c_int;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use mpi::ffi;
+
+use super::collective::{
+    Collective, Elements, check_gather, check_root, check_summable, distributed_error,
+};
+use crate::error::Result;
+
+/// How long a collective may wait for the slowest rank before [`Mpi`] gives up. Long
+/// enough for rank 0 to write a large checkpoint while the others wait at the next
+/// all-reduce.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Elements per MPI call: MPI counts are C ints.
+const MAX_COUNT: usize = 1 << 30;
+
+/// The processes `mpirun` started, joined in one communicator.
+pub struct Mpi {
+    universe: ManuallyDrop<mpi::environment::Universe>,
+    comm: ffi::MPI_Comm,
+    rank: usize,
+    world_size: usize,
+    timeout: Duration,
+    /// Serialises MPI calls (the library is initialised for `MPI_THREAD_SERIALIZED`) and
+    /// remembers a failure.
+    state: Mutex<Option<String>>,
+}
+
+// SAFETY: the communicator handle is only used under `state`'s lock, which serialises every
+// MPI call as MPI_THREAD_SERIALIZED requires.
+unsafe impl Send for Mpi {}
+// SAFETY: as above.
+unsafe impl Sync for Mpi {}
+
+impl Mpi {
+    /// Initialises MPI from `mpirun`'s environment (a single process without it) with
+    /// [`DEFAULT_TIMEOUT`].
+    pub fn init() -> Result<Mpi> {
+        Self::init_with_timeout(DEFAULT_TIMEOUT)
+    }
+
+    /// Initialises MPI; a collective that has not finished on every rank after `timeout`
+    /// fails.
+    pub fn init_with_timeout(timeout: Duration) -> Result<Mpi> {
+        let Some((universe, threading)) =
+            mpi::initialize_with_threading(mpi::Threading::Serialized)
+        else {
+            return Err(distributed_error(
+                "Mpi::init",
+                "MPI is already initialised in this process; create one `Mpi` and share it (it is Sync)",
+            ));
+        };
+        if threading < mpi::Threading::Serialized {
+            return Err(distributed_error(
+                "Mpi::init",
+                format!(
+                    "the MPI library offers only {threading:?} threading; rumus needs Serialized (OpenMPI and MPICH provide it)"
+                ),
+            ));
+        }
+        // SAFETY: reading the library's null-communicator constant.
+        let mut comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: MPI is initialised; `comm` receives a new communicator handle.
+        let code = unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm) };
+        if code != 0 {
+            return Err(distributed_error("Mpi::init", describe(code)));
+        }
+        // SAFETY: `comm` is the valid communicator made above. Errors come back as codes
+        // instead of aborting the process.
+        unsafe { ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN) };
+        let (mut rank, mut size): (c_int, c_int) = (0, 0);
+        // SAFETY: valid communicator, out-parameters on the stack.
+        unsafe {
+            ffi::MPI_Comm_rank(comm, &mut rank);
+            ffi::MPI_Comm_size(comm, &mut size);
+        }
+        Ok(Mpi {
+            universe: ManuallyDrop::new(universe),
+            comm,
+            rank: rank as usize,
+            world_size: size as usize,
+            timeout,
+            state: Mutex::new(None),
+        })
+    }
+
+    /// How long a collective may wait.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<String>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts one non-blocking collective with `start` and polls it until it completes, the
+    /// deadline passes or MPI reports an error. `keep_alive` owns the buffers MPI reads and
+    /// writes; on failure they are leaked, because MPI may still touch them.
+    fn complete<K>(
+        &self,
+        op: &'static str,
+        keep_alive: K,
+        start: impl FnOnce(&K, ffi::MPI_Comm, *mut ffi::MPI_Request) -> c_int,
+    ) -> Result<K> {
+        let mut failure = self.lock();
+        if let Some(message) = failure.as_ref() {
+            return Err(distributed_error(
+                op,
+                format!("an earlier collective failed ({message}); the job cannot continue"),
+            ));
+        }
+        // SAFETY: reading the library's null-request constant.
+        let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let code = start(&keep_alive, self.comm, &mut request);
+        if code != 0 {
+            return Err(self.fail(&mut failure, op, keep_alive, describe(code)));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let mut polls: u32 = 0;
+        loop {
+            let mut done: c_int = 0;
+            // SAFETY: `request` came from the start call; the status is ignored.
+            let code = unsafe { ffi::MPI_Test(&mut request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+            if code != 0 {
+                return Err(self.fail(&mut failure, op, keep_alive, describe(code)));
+            }
+            if done != 0 {
+                return Ok(keep_alive);
+            }
+            if Instant::now() >= deadline {
+                let message = format!(
+                    "not every one of the {} ranks took part within {:?}: a rank died, hangs, or called a different collective. Restart the job from its last checkpoint",
+                    self.world_size, self.timeout
+                );
+                return Err(self.fail(&mut failure, op, keep_alive, message));
+            }
+            polls = polls.saturating_add(1);
+            // Spin briefly for the small all-reduces of a training step, then back off so a
+            // waiting rank leaves the core to the others.
+            if polls < 2_000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+
+    fn fail<K>(
+        &self,
+        failure: &mut Option<String>,
+        op: &'static str,
+        keep_alive: K,
+        message: String,
+    ) -> crate::Error {
+        std::mem::forget(keep_alive);
+        *failure = Some(message.clone());
+        distributed_error(op, format!("rank {}: {message}", self.rank))
+    }
+}
+
+impl Drop for Mpi {
+    fn drop(&mut self) {
+        if self.lock().is_some() {
+            // A collective never finished: freeing the communicator or finalising would wait
+            // for the rank that is gone. Leave MPI as it is; the process is ending.
+            return;
+        }
+        // SAFETY: the communicator is ours and no request is pending on it.
+        unsafe { ffi::MPI_Comm_free(&mut self.comm) };
+        // SAFETY: dropped exactly once, here; this finalises MPI.
+        unsafe { ManuallyDrop::drop(&mut self.universe) };
+    }
+}
+
+/// A byte buffer aligned for any element type, owned for the duration of a collective.
+struct Owned(Vec<u64>);
+
+impl Owned {
+    fn zeroed(bytes: usize) -> Owned {
+        Owned(vec![0u64; bytes.div_ceil(8)])
+    }
+
+    fn copy_of(bytes: &[u8]) -> Owned {
+        let mut owned = Owned::zeroed(bytes.len());
+        owned.bytes_mut(bytes.len()).copy_from_slice(bytes);
+        owned
+    }
+
+    fn ptr(&self) -> *mut std::ffi::c_void {
+        self.0.as_ptr() as *mut std::ffi::c_void
+    }
+
+    fn bytes(&self, len: usize) -> &[u8] {
+        // SAFETY: the vector holds at least `len` initialised bytes.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<u8>(), len) }
+    }
+
+    fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
+        // SAFETY: as above, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<u8>(), len) }
+    }
+}
+
+fn datatype(data: &Elements<'_>) -> ffi::MPI_Datatype {
+    // SAFETY: reading the library's datatype constants.
+    unsafe {
+        match data {
+            Elements::F32(_) => ffi::RSMPI_FLOAT,
+            Elements::F64(_) => ffi::RSMPI_DOUBLE,
+            Elements::I64(_) => ffi::RSMPI_INT64_T,
+            Elements::U8(_) => ffi::RSMPI_UINT8_T,
+        }
+    }
+}
+
+/// MPI's text for an error code.
+fn describe(code: c_int) -> String {
+    let mut text = vec![0u8; 512];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer is larger than MPI_MAX_ERROR_STRING (256 in OpenMPI and MPICH).
+    unsafe { ffi::MPI_Error_string(code, text.as_mut_ptr().cast(), &mut len) };
+    text.truncate(len.max(0) as usize);
+    format!("MPI error {code}: {}", String::from_utf8_lossy(&text))
+}
+
+/// Ranges of at most [`MAX_COUNT`] elements covering `len`, in bytes.
+fn chunks(len: usize, element_size: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..len.div_ceil(MAX_COUNT).max(1)).map(move |c| {
+        let start = c * MAX_COUNT;
+        let end = (start + MAX_COUNT).min(len);
+        (start * element_size, end * element_size)
+    })
+}
+
+impl Collective for Mpi {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    fn all_reduce_sum(&self, mut data: Elements<'_>) -> Result<()> {
+        check_summable("all_reduce_sum", &data)?;
+        let kind = datatype(&data);
+        let size = data.element_size();
+        let mut result = data.as_bytes().to_vec();
+        for (start, end) in chunks(data.len(), size) {
+            let bytes = end - start;
+            let send = Owned::copy_of(&data.as_bytes()[start..end]);
+            let recv = Owned::zeroed(bytes);
+            let (_, recv) = self.complete("all_reduce_sum", (send, recv), |(send, recv), comm, request| {
+                // SAFETY: both buffers hold `bytes` bytes and live until completion (or are
+                // leaked); the count fits a C int.
+                unsafe {
+                    ffi::MPI_Iallreduce(
+                        send.ptr(),
+                        recv.ptr(),
+                        (bytes / size) as c_int,
+                        kind,
+                        ffi::RSMPI_SUM,
+                        comm,
+                        request,
+                    )
+                }
+            })?;
+            result[start..end].copy_from_slice(recv.bytes(bytes));
+        }
+        data.copy_from_bytes(&result);
+        Ok(())
+    }
+
+    fn broadcast(&self, mut data: Elements<'_>, root: usize) -> Result<()> {
+        check_root("broadcast", root, self.world_size)?;
+        let kind = datatype(&data);
+        let size = data.element_size();
+        let mut result = data.as_bytes().to_vec();
+        for (start, end) in chunks(data.len(), size) {
+            let bytes = end - start;
+            let buffer = Owned::copy_of(&data.as_bytes()[start..end]);
+            let buffer = self.complete("broadcast", buffer, |buffer, comm, request| {
+                // SAFETY: the buffer holds `bytes` bytes and lives until completion.
+                unsafe {
+                    ffi::MPI_Ibcast(
+                        buffer.ptr(),
+                        (bytes / size) as c_int,
+                        kind,
+                        root as c_int,
+                        comm,
+                        request,
+                    )
+                }
+            })?;
+            result[start..end].copy_from_slice(buffer.bytes(bytes));
+        }
+        data.copy_from_bytes(&result);
+        Ok(())
+    }
+
+    fn all_gather(
+        &self,
+        local: Elements<'_>,
+        mut gathered: Elements<'_>,
+        counts: &[usize],
+    ) -> Result<()> {
+        check_gather(&local, &gathered, counts, self.rank, self.world_size)?;
+        let total: usize = counts.iter().sum();
+        if total > MAX_COUNT {
+            return Err(distributed_error(
+                "all_gather",
+                format!("{total} elements in one all-gather; gather at most {MAX_COUNT} at a time"),
+            ));
+        }
+        let mut displacements = Vec::with_capacity(counts.len());
+        let mut offset = 0;
+        for &count in counts {
+            displacements.push(offset as c_int);
+            offset += count;
+        }
+        let counts: Vec<c_int> = counts.iter().map(|&c| c as c_int).collect();
+        let kind = datatype(&local);
+        let bytes = gathered.as_bytes().len();
+        let send = Owned::copy_of(local.as_bytes());
+        let own = counts[self.rank];
+        let recv = Owned::zeroed(bytes);
+        let (_, recv, _, _) = self.complete(
+            "all_gather",
+            (send, recv, counts, displacements),
+            |(send, recv, counts, displacements), comm, request| {
+                // SAFETY: the buffers match the counts (checked above) and live until
+                // completion, as do the count and displacement arrays.
+                unsafe {
+                    ffi::MPI_Iallgatherv(
+                        send.ptr(),
+                        own,
+                        kind,
+                        recv.ptr(),
+                        counts.as_ptr(),
+                        displacements.as_ptr(),
+                        kind,
+                        comm,
+                        request,
+                    )
+                }
+            },
+        )?;
+        gathered.copy_from_bytes(recv.bytes(bytes));
+        Ok(())
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.complete("barrier", (), |_, comm, request| {
+            // SAFETY: a barrier has no buffers.
+            unsafe { ffi::MPI_Ibarrier(comm, request) }
+        })
+    }
+}
