@@ -273,3 +273,79 @@ fn random_transforms_read_outside_a_loader_are_repeatable() {
     assert!(augmented.get_with(2, &mut rng).is_ok());
     assert!(augmented.get(5).is_err());
 }
+
+/// The item numbers of every batch of epoch 0 and 1 (the first pixel of an image is 16 x
+/// its number).
+fn item_numbers(loader: &mut DataLoader<InMemory<Sample>>) -> Vec<Vec<usize>> {
+    (0..2)
+        .flat_map(|_| loader.epoch().collect::<Vec<_>>())
+        .map(|batch| {
+            let pixels = batch.unwrap().input.to_vec::<f32>().unwrap();
+            pixels.chunks(16).map(|p| p[0] as usize / 16).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn sharded_loaders_cut_each_global_batch_into_disjoint_rank_slices() {
+    for (items, per_rank, world, drop_last) in [
+        (103, 4, 2, false),
+        (103, 4, 3, false),
+        (103, 4, 4, true),
+        (96, 8, 4, false),
+        (101, 8, 4, false),
+        (98, 4, 4, false),
+    ] {
+        let mut single = DataLoader::new(images(items), per_rank * world)
+            .unwrap()
+            .shuffle(5)
+            .drop_last(drop_last);
+        let expected = item_numbers(&mut single);
+        let ranks: Vec<Vec<Vec<usize>>> = (0..world)
+            .map(|rank| {
+                let mut loader = DataLoader::new(images(items), per_rank)
+                    .unwrap()
+                    .shuffle(5)
+                    .drop_last(drop_last)
+                    .shard(rank, world)
+                    .unwrap();
+                let len = loader.len();
+                let batches = item_numbers(&mut loader);
+                assert_eq!(batches.len(), 2 * len);
+                batches
+            })
+            .collect();
+        let case = format!("{items} items, {per_rank} per rank, {world} ranks");
+        assert!(
+            ranks.iter().all(|r| r.len() == ranks[0].len()),
+            "{case}: same step count"
+        );
+        let tail = items % (per_rank * world);
+        let full = if !drop_last && tail > 0 && tail < world {
+            // The single process keeps a tail the ranks cannot share: compare the rest.
+            expected.len() / 2 - 1
+        } else {
+            expected.len() / 2
+        };
+        for epoch in 0..2 {
+            for b in 0..full {
+                let single = &expected[epoch * (expected.len() / 2) + b];
+                let union: Vec<usize> = ranks
+                    .iter()
+                    .flat_map(|r| r[epoch * full + b].clone())
+                    .collect();
+                assert_eq!(
+                    &union, single,
+                    "{case}: epoch {epoch} batch {b} in rank order"
+                );
+                let sizes: Vec<usize> = ranks.iter().map(|r| r[epoch * full + b].len()).collect();
+                assert!(
+                    sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1,
+                    "{case}: slices {sizes:?} as even as possible"
+                );
+            }
+        }
+    }
+    let no_rank = DataLoader::new(images(4), 2).unwrap().shard(2, 2);
+    assert!(matches!(no_rank, Err(Error::InvalidArgument { .. })));
+}

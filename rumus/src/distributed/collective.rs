@@ -53,7 +53,11 @@ impl Elements<'_> {
             Elements::I64(data) => (data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(*data)),
             Elements::U8(data) => (data.as_mut_ptr(), data.len()),
         };
-        assert_eq!(len, bytes.len(), "copy_from_bytes needs exactly the buffer's size");
+        assert_eq!(
+            len,
+            bytes.len(),
+            "copy_from_bytes needs exactly the buffer's size"
+        );
         // SAFETY: `ptr` points at `len` writable bytes borrowed mutably for this call, and
         // every bit pattern is a valid element of these types.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, len) }
@@ -97,8 +101,12 @@ pub trait Collective: Send + Sync {
     /// Fills `gathered` on every rank with each rank's `local` in rank order; rank `r`
     /// contributes `counts[r]` elements, so `local` has `counts[rank]` elements and
     /// `gathered` their sum. Both must have the same element type.
-    fn all_gather(&self, local: Elements<'_>, gathered: Elements<'_>, counts: &[usize])
-    -> Result<()>;
+    fn all_gather(
+        &self,
+        local: Elements<'_>,
+        gathered: Elements<'_>,
+        counts: &[usize],
+    ) -> Result<()>;
 
     /// Returns once every rank has called it.
     fn barrier(&self) -> Result<()>;

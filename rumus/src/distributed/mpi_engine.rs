@@ -267,21 +267,25 @@ impl Collective for Mpi {
             let bytes = end - start;
             let send = Owned::copy_of(&data.as_bytes()[start..end]);
             let recv = Owned::zeroed(bytes);
-            let (_, recv) = self.complete("all_reduce_sum", (send, recv), |(send, recv), comm, request| {
-                // SAFETY: both buffers hold `bytes` bytes and live until completion (or are
-                // leaked); the count fits a C int.
-                unsafe {
-                    ffi::MPI_Iallreduce(
-                        send.ptr(),
-                        recv.ptr(),
-                        (bytes / size) as c_int,
-                        kind,
-                        ffi::RSMPI_SUM,
-                        comm,
-                        request,
-                    )
-                }
-            })?;
+            let (_, recv) = self.complete(
+                "all_reduce_sum",
+                (send, recv),
+                |(send, recv), comm, request| {
+                    // SAFETY: both buffers hold `bytes` bytes and live until completion (or are
+                    // leaked); the count fits a C int.
+                    unsafe {
+                        ffi::MPI_Iallreduce(
+                            send.ptr(),
+                            recv.ptr(),
+                            (bytes / size) as c_int,
+                            kind,
+                            ffi::RSMPI_SUM,
+                            comm,
+                            request,
+                        )
+                    }
+                },
+            )?;
             result[start..end].copy_from_slice(recv.bytes(bytes));
         }
         data.copy_from_bytes(&result);

@@ -1,0 +1,416 @@
+//! Data-parallel training under `mpirun`: this file is both the launcher (run by `cargo
+//! test`) and the ranks (the same binary started by `mpirun` with `RUMUS_MPI_SCENARIO`
+//! set). Each launcher check starts a job, waits for it under a watchdog, and compares what
+//! the ranks wrote with a single-process computation of the same thing.
+
+#[allow(dead_code)]
+#[path = "../examples/digits/training.rs"]
+mod training;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rumus::data::{Batch, DataLoader};
+use rumus::distributed::{
+    Collective, DistributedDataParallel, Mpi, Reduction, all_gather, all_reduce, broadcast_,
+};
+use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::prelude::*;
+use rumus::train::classification;
+use training::{Mlp, load_digits};
+
+const STEPS: usize = 6;
+const PER_RANK_BATCH: usize = 8;
+
+fn main() {
+    if let Ok(scenario) = std::env::var("RUMUS_MPI_SCENARIO") {
+        let out = PathBuf::from(std::env::var("RUMUS_MPI_OUT").expect("output directory"));
+        rank_main(&scenario, &out);
+        return;
+    }
+    let Some(mpirun) = find_mpirun() else {
+        if std::env::var_os("RUMUS_REQUIRE_MPI").is_some() {
+            panic!("mpirun not found; install openmpi-bin");
+        }
+        println!("distributed tests skipped: no mpirun (apt-get install openmpi-bin)");
+        return;
+    };
+    let checks: [Check; 5] = [
+        (
+            "collectives match their definitions on 2 and 4 ranks",
+            collectives_match,
+        ),
+        (
+            "2-rank training equals the single process bit for bit",
+            two_ranks_bit_identical,
+        ),
+        (
+            "4-rank training equals the single process on the global batch",
+            four_ranks_match,
+        ),
+        (
+            "gradient accumulation over 2 ranks equals one big batch",
+            accumulation_matches,
+        ),
+        (
+            "a killed rank makes the others fail within the timeout",
+            killed_rank_is_an_error,
+        ),
+    ];
+    for (name, check) in checks {
+        print!("test {name} ... ");
+        check(&mpirun);
+        println!("ok");
+    }
+    println!("\ntest result: ok. {} passed", checks.len());
+}
+
+/// A launcher check: its name, and the function that runs it with `mpirun`'s path.
+type Check = (&'static str, fn(&Path));
+
+fn find_mpirun() -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join("mpirun"))
+        .find(|p| p.is_file())
+}
+
+/// Runs `scenario` on `ranks` processes and returns the directory they wrote to.
+fn launch(mpirun: &Path, ranks: usize, scenario: &str, extra: &[&str]) -> PathBuf {
+    let out = std::env::temp_dir().join(format!(
+        "rumus-mpi-{scenario}-{ranks}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let mut child = Command::new(mpirun)
+        .args(["--oversubscribe", "-np", &ranks.to_string()])
+        .args(extra)
+        .arg(std::env::current_exe().unwrap())
+        .env("RUMUS_MPI_SCENARIO", scenario)
+        .env("RUMUS_MPI_OUT", &out)
+        // CI runs as root; OpenMPI refuses that without both variables.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Two processes on two cores: one compute thread each.
+        .env("RAYON_NUM_THREADS", "1")
+        .spawn()
+        .expect("start mpirun");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(240) {
+            let _ = child.kill();
+            panic!("`{scenario}` on {ranks} ranks still running after 240 s: a hang");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if scenario != "killed" {
+        assert!(
+            status.success(),
+            "`{scenario}` on {ranks} ranks failed: {status}"
+        );
+    }
+    out
+}
+
+// ----- what each rank runs -----
+
+fn rank_main(scenario: &str, out: &Path) {
+    let timeout = if scenario == "killed" { 3 } else { 120 };
+    let comm: Arc<dyn Collective> =
+        Arc::new(Mpi::init_with_timeout(Duration::from_secs(timeout)).unwrap());
+    match scenario {
+        "collectives" => rank_collectives(&*comm),
+        "train" => rank_train(comm, out, 1),
+        "accumulate" => rank_train(comm, out, 2),
+        "killed" => rank_killed(comm, out),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+fn rank_collectives(comm: &dyn Collective) {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let mine =
+        DynTensor::from_vec(vec![rank as f32 + 1.0, 2.0 * (rank as f32 + 1.0)], &[2]).unwrap();
+    let total = (world * (world + 1) / 2) as f32;
+    let sum = all_reduce(comm, &mine, Reduction::Sum).unwrap();
+    assert_eq!(sum.to_vec::<f32>().unwrap(), vec![total, 2.0 * total]);
+    let mean = all_reduce(comm, &mine, Reduction::Mean).unwrap();
+    assert_eq!(
+        mean.to_vec::<f32>().unwrap(),
+        vec![total / world as f32, 2.0 * total / world as f32]
+    );
+    let ints = DynTensor::from_vec(vec![rank as i64; 3], &[3]).unwrap();
+    let int_sum = all_reduce(comm, &ints, Reduction::Sum).unwrap();
+    assert_eq!(
+        int_sum.to_vec::<i64>().unwrap(),
+        vec![(world * (world - 1) / 2) as i64; 3]
+    );
+
+    let shared = DynTensor::from_vec(vec![rank as f64; 4], &[2, 2]).unwrap();
+    broadcast_(comm, &shared, world - 1).unwrap();
+    assert_eq!(shared.to_vec::<f64>().unwrap(), vec![(world - 1) as f64; 4]);
+    assert!(
+        broadcast_(comm, &shared, world).is_err(),
+        "a root beyond the world is an error"
+    );
+
+    // Rank r sends r + 1 rows of the value r.
+    let rows = DynTensor::from_vec(vec![rank as f32; (rank + 1) * 2], &[rank + 1, 2]).unwrap();
+    let gathered = all_gather(comm, &rows).unwrap();
+    let expected: Vec<f32> = (0..world)
+        .flat_map(|r| std::iter::repeat_n(r as f32, (r + 1) * 2))
+        .collect();
+    assert_eq!(gathered.dims(), &[world * (world + 1) / 2, 2]);
+    assert_eq!(gathered.to_vec::<f32>().unwrap(), expected);
+    comm.barrier().unwrap();
+}
+
+fn loss_of(model: &Mlp, batch: &Batch) -> DynTensor {
+    let logits = model
+        .forward(&batch.input::<(Dyn, D<64>)>().unwrap())
+        .unwrap();
+    classification(logits.as_dyn(), &batch.target).unwrap().0
+}
+
+fn adam(model: &Mlp) -> Adam {
+    Adam::new(
+        model.parameters(),
+        AdamConfig {
+            lr: 2e-3,
+            ..AdamConfig::adam()
+        },
+    )
+    .unwrap()
+}
+
+fn parameter_bytes(model: &Mlp) -> Vec<u8> {
+    model
+        .parameters()
+        .iter()
+        .flat_map(|p| p.to_vec::<f32>().unwrap())
+        .flat_map(f32::to_le_bytes)
+        .collect()
+}
+
+/// `STEPS` steps of data-parallel Adam; with `micro > 1`, each rank's batch is cut into
+/// `micro` pieces whose gradients are accumulated without communication until the last.
+fn rank_train(comm: Arc<dyn Collective>, out: &Path, micro: usize) {
+    let rank = comm.rank();
+    // Different initial weights on every rank: DDP must replace them with rank 0's.
+    manual_seed(7 + 1000 * rank as u64);
+    let model = Mlp::new().unwrap();
+    let ddp = DistributedDataParallel::with_bucket_bytes(comm.clone(), &model, 16 << 10).unwrap();
+    assert!(
+        ddp.bucket_count() > 1,
+        "the test must exercise several buckets"
+    );
+    let mut optimizer = adam(&model);
+    let mut loaders: Vec<_> = (0..micro)
+        .map(|m| {
+            let (train, _) = load_digits().unwrap();
+            DataLoader::new(train, PER_RANK_BATCH / micro)
+                .unwrap()
+                .shuffle(11)
+                .shard(rank * micro + m, comm.world_size() * micro)
+                .unwrap()
+        })
+        .collect();
+    let mut epochs: Vec<_> = loaders.iter_mut().map(|l| l.epoch()).collect();
+    for _ in 0..STEPS {
+        let mut accumulated = GradientStore::new();
+        for epoch in &mut epochs[..micro - 1] {
+            let loss = loss_of(&model, &epoch.next().unwrap().unwrap())
+                .mul_scalar(1.0 / micro as f64)
+                .unwrap();
+            ddp.accumulate(&loss, &mut accumulated).unwrap();
+        }
+        let batch = epochs[micro - 1].next().unwrap().unwrap();
+        let loss = loss_of(&model, &batch)
+            .mul_scalar(1.0 / micro as f64)
+            .unwrap();
+        let mut grads = ddp.backward_accumulated(&loss, accumulated).unwrap();
+        optimizer.step(&mut grads).unwrap();
+    }
+    std::fs::write(out.join(format!("rank{rank}.bin")), parameter_bytes(&model)).unwrap();
+}
+
+fn rank_killed(comm: Arc<dyn Collective>, out: &Path) {
+    let rank = comm.rank();
+    manual_seed(7);
+    let model = Mlp::new().unwrap();
+    let ddp = DistributedDataParallel::new(comm.clone(), &model).unwrap();
+    let (train, _) = load_digits().unwrap();
+    let mut loader = DataLoader::new(train, PER_RANK_BATCH)
+        .unwrap()
+        .shard(rank, comm.world_size())
+        .unwrap();
+    let mut epoch = loader.epoch();
+    for step in 0..2 {
+        let loss = loss_of(&model, &epoch.next().unwrap().unwrap());
+        if step == 1 && rank == comm.world_size() - 1 {
+            // Killed mid-step, after the forward pass, before its gradients are sent.
+            let _ = Command::new("kill")
+                .args(["-9", &std::process::id().to_string()])
+                .status();
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        let started = Instant::now();
+        if let Err(e) = ddp.backward(&loss) {
+            let report = format!("{e}\nwaited {:.1} s", started.elapsed().as_secs_f64());
+            std::fs::write(out.join(format!("rank{rank}.txt")), report).unwrap();
+            // MPI_Finalize would wait for the dead rank; leave without it.
+            std::process::exit(0);
+        }
+    }
+    std::fs::write(out.join(format!("rank{rank}.txt")), "no error").unwrap();
+}
+
+// ----- what the launcher checks -----
+
+fn collectives_match(mpirun: &Path) {
+    launch(mpirun, 2, "collectives", &[]);
+    launch(mpirun, 4, "collectives", &[]);
+}
+
+/// The single-process reference: each global batch is the union of the ranks' slices
+/// (`DataLoader::shard`, proven against the unsharded loader in tests/data_loader.rs); the
+/// gradient is the sum of the slices' gradients in rank order divided by the number of
+/// slices, which is exactly what an all-reduce of two ranks computes.
+fn reference_sliced(slices: usize) -> Vec<u8> {
+    manual_seed(7);
+    let model = Mlp::new().unwrap();
+    let mut optimizer = adam(&model);
+    let mut loaders: Vec<_> = (0..slices)
+        .map(|s| {
+            let (train, _) = load_digits().unwrap();
+            DataLoader::new(train, PER_RANK_BATCH)
+                .unwrap()
+                .shuffle(11)
+                .shard(s, slices)
+                .unwrap()
+        })
+        .collect();
+    let mut epochs: Vec<_> = loaders.iter_mut().map(|l| l.epoch()).collect();
+    for _ in 0..STEPS {
+        let grads: Vec<GradientStore> = epochs
+            .iter_mut()
+            .map(|e| {
+                loss_of(&model, &e.next().unwrap().unwrap())
+                    .backward()
+                    .unwrap()
+            })
+            .collect();
+        let mut averaged = GradientStore::new();
+        for param in model.parameters() {
+            let mut sum = grads[0].grad(&param).unwrap().clone();
+            for g in &grads[1..] {
+                sum = sum.add(g.grad(&param).unwrap()).unwrap();
+            }
+            let mean = sum.div_scalar(slices as f64).unwrap();
+            averaged.accumulate(param.id().unwrap(), mean).unwrap();
+        }
+        optimizer.step(&mut averaged).unwrap();
+    }
+    parameter_bytes(&model)
+}
+
+/// The plain single-process run on global batches of `global` items.
+fn reference_global(global: usize) -> Vec<f32> {
+    manual_seed(7);
+    let model = Mlp::new().unwrap();
+    let mut optimizer = adam(&model);
+    let (train, _) = load_digits().unwrap();
+    let mut loader = DataLoader::new(train, global).unwrap().shuffle(11);
+    let mut epoch = loader.epoch();
+    for _ in 0..STEPS {
+        let loss = loss_of(&model, &epoch.next().unwrap().unwrap());
+        optimizer.step(&mut loss.backward().unwrap()).unwrap();
+    }
+    floats(&parameter_bytes(&model))
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn rank_files(out: &Path, ranks: usize) -> Vec<Vec<u8>> {
+    (0..ranks)
+        .map(|r| std::fs::read(out.join(format!("rank{r}.bin"))).unwrap())
+        .collect()
+}
+
+fn assert_close(found: &[f32], expected: &[f32], what: &str) {
+    assert_eq!(found.len(), expected.len());
+    let worst = found
+        .iter()
+        .zip(expected)
+        .map(|(a, b)| (a - b).abs() / (1e-3 + b.abs()))
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst < 1e-4,
+        "{what}: parameters differ by {worst:e} (relative)"
+    );
+}
+
+fn two_ranks_bit_identical(mpirun: &Path) {
+    let out = launch(mpirun, 2, "train", &[]);
+    let ranks = rank_files(&out, 2);
+    assert_eq!(ranks[0], ranks[1], "both ranks hold the same parameters");
+    assert!(
+        ranks[0] == reference_sliced(2),
+        "2 ranks equal the sliced single process bit for bit"
+    );
+    assert_close(
+        &floats(&ranks[0]),
+        &reference_global(2 * PER_RANK_BATCH),
+        "2 ranks vs one batch of 16",
+    );
+}
+
+fn four_ranks_match(mpirun: &Path) {
+    let out = launch(mpirun, 4, "train", &[]);
+    let ranks = rank_files(&out, 4);
+    assert!(
+        ranks.iter().all(|r| *r == ranks[0]),
+        "every rank holds the same parameters"
+    );
+    assert_close(
+        &floats(&ranks[0]),
+        &reference_global(4 * PER_RANK_BATCH),
+        "4 ranks vs one batch of 32",
+    );
+}
+
+fn accumulation_matches(mpirun: &Path) {
+    let out = launch(mpirun, 2, "accumulate", &[]);
+    let ranks = rank_files(&out, 2);
+    assert_eq!(ranks[0], ranks[1]);
+    assert_close(
+        &floats(&ranks[0]),
+        &reference_global(2 * PER_RANK_BATCH),
+        "2 ranks x 2 micro-batches vs one batch of 16",
+    );
+}
+
+fn killed_rank_is_an_error(mpirun: &Path) {
+    // Without --enable-recovery, OpenMPI's mpirun ends the whole job when a rank dies.
+    let out = launch(mpirun, 3, "killed", &["--enable-recovery"]);
+    for rank in 0..2 {
+        let report = std::fs::read_to_string(out.join(format!("rank{rank}.txt")))
+            .unwrap_or_else(|_| panic!("rank {rank} wrote no report"));
+        assert!(
+            report.contains("not every one of the 3 ranks took part"),
+            "rank {rank} reports the failure: {report}"
+        );
+    }
+}
