@@ -4,12 +4,19 @@
 //! cargo run --release --example mnist -- --data /usr/share/datasets/fashion-mnist
 //! cargo run --release --example mnist -- --data DIR --epochs 3 --limit 10000
 //! cargo run --release --example mnist -- --data DIR --device gpu
+//! cargo build --release --example mnist --features distributed
+//! mpirun -np 2 target/release/examples/mnist --data DIR --distributed
 //! ```
 //!
 //! `DIR` holds the four IDX files (gzipped or not; Debian's `dataset-fashion-mnist` installs
 //! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch and
 //! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
 //! learning-rate schedule over 4 epochs by default.
+//!
+//! With `--distributed` (a build with the `distributed` feature, started by `mpirun`), every
+//! process trains on its own 64 images of each global batch of `64 x processes`, gradients
+//! are averaged across processes, and rank 0 prints and writes the curves. The training
+//! metrics are rank 0's slice; the test accuracy is the whole test set.
 
 use rumus::data::{Batch, DataLoader, read_mnist_dir};
 use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler, Optimizer};
@@ -17,14 +24,17 @@ use rumus::prelude::*;
 use rumus::train::{Trainer, classification};
 
 mod model;
+mod ranks;
 
 use model::Cnn;
+use ranks::Ranks;
 
 struct Options {
     data: String,
     epochs: usize,
     limit: Option<usize>,
     device: Device,
+    distributed: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -34,11 +44,13 @@ fn options() -> Result<Options, String> {
         epochs: 4,
         limit: None,
         device: Device::Cpu,
+        distributed: false,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
             "--data" => options.data = value()?,
+            "--distributed" => options.distributed = true,
             "--epochs" => {
                 options.epochs = value()?.parse().map_err(|e| format!("--epochs: {e}"))?
             }
@@ -54,13 +66,16 @@ fn options() -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu]"
+                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu] [--distributed]"
                 ));
             }
         }
     }
     if options.data.is_empty() {
-        return Err("usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu]".into());
+        return Err(
+            "usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu] [--distributed]"
+                .into(),
+        );
     }
     Ok(options)
 }
@@ -81,20 +96,27 @@ fn measure(
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = options()?;
+    let ranks = Ranks::new(options.distributed)?;
     let (mut train, test) = read_mnist_dir(&options.data)?;
     if let Some(limit) = options.limit {
         train.labels.truncate(limit);
     }
-    println!(
-        "{} training and {} test images from {}",
-        train.len(),
-        test.len(),
-        options.data
-    );
+    if ranks.is_main() {
+        println!(
+            "{} training and {} test images from {}, {} process(es)",
+            train.len(),
+            test.len(),
+            options.data,
+            ranks.world_size()
+        );
+    }
     manual_seed(1);
     let mut model = Cnn::new()?;
     model.to_device(options.device.clone())?;
-    println!("{model}\non {}", options.device);
+    let ranks = ranks.wrap(&model)?;
+    if ranks.is_main() {
+        println!("{model}\non {}", options.device);
+    }
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
     // The learning rate follows a cosine from 1e-3 to 1e-5 over the run, stepped per epoch.
     let schedule = CosineAnnealingLr {
@@ -104,13 +126,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = std::cell::RefCell::new(LrScheduler::new(&mut optimizer, schedule));
     let optimizer = std::cell::RefCell::new(optimizer);
     // Batches of 64 [1, 28, 28] images, shuffled per epoch, loaded by two worker threads.
-    let mut loader = DataLoader::new(train, 64)?.shuffle(2).workers(2);
+    // With several processes, each loads its own slice of every batch.
+    let mut loader = ranks.shard(DataLoader::new(train, 64)?.shuffle(2).workers(2))?;
     let mut test_loader = DataLoader::new(test, 1000)?;
-    let history = Trainer::new(options.epochs).curve("mnist_curve.png").fit(
+    let trainer = if ranks.is_main() {
+        Trainer::new(options.epochs).curve("mnist_curve.png")
+    } else {
+        Trainer::new(options.epochs).quiet()
+    };
+    let history = trainer.fit(
         |_| Ok(loader.epoch()),
         |batch: Batch| {
             let (loss, metrics) = measure(&model, &batch, &options.device)?;
-            optimizer.borrow_mut().step(&mut loss.backward()?)?;
+            optimizer.borrow_mut().step(&mut ranks.backward(&loss)?)?;
             Ok(metrics)
         },
         || {
@@ -126,9 +154,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         },
     )?;
-    println!(
-        "test_accuracy={:.4}",
-        history.last().map_or(0.0, |s| s.eval.accuracy())
-    );
+    if ranks.is_main() {
+        println!(
+            "test_accuracy={:.4}",
+            history.last().map_or(0.0, |s| s.eval.accuracy())
+        );
+    }
     Ok(())
 }
