@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use rumus::data::{Batch, DataLoader};
 use rumus::distributed::{
     Collective, DistributedDataParallel, Mpi, Reduction, all_gather, all_reduce, broadcast_,
+    on_rank0, save_checkpoint,
 };
+use rumus::io::Checkpoint;
 use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::prelude::*;
 use rumus::train::classification;
@@ -37,7 +39,7 @@ fn main() {
         println!("distributed tests skipped: no mpirun (apt-get install openmpi-bin)");
         return;
     };
-    let checks: [Check; 5] = [
+    let checks: [Check; 6] = [
         (
             "collectives match their definitions on 2 and 4 ranks",
             collectives_match,
@@ -57,6 +59,10 @@ fn main() {
         (
             "a killed rank makes the others fail within the timeout",
             killed_rank_is_an_error,
+        ),
+        (
+            "a rank-0 checkpoint of 2 ranks resumes on 4",
+            checkpoint_resumes_on_another_world_size,
         ),
     ];
     for (name, check) in checks {
@@ -80,6 +86,16 @@ fn find_mpirun() -> Option<PathBuf> {
 
 /// Runs `scenario` on `ranks` processes and returns the directory they wrote to.
 fn launch(mpirun: &Path, ranks: usize, scenario: &str, extra: &[&str]) -> PathBuf {
+    launch_with(mpirun, ranks, scenario, extra, &[])
+}
+
+fn launch_with(
+    mpirun: &Path,
+    ranks: usize,
+    scenario: &str,
+    extra: &[&str],
+    env: &[(&str, &Path)],
+) -> PathBuf {
     let out = std::env::temp_dir().join(format!(
         "rumus-mpi-{scenario}-{ranks}-{}",
         std::process::id()
@@ -97,6 +113,7 @@ fn launch(mpirun: &Path, ranks: usize, scenario: &str, extra: &[&str]) -> PathBu
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         // Two processes on two cores: one compute thread each.
         .env("RAYON_NUM_THREADS", "1")
+        .envs(env.iter().copied())
         .spawn()
         .expect("start mpirun");
     let start = Instant::now();
@@ -130,6 +147,8 @@ fn rank_main(scenario: &str, out: &Path) {
         "train" => rank_train(comm, out, 1),
         "accumulate" => rank_train(comm, out, 2),
         "killed" => rank_killed(comm, out),
+        "save" => rank_save(comm, out),
+        "resume" => rank_resume(comm, out),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -270,6 +289,72 @@ fn rank_killed(comm: Arc<dyn Collective>, out: &Path) {
         }
     }
     std::fs::write(out.join(format!("rank{rank}.txt")), "no error").unwrap();
+}
+
+/// Steps of each half of the checkpoint test, and the global batch of both halves.
+const HALF: usize = 3;
+const GLOBAL: usize = 16;
+
+/// `steps` data-parallel Adam steps of this rank's `GLOBAL / world` items from batch
+/// `first` of epoch 0.
+fn train_steps(
+    comm: &Arc<dyn Collective>,
+    model: &Mlp,
+    optimizer: &mut Adam,
+    first: usize,
+    steps: usize,
+) {
+    let ddp = DistributedDataParallel::new(comm.clone(), model).unwrap();
+    let (train, _) = load_digits().unwrap();
+    let mut loader = DataLoader::new(train, GLOBAL / comm.world_size())
+        .unwrap()
+        .shuffle(11)
+        .shard(comm.rank(), comm.world_size())
+        .unwrap();
+    let mut epoch = loader.epoch_from(0, first);
+    for _ in 0..steps {
+        let loss = loss_of(model, &epoch.next().unwrap().unwrap());
+        optimizer.step(&mut ddp.backward(&loss).unwrap()).unwrap();
+    }
+}
+
+fn rank_save(comm: Arc<dyn Collective>, out: &Path) {
+    manual_seed(7);
+    let model = Mlp::new().unwrap();
+    let mut optimizer = adam(&model);
+    train_steps(&comm, &model, &mut optimizer, 0, HALF);
+    let checkpoint = Checkpoint::capture(&model, &optimizer, None, 0, HALF as u64);
+    save_checkpoint(&*comm, &checkpoint, out.join("run.ckpt")).unwrap();
+    // A failure on rank 0 is an error on every rank.
+    let failed = on_rank0(&*comm, || {
+        checkpoint.save(out.join("no-such-dir").join("x.ckpt"))
+    });
+    assert!(
+        failed.is_err(),
+        "rank {} sees rank 0's failure",
+        comm.rank()
+    );
+}
+
+fn rank_resume(comm: Arc<dyn Collective>, out: &Path) {
+    let saved = std::env::var("RUMUS_MPI_CHECKPOINT").unwrap();
+    manual_seed(99);
+    let model = Mlp::new().unwrap();
+    let mut optimizer = adam(&model);
+    let checkpoint = Checkpoint::load(&saved).unwrap();
+    checkpoint.restore(&model, &mut optimizer).unwrap();
+    train_steps(
+        &comm,
+        &model,
+        &mut optimizer,
+        checkpoint.step as usize,
+        HALF,
+    );
+    std::fs::write(
+        out.join(format!("rank{}.bin", comm.rank())),
+        parameter_bytes(&model),
+    )
+    .unwrap();
 }
 
 // ----- what the launcher checks -----
@@ -413,4 +498,43 @@ fn killed_rank_is_an_error(mpirun: &Path) {
             "rank {rank} reports the failure: {report}"
         );
     }
+}
+
+fn checkpoint_resumes_on_another_world_size(mpirun: &Path) {
+    let saved = launch(mpirun, 2, "save", &[]);
+    let entries: Vec<_> = std::fs::read_dir(&saved)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        entries,
+        vec![std::ffi::OsString::from("run.ckpt")],
+        "one file, written by rank 0"
+    );
+    let checkpoint = saved.join("run.ckpt");
+    let out = launch_with(
+        mpirun,
+        4,
+        "resume",
+        &[],
+        &[("RUMUS_MPI_CHECKPOINT", checkpoint.as_path())],
+    );
+    let ranks = rank_files(&out, 4);
+    assert!(ranks.iter().all(|r| *r == ranks[0]));
+    // Same global batches in the same order: one process, 2 x HALF steps of GLOBAL items.
+    manual_seed(7);
+    let model = Mlp::new().unwrap();
+    let mut optimizer = adam(&model);
+    let (train, _) = load_digits().unwrap();
+    let mut loader = DataLoader::new(train, GLOBAL).unwrap().shuffle(11);
+    let mut epoch = loader.epoch();
+    for _ in 0..2 * HALF {
+        let loss = loss_of(&model, &epoch.next().unwrap().unwrap());
+        optimizer.step(&mut loss.backward().unwrap()).unwrap();
+    }
+    assert_close(
+        &floats(&ranks[0]),
+        &floats(&parameter_bytes(&model)),
+        "saved on 2 ranks, resumed on 4",
+    );
 }

@@ -30,6 +30,8 @@
 //! - tensor collectives: [`all_reduce`], [`broadcast_`], [`all_gather`];
 //! - [`DistributedDataParallel`]: bucketed gradient averaging overlapped with the backward
 //!   pass, and gradient accumulation without communication;
+//! - [`save_checkpoint`] and [`on_rank0`]: work one rank does for all, its failure an error
+//!   on every rank;
 //! - sharded loading is [`DataLoader::shard`](crate::data::DataLoader::shard).
 //!
 //! A collective that some rank never joins (it died, hangs, or called another one) fails
@@ -38,9 +40,11 @@
 mod collective;
 mod ddp;
 mod mpi_engine;
+mod rank0;
 mod tensors;
 
 pub use collective::{Collective, Elements, Solo};
 pub use ddp::{DEFAULT_BUCKET_BYTES, DistributedDataParallel};
 pub use mpi_engine::{DEFAULT_TIMEOUT, Mpi};
+pub use rank0::{on_rank0, save_checkpoint};
 pub use tensors::{Reduction, all_gather, all_reduce, broadcast_};
