@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use rumus::data::{Batch, DataLoader};
 use rumus::distributed::{
-    Collective, DistributedDataParallel, Mpi, Reduction, all_gather, all_reduce, broadcast_,
-    on_rank0, save_checkpoint,
+    Collective, DistributedDataParallel, Mpi, Reduction, ZeroRedundancyOptimizer, all_gather,
+    all_reduce, broadcast_, on_rank0, save_checkpoint,
 };
 use rumus::io::Checkpoint;
 use rumus::optim::{Adam, AdamConfig, Optimizer};
@@ -39,7 +39,7 @@ fn main() {
         println!("distributed tests skipped: no mpirun (apt-get install openmpi-bin)");
         return;
     };
-    let checks: [Check; 6] = [
+    let checks: [Check; 7] = [
         (
             "collectives match their definitions on 2 and 4 ranks",
             collectives_match,
@@ -59,6 +59,10 @@ fn main() {
         (
             "a killed rank makes the others fail within the timeout",
             killed_rank_is_an_error,
+        ),
+        (
+            "sharded Adam state (ZeRO 1) trains bit for bit like plain Adam",
+            zero_matches_plain_adam,
         ),
         (
             "a rank-0 checkpoint of 2 ranks resumes on 4",
@@ -148,6 +152,7 @@ fn rank_main(scenario: &str, out: &Path) {
         "accumulate" => rank_train(comm, out, 2),
         "killed" => rank_killed(comm, out),
         "save" => rank_save(comm, out),
+        "zero" => rank_zero(comm, out),
         "resume" => rank_resume(comm, out),
         other => panic!("unknown scenario {other}"),
     }
@@ -316,6 +321,41 @@ fn train_steps(
         let loss = loss_of(model, &epoch.next().unwrap().unwrap());
         optimizer.step(&mut ddp.backward(&loss).unwrap()).unwrap();
     }
+}
+
+/// Like `rank_train`, with Adam's state sharded across the ranks.
+fn rank_zero(comm: Arc<dyn Collective>, out: &Path) {
+    let rank = comm.rank();
+    manual_seed(7 + 1000 * rank as u64);
+    let model = Mlp::new().unwrap();
+    let ddp = DistributedDataParallel::new(comm.clone(), &model).unwrap();
+    let mut optimizer = ZeroRedundancyOptimizer::new(comm.clone(), model.parameters(), |own| {
+        Adam::new(
+            own,
+            AdamConfig {
+                lr: 2e-3,
+                ..AdamConfig::adam()
+            },
+        )
+    })
+    .unwrap();
+    let owned: usize = optimizer.owned().iter().map(DynTensor::numel).sum();
+    assert!(
+        owned > 0 && owned < model.num_parameters(),
+        "rank {rank} keeps state for a part: {owned}"
+    );
+    let (train, _) = load_digits().unwrap();
+    let mut loader = DataLoader::new(train, PER_RANK_BATCH)
+        .unwrap()
+        .shuffle(11)
+        .shard(rank, comm.world_size())
+        .unwrap();
+    let mut epoch = loader.epoch();
+    for _ in 0..STEPS {
+        let loss = loss_of(&model, &epoch.next().unwrap().unwrap());
+        optimizer.step(&mut ddp.backward(&loss).unwrap()).unwrap();
+    }
+    std::fs::write(out.join(format!("rank{rank}.bin")), parameter_bytes(&model)).unwrap();
 }
 
 fn rank_save(comm: Arc<dyn Collective>, out: &Path) {
@@ -536,5 +576,15 @@ fn checkpoint_resumes_on_another_world_size(mpirun: &Path) {
         &floats(&ranks[0]),
         &floats(&parameter_bytes(&model)),
         "saved on 2 ranks, resumed on 4",
+    );
+}
+
+fn zero_matches_plain_adam(mpirun: &Path) {
+    let out = launch(mpirun, 2, "zero", &[]);
+    let ranks = rank_files(&out, 2);
+    assert_eq!(ranks[0], ranks[1], "both ranks hold the same parameters");
+    assert!(
+        ranks[0] == reference_sliced(2),
+        "ZeRO on 2 ranks equals the sliced single process bit for bit"
     );
 }

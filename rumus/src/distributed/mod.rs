@@ -30,6 +30,7 @@
 //! - tensor collectives: [`all_reduce`], [`broadcast_`], [`all_gather`];
 //! - [`DistributedDataParallel`]: bucketed gradient averaging overlapped with the backward
 //!   pass, and gradient accumulation without communication;
+//! - [`ZeroRedundancyOptimizer`]: optimizer state sharded across ranks (ZeRO stage 1);
 //! - [`save_checkpoint`] and [`on_rank0`]: work one rank does for all, its failure an error
 //!   on every rank;
 //! - sharded loading is [`DataLoader::shard`](crate::data::DataLoader::shard).
@@ -42,9 +43,11 @@ mod ddp;
 mod mpi_engine;
 mod rank0;
 mod tensors;
+mod zero;
 
 pub use collective::{Collective, Elements, Solo};
 pub use ddp::{DEFAULT_BUCKET_BYTES, DistributedDataParallel};
 pub use mpi_engine::{DEFAULT_TIMEOUT, Mpi};
 pub use rank0::{on_rank0, save_checkpoint};
 pub use tensors::{Reduction, all_gather, all_reduce, broadcast_};
+pub use zero::ZeroRedundancyOptimizer;
