@@ -45,22 +45,17 @@ impl Elements<'_> {
         unsafe { std::slice::from_raw_parts(ptr, bytes) }
     }
 
-    /// Overwrites the elements with `bytes` (exactly their size) in memory order.
-    pub fn copy_from_bytes(&mut self, bytes: &[u8]) {
+    /// The elements' bytes, writable (every bit pattern is a valid element of these types).
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         let (ptr, len) = match self {
             Elements::F32(data) => (data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(*data)),
             Elements::F64(data) => (data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(*data)),
             Elements::I64(data) => (data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(*data)),
             Elements::U8(data) => (data.as_mut_ptr(), data.len()),
         };
-        assert_eq!(
-            len,
-            bytes.len(),
-            "copy_from_bytes needs exactly the buffer's size"
-        );
-        // SAFETY: `ptr` points at `len` writable bytes borrowed mutably for this call, and
+        // SAFETY: `ptr` points at `len` bytes borrowed mutably for `self`'s lifetime, and
         // every bit pattern is a valid element of these types.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, len) }
+        unsafe { std::slice::from_raw_parts_mut(ptr, len) }
     }
 
     /// Bytes per element.
@@ -142,7 +137,7 @@ impl Collective for Solo {
     ) -> Result<()> {
         let mut gathered = gathered;
         check_gather(&local, &gathered, counts, 0, 1)?;
-        gathered.copy_from_bytes(local.as_bytes());
+        gathered.as_bytes_mut().copy_from_slice(local.as_bytes());
         Ok(())
     }
 

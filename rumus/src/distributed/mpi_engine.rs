@@ -28,6 +28,9 @@ use crate::error::Result;
 /// all-reduce.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a collective polls without sleeping.
+const SPIN: Duration = Duration::from_millis(50);
+
 /// Elements per MPI call: MPI counts are C ints.
 const MAX_COUNT: usize = 1 << 30;
 
@@ -132,8 +135,8 @@ impl Mpi {
         if code != 0 {
             return Err(self.fail(&mut failure, op, keep_alive, describe(code)));
         }
-        let deadline = Instant::now() + self.timeout;
-        let mut polls: u32 = 0;
+        let started = Instant::now();
+        let deadline = started + self.timeout;
         loop {
             let mut done: c_int = 0;
             // SAFETY: `request` came from the start call; the status is ignored.
@@ -151,13 +154,15 @@ impl Mpi {
                 );
                 return Err(self.fail(&mut failure, op, keep_alive, message));
             }
-            polls = polls.saturating_add(1);
-            // Spin briefly for the small all-reduces of a training step, then back off so a
-            // waiting rank leaves the core to the others.
-            if polls < 2_000 {
-                std::thread::yield_now();
+            // MPI advances a non-blocking collective only inside calls like this one, so
+            // poll busily (as MPI's own blocking calls do: yielding to a busy machine's other
+            // processes costs milliseconds per poll) for the length of a training step's
+            // all-reduces; a rank still waiting after that is waiting for a slower rank, and
+            // backs off.
+            if started.elapsed() < SPIN {
+                std::hint::spin_loop();
             } else {
-                std::thread::sleep(Duration::from_micros(200));
+                std::thread::sleep(Duration::from_micros(100));
             }
         }
     }
@@ -262,7 +267,6 @@ impl Collective for Mpi {
         check_summable("all_reduce_sum", &data)?;
         let kind = datatype(&data);
         let size = data.element_size();
-        let mut result = data.as_bytes().to_vec();
         for (start, end) in chunks(data.len(), size) {
             let bytes = end - start;
             let send = Owned::copy_of(&data.as_bytes()[start..end]);
@@ -286,9 +290,8 @@ impl Collective for Mpi {
                     }
                 },
             )?;
-            result[start..end].copy_from_slice(recv.bytes(bytes));
+            data.as_bytes_mut()[start..end].copy_from_slice(recv.bytes(bytes));
         }
-        data.copy_from_bytes(&result);
         Ok(())
     }
 
@@ -296,7 +299,6 @@ impl Collective for Mpi {
         check_root("broadcast", root, self.world_size)?;
         let kind = datatype(&data);
         let size = data.element_size();
-        let mut result = data.as_bytes().to_vec();
         for (start, end) in chunks(data.len(), size) {
             let bytes = end - start;
             let buffer = Owned::copy_of(&data.as_bytes()[start..end]);
@@ -313,9 +315,8 @@ impl Collective for Mpi {
                     )
                 }
             })?;
-            result[start..end].copy_from_slice(buffer.bytes(bytes));
+            data.as_bytes_mut()[start..end].copy_from_slice(buffer.bytes(bytes));
         }
-        data.copy_from_bytes(&result);
         Ok(())
     }
 
@@ -366,7 +367,7 @@ impl Collective for Mpi {
                 }
             },
         )?;
-        gathered.copy_from_bytes(recv.bytes(bytes));
+        gathered.as_bytes_mut().copy_from_slice(recv.bytes(bytes));
         Ok(())
     }
 

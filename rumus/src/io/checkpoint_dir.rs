@@ -125,6 +125,20 @@ impl CheckpointManager {
         Ok(file)
     }
 
+    /// The directory's lock taken shared (readers together, never during a save), or `None`
+    /// where the lock file cannot be opened.
+    fn lock_shared(&self) -> Option<File> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.dir.join(LOCK_FILE))
+            .ok()?;
+        file.lock_shared().ok()?;
+        Some(file)
+    }
+
     fn prune(&self, newest: &Path) -> Result<()> {
         let older: Vec<PathBuf> = self.list()?.into_iter().filter(|p| p != newest).collect();
         let excess = older.len().saturating_sub(self.keep_last - 1);
@@ -212,8 +226,11 @@ impl CheckpointManager {
     }
 
     /// Loads checkpoints from the newest down until one loads, keeping the errors of those
-    /// that did not (for logging).
+    /// that did not (for logging). It holds the directory's lock shared while it lists and
+    /// loads, so a concurrent save cannot prune a file between the listing and the load (a
+    /// directory where the lock file cannot be created, read-only say, is scanned without).
     pub fn scan(&self) -> Result<CheckpointScan> {
+        let _shared = self.lock_shared();
         let mut skipped = Vec::new();
         for path in self.list()?.into_iter().rev() {
             match Checkpoint::load(&path) {
