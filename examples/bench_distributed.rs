@@ -10,7 +10,6 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives as _;
@@ -19,21 +18,9 @@ use rumus::nn::{CrossEntropyOptions, Module, cross_entropy};
 use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::prelude::*;
 
-/// Median wall time of `f` in milliseconds over `reps` runs after `warmup` runs.
-fn median_ms(warmup: usize, reps: usize, mut f: impl FnMut()) -> f64 {
-    for _ in 0..warmup {
-        f();
-    }
-    let mut times: Vec<f64> = (0..reps)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
-}
+#[path = "common/median.rs"]
+mod median;
+use median::median_ms;
 
 #[model(sequential, activation = relu)]
 struct Mlp {
