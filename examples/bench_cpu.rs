@@ -20,12 +20,9 @@ use rumus::prelude::*;
 mod median;
 use median::median_ms;
 
-#[model(sequential, activation = relu)]
-struct Mlp {
-    fc1: Linear<784, 256>,
-    fc2: Linear<256, 128>,
-    fc3: Linear<128, 10>,
-}
+#[path = "common/mlp.rs"]
+mod mlp;
+use mlp::Mlp;
 
 /// conv32-pool-conv64-pool-fc128-fc10 on 28x28 images (the MNIST example's network).
 #[path = "mnist/model.rs"]

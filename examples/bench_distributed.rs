@@ -22,12 +22,9 @@ use rumus::prelude::*;
 mod median;
 use median::median_ms;
 
-#[model(sequential, activation = relu)]
-struct Mlp {
-    fc1: Linear<784, 256>,
-    fc2: Linear<256, 128>,
-    fc3: Linear<128, 10>,
-}
+#[path = "common/mlp.rs"]
+mod mlp;
+use mlp::Mlp;
 
 fn main() -> rumus::Result<()> {
     let engine = Arc::new(Mpi::init()?);
