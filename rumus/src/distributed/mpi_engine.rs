@@ -31,6 +31,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long a collective polls without sleeping.
 const SPIN: Duration = Duration::from_millis(50);
 
+/// Finished collectives' buffers kept for reuse.
+const SPARE_BUFFERS: usize = 2;
+
+/// Bytes of the largest buffer kept for reuse: a few all-reduce buckets' worth.
+const LARGEST_SPARE: usize = 256 << 20;
+
 /// Elements per MPI call: MPI counts are C ints.
 const MAX_COUNT: usize = 1 << 30;
 
@@ -44,6 +50,9 @@ pub struct Mpi {
     /// Serialises MPI calls (the library is initialised for `MPI_THREAD_SERIALIZED`) and
     /// remembers a failure.
     state: Mutex<Option<String>>,
+    /// Buffers of finished collectives, reused so that a training step's all-reduces do not
+    /// allocate (and page-fault) megabytes each time.
+    spare: Mutex<Vec<Owned>>,
 }
 
 // SAFETY: the communicator handle is only used under `state`'s lock, which serialises every
@@ -101,6 +110,7 @@ impl Mpi {
             world_size: size as usize,
             timeout,
             state: Mutex::new(None),
+            spare: Mutex::new(Vec::new()),
         })
     }
 
@@ -167,6 +177,35 @@ impl Mpi {
         }
     }
 
+    /// A buffer of at least `bytes` bytes (contents unspecified), from the spares if one is
+    /// there.
+    fn buffer(&self, bytes: usize) -> Owned {
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut owned = spare.unwrap_or(Owned(Vec::new()));
+        if owned.0.len() < bytes.div_ceil(8) {
+            owned.0.resize(bytes.div_ceil(8), 0);
+        }
+        owned
+    }
+
+    /// A buffer holding a copy of `bytes`.
+    fn copy_of(&self, bytes: &[u8]) -> Owned {
+        let mut owned = self.buffer(bytes.len());
+        owned.bytes_mut(bytes.len()).copy_from_slice(bytes);
+        owned
+    }
+
+    /// Returns the buffers of a finished collective to the spares (as many as one collective
+    /// uses, none larger than [`LARGEST_SPARE`]).
+    fn recycle(&self, buffers: impl IntoIterator<Item = Owned>) {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        for owned in buffers {
+            if spare.len() < SPARE_BUFFERS && owned.0.len() * 8 <= LARGEST_SPARE {
+                spare.push(owned);
+            }
+        }
+    }
+
     fn fail<K>(
         &self,
         failure: &mut Option<String>,
@@ -198,16 +237,6 @@ impl Drop for Mpi {
 struct Owned(Vec<u64>);
 
 impl Owned {
-    fn zeroed(bytes: usize) -> Owned {
-        Owned(vec![0u64; bytes.div_ceil(8)])
-    }
-
-    fn copy_of(bytes: &[u8]) -> Owned {
-        let mut owned = Owned::zeroed(bytes.len());
-        owned.bytes_mut(bytes.len()).copy_from_slice(bytes);
-        owned
-    }
-
     fn ptr(&self) -> *mut std::ffi::c_void {
         self.0.as_ptr() as *mut std::ffi::c_void
     }
@@ -269,9 +298,9 @@ impl Collective for Mpi {
         let size = data.element_size();
         for (start, end) in chunks(data.len(), size) {
             let bytes = end - start;
-            let send = Owned::copy_of(&data.as_bytes()[start..end]);
-            let recv = Owned::zeroed(bytes);
-            let (_, recv) = self.complete(
+            let send = self.copy_of(&data.as_bytes()[start..end]);
+            let recv = self.buffer(bytes);
+            let (send, recv) = self.complete(
                 "all_reduce_sum",
                 (send, recv),
                 |(send, recv), comm, request| {
@@ -291,6 +320,7 @@ impl Collective for Mpi {
                 },
             )?;
             data.as_bytes_mut()[start..end].copy_from_slice(recv.bytes(bytes));
+            self.recycle([send, recv]);
         }
         Ok(())
     }
@@ -301,7 +331,7 @@ impl Collective for Mpi {
         let size = data.element_size();
         for (start, end) in chunks(data.len(), size) {
             let bytes = end - start;
-            let buffer = Owned::copy_of(&data.as_bytes()[start..end]);
+            let buffer = self.copy_of(&data.as_bytes()[start..end]);
             let buffer = self.complete("broadcast", buffer, |buffer, comm, request| {
                 // SAFETY: the buffer holds `bytes` bytes and lives until completion.
                 unsafe {
@@ -316,6 +346,7 @@ impl Collective for Mpi {
                 }
             })?;
             data.as_bytes_mut()[start..end].copy_from_slice(buffer.bytes(bytes));
+            self.recycle([buffer]);
         }
         Ok(())
     }
@@ -343,10 +374,10 @@ impl Collective for Mpi {
         let counts: Vec<c_int> = counts.iter().map(|&c| c as c_int).collect();
         let kind = datatype(&local);
         let bytes = gathered.as_bytes().len();
-        let send = Owned::copy_of(local.as_bytes());
+        let send = self.copy_of(local.as_bytes());
         let own = counts[self.rank];
-        let recv = Owned::zeroed(bytes);
-        let (_, recv, _, _) = self.complete(
+        let recv = self.buffer(bytes);
+        let (send, recv, _, _) = self.complete(
             "all_gather",
             (send, recv, counts, displacements),
             |(send, recv, counts, displacements), comm, request| {
@@ -368,6 +399,7 @@ impl Collective for Mpi {
             },
         )?;
         gathered.as_bytes_mut().copy_from_slice(recv.bytes(bytes));
+        self.recycle([send, recv]);
         Ok(())
     }
 
