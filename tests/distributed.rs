@@ -39,7 +39,7 @@ fn main() {
         println!("distributed tests skipped: no mpirun (apt-get install openmpi-bin)");
         return;
     };
-    let checks: [Check; 7] = [
+    let checks: [Check; 8] = [
         (
             "collectives match their definitions on 2 and 4 ranks",
             collectives_match,
@@ -67,6 +67,10 @@ fn main() {
         (
             "a rank-0 checkpoint of 2 ranks resumes on 4",
             checkpoint_resumes_on_another_world_size,
+        ),
+        (
+            "a sharded optimizer's checkpoint resumes sharded on 4 ranks and unsharded",
+            sharded_checkpoint_resumes_anywhere,
         ),
     ];
     for (name, check) in checks {
@@ -151,9 +155,11 @@ fn rank_main(scenario: &str, out: &Path) {
         "train" => rank_train(comm, out, 1),
         "accumulate" => rank_train(comm, out, 2),
         "killed" => rank_killed(comm, out),
-        "save" => rank_save(comm, out),
+        "save" => rank_save(comm, out, false),
+        "save_sharded" => rank_save(comm, out, true),
         "zero" => rank_zero(comm, out),
-        "resume" => rank_resume(comm, out),
+        "resume" => rank_resume(comm, out, false),
+        "resume_sharded" => rank_resume(comm, out, true),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -300,12 +306,12 @@ fn rank_killed(comm: Arc<dyn Collective>, out: &Path) {
 const HALF: usize = 3;
 const GLOBAL: usize = 16;
 
-/// `steps` data-parallel Adam steps of this rank's `GLOBAL / world` items from batch
-/// `first` of epoch 0.
+/// `steps` data-parallel steps of this rank's `GLOBAL / world` items from batch `first` of
+/// epoch 0, each ending with `update` of the averaged gradients.
 fn train_steps(
     comm: &Arc<dyn Collective>,
     model: &Mlp,
-    optimizer: &mut Adam,
+    mut update: impl FnMut(&mut GradientStore),
     first: usize,
     steps: usize,
 ) {
@@ -319,17 +325,13 @@ fn train_steps(
     let mut epoch = loader.epoch_from(0, first);
     for _ in 0..steps {
         let loss = loss_of(model, &epoch.next().unwrap().unwrap());
-        optimizer.step(&mut ddp.backward(&loss).unwrap()).unwrap();
+        update(&mut ddp.backward(&loss).unwrap());
     }
 }
 
-/// Like `rank_train`, with Adam's state sharded across the ranks.
-fn rank_zero(comm: Arc<dyn Collective>, out: &Path) {
-    let rank = comm.rank();
-    manual_seed(7 + 1000 * rank as u64);
-    let model = Mlp::new().unwrap();
-    let ddp = DistributedDataParallel::new(comm.clone(), &model).unwrap();
-    let mut optimizer = ZeroRedundancyOptimizer::new(comm.clone(), model.parameters(), |own| {
+/// Adam's state sharded over the ranks of `comm`.
+fn zero_adam(comm: &Arc<dyn Collective>, model: &Mlp) -> ZeroRedundancyOptimizer<Adam> {
+    ZeroRedundancyOptimizer::new(comm.clone(), model.parameters(), |own| {
         Adam::new(
             own,
             AdamConfig {
@@ -338,7 +340,16 @@ fn rank_zero(comm: Arc<dyn Collective>, out: &Path) {
             },
         )
     })
-    .unwrap();
+    .unwrap()
+}
+
+/// Like `rank_train`, with Adam's state sharded across the ranks.
+fn rank_zero(comm: Arc<dyn Collective>, out: &Path) {
+    let rank = comm.rank();
+    manual_seed(7 + 1000 * rank as u64);
+    let model = Mlp::new().unwrap();
+    let ddp = DistributedDataParallel::new(comm.clone(), &model).unwrap();
+    let mut optimizer = zero_adam(&comm, &model);
     let owned: usize = optimizer.owned().iter().map(DynTensor::numel).sum();
     assert!(
         owned > 0 && owned < model.num_parameters(),
@@ -358,12 +369,20 @@ fn rank_zero(comm: Arc<dyn Collective>, out: &Path) {
     std::fs::write(out.join(format!("rank{rank}.bin")), parameter_bytes(&model)).unwrap();
 }
 
-fn rank_save(comm: Arc<dyn Collective>, out: &Path) {
+/// `HALF` steps, then a checkpoint written by rank 0; with `sharded`, of a
+/// [`ZeroRedundancyOptimizer`] (its state consolidated from the ranks).
+fn rank_save(comm: Arc<dyn Collective>, out: &Path, sharded: bool) {
     manual_seed(7);
     let model = Mlp::new().unwrap();
-    let mut optimizer = adam(&model);
-    train_steps(&comm, &model, &mut optimizer, 0, HALF);
-    let checkpoint = Checkpoint::capture(&model, &optimizer, None, 0, HALF as u64);
+    let checkpoint = if sharded {
+        let mut optimizer = zero_adam(&comm, &model);
+        train_steps(&comm, &model, |g| optimizer.step(g).unwrap(), 0, HALF);
+        optimizer.capture(&model, None, 0, HALF as u64).unwrap()
+    } else {
+        let mut optimizer = adam(&model);
+        train_steps(&comm, &model, |g| optimizer.step(g).unwrap(), 0, HALF);
+        Checkpoint::capture(&model, &optimizer, None, 0, HALF as u64)
+    };
     save_checkpoint(&*comm, &checkpoint, out.join("run.ckpt")).unwrap();
     // A failure on rank 0 is an error on every rank.
     let failed = on_rank0(&*comm, || {
@@ -376,20 +395,22 @@ fn rank_save(comm: Arc<dyn Collective>, out: &Path) {
     );
 }
 
-fn rank_resume(comm: Arc<dyn Collective>, out: &Path) {
+/// Restores `RUMUS_MPI_CHECKPOINT` and trains `HALF` more steps.
+fn rank_resume(comm: Arc<dyn Collective>, out: &Path, sharded: bool) {
     let saved = std::env::var("RUMUS_MPI_CHECKPOINT").unwrap();
     manual_seed(99);
     let model = Mlp::new().unwrap();
-    let mut optimizer = adam(&model);
     let checkpoint = Checkpoint::load(&saved).unwrap();
-    checkpoint.restore(&model, &mut optimizer).unwrap();
-    train_steps(
-        &comm,
-        &model,
-        &mut optimizer,
-        checkpoint.step as usize,
-        HALF,
-    );
+    let first = checkpoint.step as usize;
+    if sharded {
+        let mut optimizer = zero_adam(&comm, &model);
+        optimizer.restore(&checkpoint, &model).unwrap();
+        train_steps(&comm, &model, |g| optimizer.step(g).unwrap(), first, HALF);
+    } else {
+        let mut optimizer = adam(&model);
+        checkpoint.restore(&model, &mut optimizer).unwrap();
+        train_steps(&comm, &model, |g| optimizer.step(g).unwrap(), first, HALF);
+    }
     std::fs::write(
         out.join(format!("rank{}.bin", comm.rank())),
         parameter_bytes(&model),
@@ -541,7 +562,36 @@ fn killed_rank_is_an_error(mpirun: &Path) {
 }
 
 fn checkpoint_resumes_on_another_world_size(mpirun: &Path) {
-    let saved = launch(mpirun, 2, "save", &[]);
+    let checkpoint = saved_checkpoint(mpirun, "save");
+    let resumed = resume(mpirun, &checkpoint, "resume");
+    assert_close(
+        &resumed,
+        &reference_resumed(None),
+        "saved on 2 ranks, resumed on 4",
+    );
+}
+
+/// A checkpoint of a sharded optimizer is an ordinary one: it resumes sharded on 4 ranks,
+/// and unsharded in one process.
+fn sharded_checkpoint_resumes_anywhere(mpirun: &Path) {
+    let checkpoint = saved_checkpoint(mpirun, "save_sharded");
+    let reference = reference_resumed(None);
+    assert_close(
+        &resume(mpirun, &checkpoint, "resume_sharded"),
+        &reference,
+        "ZeRO saved on 2 ranks, resumed with ZeRO on 4",
+    );
+    assert_close(
+        &reference_resumed(Some(&checkpoint)),
+        &reference,
+        "ZeRO saved on 2 ranks, resumed by plain Adam in one process",
+    );
+}
+
+/// Runs `scenario` on 2 ranks and returns the one file it wrote, checking it is the only
+/// one (rank 0 writes).
+fn saved_checkpoint(mpirun: &Path, scenario: &str) -> PathBuf {
+    let saved = launch(mpirun, 2, scenario, &[]);
     let entries: Vec<_> = std::fs::read_dir(&saved)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -551,32 +601,45 @@ fn checkpoint_resumes_on_another_world_size(mpirun: &Path) {
         vec![std::ffi::OsString::from("run.ckpt")],
         "one file, written by rank 0"
     );
-    let checkpoint = saved.join("run.ckpt");
+    saved.join("run.ckpt")
+}
+
+/// Resumes `checkpoint` on 4 ranks and returns their (equal) parameters.
+fn resume(mpirun: &Path, checkpoint: &Path, scenario: &str) -> Vec<f32> {
     let out = launch_with(
         mpirun,
         4,
-        "resume",
+        scenario,
         &[],
-        &[("RUMUS_MPI_CHECKPOINT", checkpoint.as_path())],
+        &[("RUMUS_MPI_CHECKPOINT", checkpoint)],
     );
     let ranks = rank_files(&out, 4);
     assert!(ranks.iter().all(|r| *r == ranks[0]));
-    // Same global batches in the same order: one process, 2 x HALF steps of GLOBAL items.
+    floats(&ranks[0])
+}
+
+/// One process, 2 x HALF steps of GLOBAL items (the ranks' global batches in the same
+/// order); with `checkpoint`, the first HALF are restored from it instead of trained.
+fn reference_resumed(checkpoint: Option<&Path>) -> Vec<f32> {
     manual_seed(7);
     let model = Mlp::new().unwrap();
     let mut optimizer = adam(&model);
     let (train, _) = load_digits().unwrap();
     let mut loader = DataLoader::new(train, GLOBAL).unwrap().shuffle(11);
-    let mut epoch = loader.epoch();
-    for _ in 0..2 * HALF {
+    let first = match checkpoint {
+        Some(path) => {
+            let checkpoint = Checkpoint::load(path).unwrap();
+            checkpoint.restore(&model, &mut optimizer).unwrap();
+            HALF
+        }
+        None => 0,
+    };
+    let mut epoch = loader.epoch_from(0, first);
+    for _ in first..2 * HALF {
         let loss = loss_of(&model, &epoch.next().unwrap().unwrap());
         optimizer.step(&mut loss.backward().unwrap()).unwrap();
     }
-    assert_close(
-        &floats(&ranks[0]),
-        &floats(&parameter_bytes(&model)),
-        "saved on 2 ranks, resumed on 4",
-    );
+    floats(&parameter_bytes(&model))
 }
 
 fn zero_matches_plain_adam(mpirun: &Path) {

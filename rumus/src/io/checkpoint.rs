@@ -127,9 +127,28 @@ impl Checkpoint {
         epoch: u64,
         step: u64,
     ) -> Self {
+        Checkpoint::with_optimizer_state(
+            model,
+            optimizer.state_dict(),
+            scheduler_epoch,
+            epoch,
+            step,
+        )
+    }
+
+    /// [`Checkpoint::capture`] with the optimizer's state given: for an optimizer whose
+    /// state is assembled elsewhere, e.g. gathered from the ranks of a
+    /// [`ZeroRedundancyOptimizer`](crate::distributed::ZeroRedundancyOptimizer).
+    pub fn with_optimizer_state(
+        model: &dyn Module,
+        optimizer: OptimizerState,
+        scheduler_epoch: Option<u64>,
+        epoch: u64,
+        step: u64,
+    ) -> Self {
         Checkpoint {
             model: model.state_dict(),
-            optimizer: optimizer.state_dict(),
+            optimizer,
             scheduler_epoch,
             rng: global_state(),
             epoch,
@@ -153,22 +172,43 @@ impl Checkpoint {
     /// The scheduler is not touched: call `set_epoch` with [`Checkpoint::scheduler_epoch`]
     /// afterwards.
     pub fn restore(&self, model: &dyn Module, optimizer: &mut dyn Optimizer) -> Result<()> {
+        // Checked now, reported in its turn (after the values and the model).
+        let optimizer_fits = check_optimizer(optimizer, &self.optimizer);
+        self.restore_checked(model, optimizer_fits, |state| {
+            optimizer.load_state_dict(state)
+        })
+    }
+
+    /// [`Checkpoint::restore`] for an optimizer that is not one [`Optimizer`]:
+    /// `load_optimizer` receives [`Checkpoint::optimizer`] after the model is loaded, and if
+    /// it fails the model is put back as it was and the generator is not touched. It should
+    /// check everything before it changes anything, as `load_state_dict` does.
+    pub fn restore_with(
+        &self,
+        model: &dyn Module,
+        load_optimizer: impl FnOnce(&OptimizerState) -> Result<()>,
+    ) -> Result<()> {
+        self.restore_checked(model, Ok(()), load_optimizer)
+    }
+
+    /// Checks the values, then the model, then reports `optimizer_fits`, before anything
+    /// changes; then loads the model and the optimizer and sets the generator.
+    fn restore_checked(
+        &self,
+        model: &dyn Module,
+        optimizer_fits: Check,
+        load_optimizer: impl FnOnce(&OptimizerState) -> Result<()>,
+    ) -> Result<()> {
         self.check_values()
             .map_err(|message| self.restore_error(message))?;
         check_model(model, &self.model)
-            .and_then(|()| check_optimizer(optimizer, &self.optimizer))
-            .map_err(|message| {
-                self.restore_error(format!(
-                    "{message}; was the checkpoint written for another model or optimizer?"
-                ))
-            })?;
+            .and(optimizer_fits)
+            .map_err(|message| self.restore_error(another_model(message)))?;
         let previous = model.state_dict();
         model
             .load_state_dict(&self.model)
             .map_err(|e| self.restore_error(e.to_string()))?;
-        if let Err(e) = optimizer.load_state_dict(&self.optimizer) {
-            // Unreachable after the checks above unless an optimizer adds its own; undo the
-            // model so the promise of "nothing changed" holds either way.
+        if let Err(e) = load_optimizer(&self.optimizer) {
             model.load_state_dict(&previous)?;
             return Err(self.restore_error(e.to_string()));
         }
@@ -531,6 +571,12 @@ fn checksum(meta: &HashMap<String, String>, mut parts: Vec<TensorToWrite>) -> u3
         put(part.data);
     }
     hasher.finalize()
+}
+
+/// A mismatch of a checkpoint and the model or optimizer it is restored into, with the
+/// likely cause.
+fn another_model(message: String) -> String {
+    format!("{message}; was the checkpoint written for another model or optimizer?")
 }
 
 /// The checks of `Module::load_state_dict`, without writing anything.
