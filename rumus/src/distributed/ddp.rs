@@ -14,6 +14,12 @@
 //! it. A parameter no rank's loss reached gets no gradient (as in a single process), and one
 //! only some ranks reached is averaged over all ranks, the others counting zero (PyTorch's
 //! rule).
+//!
+//! The average is over ranks, not items: with a mean loss on each rank, a last global batch
+//! that [`DataLoader::shard`](crate::data::DataLoader::shard) split unevenly (slices that
+//! differ by one item) weights each rank's items by `1 / (world * slice)`, not exactly
+//! `1 / batch` as one process would. PyTorch's `DistributedDataParallel` does the same;
+//! use `drop_last` where that matters.
 
 use std::collections::HashMap;
 use std::sync::Arc;

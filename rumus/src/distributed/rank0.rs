@@ -42,7 +42,9 @@ pub fn on_rank0<T>(comm: &dyn Collective, work: impl FnOnce() -> Result<T>) -> R
 /// Writes `checkpoint` (atomically, as [`Checkpoint::save`] does) from rank 0 only. Under
 /// data-parallel training every rank holds the same model and optimizer state, so one file
 /// serves any number of ranks: to resume, every rank loads it and calls
-/// [`Checkpoint::restore`], whatever the world size then.
+/// [`Checkpoint::restore`], whatever the world size then. A sharded optimizer's checkpoint
+/// comes from [`ZeroRedundancyOptimizer::capture`](super::ZeroRedundancyOptimizer::capture)
+/// (a collective every rank calls) and is written the same way.
 pub fn save_checkpoint(
     comm: &dyn Collective,
     checkpoint: &Checkpoint,

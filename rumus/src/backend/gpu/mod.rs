@@ -2,8 +2,8 @@
 //!
 //! - Tensors stay on the device; data comes back only when asked for (`to_vec`, `item`,
 //!   `.to(&Device::Cpu)`). Every op has a GPU kernel; host-only paths that meet a GPU tensor
-//!   (state dict snapshots, writing files) read it back, and [`transfer_counts`] counts
-//!   those copies apart from the asked-for ones, so nothing is hidden.
+//!   (state dict snapshots, writing files) read it back, and `transfer_counts()` (with the
+//!   `gpu` feature) counts those copies apart from the asked-for ones, so nothing is hidden.
 //! - Kernels take sizes and strides from a parameter block: one pipeline per kernel, cached
 //!   at run time, whatever the shapes.
 //! - Dispatches are recorded into one compute pass and submitted in batches.
