@@ -120,15 +120,23 @@ fn layers_match_pytorch() {
             }
             "conv_transpose2d" => {
                 let layer = rumus::nn::ConvTranspose2d::<3, 2, 3>::with_options(2, 1, 1).unwrap();
-                check_weighted_layer(name, case, &layer.weight, &layer.bias, |x| {
-                    layer.forward_dyn(x)
-                });
+                check_weighted_layer(
+                    name,
+                    case,
+                    &layer.weight,
+                    layer.bias.as_ref().unwrap(),
+                    |x| layer.forward_dyn(x),
+                );
             }
             "conv1d" => {
                 let layer = rumus::nn::Conv1d::<3, 4, 3>::with_options(2, 1, 2).unwrap();
-                check_weighted_layer(name, case, &layer.weight, &layer.bias, |x| {
-                    layer.forward_dyn(x)
-                });
+                check_weighted_layer(
+                    name,
+                    case,
+                    &layer.weight,
+                    layer.bias.as_ref().unwrap(),
+                    |x| layer.forward_dyn(x),
+                );
             }
             "batch_norm_2d" => check_batch_norm::<3>(name, case),
             "batch_norm_1d" => check_batch_norm::<4>(name, case),

@@ -5,7 +5,7 @@
 //! host-only path reads a GPU tensor, which `backend::gpu::transfer_counts` counts).
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::backend::gpu::GpuBuffer;
@@ -131,8 +131,31 @@ pub struct Storage {
     /// Whether `memory` is on a GPU, readable without the lock: every op asks.
     on_gpu: AtomicBool,
     version: AtomicU64,
-    dtype: DType,
-    bytes: usize,
+    /// The dtype's code ([`dtype_code`]); it changes only in [`Storage::adopt`].
+    dtype: AtomicU8,
+    bytes: AtomicUsize,
+}
+
+/// `dtype` as the byte [`Storage`] keeps it in, so that a module can change its parameters'
+/// dtype in place.
+fn dtype_code(dtype: DType) -> u8 {
+    match dtype {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::F16 => 2,
+        DType::I64 => 3,
+        DType::Bool => 4,
+    }
+}
+
+fn dtype_of_code(code: u8) -> DType {
+    match code {
+        0 => DType::F32,
+        1 => DType::F64,
+        2 => DType::F16,
+        3 => DType::I64,
+        _ => DType::Bool,
+    }
 }
 
 impl Storage {
@@ -154,8 +177,8 @@ impl Storage {
             on_gpu: AtomicBool::new(matches!(memory, Memory::Gpu(_))),
             memory: RwLock::new(memory),
             version: AtomicU64::new(0),
-            dtype,
-            bytes,
+            dtype: AtomicU8::new(dtype_code(dtype)),
+            bytes: AtomicUsize::new(bytes),
         }
     }
 
@@ -167,7 +190,7 @@ impl Storage {
     }
 
     pub fn dtype(&self) -> DType {
-        self.dtype
+        dtype_of_code(self.dtype.load(Ordering::Acquire))
     }
 
     /// This storage's place in the one order in which code that holds several storages'
@@ -251,6 +274,40 @@ impl Storage {
         Ok(())
     }
 
+    /// Takes over `source`'s memory and dtype in place (for `Module::to_dtype`: a parameter
+    /// converted to another dtype keeps its identity, like one moved to another device).
+    /// `source` must hold as many elements as `self`; it gets `self`'s old memory, freed
+    /// when it drops. Bumps the version, so graphs that saved the old values refuse to
+    /// back-propagate.
+    pub(crate) fn adopt(&self, source: Storage) {
+        let mut source = source;
+        let mut guard = self
+            .memory
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::swap(
+            &mut *guard,
+            source
+                .memory
+                .get_mut()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        let (own_dtype, own_bytes) = (self.dtype.load(Ordering::Acquire), self.byte_len());
+        self.dtype
+            .store(source.dtype.load(Ordering::Acquire), Ordering::Release);
+        self.bytes.store(source.byte_len(), Ordering::Release);
+        source.dtype.store(own_dtype, Ordering::Release);
+        source.bytes.store(own_bytes, Ordering::Release);
+        self.on_gpu
+            .store(matches!(*guard, Memory::Gpu(_)), Ordering::Release);
+        self.mark_written();
+    }
+
+    /// Bytes of memory held.
+    pub(crate) fn byte_len(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
     /// Bumps the version for an in-place write made by a GPU kernel.
     pub fn mark_written(&self) {
         self.version.fetch_add(1, Ordering::AcqRel);
@@ -263,7 +320,8 @@ impl Storage {
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        live_counts::add(Count::StorageBytes, -(self.bytes as isize));
+        let bytes = self.byte_len();
+        live_counts::add(Count::StorageBytes, -(bytes as isize));
         let memory = self
             .memory
             .get_mut()
@@ -271,7 +329,7 @@ impl Drop for Storage {
         let Memory::Host(buffer) = memory else {
             return;
         };
-        if self.bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES {
+        if bytes >= crate::backend::cpu::pool::MIN_POOLED_BYTES {
             let empty = CpuBuffer::Bool(Vec::new());
             crate::backend::cpu::pool::recycle(std::mem::replace(buffer, empty));
         } else if let CpuBuffer::F32(values) = buffer {

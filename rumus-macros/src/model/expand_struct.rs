@@ -88,6 +88,10 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
         .iter()
         .filter(|l| !matches!(l.kind, LayerKind::Parameter))
         .collect();
+    let buffer_visits = modules.iter().map(|l| {
+        let (field, key) = (&l.name, l.name.to_string());
+        quote!(::rumus::nn::Module::visit_buffers(&self.#field, &::std::format!("{prefix}{}.", #key), f);)
+    });
     let set_training = modules.iter().map(|l| {
         let field = &l.name;
         quote!(::rumus::nn::Module::set_training(&mut self.#field, training);)
@@ -117,7 +121,8 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
                     options.dilation,
                     options.groups,
                 );
-                quote_spanned!(layer.type_span=> #field: <#ty>::with_groups(#s, #p, #d, #g)?)
+                let without_bias = (!options.bias).then(|| quote!(.without_bias()));
+                quote_spanned!(layer.type_span=> #field: <#ty>::with_groups(#s, #p, #d, #g)? #without_bias)
             }
             LayerKind::Parameter => {
                 quote_spanned!(layer.type_span=> #field: <#ty>::zeros().requires_grad_()?)
@@ -138,6 +143,10 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
         impl ::rumus::nn::Module for #name {
             fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &::rumus::DynTensor)) {
                 #(#visits)*
+            }
+            fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &::rumus::DynTensor)) {
+                #(#buffer_visits)*
+                let _ = (prefix, f);
             }
             fn set_training(&mut self, training: bool) {
                 #(#set_training)*

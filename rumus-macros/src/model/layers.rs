@@ -7,7 +7,8 @@ use syn::{Field, GenericArgument, Ident, PathArguments, Type};
 
 use crate::shape::{Dim, dim_from_ident};
 
-/// Options of a convolution field, from `#[conv(stride = 2, padding = 1, dilation = 1, exact)]`.
+/// Options of a convolution field, from
+/// `#[conv(stride = 2, padding = 1, dilation = 1, groups = 1, bias = false, exact)]`.
 #[derive(Debug, Clone, Copy)]
 pub struct ConvOptions {
     pub stride: usize,
@@ -17,6 +18,8 @@ pub struct ConvOptions {
     pub groups: usize,
     /// Refuse sizes that do not divide evenly instead of flooring (PyTorch floors).
     pub exact: bool,
+    /// Whether the layer has a bias term (PyTorch's `bias=`).
+    pub bias: bool,
 }
 
 impl Default for ConvOptions {
@@ -27,6 +30,7 @@ impl Default for ConvOptions {
             dilation: 1,
             groups: 1,
             exact: false,
+            bias: true,
         }
     }
 }
@@ -99,6 +103,11 @@ fn conv_options(field: &Field) -> syn::Result<ConvOptions> {
                 options.exact = true;
                 return Ok(());
             }
+            if meta.path.is_ident("bias") {
+                let value: syn::LitBool = meta.value()?.parse()?;
+                options.bias = value.value;
+                return Ok(());
+            }
             let value: syn::LitInt = meta.value()?.parse()?;
             let value: usize = value.base10_parse()?;
             if meta.path.is_ident("stride") {
@@ -110,8 +119,9 @@ fn conv_options(field: &Field) -> syn::Result<ConvOptions> {
             } else if meta.path.is_ident("groups") {
                 options.groups = value;
             } else {
-                return Err(meta
-                    .error("unknown conv option; use stride, padding, dilation, groups or exact"));
+                return Err(meta.error(
+                    "unknown conv option; use stride, padding, dilation, groups, bias or exact",
+                ));
             }
             if value == 0 && !meta.path.is_ident("padding") {
                 return Err(meta.error("stride, dilation and groups must be at least 1"));

@@ -76,7 +76,8 @@ impl DistributedDataParallel {
         model: &dyn Module,
         bucket_bytes: usize,
     ) -> Result<Self> {
-        for (_, tensor) in model.named_parameters() {
+        // Buffers too (BatchNorm's running statistics), as PyTorch's DDP does at start.
+        for (_, tensor) in model.named_tensors() {
             broadcast_(&*comm, &tensor, 0)?;
         }
         let params: Vec<DynTensor> = model

@@ -87,18 +87,13 @@ impl<O: Optimizer> ZeroRedundancyOptimizer<O> {
 
     /// Updates this rank's run from `grads` (gradients averaged over the ranks, as
     /// [`DistributedDataParallel::backward`](super::DistributedDataParallel::backward)
-    /// returns them), then gathers every run onto every rank. The gradients of all
-    /// `params` are taken out of `grads`.
+    /// returns them), then gathers every run onto every rank. The gradients stay in
+    /// `grads`.
     pub fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
         let (start, end) = (
             self.bounds[self.comm.rank()],
             self.bounds[self.comm.rank() + 1],
         );
-        for (i, param) in self.params.iter().enumerate() {
-            if i < start || i >= end {
-                grads.remove(param);
-            }
-        }
         if let Some(inner) = self.inner.as_mut() {
             inner.step(grads)?;
         }

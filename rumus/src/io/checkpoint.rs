@@ -581,7 +581,7 @@ fn another_model(message: String) -> String {
 
 /// The checks of `Module::load_state_dict`, without writing anything.
 fn check_model(model: &dyn Module, state: &StateDict) -> Check {
-    let own = model.named_parameters();
+    let own = model.named_tensors();
     let saved: HashMap<&str, &crate::DynTensor> =
         state.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let own_names: HashSet<&str> = own.iter().map(|(n, _)| n.as_str()).collect();

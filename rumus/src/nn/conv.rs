@@ -10,8 +10,8 @@ use crate::tensor::DynTensor;
 pub struct Conv2d<const IN: usize, const OUT: usize, const K: usize> {
     /// `[OUT, IN, K, K]`, as PyTorch stores it.
     pub weight: DynTensor,
-    /// `[OUT]`.
-    pub bias: DynTensor,
+    /// `[OUT]`, absent after [`Conv2d::without_bias`].
+    pub bias: Option<DynTensor>,
     pub stride: usize,
     pub padding: usize,
     pub dilation: usize,
@@ -57,7 +57,7 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
         Ok(Conv2d {
             weight: DynTensor::uniform(&[OUT, IN / groups, K, K], -bound, bound, DType::F32)?
                 .requires_grad_()?,
-            bias: DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?,
+            bias: Some(DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?),
             stride,
             padding,
             dilation,
@@ -65,12 +65,19 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
         })
     }
 
+    /// The layer without its bias term (PyTorch's `bias=False`, the usual choice before a
+    /// BatchNorm): `Conv2d::with_options(1, 1, 1)?.without_bias()`.
+    pub fn without_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
     /// `[B, IN, H, W] -> [B, OUT, H', W']` (untyped).
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         let (s, p, d) = (self.stride, self.padding, self.dilation);
         x.conv2d(
             &self.weight,
-            Some(&self.bias),
+            self.bias.as_ref(),
             (s, s),
             (p, p),
             (d, d),
@@ -79,18 +86,36 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
     }
 }
 
+/// A convolution's weight and, when it has one, its bias.
+fn visit_weight_and_bias(
+    prefix: &str,
+    weight: &DynTensor,
+    bias: Option<&DynTensor>,
+    f: &mut dyn FnMut(&str, &DynTensor),
+) {
+    f(&format!("{prefix}weight"), weight);
+    if let Some(bias) = bias {
+        f(&format!("{prefix}bias"), bias);
+    }
+}
+
+/// What PyTorch's repr adds for a convolution without a bias.
+fn bias_note(bias: Option<&DynTensor>) -> &'static str {
+    if bias.is_some() { "" } else { ", bias=False" }
+}
+
 impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv2d<IN, OUT, K> {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
-        f(&format!("{prefix}weight"), &self.weight);
-        f(&format!("{prefix}bias"), &self.bias);
+        visit_weight_and_bias(prefix, &self.weight, self.bias.as_ref(), f);
     }
 
     fn describe(&self) -> String {
         format!(
-            "Conv2d({IN}, {OUT}, kernel_size=({K}, {K}), stride=({s}, {s}), padding=({p}, {p}), dilation=({d}, {d}))",
+            "Conv2d({IN}, {OUT}, kernel_size=({K}, {K}), stride=({s}, {s}), padding=({p}, {p}), dilation=({d}, {d}){b})",
             s = self.stride,
             p = self.padding,
-            d = self.dilation
+            d = self.dilation,
+            b = bias_note(self.bias.as_ref())
         )
     }
 }
@@ -99,8 +124,8 @@ impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv2d<IN, OU
 pub struct Conv1d<const IN: usize, const OUT: usize, const K: usize> {
     /// `[OUT, IN, K]`, as PyTorch stores it.
     pub weight: DynTensor,
-    /// `[OUT]`.
-    pub bias: DynTensor,
+    /// `[OUT]`, absent after [`Conv1d::without_bias`].
+    pub bias: Option<DynTensor>,
     pub stride: usize,
     pub padding: usize,
     pub dilation: usize,
@@ -125,26 +150,33 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv1d<IN, OUT, K> {
         })
     }
 
+    /// The layer without its bias term (PyTorch's `bias=False`).
+    pub fn without_bias(mut self) -> Self {
+        self.bias = None;
+        self
+    }
+
     /// `[B, IN, L] -> [B, OUT, L']`.
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         let (s, p, d) = (self.stride, self.padding, self.dilation);
         let weight = self.weight.unsqueeze(2)?;
         x.unsqueeze(2)?
-            .conv2d(&weight, Some(&self.bias), (1, s), (0, p), (1, d), 1)?
+            .conv2d(&weight, self.bias.as_ref(), (1, s), (0, p), (1, d), 1)?
             .squeeze(2)
     }
 }
 
 impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv1d<IN, OUT, K> {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
-        f(&format!("{prefix}weight"), &self.weight);
-        f(&format!("{prefix}bias"), &self.bias);
+        visit_weight_and_bias(prefix, &self.weight, self.bias.as_ref(), f);
     }
 
     fn describe(&self) -> String {
         format!(
-            "Conv1d({IN}, {OUT}, kernel_size=({K},), stride=({},), padding=({},))",
-            self.stride, self.padding
+            "Conv1d({IN}, {OUT}, kernel_size=({K},), stride=({},), padding=({},){})",
+            self.stride,
+            self.padding,
+            bias_note(self.bias.as_ref())
         )
     }
 }
@@ -152,7 +184,8 @@ impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv1d<IN, OU
 /// Transposed 2-D convolution (learned upsampling), weight `[IN, OUT, K, K]` like PyTorch.
 pub struct ConvTranspose2d<const IN: usize, const OUT: usize, const K: usize> {
     pub weight: DynTensor,
-    pub bias: DynTensor,
+    /// `[OUT]`, absent after [`ConvTranspose2d::without_bias`].
+    pub bias: Option<DynTensor>,
     pub stride: usize,
     pub padding: usize,
     pub output_padding: usize,
@@ -175,11 +208,17 @@ impl<const IN: usize, const OUT: usize, const K: usize> ConvTranspose2d<IN, OUT,
         Ok(ConvTranspose2d {
             weight: DynTensor::uniform(&[IN, OUT, K, K], -bound, bound, DType::F32)?
                 .requires_grad_()?,
-            bias: DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?,
+            bias: Some(DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?),
             stride,
             padding,
             output_padding,
         })
+    }
+
+    /// The layer without its bias term (PyTorch's `bias=False`).
+    pub fn without_bias(mut self) -> Self {
+        self.bias = None;
+        self
     }
 
     /// `[B, IN, H, W] -> [B, OUT, (H-1)*stride - 2*padding + K + output_padding, ...]`.
@@ -187,7 +226,7 @@ impl<const IN: usize, const OUT: usize, const K: usize> ConvTranspose2d<IN, OUT,
         let (s, p, op) = (self.stride, self.padding, self.output_padding);
         x.conv_transpose2d(
             &self.weight,
-            Some(&self.bias),
+            self.bias.as_ref(),
             (s, s),
             (p, p),
             (op, op),
@@ -198,15 +237,15 @@ impl<const IN: usize, const OUT: usize, const K: usize> ConvTranspose2d<IN, OUT,
 
 impl<const IN: usize, const OUT: usize, const K: usize> Module for ConvTranspose2d<IN, OUT, K> {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
-        f(&format!("{prefix}weight"), &self.weight);
-        f(&format!("{prefix}bias"), &self.bias);
+        visit_weight_and_bias(prefix, &self.weight, self.bias.as_ref(), f);
     }
 
     fn describe(&self) -> String {
         format!(
-            "ConvTranspose2d({IN}, {OUT}, kernel_size=({K}, {K}), stride=({s}, {s}), padding=({p}, {p}))",
+            "ConvTranspose2d({IN}, {OUT}, kernel_size=({K}, {K}), stride=({s}, {s}), padding=({p}, {p}){b})",
             s = self.stride,
-            p = self.padding
+            p = self.padding,
+            b = bias_note(self.bias.as_ref())
         )
     }
 }

@@ -3,6 +3,7 @@
 mod activation;
 mod attention;
 mod conv;
+mod convert;
 mod dropout;
 mod embedding;
 mod forward;
@@ -14,6 +15,7 @@ mod module;
 mod norm;
 mod pool;
 mod recurrent;
+mod state_loading;
 
 pub use activation::{Gelu, Relu, Sigmoid, Silu, Tanh};
 pub use attention::{
@@ -34,3 +36,4 @@ pub use module::{Device, Module, StateDict, group_digits};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RmsNorm};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d};
 pub use recurrent::{Gru, Lstm, RnnWeights, gru, lstm};
+pub use state_loading::{LoadOptions, LoadReport};

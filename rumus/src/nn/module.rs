@@ -1,10 +1,9 @@
 //! The module machinery every layer and `#[model]` struct shares: named parameters in
 //! declaration order, state dicts with dotted names, train/eval mode, devices, summaries.
 
-use std::collections::{HashMap, HashSet};
-
-use crate::autograd::no_grad;
-use crate::error::{Error, Result, ShapeError};
+use super::state_loading::{LoadOptions, LoadReport};
+use crate::dtype::DType;
+use crate::error::Result;
 use crate::tensor::DynTensor;
 
 pub use crate::device::Device;
@@ -15,9 +14,15 @@ pub type StateDict = Vec<(String, DynTensor)>;
 
 /// A layer or a model made of layers.
 pub trait Module {
-    /// Calls `f` with the dotted name and tensor of every parameter and buffer, in
-    /// declaration order. `prefix` is the module's own name followed by a dot (or empty).
+    /// Calls `f` with the dotted name and tensor of every parameter (what an optimizer
+    /// trains), in declaration order. `prefix` is the module's own name followed by a dot
+    /// (or empty).
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor));
+
+    /// Calls `f` with every buffer: state that is saved and loaded with the parameters but
+    /// not trained, such as BatchNorm's running statistics. Layers without buffers need not
+    /// implement it.
+    fn visit_buffers(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &DynTensor)) {}
 
     /// Switches training behaviour (dropout, batch statistics) on or off, recursively.
     fn set_training(&mut self, _training: bool) {}
@@ -37,7 +42,8 @@ pub trait Module {
         out
     }
 
-    /// The parameters in declaration order (what an optimizer takes).
+    /// The parameters in declaration order (what an optimizer takes); buffers are not
+    /// among them, as in PyTorch.
     fn parameters(&self) -> Vec<DynTensor> {
         self.named_parameters()
             .into_iter()
@@ -45,14 +51,36 @@ pub trait Module {
             .collect()
     }
 
-    /// Number of scalar parameters.
+    /// Every buffer with its dotted name.
+    fn named_buffers(&self) -> StateDict {
+        let mut out = Vec::new();
+        self.visit_buffers("", &mut |name, t| out.push((name.to_string(), t.clone())));
+        out
+    }
+
+    /// The buffers in declaration order.
+    fn buffers(&self) -> Vec<DynTensor> {
+        self.named_buffers().into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// The parameters, then the buffers, with their dotted names: everything a state dict
+    /// holds (the tensors themselves, not copies).
+    fn named_tensors(&self) -> StateDict {
+        let mut out = self.named_parameters();
+        out.extend(self.named_buffers());
+        out
+    }
+
+    /// Number of scalar parameters (buffers are not counted, as in PyTorch's
+    /// `sum(p.numel() for p in model.parameters())`).
     fn num_parameters(&self) -> usize {
         self.parameters().iter().map(DynTensor::numel).sum()
     }
 
-    /// A snapshot of every parameter's values (detached copies), by dotted name.
+    /// A snapshot of every parameter's and buffer's values (detached copies), by dotted
+    /// name.
     fn state_dict(&self) -> StateDict {
-        self.named_parameters()
+        self.named_tensors()
             .into_iter()
             .map(|(name, t)| {
                 let copy = DynTensor::from_buffer(t.to_contiguous_buffer(), t.dims());
@@ -61,57 +89,22 @@ pub trait Module {
             .collect()
     }
 
-    /// Copies values from `state` into the parameters in place (their identities, and any
-    /// optimizer state keyed by them, are kept). Every key must match a parameter of the same
-    /// shape and dtype; missing and unexpected keys are errors, checked before anything is
-    /// written.
+    /// Copies values from `state` into the parameters and buffers in place (their
+    /// identities, and any optimizer state keyed by them, are kept). Every key must match a
+    /// tensor of the same shape; missing and unexpected keys are errors, checked before
+    /// anything is written. [`Module::load_state_dict_with`] loads non-strictly or one
+    /// sub-module.
     fn load_state_dict(&self, state: &StateDict) -> Result<()> {
-        let own = self.named_parameters();
-        let own_names: HashSet<&str> = own.iter().map(|(n, _)| n.as_str()).collect();
-        let given: HashSet<&str> = state.iter().map(|(n, _)| n.as_str()).collect();
-        let mut missing: Vec<&str> = own_names.difference(&given).copied().collect();
-        let mut unexpected: Vec<&str> = given.difference(&own_names).copied().collect();
-        if !missing.is_empty() || !unexpected.is_empty() {
-            missing.sort_unstable();
-            unexpected.sort_unstable();
-            return Err(Error::InvalidArgument {
-                op: "load_state_dict",
-                message: format!(
-                    "missing keys {}, unexpected keys {}",
-                    some_names(&missing),
-                    some_names(&unexpected)
-                ),
-            });
-        }
-        let by_name: HashMap<&str, &DynTensor> =
-            state.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        for (name, target) in &own {
-            let source = by_name[name.as_str()];
-            if source.dims() != target.dims() {
-                return Err(ShapeError::Invalid {
-                    context: format!("load_state_dict `{name}`"),
-                    message: format!(
-                        "the model has shape {:?}, the state dict {:?}",
-                        target.dims(),
-                        source.dims()
-                    ),
-                }
-                .into());
-            }
-            if source.dtype() != target.dtype() {
-                return Err(Error::DTypeMismatch {
-                    op: "load_state_dict",
-                    lhs: target.dtype(),
-                    rhs: source.dtype(),
-                });
-            }
-        }
-        let _guard = no_grad();
-        for (name, target) in &own {
-            let source = by_name[name.as_str()];
-            target.copy_(&source.to(&target.device())?)?;
-        }
-        Ok(())
+        self.load_state_dict_with(state, &LoadOptions::new())
+            .map(|_| ())
+    }
+
+    /// [`Module::load_state_dict`] with [`LoadOptions`]: `strict(false)` reports missing
+    /// and unexpected keys instead of failing (PyTorch's `strict=False`), `prefix` loads
+    /// the keys under a sub-module's name. Floating-point values convert to the tensor's
+    /// dtype. Everything is checked before anything is written.
+    fn load_state_dict_with(&self, state: &StateDict, options: &LoadOptions) -> Result<LoadReport> {
+        super::state_loading::load(self, state, options)
     }
 
     /// Training mode (the default).
@@ -129,10 +122,20 @@ pub trait Module {
     /// them (its state buffers, once a step made them, stay where they were made: move the
     /// model before training).
     fn to_device(&mut self, device: Device) -> Result<()> {
-        for (_, tensor) in self.named_parameters() {
+        for (_, tensor) in self.named_tensors() {
             tensor.storage().relocate(&device)?;
         }
         Ok(())
+    }
+
+    /// Converts every floating-point parameter and buffer to `dtype` in place, like
+    /// PyTorch's `module.to(torch.float64)`: integer buffers stay as they are, and the
+    /// tensors keep their identities (make the optimizer after converting; its state
+    /// buffers take the parameters' dtype when they are made). `dtype` must be `f16`,
+    /// `f32` or `f64`, and `f64` needs the tensors on the CPU. A converted layer runs
+    /// through `forward_dyn` on inputs of the same dtype; the typed `forward` is `f32`.
+    fn to_dtype(&mut self, dtype: DType) -> Result<()> {
+        super::convert::convert_module(self, dtype)
     }
 
     /// A PyTorch-style multi-line summary with per-child parameter counts.
@@ -151,16 +154,6 @@ pub trait Module {
         }
         out + ")"
     }
-}
-
-/// A sorted list of names for an error message: all of them when few, else the first ten
-/// and how many more (a file of 160k foreign keys should not become a 2 MB message).
-fn some_names(names: &[&str]) -> String {
-    const SHOWN: usize = 10;
-    if names.len() <= SHOWN {
-        return format!("{names:?}");
-    }
-    format!("{:?} and {} more", &names[..SHOWN], names.len() - SHOWN)
 }
 
 /// `1234567` as `1,234,567`.

@@ -2,8 +2,11 @@
 
 use super::functional::{RunningStats, batch_norm, group_norm, layer_norm, rms_norm};
 use super::module::Module;
+use crate::autograd::no_grad;
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
 fn param(dims: &[usize], value: f64) -> Result<DynTensor> {
@@ -102,12 +105,15 @@ impl<const G: usize, const C: usize> Module for GroupNorm<G, C> {
 }
 
 /// Batch normalisation over `C` channels: `[N, C]` or `[N, C, L]` (1-D), `[N, C, H, W]` (2-D).
-/// Running mean and (unbiased) variance are buffers, saved in the state dict like PyTorch's.
+/// Running mean and (unbiased) variance, and the count of training batches, are buffers,
+/// saved in the state dict under PyTorch's names.
 pub struct BatchNorm<const C: usize> {
     pub weight: DynTensor,
     pub bias: DynTensor,
     pub running_mean: DynTensor,
     pub running_var: DynTensor,
+    /// Training forward passes so far: an `i64` scalar, PyTorch's `num_batches_tracked`.
+    pub num_batches_tracked: DynTensor,
     pub momentum: f64,
     pub eps: f64,
     training: bool,
@@ -125,6 +131,7 @@ impl<const C: usize> BatchNorm<C> {
             bias: param(&[C], 0.0)?,
             running_mean: DynTensor::zeros(&[C], DType::F32)?,
             running_var: DynTensor::ones(&[C], DType::F32)?,
+            num_batches_tracked: DynTensor::zeros(&[], DType::I64)?,
             momentum: 0.1,
             eps: 1e-5,
             training: true,
@@ -137,14 +144,37 @@ impl<const C: usize> BatchNorm<C> {
             var: &self.running_var,
             momentum: self.momentum,
         };
-        batch_norm(
+        let y = batch_norm(
             x,
             Some(stats),
             Some(&self.weight),
             Some(&self.bias),
             self.training,
             self.eps,
-        )
+        )?;
+        if self.training {
+            self.count_batch()?;
+        }
+        Ok(y)
+    }
+
+    /// `num_batches_tracked += 1`.
+    fn count_batch(&self) -> Result<()> {
+        let _guard = no_grad();
+        let tracked = &self.num_batches_tracked;
+        if tracked.device() == Device::Cpu {
+            if let CpuBuffer::I64(count) = &mut *tracked.storage().write()? {
+                let at = tracked.layout().offset();
+                count[at] = count[at].saturating_add(1);
+            }
+            return Ok(());
+        }
+        // GPU kernels have no integer arithmetic: count in f32, exact up to 2^24 batches.
+        let next = tracked
+            .to_dtype(DType::F32)?
+            .add_scalar(1.0)?
+            .to_dtype(DType::I64)?;
+        tracked.copy_(&next)
     }
 }
 
@@ -152,8 +182,14 @@ impl<const C: usize> Module for BatchNorm<C> {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
         f(&format!("{prefix}weight"), &self.weight);
         f(&format!("{prefix}bias"), &self.bias);
+    }
+    fn visit_buffers(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
         f(&format!("{prefix}running_mean"), &self.running_mean);
         f(&format!("{prefix}running_var"), &self.running_var);
+        f(
+            &format!("{prefix}num_batches_tracked"),
+            &self.num_batches_tracked,
+        );
     }
     fn set_training(&mut self, training: bool) {
         self.training = training;

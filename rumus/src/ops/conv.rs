@@ -514,6 +514,19 @@ impl DynTensor {
     /// down as PyTorch's `F.max_pool2d` (`ceil_mode=False`). As there, each window's gradient
     /// goes to its first maximum (a NaN counts as the maximum).
     pub fn max_pool2d(&self, kernel: Size2d, stride: Size2d, padding: Size2d) -> Result<DynTensor> {
+        Ok(self.max_pool2d_with_indices(kernel, stride, padding)?.0)
+    }
+
+    /// [`DynTensor::max_pool2d`] and where each maximum came from, as PyTorch's
+    /// `F.max_pool2d(..., return_indices=True)`: an `i64` tensor `[N, C, OH, OW]` of flat
+    /// offsets `h * W + w` into each input plane (the first maximum of a window; a NaN is
+    /// the maximum where present), on the input's device.
+    pub fn max_pool2d_with_indices(
+        &self,
+        kernel: Size2d,
+        stride: Size2d,
+        padding: Size2d,
+    ) -> Result<(DynTensor, DynTensor)> {
         require_rank4(self, "max_pool2d input", "[N, C, H, W]")?;
         require_float(self, "max_pool2d")?;
         let w = window_of("max_pool2d", self.dims(), kernel, stride, padding, (1, 1))?;
@@ -534,7 +547,8 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of("max_pool2d", &[self])? {
             use crate::backend::gpu::WindowOp;
             let indices = gpu.window(&flat, WindowOp::Argmax, n * c, &w, &[n, c, positions])?;
-            return flat.gather(2, &indices)?.reshape(&[n, c, oh, ow]);
+            let values = flat.gather(2, &indices)?.reshape(&[n, c, oh, ow])?;
+            return Ok((values, indices.reshape(&[n, c, oh, ow])?));
         }
         let (values, offsets) = read_float(&flat, "max_pool2d", |data| match data {
             FloatSlice::F32(v) => {
@@ -550,12 +564,13 @@ impl DynTensor {
         })?;
         let indices = DynTensor::from_vec(offsets, &[n, c, positions])?;
         let out = DynTensor::from_buffer(values, &[n, c, positions]);
-        record(out, &[&flat], || BackwardOp::Gather {
+        let values = record(out, &[&flat], || BackwardOp::Gather {
             input_dims: crate::shape::Dims::from_slice(flat.dims()),
             axis: 2,
-            indices,
+            indices: indices.clone(),
         })
-        .reshape(&[n, c, oh, ow])
+        .reshape(&[n, c, oh, ow])?;
+        Ok((values, indices.reshape(&[n, c, oh, ow])?))
     }
 
     /// Mean over `kernel`-sized windows of an `[N, C, H, W]` input, moved by `stride`, with

@@ -91,9 +91,55 @@ impl DynTensor {
         self.scale_add_(1.0, alpha, source)
     }
 
-    /// Copies `source`'s values into `self` in place.
+    /// Copies `source`'s values into `self` in place (any dtype; both the same).
     pub fn copy_(&self, source: &DynTensor) -> Result<()> {
-        self.scale_add_(0.0, 1.0, source)
+        if self.dtype().is_float() {
+            return self.scale_add_(0.0, 1.0, source);
+        }
+        self.copy_exact_(source)
+    }
+
+    /// `copy_` for dtypes without arithmetic (`i64`, `bool`, `f16`): a plain overwrite.
+    fn copy_exact_(&self, source: &DynTensor) -> Result<()> {
+        const OP: &str = "copy_";
+        if is_grad_enabled() && self.requires_grad() {
+            return Err(AutogradError::InPlaceOnTracked { op: OP }.into());
+        }
+        if source.dtype() != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                lhs: self.dtype(),
+                rhs: source.dtype(),
+            });
+        }
+        if source.dims() != self.dims() {
+            return Err(ShapeError::Invalid {
+                context: format!("copy_ of {:?} into {:?}", source.dims(), self.dims()),
+                message: "an i64, bool or f16 copy needs equal shapes".into(),
+            }
+            .into());
+        }
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = crate::device::gpu_of(OP, &[self, source])? {
+            return gpu.copy_into(self, (source, source.layout()));
+        }
+        let source_buffer = source.to_contiguous_buffer();
+        let ls = Layout::contiguous(source.dims());
+        let ld = self.layout().clone();
+        let mut dst = self.storage().write()?;
+        match (&mut *dst, &source_buffer) {
+            (CpuBuffer::I64(d), CpuBuffer::I64(s)) => update_in_place(d, &ld, s, &ls, |_, s| s),
+            (CpuBuffer::Bool(d), CpuBuffer::Bool(s)) => update_in_place(d, &ld, s, &ls, |_, s| s),
+            (CpuBuffer::F16(d), CpuBuffer::F16(s)) => update_in_place(d, &ld, s, &ls, |_, s| s),
+            (d, s) => {
+                return Err(Error::DTypeMismatch {
+                    op: OP,
+                    lhs: d.dtype(),
+                    rhs: s.dtype(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Sets every element to `value` in place.

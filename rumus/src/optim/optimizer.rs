@@ -1,14 +1,15 @@
-//! The optimizer interface. An optimizer takes the gradients of its own parameters out of a
+//! The optimizer interface. An optimizer reads the gradients of its own parameters from a
 //! shared [`GradientStore`](crate::GradientStore), so several optimizers can share one
-//! backward pass.
+//! backward pass, and leaves them there to be inspected (clipped, logged) after the step,
+//! as PyTorch does until `zero_grad`.
 
 use super::params::{OptimizerState, ParamGroup, Params};
 use crate::autograd::GradientStore;
 use crate::error::Result;
 
 pub trait Optimizer {
-    /// Updates every parameter that has a gradient in `grads`, taking those gradients out.
-    /// All gradients are checked first; on an error no parameter has changed.
+    /// Updates every parameter that has a gradient in `grads`; the gradients stay in the
+    /// store. All gradients are checked first; on an error no parameter has changed.
     fn step(&mut self, grads: &mut GradientStore) -> Result<()>;
 
     /// The parameter groups and their state.

@@ -131,7 +131,7 @@ impl Params {
         let _guard = no_grad();
         for (group, states) in self.groups.iter().zip(&mut self.state) {
             for (p, state) in group.params.iter().zip(states.iter_mut()) {
-                if let Some(g) = grads.remove(p) {
+                if let Some(g) = grads.get(p).cloned() {
                     state.step += 1;
                     update(p, g, state, group)?;
                 }

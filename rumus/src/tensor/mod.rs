@@ -72,6 +72,11 @@ impl DynTensor {
         Arc::try_unwrap(self.0).ok()?.grad?.node
     }
 
+    /// The storage, when this is its only tensor (a freshly computed result).
+    pub(crate) fn into_storage(self) -> Option<Storage> {
+        Arc::try_unwrap(Arc::try_unwrap(self.0).ok()?.storage).ok()
+    }
+
     pub(crate) fn grad_meta(&self) -> Option<&GradMeta> {
         self.0.grad.as_ref()
     }
