@@ -40,19 +40,21 @@ fn is_skipped(field: &syn::Field) -> bool {
     field.attrs.iter().any(|a| a.path().is_ident("skip"))
 }
 
-/// The model's layers (fields not marked `#[skip]`), read from the struct.
+/// The model's layers (fields not marked `#[skip]`), read from the struct. A tuple struct's
+/// fields are named `0`, `1`, ... in state dicts, as PyTorch's `nn.Sequential` names its
+/// children.
 pub fn model_layers(item: &ItemStruct) -> syn::Result<Vec<Layer>> {
-    let Fields::Named(fields) = &item.fields else {
+    if matches!(item.fields, Fields::Unit) {
         return Err(syn::Error::new_spanned(
             &item.ident,
-            "#[model] needs a struct with named fields",
+            "#[model] needs a struct with fields (named, or a tuple struct)",
         ));
-    };
-    fields
-        .named
+    }
+    item.fields
         .iter()
-        .filter(|f| !is_skipped(f))
-        .map(Layer::from_field)
+        .enumerate()
+        .filter(|(_, f)| !is_skipped(f))
+        .map(|(index, f)| Layer::from_field(index, f))
         .collect()
 }
 
@@ -69,16 +71,14 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
     let table = format_ident!("__rumus_model_{}", name);
 
     let mut clean = item.clone();
-    if let Fields::Named(fields) = &mut clean.fields {
-        for field in fields.named.iter_mut() {
-            field
-                .attrs
-                .retain(|a| !a.path().is_ident("conv") && !a.path().is_ident("skip"));
-        }
+    for field in clean.fields.iter_mut() {
+        field
+            .attrs
+            .retain(|a| !a.path().is_ident("conv") && !a.path().is_ident("skip"));
     }
 
     let visits = layers.iter().map(|l| {
-        let (field, key) = (&l.name, l.name.to_string());
+        let (field, key) = (&l.member, &l.key);
         match l.kind {
             LayerKind::Parameter => quote!(f(&::std::format!("{prefix}{}", #key), self.#field.as_dyn());),
             _ => quote!(::rumus::nn::Module::visit(&self.#field, &::std::format!("{prefix}{}.", #key), f);),
@@ -89,48 +89,37 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
         .filter(|l| !matches!(l.kind, LayerKind::Parameter))
         .collect();
     let buffer_visits = modules.iter().map(|l| {
-        let (field, key) = (&l.name, l.name.to_string());
+        let (field, key) = (&l.member, &l.key);
         quote!(::rumus::nn::Module::visit_buffers(&self.#field, &::std::format!("{prefix}{}.", #key), f);)
     });
     let set_training = modules.iter().map(|l| {
-        let field = &l.name;
+        let field = &l.member;
         quote!(::rumus::nn::Module::set_training(&mut self.#field, training);)
     });
     let children = modules.iter().map(|l| {
-        let (field, key) = (&l.name, l.name.to_string());
+        let (field, key) = (&l.member, &l.key);
         quote!((#key, &self.#field as &dyn ::rumus::nn::Module))
     });
-    let Fields::Named(all_fields) = &item.fields else {
-        unreachable!("checked in model_layers")
-    };
-    let inits = all_fields.named.iter().map(|f| {
-        let field = f.ident.as_ref().expect("named");
+    let mut layers_in_order = layers.iter();
+    let inits = item.fields.iter().map(|f| {
         let ty = &f.ty;
-        if is_skipped(f) {
-            return quote!(#field: ::core::default::Default::default());
-        }
-        let layer = layers
-            .iter()
-            .find(|l| l.name == *field)
-            .expect("every unskipped field is a layer");
-        match &layer.kind {
-            LayerKind::Conv2d { options, .. } => {
-                let (s, p, d, g) = (
-                    options.stride,
-                    options.padding,
-                    options.dilation,
-                    options.groups,
-                );
-                let without_bias = (!options.bias).then(|| quote!(.without_bias()));
-                quote_spanned!(layer.type_span=> #field: <#ty>::with_groups(#s, #p, #d, #g)? #without_bias)
-            }
-            LayerKind::Parameter => {
-                quote_spanned!(layer.type_span=> #field: <#ty>::zeros().requires_grad_()?)
-            }
-            _ => quote_spanned!(layer.type_span=> #field: <#ty>::new()?),
+        let value = if is_skipped(f) {
+            quote!(::core::default::Default::default())
+        } else {
+            let layer = layers_in_order
+                .next()
+                .expect("every unskipped field is a layer");
+            layer_init(layer, ty)
+        };
+        match &f.ident {
+            Some(field) => quote!(#field: #value),
+            None => value,
         }
     });
-
+    let construct = match &item.fields {
+        Fields::Unnamed(_) => quote!(Self(#(#inits),*)),
+        _ => quote!(Self { #(#inits),* }),
+    };
     let sequential = if options.sequential {
         sequential_forward(name, &layers, options.activation.as_ref())?
     } else {
@@ -171,7 +160,7 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
             /// Builds the model with every layer initialised from the global generator
             /// (`rumus::manual_seed`).
             pub fn new() -> ::rumus::Result<Self> {
-                ::core::result::Result::Ok(Self { #(#inits),* })
+                ::core::result::Result::Ok(#construct)
             }
         }
 
@@ -187,6 +176,26 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
         #[allow(unused_imports)]
         pub(crate) use #table;
     })
+}
+
+/// The expression that builds `layer`, of type `ty`, from the global generator.
+fn layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
+    match &layer.kind {
+        LayerKind::Conv2d { options, .. } => {
+            let (s, p, d, g) = (
+                options.stride,
+                options.padding,
+                options.dilation,
+                options.groups,
+            );
+            let without_bias = (!options.bias).then(|| quote!(.without_bias()));
+            quote_spanned!(layer.type_span=> <#ty>::with_groups(#s, #p, #d, #g)? #without_bias)
+        }
+        LayerKind::Parameter => {
+            quote_spanned!(layer.type_span=> <#ty>::zeros().requires_grad_()?)
+        }
+        _ => quote_spanned!(layer.type_span=> <#ty>::new()?),
+    }
 }
 
 /// `forward` for a chain of Linear layers; each layer's input must be its predecessor's output,
@@ -250,7 +259,7 @@ fn sequential_forward(
     let (input, output) = (first.1.clone(), chain.last().expect("non-empty").2.clone());
     let (in_ty, out_ty) = (Dim::to_type(&input), Dim::to_type(&output));
     let steps = chain.iter().enumerate().map(|(i, (layer, _, out))| {
-        let (field, out_ty) = (&layer.name, out.to_type());
+        let (field, out_ty) = (&layer.member, out.to_type());
         let act = match (activation, i + 1 < chain.len()) {
             (Some(act), true) => quote!(.#act()?),
             _ => quote!(),

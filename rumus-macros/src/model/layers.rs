@@ -57,7 +57,13 @@ pub enum LayerKind {
 /// A field of the model with what the macros know about it.
 #[derive(Clone)]
 pub struct Layer {
+    /// The field's name; for a tuple struct's field `i`, `_i` (it appears only in messages).
     pub name: Ident,
+    /// How `self` reaches the field: `self.fc1`, or `self.0` in a tuple struct.
+    pub member: syn::Member,
+    /// The field's segment of dotted state-dict names: `fc1`, or `0` as in PyTorch's
+    /// `nn.Sequential`.
+    pub key: String,
     pub kind: LayerKind,
     /// Span of the field's type, where chain errors point.
     pub type_span: Span,
@@ -133,11 +139,23 @@ fn conv_options(field: &Field) -> syn::Result<ConvOptions> {
 }
 
 impl Layer {
-    pub fn from_field(field: &Field) -> syn::Result<Self> {
-        let name = field
-            .ident
-            .clone()
-            .ok_or_else(|| syn::Error::new(field.span(), "#[model] needs named fields"))?;
+    /// Field `index` of the struct (its position among all fields, skipped ones included).
+    pub fn from_field(index: usize, field: &Field) -> syn::Result<Self> {
+        let (name, member, key) = match &field.ident {
+            Some(ident) => (
+                ident.clone(),
+                syn::Member::Named(ident.clone()),
+                ident.to_string(),
+            ),
+            None => (
+                Ident::new(&format!("_{index}"), field.span()),
+                syn::Member::Unnamed(syn::Index {
+                    index: index as u32,
+                    span: field.span(),
+                }),
+                index.to_string(),
+            ),
+        };
         let kind = match generic_dims(&field.ty) {
             Some((ty, dims)) if ty == "Linear" && dims.len() == 2 => LayerKind::Linear {
                 input: dims[0].clone(),
@@ -162,6 +180,8 @@ impl Layer {
         };
         Ok(Layer {
             name,
+            member,
+            key,
             kind,
             type_span: field.ty.span(),
         })

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::atomic::write_atomic;
 use super::safetensors_format::{self, Dtype, TensorToWrite, TensorView};
 use crate::error::{Error, Result};
-use crate::nn::{Module, StateDict};
+use crate::nn::{LoadOptions, LoadReport, Module, StateDict};
 use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
@@ -163,12 +163,23 @@ pub fn save_safetensors(module: &dyn Module, path: impl AsRef<Path>) -> Result<(
 }
 
 /// Loads a file written by [`save_safetensors`] or by PyTorch (`safetensors.torch.save_file`
-/// of a `state_dict()`) into `module`. Missing or unexpected names, and any shape or dtype that
+/// of a `state_dict()`) into `module`. Missing or unexpected names, and any shape that
 /// differs, are errors; nothing is changed unless everything matches.
 pub fn load_safetensors(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
+    load_safetensors_with(module, path, &LoadOptions::new()).map(|_| ())
+}
+
+/// [`load_safetensors`] with [`LoadOptions`]: non-strict (missing and unexpected keys come
+/// back in the [`LoadReport`]), or one sub-module of a bigger model's file
+/// (`LoadOptions::new().prefix("encoder")`).
+pub fn load_safetensors_with(
+    module: &dyn Module,
+    path: impl AsRef<Path>,
+    options: &LoadOptions,
+) -> Result<LoadReport> {
     let path = path.as_ref();
     module
-        .load_state_dict(&read_state(path)?)
+        .load_state_dict_with(&read_state(path)?, options)
         .map_err(|e| match e {
             Error::InvalidArgument { message, .. } => format_error(path, message),
             other => other,

@@ -1,0 +1,369 @@
+//! PyTorch state dicts as PyTorch writes them: a torchvision-style ResNet (bias-free
+//! convolutions, BatchNorm with `num_batches_tracked`, `nn.Sequential` children named `0`,
+//! `1`) saved by `safetensors.torch.save_file` loads by name and gives PyTorch's logits;
+//! one stage loads alone from the same file; non-strict loading reports what did not
+//! match; parameters and buffers are counted apart; `to_dtype` converts in place.
+//! The fixtures come from `tests/fixtures/make_resnet_weights.py`.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::fixture_file::{FixtureTensor, read_cases};
+use rumus::io::{load_safetensors, load_safetensors_with, read_state, save_safetensors};
+use rumus::nn::{BatchNorm2d, LoadOptions, LoadReport};
+use rumus::prelude::*;
+
+const WEIGHTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/small_resnet.safetensors"
+);
+
+/// torchvision's `downsample`: `nn.Sequential(conv1x1, BatchNorm2d)`, so fields `0` and `1`.
+#[model]
+struct Downsample(
+    #[conv(stride = 2, bias = false)] Conv2d<8, 16, 1>,
+    BatchNorm2d<16>,
+);
+
+/// A BasicBlock that keeps 8 channels.
+#[model]
+struct Block8 {
+    #[conv(padding = 1, bias = false)]
+    conv1: Conv2d<8, 8, 3>,
+    bn1: BatchNorm2d<8>,
+    #[conv(padding = 1, bias = false)]
+    conv2: Conv2d<8, 8, 3>,
+    bn2: BatchNorm2d<8>,
+}
+
+/// A BasicBlock from 8 to 16 channels at stride 2, with its projection shortcut.
+#[model]
+struct Block8To16 {
+    #[conv(stride = 2, padding = 1, bias = false)]
+    conv1: Conv2d<8, 16, 3>,
+    bn1: BatchNorm2d<16>,
+    #[conv(padding = 1, bias = false)]
+    conv2: Conv2d<16, 16, 3>,
+    bn2: BatchNorm2d<16>,
+    downsample: Downsample,
+}
+
+/// `layer1 = nn.Sequential(BasicBlock(8, 8))`.
+#[model]
+struct Layer1(Block8);
+
+/// `layer2 = nn.Sequential(BasicBlock(8, 16, stride=2))`.
+#[model]
+struct Layer2(Block8To16);
+
+#[model]
+struct SmallResNet {
+    #[conv(padding = 1, bias = false)]
+    conv1: Conv2d<3, 8, 3>,
+    bn1: BatchNorm2d<8>,
+    layer1: Layer1,
+    layer2: Layer2,
+    fc: Linear<16, 10>,
+}
+
+/// The same network without its classifier: a backbone for non-strict loading.
+#[model]
+struct Backbone {
+    #[conv(padding = 1, bias = false)]
+    conv1: Conv2d<3, 8, 3>,
+    bn1: BatchNorm2d<8>,
+    layer1: Layer1,
+    layer2: Layer2,
+}
+
+impl Block8 {
+    fn forward(&self, x: &DynTensor) -> rumus::Result<DynTensor> {
+        let out = self.bn1.forward_dyn(&self.conv1.forward_dyn(x)?)?.relu()?;
+        let out = self.bn2.forward_dyn(&self.conv2.forward_dyn(&out)?)?;
+        out.add(x)?.relu()
+    }
+}
+
+impl Block8To16 {
+    fn forward(&self, x: &DynTensor) -> rumus::Result<DynTensor> {
+        let identity = self
+            .downsample
+            .1
+            .forward_dyn(&self.downsample.0.forward_dyn(x)?)?;
+        let out = self.bn1.forward_dyn(&self.conv1.forward_dyn(x)?)?.relu()?;
+        let out = self.bn2.forward_dyn(&self.conv2.forward_dyn(&out)?)?;
+        out.add(&identity)?.relu()
+    }
+}
+
+impl SmallResNet {
+    fn forward(&self, x: &DynTensor) -> rumus::Result<DynTensor> {
+        let x = self.bn1.forward_dyn(&self.conv1.forward_dyn(x)?)?.relu()?;
+        let x = self.layer2.0.forward(&self.layer1.0.forward(&x)?)?;
+        let pooled = x.adaptive_avg_pool2d((1, 1))?.flatten(1, -1)?;
+        self.fc.forward_dyn(&pooled)
+    }
+}
+
+fn fixture() -> BTreeMap<String, FixtureTensor> {
+    read_cases(include_str!("fixtures/small_resnet.txt"))
+        .remove(0)
+        .1
+}
+
+fn input(case: &BTreeMap<String, FixtureTensor>, key: &str, dtype: DType) -> DynTensor {
+    DynTensor::from_vec(case[key].values.clone(), &case[key].dims)
+        .unwrap()
+        .to_dtype(dtype)
+        .unwrap()
+}
+
+fn assert_close(what: &str, actual: &DynTensor, expected: &FixtureTensor, tolerance: f64) {
+    assert_eq!(actual.dims(), expected.dims.as_slice(), "{what}: shape");
+    for (i, (a, e)) in actual.to_f64_vec().iter().zip(&expected.values).enumerate() {
+        assert!(
+            (a - e).abs() <= tolerance,
+            "{what}[{i}]: rumus {a}, torch {e}"
+        );
+    }
+}
+
+fn loaded_resnet() -> SmallResNet {
+    let mut model = SmallResNet::new().unwrap();
+    load_safetensors(&model, WEIGHTS).unwrap();
+    model.eval();
+    model
+}
+
+#[test]
+fn torchvision_style_resnet_weights_give_pytorch_logits() {
+    let case = fixture();
+    let model = loaded_resnet();
+    let logits = model.forward(&input(&case, "x", DType::F32)).unwrap();
+    assert_close("logits", &logits, &case["logits"], 1e-5);
+}
+
+#[test]
+fn parameters_and_buffers_are_counted_apart_as_in_pytorch() {
+    let case = fixture();
+    let model = loaded_resnet();
+    assert_eq!(
+        model.num_parameters() as f64,
+        case["num_parameters"].values[0],
+        "trainable parameters, as PyTorch's sum(p.numel() for p in model.parameters())"
+    );
+    // Every name of the file, and nothing else, is a parameter or a buffer.
+    let file: Vec<String> = read_state(WEIGHTS)
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let mut ours: Vec<String> = model
+        .named_tensors()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    ours.sort();
+    assert_eq!(ours, file);
+    let buffers = model.named_buffers();
+    assert!(
+        buffers
+            .iter()
+            .all(|(name, _)| name.contains("running_") || name.ends_with("num_batches_tracked"))
+    );
+    assert!(
+        !model
+            .named_parameters()
+            .iter()
+            .any(|(name, _)| name.contains("running_") || name.contains("num_batches")),
+        "no buffer is a parameter"
+    );
+    // The counter came in with its value and dtype.
+    let saved = read_state(WEIGHTS).unwrap();
+    let (_, file_count) = saved
+        .iter()
+        .find(|(name, _)| name == "bn1.num_batches_tracked")
+        .unwrap();
+    assert_eq!(file_count.dtype(), DType::I64);
+    assert_eq!(
+        model.bn1.num_batches_tracked.to_vec::<i64>().unwrap(),
+        file_count.to_vec::<i64>().unwrap()
+    );
+}
+
+#[test]
+fn one_stage_loads_alone_from_the_whole_models_file() {
+    let case = fixture();
+    let mut stage = Layer2::new().unwrap();
+    let report =
+        load_safetensors_with(&stage, WEIGHTS, &LoadOptions::new().prefix("layer2")).unwrap();
+    assert_eq!(report, LoadReport::default(), "every key under layer2.");
+    stage.eval();
+    let out = stage
+        .0
+        .forward(&input(&case, "layer2_in", DType::F32))
+        .unwrap();
+    assert_close("layer2", &out, &case["layer2_out"], 1e-5);
+}
+
+#[test]
+fn non_strict_loading_reports_what_did_not_match() {
+    let case = fixture();
+    let backbone = Backbone::new().unwrap();
+    let before = backbone.state_dict();
+    let message = load_safetensors(&backbone, WEIGHTS)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("small_resnet.safetensors")
+            && message.contains("fc.weight")
+            && message.contains("strict(false)"),
+        "{message}"
+    );
+    for ((name, a), (_, b)) in before.iter().zip(backbone.state_dict().iter()) {
+        assert_eq!(
+            a.to_f64_vec(),
+            b.to_f64_vec(),
+            "{name} unchanged by a failed load"
+        );
+    }
+
+    let report =
+        load_safetensors_with(&backbone, WEIGHTS, &LoadOptions::new().strict(false)).unwrap();
+    assert_eq!(report.missing_keys, Vec::<String>::new());
+    assert_eq!(report.unexpected_keys, vec!["fc.bias", "fc.weight"]);
+
+    // The other way round: a model with more than the file keeps what the file lacks.
+    let mut model = SmallResNet::new().unwrap();
+    let stem = LoadOptions::new().strict(false);
+    let fc_before = model.fc.weight.to_f64_vec();
+    let state: Vec<_> = read_state(WEIGHTS)
+        .unwrap()
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with("fc."))
+        .collect();
+    let report = model.load_state_dict_with(&state, &stem).unwrap();
+    assert_eq!(report.missing_keys, vec!["fc.bias", "fc.weight"]);
+    assert!(report.unexpected_keys.is_empty());
+    assert_eq!(model.fc.weight.to_f64_vec(), fc_before);
+    // And what it loaded is PyTorch's backbone: with the file's fc the logits are torch's.
+    load_safetensors_with(&model.fc, WEIGHTS, &LoadOptions::new().prefix("fc")).unwrap();
+    model.eval();
+    let logits = model.forward(&input(&case, "x", DType::F32)).unwrap();
+    assert_close("logits", &logits, &case["logits"], 1e-5);
+}
+
+#[test]
+fn training_counts_batches_and_saves_the_counter_as_pytorch_does() {
+    let case = fixture();
+    let mut model = loaded_resnet();
+    let before = model.bn1.num_batches_tracked.to_vec::<i64>().unwrap()[0];
+    model.train();
+    model.forward(&input(&case, "x", DType::F32)).unwrap();
+    model.forward(&input(&case, "x", DType::F32)).unwrap();
+    model.eval();
+    model.forward(&input(&case, "x", DType::F32)).unwrap();
+    assert_eq!(
+        model.bn1.num_batches_tracked.to_vec::<i64>().unwrap(),
+        vec![before + 2],
+        "two training batches counted, the eval pass not"
+    );
+    let path = std::env::temp_dir().join(format!(
+        "rumus-pytorch-weights-{}.safetensors",
+        std::process::id()
+    ));
+    save_safetensors(&model, &path).unwrap();
+    let saved = read_state(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (_, count) = saved
+        .iter()
+        .find(|(name, _)| name == "layer2.0.downsample.1.num_batches_tracked")
+        .unwrap();
+    assert_eq!((count.dtype(), count.dims()), (DType::I64, &[][..]));
+    assert_eq!(count.to_vec::<i64>().unwrap(), vec![before + 2]);
+}
+
+#[test]
+fn to_dtype_converts_in_place_and_runs_in_f64() {
+    let case = fixture();
+    let mut model = loaded_resnet();
+    let weight = model.fc.weight.clone();
+    model.to_dtype(DType::F64).unwrap();
+    assert!(
+        model.named_tensors().iter().all(|(name, t)| t.dtype()
+            == if name.ends_with("num_batches_tracked") {
+                DType::I64
+            } else {
+                DType::F64
+            }),
+        "floating-point tensors are f64, the counters stay i64"
+    );
+    assert_eq!(
+        weight.dtype(),
+        DType::F64,
+        "the same tensor, converted in place"
+    );
+    let logits = model.forward(&input(&case, "x", DType::F64)).unwrap();
+    assert_eq!(logits.dtype(), DType::F64);
+    assert_close("f64 logits", &logits, &case["logits"], 1e-5);
+
+    // Back to f32, and a dtype that is not floating point is refused without a change.
+    model.to_dtype(DType::F32).unwrap();
+    let message = model.to_dtype(DType::I64).unwrap_err().to_string();
+    assert!(message.contains("f16, f32 or f64"), "{message}");
+    assert_eq!(model.fc.weight.dtype(), DType::F32);
+    let logits = model.forward(&input(&case, "x", DType::F32)).unwrap();
+    assert_close("f32 logits again", &logits, &case["logits"], 1e-5);
+}
+
+#[test]
+fn max_pool2d_with_indices_matches_pytorch() {
+    let case = fixture();
+    let x = input(&case, "pool_in", DType::F32);
+    let (values, indices) = x.max_pool2d_with_indices((3, 3), (2, 2), (1, 1)).unwrap();
+    // A maximum is one of the inputs, so equal to torch's as f32 (the file has 9 digits).
+    let as_f32 = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<_>>();
+    assert_eq!(values.dims(), case["pool_out"].dims.as_slice());
+    assert_eq!(
+        values.to_vec::<f32>().unwrap(),
+        as_f32(&case["pool_out"].values)
+    );
+    assert_eq!(indices.dtype(), DType::I64);
+    assert_close("indices", &indices, &case["pool_indices"], 0.0);
+}
+
+#[test]
+fn on_the_gpu_the_same_weights_load_count_and_pool() {
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    let case = fixture();
+    let mut model = SmallResNet::new().unwrap();
+    model.to_device(device.clone()).unwrap();
+    // Loaded into GPU tensors, the i64 counters included.
+    load_safetensors(&model, WEIGHTS).unwrap();
+    let before = model.bn1.num_batches_tracked.to_vec::<i64>().unwrap()[0];
+    let x = input(&case, "x", DType::F32).to(&device).unwrap();
+    model.eval();
+    let logits = model.forward(&x).unwrap();
+    assert_close("GPU logits", &logits, &case["logits"], 1e-4);
+    model.train();
+    model.forward(&x).unwrap();
+    assert_eq!(
+        model.bn1.num_batches_tracked.to_vec::<i64>().unwrap(),
+        vec![before + 1]
+    );
+    assert!(matches!(
+        model.bn1.num_batches_tracked.device(),
+        Device::Gpu(_)
+    ));
+
+    let pool_in = input(&case, "pool_in", DType::F32).to(&device).unwrap();
+    let (values, indices) = pool_in
+        .max_pool2d_with_indices((3, 3), (2, 2), (1, 1))
+        .unwrap();
+    assert!(matches!(indices.device(), Device::Gpu(_)));
+    assert_close("GPU indices", &indices, &case["pool_indices"], 0.0);
+    assert_close("GPU values", &values, &case["pool_out"], 1e-6);
+}
