@@ -30,6 +30,7 @@ impl Device {
         Ok(Device::Gpu(GpuDevice::default_adapter()?))
     }
 
+    /// Whether this is a GPU device.
     pub fn is_gpu(&self) -> bool {
         matches!(self, Device::Gpu(_))
     }

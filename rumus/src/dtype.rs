@@ -10,14 +10,18 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DType {
+    /// 32-bit IEEE float, the default for models.
     F32,
+    /// 64-bit IEEE float, for gradient checks and precise references.
     F64,
     /// IEEE half precision: a storage type. It converts to and from every other dtype,
     /// moves between devices, takes views and copies, and multiplies matrices (accumulating
     /// in `f32`, like PyTorch); other math wants a cast to `f32` first, and it carries no
     /// gradients.
     F16,
+    /// 64-bit signed integer: class labels and indices.
     I64,
+    /// `true`/`false`: masks and comparison results.
     Bool,
 }
 

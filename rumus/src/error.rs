@@ -12,9 +12,13 @@ pub enum ShapeError {
     /// One axis has the wrong size.
     #[error("{context}: axis {axis} has size {found}, expected {expected}")]
     AxisMismatch {
+        /// What was being checked (an op, a layer, a loader).
         context: String,
+        /// The axis, counted from 0.
         axis: usize,
+        /// The size that was required.
         expected: usize,
+        /// The size that was given.
         found: usize,
     },
     /// The number of axes is wrong.
@@ -22,18 +26,27 @@ pub enum ShapeError {
         "{context}: expected a rank-{expected} tensor {expected_shape}, got rank {found} with shape {found_shape:?}"
     )]
     RankMismatch {
+        /// What was being checked.
         context: String,
+        /// The required number of axes.
         expected: usize,
+        /// The required layout in words, e.g. `[N, C, H, W]`.
         expected_shape: String,
+        /// The number of axes given.
         found: usize,
+        /// The shape given.
         found_shape: Vec<usize>,
     },
     /// A buffer or reshape does not have the number of elements the shape asks for.
     #[error("{context}: shape {shape:?} holds {expected} elements but {found} were given")]
     ElementCount {
+        /// What was being built.
         context: String,
+        /// The requested shape.
         shape: Vec<usize>,
+        /// Number of elements the shape holds.
         expected: usize,
+        /// Number of elements given.
         found: usize,
     },
     /// Two shapes cannot be broadcast together (NumPy rules: sizes must match or be 1).
@@ -41,11 +54,17 @@ pub enum ShapeError {
         "{context}: shapes {lhs:?} and {rhs:?} cannot be broadcast (axis {axis} from the right: {lhs_size} vs {rhs_size}; sizes must be equal or one of them 1)"
     )]
     NotBroadcastable {
+        /// The op that broadcast.
         context: String,
+        /// Shape of the left operand.
         lhs: Vec<usize>,
+        /// Shape of the right operand.
         rhs: Vec<usize>,
+        /// The first disagreeing axis, counted from the right (0 = last).
         axis: usize,
+        /// Size of that axis in `lhs`.
         lhs_size: usize,
+        /// Size of that axis in `rhs`.
         rhs_size: usize,
     },
     /// An axis argument does not exist in the tensor.
@@ -53,8 +72,11 @@ pub enum ShapeError {
         "{context}: axis {axis} is out of range for a rank-{rank} tensor (valid: -{rank}..{rank})"
     )]
     AxisOutOfRange {
+        /// The op that got the axis.
         context: String,
+        /// The axis as given; negative values count from the end.
         axis: isize,
+        /// Number of axes of the tensor.
         rank: usize,
     },
     /// Inner dimensions of a matrix product disagree.
@@ -62,14 +84,23 @@ pub enum ShapeError {
         "matmul: inner dimensions differ: lhs {lhs:?} has {lhs_inner} columns but rhs {rhs:?} has {rhs_inner} rows"
     )]
     MatmulInner {
+        /// Shape of the left operand.
         lhs: Vec<usize>,
+        /// Shape of the right operand.
         rhs: Vec<usize>,
+        /// Columns of the left operand (its last axis).
         lhs_inner: usize,
+        /// Rows of the right operand (its second-to-last axis).
         rhs_inner: usize,
     },
     /// Any other invalid shape argument, with an explanation.
     #[error("{context}: {message}")]
-    Invalid { context: String, message: String },
+    Invalid {
+        /// What was being checked.
+        context: String,
+        /// What is wrong with the shape.
+        message: String,
+    },
 }
 
 /// A fault in gradient computation that user code can cause.
@@ -79,80 +110,129 @@ pub enum AutogradError {
     #[error(
         "backward: the output has shape {shape:?}, not a single element; pass a seed gradient of that shape with `backward_with(seed)` or reduce it first (e.g. `.sum_all()`)"
     )]
-    NonScalarWithoutSeed { shape: Vec<usize> },
+    NonScalarWithoutSeed {
+        /// Shape of the output.
+        shape: Vec<usize>,
+    },
     /// A tensor saved for backward was modified in place after it was recorded.
     #[error(
         "backward of {op}: a tensor saved for the gradient was modified in place after it was recorded (version {saved} when saved, {current} now); compute the loss again after the in-place change, or clone the tensor before mutating it"
     )]
     VersionMismatch {
+        /// The op whose backward read the tensor.
         op: &'static str,
+        /// Storage version when the tensor was saved.
         saved: u64,
+        /// Storage version at backward time.
         current: u64,
     },
     /// The gradient asked for was never produced.
     #[error("no gradient for tensor #{id} {shape:?}: {reason}")]
     MissingGradient {
+        /// Id of the tensor on the graph; 0 when it does not require a gradient.
         id: u64,
+        /// Shape of the tensor.
         shape: Vec<usize>,
+        /// Why there is no gradient, and what to do about it.
         reason: String,
     },
     /// The output of `backward`/`grad` does not depend on anything that requires a gradient.
     #[error(
         "{context}: the output is not connected to the graph (no input requires a gradient, or it was computed under `no_grad`)"
     )]
-    NotTracked { context: String },
+    NotTracked {
+        /// The call that needed a graph.
+        context: String,
+    },
     /// An in-place update on a tensor the tape is tracking, while recording.
     #[error(
         "{op}: in-place update of a tensor that requires a gradient while gradients are recorded; wrap the update in `let _guard = rumus::no_grad();` (as optimizers do)"
     )]
-    InPlaceOnTracked { op: &'static str },
+    InPlaceOnTracked {
+        /// The in-place op.
+        op: &'static str,
+    },
     /// Gradients are only defined for floating-point tensors.
     #[error(
         "{context}: gradients need an f32 or f64 tensor, this one is {dtype}{}",
         half_hint(*dtype)
     )]
-    NotDifferentiable { context: String, dtype: DType },
+    NotDifferentiable {
+        /// Where a gradient was asked for.
+        context: String,
+        /// The tensor's dtype.
+        dtype: DType,
+    },
 }
 
 /// Faults of devices: no GPU, tensors on different devices, ops a GPU cannot run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DeviceError {
+    /// No GPU adapter could be opened.
     #[error(
         "no GPU adapter was found ({reason}); install a Vulkan, Metal or DX12 driver (on Debian without a GPU: `apt-get install mesa-vulkan-drivers` for the lavapipe CPU device), or stay on Device::Cpu"
     )]
-    NoAdapter { reason: String },
+    NoAdapter {
+        /// What the graphics API reported.
+        reason: String,
+    },
+    /// A GPU was asked for, but the crate was built without its `gpu` feature.
     #[error(
         "rumus was built without its `gpu` feature; enable it (`rumus = {{ features = [\"gpu\"] }}`) to use Device::gpu()"
     )]
     NotCompiled,
+    /// The GPU driver or `wgpu` rejected a request (out of memory, a lost device, a
+    /// validation error).
     #[error("the GPU refused the request: {message}")]
-    Gpu { message: String },
+    Gpu {
+        /// The message from `wgpu`.
+        message: String,
+    },
+    /// The operands of one op are on different devices.
     #[error(
         "{op}: operands are on different devices ({lhs} and {rhs}); move one with `.to(&device)` first"
     )]
     Mismatch {
+        /// The op.
         op: &'static str,
+        /// Device of the first operand.
         lhs: String,
+        /// Device of the second operand.
         rhs: String,
     },
+    /// A GPU op got a tensor of a dtype the GPU kernels do not handle.
     #[error(
         "{op}: {dtype} tensors are not supported on the GPU; convert with `.to_dtype(DType::F32)` first"
     )]
-    UnsupportedDType { op: &'static str, dtype: DType },
+    UnsupportedDType {
+        /// The op.
+        op: &'static str,
+        /// The tensor's dtype.
+        dtype: DType,
+    },
+    /// A tensor is larger than the adapter's largest storage buffer.
     #[error(
         "{op}: the tensor needs {bytes} bytes in one GPU buffer but this adapter allows at most {limit}; split the work into smaller tensors"
     )]
     TooLarge {
+        /// The op that needed the buffer.
         op: &'static str,
+        /// Size of the buffer, in bytes.
         bytes: u64,
+        /// The adapter's limit, in bytes.
         limit: u64,
     },
+    /// A tensor has more axes than the GPU kernels accept.
     #[error("{op}: a tensor of rank {rank} is beyond the GPU kernels' limit of {limit} axes")]
     RankTooLarge {
+        /// The op.
         op: &'static str,
+        /// Number of axes of the tensor.
         rank: usize,
+        /// Most axes the kernels accept.
         limit: usize,
     },
+    /// A CPU kernel was handed GPU memory to write; a bug in rumus, not in user code.
     #[error("internal: a CPU kernel tried to write GPU memory; please report this")]
     HostWriteToGpu,
 }
@@ -165,17 +245,23 @@ pub enum DeviceError {
 /// variants, or format with `{:#?}`.
 #[derive(Clone, PartialEq, thiserror::Error)]
 pub enum Error {
+    /// A shape disagreement.
     #[error(transparent)]
     Shape(#[from] ShapeError),
+    /// A fault in gradient computation.
     #[error(transparent)]
     Autograd(#[from] AutogradError),
+    /// A device fault.
     #[error(transparent)]
     Device(#[from] DeviceError),
     /// An operation got a tensor of a dtype it does not support.
     #[error("{op}: expected {expected}, got a {found} tensor{}", half_hint(*found))]
     DType {
+        /// The op.
         op: &'static str,
+        /// The dtypes it accepts, in words.
         expected: &'static str,
+        /// The dtype it got.
         found: DType,
     },
     /// Two operands of one op have different dtypes (rumus never promotes silently).
@@ -183,36 +269,68 @@ pub enum Error {
         "{op}: operands have different dtypes ({lhs} and {rhs}); convert one with `.to_dtype()`"
     )]
     DTypeMismatch {
+        /// The op.
         op: &'static str,
+        /// Dtype of the first operand.
         lhs: DType,
+        /// Dtype of the second operand.
         rhs: DType,
     },
     /// An index tensor points outside the axis it indexes.
     #[error("{op}: index {index} is out of range for axis {axis} of size {size}")]
     IndexOutOfRange {
+        /// The op.
         op: &'static str,
+        /// The offending index.
         index: i64,
+        /// The indexed axis.
         axis: usize,
+        /// Size of that axis.
         size: usize,
     },
     /// Reading or writing a file failed.
     #[error("{path}: {message}")]
-    Io { path: String, message: String },
+    Io {
+        /// The file or directory.
+        path: String,
+        /// What failed and why.
+        message: String,
+    },
     /// A file's contents are not what its format promises (truncated, corrupt, unsupported).
     #[error("{path}: {message}")]
-    Format { path: String, message: String },
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong with its contents.
+        message: String,
+    },
     /// An invalid scalar argument (a negative size, an empty range, ...).
     #[error("{op}: {message}")]
-    InvalidArgument { op: &'static str, message: String },
+    InvalidArgument {
+        /// The op or function.
+        op: &'static str,
+        /// Which argument is wrong and why.
+        message: String,
+    },
     /// A result or buffer whose size came from the input cannot be allocated.
     #[error(
         "{op}: {message}; check the sizes that led here (a shape read from a file, a padding, a range), or work in smaller pieces"
     )]
-    OutOfMemory { op: String, message: String },
+    OutOfMemory {
+        /// The op that asked for the memory.
+        op: String,
+        /// How much was asked for, and why it could not be had.
+        message: String,
+    },
     /// A collective operation across processes failed or timed out (a rank died, the
     /// launcher is missing, ranks disagree about sizes).
     #[error("{op}: {message}")]
-    Distributed { op: &'static str, message: String },
+    Distributed {
+        /// The collective or setup step.
+        op: &'static str,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl std::fmt::Debug for Error {

@@ -29,6 +29,8 @@ fn splitmix64(x: &mut u64) -> u64 {
 }
 
 impl Generator {
+    /// A generator whose state is expanded from `seed` with SplitMix64; equal seeds give equal
+    /// sequences.
     pub fn new(seed: u64) -> Self {
         let mut x = seed;
         Generator {
@@ -78,6 +80,7 @@ impl Generator {
         })
     }
 
+    /// The next 64 uniformly distributed random bits.
     pub fn next_u64(&mut self) -> u64 {
         let s = &mut self.state;
         let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);

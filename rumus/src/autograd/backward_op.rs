@@ -20,141 +20,230 @@ use crate::shape::Dims;
 use crate::tensor::DynTensor;
 
 /// One op on the tape and what its gradient needs.
+///
+/// Inputs are numbered in the order the forward op received them; `needs[i]` in the backward
+/// pass refers to that order.
 pub enum BackwardOp {
+    /// Broadcasting `lhs + rhs`.
     Add {
+        /// Shape of `lhs`, to sum the gradient back to it.
         lhs_dims: Dims,
+        /// Shape of `rhs`, to sum the gradient back to it.
         rhs_dims: Dims,
     },
+    /// Broadcasting `lhs - rhs`.
     Sub {
+        /// Shape of `lhs`, to sum the gradient back to it.
         lhs_dims: Dims,
+        /// Shape of `rhs`, to sum the gradient back to it.
         rhs_dims: Dims,
     },
+    /// Broadcasting `lhs * rhs`.
     Mul {
+        /// The left operand; its value scales the gradient of `rhs`.
         lhs: Saved,
+        /// The right operand; its value scales the gradient of `lhs`.
         rhs: Saved,
     },
+    /// Broadcasting `lhs / rhs`.
     Div {
+        /// The numerator.
         lhs: Saved,
+        /// The denominator.
         rhs: Saved,
     },
+    /// Broadcasting `base ^ exponent`, both tensors.
     Pow {
+        /// The base.
         base: Saved,
+        /// The exponent.
         exponent: Saved,
     },
+    /// `where(condition, on_true, on_false)`; inputs (on_true, on_false).
     Where {
+        /// The `bool` mask, detached; picks which input each gradient element goes to.
         condition: DynTensor,
+        /// Shape of `on_true`.
         lhs_dims: Dims,
+        /// Shape of `on_false`.
         rhs_dims: Dims,
     },
+    /// An element-wise unary op (`exp`, `relu`, a scalar multiply, ...).
     Unary {
+        /// Which op ran.
         op: unary::UnaryOp,
+        /// The input, kept only for ops whose derivative reads it.
         input: Option<Saved>,
     },
+    /// Sum over `axes`.
     Sum {
+        /// Shape of the input, to broadcast the gradient back to.
         input_dims: Dims,
+        /// The reduced axes, normalised to be non-negative.
         axes: Vec<usize>,
+        /// Whether the reduced axes were kept with size 1.
         keepdim: bool,
     },
+    /// Max or min over `axes`; ties share the gradient equally.
     Extremum {
+        /// The input, to find where the extreme values were.
         input: Saved,
+        /// The reduced axes, normalised to be non-negative.
         axes: Vec<usize>,
+        /// Whether the reduced axes were kept with size 1.
         keepdim: bool,
+        /// `true` for max, `false` for min.
         max: bool,
     },
+    /// Softmax or log-softmax along one axis.
     Softmax {
+        /// The input of the op.
         input: Saved,
+        /// The normalised axis.
         axis: usize,
+        /// `true` for log-softmax.
         log: bool,
     },
+    /// Batched matrix product `lhs @ rhs`, with broadcast batch dims.
     Matmul {
+        /// The left matrix (or batch of matrices).
         lhs: Saved,
+        /// The right matrix (or batch of matrices).
         rhs: Saved,
     },
     /// `input @ weight_t + bias`; inputs (input, weight_t, bias).
     Linear {
+        /// The input.
         input: Saved,
+        /// The right operand (for a linear layer, its weight transposed).
         weight_t: Saved,
+        /// Shape of the bias, to sum the gradient back to it.
         bias_dims: Dims,
     },
+    /// A reshape; the gradient is reshaped back.
     Reshape {
+        /// Shape of the input.
         input_dims: Dims,
     },
+    /// An axis permutation; the gradient is permuted by the inverse.
     Permute {
+        /// The permutation that was applied.
         perm: Vec<usize>,
     },
+    /// A broadcast (`broadcast_to`); the gradient is summed back.
     Expand {
+        /// Shape of the input before broadcasting.
         input_dims: Dims,
     },
+    /// A narrowing view along one axis; the gradient is zero-padded back.
     Narrow {
+        /// Shape of the input.
         input_dims: Dims,
+        /// The narrowed axis.
         axis: usize,
+        /// First index kept along `axis`.
         start: usize,
     },
+    /// A contiguous copy; the gradient passes through unchanged.
     Contiguous,
+    /// `index_select` along one axis; the gradient is added back at the indices.
     IndexSelect {
+        /// Shape of the input.
         input_dims: Dims,
+        /// The indexed axis.
         axis: usize,
+        /// The indices, detached.
         indices: DynTensor,
     },
+    /// `index_add` along one axis; inputs (self, source).
     IndexAdd {
+        /// The indexed axis.
         axis: usize,
+        /// The indices, detached.
         indices: DynTensor,
     },
+    /// `gather` along one axis (PyTorch `gather`).
     Gather {
+        /// Shape of the input.
         input_dims: Dims,
+        /// The indexed axis.
         axis: usize,
+        /// The indices, detached.
         indices: DynTensor,
     },
+    /// `scatter_add` along one axis (PyTorch `scatter_add`); inputs (self, source).
     ScatterAdd {
+        /// The indexed axis.
         axis: usize,
+        /// The indices, detached.
         indices: DynTensor,
     },
+    /// Concatenation along one axis; the gradient is split back into pieces.
     Cat {
+        /// The concatenation axis.
         axis: usize,
+        /// Each input's length along `axis`, in input order.
         sizes: Vec<usize>,
     },
+    /// A dtype conversion; the gradient is converted back.
     Cast {
+        /// The input's dtype.
         from: DType,
     },
     /// A copy between devices; the gradient goes back to where the input was.
     ToDevice {
+        /// The device the input was on.
         from: crate::Device,
     },
     /// A convolution run by the CPU's direct kernels (`x`, `w` and an optional bias in).
     Conv2d {
+        /// The input `x`, `[N, C, H, W]`.
         input: Saved,
+        /// The weight `w`, `[OC, C, KH, KW]`.
         weight: Saved,
+        /// Sizes of the convolution: batch, channels, plane, kernel and padding.
         shape: Conv2dShape,
+        /// The vector instruction set the forward pass used; the backward uses the same.
         isa: Isa,
     },
-    /// Dropout on the GPU with its draws hashed from `seed` (no mask kept).
+    /// Dropout with its draws hashed from `seed` (no mask kept), on the CPU or a GPU.
     Dropout {
+        /// Probability that an element is zeroed.
         p: f64,
+        /// Seed of the keep-or-drop draws, replayed on the gradient.
         seed: u64,
     },
     /// Layer normalisation over the last axis (`x`, then the weight and bias when present).
     LayerNorm {
+        /// The input `x`.
         input: Saved,
+        /// The scale, when the layer has one.
         weight: Option<Saved>,
+        /// Whether a bias was an input (the last one).
         has_bias: bool,
         /// Each row's mean and `1 / sqrt(var + eps)`, `[rows, 2]`, for the fused backward.
         stats: DynTensor,
+        /// The `eps` added to the variance.
         eps: f64,
     },
     /// Sliding windows copied into columns (im2col); the adjoint of `Fold2d`.
     Unfold2d {
+        /// Kernel, stride, padding, dilation and plane sizes of the windows.
         window: Window2d,
     },
     /// Columns summed back into planes (col2im); the adjoint of `Unfold2d`.
     Fold2d {
+        /// Kernel, stride, padding, dilation and plane sizes of the windows.
         window: Window2d,
     },
     /// The sum of each sliding window (average pooling); the adjoint of `WindowSpread2d`.
     WindowSum2d {
+        /// Kernel, stride, padding, dilation and plane sizes of the windows.
         window: Window2d,
     },
     /// Each window's value added to all its inputs; the adjoint of `WindowSum2d`.
     WindowSpread2d {
+        /// Kernel, stride, padding, dilation and plane sizes of the windows.
         window: Window2d,
     },
 }

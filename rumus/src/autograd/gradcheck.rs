@@ -38,28 +38,45 @@ impl Default for GradcheckOptions {
 /// Why a gradient check failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GradcheckError {
+    /// The function, the backward pass or building the inputs failed.
     #[error(transparent)]
     Op(#[from] Error),
+    /// An input is not `f64`.
     #[error(
         "gradcheck needs f64 inputs (finite differences in f32 are too coarse); input {input} is {dtype}"
     )]
-    NotF64 { input: usize, dtype: DType },
+    NotF64 {
+        /// Position of the input in `inputs`.
+        input: usize,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// An analytic gradient's shape differs from its input's shape.
     #[error(
         "the gradient of input {input} has shape {found:?}, but the input has shape {expected:?}"
     )]
     GradShape {
+        /// Position of the input in `inputs`.
         input: usize,
+        /// Shape of the input.
         expected: Vec<usize>,
+        /// Shape of the gradient.
         found: Vec<usize>,
     },
+    /// An analytic and a numeric gradient element differ by more than the tolerance.
     #[error(
         "gradient of input {input} differs at element {index}: analytic {analytic:.8e}, numeric {numeric:.8e} (allowed {allowed:.2e})"
     )]
     Mismatch {
+        /// Position of the input in `inputs`.
         input: usize,
+        /// Flat index of the element, in contiguous order.
         index: usize,
+        /// The gradient from the backward pass.
         analytic: f64,
+        /// The central finite difference.
         numeric: f64,
+        /// The allowed difference, `atol + rtol * |numeric|`.
         allowed: f64,
     },
 }

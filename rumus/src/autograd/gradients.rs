@@ -14,6 +14,7 @@ pub struct GradientStore {
 }
 
 impl GradientStore {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
@@ -67,10 +68,12 @@ impl GradientStore {
         Ok(())
     }
 
+    /// Number of stored gradients.
     pub fn len(&self) -> usize {
         self.grads.len()
     }
 
+    /// Whether no gradient is stored.
     pub fn is_empty(&self) -> bool {
         self.grads.is_empty()
     }

@@ -42,6 +42,7 @@ impl TensorId {
         })
     }
 
+    /// The id as a number, as error messages and debug output show it.
     pub fn get(self) -> u64 {
         self.0
     }

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 pub struct CsvOptions {
     /// Skip the first line.
     pub has_header: bool,
+    /// The field separator; `,` by default.
     pub delimiter: char,
     /// The column holding integer class labels; negative counts from the end (`-1` is the
     /// last). `None`: every column is input and items have no label (`Target::Values` of

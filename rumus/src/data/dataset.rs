@@ -13,10 +13,13 @@ use crate::rng::Generator;
 
 /// An indexable, fallible collection of items.
 pub trait Dataset: Send + Sync {
+    /// What `get` returns (a [`Sample`](super::Sample), a record's bytes, ...).
     type Item: Send + 'static;
 
+    /// Number of items.
     fn len(&self) -> usize;
 
+    /// Whether the dataset holds no items.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -69,10 +72,12 @@ pub struct InMemory<T> {
 }
 
 impl<T> InMemory<T> {
+    /// A dataset of `items`, in order; `get` clones one out.
     pub fn new(items: Vec<T>) -> Self {
         InMemory { items }
     }
 
+    /// The items, in index order.
     pub fn items(&self) -> &[T] {
         &self.items
     }

@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 /// An unsigned-byte IDX array: dims and row-major values.
 #[derive(Debug, Clone)]
 pub struct IdxArray {
+    /// Size of each axis, as the header gives them.
     pub dims: Vec<usize>,
+    /// The values in row-major order, `dims.iter().product()` of them.
     pub data: Vec<u8>,
 }
 
@@ -151,17 +153,23 @@ fn decode_stream(mut source: impl std::io::BufRead, path: &Path) -> Result<IdxAr
 /// A labelled image set: `[N, H, W]` images scaled to [0, 1] and labels.
 #[derive(Debug, Clone)]
 pub struct ImageSet {
+    /// Pixels of all images, row-major `[N, H, W]`, each byte divided by 255.
     pub images: Vec<f32>,
+    /// The class of each image, `N` of them.
     pub labels: Vec<i64>,
+    /// Rows per image, `H`.
     pub height: usize,
+    /// Columns per image, `W`.
     pub width: usize,
 }
 
 impl ImageSet {
+    /// Number of images.
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
+    /// Whether the set holds no images.
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }

@@ -113,6 +113,7 @@ where
         Ok(self)
     }
 
+    /// The dataset the batches are drawn from.
     pub fn dataset(&self) -> &D {
         &self.dataset
     }
@@ -135,6 +136,7 @@ where
         (self.batch_size.saturating_mul(ranks), ranks)
     }
 
+    /// Whether an epoch yields no batch (on this rank, when sharded).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

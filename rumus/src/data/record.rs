@@ -171,6 +171,7 @@ impl RecordWriter {
         self.offsets.len()
     }
 
+    /// Whether no record has been appended yet.
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()
     }
@@ -286,6 +287,7 @@ impl<B: AsRef<[u8]>> RecordFile<B> {
         self.count
     }
 
+    /// Whether the file holds no records.
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -545,6 +547,7 @@ impl RecordDataset<Mmap> {
 }
 
 impl<B> RecordDataset<B> {
+    /// A dataset whose items are the records of `file`, copied out as bytes.
     pub fn new(file: RecordFile<B>) -> Self {
         RecordDataset {
             file: Arc::new(file),
@@ -556,6 +559,7 @@ impl<B> RecordDataset<B> {
         RecordDataset { file }
     }
 
+    /// The underlying record file.
     pub fn file(&self) -> &Arc<RecordFile<B>> {
         &self.file
     }

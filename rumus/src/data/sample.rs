@@ -11,7 +11,9 @@ use crate::tensor::typed::Tensor;
 /// One item's values, row-major, with their dims (e.g. `[1, 28, 28]` for an MNIST image).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Features {
+    /// The values, row-major.
     pub values: Vec<f32>,
+    /// Size of each axis; their product is `values.len()`.
     pub dims: Vec<usize>,
 }
 
@@ -60,11 +62,14 @@ pub enum Target {
 /// An input and its target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
+    /// What the model reads.
     pub input: Features,
+    /// What the model should predict.
     pub target: Target,
 }
 
 impl Sample {
+    /// A sample labelled with class index `class`.
     pub fn classified(input: Features, class: i64) -> Self {
         Sample {
             input,
@@ -76,7 +81,9 @@ impl Sample {
 /// A collated batch: inputs `[N, ...]` (f32) and targets (`i64 [N]` or `f32 [N, ...]`).
 #[derive(Debug, Clone)]
 pub struct Batch {
+    /// The stacked inputs, `f32 [N, ...]`.
     pub input: DynTensor,
+    /// The stacked targets: `i64 [N]` class indices or `f32 [N, ...]` values.
     pub target: DynTensor,
 }
 
@@ -86,6 +93,7 @@ impl Batch {
         self.input.dims()[0]
     }
 
+    /// Whether the batch holds no items.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -105,8 +113,11 @@ impl Batch {
 
 /// Items that can be stacked into a batch.
 pub trait Collate: Sized + Send + 'static {
+    /// What a batch of these items becomes.
     type Batch: Send + 'static;
 
+    /// Stacks `items` into one batch, in order. Fails on an empty list or on items whose
+    /// shapes (or kinds of target) differ.
     fn collate(items: Vec<Self>) -> Result<Self::Batch>;
 }
 

@@ -12,13 +12,18 @@ use crate::error::Result;
 
 /// A buffer of one element type, read and written in place by a collective.
 pub enum Elements<'a> {
+    /// 32-bit floats.
     F32(&'a mut [f32]),
+    /// 64-bit floats.
     F64(&'a mut [f64]),
+    /// 64-bit signed integers.
     I64(&'a mut [i64]),
+    /// Raw bytes.
     U8(&'a mut [u8]),
 }
 
 impl Elements<'_> {
+    /// Number of elements (not bytes).
     pub fn len(&self) -> usize {
         match self {
             Elements::F32(data) => data.len(),
@@ -28,6 +33,7 @@ impl Elements<'_> {
         }
     }
 
+    /// Whether the buffer holds no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -74,6 +74,7 @@ impl HostBuffer {
 /// How [`all_reduce`] combines the ranks' tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reduction {
+    /// The element-wise sum.
     Sum,
     /// The sum divided by the world size (integer tensors: the sum).
     Mean,

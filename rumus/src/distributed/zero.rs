@@ -81,6 +81,7 @@ impl<O: Optimizer> ZeroRedundancyOptimizer<O> {
         self.inner.as_ref()
     }
 
+    /// This rank's optimizer, mutably (to set learning rates or restore its state).
     pub fn inner_mut(&mut self) -> Option<&mut O> {
         self.inner.as_mut()
     }

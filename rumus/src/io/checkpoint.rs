@@ -79,12 +79,15 @@ const NONE: &str = "none";
 pub struct Checkpoint {
     /// Model parameters and buffers by dotted name.
     pub model: StateDict,
+    /// The optimizer's learning rates, step counts and buffers.
     pub optimizer: OptimizerState,
     /// [`LrScheduler::epoch`](crate::optim::LrScheduler::epoch), if a scheduler is used.
     pub scheduler_epoch: Option<u64>,
     /// The process-wide generator (dropout masks and random initialisation draw from it).
     pub rng: Generator,
+    /// The epoch to resume at.
     pub epoch: u64,
+    /// The step to resume at, as the caller counts steps (e.g. batches trained so far).
     pub step: u64,
     /// Free-form fields of the caller (run name, best validation loss, ...).
     pub metadata: BTreeMap<String, String>,

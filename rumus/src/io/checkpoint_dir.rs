@@ -76,6 +76,7 @@ impl CheckpointManager {
         Ok(CheckpointManager { dir, keep_last })
     }
 
+    /// The directory the checkpoints are kept in.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

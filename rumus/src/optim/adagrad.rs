@@ -7,12 +7,18 @@ use super::params::{ParamGroup, Params};
 use crate::autograd::GradientStore;
 use crate::error::Result;
 
+/// Settings of [`Adagrad`]; the defaults are PyTorch's.
 #[derive(Debug, Clone, Copy)]
 pub struct AdagradConfig {
+    /// Learning rate (used by [`Adagrad::new`]; groups carry their own).
     pub lr: f64,
+    /// Step `t` uses `lr / (1 + (t - 1) * lr_decay)`.
     pub lr_decay: f64,
+    /// L2 penalty added to the gradient as `weight_decay * p` (used by [`Adagrad::new`]).
     pub weight_decay: f64,
+    /// Starting value of every element of the sum of squared gradients.
     pub initial_accumulator_value: f64,
+    /// Added to the square root of the sum to keep the division finite.
     pub eps: f64,
 }
 
@@ -28,12 +34,15 @@ impl Default for AdagradConfig {
     }
 }
 
+/// Adagrad, as PyTorch's `torch.optim.Adagrad`.
 pub struct Adagrad {
     params: Params,
     config: AdagradConfig,
 }
 
 impl Adagrad {
+    /// One group holding `params`, with the config's `lr` and `weight_decay`. Fails when a
+    /// tensor does not require a gradient or a setting is out of range.
     pub fn new(params: Vec<crate::DynTensor>, config: AdagradConfig) -> Result<Self> {
         Self::with_groups(
             vec![ParamGroup::new(params, config.lr).with_weight_decay(config.weight_decay)],

@@ -10,12 +10,19 @@ use crate::backend::cpu::optim::{AdamScalars, adam_update};
 use crate::error::Result;
 use crate::storage::CpuBuffer;
 
+/// Settings of [`Adam`]; [`AdamConfig::adam`] (the default) and [`AdamConfig::adamw`] give
+/// PyTorch's defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct AdamConfig {
+    /// Learning rate (used by [`Adam::new`]; groups carry their own).
     pub lr: f64,
+    /// Decay rates of the first and second moment averages, each in `[0, 1)`.
     pub betas: (f64, f64),
+    /// Added to the square root of the second moment to keep the division finite.
     pub eps: f64,
+    /// Weight decay (used by [`Adam::new`]); an L2 term, or decoupled when `decoupled` is set.
     pub weight_decay: f64,
+    /// AMSGrad: divide by the running maximum of the second moment instead of its average.
     pub amsgrad: bool,
     /// Decoupled weight decay (AdamW): `p *= 1 - lr * weight_decay` instead of adding
     /// `weight_decay * p` to the gradient.
@@ -51,12 +58,15 @@ impl Default for AdamConfig {
     }
 }
 
+/// Adam, or AdamW with `decoupled`, as PyTorch's `torch.optim.Adam` and `torch.optim.AdamW`.
 pub struct Adam {
     params: Params,
     config: AdamConfig,
 }
 
 impl Adam {
+    /// One group holding `params`, with the config's `lr` and `weight_decay`. Fails when a
+    /// tensor does not require a gradient or a setting is out of range.
     pub fn new(params: Vec<crate::DynTensor>, config: AdamConfig) -> Result<Self> {
         Self::with_groups(
             vec![ParamGroup::new(params, config.lr).with_weight_decay(config.weight_decay)],

@@ -7,6 +7,10 @@ use super::params::{OptimizerState, ParamGroup, Params};
 use crate::autograd::GradientStore;
 use crate::error::Result;
 
+/// An update rule over parameter groups (PyTorch's `torch.optim.Optimizer`).
+///
+/// Implementors provide [`step`](Optimizer::step) and access to their [`Params`]; learning
+/// rates and state snapshots come with the trait.
 pub trait Optimizer {
     /// Updates every parameter that has a gradient in `grads`; the gradients stay in the
     /// store. All gradients are checked first; on an error no parameter has changed.
@@ -14,8 +18,10 @@ pub trait Optimizer {
 
     /// The parameter groups and their state.
     fn params(&self) -> &Params;
+    /// The parameter groups and their state, mutably.
     fn params_mut(&mut self) -> &mut Params;
 
+    /// The parameter groups (parameters, learning rate, weight decay).
     fn param_groups(&self) -> &[ParamGroup] {
         &self.params().groups
     }
@@ -25,6 +31,8 @@ pub trait Optimizer {
         self.param_groups().iter().map(|g| g.lr).collect()
     }
 
+    /// Sets the learning rate of each group, in order. Values beyond the number of groups are
+    /// ignored; groups beyond the values keep their rate.
     fn set_lrs(&mut self, lrs: &[f64]) {
         for (group, &lr) in self.params_mut().groups.iter_mut().zip(lrs) {
             group.lr = lr;

@@ -11,12 +11,16 @@ use crate::tensor::DynTensor;
 /// Parameters that share a learning rate and weight decay (PyTorch's param groups).
 #[derive(Clone)]
 pub struct ParamGroup {
+    /// The parameters; each must require a gradient.
     pub params: Vec<DynTensor>,
+    /// Learning rate, `>= 0`; schedulers change it.
     pub lr: f64,
+    /// Weight decay, `>= 0`; how it applies depends on the optimizer.
     pub weight_decay: f64,
 }
 
 impl ParamGroup {
+    /// A group with learning rate `lr` and no weight decay.
     pub fn new(params: Vec<DynTensor>, lr: f64) -> Self {
         ParamGroup {
             params,
@@ -25,6 +29,7 @@ impl ParamGroup {
         }
     }
 
+    /// The group with its weight decay set to `weight_decay`.
     pub fn with_weight_decay(mut self, weight_decay: f64) -> Self {
         self.weight_decay = weight_decay;
         self
@@ -34,6 +39,8 @@ impl ParamGroup {
 /// Running state of one parameter: its step count and named buffers (momentum, moments).
 #[derive(Default, Clone)]
 pub struct ParamState {
+    /// Updates applied to this parameter so far; incremented before each update, so the
+    /// first update sees 1.
     pub step: u64,
     buffers: Vec<(String, DynTensor)>,
 }
@@ -58,8 +65,11 @@ impl ParamState {
 /// (`"0.1.exp_avg"` is buffer `exp_avg` of parameter 1 in group 0).
 #[derive(Clone, Default)]
 pub struct OptimizerState {
+    /// Learning rate of each group, in group order.
     pub lrs: Vec<f64>,
+    /// Step count of each parameter, keyed `"group.index"`.
     pub steps: Vec<(String, u64)>,
+    /// Copies of each parameter's buffers, keyed `"group.index.name"`.
     pub buffers: Vec<(String, DynTensor)>,
 }
 
@@ -70,6 +80,8 @@ pub struct Params {
 }
 
 impl Params {
+    /// The groups with empty state. Fails when a tensor does not require a gradient or a
+    /// learning rate or weight decay is negative or not finite.
     pub fn new(groups: Vec<ParamGroup>) -> Result<Self> {
         for (g, group) in groups.iter().enumerate() {
             if let Some(p) = group.params.iter().find(|p| !p.requires_grad()) {
@@ -140,6 +152,7 @@ impl Params {
         Ok(())
     }
 
+    /// A snapshot of the learning rates, step counts and buffers; the buffers are copies.
     pub fn state_dict(&self) -> OptimizerState {
         let mut out = OptimizerState {
             lrs: self.groups.iter().map(|g| g.lr).collect(),

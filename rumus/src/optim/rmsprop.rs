@@ -7,13 +7,21 @@ use super::params::{ParamGroup, Params};
 use crate::autograd::GradientStore;
 use crate::error::Result;
 
+/// Settings of [`Rmsprop`]; the defaults are PyTorch's.
 #[derive(Debug, Clone, Copy)]
 pub struct RmspropConfig {
+    /// Learning rate (used by [`Rmsprop::new`]; groups carry their own).
     pub lr: f64,
+    /// Decay rate of the running average of squared gradients.
     pub alpha: f64,
+    /// Added to the square root of the average to keep the division finite.
     pub eps: f64,
+    /// L2 penalty added to the gradient as `weight_decay * p` (used by [`Rmsprop::new`]).
     pub weight_decay: f64,
+    /// Momentum factor; 0 turns momentum off.
     pub momentum: f64,
+    /// Subtract the squared running mean of the gradient from the average (a variance
+    /// estimate).
     pub centered: bool,
 }
 
@@ -30,12 +38,15 @@ impl Default for RmspropConfig {
     }
 }
 
+/// RMSprop, as PyTorch's `torch.optim.RMSprop`.
 pub struct Rmsprop {
     params: Params,
     config: RmspropConfig,
 }
 
 impl Rmsprop {
+    /// One group holding `params`, with the config's `lr` and `weight_decay`. Fails when a
+    /// tensor does not require a gradient or a setting is out of range.
     pub fn new(params: Vec<crate::DynTensor>, config: RmspropConfig) -> Result<Self> {
         Self::with_groups(
             vec![ParamGroup::new(params, config.lr).with_weight_decay(config.weight_decay)],

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 
 /// A rule for the learning rate after `epoch` scheduler steps.
 pub trait Schedule {
+    /// The rate of a group whose initial rate is `base_lr`, after `epoch` steps.
     fn lr_at(&self, base_lr: f64, epoch: u64) -> f64;
 }
 
@@ -57,6 +58,7 @@ impl<S: Schedule> LrScheduler<S> {
         self.current()
     }
 
+    /// Number of steps taken (or set with [`LrScheduler::set_epoch`]).
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
@@ -64,7 +66,9 @@ impl<S: Schedule> LrScheduler<S> {
 
 /// `lr * gamma^(epoch / step_size)` (PyTorch `StepLR`).
 pub struct StepLr {
+    /// Steps between decays; 0 counts as 1.
     pub step_size: u64,
+    /// Factor applied at each decay.
     pub gamma: f64,
 }
 
@@ -76,6 +80,7 @@ impl Schedule for StepLr {
 
 /// `lr * gamma^epoch` (PyTorch `ExponentialLR`).
 pub struct ExponentialLr {
+    /// Factor applied at every step.
     pub gamma: f64,
 }
 
@@ -88,7 +93,9 @@ impl Schedule for ExponentialLr {
 /// Cosine from `lr` down to `eta_min` over `t_max` steps (PyTorch `CosineAnnealingLR`, closed
 /// form).
 pub struct CosineAnnealingLr {
+    /// Steps of the half cosine; 0 counts as 1. Past it the cosine goes on (rises again).
     pub t_max: u64,
+    /// The rate reached at `t_max`.
     pub eta_min: f64,
 }
 
@@ -102,8 +109,11 @@ impl Schedule for CosineAnnealingLr {
 /// Linear ramp of the factor from `start_factor` to `end_factor` over `total_iters` steps,
 /// then constant (PyTorch `LinearLR`; the usual warm-up).
 pub struct LinearWarmup {
+    /// Factor of the base rate at step 0.
     pub start_factor: f64,
+    /// Factor from `total_iters` on.
     pub end_factor: f64,
+    /// Length of the ramp in steps; 0 counts as 1.
     pub total_iters: u64,
 }
 
@@ -118,10 +128,15 @@ impl Schedule for LinearWarmup {
 /// `max_lr / div_factor` up to `max_lr` over `pct_start` of `total_steps`, then down to
 /// `initial / final_div_factor`. The optimizer's own rate is ignored.
 pub struct OneCycleLr {
+    /// The peak rate, reached at the end of the warm-up.
     pub max_lr: f64,
+    /// Length of the whole cycle in steps, at least 2.
     pub total_steps: u64,
+    /// Fraction of `total_steps` spent rising to `max_lr`.
     pub pct_start: f64,
+    /// The starting rate is `max_lr / div_factor`.
     pub div_factor: f64,
+    /// The final rate is the starting rate divided by this.
     pub final_div_factor: f64,
 }
 

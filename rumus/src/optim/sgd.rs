@@ -7,12 +7,18 @@ use super::params::{ParamGroup, Params};
 use crate::autograd::GradientStore;
 use crate::error::{Error, Result};
 
+/// Settings of [`Sgd`]; the defaults are PyTorch's, with `lr` 0.01.
 #[derive(Debug, Clone, Copy)]
 pub struct SgdConfig {
+    /// Learning rate (used by [`Sgd::new`]; groups carry their own).
     pub lr: f64,
+    /// Momentum factor; 0 turns momentum off.
     pub momentum: f64,
+    /// Dampening of the gradient's share of the momentum buffer.
     pub dampening: f64,
+    /// L2 penalty added to the gradient as `weight_decay * p` (used by [`Sgd::new`]).
     pub weight_decay: f64,
+    /// Nesterov momentum; needs `momentum > 0` and `dampening == 0`.
     pub nesterov: bool,
 }
 
@@ -28,12 +34,15 @@ impl Default for SgdConfig {
     }
 }
 
+/// Stochastic gradient descent, as PyTorch's `torch.optim.SGD`.
 pub struct Sgd {
     params: Params,
     config: SgdConfig,
 }
 
 impl Sgd {
+    /// One group holding `params`, with the config's `lr` and `weight_decay`. Fails when a
+    /// tensor does not require a gradient or a setting is out of range.
     pub fn new(params: Vec<crate::DynTensor>, config: SgdConfig) -> Result<Self> {
         Self::with_groups(
             vec![ParamGroup::new(params, config.lr).with_weight_decay(config.weight_decay)],

@@ -25,16 +25,19 @@ impl Metrics {
         }
     }
 
+    /// Adds another batch's (or phase's) sums to these.
     pub fn add(&mut self, other: Metrics) {
         self.loss_sum += other.loss_sum;
         self.correct += other.correct;
         self.count += other.count;
     }
 
+    /// Loss per example; 0 when nothing was seen.
     pub fn mean_loss(&self) -> f64 {
         self.loss_sum / self.count.max(1) as f64
     }
 
+    /// Fraction of correct predictions, in `[0, 1]`; 0 when nothing was seen.
     pub fn accuracy(&self) -> f64 {
         self.correct as f64 / self.count.max(1) as f64
     }
@@ -58,9 +61,13 @@ pub fn classification(logits: &DynTensor, labels: &DynTensor) -> Result<(DynTens
 /// The numbers of one epoch.
 #[derive(Debug, Clone, Copy)]
 pub struct EpochSummary {
+    /// The epoch, counted from 1.
     pub epoch: usize,
+    /// Sums over the epoch's training batches.
     pub train: Metrics,
+    /// What the evaluation after the epoch measured.
     pub eval: Metrics,
+    /// Wall-clock time of the epoch, training and evaluation, in seconds.
     pub seconds: f64,
 }
 

@@ -10,6 +10,7 @@ use crate::error::Result;
 /// Runs epochs of training steps, evaluates after each, prints one summary line per epoch,
 /// shows a progress bar over the batches (on a terminal), and draws the curves at the end.
 pub struct Trainer {
+    /// Number of epochs to run.
     pub epochs: usize,
     /// Show a progress bar over each epoch's batches (feature `progress`).
     pub progress: bool,
@@ -20,6 +21,8 @@ pub struct Trainer {
 }
 
 impl Trainer {
+    /// A trainer for `epochs` epochs, with the progress bar and summary lines on and no
+    /// curve.
     pub fn new(epochs: usize) -> Self {
         Trainer {
             epochs,
@@ -29,11 +32,14 @@ impl Trainer {
         }
     }
 
+    /// Writes the loss/accuracy curve to `path` after training (needs the `plot` feature;
+    /// without it `fit` fails before the first epoch).
     pub fn curve(mut self, path: impl Into<PathBuf>) -> Self {
         self.curve_path = Some(path.into());
         self
     }
 
+    /// Turns off the progress bar and the summary lines.
     pub fn quiet(mut self) -> Self {
         self.verbose = false;
         self.progress = false;
