@@ -10,101 +10,15 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::fixture_file::{FixtureTensor, read_cases};
+use common::resnet::{Backbone, Layer2, SmallResNet};
 use rumus::io::{load_safetensors, load_safetensors_with, read_state, save_safetensors};
-use rumus::nn::{BatchNorm2d, LoadOptions, LoadReport};
+use rumus::nn::{LoadOptions, LoadReport};
 use rumus::prelude::*;
 
 const WEIGHTS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/small_resnet.safetensors"
 );
-
-/// torchvision's `downsample`: `nn.Sequential(conv1x1, BatchNorm2d)`, so fields `0` and `1`.
-#[model]
-struct Downsample(
-    #[conv(stride = 2, bias = false)] Conv2d<8, 16, 1>,
-    BatchNorm2d<16>,
-);
-
-/// A BasicBlock that keeps 8 channels.
-#[model]
-struct Block8 {
-    #[conv(padding = 1, bias = false)]
-    conv1: Conv2d<8, 8, 3>,
-    bn1: BatchNorm2d<8>,
-    #[conv(padding = 1, bias = false)]
-    conv2: Conv2d<8, 8, 3>,
-    bn2: BatchNorm2d<8>,
-}
-
-/// A BasicBlock from 8 to 16 channels at stride 2, with its projection shortcut.
-#[model]
-struct Block8To16 {
-    #[conv(stride = 2, padding = 1, bias = false)]
-    conv1: Conv2d<8, 16, 3>,
-    bn1: BatchNorm2d<16>,
-    #[conv(padding = 1, bias = false)]
-    conv2: Conv2d<16, 16, 3>,
-    bn2: BatchNorm2d<16>,
-    downsample: Downsample,
-}
-
-/// `layer1 = nn.Sequential(BasicBlock(8, 8))`.
-#[model]
-struct Layer1(Block8);
-
-/// `layer2 = nn.Sequential(BasicBlock(8, 16, stride=2))`.
-#[model]
-struct Layer2(Block8To16);
-
-#[model]
-struct SmallResNet {
-    #[conv(padding = 1, bias = false)]
-    conv1: Conv2d<3, 8, 3>,
-    bn1: BatchNorm2d<8>,
-    layer1: Layer1,
-    layer2: Layer2,
-    fc: Linear<16, 10>,
-}
-
-/// The same network without its classifier: a backbone for non-strict loading.
-#[model]
-struct Backbone {
-    #[conv(padding = 1, bias = false)]
-    conv1: Conv2d<3, 8, 3>,
-    bn1: BatchNorm2d<8>,
-    layer1: Layer1,
-    layer2: Layer2,
-}
-
-impl Block8 {
-    fn forward(&self, x: &DynTensor) -> rumus::Result<DynTensor> {
-        let out = self.bn1.forward_dyn(&self.conv1.forward_dyn(x)?)?.relu()?;
-        let out = self.bn2.forward_dyn(&self.conv2.forward_dyn(&out)?)?;
-        out.add(x)?.relu()
-    }
-}
-
-impl Block8To16 {
-    fn forward(&self, x: &DynTensor) -> rumus::Result<DynTensor> {
-        let identity = self
-            .downsample
-            .1
-            .forward_dyn(&self.downsample.0.forward_dyn(x)?)?;
-        let out = self.bn1.forward_dyn(&self.conv1.forward_dyn(x)?)?.relu()?;
-        let out = self.bn2.forward_dyn(&self.conv2.forward_dyn(&out)?)?;
-        out.add(&identity)?.relu()
-    }
-}
-
-impl SmallResNet {
-    fn forward(&self, x: &DynTensor) -> rumus::Result<DynTensor> {
-        let x = self.bn1.forward_dyn(&self.conv1.forward_dyn(x)?)?.relu()?;
-        let x = self.layer2.0.forward(&self.layer1.0.forward(&x)?)?;
-        let pooled = x.adaptive_avg_pool2d((1, 1))?.flatten(1, -1)?;
-        self.fc.forward_dyn(&pooled)
-    }
-}
 
 fn fixture() -> BTreeMap<String, FixtureTensor> {
     read_cases(include_str!("fixtures/small_resnet.txt"))

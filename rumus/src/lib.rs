@@ -38,6 +38,7 @@ pub mod error;
 pub mod io;
 mod live_counts;
 pub mod nn;
+pub mod onnx;
 pub mod ops;
 pub mod optim;
 pub mod rng;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod gpu;
+pub mod resnet;
 
 use rumus::DynTensor;
 use rumus::autograd::{GradcheckOptions, enable_grad, grad_with, gradcheck};

@@ -27,6 +27,18 @@ pub fn layer_norm(
     bias: Option<&DynTensor>,
     eps: f64,
 ) -> Result<DynTensor> {
+    crate::onnx::op(
+        || layer_norm_untraced(x, weight, bias, eps),
+        |e, out| crate::onnx::onnx_layer_norm(e, x, weight, bias, eps, out),
+    )
+}
+
+fn layer_norm_untraced(
+    x: &DynTensor,
+    weight: Option<&DynTensor>,
+    bias: Option<&DynTensor>,
+    eps: f64,
+) -> Result<DynTensor> {
     let d = *x.dims().last().ok_or_else(|| ShapeError::Invalid {
         context: "layer_norm".into(),
         message: "needs at least one axis".into(),
@@ -117,6 +129,28 @@ pub fn batch_norm(
     training: bool,
     eps: f64,
 ) -> Result<DynTensor> {
+    // The running statistics go to the untraced pass by value and stay readable here.
+    let stats = running.as_ref().map(|r| RunningStats {
+        mean: r.mean,
+        var: r.var,
+        momentum: r.momentum,
+    });
+    crate::onnx::op(
+        || batch_norm_untraced(x, running, weight, bias, training, eps),
+        |e, out| {
+            crate::onnx::onnx_batch_norm(e, x, stats.as_ref(), (weight, bias), training, eps, out)
+        },
+    )
+}
+
+fn batch_norm_untraced(
+    x: &DynTensor,
+    running: Option<RunningStats>,
+    weight: Option<&DynTensor>,
+    bias: Option<&DynTensor>,
+    training: bool,
+    eps: f64,
+) -> Result<DynTensor> {
     if x.rank() < 2 {
         return Err(ShapeError::Invalid {
             context: "batch_norm".into(),
@@ -200,6 +234,13 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
 /// Rows `indices` (an `i64` tensor of any shape) of `weight` `[V, D]`: output
 /// `[indices.., D]`. Indices outside `0..V` are an error.
 pub fn embedding(weight: &DynTensor, indices: &DynTensor) -> Result<DynTensor> {
+    crate::onnx::op(
+        || embedding_untraced(weight, indices),
+        |e, out| crate::onnx::onnx_embedding(e, weight, indices, out),
+    )
+}
+
+fn embedding_untraced(weight: &DynTensor, indices: &DynTensor) -> Result<DynTensor> {
     if indices.dtype() != DType::I64 {
         return Err(Error::DType {
             op: "embedding",

@@ -28,6 +28,13 @@ fn convert_to<S: Element + Default>(data: &[S], layout: &Layout, dtype: DType) -
 impl DynTensor {
     /// The values converted to `dtype` (float to integer truncates toward zero).
     pub fn to_dtype(&self, dtype: DType) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.to_dtype_untraced(dtype),
+            |e, out| crate::onnx::onnx_cast(e, self, out),
+        )
+    }
+
+    fn to_dtype_untraced(&self, dtype: DType) -> Result<DynTensor> {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }

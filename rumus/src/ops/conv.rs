@@ -340,6 +340,46 @@ impl DynTensor {
         output_padding: Size2d,
         dilation: Size2d,
     ) -> Result<DynTensor> {
+        crate::onnx::op(
+            || {
+                self.conv_transpose2d_untraced(
+                    weight,
+                    bias,
+                    stride,
+                    padding,
+                    output_padding,
+                    dilation,
+                )
+            },
+            |e, out| {
+                let window = crate::onnx::Window {
+                    kernel: (weight.dims()[2], weight.dims()[3]),
+                    stride,
+                    padding,
+                    dilation,
+                };
+                crate::onnx::onnx_conv_transpose2d(
+                    e,
+                    self,
+                    weight,
+                    bias,
+                    window,
+                    output_padding,
+                    out,
+                )
+            },
+        )
+    }
+
+    fn conv_transpose2d_untraced(
+        &self,
+        weight: &DynTensor,
+        bias: Option<&DynTensor>,
+        stride: Size2d,
+        padding: Size2d,
+        output_padding: Size2d,
+        dilation: Size2d,
+    ) -> Result<DynTensor> {
         require_rank4(self, "conv_transpose2d input", "[N, C_in, H, W]")?;
         require_rank4(weight, "conv_transpose2d weight", "[C_in, C_out, KH, KW]")?;
         let (n, c_in, h, w) = (
@@ -406,6 +446,30 @@ impl DynTensor {
     /// for f32 on the CPU with stride 1 and one group, which run direct kernels without
     /// columns (see `ops::direct_conv`).
     pub fn conv2d(
+        &self,
+        weight: &DynTensor,
+        bias: Option<&DynTensor>,
+        stride: Size2d,
+        padding: Size2d,
+        dilation: Size2d,
+        groups: usize,
+    ) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.conv2d_untraced(weight, bias, stride, padding, dilation, groups),
+            |e, out| {
+                let kernel = (weight.dims()[2], weight.dims()[3]);
+                let window = crate::onnx::Window {
+                    kernel,
+                    stride,
+                    padding,
+                    dilation,
+                };
+                crate::onnx::onnx_conv2d(e, self, weight, bias, window, groups, out)
+            },
+        )
+    }
+
+    fn conv2d_untraced(
         &self,
         weight: &DynTensor,
         bias: Option<&DynTensor>,
@@ -514,6 +578,24 @@ impl DynTensor {
     /// down as PyTorch's `F.max_pool2d` (`ceil_mode=False`). As there, each window's gradient
     /// goes to its first maximum (a NaN counts as the maximum).
     pub fn max_pool2d(&self, kernel: Size2d, stride: Size2d, padding: Size2d) -> Result<DynTensor> {
+        let window = crate::onnx::Window {
+            kernel,
+            stride,
+            padding,
+            dilation: (1, 1),
+        };
+        crate::onnx::op(
+            || self.max_pool2d_untraced(kernel, stride, padding),
+            |e, out| crate::onnx::onnx_max_pool2d(e, self, window, out),
+        )
+    }
+
+    fn max_pool2d_untraced(
+        &self,
+        kernel: Size2d,
+        stride: Size2d,
+        padding: Size2d,
+    ) -> Result<DynTensor> {
         Ok(self.max_pool2d_with_indices(kernel, stride, padding)?.0)
     }
 
@@ -584,6 +666,25 @@ impl DynTensor {
         padding: Size2d,
         count_include_pad: bool,
     ) -> Result<DynTensor> {
+        let window = crate::onnx::Window {
+            kernel,
+            stride,
+            padding,
+            dilation: (1, 1),
+        };
+        crate::onnx::op(
+            || self.avg_pool2d_untraced(kernel, stride, padding, count_include_pad),
+            |e, out| crate::onnx::onnx_avg_pool2d(e, self, window, count_include_pad, out),
+        )
+    }
+
+    fn avg_pool2d_untraced(
+        &self,
+        kernel: Size2d,
+        stride: Size2d,
+        padding: Size2d,
+        count_include_pad: bool,
+    ) -> Result<DynTensor> {
         require_rank4(self, "avg_pool2d input", "[N, C, H, W]")?;
         require_float(self, "avg_pool2d")?;
         let w = window_of("avg_pool2d", self.dims(), kernel, stride, padding, (1, 1))?;
@@ -614,6 +715,13 @@ impl DynTensor {
     /// from an `[N, C, H, W]` input: output row `i` averages input rows
     /// `floor(i * H / OH)..ceil((i + 1) * H / OH)` (likewise for columns).
     pub fn adaptive_avg_pool2d(&self, output_size: Size2d) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.adaptive_avg_pool2d_untraced(output_size),
+            |e, out| crate::onnx::onnx_adaptive_avg_pool2d(e, self, output_size, out),
+        )
+    }
+
+    fn adaptive_avg_pool2d_untraced(&self, output_size: Size2d) -> Result<DynTensor> {
         const OP: &str = "adaptive_avg_pool2d";
         require_rank4(self, "adaptive_avg_pool2d input", "[N, C, H, W]")?;
         require_float(self, OP)?;

@@ -222,6 +222,13 @@ fn select_untracked(
 
 impl DynTensor {
     fn binary(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.binary_untraced(rhs, op),
+            |e, out| crate::onnx::onnx_binary(e, op, self, rhs, out),
+        )
+    }
+
+    fn binary_untraced(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
         same_dtype(op.name(), self, rhs)?;
         let out = if self.dims() == rhs.dims() {
             // No broadcasting: the operands' own layouts, no shape arithmetic.
@@ -294,6 +301,13 @@ impl DynTensor {
 
     /// Element comparison with broadcasting; never tracked (masks have no gradient).
     pub fn compare(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.compare_untraced(rhs, op),
+            |e, out| crate::onnx::onnx_compare(e, op, self, rhs, out),
+        )
+    }
+
+    fn compare_untraced(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
         same_dtype("compare", self, rhs)?;
         let (dims, la, lb) = broadcast_pair("compare", self, rhs)?;
         #[cfg(feature = "gpu")]
@@ -368,6 +382,17 @@ impl DynTensor {
         on_true: &DynTensor,
         on_false: &DynTensor,
     ) -> Result<DynTensor> {
+        crate::onnx::op(
+            || Self::where_untraced(condition, on_true, on_false),
+            |e, out| crate::onnx::onnx_where(e, condition, on_true, on_false, out),
+        )
+    }
+
+    fn where_untraced(
+        condition: &DynTensor,
+        on_true: &DynTensor,
+        on_false: &DynTensor,
+    ) -> Result<DynTensor> {
         if condition.dtype() != DType::Bool {
             return Err(Error::DType {
                 op: "where",
@@ -388,6 +413,13 @@ impl DynTensor {
 
     /// Element-wise AND of two `bool` masks (broadcast).
     pub fn logical_and(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.logical_and_untraced(rhs),
+            crate::onnx::onnx_plain("And", &[self, rhs]),
+        )
+    }
+
+    fn logical_and_untraced(&self, rhs: &DynTensor) -> Result<DynTensor> {
         let (dims, la, lb) = broadcast_pair("logical_and", self, rhs)?;
         #[cfg(feature = "gpu")]
         if let Some(gpu) = crate::device::gpu_of("logical_and", &[self, rhs])? {
@@ -409,6 +441,13 @@ impl DynTensor {
 
     /// Element-wise NOT of a `bool` mask.
     pub fn logical_not(&self) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.logical_not_untraced(),
+            crate::onnx::onnx_plain("Not", &[self]),
+        )
+    }
+
+    fn logical_not_untraced(&self) -> Result<DynTensor> {
         #[cfg(feature = "gpu")]
         if let Some(gpu) = crate::device::gpu_of("logical_not", &[self])? {
             check_mask(self, "logical_not")?;
@@ -429,6 +468,13 @@ impl DynTensor {
 
     /// `value` where `mask` holds, `self` elsewhere.
     pub fn masked_fill(&self, mask: &DynTensor, value: f64) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.masked_fill_untraced(mask, value),
+            |e, out| crate::onnx::onnx_masked_fill(e, self, mask, value, out),
+        )
+    }
+
+    fn masked_fill_untraced(&self, mask: &DynTensor, value: f64) -> Result<DynTensor> {
         DynTensor::where_(mask, &DynTensor::scalar(value, self.dtype())?, self)
     }
 }

@@ -141,6 +141,16 @@ fn add_into_copy(
 impl DynTensor {
     /// Slices `indices` (a 1-D `i64` tensor) of `axis`, in that order.
     pub fn index_select(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.index_select_untraced(axis, indices),
+            |e, out| {
+                let axis = normalize_axis(axis, self.rank(), "index_select")?;
+                crate::onnx::onnx_gather(e, self, indices, axis, out)
+            },
+        )
+    }
+
+    fn index_select_untraced(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "index_select")?;
         if indices.rank() != 1 {
             return Err(ShapeError::RankMismatch {

@@ -25,6 +25,17 @@ macro_rules! concat_variant {
 impl DynTensor {
     /// Joins tensors along `axis`; all other dims and the dtype must agree.
     pub fn cat(tensors: &[&DynTensor], axis: isize) -> Result<DynTensor> {
+        crate::onnx::op(
+            || Self::cat_untraced(tensors, axis),
+            |e, out| {
+                let rank = tensors.first().map_or(1, |t| t.rank());
+                let axis = normalize_axis(axis, rank, "cat")?;
+                crate::onnx::onnx_concat(e, tensors, axis, out)
+            },
+        )
+    }
+
+    fn cat_untraced(tensors: &[&DynTensor], axis: isize) -> Result<DynTensor> {
         let first = tensors.first().ok_or_else(|| Error::InvalidArgument {
             op: "cat",
             message: "needs at least one tensor".into(),

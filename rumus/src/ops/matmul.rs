@@ -12,6 +12,13 @@ use crate::tensor::DynTensor;
 impl DynTensor {
     /// Matrix product (`@`). Both operands need rank >= 1; leading (batch) dims broadcast.
     pub fn matmul(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.matmul_untraced(rhs),
+            crate::onnx::onnx_plain("MatMul", &[self, rhs]),
+        )
+    }
+
+    fn matmul_untraced(&self, rhs: &DynTensor) -> Result<DynTensor> {
         if self.rank() == 0 || rhs.rank() == 0 {
             return Err(ShapeError::Invalid {
                 context: "matmul".into(),
@@ -38,6 +45,13 @@ impl DynTensor {
     /// it on the CPU, in the kernel's epilogue on a GPU), so the output is written once, and
     /// one record on the tape covers both.
     pub fn linear(&self, weight: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.linear_untraced(weight, bias),
+            |e, out| crate::onnx::onnx_linear(e, self, weight, bias, out),
+        )
+    }
+
+    fn linear_untraced(&self, weight: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
         if weight.rank() != 2 {
             return Err(ShapeError::Invalid {
                 context: "linear".into(),

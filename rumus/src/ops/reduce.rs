@@ -46,6 +46,16 @@ impl DynTensor {
 
     /// Sum over `axes` (negative axes count from the end). An empty list sums nothing.
     pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.sum_untraced(axes, keepdim),
+            |e, out| {
+                let axes = normalize_axes(axes, self.rank(), "sum")?;
+                crate::onnx::onnx_reduce(e, self, &axes, keepdim, false, out)
+            },
+        )
+    }
+
+    fn sum_untraced(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
         let axes = normalize_axes(axes, self.rank(), "sum")?;
         let out = self.reduce_raw(&axes, keepdim, Reduction::Sum, "sum")?;
         Ok(record(out, &[self], || BackwardOp::Sum {
@@ -62,6 +72,16 @@ impl DynTensor {
 
     /// Mean over `axes`.
     pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.mean_untraced(axes, keepdim),
+            |e, out| {
+                let axes = normalize_axes(axes, self.rank(), "mean")?;
+                crate::onnx::onnx_reduce(e, self, &axes, keepdim, true, out)
+            },
+        )
+    }
+
+    fn mean_untraced(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
         let normalized = normalize_axes(axes, self.rank(), "mean")?;
         let count: usize = normalized.iter().map(|&a| self.dims()[a]).product();
         self.sum(axes, keepdim)?.mul_scalar(1.0 / count as f64)
@@ -73,6 +93,16 @@ impl DynTensor {
     }
 
     fn extremum(&self, axes: &[isize], keepdim: bool, max: bool) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.extremum_untraced(axes, keepdim, max),
+            |e, out| {
+                let axes = normalize_axes(axes, self.rank(), "max")?;
+                crate::onnx::onnx_extremum(e, self, &axes, keepdim, max, out)
+            },
+        )
+    }
+
+    fn extremum_untraced(&self, axes: &[isize], keepdim: bool, max: bool) -> Result<DynTensor> {
         let op = if max { "max" } else { "min" };
         let axes = normalize_axes(axes, self.rank(), op)?;
         reject_empty_axes(self.dims(), &axes, op)?;
@@ -97,6 +127,16 @@ impl DynTensor {
     }
 
     fn arg_extremum(&self, axis: isize, keepdim: bool, max: bool) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.arg_extremum_untraced(axis, keepdim, max),
+            |e, out| {
+                let axis = normalize_axis(axis, self.rank(), "argmax")?;
+                crate::onnx::onnx_arg_extremum(e, self, axis, keepdim, max, out)
+            },
+        )
+    }
+
+    fn arg_extremum_untraced(&self, axis: isize, keepdim: bool, max: bool) -> Result<DynTensor> {
         let op = if max { "argmax" } else { "argmin" };
         let axis = normalize_axis(axis, self.rank(), op)?;
         reject_empty_axes(self.dims(), &[axis], op)?;

@@ -85,11 +85,31 @@ impl DynTensor {
 
     /// `exp(x) / sum(exp(x))` along `axis`.
     pub fn softmax(&self, axis: isize) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.softmax_untraced(axis),
+            |e, out| {
+                let axis = normalize_axis(axis, self.rank(), "softmax")?;
+                crate::onnx::onnx_softmax(e, self, axis, false, out)
+            },
+        )
+    }
+
+    fn softmax_untraced(&self, axis: isize) -> Result<DynTensor> {
         self.softmax_impl(axis, false)
     }
 
     /// `x - logsumexp(x)` along `axis`, more accurate than `softmax(x).log()`.
     pub fn log_softmax(&self, axis: isize) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.log_softmax_untraced(axis),
+            |e, out| {
+                let axis = normalize_axis(axis, self.rank(), "log_softmax")?;
+                crate::onnx::onnx_softmax(e, self, axis, true, out)
+            },
+        )
+    }
+
+    fn log_softmax_untraced(&self, axis: isize) -> Result<DynTensor> {
         self.softmax_impl(axis, true)
     }
 }

@@ -178,6 +178,13 @@ fn unary_kernel<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -> Ve
 impl DynTensor {
     /// Applies `op` to every element (floating-point tensors only).
     pub fn unary(&self, op: UnaryOp) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.unary_untraced(op),
+            |e, out| crate::onnx::onnx_unary(e, op, self, out),
+        )
+    }
+
+    fn unary_untraced(&self, op: UnaryOp) -> Result<DynTensor> {
         let out = self.unary_untracked(op)?;
         if op == UnaryOp::Sign {
             return Ok(out);

@@ -33,6 +33,13 @@ impl DynTensor {
 
     /// The same values in row-major memory; returns `self` when it already is.
     pub fn contiguous(&self) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.contiguous_traced_impl(),
+            crate::onnx::onnx_plain("Identity", &[self]),
+        )
+    }
+
+    fn contiguous_traced_impl(&self) -> Result<DynTensor> {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
@@ -44,6 +51,13 @@ impl DynTensor {
     /// The same elements with new dims (a view when the tensor is contiguous, a copy
     /// otherwise). The element count must not change.
     pub fn reshape(&self, dims: &[usize]) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.reshape_untraced(dims),
+            |e, out| crate::onnx::onnx_reshape(e, self, out),
+        )
+    }
+
+    fn reshape_untraced(&self, dims: &[usize]) -> Result<DynTensor> {
         let numel = crate::shape::checked_numel(dims, "reshape")?;
         if numel != self.numel() {
             return Err(ShapeError::ElementCount {
@@ -151,6 +165,13 @@ impl DynTensor {
 
     /// Reorders axes: axis `i` of the result is axis `perm[i]` of `self`.
     pub fn permute(&self, perm: &[usize]) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.permute_untraced(perm),
+            |e, out| crate::onnx::onnx_permute(e, self, perm, out),
+        )
+    }
+
+    fn permute_untraced(&self, perm: &[usize]) -> Result<DynTensor> {
         let mut seen = vec![false; self.rank()];
         let valid = perm.len() == self.rank()
             && perm
@@ -182,6 +203,13 @@ impl DynTensor {
 
     /// Broadcasts to `dims` without copying (PyTorch's `expand` / `broadcast_to`).
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.broadcast_to_untraced(dims),
+            |e, out| crate::onnx::onnx_expand(e, self, out),
+        )
+    }
+
+    fn broadcast_to_untraced(&self, dims: &[usize]) -> Result<DynTensor> {
         let context = format!("broadcast_to {dims:?}");
         crate::shape::checked_numel(dims, &context)?;
         if dims.len() < self.rank()
@@ -204,6 +232,16 @@ impl DynTensor {
 
     /// `len` entries of `axis` starting at `start`, sharing memory with `self`.
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<DynTensor> {
+        crate::onnx::op(
+            || self.narrow_untraced(axis, start, len),
+            |e, out| {
+                let axis = normalize_axis(axis, self.rank(), "narrow")?;
+                crate::onnx::onnx_narrow(e, self, axis, start, len, out)
+            },
+        )
+    }
+
+    fn narrow_untraced(&self, axis: isize, start: usize, len: usize) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "narrow")?;
         let size = self.dims()[a];
         if start.checked_add(len).is_none_or(|end| end > size) {

@@ -72,6 +72,16 @@ impl DynTensor {
         Arc::try_unwrap(self.0).ok()?.grad?.node
     }
 
+    /// This tensor's identity while it lives: shared by its clones, not by views or copies.
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.0).addr()
+    }
+
+    /// The name of the op that produced this tensor on the autograd tape, if one did.
+    pub(crate) fn grad_fn_name(&self) -> Option<&'static str> {
+        Some(self.0.grad.as_ref()?.node.as_ref()?.op.name())
+    }
+
     /// The storage, when this is its only tensor (a freshly computed result).
     pub(crate) fn into_storage(self) -> Option<Storage> {
         Arc::try_unwrap(Arc::try_unwrap(self.0).ok()?.storage).ok()

@@ -1,0 +1,243 @@
+//! ONNX export checked by the real ONNX tools: each model is traced, written, passed through
+//! `onnx.checker` (full check) and run by onnxruntime, whose output must equal rumus's
+//! (`tests/onnx/check_model.py`). The Python side comes from the environment:
+//! `RUMUS_ONNX_PYTHON` names a Python with `onnx` and `onnxruntime` (CI makes one in a
+//! venv); without it these tests check only that the export succeeds, unless
+//! `RUMUS_REQUIRE_ONNX` is set, which makes a missing Python a failure.
+
+mod common;
+
+#[path = "../examples/char_transformer/model.rs"]
+#[allow(dead_code)]
+mod char_model;
+#[path = "../examples/digits/training.rs"]
+#[allow(dead_code)]
+mod digits;
+#[path = "../examples/mnist/model.rs"]
+mod mnist_model;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::resnet::SmallResNet;
+use rumus::nn::{
+    AvgPool2d, BatchNorm1d, Conv1d, ConvTranspose2d, Embedding, Gelu, GroupNorm, LayerNorm,
+    MaxPool2d, MultiheadAttention, Sigmoid, Silu, Tanh,
+};
+use rumus::prelude::*;
+
+/// The Python to run `check_model.py` with, or `None` to skip that part.
+fn python() -> Option<PathBuf> {
+    match std::env::var_os("RUMUS_ONNX_PYTHON") {
+        Some(path) => Some(PathBuf::from(path)),
+        None if std::env::var_os("RUMUS_REQUIRE_ONNX").is_some() => {
+            panic!("RUMUS_REQUIRE_ONNX is set but RUMUS_ONNX_PYTHON is not")
+        }
+        None => {
+            eprintln!("onnxruntime check skipped: RUMUS_ONNX_PYTHON is not set");
+            None
+        }
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rumus-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Little-endian bytes of `t`'s elements (f32, f64 or i64).
+fn raw(t: &DynTensor) -> (Vec<u8>, &'static str) {
+    match t.dtype() {
+        DType::F32 => (
+            t.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            "float32",
+        ),
+        DType::F64 => (
+            t.to_vec::<f64>()
+                .unwrap()
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            "float64",
+        ),
+        DType::I64 => (
+            t.to_vec::<i64>()
+                .unwrap()
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            "int64",
+        ),
+        other => panic!("no raw form for {other}"),
+    }
+}
+
+/// Exports `forward` of `model` on `x` as `name.onnx`, then has onnxruntime run it.
+fn check_export(
+    name: &str,
+    model: &dyn Module,
+    x: &DynTensor,
+    forward: impl Fn(&DynTensor) -> rumus::Result<DynTensor>,
+) {
+    let expected = forward(x).unwrap();
+    let path = scratch(&format!("{name}.onnx"));
+    rumus::onnx::export(model, x, &forward, &path).unwrap();
+    let Some(python) = python() else {
+        return;
+    };
+    let (input, input_dtype) = raw(x);
+    let (output, _) = raw(&expected);
+    let (input_path, output_path) = (
+        scratch(&format!("{name}.input")),
+        scratch(&format!("{name}.output")),
+    );
+    std::fs::write(&input_path, input).unwrap();
+    std::fs::write(&output_path, output).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/onnx/check_model.py");
+    let result = Command::new(&python)
+        .arg(script)
+        .arg(&path)
+        .arg(&input_path)
+        .arg(input_dtype)
+        .arg(&output_path)
+        .arg("1e-5")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
+    assert!(
+        result.status.success(),
+        "{name}: {}{}",
+        String::from_utf8_lossy(&result.stdout),
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+fn random(dims: &[usize], seed: u64) -> DynTensor {
+    DynTensor::randn_with(
+        dims,
+        0.0,
+        1.0,
+        DType::F32,
+        &mut rumus::rng::Generator::new(seed),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_digits_mlp_exports() {
+    manual_seed(1);
+    let model = digits::Mlp::new().unwrap();
+    check_export("digits_mlp", &model, &random(&[4, 64], 2), |x| {
+        let x: Tensor<(Dyn, D<64>)> = x.clone().try_shape()?;
+        Ok(model.forward(&x)?.as_dyn().clone())
+    });
+}
+
+#[test]
+fn the_mnist_cnn_exports() {
+    manual_seed(3);
+    let model = mnist_model::Cnn::new().unwrap();
+    check_export("mnist_cnn", &model, &random(&[2, 1, 28, 28], 4), |x| {
+        let x: Tensor<(Dyn, D<1>, D<28>, D<28>)> = x.clone().try_shape()?;
+        Ok(model.forward(&x)?.as_dyn().clone())
+    });
+}
+
+#[test]
+fn a_resnet_with_batch_norm_exports_in_eval_mode() {
+    manual_seed(5);
+    let mut model = SmallResNet::new().unwrap();
+    // Running statistics worth exporting: a few training batches first.
+    for seed in 0..3 {
+        model.forward(&random(&[8, 3, 16, 16], seed)).unwrap();
+    }
+    let x = random(&[2, 3, 16, 16], 6);
+    let message = rumus::onnx::to_bytes(&model, &x, |x| model.forward(x))
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("model.eval()"), "{message}");
+    model.eval();
+    check_export("resnet", &model, &x, |x| model.forward(x));
+}
+
+#[test]
+fn the_char_transformer_exports() {
+    manual_seed(7);
+    let mut model = char_model::CharTransformer::new().unwrap();
+    model.eval();
+    let ids = DynTensor::from_vec((0..2 * 16).map(|i| (i * 7 % 60) as i64).collect(), &[2, 16])
+        .unwrap();
+    check_export("char_transformer", &model, &ids, |ids| model.forward(ids));
+}
+
+/// The layers the models above do not use, each in a small model of its own.
+#[model]
+struct Layers {
+    conv1d: Conv1d<3, 4, 3>,
+    deconv: ConvTranspose2d<4, 2, 3>,
+    group_norm: GroupNorm<2, 4>,
+    batch_norm: BatchNorm1d<4>,
+    layer_norm: LayerNorm<6>,
+    attention: MultiheadAttention<6, 2>,
+    embedding: Embedding<10, 6>,
+    gelu: Gelu,
+    silu: Silu,
+    tanh: Tanh,
+    sigmoid: Sigmoid,
+}
+
+#[test]
+fn convolutions_norms_and_pools_export() {
+    manual_seed(8);
+    let mut model = Layers::new().unwrap();
+    model.eval();
+    check_export("conv1d_batch_norm", &model, &random(&[2, 3, 9], 9), |x| {
+        let h = model.conv1d.forward_dyn(x)?;
+        model.batch_norm.forward_dyn(&h)?.tanh()
+    });
+    check_export("deconv_group_norm", &model, &random(&[2, 4, 5, 5], 10), |x| {
+        let h = model.group_norm.forward_dyn(x)?;
+        let h = MaxPool2d::new(2).forward_dyn(&h.sigmoid()?)?;
+        model.deconv.forward_dyn(&AvgPool2d::new(2).forward_dyn(&h)?)
+    });
+}
+
+#[test]
+fn attention_embedding_and_activations_export() {
+    manual_seed(11);
+    let mut model = Layers::new().unwrap();
+    model.eval();
+    let x = random(&[2, 5, 6], 12);
+    check_export("attention", &model, &x, |x| {
+        let h = model.layer_norm.forward_dyn(x)?;
+        let h = model.attention.forward_dyn(&h, &h, &h, None, true)?;
+        model.silu.forward_dyn(&model.gelu.forward_dyn(&h)?)?.softmax(-1)
+    });
+    let ids = DynTensor::from_vec(vec![1i64, 9, 0, 4, 4, 2], &[2, 3]).unwrap();
+    check_export("embedding", &model, &ids, |ids| {
+        model.embedding.forward_dyn(ids)?.log_softmax(-1)
+    });
+}
+
+#[test]
+fn an_op_without_an_onnx_form_is_an_error_naming_it() {
+    manual_seed(13);
+    let model = Layers::new().unwrap();
+    let x = random(&[2, 3, 9], 14);
+    // `gather` has no export: its result reaches the graph from an untraced op.
+    let indices = DynTensor::from_vec(vec![0i64; 6], &[2, 3, 1]).unwrap();
+    let message = rumus::onnx::to_bytes(&model, &x, |x| {
+        let first = x.gather(2, &indices)?;
+        x.sub(&first)
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.contains("without an ONNX export") && message.contains("[2, 3, 1]"),
+        "{message}"
+    );
+}
