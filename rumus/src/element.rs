@@ -5,11 +5,17 @@ use crate::storage::CpuBuffer;
 
 /// A Rust scalar type that maps to one [`DType`].
 pub trait Element: Copy + Default + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
+    /// The dtype tag of this type.
     const DTYPE: DType;
+    /// Wraps `values` in the [`CpuBuffer`] variant of this type, without copying.
     fn into_buffer(values: Vec<Self>) -> CpuBuffer;
+    /// The buffer's elements, or `None` if the buffer holds another dtype.
     fn slice(buffer: &CpuBuffer) -> Option<&[Self]>;
+    /// The buffer's elements, mutably, or `None` if the buffer holds another dtype.
     fn slice_mut(buffer: &mut CpuBuffer) -> Option<&mut [Self]>;
+    /// Converts to `f64` (`bool` gives 0 or 1).
     fn to_f64(self) -> f64;
+    /// Converts from `f64` with an `as` cast (`i64` truncates; `bool` is `value != 0`).
     fn from_f64(value: f64) -> Self;
 }
 
@@ -56,20 +62,35 @@ impl_element!(bool, Bool, |v: bool| if v { 1.0 } else { 0.0 }, |v: f64| v
 
 /// Floating-point element: the math the kernels call, for `f32` and `f64`.
 pub trait Float: Element + num_ops::Arith {
+    /// `0.0`.
     const ZERO: Self;
+    /// `1.0`.
     const ONE: Self;
+    /// Negative infinity, the identity of a max reduction.
     const NEG_INFINITY: Self;
+    /// Positive infinity, the identity of a min reduction.
     const INFINITY: Self;
+    /// `e^self`.
     fn exp(self) -> Self;
+    /// Natural logarithm.
     fn ln(self) -> Self;
+    /// Square root.
     fn sqrt(self) -> Self;
+    /// Hyperbolic tangent.
     fn tanh(self) -> Self;
+    /// Absolute value.
     fn abs(self) -> Self;
+    /// The Gauss error function (from `libm`), used by the exact GELU.
     fn erf(self) -> Self;
+    /// `self` raised to a floating-point power.
     fn powf(self, exponent: Self) -> Self;
+    /// The larger of two values; as `f32::max`, a NaN operand yields the other.
     fn max(self, other: Self) -> Self;
+    /// The smaller of two values; as `f32::min`, a NaN operand yields the other.
     fn min(self, other: Self) -> Self;
+    /// `ln(1 + self)`, accurate for `self` near zero.
     fn ln_1p(self) -> Self;
+    /// Whether the value is NaN.
     fn is_nan(self) -> bool;
 }
 
@@ -77,6 +98,8 @@ pub trait Float: Element + num_ops::Arith {
 pub mod num_ops {
     use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub, SubAssign};
 
+    /// Arithmetic and compound-assignment operators on `Self`, implemented for `f32` and
+    /// `f64`.
     pub trait Arith:
         Sized
         + Add<Output = Self>

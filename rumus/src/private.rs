@@ -28,6 +28,7 @@ pub struct DimBinder {
 }
 
 impl DimBinder {
+    /// A binder with no dims bound yet; `function` names the generated function in errors.
     pub fn new(function: &'static str) -> Self {
         DimBinder {
             function,

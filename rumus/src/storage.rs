@@ -17,14 +17,20 @@ use crate::live_counts::{self, Count};
 /// Host memory of one dtype.
 #[derive(Debug, Clone)]
 pub enum CpuBuffer {
+    /// 32-bit floats.
     F32(Vec<f32>),
+    /// 64-bit floats.
     F64(Vec<f64>),
+    /// 16-bit (IEEE half-precision) floats.
     F16(Vec<half::f16>),
+    /// 64-bit signed integers (class indices, counters).
     I64(Vec<i64>),
+    /// Booleans (masks).
     Bool(Vec<bool>),
 }
 
 impl CpuBuffer {
+    /// The dtype of the elements held.
     pub fn dtype(&self) -> DType {
         match self {
             CpuBuffer::F32(_) => DType::F32,
@@ -35,6 +41,7 @@ impl CpuBuffer {
         }
     }
 
+    /// Number of elements (not bytes).
     pub fn len(&self) -> usize {
         match self {
             CpuBuffer::F32(v) => v.len(),
@@ -45,6 +52,7 @@ impl CpuBuffer {
         }
     }
 
+    /// Whether the buffer holds no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -74,14 +82,18 @@ pub fn live_storage_bytes() -> usize {
 /// Where the elements are.
 #[derive(Debug)]
 pub enum Memory {
+    /// In host memory.
     Host(CpuBuffer),
+    /// In a buffer on a GPU.
     Gpu(GpuBuffer),
 }
 
 /// Host elements for a CPU kernel: the buffer itself, or a copy read back from a GPU for a
 /// host-only path (counted as a fallback transfer).
 pub enum HostView<'a> {
+    /// The storage's own host buffer, under its read lock.
     Borrowed(RwLockReadGuard<'a, Memory>),
+    /// A host copy of GPU memory.
     Downloaded(CpuBuffer),
 }
 
@@ -159,6 +171,7 @@ fn dtype_of_code(code: u8) -> DType {
 }
 
 impl Storage {
+    /// Host memory holding `buffer`, at version 0.
     pub fn new(buffer: CpuBuffer) -> Self {
         let dtype = buffer.dtype();
         Self::with_memory(buffer.len(), dtype, Memory::Host(buffer))
@@ -189,6 +202,8 @@ impl Storage {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The dtype of the elements (lock-free; it changes only when `Module::to_dtype`
+    /// converts a parameter in place).
     pub fn dtype(&self) -> DType {
         dtype_of_code(self.dtype.load(Ordering::Acquire))
     }
@@ -313,6 +328,7 @@ impl Storage {
         self.version.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Number of in-place writes so far; a saved tensor whose version has moved is stale.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
     }

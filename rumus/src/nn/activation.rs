@@ -11,10 +11,13 @@ macro_rules! activation {
         pub struct $name;
 
         impl $name {
+            /// The module. It has no parameters and never fails; the `Result` matches the
+            /// other layers' constructors, which `#[model]` calls as `new()?`.
             pub fn new() -> Result<Self> {
                 Ok($name)
             }
 
+            /// Applies the activation elementwise to a tensor of any shape (untyped).
             pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
                 x.$method()
             }
@@ -29,8 +32,33 @@ macro_rules! activation {
     };
 }
 
-activation!(Relu, relu, "ReLU()");
-activation!(Sigmoid, sigmoid, "Sigmoid()");
-activation!(Tanh, tanh, "Tanh()");
-activation!(Gelu, gelu, "GELU()");
-activation!(Silu, silu, "SiLU()");
+activation!(
+    /// `max(x, 0)` elementwise, as PyTorch's `nn.ReLU`.
+    Relu,
+    relu,
+    "ReLU()"
+);
+activation!(
+    /// `1 / (1 + e^-x)` elementwise, as PyTorch's `nn.Sigmoid`.
+    Sigmoid,
+    sigmoid,
+    "Sigmoid()"
+);
+activation!(
+    /// Hyperbolic tangent elementwise, as PyTorch's `nn.Tanh`.
+    Tanh,
+    tanh,
+    "Tanh()"
+);
+activation!(
+    /// GELU with the exact normal CDF, as PyTorch's `nn.GELU()` (`approximate='none'`).
+    Gelu,
+    gelu,
+    "GELU()"
+);
+activation!(
+    /// `x * sigmoid(x)` elementwise (swish), as PyTorch's `nn.SiLU`.
+    Silu,
+    silu,
+    "SiLU()"
+);

@@ -19,9 +19,13 @@ use crate::tensor::DynTensor;
 /// `out_proj_weight` `[E, E]`, `out_proj_bias` `[E]`.
 #[derive(Debug, Clone, Copy)]
 pub struct AttentionWeights<'a> {
+    /// The query, key and value projections stacked along the rows, `[3E, E]`.
     pub in_proj_weight: &'a DynTensor,
+    /// Bias of the stacked projections, `[3E]`, if any.
     pub in_proj_bias: Option<&'a DynTensor>,
+    /// Output projection, `[E, E]`.
     pub out_proj_weight: &'a DynTensor,
+    /// Bias of the output projection, `[E]`, if any.
     pub out_proj_bias: Option<&'a DynTensor>,
 }
 
@@ -36,6 +40,7 @@ pub struct AttentionOptions<'a> {
     pub causal: bool,
     /// Dropout probability on the attention weights, applied when `training`.
     pub dropout: f64,
+    /// Whether to apply `dropout` (training mode); no dropout when `false`.
     pub training: bool,
 }
 
@@ -194,8 +199,11 @@ pub fn multi_head_attention(
 /// batch_first=True)`; see [`multi_head_attention`]. Parameters `in_proj_weight` `[3E, E]`,
 /// `in_proj_bias` `[3E]`, `out_proj.weight` `[E, E]`, `out_proj.bias` `[E]`.
 pub struct MultiheadAttention<const EMBED: usize, const HEADS: usize> {
+    /// The query, key and value projections stacked along the rows, `[3E, E]`.
     pub in_proj_weight: DynTensor,
+    /// Bias of the stacked projections, `[3E]`; absent without biases.
     pub in_proj_bias: Option<DynTensor>,
+    /// Output projection, `[E, E]` weight and `[E]` bias.
     pub out_proj: Linear<EMBED, EMBED>,
     /// Dropout probability on the attention weights (training mode only).
     pub dropout: f64,
@@ -347,6 +355,7 @@ impl<const EMBED: usize, const HEADS: usize> Module for MultiheadAttention<EMBED
 /// The activation between the two linear layers of the feed-forward part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FeedForwardActivation {
+    /// `max(x, 0)`, PyTorch's default `activation="relu"`.
     #[default]
     Relu,
     /// The exact (erf) GELU, PyTorch's `activation="gelu"`.
@@ -362,17 +371,23 @@ pub enum FeedForwardActivation {
 /// with PyTorch's parameter names (`self_attn.in_proj_weight`, `self_attn.out_proj.weight`,
 /// `linear1.weight`, `linear2.weight`, `norm1.weight`, `norm2.weight`, and the biases).
 pub struct TransformerEncoderBlock<const D: usize, const HEADS: usize, const FF: usize> {
+    /// Self-attention of the first sub-block.
     pub self_attn: MultiheadAttention<D, HEADS>,
+    /// First feed-forward layer, `D -> FF`.
     pub linear1: Linear<D, FF>,
     /// After the activation.
     pub dropout: Dropout,
+    /// Second feed-forward layer, `FF -> D`.
     pub linear2: Linear<FF, D>,
+    /// Layer norm before the attention.
     pub norm1: LayerNorm<D>,
+    /// Layer norm before the feed-forward part.
     pub norm2: LayerNorm<D>,
     /// On the attention branch.
     pub dropout1: Dropout,
     /// On the feed-forward branch.
     pub dropout2: Dropout,
+    /// Activation between `linear1` and `linear2`.
     pub activation: FeedForwardActivation,
 }
 

@@ -1,4 +1,5 @@
-//! 2-D convolution layer over image batches `[B, C, H, W]`.
+//! Convolution layers: 2-D over image batches `[B, C, H, W]`, 1-D over sequences `[B, C, L]`,
+//! and the transposed 2-D convolution.
 
 use super::module::Module;
 use crate::dtype::DType;
@@ -12,8 +13,11 @@ pub struct Conv2d<const IN: usize, const OUT: usize, const K: usize> {
     pub weight: DynTensor,
     /// `[OUT]`, absent after [`Conv2d::without_bias`].
     pub bias: Option<DynTensor>,
+    /// Step between output positions, the same along both spatial axes.
     pub stride: usize,
+    /// Zeros added on each side of both spatial axes.
     pub padding: usize,
+    /// Distance between kernel taps (1 = dense), along both spatial axes.
     pub dilation: usize,
     /// Channel groups: each group of `IN / groups` inputs feeds `OUT / groups` outputs.
     pub groups: usize,
@@ -126,12 +130,16 @@ pub struct Conv1d<const IN: usize, const OUT: usize, const K: usize> {
     pub weight: DynTensor,
     /// `[OUT]`, absent after [`Conv1d::without_bias`].
     pub bias: Option<DynTensor>,
+    /// Step between output positions.
     pub stride: usize,
+    /// Zeros added on each side of the sequence.
     pub padding: usize,
+    /// Distance between kernel taps (1 = dense).
     pub dilation: usize,
 }
 
 impl<const IN: usize, const OUT: usize, const K: usize> Conv1d<IN, OUT, K> {
+    /// Stride 1, no padding, no dilation.
     pub fn new() -> Result<Self> {
         Self::with_options(1, 0, 1)
     }
@@ -183,15 +191,21 @@ impl<const IN: usize, const OUT: usize, const K: usize> Module for Conv1d<IN, OU
 
 /// Transposed 2-D convolution (learned upsampling), weight `[IN, OUT, K, K]` like PyTorch.
 pub struct ConvTranspose2d<const IN: usize, const OUT: usize, const K: usize> {
+    /// `[IN, OUT, K, K]`, as PyTorch stores it.
     pub weight: DynTensor,
     /// `[OUT]`, absent after [`ConvTranspose2d::without_bias`].
     pub bias: Option<DynTensor>,
+    /// Upsampling factor: the stride of the convolution this one transposes.
     pub stride: usize,
+    /// Removed from each side of the output (the padding of the convolution transposed).
     pub padding: usize,
+    /// Extra rows and columns added to one side of the output, to pick among the output
+    /// sizes a strided convolution maps to the same input size.
     pub output_padding: usize,
 }
 
 impl<const IN: usize, const OUT: usize, const K: usize> ConvTranspose2d<IN, OUT, K> {
+    /// Stride 1, no padding, no output padding.
     pub fn new() -> Result<Self> {
         Self::with_options(1, 0, 0)
     }

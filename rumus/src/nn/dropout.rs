@@ -5,12 +5,16 @@ use super::module::Module;
 use crate::error::Result;
 use crate::tensor::DynTensor;
 
+/// Dropout layer, as PyTorch's `nn.Dropout`: see [`dropout`]. Starts in training mode;
+/// `Module::set_training(false)` makes it the identity.
 pub struct Dropout {
+    /// Probability of zeroing each element, in `[0, 1]`.
     pub p: f64,
     training: bool,
 }
 
 impl Dropout {
+    /// A layer in training mode; an error when `p` is outside `[0, 1]`.
     pub fn new(p: f64) -> Result<Self> {
         if !(0.0..=1.0).contains(&p) {
             return Err(crate::Error::InvalidArgument {
@@ -21,6 +25,8 @@ impl Dropout {
         Ok(Dropout { p, training: true })
     }
 
+    /// In training mode zeroes each element with probability `p` and scales the rest by
+    /// `1 / (1 - p)`; the identity in evaluation mode. Any shape (untyped).
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         dropout(x, self.p, self.training)
     }

@@ -6,12 +6,15 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::DynTensor;
 
+/// `Embedding<V, D>`: a table of `V` learned vectors of size `D`, indexed by `i64` tokens, as
+/// PyTorch's `nn.Embedding(V, D)`.
 pub struct Embedding<const V: usize, const D: usize> {
     /// `[V, D]`, initialised from N(0, 1) like PyTorch.
     pub weight: DynTensor,
 }
 
 impl<const V: usize, const D: usize> Embedding<V, D> {
+    /// A table drawn from N(0, 1) with the global generator, as PyTorch's default.
     pub fn new() -> Result<Self> {
         Ok(Embedding {
             weight: DynTensor::randn(&[V, D], DType::F32)?.requires_grad_()?,

@@ -113,8 +113,12 @@ pub fn group_norm(
 
 /// Running statistics of a batch-norm layer, updated in place during training.
 pub struct RunningStats<'a> {
+    /// Running mean per channel, `[C]`.
     pub mean: &'a DynTensor,
+    /// Running unbiased variance per channel, `[C]`.
     pub var: &'a DynTensor,
+    /// Weight of the new batch statistic: `running = (1 - momentum) * running + momentum *
+    /// batch`, as PyTorch's `momentum`.
     pub momentum: f64,
 }
 

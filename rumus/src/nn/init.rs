@@ -40,10 +40,12 @@ pub fn normal_(t: &DynTensor, mean: f64, std: f64) -> Result<()> {
     )
 }
 
+/// Fills with zeros.
 pub fn zeros_(t: &DynTensor) -> Result<()> {
     fill_with(t, t.zeros_like()?)
 }
 
+/// Fills with ones.
 pub fn ones_(t: &DynTensor) -> Result<()> {
     fill_with(t, t.ones_like()?)
 }

@@ -52,7 +52,9 @@ pub enum KlReduction {
     Mean,
     /// The sum divided by the size of the first axis: the KL divergence per sample.
     BatchMean,
+    /// The sum over elements.
     Sum,
+    /// No reduction: one value per element.
     None,
 }
 
@@ -69,6 +71,7 @@ impl From<Reduction> for KlReduction {
 /// Options of [`cross_entropy`]; `Default` gives PyTorch's defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CrossEntropyOptions {
+    /// How the per-target losses combine. Default: `Mean`.
     pub reduction: Reduction,
     /// Targets equal to this label contribute nothing, and `Mean` divides by the number of
     /// the others. `None` ignores no label. Default: `Some(-100)`, as PyTorch.
@@ -91,6 +94,7 @@ impl Default for CrossEntropyOptions {
 /// Options of [`nll_loss`]; `Default` gives PyTorch's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NllLossOptions {
+    /// How the per-target losses combine. Default: `Mean`.
     pub reduction: Reduction,
     /// As [`CrossEntropyOptions::ignore_index`]. Default: `Some(-100)`.
     pub ignore_index: Option<i64>,

@@ -14,13 +14,18 @@ fn param(dims: &[usize], value: f64) -> Result<DynTensor> {
 }
 
 /// Normalises the last axis (size `D`) with a learned scale and shift, initialised to 1 and 0.
+/// As PyTorch's `nn.LayerNorm(D)`.
 pub struct LayerNorm<const D: usize> {
+    /// Scale, `[D]`.
     pub weight: DynTensor,
+    /// Shift, `[D]`.
     pub bias: DynTensor,
+    /// Added to the variance before the square root. Default: 1e-5.
     pub eps: f64,
 }
 
 impl<const D: usize> LayerNorm<D> {
+    /// Weight 1, bias 0, eps 1e-5 (PyTorch's defaults).
     pub fn new() -> Result<Self> {
         Ok(LayerNorm {
             weight: param(&[D], 1.0)?,
@@ -46,12 +51,16 @@ impl<const D: usize> Module for LayerNorm<D> {
 }
 
 /// Root-mean-square normalisation of the last axis with a learned scale.
+/// `x / sqrt(mean(x^2) + eps) * weight`: no mean subtraction and no bias.
 pub struct RmsNorm<const D: usize> {
+    /// Scale, `[D]`.
     pub weight: DynTensor,
+    /// Added to the mean square before the square root. Default: 1e-6.
     pub eps: f64,
 }
 
 impl<const D: usize> RmsNorm<D> {
+    /// Weight 1, eps 1e-6.
     pub fn new() -> Result<Self> {
         Ok(RmsNorm {
             weight: param(&[D], 1.0)?,
@@ -59,6 +68,7 @@ impl<const D: usize> RmsNorm<D> {
         })
     }
 
+    /// Any input whose last axis has size `D`.
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         rms_norm(x, Some(&self.weight), self.eps)
     }
@@ -73,14 +83,19 @@ impl<const D: usize> Module for RmsNorm<D> {
     }
 }
 
-/// `G` groups over `C` channels of `[N, C, ...]`.
+/// `G` groups over `C` channels of `[N, C, ...]`, as PyTorch's `nn.GroupNorm(G, C)`: each
+/// sample's group of `C / G` channels is normalised together, then a per-channel affine.
 pub struct GroupNorm<const G: usize, const C: usize> {
+    /// Per-channel scale, `[C]`.
     pub weight: DynTensor,
+    /// Per-channel shift, `[C]`.
     pub bias: DynTensor,
+    /// Added to the variance before the square root. Default: 1e-5.
     pub eps: f64,
 }
 
 impl<const G: usize, const C: usize> GroupNorm<G, C> {
+    /// Weight 1, bias 0, eps 1e-5 (PyTorch's defaults).
     pub fn new() -> Result<Self> {
         Ok(GroupNorm {
             weight: param(&[C], 1.0)?,
@@ -89,6 +104,7 @@ impl<const G: usize, const C: usize> GroupNorm<G, C> {
         })
     }
 
+    /// `[N, C, ...]` -> the same shape; an error when `G` does not divide the channels.
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         group_norm(x, G, Some(&self.weight), Some(&self.bias), self.eps)
     }
@@ -108,13 +124,19 @@ impl<const G: usize, const C: usize> Module for GroupNorm<G, C> {
 /// Running mean and (unbiased) variance, and the count of training batches, are buffers,
 /// saved in the state dict under PyTorch's names.
 pub struct BatchNorm<const C: usize> {
+    /// Per-channel scale, `[C]`.
     pub weight: DynTensor,
+    /// Per-channel shift, `[C]`.
     pub bias: DynTensor,
+    /// Running mean per channel, `[C]`, used in evaluation mode.
     pub running_mean: DynTensor,
+    /// Running unbiased variance per channel, `[C]`, used in evaluation mode.
     pub running_var: DynTensor,
     /// Training forward passes so far: an `i64` scalar, PyTorch's `num_batches_tracked`.
     pub num_batches_tracked: DynTensor,
+    /// Weight of each batch's statistics in the running ones. Default: 0.1.
     pub momentum: f64,
+    /// Added to the variance before the square root. Default: 1e-5.
     pub eps: f64,
     training: bool,
 }
@@ -125,6 +147,8 @@ pub type BatchNorm1d<const C: usize> = BatchNorm<C>;
 pub type BatchNorm2d<const C: usize> = BatchNorm<C>;
 
 impl<const C: usize> BatchNorm<C> {
+    /// Weight 1, bias 0, running mean 0 and variance 1, momentum 0.1, eps 1e-5, in training
+    /// mode (PyTorch's defaults).
     pub fn new() -> Result<Self> {
         Ok(BatchNorm {
             weight: param(&[C], 1.0)?,
@@ -138,6 +162,9 @@ impl<const C: usize> BatchNorm<C> {
         })
     }
 
+    /// `[N, C, ...]` -> the same shape. Training mode normalises with the batch statistics
+    /// and updates the running ones and `num_batches_tracked`; evaluation mode uses the
+    /// running statistics.
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         let stats = RunningStats {
             mean: &self.running_mean,

@@ -15,9 +15,13 @@ use crate::tensor::DynTensor;
 /// the rows, `weight_ih` `[GATES * H, IN]`, `weight_hh` `[GATES * H, H]`, biases `[GATES * H]`.
 #[derive(Debug, Clone, Copy)]
 pub struct RnnWeights<'a> {
+    /// Input-to-hidden weights, `[GATES * H, IN]`.
     pub weight_ih: &'a DynTensor,
+    /// Hidden-to-hidden weights, `[GATES * H, H]`.
     pub weight_hh: &'a DynTensor,
+    /// Input-to-hidden bias, `[GATES * H]`, if any.
     pub bias_ih: Option<&'a DynTensor>,
+    /// Hidden-to-hidden bias, `[GATES * H]`, if any.
     pub bias_hh: Option<&'a DynTensor>,
 }
 
@@ -266,9 +270,13 @@ fn visit_recurrent(
 /// Parameters as PyTorch names them: `weight_ih_l0` `[4H, IN]`, `weight_hh_l0` `[4H, H]`,
 /// `bias_ih_l0` and `bias_hh_l0` `[4H]`, the rows in gate order `i, f, g, o`.
 pub struct Lstm<const IN: usize, const HIDDEN: usize> {
+    /// Input-to-hidden weights of the 4 gates stacked along the rows, `[4H, IN]`.
     pub weight_ih_l0: DynTensor,
+    /// Hidden-to-hidden weights of the 4 gates stacked along the rows, `[4H, H]`.
     pub weight_hh_l0: DynTensor,
+    /// Input-to-hidden bias, `[4H]`; absent without biases.
     pub bias_ih_l0: Option<DynTensor>,
+    /// Hidden-to-hidden bias, `[4H]`; absent without biases.
     pub bias_hh_l0: Option<DynTensor>,
 }
 
@@ -342,9 +350,13 @@ impl<const IN: usize, const HIDDEN: usize> Module for Lstm<IN, HIDDEN> {
 /// Parameters as PyTorch names them: `weight_ih_l0` `[3H, IN]`, `weight_hh_l0` `[3H, H]`,
 /// `bias_ih_l0` and `bias_hh_l0` `[3H]`, the rows in gate order `r, z, n`.
 pub struct Gru<const IN: usize, const HIDDEN: usize> {
+    /// Input-to-hidden weights of the 3 gates stacked along the rows, `[3H, IN]`.
     pub weight_ih_l0: DynTensor,
+    /// Hidden-to-hidden weights of the 3 gates stacked along the rows, `[3H, H]`.
     pub weight_hh_l0: DynTensor,
+    /// Input-to-hidden bias, `[3H]`; absent without biases.
     pub bias_ih_l0: Option<DynTensor>,
+    /// Hidden-to-hidden bias, `[3H]`; absent without biases.
     pub bias_hh_l0: Option<DynTensor>,
 }
 

@@ -14,10 +14,15 @@ use crate::tensor::DynTensor;
 /// Arithmetic between two tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinaryOp {
+    /// `a + b`.
     Add,
+    /// `a - b`.
     Sub,
+    /// `a * b`.
     Mul,
+    /// `a / b`.
     Div,
+    /// `a ^ b`, a floating-point power.
     Pow,
 }
 
@@ -36,11 +41,17 @@ impl BinaryOp {
 /// Element comparisons; the result is a `bool` tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompareOp {
+    /// `a == b`.
     Eq,
+    /// `a != b`.
     Ne,
+    /// `a < b`.
     Lt,
+    /// `a <= b`.
     Le,
+    /// `a > b`.
     Gt,
+    /// `a >= b`.
     Ge,
 }
 
@@ -341,36 +352,47 @@ impl DynTensor {
             .compare(&DynTensor::scalar(value, wide)?, op)
     }
 
+    /// `self == rhs` as a `bool` mask; same dtypes, broadcast (PyTorch's `torch.eq`).
     pub fn eq(&self, rhs: &DynTensor) -> Result<DynTensor> {
         self.compare(rhs, CompareOp::Eq)
     }
+    /// `self != rhs` as a `bool` mask; same dtypes, broadcast (PyTorch's `torch.ne`).
     pub fn ne(&self, rhs: &DynTensor) -> Result<DynTensor> {
         self.compare(rhs, CompareOp::Ne)
     }
+    /// `self < rhs` as a `bool` mask; same dtypes, broadcast (PyTorch's `torch.lt`).
     pub fn lt(&self, rhs: &DynTensor) -> Result<DynTensor> {
         self.compare(rhs, CompareOp::Lt)
     }
+    /// `self <= rhs` as a `bool` mask; same dtypes, broadcast (PyTorch's `torch.le`).
     pub fn le(&self, rhs: &DynTensor) -> Result<DynTensor> {
         self.compare(rhs, CompareOp::Le)
     }
+    /// `self > rhs` as a `bool` mask; same dtypes, broadcast (PyTorch's `torch.gt`).
     pub fn gt(&self, rhs: &DynTensor) -> Result<DynTensor> {
         self.compare(rhs, CompareOp::Gt)
     }
+    /// `self >= rhs` as a `bool` mask; same dtypes, broadcast (PyTorch's `torch.ge`).
     pub fn ge(&self, rhs: &DynTensor) -> Result<DynTensor> {
         self.compare(rhs, CompareOp::Ge)
     }
+    /// `self == value` as a `bool` mask; integer tensors compare in floating point.
     pub fn eq_scalar(&self, value: f64) -> Result<DynTensor> {
         self.compare_scalar(value, CompareOp::Eq)
     }
+    /// `self < value` as a `bool` mask; integer tensors compare in floating point.
     pub fn lt_scalar(&self, value: f64) -> Result<DynTensor> {
         self.compare_scalar(value, CompareOp::Lt)
     }
+    /// `self <= value` as a `bool` mask; integer tensors compare in floating point.
     pub fn le_scalar(&self, value: f64) -> Result<DynTensor> {
         self.compare_scalar(value, CompareOp::Le)
     }
+    /// `self > value` as a `bool` mask; integer tensors compare in floating point.
     pub fn gt_scalar(&self, value: f64) -> Result<DynTensor> {
         self.compare_scalar(value, CompareOp::Gt)
     }
+    /// `self >= value` as a `bool` mask; integer tensors compare in floating point.
     pub fn ge_scalar(&self, value: f64) -> Result<DynTensor> {
         self.compare_scalar(value, CompareOp::Ge)
     }

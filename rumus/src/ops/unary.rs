@@ -17,39 +17,60 @@ const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 /// A function applied to every element.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum UnaryOp {
+    /// `-x`.
     Neg,
+    /// `e^x`.
     Exp,
+    /// Natural logarithm.
     Log,
+    /// Square root.
     Sqrt,
+    /// `1 / sqrt(x)`.
     Rsqrt,
+    /// `|x|`.
     Abs,
     /// -1, 0 or 1; its gradient is zero everywhere.
     Sign,
+    /// The Gauss error function.
     Erf,
+    /// `max(x, 0)`.
     Relu,
+    /// `x` for `x > 0`, else `x` times the slope held.
     LeakyRelu(f64),
+    /// `1 / (1 + e^-x)`, computed without overflow for either sign.
     Sigmoid,
+    /// Hyperbolic tangent.
     Tanh,
     /// `x * Phi(x)` with the exact normal CDF.
     Gelu,
     /// The tanh approximation of GELU used by GPT-2.
     GeluTanh,
+    /// `x * sigmoid(x)` (swish).
     Silu,
     /// `ln(1 + e^(beta x)) / beta`, linear above `threshold` (PyTorch's defaults: 1, 20).
     Softplus {
+        /// Sharpness: larger values approach ReLU.
         beta: f64,
+        /// Above this value of `beta x` the result is `x`.
         threshold: f64,
     },
+    /// `x ^ p` with the scalar exponent held.
     Powf(f64),
+    /// `x` limited to `[min, max]`; NaN stays NaN.
     Clamp {
+        /// Lower bound.
         min: f64,
+        /// Upper bound.
         max: f64,
     },
+    /// `x + s` with the scalar held.
     AddScalar(f64),
+    /// `x * s` with the scalar held.
     MulScalar(f64),
 }
 
 impl UnaryOp {
+    /// The op's lowercase name (`"relu"`, `"add_scalar"`), as error messages show it.
     pub fn name(self) -> &'static str {
         match self {
             UnaryOp::Neg => "neg",
@@ -210,9 +231,11 @@ impl DynTensor {
         Ok(DynTensor::from_buffer(buffer, self.dims()))
     }
 
+    /// `-x` per element.
     pub fn neg(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Neg)
     }
+    /// `e^x` per element.
     pub fn exp(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Exp)
     }
@@ -220,6 +243,7 @@ impl DynTensor {
     pub fn log(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Log)
     }
+    /// Square root per element (NaN for negative inputs).
     pub fn sqrt(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Sqrt)
     }
@@ -227,6 +251,7 @@ impl DynTensor {
     pub fn rsqrt(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Rsqrt)
     }
+    /// `|x|` per element.
     pub fn abs(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Abs)
     }
@@ -238,15 +263,19 @@ impl DynTensor {
     pub fn erf(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Erf)
     }
+    /// `max(x, 0)` per element, as PyTorch's `F.relu`.
     pub fn relu(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Relu)
     }
+    /// `x` where positive, `negative_slope * x` elsewhere, as PyTorch's `F.leaky_relu`.
     pub fn leaky_relu(&self, negative_slope: f64) -> Result<DynTensor> {
         self.unary(UnaryOp::LeakyRelu(negative_slope))
     }
+    /// `1 / (1 + e^-x)` per element.
     pub fn sigmoid(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Sigmoid)
     }
+    /// Hyperbolic tangent per element.
     pub fn tanh(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Tanh)
     }
@@ -274,9 +303,11 @@ impl DynTensor {
     pub fn clamp(&self, min: f64, max: f64) -> Result<DynTensor> {
         self.unary(UnaryOp::Clamp { min, max })
     }
+    /// `self + scalar`.
     pub fn add_scalar(&self, scalar: f64) -> Result<DynTensor> {
         self.unary(UnaryOp::AddScalar(scalar))
     }
+    /// `self * scalar`.
     pub fn mul_scalar(&self, scalar: f64) -> Result<DynTensor> {
         self.unary(UnaryOp::MulScalar(scalar))
     }

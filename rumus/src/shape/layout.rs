@@ -50,6 +50,7 @@ pub fn contiguous_strides(dims: &[usize]) -> Dims {
 }
 
 impl Layout {
+    /// The row-major layout of `dims` at offset 0.
     #[inline]
     pub fn contiguous(dims: &[usize]) -> Self {
         let rank = dims.len();
@@ -76,6 +77,8 @@ impl Layout {
         }
     }
 
+    /// A layout with these sizes, strides and offset, taken as given (`dims` and `strides`
+    /// must have the same length; checked in debug builds only).
     pub fn new(dims: &[usize], strides: &[usize], offset: usize) -> Self {
         debug_assert_eq!(dims.len(), strides.len());
         Layout {
@@ -85,22 +88,27 @@ impl Layout {
         }
     }
 
+    /// Size of each axis.
     pub fn dims(&self) -> &[usize] {
         &self.dims
     }
 
+    /// Step in the storage, in elements, between neighbours along each axis.
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
 
+    /// Index in the storage of the first element.
     pub fn offset(&self) -> usize {
         self.offset
     }
 
+    /// Number of axes.
     pub fn rank(&self) -> usize {
         self.dims.len()
     }
 
+    /// Number of elements: the product of the sizes (1 for a scalar).
     pub fn numel(&self) -> usize {
         self.dims.iter().product()
     }

@@ -50,6 +50,7 @@ pub trait Shape: Copy + Default + Send + Sync + 'static {
     note = "shapes match when they have the same rank and every axis pair matches (equal static sizes, or `Dyn` against anything)"
 )]
 pub trait UnifyShape<Other: Shape>: Shape {
+    /// The shape the pair denotes: each axis the more specific of the two.
     type Output: Shape;
 }
 

@@ -103,10 +103,12 @@ impl DynTensor {
         Ok(DynTensor::from_buffer(filled(dims, dtype, value)?, dims))
     }
 
+    /// A tensor of `dims` filled with zeros, on the default device.
     pub fn zeros(dims: &[usize], dtype: DType) -> Result<DynTensor> {
         Self::full(dims, 0.0, dtype)
     }
 
+    /// A tensor of `dims` filled with ones, on the default device.
     pub fn ones(dims: &[usize], dtype: DType) -> Result<DynTensor> {
         Self::full(dims, 1.0, dtype)
     }
@@ -132,6 +134,7 @@ impl DynTensor {
         }
     }
 
+    /// A tensor of `dims` filled with zeros, made on `device`.
     pub fn zeros_on(dims: &[usize], dtype: DType, device: &crate::Device) -> Result<DynTensor> {
         Self::full_on(dims, 0.0, dtype, device)
     }

@@ -156,6 +156,7 @@ impl DynTensor {
         self.0.layout.numel()
     }
 
+    /// Element type of the storage.
     pub fn dtype(&self) -> DType {
         self.0.storage.dtype()
     }

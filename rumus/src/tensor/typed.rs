@@ -171,6 +171,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         self.inner.try_typed()
     }
 
+    /// The runtime size of each axis (static axes agree with `S`).
     pub fn dims(&self) -> &[usize] {
         self.inner.dims()
     }
@@ -190,10 +191,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         Ok(Tensor::wrap(self.inner.to(device)?))
     }
 
+    /// Whether gradients flow to or through this tensor.
     pub fn requires_grad(&self) -> bool {
         self.inner.requires_grad()
     }
 
+    /// The same data (shared storage), cut from the graph: no gradient flows back through it.
     pub fn detach(&self) -> Self {
         Tensor::wrap(self.inner.detach())
     }
@@ -290,24 +293,42 @@ impl<S: Shape, E: Float> Tensor<S, E> {
         fn softmax / try_softmax(&self) -> Self = |t| t.softmax(-1);
         /// Log-softmax over the last axis.
         fn log_softmax / try_log_softmax(&self) -> Self = |t| t.log_softmax(-1);
+        /// `self + value`.
         fn add_scalar / try_add_scalar(&self, value: f64) -> Self = |t| t.add_scalar(value);
+        /// `self * value`.
         fn mul_scalar / try_mul_scalar(&self, value: f64) -> Self = |t| t.mul_scalar(value);
+        /// `x` where positive, `negative_slope * x` elsewhere.
         fn leaky_relu / try_leaky_relu(&self, negative_slope: f64) -> Self =
             |t| t.leaky_relu(negative_slope);
+        /// `x ^ exponent` per element.
         fn powf / try_powf(&self, exponent: f64) -> Self = |t| t.powf(exponent);
+        /// Every element limited to `[min, max]`.
         fn clamp / try_clamp(&self, min: f64, max: f64) -> Self = |t| t.clamp(min, max);
+        /// `-x` per element.
         fn neg / try_neg(&self) -> Self = |t| t.neg();
+        /// `e^x` per element.
         fn exp / try_exp(&self) -> Self = |t| t.exp();
+        /// Natural logarithm per element.
         fn log / try_log(&self) -> Self = |t| t.log();
+        /// Square root per element.
         fn sqrt / try_sqrt(&self) -> Self = |t| t.sqrt();
+        /// `1 / sqrt(x)` per element.
         fn rsqrt / try_rsqrt(&self) -> Self = |t| t.rsqrt();
+        /// `|x|` per element.
         fn abs / try_abs(&self) -> Self = |t| t.abs();
+        /// The Gauss error function per element.
         fn erf / try_erf(&self) -> Self = |t| t.erf();
+        /// `max(x, 0)` per element.
         fn relu / try_relu(&self) -> Self = |t| t.relu();
+        /// `1 / (1 + e^-x)` per element.
         fn sigmoid / try_sigmoid(&self) -> Self = |t| t.sigmoid();
+        /// Hyperbolic tangent per element.
         fn tanh / try_tanh(&self) -> Self = |t| t.tanh();
+        /// GELU with the exact normal CDF (PyTorch's default `approximate='none'`).
         fn gelu / try_gelu(&self) -> Self = |t| t.gelu();
+        /// GELU with the tanh approximation (`approximate='tanh'`).
         fn gelu_tanh / try_gelu_tanh(&self) -> Self = |t| t.gelu_tanh();
+        /// `x * sigmoid(x)` per element (swish).
         fn silu / try_silu(&self) -> Self = |t| t.silu();
         /// `self + rhs`, broadcast as [`Elementwise`] allows (what `&a + &b` computes).
         fn add / try_add<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
@@ -343,6 +364,7 @@ impl<S: StaticShape, E: Element> Tensor<S, E> {
         Self::full(0.0)
     }
 
+    /// Every element zero; an error for a size that cannot be had.
     pub fn try_zeros() -> Result<Self> {
         Self::try_full(0.0)
     }
@@ -353,6 +375,7 @@ impl<S: StaticShape, E: Element> Tensor<S, E> {
         Self::full(1.0)
     }
 
+    /// Every element one; an error for a size that cannot be had.
     pub fn try_ones() -> Result<Self> {
         Self::try_full(1.0)
     }
@@ -404,6 +427,8 @@ impl<M: Dim, K: Dim, E: Float> Tensor<(M, K), E> {
         proven(self.try_matmul(rhs))
     }
 
+    /// Matrix product `[M, K] @ [K, N] -> [M, N]`, returning the run-time error (dtype,
+    /// device, memory) instead of panicking.
     pub fn try_matmul<N: Dim>(&self, rhs: &Tensor<(K, N), E>) -> Result<Tensor<(M, N), E>> {
         Ok(Tensor::wrap(self.inner.matmul(&rhs.inner)?))
     }
@@ -414,6 +439,7 @@ impl<M: Dim, K: Dim, E: Float> Tensor<(M, K), E> {
         proven(self.try_t())
     }
 
+    /// The transpose `[K, M]` (a view), returning the run-time error instead of panicking.
     pub fn try_t(&self) -> Result<Tensor<(K, M), E>> {
         Ok(Tensor::wrap(self.inner.transpose(0, 1)?))
     }
@@ -430,6 +456,8 @@ impl<M: Dim, K: Dim, E: Float> Tensor<(M, K), E> {
         proven(self.try_linear(weight, bias))
     }
 
+    /// `self @ weight^T + bias` (PyTorch's `F.linear`), returning the run-time error instead
+    /// of panicking.
     pub fn try_linear<N: Dim>(
         &self,
         weight: &Tensor<(N, K), E>,
@@ -448,6 +476,8 @@ impl<B: Dim, M: Dim, K: Dim, E: Float> Tensor<(B, M, K), E> {
         proven(self.try_bmm(rhs))
     }
 
+    /// Batched matrix product `[B, M, K] @ [B, K, N] -> [B, M, N]`, returning the run-time
+    /// error instead of panicking.
     pub fn try_bmm<N: Dim>(&self, rhs: &Tensor<(B, K, N), E>) -> Result<Tensor<(B, M, N), E>> {
         Ok(Tensor::wrap(self.inner.matmul(&rhs.inner)?))
     }
@@ -485,6 +515,7 @@ impl GradientStore {
     note = "typed element-wise ops take equal shapes, or `[B, N]` with `[N]`; for other broadcasts use `tensor_fn!` or the untyped `DynTensor`"
 )]
 pub trait Elementwise<Rhs: Shape>: Shape {
+    /// Shape of the result: the larger operand's shape.
     type Output: Shape;
 }
 

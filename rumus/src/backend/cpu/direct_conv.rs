@@ -38,11 +38,17 @@ use super::transpose::{BLOCK, Strided, transpose};
 /// the input gradient is a correlation of the output gradient padded by `K - 1 - P`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conv2dShape {
+    /// Samples in the batch, `N`.
     pub batch: usize,
+    /// Input channels, `C`.
     pub in_channels: usize,
+    /// Size of one input plane, `[H, W]`.
     pub input: [usize; 2],
+    /// Output channels, `OC`.
     pub out_channels: usize,
+    /// Kernel size, `[KH, KW]`.
     pub kernel: [usize; 2],
+    /// Zeros added on both sides of each spatial axis, `[PH, PW]`.
     pub padding: [usize; 2],
 }
 

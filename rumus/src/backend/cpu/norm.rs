@@ -11,7 +11,9 @@ use crate::element::Float;
 /// What the backward pass needs of each row: its mean and `1 / sqrt(var + eps)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RowStats<T> {
+    /// Mean of the row.
     pub mean: T,
+    /// `1 / sqrt(var + eps)`, with the biased variance.
     pub rstd: T,
 }
 
@@ -19,7 +21,9 @@ pub struct RowStats<T> {
 /// `elementwise_affine`), either of which may be absent.
 #[derive(Debug, Clone, Copy)]
 pub struct Affine<'a, T> {
+    /// Scale multiplied into each normalised row, `[n]`; `None` means 1.
     pub weight: Option<&'a [T]>,
+    /// Shift added after the scale, `[n]`; `None` means 0.
     pub bias: Option<&'a [T]>,
 }
 

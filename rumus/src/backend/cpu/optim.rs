@@ -12,8 +12,11 @@ use crate::element::Float;
 pub struct AdamScalars<T> {
     /// `lr / (1 - beta1^t)`.
     pub step_size: T,
+    /// Decay rate of the first-moment (mean) estimate.
     pub beta1: T,
+    /// Decay rate of the second-moment (uncentred variance) estimate.
     pub beta2: T,
+    /// Term added to the denominator for numerical stability.
     pub eps: T,
     /// `1 / sqrt(1 - beta2^t)`.
     pub inv_sqrt_correction2: T,

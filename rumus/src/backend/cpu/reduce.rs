@@ -14,8 +14,11 @@ use crate::shape::Layout;
 /// What a reduction computes for each group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reduction {
+    /// The sum of the group.
     Sum,
+    /// The largest element of the group.
     Max,
+    /// The smallest element of the group.
     Min,
 }
 

@@ -79,6 +79,7 @@ pub(crate) use widest_isa;
 /// A vector of `WIDTH` f32 lanes. Every method is only sound on a CPU with the vector's
 /// instruction set, and pointers must be valid for `WIDTH` elements.
 pub trait Lanes: Copy {
+    /// Number of f32 lanes in the vector.
     const WIDTH: usize;
     /// # Safety
     /// The CPU supports the instruction set.
@@ -104,6 +105,7 @@ pub trait Lanes: Copy {
     unsafe fn sum(self) -> f32;
 }
 
+/// Sixteen f32 lanes in an AVX-512 register.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 pub struct F32x16(__m512);
@@ -137,6 +139,7 @@ impl Lanes for F32x16 {
     }
 }
 
+/// Eight f32 lanes in an AVX2 register (with FMA).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 pub struct F32x8(__m256);

@@ -16,7 +16,9 @@ use crate::element::Float;
 pub struct Window2d {
     /// Size of one input plane.
     pub input: [usize; 2],
+    /// Size of the window, `[KH, KW]`.
     pub kernel: [usize; 2],
+    /// Step between successive windows.
     pub stride: [usize; 2],
     /// Zeros added on both sides (window reductions skip them).
     pub padding: [usize; 2],

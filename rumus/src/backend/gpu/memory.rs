@@ -166,18 +166,22 @@ impl GpuBuffer {
         })
     }
 
+    /// Number of elements (not bytes) the buffer holds.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the buffer holds no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Element type of the buffer.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
 
+    /// The device the buffer lives on (a cheap handle clone).
     pub fn device(&self) -> GpuDevice {
         self.device.clone()
     }

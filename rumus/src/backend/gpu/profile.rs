@@ -18,6 +18,7 @@ pub(crate) const PROFILE_FEATURES: wgpu::Features =
 /// The time the kernels of one entry point took while profiling was on.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct KernelTime {
+    /// Number of dispatches of this entry point that were timed.
     pub dispatches: u64,
     /// GPU time between each dispatch's start and end timestamps, summed.
     pub seconds: f64,
