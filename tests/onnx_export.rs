@@ -169,8 +169,8 @@ fn the_char_transformer_exports() {
     manual_seed(7);
     let mut model = char_model::CharTransformer::new().unwrap();
     model.eval();
-    let ids = DynTensor::from_vec((0..2 * 16).map(|i| (i * 7 % 60) as i64).collect(), &[2, 16])
-        .unwrap();
+    let ids =
+        DynTensor::from_vec((0..2 * 16).map(|i| (i * 7 % 60) as i64).collect(), &[2, 16]).unwrap();
     check_export("char_transformer", &model, &ids, |ids| model.forward(ids));
 }
 
@@ -199,11 +199,18 @@ fn convolutions_norms_and_pools_export() {
         let h = model.conv1d.forward_dyn(x)?;
         model.batch_norm.forward_dyn(&h)?.tanh()
     });
-    check_export("deconv_group_norm", &model, &random(&[2, 4, 5, 5], 10), |x| {
-        let h = model.group_norm.forward_dyn(x)?;
-        let h = MaxPool2d::new(2).forward_dyn(&h.sigmoid()?)?;
-        model.deconv.forward_dyn(&AvgPool2d::new(2).forward_dyn(&h)?)
-    });
+    check_export(
+        "deconv_group_norm",
+        &model,
+        &random(&[2, 4, 5, 5], 10),
+        |x| {
+            let h = model.group_norm.forward_dyn(x)?;
+            let h = MaxPool2d::new(2).forward_dyn(&h.sigmoid()?)?;
+            model
+                .deconv
+                .forward_dyn(&AvgPool2d::new(2).forward_dyn(&h)?)
+        },
+    );
 }
 
 #[test]
@@ -215,7 +222,10 @@ fn attention_embedding_and_activations_export() {
     check_export("attention", &model, &x, |x| {
         let h = model.layer_norm.forward_dyn(x)?;
         let h = model.attention.forward_dyn(&h, &h, &h, None, true)?;
-        model.silu.forward_dyn(&model.gelu.forward_dyn(&h)?)?.softmax(-1)
+        model
+            .silu
+            .forward_dyn(&model.gelu.forward_dyn(&h)?)?
+            .softmax(-1)
     });
     let ids = DynTensor::from_vec(vec![1i64, 9, 0, 4, 4, 2], &[2, 3]).unwrap();
     check_export("embedding", &model, &ids, |ids| {

@@ -152,6 +152,14 @@ pub enum AutogradError {
         /// The in-place op.
         op: &'static str,
     },
+    /// `create_graph` through an op whose backward is a kernel rather than recorded ops.
+    #[error(
+        "backward of {op}: this custom op's backward is a kernel, not recorded ops, so its gradient cannot be differentiated again; compute higher-order gradients of a graph without it (or write the op with built-in ops)"
+    )]
+    NoDoubleBackward {
+        /// The custom op.
+        op: &'static str,
+    },
     /// Gradients are only defined for floating-point tensors.
     #[error(
         "{context}: gradients need an f32 or f64 tensor, this one is {dtype}{}",
@@ -199,6 +207,14 @@ pub enum DeviceError {
         lhs: String,
         /// Device of the second operand.
         rhs: String,
+    },
+    /// A custom op without WGSL kernels got GPU tensors.
+    #[error(
+        "{op}: this custom op has no GPU kernels; give it WGSL ones (`CustomOp::wgsl`), or move its inputs to the CPU with `.to(&Device::Cpu)`"
+    )]
+    NoGpuKernel {
+        /// The custom op.
+        op: &'static str,
     },
     /// A GPU op got a tensor of a dtype the GPU kernels do not handle.
     #[error(

@@ -13,8 +13,8 @@ use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{
-    conv, direct_conv, dropout, elementwise, index, join, matmul, norm, reduce, softmax, unary,
-    view,
+    conv, custom, direct_conv, dropout, elementwise, index, join, matmul, norm, reduce, softmax,
+    unary, view,
 };
 use crate::shape::Dims;
 use crate::tensor::DynTensor;
@@ -246,6 +246,8 @@ pub enum BackwardOp {
         /// Kernel, stride, padding, dilation and plane sizes of the windows.
         window: Window2d,
     },
+    /// An op defined outside rumus ([`crate::ops::custom::CustomOp`]).
+    Custom(Box<custom::CustomRecord>),
 }
 
 impl BackwardOp {
@@ -285,6 +287,7 @@ impl BackwardOp {
             BackwardOp::Fold2d { .. } => "fold2d",
             BackwardOp::WindowSum2d { .. } => "window_sum2d",
             BackwardOp::WindowSpread2d { .. } => "window_spread2d",
+            BackwardOp::Custom(record) => record.name(),
         }
     }
 
@@ -319,6 +322,7 @@ impl BackwardOp {
                 .chain(weight)
                 .map(Saved::into_tensor)
                 .collect(),
+            BackwardOp::Custom(record) => record.take_saved().collect(),
             _ => SmallVec::new(),
         }
     }
@@ -428,6 +432,7 @@ impl BackwardOp {
             BackwardOp::WindowSpread2d { window } => {
                 one(conv::window_spread2d_backward(grad, window))
             }
+            BackwardOp::Custom(record) => custom::custom_backward(record, grad, needs),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod cast;
 pub mod conv;
+pub mod custom;
 pub(crate) mod direct_conv;
 pub(crate) mod dropout;
 pub mod elementwise;

@@ -19,6 +19,7 @@ macro_rules! with_gpu_feature {
 with_gpu_feature! {
     mod batch;
     mod context;
+    mod custom;
     mod elementwise;
     mod index;
     mod matmul;

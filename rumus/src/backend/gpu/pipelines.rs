@@ -23,6 +23,51 @@ pub(crate) enum Module {
     Norm,
     Optim,
     Window,
+    /// A custom op's WGSL (`ops::custom`), compiled with wgpu's bounds checks and an
+    /// explicit bind group layout; see [`PipelineCache::custom`].
+    Custom(CustomModule),
+}
+
+/// A custom op's module: its source (known by address, so a lookup hashes no text), the
+/// number of inputs, and whether the entry is the backward one; the last two fix the
+/// bind group layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CustomModule {
+    pub source: &'static str,
+    pub inputs: usize,
+    pub backward: bool,
+}
+
+impl CustomModule {
+    /// Per binding from 0 on, whether it is bound `read_write`: the output (written by the
+    /// forward, read by the backward, so one module can declare it once for both) and the
+    /// inputs' gradients; the parameters, the inputs and the output's gradient are read.
+    fn writable(self) -> Vec<bool> {
+        let n = self.inputs;
+        let mut bindings = vec![false; n + 1];
+        bindings.push(true);
+        if self.backward {
+            bindings.push(false);
+            bindings.resize(2 * n + 3, true);
+        }
+        bindings
+    }
+}
+
+impl PartialEq for CustomModule {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.source, other.source)
+            && self.inputs == other.inputs
+            && self.backward == other.backward
+    }
+}
+
+impl Eq for CustomModule {}
+
+impl std::hash::Hash for CustomModule {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.source.as_ptr(), self.source.len(), self.inputs, self.backward).hash(state);
+    }
 }
 
 impl Module {
@@ -46,6 +91,7 @@ impl Module {
             Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
+            Module::Custom(custom) => custom.source,
         }
     }
 }
@@ -82,7 +128,13 @@ pub(crate) struct PipelineCache {
 }
 
 impl PipelineCache {
+    /// The pipeline of one of rumus's own kernels (a custom op's comes from
+    /// [`custom`](Self::custom), which must have made it first).
     pub fn get(&self, device: &wgpu::Device, module: Module, entry: &'static str) -> Arc<Compiled> {
+        debug_assert!(
+            !matches!(module, Module::Custom(_)) || self.is_cached(module, entry),
+            "a custom op's pipeline is made by PipelineCache::custom"
+        );
         let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(compiled) = pipelines.get(&(module, entry)) {
             return compiled.clone();
@@ -122,6 +174,72 @@ impl PipelineCache {
         let compiled = Arc::new(Compiled { pipeline, layout });
         pipelines.insert((module, entry), compiled.clone());
         compiled
+    }
+
+    fn is_cached(&self, module: Module, entry: &'static str) -> bool {
+        let pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        pipelines.contains_key(&(module, entry))
+    }
+
+    /// Makes (once) the pipeline of a custom op's `entry`, or returns why wgpu refused it:
+    /// the WGSL does not compile, or its bindings are not the ones `ops::custom::Wgsl`
+    /// documents. Unlike rumus's kernels, user code keeps wgpu's bounds checks.
+    pub fn custom(
+        &self,
+        device: &wgpu::Device,
+        custom: CustomModule,
+        entry: &'static str,
+    ) -> std::result::Result<(), String> {
+        let module = Module::Custom(custom);
+        if self.is_cached(module, entry) {
+            return Ok(());
+        }
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(entry),
+            source: wgpu::ShaderSource::Wgsl(custom.source.into()),
+        });
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = custom
+            .writable()
+            .into_iter()
+            .enumerate()
+            .map(|(binding, writable)| wgpu::BindGroupLayoutEntry {
+                binding: binding as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage {
+                        read_only: !writable,
+                    },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(entry),
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(entry),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&pipeline_layout),
+            module: &shader,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(error.to_string());
+        }
+        let compiled = Arc::new(Compiled { pipeline, layout });
+        let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        pipelines.insert((module, entry), compiled);
+        Ok(())
     }
 }
 
