@@ -16,17 +16,25 @@
 //! - Parameters and buffers become initializers under their state-dict names
 //!   (`fc1.weight`), so the file's weights are found by the same names as in PyTorch.
 //! - The graph has the example's shapes: one input `input`, one output `output`.
+//! - [`OnnxModel`] reads an ONNX file (from `torch.onnx.export` or anything else at opset
+//!   13 or later) and runs it with rumus's ops; an op outside [`IMPORTED_OPS`] is an error
+//!   naming it when the file is loaded.
 //! - The trace follows the ops the pass runs (Rust control flow is unrolled), as
 //!   `torch.onnx.export` does. An op without an ONNX form is an error naming it, never a
 //!   value baked into the file; so is a model left in training mode where that matters
 //!   (BatchNorm with batch statistics, dropout).
 
+mod decode;
+mod import;
+mod import_ops;
 mod nodes;
 mod proto;
 mod trace;
 
 use std::path::Path;
 
+pub use import::{MIN_IMPORT_OPSET, OnnxModel};
+pub use import_ops::SUPPORTED as IMPORTED_OPS;
 pub(crate) use nodes::*;
 pub(crate) use trace::op;
 

@@ -1,0 +1,240 @@
+//! Running an ONNX model in rumus: the graph's nodes evaluated in order with rumus's ops,
+//! the initializers as tensors. Every op is checked when the file is loaded, so an
+//! unsupported one is an error naming it (and its node) before anything runs.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::decode::{ModelProto, NodeProto, TensorData, TensorValues, decode_model};
+use super::import_ops::{SUPPORTED, evaluate};
+use crate::error::{Error, Result};
+use crate::tensor::DynTensor;
+
+/// A model read from an ONNX file, ready to run on CPU tensors.
+///
+/// ```no_run
+/// # fn main() -> rumus::Result<()> {
+/// let model = rumus::onnx::OnnxModel::load("mlp.onnx")?;
+/// let x = rumus::DynTensor::zeros(&[1, 784], rumus::DType::F32)?;
+/// let outputs = model.run(&[&x])?;
+/// println!("{:?}", outputs[0].dims());
+/// # Ok(()) }
+/// ```
+pub struct OnnxModel {
+    /// Where it came from, for messages.
+    path: String,
+    nodes: Vec<NodeProto>,
+    initializers: Vec<(String, DynTensor)>,
+    /// Graph inputs that are not initializers: name and static dims.
+    inputs: Vec<(String, Vec<Option<usize>>)>,
+    outputs: Vec<String>,
+    opset: i64,
+}
+
+impl std::fmt::Debug for OnnxModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnnxModel")
+            .field("path", &self.path)
+            .field("opset", &self.opset)
+            .field("nodes", &self.nodes.len())
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .finish()
+    }
+}
+
+/// The oldest default-domain opset the runner follows (the semantics of `Softmax`,
+/// `Unsqueeze`, `Squeeze`, `ReduceSum`, `Slice` and `Split` inputs are those of opset 13
+/// and later).
+pub const MIN_IMPORT_OPSET: i64 = 13;
+
+impl OnnxModel {
+    /// Reads and checks the model at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<OnnxModel> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            message: format!("cannot read the ONNX model: {e}"),
+        })?;
+        OnnxModel::from_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// Reads and checks a model held in memory; `name` stands for the file in messages.
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<OnnxModel> {
+        let proto = decode_model(bytes, name)?;
+        OnnxModel::from_proto(proto, name)
+    }
+
+    fn from_proto(proto: ModelProto, path: &str) -> Result<OnnxModel> {
+        let format = |message: String| Error::Format {
+            path: path.to_string(),
+            message,
+        };
+        let opset = proto.opset.ok_or_else(|| {
+            format("the model imports no version of the default (ai.onnx) opset".into())
+        })?;
+        if opset < MIN_IMPORT_OPSET {
+            return Err(format(format!(
+                "the model is written for opset {opset}; rumus runs opset {MIN_IMPORT_OPSET} \
+                 and later (re-export with `opset_version=17`)"
+            )));
+        }
+        let unsupported: Vec<String> = proto
+            .nodes
+            .iter()
+            .filter(|n| !(n.domain.is_empty() || n.domain == "ai.onnx"))
+            .map(|n| format!("{} from domain {} (node {:?})", n.op_type, n.domain, n.name))
+            .chain(
+                proto
+                    .nodes
+                    .iter()
+                    .filter(|n| !SUPPORTED.contains(&n.op_type.as_str()))
+                    .map(|n| format!("{} (node {:?})", n.op_type, n.name)),
+            )
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(format(format!(
+                "rumus cannot run these ONNX ops: {}; the ops it runs are {}",
+                unsupported.join(", "),
+                SUPPORTED.join(", ")
+            )));
+        }
+        let initializers = proto
+            .initializers
+            .into_iter()
+            .map(|t| Ok((t.name.clone(), tensor_of(t)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let inputs = proto
+            .inputs
+            .into_iter()
+            .filter(|i| !initializers.iter().any(|(name, _)| *name == i.name))
+            .map(|i| (i.name, i.dims))
+            .collect();
+        Ok(OnnxModel {
+            path: path.to_string(),
+            nodes: proto.nodes,
+            initializers,
+            inputs,
+            outputs: proto.outputs.into_iter().map(|o| o.name).collect(),
+            opset,
+        })
+    }
+
+    /// The names of the inputs [`run`](Self::run) takes, in order.
+    pub fn input_names(&self) -> Vec<&str> {
+        self.inputs.iter().map(|(name, _)| name.as_str()).collect()
+    }
+
+    /// The names of the outputs [`run`](Self::run) returns, in order.
+    pub fn output_names(&self) -> Vec<&str> {
+        self.outputs.iter().map(String::as_str).collect()
+    }
+
+    /// The model's weights by their names in the file (for a model exported from PyTorch
+    /// without constant folding, its state-dict names).
+    pub fn initializers(&self) -> &[(String, DynTensor)] {
+        &self.initializers
+    }
+
+    /// The default-domain opset the file was written for.
+    pub fn opset(&self) -> i64 {
+        self.opset
+    }
+
+    /// Runs the graph on `inputs` (one per [`input_names`](Self::input_names), with the
+    /// file's static dims) and returns its outputs.
+    pub fn run(&self, inputs: &[&DynTensor]) -> Result<Vec<DynTensor>> {
+        let op = "OnnxModel::run";
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::InvalidArgument {
+                op,
+                message: format!(
+                    "{} takes {} inputs ({:?}), got {}",
+                    self.path,
+                    self.inputs.len(),
+                    self.input_names(),
+                    inputs.len()
+                ),
+            });
+        }
+        let mut values: HashMap<&str, DynTensor> = self
+            .initializers
+            .iter()
+            .map(|(name, t)| (name.as_str(), t.clone()))
+            .collect();
+        for ((name, dims), input) in self.inputs.iter().zip(inputs) {
+            let fits = dims.len() == input.rank()
+                && dims
+                    .iter()
+                    .zip(input.dims())
+                    .all(|(want, &got)| want.is_none_or(|w| w == got));
+            if !fits {
+                let shown: Vec<String> = dims
+                    .iter()
+                    .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
+                    .collect();
+                return Err(Error::InvalidArgument {
+                    op,
+                    message: format!(
+                        "{}: input {name:?} has shape [{}] in the file, got {:?}",
+                        self.path,
+                        shown.join(", "),
+                        input.dims()
+                    ),
+                });
+            }
+            values.insert(name.as_str(), (*input).clone());
+        }
+        for node in &self.nodes {
+            let args = node
+                .inputs
+                .iter()
+                .map(|name| {
+                    if name.is_empty() {
+                        return Ok(None);
+                    }
+                    values.get(name.as_str()).map(Some).ok_or_else(|| {
+                        self.node_error(
+                            node,
+                            format!("its input {name:?} is computed by no earlier node"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<Option<&DynTensor>>>>()?;
+            let results =
+                evaluate(node, &args).map_err(|e| self.node_error(node, e.to_string()))?;
+            for (name, value) in node.outputs.iter().zip(results) {
+                if !name.is_empty() {
+                    values.insert(name.as_str(), value);
+                }
+            }
+        }
+        self.outputs
+            .iter()
+            .map(|name| {
+                values.remove(name.as_str()).ok_or_else(|| Error::Format {
+                    path: self.path.clone(),
+                    message: format!("the graph output {name:?} is computed by no node"),
+                })
+            })
+            .collect()
+    }
+
+    fn node_error(&self, node: &NodeProto, message: String) -> Error {
+        Error::Format {
+            path: self.path.clone(),
+            message: format!("node {:?} ({}): {message}", node.name, node.op_type),
+        }
+    }
+}
+
+/// A decoded tensor as a rumus tensor on the CPU.
+pub(super) fn tensor_of(t: TensorData) -> Result<DynTensor> {
+    let dims = t.dims;
+    Ok(match t.values {
+        TensorValues::F32(v) => DynTensor::from_vec(v, &dims)?,
+        TensorValues::F64(v) => DynTensor::from_vec(v, &dims)?,
+        TensorValues::I64(v) => DynTensor::from_vec(v, &dims)?,
+        TensorValues::Bool(v) => DynTensor::from_vec(v, &dims)?,
+    })
+}

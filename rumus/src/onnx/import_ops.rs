@@ -1,0 +1,640 @@
+//! What each imported ONNX op computes, in rumus's ops (opset 13 and later semantics). The
+//! small integer tensors of shape arithmetic (`Shape`, `Gather`, `Concat`, `Unsqueeze` on
+//! dims, as PyTorch's exporter writes for a `view`) are computed on the host.
+
+use super::decode::{AttributeValue, NodeProto};
+use super::import::tensor_of;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::DynTensor;
+
+/// The ONNX ops the importer runs.
+pub const SUPPORTED: &[&str] = &[
+    "Abs",
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "Div",
+    "Dropout",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "Gemm",
+    "GlobalAveragePool",
+    "Greater",
+    "GreaterOrEqual",
+    "Identity",
+    "LayerNormalization",
+    "LeakyRelu",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "LogSoftmax",
+    "MatMul",
+    "MaxPool",
+    "Mul",
+    "Neg",
+    "Not",
+    "Pow",
+    "Reciprocal",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceSum",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Softplus",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+];
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        op: "onnx import",
+        message: message.into(),
+    }
+}
+
+/// Attribute lookups with ONNX's defaults.
+struct Attributes<'a>(&'a NodeProto);
+
+impl Attributes<'_> {
+    fn get(&self, name: &str) -> Option<&AttributeValue> {
+        self.0
+            .attributes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+
+    fn int(&self, name: &str, default: i64) -> i64 {
+        match self.get(name) {
+            Some(AttributeValue::Int(v)) => *v,
+            _ => default,
+        }
+    }
+
+    fn float(&self, name: &str, default: f32) -> f32 {
+        match self.get(name) {
+            Some(AttributeValue::Float(v)) => *v,
+            _ => default,
+        }
+    }
+
+    fn ints(&self, name: &str) -> Option<Vec<i64>> {
+        match self.get(name) {
+            Some(AttributeValue::Ints(v)) => Some(v.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Input `k`, which the op requires.
+fn arg<'a>(args: &[Option<&'a DynTensor>], k: usize) -> Result<&'a DynTensor> {
+    args.get(k)
+        .copied()
+        .flatten()
+        .ok_or_else(|| invalid(format!("input {k} is required but missing")))
+}
+
+/// The values of a small integer tensor (shapes, axes, indices).
+fn ints_of(t: &DynTensor) -> Result<Vec<i64>> {
+    match t.dtype() {
+        DType::I64 => t.to_vec::<i64>(),
+        other => Err(invalid(format!(
+            "expected an integer tensor (a shape, axes or indices), got {other}"
+        ))),
+    }
+}
+
+/// An axis, negative counting from the end, as an index below `rank`.
+fn axis(value: i64, rank: usize) -> Result<usize> {
+    let resolved = if value < 0 {
+        value + rank as i64
+    } else {
+        value
+    };
+    if (0..rank as i64).contains(&resolved) {
+        Ok(resolved as usize)
+    } else {
+        Err(invalid(format!(
+            "axis {value} is out of range for rank {rank}"
+        )))
+    }
+}
+
+fn one(t: DynTensor) -> Result<Vec<DynTensor>> {
+    Ok(vec![t])
+}
+
+/// Runs one node on its inputs (`None` for an omitted optional input).
+pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let a = Attributes(node);
+    let x = || arg(args, 0);
+    match node.op_type.as_str() {
+        "Identity" | "Dropout" => one(x()?.clone()),
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" => binary(&node.op_type, x()?, arg(args, 1)?),
+        "Neg" => one(x()?.neg()?),
+        "Exp" => one(x()?.exp()?),
+        "Log" => one(x()?.log()?),
+        "Sqrt" => one(x()?.sqrt()?),
+        "Abs" => one(x()?.abs()?),
+        "Relu" => one(x()?.relu()?),
+        "Sigmoid" => one(x()?.sigmoid()?),
+        "Tanh" => one(x()?.tanh()?),
+        "Erf" => one(x()?.erf()?),
+        "Reciprocal" => one(x()?.powf(-1.0)?),
+        // ONNX's softplus has no threshold; PyTorch's 20 differs from it by under e^-20.
+        "Softplus" => one(x()?.softplus(1.0, 20.0)?),
+        "LeakyRelu" => one(x()?.leaky_relu(f64::from(a.float("alpha", 0.01)))?),
+        "Clip" => {
+            let bound = |k: usize, default: f64| -> Result<f64> {
+                match args.get(k).copied().flatten() {
+                    Some(t) => Ok(t.to_f64_vec().first().copied().unwrap_or(default)),
+                    None => Ok(default),
+                }
+            };
+            one(x()?.clamp(bound(1, f64::NEG_INFINITY)?, bound(2, f64::INFINITY)?)?)
+        }
+        "Cast" => one(x()?.to_dtype(cast_target(a.int("to", 1))?)?),
+        "Equal" => one(x()?.eq(arg(args, 1)?)?),
+        "Less" => one(x()?.lt(arg(args, 1)?)?),
+        "LessOrEqual" => one(x()?.le(arg(args, 1)?)?),
+        "Greater" => one(x()?.gt(arg(args, 1)?)?),
+        "GreaterOrEqual" => one(x()?.ge(arg(args, 1)?)?),
+        "Not" => one(x()?.logical_not()?),
+        "Where" => one(DynTensor::where_(x()?, arg(args, 1)?, arg(args, 2)?)?),
+        "MatMul" => one(x()?.matmul(arg(args, 1)?)?),
+        "Gemm" => gemm(&a, args),
+        "Conv" => conv(&a, args),
+        "MaxPool" | "AveragePool" => pool(&node.op_type, &a, x()?),
+        "GlobalAveragePool" => {
+            let x = x()?;
+            let axes: Vec<isize> = (2..x.rank() as isize).collect();
+            one(x.mean(&axes, true)?)
+        }
+        "BatchNormalization" => batch_norm(&a, args),
+        "LayerNormalization" => layer_norm(&a, args),
+        "Softmax" | "LogSoftmax" => {
+            let x = x()?;
+            let axis = axis(a.int("axis", -1), x.rank())? as isize;
+            one(if node.op_type == "Softmax" {
+                x.softmax(axis)?
+            } else {
+                x.log_softmax(axis)?
+            })
+        }
+        "ReduceMean" | "ReduceSum" | "ReduceMax" => reduce(&node.op_type, &a, args),
+        "Reshape" => reshape(x()?, &ints_of(arg(args, 1)?)?, a.int("allowzero", 0) != 0),
+        "Flatten" => {
+            let x = x()?;
+            let at = axis(a.int("axis", 1), x.rank() + 1)?;
+            let outer: usize = x.dims()[..at].iter().product();
+            let inner: usize = x.dims()[at..].iter().product();
+            one(x.reshape(&[outer, inner])?)
+        }
+        "Transpose" => {
+            let x = x()?;
+            let perm = match a.ints("perm") {
+                Some(perm) => perm
+                    .iter()
+                    .map(|&p| axis(p, x.rank()))
+                    .collect::<Result<Vec<_>>>()?,
+                None => (0..x.rank()).rev().collect(),
+            };
+            one(x.permute(&perm)?)
+        }
+        "Unsqueeze" => {
+            let x = x()?;
+            let rank = x.rank() + ints_of(arg(args, 1)?)?.len();
+            let mut axes = ints_of(arg(args, 1)?)?
+                .iter()
+                .map(|&v| axis(v, rank))
+                .collect::<Result<Vec<_>>>()?;
+            axes.sort_unstable();
+            let mut out = x.clone();
+            for a in axes {
+                out = out.unsqueeze(a as isize)?;
+            }
+            one(out)
+        }
+        "Squeeze" => {
+            let x = x()?;
+            let mut axes = match args.get(1).copied().flatten() {
+                Some(t) => ints_of(t)?
+                    .iter()
+                    .map(|&v| axis(v, x.rank()))
+                    .collect::<Result<Vec<_>>>()?,
+                None => (0..x.rank()).filter(|&k| x.dims()[k] == 1).collect(),
+            };
+            axes.sort_unstable();
+            let mut out = x.clone();
+            for a in axes.into_iter().rev() {
+                out = out.squeeze(a as isize)?;
+            }
+            one(out)
+        }
+        "Concat" => {
+            let parts: Vec<&DynTensor> = args.iter().flatten().copied().collect();
+            let rank = parts.first().map_or(1, |t| t.rank());
+            one(DynTensor::cat(
+                &parts,
+                axis(a.int("axis", 0), rank)? as isize,
+            )?)
+        }
+        "Slice" => slice(args),
+        "Gather" => gather(x()?, arg(args, 1)?, a.int("axis", 0)),
+        "Shape" => {
+            let dims: Vec<i64> = x()?.dims().iter().map(|&d| d as i64).collect();
+            let n = dims.len();
+            let rank = n as i64;
+            let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
+            let start = clamp(a.int("start", 0));
+            let end = clamp(a.int("end", rank));
+            let picked = dims[start..end.max(start)].to_vec();
+            let len = picked.len();
+            one(DynTensor::from_vec(picked, &[len])?)
+        }
+        "Constant" => constant(&a),
+        "ConstantOfShape" => {
+            let dims: Vec<usize> = ints_of(x()?)?
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| invalid(format!("a dim of {d}"))))
+                .collect::<Result<_>>()?;
+            let (value, dtype) = match a.get("value") {
+                Some(AttributeValue::Tensor(t)) => {
+                    let t = tensor_of(t.clone())?;
+                    (t.to_f64_vec().first().copied().unwrap_or(0.0), t.dtype())
+                }
+                _ => (0.0, DType::F32),
+            };
+            one(DynTensor::full(&dims, value, dtype)?)
+        }
+        "Expand" => {
+            let x = x()?;
+            let shape = ints_of(arg(args, 1)?)?;
+            let rank = shape.len().max(x.rank());
+            let mut dims = vec![1usize; rank];
+            for (k, d) in dims.iter_mut().enumerate() {
+                let from_x = (k + x.rank()).checked_sub(rank).map(|i| x.dims()[i]);
+                let from_shape = (k + shape.len())
+                    .checked_sub(rank)
+                    .map(|i| shape[i].max(0) as usize);
+                *d = match (from_x, from_shape) {
+                    (Some(1), Some(s)) | (None, Some(s)) => s,
+                    (Some(xd), Some(1)) | (Some(xd), None) => xd,
+                    (Some(xd), Some(s)) if xd == s => xd,
+                    (xd, s) => return Err(invalid(format!("cannot expand {xd:?} to {s:?}"))),
+                };
+            }
+            one(x.broadcast_to(&dims)?)
+        }
+        other => Err(invalid(format!("{other} is not an op rumus imports"))),
+    }
+}
+
+/// `ai.onnx` data type codes a `Cast` may target.
+fn cast_target(code: i64) -> Result<DType> {
+    match code {
+        1 => Ok(DType::F32),
+        10 => Ok(DType::F16),
+        11 => Ok(DType::F64),
+        6 | 7 => Ok(DType::I64),
+        9 => Ok(DType::Bool),
+        other => Err(invalid(format!(
+            "Cast to data type {other} is not supported"
+        ))),
+    }
+}
+
+/// Arithmetic; on integer tensors (shape arithmetic) computed on the host.
+fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> {
+    if lhs.dtype() == DType::I64 && rhs.dtype() == DType::I64 {
+        let (l, r) = (ints_of(lhs)?, ints_of(rhs)?);
+        let (dims, len) = if l.len() >= r.len() {
+            (lhs.dims(), l.len())
+        } else {
+            (rhs.dims(), r.len())
+        };
+        if !(l.len() == r.len() || l.len() == 1 || r.len() == 1) {
+            return Err(invalid(format!(
+                "integer {op} of shapes {:?} and {:?}",
+                lhs.dims(),
+                rhs.dims()
+            )));
+        }
+        let at = |v: &[i64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
+        let values = (0..len)
+            .map(|i| {
+                let (a, b) = (at(&l, i), at(&r, i));
+                match op {
+                    "Add" => Ok(a.wrapping_add(b)),
+                    "Sub" => Ok(a.wrapping_sub(b)),
+                    "Mul" => Ok(a.wrapping_mul(b)),
+                    "Div" if b != 0 => Ok(a.div_euclid(b)),
+                    _ => Err(invalid(format!("integer {op} of {a} and {b}"))),
+                }
+            })
+            .collect::<Result<Vec<i64>>>()?;
+        return one(DynTensor::from_vec(values, dims)?);
+    }
+    one(match op {
+        "Add" => lhs.add(rhs)?,
+        "Sub" => lhs.sub(rhs)?,
+        "Mul" => lhs.mul(rhs)?,
+        "Div" => lhs.div(rhs)?,
+        _ => lhs.pow(rhs)?,
+    })
+}
+
+/// `alpha * A' @ B' + beta * C`, the primes being optional transposes.
+fn gemm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let mut lhs = arg(args, 0)?.clone();
+    let mut rhs = arg(args, 1)?.clone();
+    if a.int("transA", 0) != 0 {
+        lhs = lhs.transpose(0, 1)?;
+    }
+    if a.int("transB", 0) != 0 {
+        rhs = rhs.transpose(0, 1)?;
+    }
+    let (alpha, beta) = (
+        f64::from(a.float("alpha", 1.0)),
+        f64::from(a.float("beta", 1.0)),
+    );
+    let mut out = lhs.matmul(&rhs)?;
+    if alpha != 1.0 {
+        out = out.mul_scalar(alpha)?;
+    }
+    if let Some(c) = args.get(2).copied().flatten() {
+        out = if beta == 1.0 {
+            out.add(c)?
+        } else {
+            out.add(&c.mul_scalar(beta)?)?
+        };
+    }
+    one(out)
+}
+
+/// Symmetric 2-D padding from ONNX's `[top, left, bottom, right]`.
+fn padding2d(a: &Attributes<'_>) -> Result<(usize, usize)> {
+    if a.0
+        .attributes
+        .iter()
+        .any(|(n, v)| n == "auto_pad" && !matches!(v, AttributeValue::String(s) if s == b"NOTSET"))
+    {
+        return Err(invalid(
+            "auto_pad is not supported; export with explicit pads",
+        ));
+    }
+    match a.ints("pads").as_deref() {
+        None => Ok((0, 0)),
+        Some(&[top, left, bottom, right]) if top == bottom && left == right => {
+            Ok((top.max(0) as usize, left.max(0) as usize))
+        }
+        Some(pads) => Err(invalid(format!(
+            "pads {pads:?}: rumus pads both sides of each axis equally"
+        ))),
+    }
+}
+
+fn pair(a: &Attributes<'_>, name: &str) -> Result<(usize, usize)> {
+    match a.ints(name).as_deref() {
+        None => Ok((1, 1)),
+        Some(&[h, w]) if h > 0 && w > 0 => Ok((h as usize, w as usize)),
+        Some(v) => Err(invalid(format!(
+            "{name} {v:?}: expected two positive values"
+        ))),
+    }
+}
+
+fn conv(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let (x, w) = (arg(args, 0)?, arg(args, 1)?);
+    if x.rank() != 4 {
+        return Err(invalid(format!(
+            "Conv of a rank-{} input: rumus imports 2-D convolutions",
+            x.rank()
+        )));
+    }
+    let groups = usize::try_from(a.int("group", 1)).map_err(|_| invalid("group < 0"))?;
+    one(x.conv2d(
+        w,
+        args.get(2).copied().flatten(),
+        pair(a, "strides")?,
+        padding2d(a)?,
+        pair(a, "dilations")?,
+        groups,
+    )?)
+}
+
+fn pool(op: &str, a: &Attributes<'_>, x: &DynTensor) -> Result<Vec<DynTensor>> {
+    if a.int("ceil_mode", 0) != 0 {
+        return Err(invalid("ceil_mode=1 is not supported"));
+    }
+    let kernel = match a.ints("kernel_shape").as_deref() {
+        Some(&[h, w]) if h > 0 && w > 0 => (h as usize, w as usize),
+        other => {
+            return Err(invalid(format!(
+                "kernel_shape {other:?}: expected two sizes"
+            )));
+        }
+    };
+    let stride = pair(a, "strides")?;
+    let padding = padding2d(a)?;
+    one(if op == "MaxPool" {
+        if pair(a, "dilations")? != (1, 1) {
+            return Err(invalid("dilated max pooling is not supported"));
+        }
+        x.max_pool2d(kernel, stride, padding)?
+    } else {
+        x.avg_pool2d(kernel, stride, padding, a.int("count_include_pad", 0) != 0)?
+    })
+}
+
+/// `[C]` reshaped to broadcast over axis 1 of a rank-`rank` input.
+fn per_channel(t: &DynTensor, rank: usize) -> Result<DynTensor> {
+    let mut dims = vec![1; rank];
+    dims[1] = t.numel();
+    t.reshape(&dims)
+}
+
+/// Inference-mode batch normalisation with the running statistics.
+fn batch_norm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    if a.int("training_mode", 0) != 0 {
+        return Err(invalid(
+            "BatchNormalization in training mode; export the model in eval mode",
+        ));
+    }
+    let x = arg(args, 0)?;
+    let rank = x.rank();
+    let [scale, bias, mean, var] =
+        [1, 2, 3, 4].map(|k| arg(args, k).and_then(|t| per_channel(t, rank)));
+    let eps = f64::from(a.float("epsilon", 1e-5));
+    let inv_std = var?.add_scalar(eps)?.rsqrt()?;
+    one(x.sub(&mean?)?.mul(&inv_std.mul(&scale?)?)?.add(&bias?)?)
+}
+
+/// Normalisation over the axes from `axis` on, then the affine.
+fn layer_norm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let x = arg(args, 0)?;
+    let from = axis(a.int("axis", -1), x.rank())?;
+    let eps = f64::from(a.float("epsilon", 1e-5));
+    let (scale, bias) = (arg(args, 1)?, args.get(2).copied().flatten());
+    if from + 1 == x.rank() {
+        return one(crate::nn::functional::layer_norm(
+            x,
+            Some(scale),
+            bias,
+            eps,
+        )?);
+    }
+    let axes: Vec<isize> = (from as isize..x.rank() as isize).collect();
+    let centered = x.sub(&x.mean(&axes, true)?)?;
+    let var = centered.mul(&centered)?.mean(&axes, true)?;
+    let mut out = centered.mul(&var.add_scalar(eps)?.rsqrt()?)?.mul(scale)?;
+    if let Some(bias) = bias {
+        out = out.add(bias)?;
+    }
+    one(out)
+}
+
+fn reduce(op: &str, a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let x = arg(args, 0)?;
+    let keepdim = a.int("keepdims", 1) != 0;
+    // ReduceSum takes its axes as an input from opset 13, the others from opset 18.
+    let listed = match args.get(1).copied().flatten() {
+        Some(t) => Some(ints_of(t)?),
+        None => a.ints("axes"),
+    };
+    let axes: Vec<isize> = match listed {
+        Some(axes) if !axes.is_empty() => axes
+            .iter()
+            .map(|&v| axis(v, x.rank()).map(|a| a as isize))
+            .collect::<Result<_>>()?,
+        _ if a.int("noop_with_empty_axes", 0) != 0 => return one(x.clone()),
+        _ => (0..x.rank() as isize).collect(),
+    };
+    one(match op {
+        "ReduceMean" => x.mean(&axes, keepdim)?,
+        "ReduceSum" => x.sum(&axes, keepdim)?,
+        _ => x.max(&axes, keepdim)?,
+    })
+}
+
+/// ONNX `Reshape`: a 0 keeps the input's dim (unless `allowzero`), one -1 is inferred.
+fn reshape(x: &DynTensor, shape: &[i64], allow_zero: bool) -> Result<Vec<DynTensor>> {
+    let mut dims = Vec::with_capacity(shape.len());
+    let mut inferred = None;
+    for (k, &d) in shape.iter().enumerate() {
+        match d {
+            -1 if inferred.is_none() => {
+                inferred = Some(k);
+                dims.push(1);
+            }
+            0 if !allow_zero => dims.push(
+                *x.dims()
+                    .get(k)
+                    .ok_or_else(|| invalid(format!("shape {shape:?} copies a missing dim")))?,
+            ),
+            d if d >= 0 => dims.push(d as usize),
+            _ => return Err(invalid(format!("shape {shape:?}"))),
+        }
+    }
+    if let Some(k) = inferred {
+        let known: usize = dims.iter().product();
+        if known == 0 || !x.numel().is_multiple_of(known) {
+            return Err(invalid(format!(
+                "cannot reshape {:?} to {shape:?}",
+                x.dims()
+            )));
+        }
+        dims[k] = x.numel() / known;
+    }
+    one(x.reshape(&dims)?)
+}
+
+/// `Slice` with unit steps: starts and ends clamped to each axis as ONNX defines.
+fn slice(args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let x = arg(args, 0)?;
+    let starts = ints_of(arg(args, 1)?)?;
+    let ends = ints_of(arg(args, 2)?)?;
+    let axes = match args.get(3).copied().flatten() {
+        Some(t) => ints_of(t)?,
+        None => (0..starts.len() as i64).collect(),
+    };
+    if let Some(steps) = args.get(4).copied().flatten()
+        && ints_of(steps)?.iter().any(|&s| s != 1)
+    {
+        return Err(invalid("Slice with steps other than 1 is not supported"));
+    }
+    if starts.len() != ends.len() || starts.len() != axes.len() {
+        return Err(invalid("Slice: starts, ends and axes differ in length"));
+    }
+    let mut out = x.clone();
+    for ((&start, &end), &ax) in starts.iter().zip(&ends).zip(&axes) {
+        let ax = axis(ax, x.rank())?;
+        let size = x.dims()[ax] as i64;
+        let clamp = |v: i64| (if v < 0 { v + size } else { v }).clamp(0, size);
+        let (s, e) = (clamp(start), clamp(end));
+        out = out.narrow(ax as isize, s as usize, (e - s).max(0) as usize)?;
+    }
+    one(out)
+}
+
+/// `Gather` along `axis`: indices of any shape (negative from the end) replace that axis.
+fn gather(data: &DynTensor, indices: &DynTensor, axis_value: i64) -> Result<Vec<DynTensor>> {
+    let ax = axis(axis_value, data.rank())?;
+    let size = data.dims()[ax] as i64;
+    let flat: Vec<i64> = ints_of(indices)?
+        .into_iter()
+        .map(|i| if i < 0 { i + size } else { i })
+        .collect();
+    let count = flat.len();
+    let picked = data.index_select(ax as isize, &DynTensor::from_vec(flat, &[count])?)?;
+    let mut dims = data.dims()[..ax].to_vec();
+    dims.extend_from_slice(indices.dims());
+    dims.extend_from_slice(&data.dims()[ax + 1..]);
+    one(picked.reshape(&dims)?)
+}
+
+fn constant(a: &Attributes<'_>) -> Result<Vec<DynTensor>> {
+    let tensor = match a
+        .0
+        .attributes
+        .first()
+        .map(|(name, value)| (name.as_str(), value))
+    {
+        Some(("value", AttributeValue::Tensor(t))) => tensor_of(t.clone())?,
+        Some(("value_float", AttributeValue::Float(v))) => DynTensor::from_vec(vec![*v], &[])?,
+        Some(("value_floats", AttributeValue::Floats(v))) => {
+            DynTensor::from_vec(v.clone(), &[v.len()])?
+        }
+        Some(("value_int", AttributeValue::Int(v))) => DynTensor::from_vec(vec![*v], &[])?,
+        Some(("value_ints", AttributeValue::Ints(v))) => {
+            DynTensor::from_vec(v.clone(), &[v.len()])?
+        }
+        other => {
+            return Err(invalid(format!(
+                "Constant with attribute {:?} is not supported",
+                other.map(|(n, _)| n)
+            )));
+        }
+    };
+    one(tensor)
+}

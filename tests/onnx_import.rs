@@ -1,0 +1,158 @@
+//! ONNX import: models exported by PyTorch's `torch.onnx.export` (committed fixtures, from
+//! tests/fixtures/make_onnx_imports.py) run in rumus with PyTorch's outputs, models exported
+//! by rumus come back equal, and unsupported ops or damaged files are errors, not panics.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::fixture_file::{assert_close, read_cases};
+use rumus::nn::{BatchNorm2d, Conv2d, Embedding, LayerNorm, Linear, Module};
+use rumus::onnx::OnnxModel;
+use rumus::prelude::*;
+use rumus::rng::Generator;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/onnx")
+        .join(name)
+}
+
+#[test]
+fn pytorch_exports_run_with_pytorchs_outputs() {
+    let text = std::fs::read_to_string(fixture("expected.txt")).unwrap();
+    let cases = read_cases(&text);
+    assert_eq!(cases.len(), 4);
+    for (name, tensors) in cases {
+        let model = OnnxModel::load(fixture(&format!("{name}.onnx"))).unwrap();
+        assert_eq!(model.input_names(), ["input"], "{name}");
+        assert_eq!(model.output_names(), ["output"], "{name}");
+        // The fixtures' batch differs from the export's: the batch axis is dynamic.
+        let input = tensors["input"].to_tensor();
+        let outputs = model
+            .run(&[&input])
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(outputs.len(), 1);
+        assert_close(&name, "output", &outputs[0], &tensors["output"]);
+    }
+}
+
+#[test]
+fn weights_keep_their_pytorch_names() {
+    let model = OnnxModel::load(fixture("mlp.onnx")).unwrap();
+    let names: Vec<&str> = model
+        .initializers()
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
+    assert_eq!(model.initializers()[0].1.dims(), &[32, 64]);
+    assert_eq!(model.opset(), 17);
+}
+
+#[test]
+fn an_unsupported_op_is_named_when_the_file_is_loaded() {
+    let refused = OnnxModel::load(fixture("unsupported.onnx")).unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.contains("cannot run these ONNX ops: CumSum"),
+        "{message}"
+    );
+    assert!(message.contains("unsupported.onnx"), "{message}");
+}
+
+#[test]
+fn inputs_that_do_not_fit_are_errors() {
+    let model = OnnxModel::load(fixture("mlp.onnx")).unwrap();
+    let wrong = DynTensor::zeros(&[2, 63], DType::F32).unwrap();
+    let refused = model.run(&[&wrong]).unwrap_err();
+    assert!(refused.to_string().contains("[?, 64]"), "{refused}");
+    let right = DynTensor::zeros(&[2, 64], DType::F32).unwrap();
+    let refused = model.run(&[&right, &right]).unwrap_err();
+    assert!(refused.to_string().contains("takes 1 inputs"), "{refused}");
+    let missing = OnnxModel::load(fixture("no_such_model.onnx")).unwrap_err();
+    assert!(missing.to_string().contains("cannot read"), "{missing}");
+}
+
+/// Every truncation and many single-byte changes of a real file load as a model or fail
+/// with an error; none panics or allocates without bound.
+#[test]
+fn damaged_files_are_errors_not_panics() {
+    let bytes = std::fs::read(fixture("cnn.onnx")).unwrap();
+    let input = DynTensor::zeros(&[1, 1, 8, 8], DType::F32).unwrap();
+    let try_bytes = |damaged: &[u8]| {
+        if let Ok(model) = OnnxModel::from_bytes(damaged, "damaged.onnx") {
+            let _ = model.run(&[&input]);
+        }
+    };
+    for len in (0..bytes.len()).step_by(7) {
+        try_bytes(&bytes[..len]);
+    }
+    let mut rng = Generator::new(5);
+    for _ in 0..300 {
+        let mut damaged = bytes.clone();
+        let at = (rng.next_u64() as usize) % damaged.len();
+        damaged[at] = rng.next_u64() as u8;
+        try_bytes(&damaged);
+    }
+    let refused = OnnxModel::from_bytes(&bytes[..bytes.len() / 2], "half.onnx").unwrap_err();
+    assert!(refused.to_string().contains("half.onnx"), "{refused}");
+}
+
+#[model]
+struct Exported {
+    conv: Conv2d<1, 4, 3>,
+    bn: BatchNorm2d<4>,
+    fc: Linear<16, 6>,
+    embed: Embedding<10, 6>,
+    norm: LayerNorm<6>,
+}
+
+type Forward<'a> = dyn Fn(&DynTensor) -> rumus::Result<DynTensor> + 'a;
+
+/// A model exported by rumus runs the same through the importer (the export's op set).
+#[test]
+fn rumus_exports_come_back_equal() {
+    manual_seed(3);
+    let mut model = Exported::new().unwrap();
+    model
+        .bn
+        .running_mean
+        .copy_(&common::gpu::tensor(&[4], 1).mul_scalar(0.3).unwrap())
+        .unwrap();
+    model.eval();
+    let cases: Vec<(DynTensor, Box<Forward>)> = vec![
+        (
+            common::gpu::tensor(&[2, 1, 6, 6], 2),
+            Box::new(|x: &DynTensor| {
+                let h = model.bn.forward_dyn(&model.conv.forward_dyn(x)?)?.relu()?;
+                let h = h.max_pool2d((2, 2), (2, 2), (0, 0))?.flatten(1, -1)?;
+                model
+                    .fc
+                    .forward_dyn(&h.narrow(1, 0, 16)?)?
+                    .gelu()?
+                    .softmax(-1)
+            }),
+        ),
+        (
+            DynTensor::from_vec(vec![1i64, 4, 9, 0, 3, 3], &[2, 3]).unwrap(),
+            Box::new(|ids: &DynTensor| {
+                let h = model.norm.forward_dyn(&model.embed.forward_dyn(ids)?)?;
+                h.transpose(1, 2)?.mean(&[-1], false)?.tanh()
+            }),
+        ),
+    ];
+    for (k, (input, forward)) in cases.iter().enumerate() {
+        let expected = forward(input).unwrap();
+        let bytes = rumus::onnx::to_bytes(&model, input, |x| forward(x)).unwrap();
+        let imported = OnnxModel::from_bytes(&bytes, "roundtrip.onnx").unwrap();
+        let got = imported.run(&[input]).unwrap();
+        assert_eq!(got[0].dims(), expected.dims(), "case {k}");
+        for (a, b) in got[0].to_f64_vec().iter().zip(expected.to_f64_vec()) {
+            assert!(
+                (a - b).abs() <= 1e-6 + 1e-5 * b.abs(),
+                "case {k}: {a} against {b}"
+            );
+        }
+    }
+}
