@@ -21,8 +21,9 @@ use std::process::Command;
 
 use common::resnet::SmallResNet;
 use rumus::nn::{
-    AvgPool2d, BatchNorm1d, Conv1d, ConvTranspose2d, Embedding, Gelu, GroupNorm, LayerNorm,
-    MaxPool2d, MultiheadAttention, Sigmoid, Silu, Tanh,
+    AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, Conv1d, ConvTranspose2d, Dropout, Embedding,
+    Flatten, Gelu, GroupNorm, Gru, LayerNorm, Lstm, MaxPool2d, MultiheadAttention, Relu, RmsNorm,
+    Sigmoid, Silu, Tanh,
 };
 use rumus::prelude::*;
 
@@ -87,6 +88,21 @@ fn check_export(
     let expected = forward(x).unwrap();
     let path = scratch(&format!("{name}.onnx"));
     rumus::onnx::export(model, x, &forward, &path).unwrap();
+    // rumus's own importer runs what it exported (the same op set both ways).
+    let imported = rumus::onnx::OnnxModel::load(&path)
+        .and_then(|m| m.run(&[x]))
+        .unwrap_or_else(|e| panic!("{name}: import: {e}"));
+    assert_eq!(
+        imported[0].dims(),
+        expected.dims(),
+        "{name}: imported shape"
+    );
+    for (a, b) in imported[0].to_f64_vec().iter().zip(expected.to_f64_vec()) {
+        assert!(
+            (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+            "{name}: imported {a}, rumus {b}"
+        );
+    }
     let Some(python) = python() else {
         return;
     };
@@ -231,6 +247,43 @@ fn attention_embedding_and_activations_export() {
     check_export("embedding", &model, &ids, |ids| {
         model.embedding.forward_dyn(ids)?.log_softmax(-1)
     });
+}
+
+/// The recurrent layers, RMSNorm and a bias-free convolution (the stateless layers are
+/// made where they are used).
+#[model]
+struct MoreLayers {
+    lstm: Lstm<4, 5>,
+    gru: Gru<5, 3>,
+    rms_norm: RmsNorm<3>,
+    #[conv(bias = false)]
+    conv: Conv2d<2, 3, 3>,
+}
+
+#[test]
+fn recurrent_layers_rms_norm_and_views_export() {
+    manual_seed(15);
+    let mut model = MoreLayers::new().unwrap();
+    model.eval();
+    check_export("lstm_gru_rms_norm", &model, &random(&[2, 4, 4], 16), |x| {
+        let (h, (_, c)) = model.lstm.forward_dyn(x, None)?;
+        let (h, _) = model.gru.forward_dyn(&h, None)?;
+        let c = c.sum(&[-1], false)?.unsqueeze(-1)?.transpose(0, 1)?;
+        model.rms_norm.forward_dyn(&h)?.add(&c)
+    });
+    let (pool, flatten) = (AdaptiveAvgPool2d::new(2, 2), Flatten::new());
+    let mut dropout = Dropout::new(0.3).unwrap();
+    dropout.eval();
+    check_export(
+        "conv_pool_flatten_dropout",
+        &model,
+        &random(&[2, 2, 8, 8], 17),
+        |x| {
+            let h = Relu.forward_dyn(&model.conv.forward_dyn(x)?)?;
+            let h = flatten.forward_dyn(&pool.forward_dyn(&h)?)?;
+            dropout.forward_dyn(&h)
+        },
+    );
 }
 
 #[test]

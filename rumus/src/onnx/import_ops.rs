@@ -20,6 +20,7 @@ pub const SUPPORTED: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvTranspose",
     "Div",
     "Dropout",
     "Equal",
@@ -184,6 +185,7 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         "MatMul" => one(x()?.matmul(arg(args, 1)?)?),
         "Gemm" => gemm(&a, args),
         "Conv" => conv(&a, args),
+        "ConvTranspose" => conv_transpose(&a, args),
         "MaxPool" | "AveragePool" => pool(&node.op_type, &a, x()?),
         "GlobalAveragePool" => {
             let x = x()?;
@@ -440,6 +442,28 @@ fn conv(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor
         padding2d(a)?,
         pair(a, "dilations")?,
         groups,
+    )?)
+}
+
+fn conv_transpose(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let (x, w) = (arg(args, 0)?, arg(args, 1)?);
+    if x.rank() != 4 || a.int("group", 1) != 1 || a.get("output_shape").is_some() {
+        return Err(invalid(
+            "ConvTranspose: rumus imports 2-D, one group, without output_shape",
+        ));
+    }
+    let output_padding = match a.ints("output_padding").as_deref() {
+        None => (0, 0),
+        Some(&[h, w]) if h >= 0 && w >= 0 => (h as usize, w as usize),
+        Some(v) => return Err(invalid(format!("output_padding {v:?}"))),
+    };
+    one(x.conv_transpose2d(
+        w,
+        args.get(2).copied().flatten(),
+        pair(a, "strides")?,
+        padding2d(a)?,
+        output_padding,
+        pair(a, "dilations")?,
     )?)
 }
 
