@@ -5,10 +5,10 @@ use rumus::prelude::*;
 
 #[model]
 pub struct Cnn {
-    conv1: Conv2d<1, 32, 3>,
-    conv2: Conv2d<32, 64, 3>,
-    fc1: Linear<1600, 128>,
-    fc2: Linear<128, 10>,
+    pub conv1: Conv2d<1, 32, 3>,
+    pub conv2: Conv2d<32, 64, 3>,
+    pub fc1: Linear<1600, 128>,
+    pub fc2: Linear<128, 10>,
 }
 
 #[model]

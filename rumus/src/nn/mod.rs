@@ -14,6 +14,7 @@ mod loss;
 mod module;
 mod norm;
 mod pool;
+pub mod quantized;
 mod recurrent;
 mod state_loading;
 

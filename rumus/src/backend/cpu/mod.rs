@@ -7,6 +7,7 @@ mod conv_tiles;
 pub mod direct_conv;
 pub mod dropout;
 pub mod index;
+pub(crate) mod int8;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
