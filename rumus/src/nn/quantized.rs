@@ -1,8 +1,9 @@
 //! Int8 inference for trained `Linear` and `Conv2d` layers: weights quantized once per
-//! output channel (symmetric, `scale = max|w| / 127`), activations quantized per row as they
-//! arrive (per sample of a linear layer, per output position of a convolution), products in
-//! exact int8 x int8 -> i32 sums (`backend::cpu::int8`), then one multiply by the two scales
-//! and the f32 bias. Weights take a quarter of their f32 memory, plus one f32 per channel.
+//! output channel (symmetric, `scale = max|w| / 127`), activations quantized symmetrically as
+//! they arrive (per row of a linear layer's input, per sample of a convolution's), products
+//! in exact int8 x int8 -> i32 sums (`backend::cpu::int8`), then one multiply by the two
+//! scales and the f32 bias. Weights take a quarter of their f32 memory, plus one f32 per
+//! channel.
 //!
 //! ```
 //! use rumus::nn::{Linear, quantized::QuantizedLinear};
@@ -19,43 +20,61 @@
 //! Inference only: the outputs carry no gradient. A row (or channel) with a NaN or an
 //! infinity gives NaN outputs rather than a silently wrong value.
 
-use crate::backend::cpu::int8::matmul_i8_nt;
+use rayon::prelude::*;
+
+use crate::backend::cpu::int8::PackedI8;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::nn::{Conv2d, Linear};
 use crate::tensor::DynTensor;
 
-/// A weight matrix in int8, one scale per row (output channel).
+/// A weight matrix in int8, one scale per row (output channel), stored in the product
+/// kernel's blocked layout.
 #[derive(Debug, Clone)]
 pub struct Int8Weights {
     rows: usize,
     cols: usize,
-    values: Vec<i8>,
+    packed: PackedI8,
     scales: Vec<f32>,
 }
 
-/// Symmetric int8 quantization of each `cols`-long row: `q = round(v / s)` with
-/// `s = max|v| / 127` (1 for an all-zero row); a row holding a NaN or an infinity gets a NaN
-/// scale, so everything computed from it is NaN.
+/// The symmetric int8 scale of values whose largest magnitude is `peak`: `peak / 127`, 1
+/// when all are zero, NaN when one is NaN or infinite (so everything computed from it is
+/// NaN).
+fn scale_of(peak: f32, finite: bool) -> f32 {
+    match (finite, peak > 0.0) {
+        (false, _) => f32::NAN,
+        (true, false) => 1.0,
+        (true, true) => peak / 127.0,
+    }
+}
+
+/// `v * inverse` rounded half away from zero (as `f32::round`) and clamped to +-127.
+/// Written with a truncating conversion: on the default x86-64 target `f32::round` is a
+/// library call per element, which made quantizing an activation cost three times the
+/// int8 product that follows it.
+#[inline]
+fn quantize(v: f32, inverse: f32) -> i8 {
+    let r = (v * inverse).clamp(-127.0, 127.0);
+    (r + 0.5f32.copysign(r)) as i8
+}
+
+/// Symmetric int8 quantization of each `cols`-long row (`q = round(v / s)`, `s` from
+/// [`scale_of`]).
 fn quantize_rows(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
-    let rows = values.len() / cols.max(1);
-    let mut quantized = vec![0i8; values.len()];
+    let rows = values.len().checked_div(cols).unwrap_or(0);
+    let mut quantized = vec![0i8; rows * cols];
     let mut scales = Vec::with_capacity(rows);
-    for (row, out) in values.chunks(cols).zip(quantized.chunks_mut(cols)) {
-        let mut peak = 0.0f32;
-        let mut finite = true;
-        for &v in row {
-            finite &= v.is_finite();
-            peak = peak.max(v.abs());
-        }
-        let scale = match (finite, peak > 0.0) {
-            (false, _) => f32::NAN,
-            (true, false) => 1.0,
-            (true, true) => peak / 127.0,
-        };
+    for (row, out) in values
+        .chunks(cols.max(1))
+        .zip(quantized.chunks_mut(cols.max(1)))
+    {
+        let finite = row.iter().all(|v| v.is_finite());
+        let scale = scale_of(row.iter().fold(0.0f32, |m, v| m.max(v.abs())), finite);
         if finite {
+            let inverse = 1.0 / scale;
             for (q, &v) in out.iter_mut().zip(row) {
-                *q = (v / scale).round().clamp(-127.0, 127.0) as i8;
+                *q = quantize(v, inverse);
             }
         }
         scales.push(scale);
@@ -98,31 +117,37 @@ impl Int8Weights {
         Ok(Int8Weights {
             rows,
             cols,
-            values,
+            packed: PackedI8::new(&values, rows, cols),
             scales,
         })
     }
 
     /// The f32 matrix `[rows, cols]` the int8 values stand for (`q * scale`).
     pub fn dequantize(&self) -> Result<DynTensor> {
-        let values = self
-            .values
-            .chunks(self.cols.max(1))
-            .zip(&self.scales)
-            .flat_map(|(row, &s)| row.iter().map(move |&q| f32::from(q) * s))
+        let values = (0..self.rows)
+            .flat_map(|j| {
+                (0..self.cols).map(move |t| f32::from(self.packed.get(j, t)) * self.scales[j])
+            })
             .collect();
         Ok(DynTensor::from_vec(values, &[self.rows, self.cols])?)
     }
 
-    /// Bytes held: one per weight and four per row's scale.
+    /// Bytes held: one per stored weight (rows padded to blocks of eight) and four per
+    /// row's scale.
     pub fn bytes(&self) -> usize {
-        self.values.len() + 4 * self.scales.len()
+        self.packed.bytes() + 4 * self.scales.len()
+    }
+
+    /// Exact sums of the quantized rows `xq` (`m` rows of `cols`) with every weight row:
+    /// `[m, rows]`; on this thread only unless `split`.
+    fn sums(&self, xq: &[i8], m: usize, split: bool) -> Vec<i32> {
+        self.packed.product(xq, m, split)
     }
 
     /// `x` `[m, cols]` (row-major f32) times this matrix transposed, plus `bias`: `[m, rows]`.
     fn linear(&self, x: &[f32], m: usize, bias: Option<&[f32]>) -> Vec<f32> {
         let (xq, x_scales) = quantize_rows(x, self.cols);
-        let sums = matmul_i8_nt(&xq, &self.values, m, self.rows, self.cols);
+        let sums = self.sums(&xq, m, true);
         let mut out = Vec::with_capacity(sums.len());
         for (row, &xs) in sums.chunks(self.rows.max(1)).zip(&x_scales) {
             for (j, &s) in row.iter().enumerate() {
@@ -132,6 +157,71 @@ impl Int8Weights {
         }
         out
     }
+
+    /// One sample's convolution: the sample `[C, H, W]` quantized with one scale, its windows
+    /// gathered straight into int8 rows (im2col in int8, a quarter of the f32 columns'
+    /// memory traffic), the sums, then `out` `[rows, positions]`.
+    fn convolve(&self, x: &[f32], g: &Geometry, bias: Option<&[f32]>, out: &mut [f32]) {
+        let finite = x.iter().all(|v| v.is_finite());
+        let scale = scale_of(x.iter().fold(0.0f32, |m, v| m.max(v.abs())), finite);
+        let inverse = if finite { 1.0 / scale } else { 0.0 };
+        let xq: Vec<i8> = x.iter().map(|&v| quantize(v, inverse)).collect();
+        let stride = self.cols;
+        let positions = g.oh * g.ow;
+        let mut windows = vec![0i8; positions * stride];
+        for (l, row) in windows.chunks_mut(stride).enumerate() {
+            let (oy, ox) = (l / g.ow, l % g.ow);
+            let mut t = 0;
+            for c in 0..g.channels {
+                let plane = &xq[c * g.h * g.w..(c + 1) * g.h * g.w];
+                for ki in 0..g.kernel {
+                    let iy = (oy * g.stride + ki * g.dilation).checked_sub(g.padding);
+                    let run = &mut row[t..t + g.kernel];
+                    t += g.kernel;
+                    let Some(iy) = iy.filter(|&iy| iy < g.h) else {
+                        continue; // a padding row: zeros
+                    };
+                    let line = &plane[iy * g.w..(iy + 1) * g.w];
+                    let first = (ox * g.stride).checked_sub(g.padding);
+                    match first {
+                        // Dense taps inside the row: one copy.
+                        Some(ix) if g.dilation == 1 && ix + g.kernel <= g.w => {
+                            run.copy_from_slice(&line[ix..ix + g.kernel]);
+                        }
+                        _ => {
+                            for (kj, v) in run.iter_mut().enumerate() {
+                                let ix = (ox * g.stride + kj * g.dilation).checked_sub(g.padding);
+                                if let Some(ix) = ix.filter(|&ix| ix < g.w) {
+                                    *v = line[ix];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Samples are already spread across threads.
+        let sums = self.sums(&windows, positions, false);
+        for (j, out_row) in out.chunks_mut(positions).enumerate() {
+            let (factor, b) = (scale * self.scales[j], bias.map_or(0.0, |b| b[j]));
+            for (l, o) in out_row.iter_mut().enumerate() {
+                *o = sums[l * self.rows + j] as f32 * factor + b;
+            }
+        }
+    }
+}
+
+/// Sizes of one convolution.
+struct Geometry {
+    channels: usize,
+    h: usize,
+    w: usize,
+    kernel: usize,
+    stride: usize,
+    padding: usize,
+    dilation: usize,
+    oh: usize,
+    ow: usize,
 }
 
 fn bias_values(
@@ -263,32 +353,41 @@ impl QuantizedConv2d {
                 ),
             });
         }
-        float32(x, op)?;
-        let pair = |v: usize| (v, v);
-        let columns = x.unfold2d(
-            pair(self.kernel),
-            pair(self.stride),
-            pair(self.padding),
-            pair(self.dilation),
-        )?;
-        let (n, positions) = (x.dims()[0], columns.dims()[3]);
-        // Each output position's window as one row: [N, L, C * K * K].
-        let windows = columns
-            .reshape(&[n, self.weight.cols, positions])?
-            .permute(&[0, 2, 1])?
-            .contiguous()?
-            .to_vec::<f32>()?;
-        let out = self
-            .weight
-            .linear(&windows, n * positions, self.bias.as_deref());
-        let (h, w) = (x.dims()[2], x.dims()[3]);
+        let (n, channels, h, w) = (x.dims()[0], x.dims()[1], x.dims()[2], x.dims()[3]);
+        let span = self.dilation * (self.kernel - 1) + 1;
         let size = |s: usize| {
-            (s + 2 * self.padding - self.dilation * (self.kernel - 1) - 1) / self.stride + 1
+            (s + 2 * self.padding)
+                .checked_sub(span)
+                .map(|d| d / self.stride + 1)
         };
-        DynTensor::from_vec(out, &[n, positions, self.weight.rows])?
-            .permute(&[0, 2, 1])?
-            .contiguous()?
-            .reshape(&[n, self.weight.rows, size(h), size(w)])
+        let (Some(oh), Some(ow)) = (size(h), size(w)) else {
+            return Err(Error::InvalidArgument {
+                op,
+                message: format!(
+                    "an input of {h}x{w} is smaller than the {span}x{span} window (padding {})",
+                    self.padding
+                ),
+            });
+        };
+        let g = Geometry {
+            channels,
+            h,
+            w,
+            kernel: self.kernel,
+            stride: self.stride.max(1),
+            padding: self.padding,
+            dilation: self.dilation,
+            oh,
+            ow,
+        };
+        crate::alloc::ensure_output(op, &[n, self.weight.rows, oh, ow], 4)?;
+        // Pooled memory: a fresh multi-megabyte output would pay a page fault per 4 KiB.
+        let mut out = crate::backend::cpu::pool::reused(n * self.weight.rows * oh * ow, 0.0f32);
+        let input = float32(x, op)?;
+        out.par_chunks_mut((self.weight.rows * oh * ow).max(1))
+            .zip(input.par_chunks((channels * h * w).max(1)))
+            .for_each(|(out, sample)| self.weight.convolve(sample, &g, self.bias.as_deref(), out));
+        Ok(DynTensor::from_vec(out, &[n, self.weight.rows, oh, ow])?)
     }
 
     /// The quantized filters, `[OUT, IN * K * K]`.

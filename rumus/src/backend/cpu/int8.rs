@@ -1,138 +1,166 @@
 //! Integer products for quantized inference: `out[i, j] = sum_t a[i, t] * b[j, t]` of int8
-//! rows into exact i32 sums. Both operands are row-major with the summed axis innermost
-//! (activations `[M, K]`, weights `[N, K]`, as a linear layer stores them), so every dot
-//! product reads two contiguous rows.
+//! activation rows `a` `[m, k]` and int8 weight rows `b` `[n, k]` into exact i32 sums.
 //!
-//! With AVX2 each step widens 16 int8 values to i16 and multiply-adds pairs into i32 lanes
-//! (`vpmaddwd`: 16 products an instruction, exact, since `2 * 127 * 128` fits an i16 pair
-//! sum in i32), four weight rows at a time so each activation load serves four outputs.
-//! Without AVX2 a plain loop computes the same sums; integer sums do not depend on the
-//! order, so both paths, and any thread count, give bit-identical results.
+//! The weights are repacked once ([`PackedI8`]) into blocks of eight outputs, each pair of
+//! summed positions holding the eight outputs' two values side by side (16 bytes). The AVX2
+//! kernel broadcasts one pair of activations to every lane, widens a block's 16 bytes to
+//! i16 and multiply-adds (`vpmaddwd`): eight outputs advance two steps of the sum in one
+//! instruction, exactly (a pair sum `2 * 128 * 128` fits i32), with no horizontal sums.
+//! Four blocks run side by side so each broadcast serves 32 outputs. Without AVX2 a plain
+//! loop computes the same sums; integer sums do not depend on the order, so both paths and
+//! any thread count give bit-identical results.
 
 use rayon::prelude::*;
 
-use super::parallel::worth_splitting;
+use super::parallel::{threads, worth_splitting};
 
-/// Output columns one task computes when the rows are too few to split.
-const COLUMN_BLOCK: usize = 64;
+/// Outputs per block.
+const BLOCK: usize = 8;
+/// Blocks the kernel computes side by side.
+const GROUP: usize = 4;
 
-/// `a` `[m, k]` times `b` `[n, k]` transposed: `[m, n]` exact i32 sums.
-pub(crate) fn matmul_i8_nt(a: &[i8], b: &[i8], m: usize, n: usize, k: usize) -> Vec<i32> {
-    debug_assert_eq!(a.len(), m * k);
-    debug_assert_eq!(b.len(), n * k);
-    let mut out = vec![0i32; m * n];
-    if m == 0 || n == 0 {
-        return out;
-    }
-    let row = |i: usize, out_row: &mut [i32], first_col: usize| {
-        dots(&a[i * k..(i + 1) * k], &b[first_col * k..], k, out_row);
-    };
-    if !worth_splitting(m * n * k) {
-        for (i, out_row) in out.chunks_mut(n).enumerate() {
-            row(i, out_row, 0);
+/// Weights `[n, k]` in the kernel's layout: `[n / 8][k / 2][8][2]`, `n` padded to a multiple
+/// of 8 and `k` to a multiple of 2 with zeros (which add nothing to any sum).
+#[derive(Debug, Clone)]
+pub(crate) struct PackedI8 {
+    n: usize,
+    k: usize,
+    blocks: Vec<i8>,
+}
+
+impl PackedI8 {
+    /// Repacks row-major `rows` `[n, k]`.
+    pub fn new(rows: &[i8], n: usize, k: usize) -> PackedI8 {
+        debug_assert_eq!(rows.len(), n * k);
+        let pairs = k.div_ceil(2);
+        let mut blocks = vec![0i8; n.div_ceil(BLOCK) * pairs * 2 * BLOCK];
+        for (j, row) in rows.chunks(k.max(1)).enumerate().take(n) {
+            let (block, lane) = (j / BLOCK, j % BLOCK);
+            for (t, &v) in row.iter().enumerate() {
+                blocks[((block * pairs + t / 2) * BLOCK + lane) * 2 + t % 2] = v;
+            }
         }
-    } else if m >= 2 * super::parallel::threads() {
-        out.par_chunks_mut(n)
-            .enumerate()
-            .for_each(|(i, out_row)| row(i, out_row, 0));
-    } else {
-        // Few rows (a batch of one): split each row's columns instead.
-        for (i, out_row) in out.chunks_mut(n).enumerate() {
-            out_row
-                .par_chunks_mut(COLUMN_BLOCK)
+        PackedI8 { n, k, blocks }
+    }
+
+    /// Weight `[j, t]`.
+    pub fn get(&self, j: usize, t: usize) -> i8 {
+        let pairs = self.k.div_ceil(2);
+        self.blocks[(((j / BLOCK) * pairs + t / 2) * BLOCK + j % BLOCK) * 2 + t % 2]
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// `a` `[m, k]` times the weights transposed: `[m, n]` exact sums, split across threads
+    /// when `split` and the product is large enough.
+    pub fn product(&self, a: &[i8], m: usize, split: bool) -> Vec<i32> {
+        let (n, k) = (self.n, self.k);
+        debug_assert_eq!(a.len(), m * k);
+        let mut out = vec![0i32; m * n];
+        if m == 0 || n == 0 {
+            return out;
+        }
+        let row = |i: usize, out_row: &mut [i32], first_block: usize| {
+            self.row(&a[i * k..(i + 1) * k], first_block, out_row)
+        };
+        let split = split && worth_splitting(m * n * k);
+        if !split {
+            for (i, out_row) in out.chunks_mut(n).enumerate() {
+                row(i, out_row, 0);
+            }
+        } else if m >= 2 * threads() {
+            out.par_chunks_mut(n)
                 .enumerate()
-                .for_each(|(c, block)| row(i, block, c * COLUMN_BLOCK));
+                .for_each(|(i, out_row)| row(i, out_row, 0));
+        } else {
+            // Few rows (a batch of one): split each row's outputs by groups of blocks.
+            for (i, out_row) in out.chunks_mut(n).enumerate() {
+                out_row
+                    .par_chunks_mut(BLOCK * GROUP)
+                    .enumerate()
+                    .for_each(|(g, chunk)| row(i, chunk, g * GROUP));
+            }
+        }
+        out
+    }
+
+    /// `out[c]` = the sum for output `first_block * 8 + c`, for the outputs `out` holds.
+    fn row(&self, a: &[i8], first_block: usize, out: &mut [i32]) {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present (checked above); the kernel's reads stay inside `a`
+            // and the blocks, which its asserts check.
+            unsafe { avx2::row(self, a, first_block, out) };
+            return;
+        }
+        self.plain_row(a, first_block, out);
+    }
+
+    fn plain_row(&self, a: &[i8], first_block: usize, out: &mut [i32]) {
+        for (c, o) in out.iter_mut().enumerate() {
+            let j = first_block * BLOCK + c;
+            *o = (0..self.k)
+                .map(|t| i32::from(a[t]) * i32::from(self.get(j, t)))
+                .sum();
         }
     }
-    out
-}
-
-/// `out[j] = a . b[j]` for the `out.len()` rows of `b` (each `k` long) it starts with.
-fn dots(a: &[i8], b: &[i8], k: usize, out: &mut [i32]) {
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is present (checked above); the kernel reads `a[..k]` and
-        // `b[..out.len() * k]`, which the asserts at its start check.
-        unsafe { avx2::dots(a, b, k, out) };
-        return;
-    }
-    plain_dots(a, b, k, out);
-}
-
-fn plain_dots(a: &[i8], b: &[i8], k: usize, out: &mut [i32]) {
-    for (j, o) in out.iter_mut().enumerate() {
-        *o = dot_plain(a, &b[j * k..(j + 1) * k]);
-    }
-}
-
-fn dot_plain(a: &[i8], b: &[i8]) -> i32 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| i32::from(x) * i32::from(y))
-        .sum()
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::dot_plain;
+    use super::{BLOCK, GROUP, PackedI8};
 
-    /// 16 int8 values at `p`, sign-extended to i16 lanes.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn widen(p: *const i8) -> __m256i {
-        // SAFETY: the caller reads 16 bytes inside its slices.
-        unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast())) }
-    }
-
-    /// The sum of the eight i32 lanes.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn sum_lanes(v: __m256i) -> i32 {
-        let half = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let pairs = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
-        let one = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b01>(pairs));
-        _mm_cvtsi128_si32(one)
+    /// The activation pairs `(a[2p], a[2p + 1])` as i16 halves of one i32 each, ready to be
+    /// broadcast (an odd `k` pairs its last value with 0).
+    fn pairs(a: &[i8]) -> Vec<i32> {
+        a.chunks(2)
+            .map(|p| {
+                let lo = i32::from(p[0] as i16 as u16);
+                let hi = i32::from(p.get(1).map_or(0, |&v| v as i16 as u16));
+                lo | hi << 16
+            })
+            .collect()
     }
 
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn dots(a: &[i8], b: &[i8], k: usize, out: &mut [i32]) {
-        assert!(a.len() >= k && b.len() >= out.len() * k);
-        let steps = k / 16;
-        let tail = steps * 16;
-        let mut j = 0;
-        while j + 4 <= out.len() {
-            let rows = [0, 1, 2, 3].map(|r| b[(j + r) * k..].as_ptr());
-            let mut sums = [_mm256_setzero_si256(); 4];
-            for s in 0..steps {
-                // SAFETY: `s * 16 + 16 <= k`, inside `a` and each of the four rows.
-                unsafe {
-                    let x = widen(a.as_ptr().add(s * 16));
-                    for r in 0..4 {
-                        let w = widen(rows[r].add(s * 16));
-                        sums[r] = _mm256_add_epi32(sums[r], _mm256_madd_epi16(x, w));
-                    }
+    pub(super) unsafe fn row(w: &PackedI8, a: &[i8], first_block: usize, out: &mut [i32]) {
+        let pairs_of_a = pairs(&a[..w.k]);
+        let npairs = pairs_of_a.len();
+        let blocks = out.len().div_ceil(BLOCK);
+        assert!((first_block + blocks) * npairs * 2 * BLOCK <= w.blocks.len());
+        let base = w.blocks.as_ptr();
+        let block_ptr = |b: usize| {
+            // SAFETY: inside the blocks (the assert above).
+            unsafe { base.add((first_block + b) * npairs * 2 * BLOCK) }
+        };
+        let mut lanes = [0i32; BLOCK * GROUP];
+        let mut b = 0;
+        while b < blocks {
+            let group = (blocks - b).min(GROUP);
+            let ptrs = [0, 1, 2, 3].map(|g| block_ptr(b + g.min(group - 1)));
+            let mut acc = [_mm256_setzero_si256(); GROUP];
+            for (p, &pair) in pairs_of_a.iter().enumerate() {
+                let x = _mm256_set1_epi32(pair);
+                for g in 0..GROUP {
+                    // SAFETY: 16 bytes of pair `p` of a block inside the buffer.
+                    let v = unsafe { _mm_loadu_si128(ptrs[g].add(p * 2 * BLOCK).cast()) };
+                    acc[g] =
+                        _mm256_add_epi32(acc[g], _mm256_madd_epi16(x, _mm256_cvtepi8_epi16(v)));
                 }
             }
-            for r in 0..4 {
-                let row = &b[(j + r) * k..(j + r + 1) * k];
-                out[j + r] = sum_lanes(sums[r]) + dot_plain(&a[tail..k], &row[tail..]);
+            for (lane, sums) in lanes.chunks_exact_mut(BLOCK).zip(&acc).take(group) {
+                // SAFETY: 8 i32 into a chunk of 8.
+                unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), *sums) };
             }
-            j += 4;
-        }
-        for (jj, o) in out.iter_mut().enumerate().skip(j) {
-            let row = &b[jj * k..(jj + 1) * k];
-            let mut sum = _mm256_setzero_si256();
-            for s in 0..steps {
-                // SAFETY: `s * 16 + 16 <= k`, inside `a` and the row.
-                unsafe {
-                    let x = widen(a.as_ptr().add(s * 16));
-                    let w = widen(row.as_ptr().add(s * 16));
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(x, w));
-                }
-            }
-            *o = sum_lanes(sum) + dot_plain(&a[tail..k], &row[tail..]);
+            let start = b * BLOCK;
+            let len = (out.len() - start).min(group * BLOCK);
+            out[start..start + len].copy_from_slice(&lanes[..len]);
+            b += group;
         }
     }
 }
@@ -167,30 +195,38 @@ mod tests {
         out
     }
 
-    /// Odd sizes (tails of the 16-wide steps and of the four-row groups), a batch of one
-    /// (split by columns), large enough products to be split across threads, and the
-    /// extreme values -128 and 127 everywhere.
+    /// Odd sizes (a partial block, a partial group of blocks, an odd sum length), a batch
+    /// of one (split by outputs), products large enough to be split across threads, and
+    /// the extreme values -128 and 127.
     #[test]
     fn products_are_the_exact_sums() {
-        for (m, n, k, seed) in [
+        let cases = [
             (1, 1, 1, 1),
             (3, 5, 17, 2),
             (1, 300, 200, 3),
             (70, 67, 33, 4),
             (2, 9, 1000, 5),
-        ] {
+            (1, 40, 9, 6),
+        ];
+        for (m, n, k, seed) in cases {
             let (a, b) = (values(m * k, seed), values(n * k, seed + 100));
-            assert_eq!(
-                matmul_i8_nt(&a, &b, m, n, k),
-                reference(&a, &b, m, n, k),
-                "{m}x{n}x{k}"
-            );
+            let packed = PackedI8::new(&b, n, k);
+            let expected = reference(&a, &b, m, n, k);
+            assert_eq!(packed.product(&a, m, true), expected, "{m}x{n}x{k}");
+            assert_eq!(packed.product(&a, m, false), expected, "{m}x{n}x{k} serial");
             let mut plain = vec![0; n];
-            plain_dots(&a[..k], &b, k, &mut plain);
-            assert_eq!(plain, reference(&a[..k], &b, 1, n, k));
+            packed.plain_row(&a[..k], 0, &mut plain);
+            assert_eq!(plain, expected[..n]);
+            assert!((0..n).all(|j| (0..k).all(|t| packed.get(j, t) == b[j * k + t])));
         }
         let (lo, hi) = (vec![-128i8; 64], vec![127i8; 64]);
-        assert_eq!(matmul_i8_nt(&lo, &lo, 1, 1, 64), [64 * 128 * 128]);
-        assert_eq!(matmul_i8_nt(&lo, &hi, 1, 1, 64), [-64 * 128 * 127]);
+        assert_eq!(
+            PackedI8::new(&lo, 1, 64).product(&lo, 1, true),
+            [64 * 128 * 128]
+        );
+        assert_eq!(
+            PackedI8::new(&hi, 1, 64).product(&lo, 1, true),
+            [-64 * 128 * 127]
+        );
     }
 }
