@@ -6,6 +6,7 @@ mod conv;
 mod convert;
 mod dropout;
 mod embedding;
+pub mod fixed_point;
 mod forward;
 pub mod functional;
 pub mod init;
