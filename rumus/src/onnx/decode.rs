@@ -181,29 +181,33 @@ fn push_varints(reader: &Reader<'_>, field: Field<'_>, out: &mut Vec<i64>) -> Re
     Ok(())
 }
 
-fn push_f32s(reader: &Reader<'_>, field: Field<'_>, out: &mut Vec<f32>) -> Result<()> {
-    match field {
-        Field::Fixed32(bits) => out.push(f32::from_bits(bits)),
-        Field::Bytes(bytes) if bytes.len() % 4 == 0 => out.extend(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().expect("4"))),
-        ),
-        _ => return Err(reader.error("a list of floats of the wrong wire type or length")),
-    }
-    Ok(())
+/// Little-endian values of `W` bytes each (a length not a multiple of `W` is checked by
+/// the callers).
+fn little_endian<const W: usize, T>(bytes: &[u8], from: impl Fn([u8; W]) -> T) -> Vec<T> {
+    bytes
+        .chunks_exact(W)
+        .map(|c| from(c.try_into().expect("chunks of W bytes")))
+        .collect()
 }
 
-fn push_f64s(reader: &Reader<'_>, field: Field<'_>, out: &mut Vec<f64>) -> Result<()> {
-    match field {
-        Field::Fixed64(bits) => out.push(f64::from_bits(bits)),
-        Field::Bytes(bytes) if bytes.len() % 8 == 0 => out.extend(
-            bytes
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().expect("8"))),
-        ),
-        _ => return Err(reader.error("a list of doubles of the wrong wire type or length")),
-    }
+/// A repeated `float` (`W = 4`) or `double` (`W = 8`) field: one fixed-width value, or a
+/// packed run of them.
+fn push_fixed<const W: usize, T>(
+    reader: &Reader<'_>,
+    field: Field<'_>,
+    out: &mut Vec<T>,
+    from: fn([u8; W]) -> T,
+) -> Result<()> {
+    let single = match field {
+        Field::Fixed32(bits) if W == 4 => bits.to_le_bytes().to_vec(),
+        Field::Fixed64(bits) if W == 8 => bits.to_le_bytes().to_vec(),
+        Field::Bytes(bytes) if bytes.len() % W == 0 => {
+            out.extend(little_endian(bytes, from));
+            return Ok(());
+        }
+        _ => return Err(reader.error("a list of floats of the wrong wire type or length")),
+    };
+    out.extend(little_endian(&single, from));
     Ok(())
 }
 
@@ -293,7 +297,7 @@ fn decode_attribute(mut r: Reader<'_>) -> Result<(String, AttributeValue)> {
             (3, Field::Varint(v)) => i = Some(v as i64),
             (4, Field::Bytes(b)) => s = Some(b.to_vec()),
             (5, Field::Bytes(b)) => t = Some(decode_tensor(r.sub(b, "TensorProto"))?),
-            (7, field) => push_f32s(&r, field, &mut floats)?,
+            (7, field) => push_fixed(&r, field, &mut floats, f32::from_le_bytes)?,
             (8, field) => push_varints(&r, field, &mut ints)?,
             (20, Field::Varint(v)) => kind = v,
             _ => {}
@@ -338,12 +342,12 @@ fn decode_tensor(mut r: Reader<'_>) -> Result<TensorData> {
         match (number, field) {
             (1, field) => push_varints(&r, field, &mut dims)?,
             (2, Field::Varint(v)) => code = v as i64,
-            (4, field) => push_f32s(&r, field, &mut floats)?,
+            (4, field) => push_fixed(&r, field, &mut floats, f32::from_le_bytes)?,
             (5, field) => push_varints(&r, field, &mut int32s)?,
             (7, field) => push_varints(&r, field, &mut int64s)?,
             (8, Field::Bytes(b)) => name = r.string(b)?,
             (9, Field::Bytes(b)) => raw = Some(b),
-            (10, field) => push_f64s(&r, field, &mut doubles)?,
+            (10, field) => push_fixed(&r, field, &mut doubles, f64::from_le_bytes)?,
             (13, _) => external = true,
             (14, Field::Varint(1)) => external = true,
             _ => {}
@@ -425,56 +429,24 @@ fn from_raw(
             raw.len()
         )));
     }
-    let chunks = raw.chunks_exact(width.max(1));
+    let ints = |from: fn(&[u8]) -> i64| raw.chunks_exact(width).map(from).collect();
     Ok(match code {
-        1 => TensorValues::F32(
-            chunks
-                .map(|c| f32::from_le_bytes(c.try_into().expect("4")))
-                .collect(),
-        ),
-        10 => TensorValues::F32(
-            chunks
-                .map(|c| half::f16::from_le_bytes(c.try_into().expect("2")).to_f32())
-                .collect(),
-        ),
-        11 => TensorValues::F64(
-            chunks
-                .map(|c| f64::from_le_bytes(c.try_into().expect("8")))
-                .collect(),
-        ),
-        7 => TensorValues::I64(
-            chunks
-                .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
-                .collect(),
-        ),
-        6 => TensorValues::I64(
-            chunks
-                .map(|c| i64::from(i32::from_le_bytes(c.try_into().expect("4"))))
-                .collect(),
-        ),
-        12 => TensorValues::I64(
-            chunks
-                .map(|c| i64::from(u32::from_le_bytes(c.try_into().expect("4"))))
-                .collect(),
-        ),
-        13 => TensorValues::I64(
-            chunks
-                .map(|c| u64::from_le_bytes(c.try_into().expect("8")) as i64)
-                .collect(),
-        ),
-        5 => TensorValues::I64(
-            chunks
-                .map(|c| i64::from(i16::from_le_bytes(c.try_into().expect("2"))))
-                .collect(),
-        ),
-        4 => TensorValues::I64(
-            chunks
-                .map(|c| i64::from(u16::from_le_bytes(c.try_into().expect("2"))))
-                .collect(),
-        ),
-        3 => TensorValues::I64(chunks.map(|c| i64::from(c[0] as i8)).collect()),
-        2 => TensorValues::I64(chunks.map(|c| i64::from(c[0])).collect()),
-        9 => TensorValues::Bool(chunks.map(|c| c[0] != 0).collect()),
+        1 => TensorValues::F32(little_endian(raw, f32::from_le_bytes)),
+        10 => TensorValues::F32(little_endian(raw, |b| half::f16::from_le_bytes(b).to_f32())),
+        11 => TensorValues::F64(little_endian(raw, f64::from_le_bytes)),
+        7 => TensorValues::I64(little_endian(raw, i64::from_le_bytes)),
+        13 => TensorValues::I64(little_endian(raw, |b| u64::from_le_bytes(b) as i64)),
+        6 => TensorValues::I64(ints(|c| {
+            i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        })),
+        12 => TensorValues::I64(ints(|c| {
+            i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        })),
+        5 => TensorValues::I64(ints(|c| i64::from(i16::from_le_bytes([c[0], c[1]])))),
+        4 => TensorValues::I64(ints(|c| i64::from(u16::from_le_bytes([c[0], c[1]])))),
+        3 => TensorValues::I64(ints(|c| i64::from(c[0] as i8))),
+        2 => TensorValues::I64(ints(|c| i64::from(c[0]))),
+        9 => TensorValues::Bool(raw.iter().map(|&b| b != 0).collect()),
         _ => unreachable!("data_type admitted only the codes above"),
     })
 }
