@@ -65,5 +65,32 @@ fn main() -> rumus::Result<()> {
         quantized.0.bytes() + quantized.1.bytes() + quantized.2.bytes() + quantized.3.bytes();
     println!("cnn_weight_bytes_f32 {f32_bytes}");
     println!("cnn_weight_bytes_int8 {int8_bytes}");
+    if std::env::args().any(|a| a == "gpu") {
+        gpu_linear()?;
+    }
+    Ok(())
+}
+
+/// With `gpu`: a 4096 x 4096 layer on the GPU, f32 product against the int8 kernel, each
+/// timed to completion (`synchronize`).
+fn gpu_linear() -> rumus::Result<()> {
+    let device = Device::gpu()?;
+    let weight = DynTensor::randn(&[4096, 4096], DType::F32)?;
+    let bias = DynTensor::randn(&[4096], DType::F32)?;
+    let int8 = QuantizedLinear::new(&weight, Some(&bias))?.to(&device)?;
+    let (weight, bias) = (weight.to(&device)?, bias.to(&device)?);
+    for batch in [1, 64, 1024] {
+        let x = DynTensor::randn(&[batch, 4096], DType::F32)?.to(&device)?;
+        let f32_ms = median_ms(5, 50, || {
+            x.linear(&weight, Some(&bias)).unwrap();
+            device.synchronize().unwrap();
+        });
+        let int8_ms = median_ms(5, 50, || {
+            int8.forward(&x).unwrap();
+            device.synchronize().unwrap();
+        });
+        println!("gpu_linear4096_b{batch}_f32 {f32_ms:.4}");
+        println!("gpu_linear4096_b{batch}_int8 {int8_ms:.4}");
+    }
     Ok(())
 }

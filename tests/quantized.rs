@@ -3,6 +3,8 @@
 //! Fashion-MNIST losing at most half a point of test accuracy when its four layers are
 //! quantized (CI installs the data set and requires it).
 
+mod common;
+
 #[path = "../examples/mnist/model.rs"]
 mod mnist_model;
 
@@ -135,6 +137,45 @@ fn misuse_is_an_error() {
     let grouped = Conv2d::<2, 4, 3>::with_groups(1, 0, 1, 2).unwrap();
     assert!(QuantizedConv2d::from_conv2d(&grouped).is_err());
     assert!(QuantizedLinear::new(&randn(&[3], 1), None).is_err());
+}
+
+/// On a GPU (lavapipe in CI) the layer computes what the CPU kernel computes: the same
+/// quantization, the same exact sums, the scales applied in the same order.
+#[test]
+fn gpu_linear_matches_the_cpu_kernel() {
+    let _serial = common::gpu::serial();
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    for (m, k, n, seed) in [(1, 1024, 64, 1), (5, 70, 33, 2), (300, 9, 7, 3)] {
+        let layer =
+            QuantizedLinear::new(&randn(&[n, k], seed), Some(&randn(&[n], seed + 1))).unwrap();
+        let mut values = randn(&[m, k], seed + 2).to_vec::<f32>().unwrap();
+        values[k - 1] = f32::NAN; // row 0 holds a NaN
+        let x = DynTensor::from_vec(values, &[m, k]).unwrap();
+        let on_gpu = layer.to(&device).unwrap();
+        let gpu_out = on_gpu.forward(&x.to(&device).unwrap()).unwrap();
+        assert!(gpu_out.device().is_gpu());
+        let (cpu, gpu) = (
+            layer.forward(&x).unwrap().to_f64_vec(),
+            gpu_out.to_f64_vec(),
+        );
+        for (i, (a, b)) in cpu.iter().zip(&gpu).enumerate() {
+            let same = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-5 * (1.0 + a.abs());
+            assert!(same, "{m}x{k}x{n} [{i}]: cpu {a}, gpu {b}");
+        }
+        assert!(cpu[..n].iter().all(|v| v.is_nan()));
+        // The GPU copy still runs CPU inputs on the CPU.
+        assert_eq!(on_gpu.forward(&x).unwrap().to_f64_vec().len(), m * n);
+    }
+    let layer = QuantizedLinear::new(&randn(&[3, 4], 9), None).unwrap();
+    let refused = layer
+        .forward(&randn(&[2, 4], 10).to(&device).unwrap())
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("layer.to(&device)"),
+        "{refused}"
+    );
 }
 
 /// The MNIST CNN with int8 layers.

@@ -82,7 +82,7 @@ fn quantize_rows(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
     (quantized, scales)
 }
 
-fn float32(x: &DynTensor, op: &'static str) -> Result<Vec<f32>> {
+fn check_f32(x: &DynTensor, op: &'static str) -> Result<()> {
     if x.dtype() != DType::F32 {
         return Err(Error::DType {
             op,
@@ -90,11 +90,16 @@ fn float32(x: &DynTensor, op: &'static str) -> Result<Vec<f32>> {
             found: x.dtype(),
         });
     }
+    Ok(())
+}
+
+/// The host values of a CPU input.
+fn float32(x: &DynTensor, op: &'static str, gpu_hint: &str) -> Result<Vec<f32>> {
+    check_f32(x, op)?;
     if x.device().is_gpu() {
         return Err(Error::InvalidArgument {
             op,
-            message: "quantized layers run on the CPU; move the input with `.to(&Device::Cpu)`"
-                .into(),
+            message: format!("a GPU input: {gpu_hint}"),
         });
     }
     x.to_vec::<f32>()
@@ -239,11 +244,15 @@ fn bias_values(
     Ok(Some(bias.to_dtype(DType::F32)?.to_vec::<f32>()?))
 }
 
-/// A linear layer with int8 weights: `y = x W^T + b` computed in int8 with f32 scales.
+/// A linear layer with int8 weights: `y = x W^T + b` computed in int8 with f32 scales, on
+/// the CPU, or on a GPU after [`to`](Self::to) (`shaders/int8.wgsl`, `dot4I8Packed`).
 #[derive(Debug, Clone)]
 pub struct QuantizedLinear {
     weight: Int8Weights,
     bias: Option<Vec<f32>>,
+    /// The weights on a GPU, after `to`.
+    #[cfg(feature = "gpu")]
+    gpu: Option<std::sync::Arc<crate::backend::gpu::GpuInt8Weights>>,
 }
 
 impl QuantizedLinear {
@@ -265,7 +274,36 @@ impl QuantizedLinear {
         }
         let weight = Int8Weights::quantize(weight)?;
         let bias = bias_values(bias, weight.rows, op)?;
-        Ok(QuantizedLinear { weight, bias })
+        Ok(QuantizedLinear {
+            weight,
+            bias,
+            #[cfg(feature = "gpu")]
+            gpu: None,
+        })
+    }
+
+    /// The layer with its weights also on `device`, where inputs on that device then run
+    /// (CPU inputs keep the CPU kernel).
+    pub fn to(&self, device: &crate::Device) -> Result<QuantizedLinear> {
+        match device {
+            crate::Device::Cpu => Ok(self.clone()),
+            #[cfg(feature = "gpu")]
+            crate::Device::Gpu(gpu) => {
+                let w = &self.weight;
+                let uploaded = gpu.upload_int8(
+                    (w.rows, w.cols),
+                    |j, t| w.packed.get(j, t),
+                    &w.scales,
+                    self.bias.as_deref(),
+                )?;
+                Ok(QuantizedLinear {
+                    gpu: Some(std::sync::Arc::new(uploaded)),
+                    ..self.clone()
+                })
+            }
+            #[cfg(not(feature = "gpu"))]
+            crate::Device::Gpu(gpu) => gpu.never(),
+        }
     }
 
     /// `x` `[..., in]` f32 -> `[..., out]` f32.
@@ -281,12 +319,35 @@ impl QuantizedLinear {
                 ),
             });
         }
-        let values = float32(x, op)?;
-        let m = values.len() / k.max(1);
+        let m = x.numel() / k.max(1);
+        if x.device().is_gpu() {
+            return self.forward_gpu(x, m);
+        }
+        let values = float32(x, op, "")?;
         let out = self.weight.linear(&values, m, self.bias.as_deref());
         let mut dims = x.dims().to_vec();
         *dims.last_mut().expect("rank >= 1") = self.weight.rows;
         Ok(DynTensor::from_vec(out, &dims)?)
+    }
+
+    fn forward_gpu(&self, x: &DynTensor, m: usize) -> Result<DynTensor> {
+        let op = "QuantizedLinear::forward";
+        check_f32(x, op)?;
+        #[cfg(feature = "gpu")]
+        if let (Some(weights), crate::Device::Gpu(gpu)) = (&self.gpu, x.device()) {
+            let rows = x.contiguous()?.reshape(&[m, self.weight.cols])?;
+            let out = gpu.int8_linear(&rows, weights, m)?;
+            let mut dims = x.dims().to_vec();
+            *dims.last_mut().expect("rank >= 1") = self.weight.rows;
+            return out.reshape(&dims);
+        }
+        let _ = m;
+        Err(Error::InvalidArgument {
+            op,
+            message: "a GPU input, and the layer's weights are on the CPU; move them with \
+                      `layer.to(&device)?` first"
+                .into(),
+        })
     }
 
     /// The quantized weights.
@@ -383,7 +444,11 @@ impl QuantizedConv2d {
         crate::alloc::ensure_output(op, &[n, self.weight.rows, oh, ow], 4)?;
         // Pooled memory: a fresh multi-megabyte output would pay a page fault per 4 KiB.
         let mut out = crate::backend::cpu::pool::reused(n * self.weight.rows * oh * ow, 0.0f32);
-        let input = float32(x, op)?;
+        let input = float32(
+            x,
+            op,
+            "QuantizedConv2d runs on the CPU; move the input with `.to(&Device::Cpu)`",
+        )?;
         out.par_chunks_mut((self.weight.rows * oh * ow).max(1))
             .zip(input.par_chunks((channels * h * w).max(1)))
             .for_each(|(out, sample)| self.weight.convolve(sample, &g, self.bias.as_deref(), out));

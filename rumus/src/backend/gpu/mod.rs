@@ -22,6 +22,7 @@ with_gpu_feature! {
     mod custom;
     mod elementwise;
     mod index;
+    mod int8;
     mod matmul;
     mod memory;
     mod norm;
@@ -41,6 +42,7 @@ with_gpu_feature! {
     pub use transfer::{TransferCounts, transfer_counts};
     pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};
     pub(crate) use window::WindowOp;
+    pub(crate) use int8::GpuInt8Weights;
 }
 
 #[cfg(not(feature = "gpu"))]

@@ -23,6 +23,8 @@ pub(crate) enum Module {
     Norm,
     Optim,
     Window,
+    /// `int8.wgsl`: quantized linear layers.
+    Int8,
     /// A custom op's WGSL (`ops::custom`), compiled with wgpu's bounds checks and an
     /// explicit bind group layout; see [`PipelineCache::custom`].
     Custom(CustomModule),
@@ -91,6 +93,7 @@ impl Module {
             Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
+            Module::Int8 => include_str!("../../../../shaders/int8.wgsl"),
             Module::Custom(custom) => custom.source,
         }
     }
@@ -258,6 +261,7 @@ mod tests {
             Module::Norm,
             Module::Optim,
             Module::Window,
+            Module::Int8,
         ];
         for a_row_major in [false, true] {
             for b_row_major in [false, true] {
