@@ -178,6 +178,36 @@ fn gpu_linear_matches_the_cpu_kernel() {
     );
 }
 
+/// A convolution on a GPU: every window quantized on its own, within 2% of the f32 layer.
+#[test]
+fn gpu_convolution_matches_its_f32_original() {
+    let _serial = common::gpu::serial();
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    manual_seed(13);
+    let layer = Conv2d::<3, 8, 3>::with_options(2, 1, 1).unwrap();
+    let x = randn(&[2, 3, 9, 9], 14);
+    let int8 = QuantizedConv2d::from_conv2d(&layer)
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    let out = int8.forward(&x.to(&device).unwrap()).unwrap();
+    assert!(out.device().is_gpu());
+    let (worst, peak) = gap(
+        &layer.forward_dyn(&x).unwrap(),
+        &out.to(&Device::Cpu).unwrap(),
+    );
+    assert!(worst <= 0.02 * peak, "{worst} against {peak}");
+    // Without `to`, a GPU input is refused with the fix.
+    let cpu_only = QuantizedConv2d::from_conv2d(&layer).unwrap();
+    let refused = cpu_only.forward(&x.to(&device).unwrap()).unwrap_err();
+    assert!(
+        refused.to_string().contains("layer.to(&device)"),
+        "{refused}"
+    );
+}
+
 /// The MNIST CNN with int8 layers.
 struct Int8Cnn {
     conv1: QuantizedConv2d,

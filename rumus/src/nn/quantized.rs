@@ -94,14 +94,8 @@ fn check_f32(x: &DynTensor, op: &'static str) -> Result<()> {
 }
 
 /// The host values of a CPU input.
-fn float32(x: &DynTensor, op: &'static str, gpu_hint: &str) -> Result<Vec<f32>> {
+fn float32(x: &DynTensor, op: &'static str) -> Result<Vec<f32>> {
     check_f32(x, op)?;
-    if x.device().is_gpu() {
-        return Err(Error::InvalidArgument {
-            op,
-            message: format!("a GPU input: {gpu_hint}"),
-        });
-    }
     x.to_vec::<f32>()
 }
 
@@ -244,6 +238,51 @@ fn bias_values(
     Ok(Some(bias.to_dtype(DType::F32)?.to_vec::<f32>()?))
 }
 
+/// Int8 weights on a GPU, when a layer has been moved there.
+#[cfg(feature = "gpu")]
+type OnGpu = Option<std::sync::Arc<crate::backend::gpu::GpuInt8Weights>>;
+#[cfg(not(feature = "gpu"))]
+type OnGpu = ();
+
+/// `weight` and `bias` uploaded to `device` (nothing for the CPU).
+fn upload(weight: &Int8Weights, bias: Option<&[f32]>, device: &crate::Device) -> Result<OnGpu> {
+    match device {
+        #[cfg(feature = "gpu")]
+        crate::Device::Cpu => Ok(None),
+        #[cfg(feature = "gpu")]
+        crate::Device::Gpu(gpu) => Ok(Some(std::sync::Arc::new(gpu.upload_int8(
+            (weight.rows, weight.cols),
+            |j, t| weight.packed.get(j, t),
+            &weight.scales,
+            bias,
+        )?))),
+        #[cfg(not(feature = "gpu"))]
+        crate::Device::Cpu => {
+            let _ = (weight, bias);
+            Ok(())
+        }
+        #[cfg(not(feature = "gpu"))]
+        crate::Device::Gpu(gpu) => gpu.never(),
+    }
+}
+
+/// `rows` `[m, cols]` (f32 on a GPU) through the uploaded weights: `[m, out]`, each row
+/// quantized with its own scale.
+fn gpu_rows(on_gpu: &OnGpu, rows: &DynTensor, m: usize, op: &'static str) -> Result<DynTensor> {
+    check_f32(rows, op)?;
+    #[cfg(feature = "gpu")]
+    if let (Some(weights), crate::Device::Gpu(gpu)) = (on_gpu, rows.device()) {
+        return gpu.int8_linear(&rows.contiguous()?, weights, m);
+    }
+    let _ = (on_gpu, m);
+    Err(Error::InvalidArgument {
+        op,
+        message: "a GPU input, and the layer's weights are on the CPU; move them with \
+                  `layer.to(&device)?` first"
+            .into(),
+    })
+}
+
 /// A linear layer with int8 weights: `y = x W^T + b` computed in int8 with f32 scales, on
 /// the CPU, or on a GPU after [`to`](Self::to) (`shaders/int8.wgsl`, `dot4I8Packed`).
 #[derive(Debug, Clone)]
@@ -251,8 +290,7 @@ pub struct QuantizedLinear {
     weight: Int8Weights,
     bias: Option<Vec<f32>>,
     /// The weights on a GPU, after `to`.
-    #[cfg(feature = "gpu")]
-    gpu: Option<std::sync::Arc<crate::backend::gpu::GpuInt8Weights>>,
+    gpu: OnGpu,
 }
 
 impl QuantizedLinear {
@@ -277,33 +315,17 @@ impl QuantizedLinear {
         Ok(QuantizedLinear {
             weight,
             bias,
-            #[cfg(feature = "gpu")]
-            gpu: None,
+            gpu: Default::default(),
         })
     }
 
     /// The layer with its weights also on `device`, where inputs on that device then run
     /// (CPU inputs keep the CPU kernel).
     pub fn to(&self, device: &crate::Device) -> Result<QuantizedLinear> {
-        match device {
-            crate::Device::Cpu => Ok(self.clone()),
-            #[cfg(feature = "gpu")]
-            crate::Device::Gpu(gpu) => {
-                let w = &self.weight;
-                let uploaded = gpu.upload_int8(
-                    (w.rows, w.cols),
-                    |j, t| w.packed.get(j, t),
-                    &w.scales,
-                    self.bias.as_deref(),
-                )?;
-                Ok(QuantizedLinear {
-                    gpu: Some(std::sync::Arc::new(uploaded)),
-                    ..self.clone()
-                })
-            }
-            #[cfg(not(feature = "gpu"))]
-            crate::Device::Gpu(gpu) => gpu.never(),
-        }
+        Ok(QuantizedLinear {
+            gpu: upload(&self.weight, self.bias.as_deref(), device)?,
+            ..self.clone()
+        })
     }
 
     /// `x` `[..., in]` f32 -> `[..., out]` f32.
@@ -323,7 +345,7 @@ impl QuantizedLinear {
         if x.device().is_gpu() {
             return self.forward_gpu(x, m);
         }
-        let values = float32(x, op, "")?;
+        let values = float32(x, op)?;
         let out = self.weight.linear(&values, m, self.bias.as_deref());
         let mut dims = x.dims().to_vec();
         *dims.last_mut().expect("rank >= 1") = self.weight.rows;
@@ -331,23 +353,11 @@ impl QuantizedLinear {
     }
 
     fn forward_gpu(&self, x: &DynTensor, m: usize) -> Result<DynTensor> {
-        let op = "QuantizedLinear::forward";
-        check_f32(x, op)?;
-        #[cfg(feature = "gpu")]
-        if let (Some(weights), crate::Device::Gpu(gpu)) = (&self.gpu, x.device()) {
-            let rows = x.contiguous()?.reshape(&[m, self.weight.cols])?;
-            let out = gpu.int8_linear(&rows, weights, m)?;
-            let mut dims = x.dims().to_vec();
-            *dims.last_mut().expect("rank >= 1") = self.weight.rows;
-            return out.reshape(&dims);
-        }
-        let _ = m;
-        Err(Error::InvalidArgument {
-            op,
-            message: "a GPU input, and the layer's weights are on the CPU; move them with \
-                      `layer.to(&device)?` first"
-                .into(),
-        })
+        let rows = x.reshape(&[m, self.weight.cols])?;
+        let out = gpu_rows(&self.gpu, &rows, m, "QuantizedLinear::forward")?;
+        let mut dims = x.dims().to_vec();
+        *dims.last_mut().expect("rank >= 1") = self.weight.rows;
+        out.reshape(&dims)
     }
 
     /// The quantized weights.
@@ -371,6 +381,8 @@ pub struct QuantizedConv2d {
     stride: usize,
     padding: usize,
     dilation: usize,
+    /// The filters on a GPU, after `to`.
+    gpu: OnGpu,
 }
 
 impl QuantizedConv2d {
@@ -397,6 +409,17 @@ impl QuantizedConv2d {
             stride: layer.stride,
             padding: layer.padding,
             dilation: layer.dilation,
+            gpu: Default::default(),
+        })
+    }
+
+    /// The layer with its filters also on `device`, where inputs on that device then run:
+    /// there each window is quantized with its own scale (the CPU quantizes each sample
+    /// once), through `unfold2d` and the GPU int8 product.
+    pub fn to(&self, device: &crate::Device) -> Result<QuantizedConv2d> {
+        Ok(QuantizedConv2d {
+            gpu: upload(&self.weight, self.bias.as_deref(), device)?,
+            ..self.clone()
         })
     }
 
@@ -442,13 +465,26 @@ impl QuantizedConv2d {
             ow,
         };
         crate::alloc::ensure_output(op, &[n, self.weight.rows, oh, ow], 4)?;
+        if x.device().is_gpu() {
+            let pair = |v: usize| (v, v);
+            let windows = x
+                .unfold2d(
+                    pair(self.kernel),
+                    pair(self.stride),
+                    pair(self.padding),
+                    pair(self.dilation),
+                )?
+                .reshape(&[n, self.weight.cols, oh * ow])?
+                .permute(&[0, 2, 1])?
+                .reshape(&[n * oh * ow, self.weight.cols])?;
+            return gpu_rows(&self.gpu, &windows, n * oh * ow, op)?
+                .reshape(&[n, oh * ow, self.weight.rows])?
+                .permute(&[0, 2, 1])?
+                .reshape(&[n, self.weight.rows, oh, ow]);
+        }
         // Pooled memory: a fresh multi-megabyte output would pay a page fault per 4 KiB.
         let mut out = crate::backend::cpu::pool::reused(n * self.weight.rows * oh * ow, 0.0f32);
-        let input = float32(
-            x,
-            op,
-            "QuantizedConv2d runs on the CPU; move the input with `.to(&Device::Cpu)`",
-        )?;
+        let input = float32(x, op)?;
         out.par_chunks_mut((self.weight.rows * oh * ow).max(1))
             .zip(input.par_chunks((channels * h * w).max(1)))
             .for_each(|(out, sample)| self.weight.convolve(sample, &g, self.bias.as_deref(), out));
