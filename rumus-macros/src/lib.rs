@@ -56,9 +56,26 @@ pub fn tensor_fn(input: TokenStream) -> TokenStream {
 /// `impl` it turns shape-annotated methods into checked forward passes.
 ///
 /// Struct options: `#[model(sequential, activation = relu)]` generates `forward` as the chain
-/// of the struct's `Linear` fields and checks the chain. Field attributes: `#[conv(stride = 2,
-/// padding = 1, dilation = 1, exact)]` on `Conv2d` fields, `#[skip]` on fields that are not
-/// modules (they are initialised with `Default`).
+/// of the struct's `Linear` fields and checks the chain.
+///
+/// Every layer of `rumus::nn` is known to the shape checker, so forward methods need no shape
+/// annotations: `Linear`, `Conv1d`/`Conv2d`/`ConvTranspose2d`, `BatchNorm1d/2d`, `LayerNorm`,
+/// `RmsNorm`, `GroupNorm`, `Embedding` (i64 indices), `MultiheadAttention` (`self.attn(x)`,
+/// `self.attn(q, k, v)`, a trailing `causal`), `TransformerEncoderBlock` (`self.block(x)`,
+/// `self.block(x, causal)`), `Lstm`, `Gru`, `MaxPool2d`/`AvgPool2d`, `AdaptiveAvgPool2d`,
+/// `Flatten`, `Dropout` and the activation modules; parameter fields
+/// (`w: Tensor<(D<10>, D<784>)>`) are values (`x @ self.w.t()`). Dims in field types are
+/// literals or consts (`Linear<784, HIDDEN>`, `Linear<784, { config::HIDDEN }>`).
+/// Convolutions and pools keep runtime spatial dims: a "same" window passes `H` through, any
+/// other gives a size computed at run time (checked against a declared result when the
+/// function runs).
+///
+/// Field attributes: `#[conv(stride = 2, padding = 1, dilation = 1, groups = 1,
+/// output_padding = 0, bias = false, exact)]` on convolutions; `#[pool(kernel = 2, stride = 2,
+/// padding = 0, exact)]` on `MaxPool2d`/`AvgPool2d` (required: the window), `#[pool(output =
+/// 1)]` or `#[pool(output = [2, 3])]` on `AdaptiveAvgPool2d`; `#[dropout(p = 0.1)]` on
+/// `Dropout` (default 0.5), `MultiheadAttention` and `TransformerEncoderBlock`; `#[skip]` on
+/// fields that are not modules (they are initialised with `Default`).
 #[proc_macro_attribute]
 pub fn model(args: TokenStream, input: TokenStream) -> TokenStream {
     let input2: proc_macro2::TokenStream = input.clone().into();

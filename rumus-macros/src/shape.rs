@@ -17,6 +17,10 @@ pub enum Dim {
     Const(String),
     /// A size computed from runtime dims, e.g. `T*64` after a flatten: runtime only.
     Derived { factor: usize, symbols: Vec<String> },
+    /// A size some other arithmetic gives at run time, e.g. `(H-1)/2+1` after a strided conv
+    /// of a runtime `H`: its type is `Dyn`, and equalities involving it are checked when the
+    /// op runs.
+    Computed(String),
 }
 
 /// Whether two dims are the same axis size, as far as the macro can tell.
@@ -26,6 +30,8 @@ pub enum Same {
     No,
     /// Involves a const the macro cannot see: the type system decides.
     Unknown,
+    /// Involves a size computed at run time: the op checks it when it runs.
+    Runtime,
 }
 
 impl Dim {
@@ -42,6 +48,7 @@ impl Dim {
             (Dim::Const(_), Dim::Const(_) | Dim::Lit(_)) | (Dim::Lit(_), Dim::Const(_)) => {
                 Same::Unknown
             }
+            (Dim::Computed(_), _) | (_, Dim::Computed(_)) => Same::Runtime,
             _ => Same::No,
         }
     }
@@ -55,10 +62,10 @@ impl Dim {
                 quote!(#ident)
             }
             Dim::Const(name) => {
-                let ident = format_ident!("{}", name);
-                quote!(::rumus::D<#ident>)
+                let path = const_path(name, proc_macro2::Span::call_site());
+                quote!(::rumus::D<{ #path }>)
             }
-            Dim::Derived { .. } => quote!(::rumus::Dyn),
+            Dim::Derived { .. } | Dim::Computed(_) => quote!(::rumus::Dyn),
         }
     }
 
@@ -66,7 +73,7 @@ impl Dim {
     fn factors(&self) -> (usize, Vec<String>) {
         match self {
             Dim::Lit(n) => (*n, Vec::new()),
-            Dim::Var(s) | Dim::Const(s) => (1, vec![s.clone()]),
+            Dim::Var(s) | Dim::Const(s) | Dim::Computed(s) => (1, vec![s.clone()]),
             Dim::Derived { factor, symbols } => (*factor, symbols.clone()),
         }
     }
@@ -97,7 +104,7 @@ impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Dim::Lit(n) => write!(f, "{n}"),
-            Dim::Var(s) | Dim::Const(s) => f.write_str(s),
+            Dim::Var(s) | Dim::Const(s) | Dim::Computed(s) => f.write_str(s),
             Dim::Derived { factor, symbols } => {
                 let mut parts = symbols.clone();
                 if *factor != 1 {
@@ -109,24 +116,53 @@ impl fmt::Display for Dim {
     }
 }
 
-/// The value of a static dim as a `usize` expression (a literal or a const's name).
+/// A const's path (`HIDDEN`, `config::HIDDEN`) as tokens.
+pub fn const_path(name: &str, span: proc_macro2::Span) -> TokenStream {
+    let segments = name
+        .split("::")
+        .map(|segment| proc_macro2::Ident::new(segment, span));
+    quote!(#(#segments)::*)
+}
+
+/// The value of a static dim as a `usize` expression (a literal or a const's path).
 fn value_expr(dim: &Dim, span: proc_macro2::Span) -> TokenStream {
     match dim {
         Dim::Lit(n) => quote_spanned!(span=> #n),
-        Dim::Const(c) => {
-            let c = proc_macro2::Ident::new(c, span);
-            quote_spanned!(span=> #c)
-        }
+        Dim::Const(c) => const_path(c, span),
         other => unreachable!("only static dims are compared at compile time, got {other}"),
     }
 }
 
 /// A check the macro cannot decide (it involves a const it cannot see), left to the
-/// compiler as a compile-time assertion spanned on the offending token, so the message still
-/// reads in shapes.
+/// compiler as a compile-time assertion spanned on the offending token. The message reads in
+/// shapes and ends with the consts' values, which only the compiler knows:
+/// `... (HIDDEN is 100, not 128)`.
 pub fn deferred_check(span: proc_macro2::Span, a: &Dim, b: &Dim, message: &str) -> TokenStream {
     let (va, vb) = (value_expr(a, span), value_expr(b, span));
-    quote_spanned!(span=> const _: () = ::core::assert!(#va == #vb, #message);)
+    let (first, second) = match (a, b) {
+        (Dim::Const(_), Dim::Lit(_)) => ((a, va.clone()), (b, vb.clone())),
+        (Dim::Lit(_), Dim::Const(_)) => ((b, vb.clone()), (a, va.clone())),
+        _ => ((a, va.clone()), (b, vb.clone())),
+    };
+    let open = format!("{message} ({} is ", first.0);
+    let (first_value, second_value) = (first.1, second.1);
+    let tail = match second.0 {
+        Dim::Lit(_) => quote!(.text(", not ").number(#second_value)),
+        other => {
+            let middle = format!(", {other} is ");
+            quote!(.text(#middle).number(#second_value))
+        }
+    };
+    quote_spanned! {span=>
+        const _: () = if #va != #vb {
+            let message = ::rumus::__private::ConstMessage::new()
+                .text(#open)
+                .number(#first_value)
+                #tail
+                .text(")");
+            ::core::panic!("{}", message.as_str())
+        };
+    }
 }
 
 /// A tensor shape.
@@ -172,8 +208,43 @@ pub fn dim_from_ident(name: &str) -> Dim {
     }
 }
 
+/// A factor of a product dim (what [`Dim::product`] keeps as a symbol) back as a dim.
+pub fn dim_from_symbol(symbol: &str) -> Dim {
+    if symbol.contains("::") {
+        Dim::Const(symbol.to_string())
+    } else if symbol.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        dim_from_ident(symbol)
+    } else {
+        Dim::Computed(symbol.to_string())
+    }
+}
+
 /// Whether a runtime dim name is a generic parameter of the generated function (a single
 /// capital letter such as `B`) rather than a named dim type declared with `rumus::dim!`.
 pub fn is_generic_dim(name: &str) -> bool {
     name.len() == 1 && name.chars().all(|c| c.is_ascii_uppercase())
+}
+
+/// A divisibility the macro cannot decide (`EMBED % HEADS` with a const), left to the
+/// compiler like [`deferred_check`], the values filled in: `... (EMBED is 100, HEADS is 8)`.
+pub fn deferred_divisible(
+    span: proc_macro2::Span,
+    width: &Dim,
+    parts: &Dim,
+    message: &str,
+) -> TokenStream {
+    let (vw, vp) = (value_expr(width, span), value_expr(parts, span));
+    let open = format!("{message} ({width} is ");
+    let middle = format!(", {parts} is ");
+    quote_spanned! {span=>
+        const _: () = if #vp == 0 || #vw % #vp != 0 {
+            let message = ::rumus::__private::ConstMessage::new()
+                .text(#open)
+                .number(#vw)
+                .text(#middle)
+                .number(#vp)
+                .text(")");
+            ::core::panic!("{}", message.as_str())
+        };
+    }
 }

@@ -77,3 +77,84 @@ pub fn avg_pool2d(x: &DynTensor, kernel: usize, stride: usize) -> crate::Result<
 pub fn adaptive_avg_pool2d(x: &DynTensor, oh: usize, ow: usize) -> crate::Result<DynTensor> {
     x.adaptive_avg_pool2d((oh, ow))
 }
+
+/// A message assembled while the compiler evaluates a constant: the text of a deferred shape
+/// check (`tensor_fn!` comparing a const it cannot see) with the const's value filled in,
+/// which only the compiler knows. Longer messages are cut at the capacity.
+pub struct ConstMessage {
+    bytes: [u8; 1024],
+    len: usize,
+}
+
+impl ConstMessage {
+    /// An empty message.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        ConstMessage {
+            bytes: [0; 1024],
+            len: 0,
+        }
+    }
+
+    /// Appends `text`.
+    pub const fn text(mut self, text: &str) -> Self {
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() && self.len < self.bytes.len() {
+            self.bytes[self.len] = bytes[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    /// Appends `value` in decimal.
+    pub const fn number(mut self, value: usize) -> Self {
+        let mut digits = [0u8; 20];
+        let (mut count, mut rest) = (0, value);
+        loop {
+            digits[count] = b'0' + (rest % 10) as u8;
+            count += 1;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        while count > 0 && self.len < self.bytes.len() {
+            count -= 1;
+            self.bytes[self.len] = digits[count];
+            self.len += 1;
+        }
+        self
+    }
+
+    /// The message; a cut that split a character ends it before that character.
+    pub const fn as_str(&self) -> &str {
+        let (mut used, _) = self.bytes.split_at(self.len);
+        loop {
+            match core::str::from_utf8(used) {
+                Ok(text) => return text,
+                Err(error) => used = used.split_at(error.valid_up_to()).0,
+            }
+        }
+    }
+}
+
+/// Wraps a tensor whose sizes the macro computed only as expressions of runtime dims (a
+/// strided conv of a runtime `H`), checking them against the declared ones.
+pub fn wrap_dims<S: Shape>(
+    tensor: DynTensor,
+    expected: &[usize],
+    context: &str,
+) -> Result<Tensor<S>, ShapeError> {
+    if tensor.dims() != expected {
+        return Err(ShapeError::Invalid {
+            context: context.to_string(),
+            message: format!(
+                "the computed sizes are {:?}, the declared ones {expected:?}",
+                tensor.dims()
+            ),
+        });
+    }
+    Ok(Tensor::wrap(tensor))
+}

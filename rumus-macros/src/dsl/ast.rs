@@ -14,7 +14,6 @@ pub enum DimAst {
 #[derive(Debug, Clone)]
 pub struct ShapeAst {
     pub dims: Vec<DimAst>,
-    pub span: Span,
 }
 
 /// A tensor parameter `x: [B, 784]`, or `ids: [B, T; i64]` for elements other than `f32`.
@@ -113,6 +112,8 @@ pub enum Expr {
         field: Ident,
         args: Vec<Expr>,
     },
+    /// `self.field` without a call: a parameter tensor of the model.
+    Field(Ident),
 }
 
 impl Expr {
@@ -127,8 +128,34 @@ impl Expr {
             Expr::Binary { span, .. } => *span,
             Expr::Method { name, .. } => name.span(),
             Expr::Call { name, .. } => name.span(),
-            Expr::Layer { field, .. } => field.span(),
+            Expr::Layer { field, .. } | Expr::Field(field) => field.span(),
         }
+    }
+
+    /// The spans of the expression's first and last tokens, so an error can underline all
+    /// of it.
+    pub fn span_range(&self) -> (Span, Span) {
+        match self {
+            Expr::Var(i) | Expr::Layer { field: i, .. } | Expr::Field(i) => (i.span(), i.span()),
+            Expr::Number(_, s) | Expr::Infer(s) | Expr::List(_, s) => (*s, *s),
+            Expr::Neg(inner, s) => (*s, inner.span_range().1),
+            Expr::Range(a, b, _) | Expr::Binary { lhs: a, rhs: b, .. } => {
+                (a.span_range().0, b.span_range().1)
+            }
+            Expr::Method { receiver, name, .. } => (receiver.span_range().0, name.span()),
+            Expr::Call { name, args } => (
+                name.span(),
+                args.last().map_or(name.span(), |a| a.span_range().1),
+            ),
+        }
+    }
+
+    /// An error underlining the whole expression.
+    pub fn error(&self, message: impl std::fmt::Display) -> syn::Error {
+        let (first, last) = self.span_range();
+        let tokens = quote::quote_spanned!(first=> __rumus_start);
+        let end = quote::quote_spanned!(last=> __rumus_end);
+        syn::Error::new_spanned(quote::quote!(#tokens #end), message)
     }
 
     /// The value of an integer literal (possibly negated).

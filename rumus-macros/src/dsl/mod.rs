@@ -8,7 +8,7 @@ pub mod parse;
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 
-use ast::{DimAst, ShapeAst, TensorFn};
+use ast::{DimAst, Expr, ShapeAst, TensorFn};
 use lower::{Lowering, Value};
 
 use crate::model::layers::Layer;
@@ -27,37 +27,76 @@ fn resolve(lowering: &Lowering, shape: &ShapeAst) -> syn::Result<Shape> {
         .map(Shape)
 }
 
+/// Checks a value against its declared shape (a `let` annotation or the return shape),
+/// pointing at the expression that produced it. Sizes computed at run time are checked when
+/// the function runs; the value comes back with the declared shape.
 fn check_declared(
     lowering: &mut Lowering,
     declared: &Shape,
-    found: &Shape,
-    span: proc_macro2::Span,
-    what: &str,
-) -> syn::Result<()> {
-    let mismatch = || {
-        syn::Error::new(
-            span,
-            format!("{what} is declared as {declared} but the body produces {found}"),
-        )
+    (var, found): (syn::Ident, Shape),
+    expr: &Expr,
+    what: Declared,
+) -> syn::Result<Value> {
+    let message = match &what {
+        Declared::Let(name) => {
+            format!("`{name}` is declared as {declared} but its expression produces {found}")
+        }
+        Declared::Return => format!(
+            "the function is declared to return {declared} but this expression produces {found}"
+        ),
+    };
+    let help = match &what {
+        Declared::Let(name) => {
+            format!("\n  help: declare `let {name}: {found}`, or fix the expression")
+        }
+        Declared::Return => format!("\n  help: declare `-> {found}`, or fix the expression"),
     };
     if declared.rank() != found.rank() {
-        return Err(mismatch());
+        return Err(expr.error(format!("{message}{help}")));
     }
+    let mut at_run_time = false;
     for (d, f) in declared.0.iter().zip(&found.0) {
         match d.same(f) {
             Same::Yes => {}
+            Same::Runtime => at_run_time = true,
             Same::Unknown => {
-                let message = format!(
-                    "{what} is declared as {declared} but the body produces {found} ({d} != {f})"
-                );
-                lowering
-                    .statements
-                    .push(crate::shape::deferred_check(span, d, f, &message));
+                let check = crate::shape::deferred_check(expr.span(), d, f, &message);
+                lowering.statements.push(check);
             }
-            Same::No => return Err(mismatch()),
+            Same::No => return Err(expr.error(format!("{message}{help}"))),
         }
     }
-    Ok(())
+    if !at_run_time {
+        return Ok(Value::Tensor { var, shape: found });
+    }
+    let sources: Vec<(syn::Ident, Shape)> = lowering
+        .env
+        .values()
+        .filter_map(|v| match v {
+            Value::Tensor { var, shape } => Some((var.clone(), shape.clone())),
+            Value::Number(_) => None,
+        })
+        .collect();
+    let expected = lowering.runtime_dims_tokens(declared, &sources);
+    let context = match &what {
+        Declared::Let(name) => format!("`{name}` {declared}"),
+        Declared::Return => format!("the return value {declared}"),
+    };
+    let checked = quote::format_ident!("{}_checked", var);
+    let ty = declared.to_type();
+    lowering.statements.push(quote! {
+        let #checked: ::rumus::Tensor<#ty> = ::rumus::__private::wrap_dims(#var.as_dyn().clone(), &#expected, #context)?;
+    });
+    Ok(Value::Tensor {
+        var: checked,
+        shape: declared.clone(),
+    })
+}
+
+/// What a declared shape belongs to.
+enum Declared {
+    Let(String),
+    Return,
 }
 
 /// Expands one DSL function. `layers` are the fields of the model for methods, empty for
@@ -68,13 +107,19 @@ pub fn expand(function: &TensorFn, layers: &[Layer]) -> TokenStream {
         Err(error) => {
             // Keep the function's signature so callers type-check and only this error shows.
             let error = error.to_compile_error();
-            let signature = signature(function);
-            quote! {
-                #error
-                #[allow(unused_variables)]
-                #signature { ::core::unreachable!() }
-            }
+            let stub = stub(function);
+            quote!(#error #stub)
         }
+    }
+}
+
+/// The function's signature with a body that is never run, standing in for a function whose
+/// expansion failed.
+pub fn stub(function: &TensorFn) -> TokenStream {
+    let signature = signature(function);
+    quote! {
+        #[allow(unused_variables)]
+        #signature { ::core::unreachable!() }
     }
 }
 
@@ -190,17 +235,16 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
                 if lowering.is_opaque_call(&stmt.expr) {
                     lowering.annotated_call(&stmt.expr, declared)?
                 } else {
-                    let value = lowering.lower(&stmt.expr)?;
-                    if let Value::Tensor { shape, .. } = &value {
-                        check_declared(
+                    match lowering.lower(&stmt.expr)? {
+                        Value::Tensor { var, shape } => check_declared(
                             &mut lowering,
                             &declared,
-                            shape,
-                            annotation.span,
-                            &format!("`{}`", stmt.name),
-                        )?;
+                            (var, shape),
+                            &stmt.expr,
+                            Declared::Let(stmt.name.to_string()),
+                        )?,
+                        number => number,
                     }
-                    value
                 }
             }
             // An opaque call without a declared shape fails inside `lower` with a hint.
@@ -231,13 +275,16 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
             format!("the function is declared to return {ret} but its last expression is a number"),
         ));
     };
-    check_declared(
+    let Value::Tensor { var, .. } = check_declared(
         &mut lowering,
         &ret,
-        &shape,
-        function.ret.span,
-        "the return value",
-    )?;
+        (var, shape),
+        &function.tail,
+        Declared::Return,
+    )?
+    else {
+        unreachable!("a checked tensor stays a tensor")
+    };
 
     let signature = signature(function);
     let statements = &lowering.statements;

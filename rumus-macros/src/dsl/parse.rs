@@ -22,7 +22,7 @@ impl Parse for ShapeAst {
 /// `[B, 784]`, or `[B, T; i64]` with the element type after a `;`.
 fn shape_with_element(input: ParseStream) -> syn::Result<(ShapeAst, Option<Ident>)> {
     let content;
-    let bracket = bracketed!(content in input);
+    bracketed!(content in input);
     let mut dims = Vec::new();
     let mut element = None;
     while !content.is_empty() {
@@ -44,10 +44,7 @@ fn shape_with_element(input: ParseStream) -> syn::Result<(ShapeAst, Option<Ident
     if !content.is_empty() {
         return Err(content.error("expected `]` after the element type"));
     }
-    let shape = ShapeAst {
-        dims,
-        span: bracket.span.join(),
-    };
+    let shape = ShapeAst { dims };
     Ok((shape, element))
 }
 
@@ -271,10 +268,7 @@ fn parse_primary(input: ParseStream) -> syn::Result<Expr> {
         input.parse::<Token![.]>()?;
         let field: Ident = input.parse()?;
         if !input.peek(syn::token::Paren) {
-            return Err(syn::Error::new(
-                field.span(),
-                format!("`self.{field}` must be called as a layer: `self.{field}(x)`"),
-            ));
+            return Ok(Expr::Field(field));
         }
         let args = parse_args(input)?;
         return Ok(Expr::Layer { field, args });

@@ -98,8 +98,16 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
 }
 
 pub fn expand(model: ModelImpl) -> syn::Result<TokenStream> {
-    let layers = model_layers(&model.structure)?;
     let self_ty = &model.self_ty;
+    let Ok(layers) = model_layers(&model.structure) else {
+        // `#[model]` on the struct reported the field already; keep the methods' signatures
+        // so callers type-check and that error is the only one.
+        let items = model.items.iter().map(|item| match item {
+            Item::Dsl(function) => dsl::stub(function),
+            Item::Rust(item) => quote!(#item),
+        });
+        return Ok(quote!(impl #self_ty { #(#items)* }));
+    };
     let mut methods = Vec::new();
     let mut extra = Vec::new();
     for item in &model.items {

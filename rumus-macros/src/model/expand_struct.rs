@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::{Fields, ItemStruct};
 
-use super::layers::{Layer, LayerKind};
+use super::layers::{ConvFamily, FIELD_ATTRIBUTES, Layer, LayerKind};
 use crate::shape::{Dim, Same};
 
 /// Options of `#[model(...)]` on a struct.
@@ -65,28 +65,36 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
             "#[model] structs cannot have generic parameters yet",
         ));
     }
-    let layers = model_layers(&item)?;
     let name = &item.ident;
     let name_str = name.to_string();
-    let table = format_ident!("__rumus_model_{}", name);
-
     let mut clean = item.clone();
     for field in clean.fields.iter_mut() {
         field
             .attrs
-            .retain(|a| !a.path().is_ident("conv") && !a.path().is_ident("skip"));
+            .retain(|a| !FIELD_ATTRIBUTES.iter().any(|name| a.path().is_ident(name)));
     }
+    let table_macro = table(&item);
+    let layers = match model_layers(&item) {
+        Ok(layers) => layers,
+        // A field the macro rejects: the struct and its table stay, so this error is the only
+        // one (the impl's forward methods expand to stubs).
+        Err(error) => {
+            let error = error.to_compile_error();
+            return Ok(quote!(#error #clean #table_macro));
+        }
+    };
+    let declaration_checks = layers.iter().flat_map(|l| l.checks.iter());
 
     let visits = layers.iter().map(|l| {
         let (field, key) = (&l.member, &l.key);
         match l.kind {
-            LayerKind::Parameter => quote!(f(&::std::format!("{prefix}{}", #key), self.#field.as_dyn());),
+            LayerKind::Parameter { .. } => quote!(f(&::std::format!("{prefix}{}", #key), self.#field.as_dyn());),
             _ => quote!(::rumus::nn::Module::visit(&self.#field, &::std::format!("{prefix}{}.", #key), f);),
         }
     });
     let modules: Vec<&Layer> = layers
         .iter()
-        .filter(|l| !matches!(l.kind, LayerKind::Parameter))
+        .filter(|l| !matches!(l.kind, LayerKind::Parameter { .. }))
         .collect();
     let buffer_visits = modules.iter().map(|l| {
         let (field, key) = (&l.member, &l.key);
@@ -129,6 +137,8 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
     Ok(quote! {
         #clean
 
+        #(#declaration_checks)*
+
         impl ::rumus::nn::Module for #name {
             fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &::rumus::DynTensor)) {
                 #(#visits)*
@@ -166,6 +176,14 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
 
         #sequential
 
+        #table_macro
+    })
+}
+
+/// The hidden `macro_rules!` table that hands the struct to `#[model]` on its impl.
+fn table(item: &ItemStruct) -> TokenStream {
+    let table = format_ident!("__rumus_model_{}", item.ident);
+    quote! {
         #[doc(hidden)]
         #[allow(unused_macros)]
         macro_rules! #table {
@@ -175,26 +193,61 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
         }
         #[allow(unused_imports)]
         pub(crate) use #table;
-    })
+    }
 }
 
 /// The expression that builds `layer`, of type `ty`, from the global generator.
 fn layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
+    let span = layer.type_span;
     match &layer.kind {
-        LayerKind::Conv2d { options, .. } => {
-            let (s, p, d, g) = (
+        LayerKind::Conv {
+            family, options, ..
+        } => {
+            let (s, p, d, g, o) = (
                 options.stride,
                 options.padding,
                 options.dilation,
                 options.groups,
+                options.output_padding,
             );
+            let build = match family {
+                ConvFamily::Conv2d => quote_spanned!(span=> <#ty>::with_groups(#s, #p, #d, #g)?),
+                ConvFamily::Conv1d => quote_spanned!(span=> <#ty>::with_options(#s, #p, #d)?),
+                ConvFamily::Transposed2d => {
+                    quote_spanned!(span=> <#ty>::with_options(#s, #p, #o)?)
+                }
+            };
             let without_bias = (!options.bias).then(|| quote!(.without_bias()));
-            quote_spanned!(layer.type_span=> <#ty>::with_groups(#s, #p, #d, #g)? #without_bias)
+            quote!(#build #without_bias)
         }
-        LayerKind::Parameter => {
-            quote_spanned!(layer.type_span=> <#ty>::zeros().requires_grad_()?)
+        LayerKind::Parameter { .. } => {
+            quote_spanned!(span=> <#ty>::zeros().requires_grad_()?)
         }
-        _ => quote_spanned!(layer.type_span=> <#ty>::new()?),
+        LayerKind::Pool {
+            kernel,
+            stride,
+            padding,
+            ..
+        } => quote_spanned! {span=> {
+            let mut pool = <#ty>::new(#kernel);
+            pool.stride = #stride;
+            pool.padding = #padding;
+            pool
+        }},
+        LayerKind::AdaptivePool { output: (oh, ow) } => quote_spanned!(span=> <#ty>::new(#oh, #ow)),
+        LayerKind::Flatten => quote_spanned!(span=> <#ty>::new()),
+        LayerKind::ShapePreserving if layer.type_name == "Dropout" => {
+            let p = layer.dropout.unwrap_or(0.5);
+            quote_spanned!(span=> <#ty>::new(#p)?)
+        }
+        LayerKind::Attention { block, .. } => match layer.dropout {
+            Some(p) if *block => {
+                quote_spanned!(span=> <#ty>::with_options(#p, ::core::default::Default::default())?)
+            }
+            Some(p) => quote_spanned!(span=> <#ty>::with_options(#p, true)?),
+            None => quote_spanned!(span=> <#ty>::new()?),
+        },
+        _ => quote_spanned!(span=> <#ty>::new()?),
     }
 }
 
@@ -232,10 +285,10 @@ fn sequential_forward(
     for pair in chain.windows(2) {
         let ((prev, _, produced), (next, expected, next_out)) = (&pair[0], &pair[1]);
         match expected.same(produced) {
-            Same::Yes => {}
+            Same::Yes | Same::Runtime => {}
             Same::Unknown => {
                 let message = format!(
-                    "layer `{}` takes [B, {expected}] but `{}` produces [B, {produced}] ({expected} != {produced})",
+                    "layer `{}` takes [B, {expected}] but `{}` produces [B, {produced}]",
                     next.name, prev.name
                 );
                 checks.push(crate::shape::deferred_check(

@@ -10,4 +10,5 @@
 
 pub mod expand_impl;
 pub mod expand_struct;
+mod field_type;
 pub mod layers;

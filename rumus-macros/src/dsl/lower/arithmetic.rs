@@ -4,7 +4,7 @@ use proc_macro2::Span;
 use quote::{format_ident, quote};
 
 use super::{Lowering, Result, Value, err};
-use crate::dsl::ast::BinOp;
+use crate::dsl::ast::{BinOp, Expr};
 use crate::shape::{Dim, Same, Shape};
 
 impl Lowering<'_> {
@@ -13,10 +13,10 @@ impl Lowering<'_> {
         op: BinOp,
         l: Value,
         r: Value,
-        lspan: Span,
-        rspan: Span,
+        (lhs, rhs): (&Expr, &Expr),
         span: Span,
     ) -> Result<Value> {
+        let (lspan, rspan) = (lhs.span(), rhs.span());
         let sym = op.symbol();
         match (l, r) {
             (Value::Number(_), Value::Number(_)) => err(
@@ -55,10 +55,12 @@ impl Lowering<'_> {
             }
             (Value::Tensor { var: a, shape: sa }, Value::Tensor { var: b, shape: sb }) => {
                 if op == BinOp::Matmul {
-                    let shape = self.matmul_shape(&sa, &sb, rspan)?;
+                    let names = (operand_name(lhs), operand_name(rhs));
+                    let shape = self.matmul_shape(&sa, &sb, rspan, names)?;
                     return Ok(self.emit(span, shape, quote!(#a.as_dyn().matmul(#b.as_dyn()))));
                 }
-                let shape = self.broadcast(&sa, &sb, sym, rspan)?;
+                let hint = keepdim_hint((lhs, &sa), (rhs, &sb));
+                let shape = self.broadcast(&sa, &sb, sym, rspan, hint)?;
                 let method = format_ident!(
                     "{}",
                     match op {
@@ -80,6 +82,7 @@ impl Lowering<'_> {
         b: &Shape,
         op: &str,
         span: Span,
+        hint: Option<String>,
     ) -> Result<Shape> {
         let rank = a.rank().max(b.rank());
         let mut out = Vec::with_capacity(rank);
@@ -90,6 +93,9 @@ impl Lowering<'_> {
                 (Some(x), None) | (None, Some(x)) => x.clone(),
                 (Some(x), Some(y)) => match x.same(y) {
                     Same::Yes => x.clone(),
+                    // The op checks the computed size when it runs; keep the better-known dim.
+                    Same::Runtime if matches!(x, Dim::Computed(_)) => y.clone(),
+                    Same::Runtime => x.clone(),
                     _ if y == &Dim::Lit(1) => x.clone(),
                     _ if x == &Dim::Lit(1) => y.clone(),
                     Same::Unknown => {
@@ -100,6 +106,7 @@ impl Lowering<'_> {
                     Same::No => {
                         let axis = i as isize - rank as isize;
                         let hint = match (x, y) {
+                            _ if hint.is_some() => hint.clone().unwrap_or_default(),
                             (Dim::Var(_), Dim::Var(_)) => format!(
                                 "`{x}` and `{y}` are different runtime dims; did you swap axes? (transpose or permute first)"
                             ),
@@ -120,7 +127,13 @@ impl Lowering<'_> {
         Ok(Shape(out))
     }
 
-    pub(super) fn matmul_shape(&mut self, a: &Shape, b: &Shape, span: Span) -> Result<Shape> {
+    pub(super) fn matmul_shape(
+        &mut self,
+        a: &Shape,
+        b: &Shape,
+        span: Span,
+        (lhs, rhs): (String, String),
+    ) -> Result<Shape> {
         if a.rank() == 0 || b.rank() == 0 {
             return err(
                 span,
@@ -141,13 +154,44 @@ impl Lowering<'_> {
         );
         let (k1, k2) = (&a2.0[a2.rank() - 1], &b2.0[b2.rank() - 2]);
         match k1.same(k2) {
-            Same::Yes => {}
-            Same::Unknown => self.defer_same(span, k1, k2, format!("`@`: inner dims differ: lhs {a} has {k1} columns but rhs {b} has {k2} rows ({k1} != {k2})")),
+            Same::Yes | Same::Runtime => {}
+            Same::Unknown => self.defer_same(
+                span,
+                k1,
+                k2,
+                format!(
+                    "`@`: inner dims differ: lhs {a} has {k1} columns but rhs {b} has {k2} rows"
+                ),
+            ),
             Same::No => {
+                let transposed = |name: &str, s: &Shape| {
+                    let mut dims = s.0.clone();
+                    let n = dims.len();
+                    dims.swap(n - 1, n - 2);
+                    let call = if n == 2 {
+                        format!("{name}.t()")
+                    } else {
+                        format!("{name}.transpose({}, {})", n - 2, n - 1)
+                    };
+                    format!("`{call}` gives {}", Shape(dims))
+                };
+                let help = if b.rank() >= 2 && b2.0[b2.rank() - 1].same(k1) == Same::Yes {
+                    format!(
+                        "\n  help: transpose the right operand: {}",
+                        transposed(&rhs, b)
+                    )
+                } else if a.rank() >= 2 && a2.0[a2.rank() - 2].same(k2) == Same::Yes {
+                    format!(
+                        "\n  help: transpose the left operand: {}",
+                        transposed(&lhs, a)
+                    )
+                } else {
+                    String::new()
+                };
                 return err(
                     span,
                     format!(
-                        "`@`: inner dims differ: lhs {a} has {k1} columns but rhs {b} has {k2} rows; the last dim of the left operand must equal the second-to-last of the right"
+                        "`@`: inner dims differ: lhs {a} has {k1} columns but rhs {b} has {k2} rows; the last dim of the left operand must equal the second-to-last of the right{help}"
                     ),
                 );
             }
@@ -157,6 +201,7 @@ impl Lowering<'_> {
             &Shape(b2.0[..b2.rank() - 2].to_vec()),
             "@ (batch dims)",
             span,
+            None,
         )?;
         let mut dims = batch.0;
         if a.rank() > 1 {
@@ -167,4 +212,47 @@ impl Lowering<'_> {
         }
         Ok(Shape(dims))
     }
+}
+
+/// How to name an operand in a hint: the variable when it is one.
+fn operand_name(expr: &Expr) -> String {
+    match expr {
+        Expr::Var(name) => name.to_string(),
+        Expr::Field(name) => format!("self.{name}"),
+        _ => "(..)".to_string(),
+    }
+}
+
+/// When one operand is the other with an axis reduced away (`x - x.max(1)`), the way to keep
+/// that axis so the two broadcast.
+fn keepdim_hint(lhs: (&Expr, &Shape), rhs: (&Expr, &Shape)) -> Option<String> {
+    [(rhs, lhs), (lhs, rhs)]
+        .into_iter()
+        .find_map(|((expr, reduced), (_, full))| {
+            if reduced.rank() + 1 != full.rank() {
+                return None;
+            }
+            let axis = (0..full.rank()).find(|&i| {
+                let mut rest = full.0.clone();
+                rest.remove(i);
+                rest.iter().zip(&reduced.0).all(|(a, b)| a.same(b) == Same::Yes)
+            })?;
+            let mut kept = reduced.0.clone();
+            kept.insert(axis, Dim::Lit(1));
+            let kept = Shape(kept);
+            Some(match expr {
+                Expr::Method { name, receiver, .. }
+                    if matches!(name.to_string().as_str(), "sum" | "mean" | "max" | "min") =>
+                {
+                    format!(
+                        "keep the reduced axis: `{}.{name}_keepdim({axis})` gives {kept}, which broadcasts with {full}",
+                        operand_name(receiver)
+                    )
+                }
+                _ => format!(
+                    "insert the missing axis: `{}.unsqueeze({axis})` gives {kept}, which broadcasts with {full}",
+                    operand_name(expr)
+                ),
+            })
+        })
 }

@@ -61,7 +61,7 @@ impl Lowering<'_> {
                             continue;
                         }
                         match x.same(y) {
-                            Same::Yes => {}
+                            Same::Yes | Same::Runtime => {}
                             Same::Unknown => self.defer_same(*span, x, y, format!("`{op}`: tensor {i} is {shape} but tensor 0 is {first}; axis {a} needs {x} == {y}")),
                             Same::No => {
                                 let hint = if op == "cat" {

@@ -1,37 +1,39 @@
-//! Calls of the model's layers (`self.fc1(x)`), whose shapes come from the field types, and the
-//! sliding-window arithmetic of convolutions and pools.
+//! Calls of the model's layers (`self.fc1(x)`), whose shapes come from the field types: the
+//! per-layer shape rules and the messages when an input does not fit.
 
 use proc_macro2::Span;
 use quote::quote;
 use syn::Ident;
 
+use super::window::Window;
 use super::{Lowering, Result, Value, err};
 use crate::dsl::ast::Expr;
-use crate::model::layers::{Layer, LayerKind};
+use crate::model::layers::{ConvFamily, Layer, LayerKind};
 use crate::shape::{Dim, Same, Shape};
+
+/// How to name the tensor fed to a layer in a hint: the variable when it is one.
+fn input_name(arg: &Expr) -> String {
+    match arg {
+        Expr::Var(name) => name.to_string(),
+        _ => "h".to_string(),
+    }
+}
 
 impl Lowering<'_> {
     pub(super) fn layer(&mut self, field: &Ident, args: &[Expr]) -> Result<Value> {
         let span = field.span();
-        let Some(layer) = self.layers.iter().find(|l| l.name == *field).cloned() else {
-            let fields: Vec<String> = self
-                .layers
-                .iter()
-                .map(|l| format!("`{}`", l.name))
-                .collect();
-            let input = args
-                .first()
-                .and_then(|a| self.shape_of(a))
-                .map(|s| format!(" (called with {s})"))
-                .unwrap_or_default();
+        let layer = self.find_layer(field, args)?;
+        if let LayerKind::Parameter { .. } = layer.kind {
             return err(
                 span,
                 format!(
-                    "`self.{field}` is not a field of this model{input}; its layers are {}",
-                    fields.join(", ")
+                    "`{field}` is a parameter tensor, not a layer; use it as a value: `x @ self.{field}`"
                 ),
             );
-        };
+        }
+        if let LayerKind::Attention { embed, block } = &layer.kind {
+            return self.attention(&layer, embed, *block, args, span);
+        }
         let [arg] = args else {
             return err(
                 span,
@@ -40,200 +42,386 @@ impl Lowering<'_> {
         };
         let value = self.lower(arg)?;
         let (var, shape) = self.tensor(&value, arg.span(), &format!("layer `{field}`"))?;
-        match &layer.kind {
+        self.check_element(&layer, &var, &shape, arg.span())?;
+        let call = quote!(self.#field.forward_dyn(#var.as_dyn()));
+        let out = match &layer.kind {
             LayerKind::Linear { input, output } => {
-                let Some(last) = shape.0.last() else {
-                    return err(
-                        arg.span(),
-                        format!(
-                            "`{field}` is a Linear layer; it needs a tensor with a feature axis, got {shape}"
-                        ),
-                    );
-                };
-                match last.same(input) {
-                    Same::Yes => {}
-                    Same::Unknown => self.defer_same(
-                        arg.span(),
-                        last,
-                        input,
-                        format!(
-                            "`{field}` takes [.., {input}] but receives {shape} ({last} != {input})"
-                        ),
-                    ),
-                    Same::No => {
-                        let mut dims = shape.0.clone();
-                        let expected = {
-                            let n = dims.len();
-                            dims[n - 1] = input.clone();
-                            Shape(dims)
-                        };
-                        let out = layer_output_name(&layer);
-                        return err(
-                            span,
-                            format!(
-                                "`{field}` takes {expected} but receives {shape}\n  help: declare `{field}: Linear<{last}, {out}>`, or change the layer that feeds it"
-                            ),
-                        );
-                    }
-                }
-                let mut dims = shape.0.clone();
-                *dims.last_mut().expect("checked non-empty") = output.clone();
-                Ok(self.emit(
-                    span,
-                    Shape(dims),
-                    quote!(self.#field.forward_dyn(#var.as_dyn())),
-                ))
+                self.linear_output(&layer, (input, output), &shape, arg, span)?
             }
-            LayerKind::Conv2d {
+            LayerKind::Conv {
+                family,
                 input,
                 output,
                 kernel,
                 options,
             } => {
-                if shape.rank() != 4 {
+                self.channels(&layer, input, &shape, span, arg.span())?;
+                let window = Window {
+                    kernel: *kernel,
+                    stride: options.stride,
+                    padding: options.padding,
+                    dilation: options.dilation,
+                    exact: options.exact,
+                };
+                let what = format!("conv layer `{field}`");
+                let mut dims = vec![shape.0[0].clone(), output.clone()];
+                for size in &shape.0[2..] {
+                    dims.push(match family {
+                        ConvFamily::Transposed2d => {
+                            window.transposed_output(size, options.output_padding)
+                        }
+                        _ => window.output(size, &what, &shape, span)?,
+                    });
+                }
+                Shape(dims)
+            }
+            LayerKind::LastAxisNorm { features } => {
+                self.last_axis(&layer, features, &shape, arg, span)?;
+                shape.clone()
+            }
+            LayerKind::BatchNorm { channels } | LayerKind::GroupNorm { channels } => {
+                self.channels(&layer, channels, &shape, span, arg.span())?;
+                shape.clone()
+            }
+            LayerKind::Embedding { width } => {
+                let mut dims = shape.0.clone();
+                dims.push(width.clone());
+                Shape(dims)
+            }
+            LayerKind::Recurrent { input, hidden } => {
+                self.sequence(&layer, input, &shape, arg.span())?;
+                let out = Shape(vec![shape.0[0].clone(), shape.0[1].clone(), hidden.clone()]);
+                let call = quote!(self.#field.forward_dyn(#var.as_dyn(), None).map(|(out, _)| out));
+                return Ok(self.emit(span, out, call));
+            }
+            LayerKind::Pool {
+                kernel,
+                stride,
+                padding,
+                exact,
+            } => {
+                let what = format!("pool layer `{field}`");
+                let (h, w) = self.spatial(&shape, &what, span)?;
+                let window = Window::pool(*kernel, *stride, *padding, *exact);
+                Shape(vec![
+                    shape.0[0].clone(),
+                    shape.0[1].clone(),
+                    window.output(&h, &what, &shape, span)?,
+                    window.output(&w, &what, &shape, span)?,
+                ])
+            }
+            LayerKind::AdaptivePool { output: (oh, ow) } => {
+                self.spatial(&shape, &format!("pool layer `{field}`"), span)?;
+                Shape(vec![
+                    shape.0[0].clone(),
+                    shape.0[1].clone(),
+                    Dim::Lit(*oh),
+                    Dim::Lit(*ow),
+                ])
+            }
+            LayerKind::Flatten => {
+                if shape.rank() < 2 {
                     return err(
                         arg.span(),
-                        format!(
-                            "`{field}` is a Conv2d layer; it takes [B, {input}, H, W] but receives {shape} (rank {})",
-                            shape.rank()
-                        ),
+                        format!("`{field}` flattens [B, ..] into [B, N], but receives {shape}"),
                     );
                 }
-                match shape.0[1].same(input) {
-                    Same::Yes => {}
-                    Same::Unknown => {
-                        let message = format!(
-                            "`{field}` takes [B, {input}, H, W] but receives {shape} ({} != {input})",
-                            shape.0[1]
-                        );
-                        self.defer_same(arg.span(), &shape.0[1], input, message)
-                    }
-                    Same::No => {
-                        return err(
-                            span,
-                            format!(
-                                "`{field}` takes [B, {input}, H, W] but receives {shape} with {} channels\n  help: declare `{field}: Conv2d<{}, {output}, {kernel}>`",
-                                shape.0[1], shape.0[1]
-                            ),
-                        );
-                    }
-                }
-                let (h, w) = self.spatial(&shape, &format!("conv layer `{field}`"), span)?;
-                let what = format!("conv layer `{field}`");
-                let oh = window_output(
-                    h,
-                    *kernel,
-                    options.stride,
-                    options.padding,
-                    options.dilation,
-                    options.exact,
-                    &what,
-                    &shape,
-                    span,
-                )?;
-                let ow = window_output(
-                    w,
-                    *kernel,
-                    options.stride,
-                    options.padding,
-                    options.dilation,
-                    options.exact,
-                    &what,
-                    &shape,
-                    span,
-                )?;
-                let out = Shape(vec![
-                    shape.0[0].clone(),
-                    output.clone(),
-                    Dim::Lit(oh),
-                    Dim::Lit(ow),
-                ]);
-                Ok(self.emit(span, out, quote!(self.#field.forward_dyn(#var.as_dyn()))))
+                Shape(vec![shape.0[0].clone(), Dim::product(&shape.0[1..])])
             }
-            LayerKind::Parameter => err(
+            LayerKind::ShapePreserving => shape.clone(),
+            LayerKind::Other => {
+                return err(
+                    span,
+                    format!(
+                        "the shape checker does not know what `{field}` returns; bind the result with its shape, e.g. `let h: {shape} = self.{field}({});` if it keeps the shape of its input (the type system then checks it)",
+                        input_name(arg)
+                    ),
+                );
+            }
+            LayerKind::Parameter { .. } | LayerKind::Attention { .. } => {
+                unreachable!("handled above")
+            }
+        };
+        Ok(self.emit(span, out, call))
+    }
+
+    fn find_layer(&self, field: &Ident, args: &[Expr]) -> Result<Layer> {
+        if let Some(layer) = self.layers.iter().find(|l| l.name == *field) {
+            return Ok(layer.clone());
+        }
+        let fields: Vec<String> = self
+            .layers
+            .iter()
+            .map(|l| format!("`{}`", l.name))
+            .collect();
+        let input = args
+            .first()
+            .and_then(|a| self.shape_of(a))
+            .map(|s| format!(" (called with {s})"))
+            .unwrap_or_default();
+        err(
+            field.span(),
+            format!(
+                "`self.{field}` is not a field of this model{input}; its layers are {}",
+                fields.join(", ")
+            ),
+        )
+    }
+
+    /// Embeddings take integer indices; every other layer takes floats.
+    fn check_element(&self, layer: &Layer, var: &Ident, shape: &Shape, span: Span) -> Result<()> {
+        let element = self.element_name(var);
+        let integer = matches!(element.as_str(), "i64" | "i32" | "u8" | "bool");
+        let field = &layer.name;
+        match (&layer.kind, integer) {
+            (LayerKind::Embedding { .. }, false) => err(
                 span,
                 format!(
-                    "`{field}` is a parameter tensor, not a layer; use it as a value (`{field}` is not callable)"
+                    "`{field}` is an Embedding; it takes integer indices but receives {shape} of {element}\n  help: pass the token ids as i64, e.g. the parameter `ids: {}`",
+                    with_element(shape, "i64")
                 ),
             ),
-            LayerKind::Other => err(
+            (LayerKind::Other, _) | (LayerKind::Embedding { .. }, true) => Ok(()),
+            (_, true) => err(
                 span,
                 format!(
-                    "the shape checker does not know what `{field}` returns; bind the result with its shape, e.g. `let h: [B, 64] = self.{field}(x);` (the type system then checks it)"
+                    "`{field}` takes floating-point features but receives {shape} of {element}\n  help: embed integer ids first (an `Embedding` field), or pass f32 values"
+                ),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// `[.., IN] -> [.., OUT]`; a mismatch says how to fix the layer or its input, and a
+    /// forgotten flatten after a conv stack is named as such.
+    fn linear_output(
+        &mut self,
+        layer: &Layer,
+        (input, output): (&Dim, &Dim),
+        shape: &Shape,
+        arg: &Expr,
+        call: Span,
+    ) -> Result<Shape> {
+        let field = &layer.name;
+        let Some(last) = shape.0.last() else {
+            return err(
+                arg.span(),
+                format!(
+                    "`{field}` is a Linear layer; it needs a tensor with a feature axis, got {shape}"
+                ),
+            );
+        };
+        let mut dims = shape.0.clone();
+        match last.same(input) {
+            Same::Yes | Same::Runtime => {}
+            Same::Unknown => self.defer_same(
+                arg.span(),
+                last,
+                input,
+                format!("`{field}` takes [.., {input}] but receives {shape}"),
+            ),
+            Same::No => {
+                let flat = Dim::product(&shape.0[1..]);
+                let name = input_name(arg);
+                let flattened = Shape(vec![shape.0[0].clone(), flat.clone()]);
+                let help = if shape.rank() >= 3 && flat.same(input) == Same::Yes {
+                    format!(
+                        "flatten the feature axes first: `self.{field}({name}.flatten(1))` gives {flattened}"
+                    )
+                } else if shape.rank() == 4 {
+                    format!(
+                        "flatten the feature axes first (`{name}.flatten(1)` gives {flattened}) and declare `{field}: Linear<{flat}, {output}>`"
+                    )
+                } else {
+                    format!(
+                        "declare `{field}: Linear<{last}, {output}>`, or change the layer that feeds it"
+                    )
+                };
+                let n = dims.len();
+                dims[n - 1] = input.clone();
+                let expected = if shape.rank() == 4 {
+                    Shape(vec![shape.0[0].clone(), input.clone()])
+                } else {
+                    Shape(dims)
+                };
+                return err(
+                    call,
+                    format!("`{field}` takes {expected} but receives {shape}\n  help: {help}"),
+                );
+            }
+        }
+        *dims.last_mut().expect("checked non-empty") = output.clone();
+        Ok(Shape(dims))
+    }
+
+    /// The last axis must be the layer's width (LayerNorm, RmsNorm).
+    fn last_axis(
+        &mut self,
+        layer: &Layer,
+        features: &Dim,
+        shape: &Shape,
+        arg: &Expr,
+        call: Span,
+    ) -> Result<()> {
+        let (field, ty) = (&layer.name, &layer.type_name);
+        let Some(last) = shape.0.last() else {
+            return err(
+                arg.span(),
+                format!("`{field}` normalises a feature axis, but receives a scalar"),
+            );
+        };
+        match last.same(features) {
+            Same::Yes | Same::Runtime => Ok(()),
+            Same::Unknown => {
+                self.defer_same(
+                    arg.span(),
+                    last,
+                    features,
+                    format!("`{field}` normalises [.., {features}] but receives {shape}"),
+                );
+                Ok(())
+            }
+            Same::No => err(
+                call,
+                format!(
+                    "`{field}` is a {ty} over {features} features; it takes [.., {features}] but receives {shape}\n  help: declare `{field}: {ty}<{last}>`"
                 ),
             ),
         }
     }
 
-    /// `[.., H, W]` of an image batch `[B, C, H, W]`, which must be static.
-    pub(super) fn spatial(&self, shape: &Shape, op: &str, span: Span) -> Result<(usize, usize)> {
-        if shape.rank() != 4 {
+    /// Axis 1 must be the layer's channel count (convolutions, BatchNorm, GroupNorm); the
+    /// rank must be the layer's.
+    fn channels(
+        &mut self,
+        layer: &Layer,
+        expected: &Dim,
+        shape: &Shape,
+        span: Span,
+        arg_span: Span,
+    ) -> Result<Dim> {
+        let (field, ty) = (&layer.name, layer.type_name.as_str());
+        let (layouts, ranks): (&str, &[usize]) = match &layer.kind {
+            LayerKind::Conv {
+                family: ConvFamily::Conv1d,
+                ..
+            } => ("[B, C, L]", &[3]),
+            LayerKind::BatchNorm { .. } => ("[B, C], [B, C, L] or [B, C, H, W]", &[2, 3, 4]),
+            LayerKind::GroupNorm { .. } => ("[B, C, H, W]", &[4]),
+            _ => ("[B, C, H, W]", &[4]),
+        };
+        if !ranks.contains(&shape.rank()) {
+            let hint = if ranks == [4] && shape.rank() == 2 {
+                "\n  help: reshape the features into an image first, e.g. `x.reshape([B, 1, 28, 28])`"
+            } else {
+                ""
+            };
             return err(
-                span,
+                arg_span,
                 format!(
-                    "`{op}` takes an image batch [B, C, H, W], got {shape} (rank {})",
+                    "`{field}` is a {ty} layer; it takes {} but receives {shape} (rank {}){hint}",
+                    layouts.replace('C', &expected.to_string()),
                     shape.rank()
                 ),
             );
         }
-        match (shape.0[2].lit(), shape.0[3].lit()) {
-            (Some(h), Some(w)) => Ok((h, w)),
-            _ => err(
+        let got = &shape.0[1];
+        match got.same(expected) {
+            Same::Yes | Same::Runtime => {}
+            Same::Unknown => self.defer_same(
+                arg_span,
+                got,
+                expected,
+                format!("`{field}` takes {expected} channels but receives {shape}"),
+            ),
+            Same::No => {
+                let declared = match &layer.kind {
+                    LayerKind::Conv { output, kernel, .. } => {
+                        format!("{ty}<{got}, {output}, {kernel}>")
+                    }
+                    LayerKind::GroupNorm { .. } => {
+                        format!("GroupNorm<G, {got}> (G dividing {got})")
+                    }
+                    _ => format!("{ty}<{got}>"),
+                };
+                return err(
+                    span,
+                    format!(
+                        "`{field}` takes {} but receives {shape} with {got} channels\n  help: declare `{field}: {declared}`",
+                        layouts
+                            .split(" or ")
+                            .last()
+                            .unwrap_or(layouts)
+                            .replace('C', &expected.to_string())
+                            .replace("[B, ", &format!("[{}, ", shape.0[0]))
+                    ),
+                );
+            }
+        }
+        Ok(got.clone())
+    }
+
+    /// `[B, T, width]` for sequence layers (LSTM, GRU, attention).
+    pub(super) fn sequence(
+        &mut self,
+        layer: &Layer,
+        width: &Dim,
+        shape: &Shape,
+        span: Span,
+    ) -> Result<()> {
+        let (field, ty) = (&layer.name, &layer.type_name);
+        if shape.rank() != 3 {
+            let hint = if shape.rank() == 2 {
+                "\n  help: add the time axis, e.g. `x.unsqueeze(1)` for sequences of length 1"
+            } else {
+                ""
+            };
+            return err(
                 span,
                 format!(
-                    "`{op}` needs static spatial dims to compute its output size, but {shape} has runtime dims there; declare them as literals (e.g. [B, 1, 28, 28])"
+                    "`{field}` is a {ty}; it takes a batch of sequences [B, T, {width}] but receives {shape} (rank {}){hint}",
+                    shape.rank()
+                ),
+            );
+        }
+        let last = &shape.0[2];
+        match last.same(width) {
+            Same::Yes | Same::Runtime => Ok(()),
+            Same::Unknown => {
+                self.defer_same(
+                    span,
+                    last,
+                    width,
+                    format!("`{field}` takes [B, T, {width}] but receives {shape}"),
+                );
+                Ok(())
+            }
+            Same::No => err(
+                span,
+                format!(
+                    "`{field}` is a {ty} over {width} features; it takes [B, T, {width}] but receives {shape}\n  help: project the features to {width} first, or declare `{field}` with {last} input features"
                 ),
             ),
         }
     }
+
+    /// `[.., H, W]` of an image batch `[B, C, H, W]`. `op` is already quoted.
+    pub(super) fn spatial(&self, shape: &Shape, op: &str, span: Span) -> Result<(Dim, Dim)> {
+        if shape.rank() != 4 {
+            return err(
+                span,
+                format!(
+                    "{op} takes an image batch [B, C, H, W], got {shape} (rank {})",
+                    shape.rank()
+                ),
+            );
+        }
+        Ok((shape.0[2].clone(), shape.0[3].clone()))
+    }
 }
 
-fn layer_output_name(layer: &Layer) -> String {
-    match &layer.kind {
-        LayerKind::Linear { output, .. } => output.to_string(),
-        _ => "_".into(),
-    }
-}
-
-/// Output size of a sliding window (conv or pool) along one axis.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn window_output(
-    size: usize,
-    kernel: usize,
-    stride: usize,
-    padding: usize,
-    dilation: usize,
-    exact: bool,
-    op: &str,
-    shape: &Shape,
-    span: Span,
-) -> Result<usize> {
-    if kernel == 0 || stride == 0 {
-        return err(
-            span,
-            format!("{op}: kernel size and stride must be at least 1"),
-        );
-    }
-    let reach = dilation * (kernel - 1) + 1;
-    let padded = size + 2 * padding;
-    if reach > padded {
-        return err(
-            span,
-            format!(
-                "{op}: the kernel ({reach} wide) is larger than the input {shape} ({size} + 2*{padding} padding = {padded}); use a smaller kernel or more padding"
-            ),
-        );
-    }
-    let span_len = padded - reach;
-    if exact && !span_len.is_multiple_of(stride) {
-        return err(
-            span,
-            format!(
-                "{op}: the output size is not integral for {shape}: ({padded} - {reach}) / {stride} = {:.2}; the last {} row(s) would be dropped (adjust padding or stride)",
-                span_len as f64 / stride as f64,
-                span_len % stride
-            ),
-        );
-    }
-    Ok(span_len / stride + 1)
+/// `shape` written as a parameter with an element type: `[B, T; i64]`.
+fn with_element(shape: &Shape, element: &str) -> String {
+    let dims: Vec<String> = shape.0.iter().map(ToString::to_string).collect();
+    format!("[{}; {element}]", dims.join(", "))
 }

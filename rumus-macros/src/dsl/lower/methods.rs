@@ -3,7 +3,7 @@
 use quote::{format_ident, quote};
 use syn::Ident;
 
-use super::layers::window_output;
+use super::window::Window;
 use super::{Lowering, Result, SHAPE_PRESERVING, Value, err, number};
 use crate::dsl::ast::Expr;
 use crate::shape::{Dim, Shape};
@@ -312,33 +312,12 @@ impl Lowering<'_> {
                 let exact = op.ends_with("_exact");
                 let label = format!("`{op}`");
                 let (h, w) = self.spatial(&shape, &label, span)?;
-                let oh = window_output(
-                    h,
-                    kernel,
-                    stride,
-                    0,
-                    1,
-                    exact,
-                    &label,
-                    &shape,
-                    args[0].span(),
-                )?;
-                let ow = window_output(
-                    w,
-                    kernel,
-                    stride,
-                    0,
-                    1,
-                    exact,
-                    &label,
-                    &shape,
-                    args[0].span(),
-                )?;
+                let window = Window::pool(kernel, stride, 0, exact);
                 let out = Shape(vec![
                     shape.0[0].clone(),
                     shape.0[1].clone(),
-                    Dim::Lit(oh),
-                    Dim::Lit(ow),
+                    window.output(&h, &label, &shape, args[0].span())?,
+                    window.output(&w, &label, &shape, args[0].span())?,
                 ]);
                 let base = format_ident!("{}", op.trim_end_matches("_exact"));
                 Ok(self.emit(

@@ -3,10 +3,12 @@
 //! token, in plain numbers), and one typed Rust statement is emitted for it.
 
 mod arithmetic;
+mod attention;
 mod calls;
 mod layers;
 mod methods;
 mod views;
+mod window;
 
 use std::collections::HashMap;
 
@@ -130,7 +132,7 @@ impl<'a> Lowering<'a> {
             },
             Expr::Binary { op, lhs, rhs, span } => {
                 let (l, r) = (self.lower(lhs)?, self.lower(rhs)?);
-                self.binary(*op, l, r, lhs.span(), rhs.span(), *span)
+                self.binary(*op, l, r, (lhs, rhs), *span)
             }
             Expr::Method {
                 receiver,
@@ -142,6 +144,7 @@ impl<'a> Lowering<'a> {
             }
             Expr::Call { name, args } => self.call(name, args),
             Expr::Layer { field, args } => self.layer(field, args),
+            Expr::Field(field) => self.parameter(field),
             Expr::Infer(span) | Expr::List(_, span) | Expr::Range(_, _, span) => err(
                 *span,
                 "a list, range or `_` is only allowed as an argument (shapes, axes, tensors to join)",
@@ -200,6 +203,46 @@ impl<'a> Lowering<'a> {
         Ok(())
     }
 
+    /// The element type of a value, as written (`f32` unless a parameter names another).
+    pub(super) fn element_name(&self, var: &Ident) -> String {
+        self.elements
+            .get(&var.to_string())
+            .map_or_else(|| "f32".to_string(), ToString::to_string)
+    }
+
+    /// `self.w`: a parameter tensor of the model, with the shape its type spells.
+    fn parameter(&mut self, field: &Ident) -> Result<Value> {
+        let layer = self.layers.iter().find(|l| l.name == *field);
+        let shape = match layer.map(|l| &l.kind) {
+            Some(crate::model::layers::LayerKind::Parameter { shape: Some(shape) }) => {
+                shape.clone()
+            }
+            Some(crate::model::layers::LayerKind::Parameter { shape: None }) => {
+                return err(
+                    field.span(),
+                    format!(
+                        "the shape checker cannot read the shape of `{field}` from its type; declare it with static dims, e.g. `{field}: Tensor<(D<10>, D<784>)>`"
+                    ),
+                );
+            }
+            Some(_) => {
+                return err(
+                    field.span(),
+                    format!("`{field}` is a layer; call it: `self.{field}(x)`"),
+                );
+            }
+            None => return self.layer(field, &[]),
+        };
+        let var = self.fresh();
+        let ty = shape.to_type();
+        // `self` keeps the signature's hygiene; the rest keeps the user's span.
+        let parameter = quote!(self.#field);
+        self.statements.push(quote_spanned! {field.span()=>
+            let #var: ::rumus::Tensor<#ty> = ::core::clone::Clone::clone(&#parameter);
+        });
+        Ok(Value::Tensor { var, shape })
+    }
+
     /// The shape of a tensor variable, for error messages.
     pub(super) fn shape_of(&self, expr: &Expr) -> Option<Shape> {
         match expr {
@@ -227,13 +270,14 @@ impl<'a> Lowering<'a> {
 
     /// `[usize; N]` of a shape's runtime sizes: literals as numbers, runtime dims read from the
     /// tensors that have them.
-    fn runtime_dims_tokens(&self, target: &Shape, sources: &[(Ident, Shape)]) -> TokenStream {
+    pub(crate) fn runtime_dims_tokens(
+        &self,
+        target: &Shape,
+        sources: &[(Ident, Shape)],
+    ) -> TokenStream {
         let items = target.0.iter().map(|d| match d {
             Dim::Lit(n) => quote!(#n),
-            Dim::Const(c) => {
-                let c = format_ident!("{}", c);
-                quote!(#c)
-            }
+            Dim::Const(c) => crate::shape::const_path(c, proc_macro2::Span::call_site()),
             other => {
                 // Find the dim in a source tensor; derived dims are products of found ones.
                 let found = sources.iter().find_map(|(var, shape)| {
@@ -250,7 +294,7 @@ impl<'a> Lowering<'a> {
                             return quote!(0usize);
                         };
                         let parts = symbols.iter().map(|s| {
-                            let sym = crate::shape::dim_from_ident(s);
+                            let sym = crate::shape::dim_from_symbol(s);
                             let (var, i) = sources
                                 .iter()
                                 .find_map(|(var, shape)| {

@@ -103,7 +103,7 @@ impl Lowering<'_> {
                 );
             }
             let mut inferred = vec![Dim::Lit(from_lit / lit)];
-            inferred.extend(rest.iter().map(|s| crate::shape::dim_from_ident(s)));
+            inferred.extend(rest.iter().map(|s| crate::shape::dim_from_symbol(s)));
             dims[slot] = Dim::product(&inferred);
             return Ok(Shape(dims));
         }

@@ -1,0 +1,91 @@
+//! Attention layers in the DSL: `self.attn(x)` (self-attention), `self.attn(q, k, v)`, and a
+//! trailing `causal` flag (`self.block(x, causal)`) that masks keys after each query.
+
+use quote::quote;
+
+use super::{Lowering, Result, Value, err};
+use crate::dsl::ast::Expr;
+use crate::model::layers::Layer;
+use crate::shape::{Dim, Same, Shape};
+
+impl Lowering<'_> {
+    pub(super) fn attention(
+        &mut self,
+        layer: &Layer,
+        embed: &Dim,
+        block: bool,
+        args: &[Expr],
+        span: proc_macro2::Span,
+    ) -> Result<Value> {
+        let (field, ty) = (&layer.name, &layer.type_name);
+        let (causal, tensors) = match args.split_last() {
+            Some((Expr::Var(flag), rest)) if flag == "causal" => (true, rest),
+            _ => (false, args),
+        };
+        let usage = if block {
+            format!("`self.{field}(x)` or `self.{field}(x, causal)`")
+        } else {
+            format!(
+                "`self.{field}(x)`, `self.{field}(query, key, value)`, with `causal` as a last argument to mask later keys"
+            )
+        };
+        let mut inputs = Vec::new();
+        for arg in tensors {
+            let value = self.lower(arg)?;
+            let (var, shape) = self.tensor(&value, arg.span(), &format!("layer `{field}`"))?;
+            self.sequence(layer, embed, &shape, arg.span())?;
+            inputs.push((var, shape, arg.span()));
+        }
+        match (inputs.as_slice(), block) {
+            ([(x, shape, _)], true) => {
+                let call = quote!(self.#field.forward_dyn(#x.as_dyn(), None, #causal));
+                Ok(self.emit(span, shape.clone(), call))
+            }
+            ([(x, shape, _)], false) => {
+                let call = quote!(self.#field.forward_dyn(#x.as_dyn(), #x.as_dyn(), #x.as_dyn(), None, #causal));
+                Ok(self.emit(span, shape.clone(), call))
+            }
+            ([(q, query, _), (k, key, key_span), (v, value, value_span)], false) => {
+                self.same_dim(&query.0[0], &key.0[0], *key_span, || {
+                    format!("`{field}`: the key {key} has another batch than the query {query}")
+                })?;
+                for (a, axis) in [(0, "batch"), (1, "length")] {
+                    self.same_dim(&key.0[a], &value.0[a], *value_span, || {
+                        format!(
+                            "`{field}`: the value {value} and the key {key} differ in {axis}; every key needs its value"
+                        )
+                    })?;
+                }
+                let out = Shape(vec![query.0[0].clone(), query.0[1].clone(), embed.clone()]);
+                let call = quote!(self.#field.forward_dyn(#q.as_dyn(), #k.as_dyn(), #v.as_dyn(), None, #causal));
+                Ok(self.emit(span, out, call))
+            }
+            _ => err(
+                span,
+                format!(
+                    "`{field}` is a {ty}; it takes {usage}, but {} tensor(s) were given",
+                    inputs.len()
+                ),
+            ),
+        }
+    }
+
+    /// Two dims that must be one size: an error now, a deferred check for consts, a check at
+    /// run time for computed sizes.
+    fn same_dim(
+        &mut self,
+        a: &Dim,
+        b: &Dim,
+        span: proc_macro2::Span,
+        message: impl Fn() -> String,
+    ) -> Result<()> {
+        match a.same(b) {
+            Same::Yes | Same::Runtime => Ok(()),
+            Same::Unknown => {
+                self.defer_same(span, a, b, message());
+                Ok(())
+            }
+            Same::No => err(span, format!("{} ({a} vs {b})", message())),
+        }
+    }
+}
