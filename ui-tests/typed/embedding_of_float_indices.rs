@@ -1,20 +1,9 @@
-use rumus::nn::Embedding;
+use rumus::nn::{Embedding, Forward};
 use rumus::prelude::*;
 
-#[model]
-struct Tagger {
-    embed: Embedding<20, 16>,
+fn main() -> rumus::Result<()> {
+    let embed = Embedding::<20, 16>::new()?;
+    let ids = Tensor::<(Dyn, Dyn)>::zeros_with_dims(&[2, 3])?;
+    let _vectors = embed.forward_typed(&ids)?;
+    Ok(())
 }
-
-#[model]
-impl Tagger {
-    tensor_fn! {
-        // Embeddings look up rows by index: `ids: [B, T; i64]`.
-        fn forward(&self, ids: [B, T]) -> [B, T, 16] {
-            let embedded: [B, T, 16] = self.embed(ids);
-            embedded
-        }
-    }
-}
-
-fn main() {}

@@ -1,0 +1,17 @@
+use rumus::prelude::*;
+
+#[model]
+struct Net {
+    w: Tensor<(D<10>, D<784>)>,
+}
+
+#[model]
+impl Net {
+    tensor_fn! {
+        fn forward(&self, x: [B, 784]) -> [B, 10] {
+            self.w(x)
+        }
+    }
+}
+
+fn main() {}
