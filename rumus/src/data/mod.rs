@@ -1,5 +1,6 @@
 //! Data pipelines: datasets with fallible reads, transforms, a multi-threaded loader whose
-//! order depends only on its seed, and readers for IDX, CSV and record files.
+//! order depends only on its seed, random splits, and readers for IDX (MNIST), CSV and record
+//! files.
 //!
 //! ```no_run
 //! use rumus::data::transform::{normalize, random_crop, random_horizontal_flip};
@@ -32,6 +33,7 @@ pub mod loader;
 pub mod record;
 pub mod sample;
 pub mod sample_codec;
+pub mod split;
 pub mod transform;
 
 pub use csv::{CsvOptions, parse_csv, read_csv};
@@ -40,3 +42,4 @@ pub use idx::{IdxArray, ImageSet, decode_idx, read_idx, read_image_set, read_mni
 pub use loader::DataLoader;
 pub use record::{DecodedRecords, RecordDataset, RecordFile, RecordWriter};
 pub use sample::{Batch, Collate, Features, Sample, Target};
+pub use split::{SplitSizes, Subset, random_split, split_lengths};
