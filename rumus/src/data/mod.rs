@@ -1,6 +1,6 @@
 //! Data pipelines: datasets with fallible reads, transforms, a multi-threaded loader whose
-//! order depends only on its seed, random splits, and readers for IDX (MNIST), CSV and record
-//! files.
+//! order depends only on its seed, random splits, and readers for IDX (MNIST), CIFAR-10, CSV
+//! and record files.
 //!
 //! ```no_run
 //! use rumus::data::transform::{normalize, random_crop, random_horizontal_flip};
@@ -26,6 +26,7 @@
 //! # }
 //! ```
 
+pub mod cifar;
 pub mod csv;
 pub mod dataset;
 pub mod idx;
@@ -36,6 +37,7 @@ pub mod sample_codec;
 pub mod split;
 pub mod transform;
 
+pub use cifar::{Cifar10, read_cifar10_batch, read_cifar10_dir};
 pub use csv::{CsvOptions, parse_csv, read_csv};
 pub use dataset::{Dataset, InMemory, Map, MapRandom};
 pub use idx::{IdxArray, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir};
