@@ -10,8 +10,8 @@ use std::path::Path;
 
 use common::scratch::Scratch;
 use rumus::data::{
-    DataLoader, Dataset, InMemory, SplitSizes, Subset, random_split, read_cifar10_batch,
-    read_cifar10_dir, split_lengths,
+    ColorMode, DataLoader, Dataset, ImageFolder, InMemory, ResizeFilter, SplitSizes, Subset,
+    random_split, read_cifar10_batch, read_cifar10_dir, split_lengths,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -326,4 +326,279 @@ fn a_split_of_cifar_loads_in_batches() {
     // Labels were written equal to the record index.
     assert_eq!(batch.target.to_vec::<i64>().unwrap(), val_labels);
     assert_eq!(train.len(), 8);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ImageFolder
+
+/// `(R, G, B)` of pixel `(x, y)` in the RGB test images.
+fn rgb_at(x: u32, y: u32) -> [u8; 3] {
+    [
+        (x * 40 + y) as u8,
+        (y * 50 + 3) as u8,
+        (255 - x * 10 - y * 7) as u8,
+    ]
+}
+
+fn save_rgb(path: &Path, width: u32, height: u32) {
+    image::RgbImage::from_fn(width, height, |x, y| image::Rgb(rgb_at(x, y)))
+        .save(path)
+        .unwrap();
+}
+
+/// A folder of two classes written out of order: `dog` (an RGB PNG, a gray PNG, a flat-color
+/// JPEG and a text file) and `cat` (one RGB PNG with an upper-case extension).
+fn write_pets(root: &Path) {
+    for class in ["dog", "cat"] {
+        std::fs::create_dir_all(root.join(class)).unwrap();
+    }
+    save_rgb(&root.join("dog/b_rgb.png"), 4, 3);
+    image::GrayImage::from_fn(4, 3, |x, y| image::Luma([(x * 60 + y * 5) as u8]))
+        .save(root.join("dog/a_gray.png"))
+        .unwrap();
+    image::RgbImage::from_pixel(4, 3, image::Rgb([200, 100, 50]))
+        .save(root.join("dog/c_flat.jpg"))
+        .unwrap();
+    std::fs::write(root.join("dog/notes.txt"), "not an image").unwrap();
+    save_rgb(&root.join("cat/only.PNG"), 4, 3);
+}
+
+#[test]
+fn an_image_folder_labels_classes_in_sorted_order() {
+    let scratch = Scratch::new("datasets-folder-labels");
+    write_pets(scratch.dir());
+    let folder = ImageFolder::open(scratch.dir(), ColorMode::Rgb, 3, 4).unwrap();
+    assert_eq!(folder.classes(), ["cat", "dog"]);
+    let files: Vec<(String, i64)> = folder
+        .samples()
+        .iter()
+        .map(|(p, l)| (p.file_name().unwrap().to_string_lossy().into(), *l))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("only.PNG".to_string(), 0),
+            ("a_gray.png".into(), 1),
+            ("b_rgb.png".into(), 1),
+            ("c_flat.jpg".into(), 1),
+        ]
+    );
+    assert_eq!(folder.len(), 4);
+    assert_eq!(folder.item_dims(), [3, 3, 4]);
+    let labels: Vec<rumus::data::Target> = (0..4).map(|i| folder.get(i).unwrap().target).collect();
+    assert_eq!(
+        labels,
+        [0, 1, 1, 1].map(rumus::data::Target::Class).to_vec()
+    );
+    assert!(folder.get(4).is_err());
+}
+
+#[test]
+fn png_pixels_are_exact_and_jpeg_pixels_close() {
+    let scratch = Scratch::new("datasets-folder-pixels");
+    write_pets(scratch.dir());
+    let rgb = ImageFolder::open(scratch.dir(), ColorMode::Rgb, 3, 4).unwrap();
+    // Item 2 is dog/b_rgb.png: channel planes of the written bytes, divided by 255.
+    let image = rgb.get(2).unwrap().input;
+    assert_eq!(image.dims, [3, 3, 4]);
+    for c in 0..3 {
+        for y in 0..3 {
+            for x in 0..4 {
+                let expected = f32::from(rgb_at(x, y)[c]) / 255.0;
+                let at = c * 12 + y as usize * 4 + x as usize;
+                assert_eq!(image.values[at], expected, "channel {c} at ({x}, {y})");
+            }
+        }
+    }
+    // A gray file read as RGB repeats its value in every channel.
+    let gray_as_rgb = rgb.get(1).unwrap().input;
+    for (y, x) in [(0, 0), (2, 3), (1, 2)] {
+        let v = f32::from((x * 60 + y * 5) as u8) / 255.0;
+        for c in 0..3 {
+            assert_eq!(gray_as_rgb.values[c * 12 + y * 4 + x], v);
+        }
+    }
+    // JPEG is lossy: a flat color comes back within a few levels.
+    let jpeg = rgb.get(3).unwrap().input;
+    for (c, level) in [200.0f32, 100.0, 50.0].iter().enumerate() {
+        for v in &jpeg.values[c * 12..(c + 1) * 12] {
+            assert!(
+                (v * 255.0 - level).abs() <= 4.0,
+                "channel {c}: {}",
+                v * 255.0
+            );
+        }
+    }
+
+    let gray = ImageFolder::open(scratch.dir(), ColorMode::Gray, 3, 4).unwrap();
+    let image = gray.get(1).unwrap().input;
+    assert_eq!(image.dims, [1, 3, 4]);
+    // Pixel (3, 2) of dog/a_gray.png was written as 3 * 60 + 2 * 5.
+    assert_eq!(image.values[2 * 4 + 3], f32::from(3u8 * 60 + 2 * 5) / 255.0);
+    // Color to gray as Pillow's convert("L"): L = 0.299 R + 0.587 G + 0.114 B, rounded.
+    let luma = gray.get(2).unwrap().input;
+    for y in 0..3 {
+        for x in 0..4 {
+            let [r, g, b] = rgb_at(x, y).map(f64::from);
+            let expected = (0.299 * r + 0.587 * g + 0.114 * b).round();
+            let got = f64::from(luma.values[y as usize * 4 + x as usize]) * 255.0;
+            assert!(
+                (got - expected).abs() < 1e-3,
+                "({x}, {y}): {got} vs {expected}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pure_colors_turn_gray_as_pillow_turns_them() {
+    let scratch = Scratch::new("datasets-folder-primaries");
+    std::fs::create_dir_all(scratch.join("c")).unwrap();
+    let colors = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]];
+    image::RgbImage::from_fn(4, 1, |x, _| image::Rgb(colors[x as usize]))
+        .save(scratch.join("c/primaries.png"))
+        .unwrap();
+    let folder = ImageFolder::open(scratch.dir(), ColorMode::Gray, 1, 4).unwrap();
+    let values = folder.get(0).unwrap().input.values;
+    // Pillow: Image.new("RGB", ...) of pure red, green, blue, white -> convert("L") gives
+    // 76, 150, 29, 255.
+    assert_eq!(values, [76.0, 150.0, 29.0, 255.0].map(|v: f32| v / 255.0));
+}
+
+#[test]
+fn images_of_another_size_are_resized_or_an_error_naming_them() {
+    let scratch = Scratch::new("datasets-folder-resize");
+    std::fs::create_dir_all(scratch.join("c")).unwrap();
+    // Left half black, right half white, 8x8.
+    image::GrayImage::from_fn(8, 8, |x, _| image::Luma([if x < 4 { 0 } else { 255 }]))
+        .save(scratch.join("c/halves.png"))
+        .unwrap();
+    image::RgbImage::from_pixel(6, 6, image::Rgb([10, 120, 240]))
+        .save(scratch.join("c/solid.png"))
+        .unwrap();
+
+    let strict = ImageFolder::open(scratch.dir(), ColorMode::Gray, 4, 4).unwrap();
+    let err = strict.get(0).unwrap_err().to_string();
+    assert!(
+        err.contains("halves.png")
+            && err.contains("8 pixels wide and 8 high")
+            && err.contains(".resize("),
+        "{err}"
+    );
+
+    let gray = strict.resize(ResizeFilter::Bilinear);
+    let halves = gray.get(0).unwrap().input.values;
+    // Shrinking by 2: the outer columns average pixels of one half only; the inner two mix
+    // both halves symmetrically.
+    for row in halves.chunks(4) {
+        assert_eq!((row[0], row[3]), (0.0, 1.0), "{row:?}");
+        assert!(
+            0.0 < row[1] && row[1] < 0.5 && row[2] > 0.5 && row[2] < 1.0,
+            "{row:?}"
+        );
+        assert!((row[1] + row[2] - 1.0).abs() <= 1.0 / 255.0, "{row:?}");
+    }
+    // Any filter keeps a solid color.
+    for filter in [
+        ResizeFilter::Nearest,
+        ResizeFilter::Bilinear,
+        ResizeFilter::Bicubic,
+        ResizeFilter::Lanczos3,
+    ] {
+        let rgb = ImageFolder::open(scratch.dir(), ColorMode::Rgb, 4, 4)
+            .unwrap()
+            .resize(filter);
+        let solid = rgb.get(1).unwrap().input;
+        assert_eq!(solid.dims, [3, 4, 4]);
+        for (c, level) in [10.0f32, 120.0, 240.0].iter().enumerate() {
+            assert!(
+                solid.values[c * 16..(c + 1) * 16]
+                    .iter()
+                    .all(|v| *v == level / 255.0),
+                "{filter:?} channel {c}: {:?}",
+                &solid.values[c * 16..(c + 1) * 16]
+            );
+        }
+    }
+    // An upscale too.
+    let big = ImageFolder::open(scratch.dir(), ColorMode::Gray, 16, 16)
+        .unwrap()
+        .resize(ResizeFilter::Bilinear);
+    assert_eq!(big.get(1).unwrap().input.dims, [1, 16, 16]);
+}
+
+#[test]
+fn bad_folders_and_files_are_errors_naming_them() {
+    let scratch = Scratch::new("datasets-folder-errors");
+    let err = ImageFolder::open(scratch.join("absent"), ColorMode::Rgb, 3, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("absent") && err.contains("no such folder"),
+        "{err}"
+    );
+    let err = ImageFolder::open(scratch.dir(), ColorMode::Rgb, 3, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no class folders"), "{err}");
+
+    write_pets(scratch.dir());
+    std::fs::create_dir_all(scratch.join("empty")).unwrap();
+    std::fs::write(scratch.join("empty/readme.md"), "no images here").unwrap();
+    let err = ImageFolder::open(scratch.dir(), ColorMode::Rgb, 3, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("empty") && err.contains("holds no image files"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(scratch.join("empty")).unwrap();
+    assert!(ImageFolder::open(scratch.dir(), ColorMode::Rgb, 0, 4).is_err());
+
+    // A file that is not an image, and a PNG cut short.
+    std::fs::write(scratch.join("cat/garbage.png"), b"this is no PNG").unwrap();
+    let png = std::fs::read(scratch.join("dog/b_rgb.png")).unwrap();
+    std::fs::write(scratch.join("cat/truncated.png"), &png[..png.len() / 2]).unwrap();
+    let folder = ImageFolder::open(scratch.dir(), ColorMode::Rgb, 3, 4).unwrap();
+    let names: Vec<_> = folder.samples().iter().map(|(p, _)| p.clone()).collect();
+    for name in ["garbage.png", "truncated.png"] {
+        let index = names.iter().position(|p| p.ends_with(name)).unwrap();
+        let err = folder.get(index).unwrap_err().to_string();
+        assert!(
+            err.contains(name) && err.contains("cannot be decoded"),
+            "{err}"
+        );
+    }
+    // The sound files still load, and the loader reports a bad one as an error.
+    assert!(
+        folder
+            .get(names.iter().position(|p| p.ends_with("only.PNG")).unwrap())
+            .is_ok()
+    );
+    let mut loader = DataLoader::new(folder, 2).unwrap();
+    let results: Vec<_> = loader.epoch().collect();
+    assert!(results.iter().any(|b| b.is_err()));
+}
+
+#[test]
+fn a_png_header_claiming_a_huge_image_is_refused() {
+    let scratch = Scratch::new("datasets-folder-bomb");
+    std::fs::create_dir_all(scratch.join("c")).unwrap();
+    std::fs::write(
+        scratch.join("c/bomb.png"),
+        common::png::header_claiming(100_000, 100_000),
+    )
+    .unwrap();
+    let folder = ImageFolder::open(scratch.dir(), ColorMode::Rgb, 32, 32).unwrap();
+    let err = folder.get(0).unwrap_err().to_string();
+    assert!(
+        err.contains("bomb.png")
+            && err.contains("exceeds the decode limits")
+            && err.contains("decode_limits"),
+        "{err}"
+    );
+    // With the side limit lifted, the memory limit still refuses 40 GB of pixels.
+    let folder = folder.decode_limits(1 << 20, 64 << 20);
+    let err = folder.get(0).unwrap_err().to_string();
+    assert!(err.contains("exceeds the decode limits"), "{err}");
 }
