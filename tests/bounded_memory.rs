@@ -7,7 +7,9 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rumus::data::{decode_idx, read_image_set};
+mod common;
+
+use rumus::data::{ColorMode, Dataset, ImageFolder, decode_idx, read_image_set};
 
 struct Counting;
 
@@ -122,5 +124,22 @@ fn untrusted_files_cost_what_their_headers_claim() {
     assert_eq!((set.len(), set.height, set.width), (2, 2, 3));
     assert_eq!(set.labels, [7, 1]);
     assert!(set.images.iter().all(|&p| p == 1.0));
+
+    // A PNG whose header announces 60,000 x 60,000 RGBA pixels (14 GB) in an image folder,
+    // with the side limit lifted: the decoder's memory limit refuses it from the header.
+    let class = dir.join("folder").join("c");
+    std::fs::create_dir_all(&class).unwrap();
+    std::fs::write(
+        class.join("bomb.png"),
+        common::png::header_claiming(60_000, 60_000),
+    )
+    .unwrap();
+    let folder = ImageFolder::open(dir.join("folder"), ColorMode::Rgb, 32, 32)
+        .unwrap()
+        .decode_limits(1 << 20, 256 << 20);
+    let (result, peak) = peak_extra(|| folder.get(0));
+    let message = result.unwrap_err().to_string();
+    assert!(message.contains("exceeds the decode limits"), "{message}");
+    assert!(peak < MIB, "decoding the PNG bomb allocated {peak} bytes");
     std::fs::remove_dir_all(dir).ok();
 }

@@ -70,4 +70,5 @@ pub fn check_first_and_second_order(
         .unwrap_or_else(|e| panic!("{name}: second order: {e}"));
 }
 pub mod fixture_file;
+pub mod png;
 pub mod scratch;

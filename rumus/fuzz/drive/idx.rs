@@ -15,6 +15,7 @@ pub fn run(bytes: &[u8]) -> rumus::Result<()> {
         let set = ImageSet {
             images: array.data.iter().map(|&p| p as f32).collect(),
             labels: vec![0; n],
+            channels: 1,
             height,
             width,
         };

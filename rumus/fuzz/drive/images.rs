@@ -94,6 +94,7 @@ pub fn run(bytes: &[u8]) -> rumus::Result<()> {
 }
 
 fn check(set: &ImageSet) {
+    assert_eq!(set.channels, 1);
     assert_eq!(set.images.len(), set.len() * set.height * set.width);
     assert!(set.labels.iter().all(|l| (0..256).contains(l)));
     for i in 0..set.len().min(4) {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::dataset::{Dataset, index_error};
 use super::sample::{Features, Sample};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ShapeError};
 
 /// An unsigned-byte IDX array: dims and row-major values.
 #[derive(Debug, Clone)]
@@ -150,13 +150,16 @@ fn decode_stream(mut source: impl std::io::BufRead, path: &Path) -> Result<IdxAr
     }
 }
 
-/// A labelled image set: `[N, H, W]` images scaled to [0, 1] and labels.
+/// A labelled image set: `[N, C, H, W]` images scaled to [0, 1] and labels (MNIST's have one
+/// channel, CIFAR's three).
 #[derive(Debug, Clone)]
 pub struct ImageSet {
-    /// Pixels of all images, row-major `[N, H, W]`, each byte divided by 255.
+    /// Pixels of all images, row-major `[N, C, H, W]`, each byte divided by 255.
     pub images: Vec<f32>,
     /// The class of each image, `N` of them.
     pub labels: Vec<i64>,
+    /// Channels per image, `C` (1 for grayscale, 3 for RGB).
+    pub channels: usize,
     /// Rows per image, `H`.
     pub height: usize,
     /// Columns per image, `W`.
@@ -175,8 +178,9 @@ impl ImageSet {
     }
 }
 
-/// Items are `[1, H, W]` images (one channel, as convolutions take them) with their class;
-/// reshape with [`transform::reshape`](super::transform::reshape) for an MLP.
+/// Items are `[C, H, W]` images (a channel axis even for grayscale, as convolutions take
+/// them) with their class; reshape with [`transform::reshape`](super::transform::reshape) for
+/// an MLP.
 impl Dataset for ImageSet {
     type Item = Sample;
 
@@ -188,10 +192,26 @@ impl Dataset for ImageSet {
         if index >= self.len() {
             return Err(index_error("ImageSet::get", index, self.len()));
         }
-        let pixels = self.height * self.width;
-        let image = &self.images[index * pixels..(index + 1) * pixels];
+        // The fields are public: a set built by hand whose pixels do not match its dims is
+        // an error, not a slice panic.
+        let dims = [self.channels, self.height, self.width];
+        let pixels = (dims.iter())
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .unwrap_or(usize::MAX);
+        let image = (index.checked_mul(pixels))
+            .zip((index + 1).checked_mul(pixels))
+            .and_then(|(start, end)| self.images.get(start..end))
+            .ok_or_else(|| ShapeError::Invalid {
+                context: "ImageSet::get".into(),
+                message: format!(
+                    "{} labels of images {dims:?} need {} pixels, the set holds {}",
+                    self.len(),
+                    self.len().saturating_mul(pixels),
+                    self.images.len()
+                ),
+            })?;
         Ok(Sample::classified(
-            Features::new(image.to_vec(), &[1, self.height, self.width])?,
+            Features::new(image.to_vec(), &dims)?,
             self.labels[index],
         ))
     }
@@ -232,6 +252,7 @@ pub fn read_image_set(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Res
     Ok(ImageSet {
         images: crate::alloc::try_map(op, &images_what, &images.data, |&p| p as f32 / 255.0)?,
         labels: crate::alloc::try_map(op, &labels_what, &labels.data, |&l| l as i64)?,
+        channels: 1,
         height,
         width,
     })

@@ -1,5 +1,6 @@
 //! Data pipelines: datasets with fallible reads, transforms, a multi-threaded loader whose
-//! order depends only on its seed, and readers for IDX, CSV and record files.
+//! order depends only on its seed, random splits, and readers for IDX (MNIST), CIFAR-10, CSV
+//! and record files, and (with the `images` feature) folders of PNG and JPEG images.
 //!
 //! ```no_run
 //! use rumus::data::transform::{normalize, random_crop, random_horizontal_flip};
@@ -25,18 +26,26 @@
 //! # }
 //! ```
 
+pub mod cifar;
 pub mod csv;
 pub mod dataset;
 pub mod idx;
+#[cfg(feature = "images")]
+pub mod image_folder;
 pub mod loader;
 pub mod record;
 pub mod sample;
 pub mod sample_codec;
+pub mod split;
 pub mod transform;
 
+pub use cifar::{Cifar10, read_cifar10_batch, read_cifar10_dir};
 pub use csv::{CsvOptions, parse_csv, read_csv};
 pub use dataset::{Dataset, InMemory, Map, MapRandom};
 pub use idx::{IdxArray, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir};
+#[cfg(feature = "images")]
+pub use image_folder::{ColorMode, ImageFolder, ResizeFilter};
 pub use loader::DataLoader;
 pub use record::{DecodedRecords, RecordDataset, RecordFile, RecordWriter};
 pub use sample::{Batch, Collate, Features, Sample, Target};
+pub use split::{SplitSizes, Subset, random_split, split_lengths};
