@@ -19,6 +19,17 @@ pub enum Mode {
     Max,
 }
 
+impl Mode {
+    /// The starting best of a search for the best value: every number improves on it
+    /// (infinity for `Min`, minus infinity for `Max`).
+    pub fn worst(self) -> f64 {
+        match self {
+            Mode::Min => f64::INFINITY,
+            Mode::Max => f64::NEG_INFINITY,
+        }
+    }
+}
+
 /// How [`PlateauConfig::threshold`] is measured (PyTorch's `threshold_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThresholdMode {
@@ -108,7 +119,7 @@ impl ReduceLrOnPlateau {
         )?;
         Ok(ReduceLrOnPlateau {
             config,
-            best: worst(config.mode),
+            best: config.mode.worst(),
             num_bad_epochs: 0,
             cooldown_counter: 0,
             last_epoch: 0,
@@ -175,18 +186,14 @@ impl ReduceLrOnPlateau {
             .into_iter()
             .map(|old| {
                 let new = (old * self.config.factor).max(self.config.min_lr);
-                if old - new > self.config.eps { new } else { old }
+                if old - new > self.config.eps {
+                    new
+                } else {
+                    old
+                }
             })
             .collect();
         optimizer.set_lrs(&lrs);
-    }
-}
-
-/// The starting best: any value improves on it.
-fn worst(mode: Mode) -> f64 {
-    match mode {
-        Mode::Min => f64::INFINITY,
-        Mode::Max => f64::NEG_INFINITY,
     }
 }
 
@@ -363,10 +370,16 @@ mod tests {
         }
         let mut broken = a.state();
         broken.insert(KEY_BAD.into(), "-1".into());
-        let err = b.restore(&mut optimizer, 3, &broken).unwrap_err().to_string();
+        let err = b
+            .restore(&mut optimizer, 3, &broken)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`num_bad_epochs` is `-1`"), "{err}");
         broken.remove(KEY_BAD);
-        let err = b.restore(&mut optimizer, 3, &broken).unwrap_err().to_string();
+        let err = b
+            .restore(&mut optimizer, 3, &broken)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no `num_bad_epochs` field"), "{err}");
         assert_eq!(b.state(), a.state(), "a refused restore changes nothing");
     }
