@@ -4,7 +4,7 @@
 
 use rumus::data::transform::reshape;
 use rumus::data::{Batch, DataLoader, Dataset, read_mnist_dir};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::train::{Run, Trainer, classification};
 

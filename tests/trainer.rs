@@ -457,7 +457,7 @@ fn crc32c(bytes: &[u8]) -> u32 {
 
 /// TFRecord's masking of a CRC (tensorflow/core/lib/hash/crc32c.h).
 fn masked(crc: u32) -> u32 {
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xA282_EAD8)
+    crc.rotate_right(15).wrapping_add(0xA282_EAD8)
 }
 
 /// A protobuf field: its number and its value, by wire type.

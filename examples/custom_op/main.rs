@@ -13,7 +13,7 @@ mod swish;
 
 use rumus::autograd::{GradcheckOptions, gradcheck};
 use rumus::data::{Batch, Collate, DataLoader, Sample};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::rng::Generator;
 use rumus::train::{Metrics, Run, Trainer, classification};

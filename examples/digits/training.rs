@@ -2,7 +2,7 @@
 //! `digits` example and by the test that proves it trains.
 
 use rumus::data::{Batch, Collate, CsvOptions, DataLoader, InMemory, Sample, parse_csv};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::rng::Generator;
 use rumus::train::{EpochSummary, Metrics, Run, Trainer, classification};

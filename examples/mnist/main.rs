@@ -19,7 +19,7 @@
 //! metrics are rank 0's slice; the test accuracy is the whole test set.
 
 use rumus::data::{Batch, DataLoader, read_mnist_dir};
-use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler, Optimizer};
+use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler};
 use rumus::prelude::*;
 use rumus::train::{Run, Trainer, classification};
 

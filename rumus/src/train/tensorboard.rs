@@ -157,7 +157,7 @@ fn crc32c(bytes: &[u8]) -> u32 {
 
 fn masked_crc32c(bytes: &[u8]) -> u32 {
     let crc = crc32c(bytes);
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xA282_EAD8)
+    crc.rotate_right(15).wrapping_add(0xA282_EAD8)
 }
 
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> Error {

@@ -176,7 +176,7 @@ impl Trainer {
         let (mut history, mut steps) = match &self.resume {
             Some(checkpoint) => {
                 checkpoint.restore(run.model, run.optimizer)?;
-                let scheduler = run.scheduler.as_mut().map(|s| shorten(s));
+                let scheduler = run.scheduler.as_mut().map(shorten);
                 let history = loop_state::restore(
                     checkpoint,
                     run.optimizer,
@@ -235,7 +235,7 @@ impl Trainer {
                 history: &history,
                 model: run.model,
                 optimizer: &mut *run.optimizer,
-                scheduler: run.scheduler.as_mut().map(|s| shorten(s)),
+                scheduler: run.scheduler.as_mut().map(shorten),
                 early_stopping: early_stopping.as_ref(),
                 steps,
                 stop: false,
