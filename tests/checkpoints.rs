@@ -852,6 +852,7 @@ fn tiny_checkpoint(step: u64) -> Checkpoint {
         epoch: 0,
         step,
         metadata: BTreeMap::new(),
+        loop_state: BTreeMap::new(),
         source: None,
     }
 }
@@ -993,6 +994,7 @@ fn numbered_checkpoint(step: u64, values: usize) -> Checkpoint {
         epoch: step / 10,
         step,
         metadata: BTreeMap::from([("step".to_string(), step.to_string())]),
+        loop_state: BTreeMap::new(),
         source: None,
     }
 }

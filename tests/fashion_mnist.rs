@@ -4,9 +4,9 @@
 
 use rumus::data::transform::reshape;
 use rumus::data::{Batch, DataLoader, Dataset, read_mnist_dir};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
-use rumus::train::{Trainer, classification};
+use rumus::train::{Run, Trainer, classification};
 
 const DATA: &str = "/usr/share/datasets/fashion-mnist";
 
@@ -48,8 +48,9 @@ fn mlp_reaches_85_percent_on_fashion_mnist() {
     let history = Trainer::new(4)
         .quiet()
         .fit(
+            Run::new(&model, &mut optimizer),
             |_| Ok(loader.epoch()),
-            |batch: Batch| {
+            |batch: Batch, optimizer| {
                 let (loss, metrics) = measure(&model, &batch)?;
                 optimizer.step(&mut loss.backward()?)?;
                 Ok(metrics)
@@ -59,8 +60,8 @@ fn mlp_reaches_85_percent_on_fashion_mnist() {
                 let batch = test_loader.epoch().next().expect("one batch")?;
                 Ok(measure(&model, &batch)?.1)
             },
-            |summary| {
-                eprintln!("{summary}");
+            |end| {
+                eprintln!("{}", end.summary);
                 Ok(())
             },
         )

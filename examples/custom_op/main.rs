@@ -13,10 +13,10 @@ mod swish;
 
 use rumus::autograd::{GradcheckOptions, gradcheck};
 use rumus::data::{Batch, Collate, DataLoader, Sample};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::rng::Generator;
-use rumus::train::{Metrics, Trainer, classification};
+use rumus::train::{Metrics, Run, Trainer, classification};
 
 use swish::{swish, swish_typed};
 
@@ -93,8 +93,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut loader = DataLoader::new(train, 32)?.shuffle(11);
     let history = Trainer::new(20).quiet().fit(
+        Run::new(&model, &mut optimizer),
         |_epoch| Ok(loader.epoch()),
-        |batch: Batch| {
+        |batch: Batch, optimizer| {
             let (loss, metrics) = measure(&batch)?;
             optimizer.step(&mut loss.backward()?)?;
             Ok(metrics)

@@ -2,10 +2,10 @@
 //! `digits` example and by the test that proves it trains.
 
 use rumus::data::{Batch, Collate, CsvOptions, DataLoader, InMemory, Sample, parse_csv};
-use rumus::optim::{Adam, AdamConfig, Optimizer};
+use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::rng::Generator;
-use rumus::train::{EpochSummary, Metrics, Trainer, classification};
+use rumus::train::{EpochSummary, Metrics, Run, Trainer, classification};
 
 /// The 1797 images of the UCI handwritten digits set, compiled into the binary: 64 pixel
 /// values from 0 to 16, then the digit.
@@ -65,8 +65,11 @@ pub fn train(trainer: Trainer) -> rumus::Result<Vec<EpochSummary>> {
     )?;
     let mut loader = DataLoader::new(train, 32)?.shuffle(11);
     trainer.fit(
-        |_epoch| Ok(loader.epoch()),
-        |batch: Batch| {
+        Run::new(&model, &mut optimizer),
+        // Epoch `e` (from 1) is the loader's epoch `e - 1`, whatever came before: a run
+        // resumed from a checkpoint sees the batches the uninterrupted run would have.
+        |epoch| Ok(loader.epoch_from(epoch as u64 - 1, 0)),
+        |batch: Batch, optimizer| {
             let (loss, metrics) = measure(&model, &batch)?;
             optimizer.step(&mut loss.backward()?)?;
             Ok(metrics)

@@ -19,9 +19,9 @@
 //! metrics are rank 0's slice; the test accuracy is the whole test set.
 
 use rumus::data::{Batch, DataLoader, read_mnist_dir};
-use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler, Optimizer};
+use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler};
 use rumus::prelude::*;
-use rumus::train::{Trainer, classification};
+use rumus::train::{Run, Trainer, classification};
 
 mod model;
 mod ranks;
@@ -123,8 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t_max: options.epochs as u64,
         eta_min: 1e-5,
     };
-    let scheduler = std::cell::RefCell::new(LrScheduler::new(&mut optimizer, schedule));
-    let optimizer = std::cell::RefCell::new(optimizer);
+    let mut scheduler = LrScheduler::new(&mut optimizer, schedule);
     // Batches of 64 [1, 28, 28] images, shuffled per epoch, loaded by two worker threads.
     // With several processes, each loads its own slice of every batch.
     let mut loader = ranks.shard(DataLoader::new(train, 64)?.shuffle(2).workers(2))?;
@@ -134,11 +133,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         Trainer::new(options.epochs).quiet()
     };
+    // The trainer steps the scheduler after each epoch.
     let history = trainer.fit(
+        Run::new(&model, &mut optimizer).scheduler(&mut scheduler),
         |_| Ok(loader.epoch()),
-        |batch: Batch| {
+        |batch: Batch, optimizer| {
             let (loss, metrics) = measure(&model, &batch, &options.device)?;
-            optimizer.borrow_mut().step(&mut ranks.backward(&loss)?)?;
+            optimizer.step(&mut ranks.backward(&loss)?)?;
             Ok(metrics)
         },
         || {
@@ -149,10 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Ok(total)
         },
-        |_| {
-            scheduler.borrow_mut().step(&mut *optimizer.borrow_mut());
-            Ok(())
-        },
+        |_| Ok(()),
     )?;
     if ranks.is_main() {
         println!(

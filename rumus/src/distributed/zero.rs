@@ -324,6 +324,7 @@ fn shard_checkpoint(state: OptimizerState) -> Checkpoint {
         epoch: 0,
         step: 0,
         metadata: Default::default(),
+        loop_state: Default::default(),
         source: None,
     }
 }

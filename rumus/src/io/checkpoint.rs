@@ -17,6 +17,7 @@
 //! | `model.order`, `optimizer.order` | tensor names, one per line, in their original order |
 //! | `rng.state`, `rng.spare_normal` | four 16-digit hex words; the spare as hex bits or `none` |
 //! | `user.<key>` | the user's [`Checkpoint::metadata`] |
+//! | `loop.<key>` | [`Checkpoint::loop_state`] (absent in files without it) |
 //! | `checksum` | `crc32:<8 hex digits>` |
 //!
 //! The checksum covers every other metadata entry and every tensor's name, dtype, shape and
@@ -59,6 +60,7 @@ const KEY_RNG_STATE: &str = "rng.state";
 const KEY_RNG_SPARE: &str = "rng.spare_normal";
 const KEY_CHECKSUM: &str = "checksum";
 const USER_PREFIX: &str = "user.";
+const LOOP_PREFIX: &str = "loop.";
 const MODEL_PREFIX: &str = "model.";
 const OPTIMIZER_PREFIX: &str = "optimizer.";
 const NONE: &str = "none";
@@ -91,6 +93,11 @@ pub struct Checkpoint {
     pub step: u64,
     /// Free-form fields of the caller (run name, best validation loss, ...).
     pub metadata: BTreeMap<String, String>,
+    /// The state of the training loop beyond the optimizer, as text that round-trips
+    /// exactly: what [`Trainer`](crate::train::Trainer) needs to resume (a
+    /// [`ReduceLrOnPlateau`](crate::optim::ReduceLrOnPlateau)'s counters, early stopping's
+    /// best value, the history so far). Empty for checkpoints written by hand.
+    pub loop_state: BTreeMap<String, String>,
     /// Where the checkpoint was read from (the path, or the name given to
     /// [`Checkpoint::from_bytes`]); `None` for one captured in memory. Errors of
     /// [`Checkpoint::restore`] name it. It is not stored in the file.
@@ -115,6 +122,7 @@ impl fmt::Debug for Checkpoint {
             .field("epoch", &self.epoch)
             .field("step", &self.step)
             .field("metadata", &self.metadata)
+            .field("loop_state", &self.loop_state)
             .field("source", &self.source)
             .finish()
     }
@@ -157,6 +165,7 @@ impl Checkpoint {
             epoch,
             step,
             metadata: BTreeMap::new(),
+            loop_state: BTreeMap::new(),
             source: None,
         }
     }
@@ -335,6 +344,9 @@ impl Checkpoint {
         for (key, value) in &self.metadata {
             meta.insert(format!("{USER_PREFIX}{key}"), value.clone());
         }
+        for (key, value) in &self.loop_state {
+            meta.insert(format!("{LOOP_PREFIX}{key}"), value.clone());
+        }
         let parts: Vec<TensorToWrite> = tensors.iter().map(Encoded::to_write).collect();
         let crc = checksum(&meta, parts);
         meta.insert(KEY_CHECKSUM.into(), format!("crc32:{crc:08x}"));
@@ -473,10 +485,13 @@ impl Checkpoint {
             buffers,
             &bad,
         )?;
-        let metadata = meta
-            .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(USER_PREFIX)?.to_string(), v.clone())))
-            .collect();
+        let with_prefix = |prefix: &str| {
+            meta.iter()
+                .filter_map(|(k, v)| Some((k.strip_prefix(prefix)?.to_string(), v.clone())))
+                .collect()
+        };
+        let metadata = with_prefix(USER_PREFIX);
+        let loop_state = with_prefix(LOOP_PREFIX);
         let checkpoint = Checkpoint {
             model,
             optimizer: OptimizerState {
@@ -489,6 +504,7 @@ impl Checkpoint {
             epoch,
             step,
             metadata,
+            loop_state,
             source: Some(name.to_string()),
         };
         checkpoint.check_values().map_err(bad)?;

@@ -1,4 +1,5 @@
-//! Optimizers, learning-rate schedules and gradient clipping.
+//! Optimizers, learning-rate schedules (closed-form, and [`ReduceLrOnPlateau`] driven by a
+//! metric) and gradient clipping.
 //!
 //! Updates follow PyTorch's formulas (checked against its first steps in
 //! `tests/reference_optim.rs`) and run in place under `no_grad`, so parameters keep their
@@ -10,6 +11,7 @@ mod clip;
 pub(crate) mod limits;
 mod optimizer;
 mod params;
+mod plateau;
 mod rmsprop;
 mod scheduler;
 mod sgd;
@@ -19,8 +21,10 @@ pub use adam::{Adam, AdamConfig};
 pub use clip::{clip_grad_norm, clip_grad_value};
 pub use optimizer::Optimizer;
 pub use params::{OptimizerState, ParamGroup, ParamState, Params};
+pub use plateau::{Mode, PlateauConfig, ReduceLrOnPlateau, ThresholdMode};
 pub use rmsprop::{Rmsprop, RmspropConfig};
 pub use scheduler::{
-    CosineAnnealingLr, ExponentialLr, LinearWarmup, LrScheduler, OneCycleLr, Schedule, StepLr,
+    CosineAnnealingLr, ExponentialLr, LinearWarmup, LrScheduler, OneCycleLr, Schedule, Scheduler,
+    StepLr,
 };
 pub use sgd::{Sgd, SgdConfig};

@@ -1,6 +1,9 @@
 //! Learning-rate schedules. Each computes the rate of every parameter group from the group's
 //! initial rate and the number of `step()` calls so far, in closed form, as PyTorch's
-//! schedulers do; constructing one sets the epoch-0 rate.
+//! schedulers do; constructing one sets the epoch-0 rate. [`Scheduler`] is what a training
+//! loop needs of any of them, [`ReduceLrOnPlateau`](super::ReduceLrOnPlateau) included.
+
+use std::collections::BTreeMap;
 
 use super::limits::pow_count;
 use super::optimizer::Optimizer;
@@ -61,6 +64,56 @@ impl<S: Schedule> LrScheduler<S> {
     /// Number of steps taken (or set with [`LrScheduler::set_epoch`]).
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+}
+
+/// A learning-rate scheduler stepped once per epoch by a training loop
+/// ([`Trainer`](crate::train::Trainer)), whatever rule it follows: a closed-form
+/// [`LrScheduler`] ignores the metric, [`ReduceLrOnPlateau`](super::ReduceLrOnPlateau) acts
+/// on it. Object safe, so a loop holds any scheduler as `&mut dyn Scheduler`.
+pub trait Scheduler {
+    /// Ends an epoch whose monitored metric (say, the evaluation loss) was `metric`, and
+    /// sets the optimizer's rates for the next one.
+    fn step_epoch(&mut self, optimizer: &mut dyn Optimizer, metric: f64);
+
+    /// Number of steps taken (what a checkpoint stores as `scheduler_epoch`).
+    fn epoch(&self) -> u64;
+
+    /// State beyond the step count, as text fields that round-trip exactly (a checkpoint
+    /// stores them); empty for closed-form schedules.
+    fn state(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
+    /// Restores the position `epoch` and the fields of [`Scheduler::state`]. Call it after
+    /// the optimizer's state is restored (closed-form schedules set the rates for `epoch`;
+    /// others leave the restored rates alone). A field that is missing or malformed is an
+    /// error and changes nothing.
+    fn restore(
+        &mut self,
+        optimizer: &mut dyn Optimizer,
+        epoch: u64,
+        state: &BTreeMap<String, String>,
+    ) -> Result<()>;
+}
+
+impl<S: Schedule> Scheduler for LrScheduler<S> {
+    fn step_epoch(&mut self, optimizer: &mut dyn Optimizer, _metric: f64) {
+        self.step(optimizer);
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn restore(
+        &mut self,
+        optimizer: &mut dyn Optimizer,
+        epoch: u64,
+        _state: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.set_epoch(optimizer, epoch);
+        Ok(())
     }
 }
 

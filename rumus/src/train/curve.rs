@@ -1,50 +1,150 @@
-//! The loss/accuracy curve of a run as a PNG. Drawn without text (no font dependency): train
-//! loss in red, test loss in blue, test accuracy in green, all on one 0..max scale; the epoch
-//! summary lines in the log carry the numbers.
+//! The curves of a run as a PNG: a loss panel (train and evaluation) beside an accuracy
+//! panel (train and evaluation), each with a title, axes, tick labels, axis labels and a
+//! legend. The text is drawn with DejaVu Sans embedded in the binary (`assets/`, its licence
+//! beside it) through plotters' `ab_glyph` backend, so no system font or fontconfig is
+//! needed.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::register_font;
 
 use super::metrics::EpochSummary;
 use crate::error::{Error, Result};
 
-/// Writes the curves of `history` to `path` (PNG, 800 x 480).
+/// Width and height of the image, in pixels.
+pub const CURVE_SIZE: (u32, u32) = (1200, 480);
+
+/// The colour (RGB) of the training lines: red.
+pub const TRAIN_COLOR: (u8, u8, u8) = (214, 39, 40);
+/// The colour (RGB) of the evaluation lines: blue.
+pub const EVAL_COLOR: (u8, u8, u8) = (31, 119, 180);
+
+/// The family name the embedded font is registered under.
+const FAMILY: &str = "sans-serif";
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+
+/// Writes the curves of `history` to `path` (PNG, [`CURVE_SIZE`]): loss on the left,
+/// accuracy on the right, train in [`TRAIN_COLOR`], evaluation in [`EVAL_COLOR`].
+/// Non-finite values (a diverged loss) are left out of the lines.
 pub fn write_curve(history: &[EpochSummary], path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let fail = |e: &dyn std::fmt::Display| Error::Io {
         path: path.display().to_string(),
-        message: format!("cannot draw the curve: {e}"),
+        message: format!("cannot draw the curves: {e}"),
     };
-    let series: [(Vec<f64>, RGBColor); 3] = [
-        (history.iter().map(|s| s.train.mean_loss()).collect(), RED),
-        (history.iter().map(|s| s.eval.mean_loss()).collect(), BLUE),
-        (history.iter().map(|s| s.eval.accuracy()).collect(), GREEN),
-    ];
-    let top = series
-        .iter()
-        .flat_map(|(v, _)| v.iter().copied())
-        .filter(|v| v.is_finite())
-        .fold(1.0f64, f64::max);
-    let epochs = history.len().max(2) as f64;
-    let root = BitMapBackend::new(path, (800, 480)).into_drawing_area();
+    register_embedded_font().map_err(|e| fail(&e))?;
+    let root = BitMapBackend::new(path, CURVE_SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
-    let area = root.margin(20, 20, 20, 20);
-    let mut chart = ChartBuilder::on(&area)
-        .build_cartesian_2d(1.0..epochs, 0.0..top * 1.05)
-        .map_err(|e| fail(&e))?;
-    chart
-        .plotting_area()
-        .draw(&Rectangle::new(
-            [(1.0, 0.0), (epochs, top * 1.05)],
-            BLACK.stroke_width(1),
-        ))
-        .map_err(|e| fail(&e))?;
-    for (values, color) in &series {
-        let points = values.iter().enumerate().map(|(i, &v)| ((i + 1) as f64, v));
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(3)))
-            .map_err(|e| fail(&e))?;
-    }
+    let title = format!("Training: {} epochs", history.len());
+    let body = root.titled(&title, (FAMILY, 26)).map_err(|e| fail(&e))?;
+    let panels = body.split_evenly((1, 2));
+    let loss = [
+        ("train loss", series(history, |s| s.train.mean_loss())),
+        ("eval loss", series(history, |s| s.eval.mean_loss())),
+    ];
+    let top = loss
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|&(_, v)| v))
+        .fold(0.0f64, f64::max);
+    let loss_top = if top > 0.0 { top * 1.1 } else { 1.0 };
+    panel(
+        &panels[0],
+        ("Loss", "loss"),
+        loss_top,
+        &loss,
+        SeriesLabelPosition::UpperRight,
+    )
+    .map_err(|e| fail(&e))?;
+    let accuracy = [
+        ("train accuracy", series(history, |s| s.train.accuracy())),
+        ("eval accuracy", series(history, |s| s.eval.accuracy())),
+    ];
+    panel(
+        &panels[1],
+        ("Accuracy", "accuracy"),
+        1.05,
+        &accuracy,
+        SeriesLabelPosition::LowerRight,
+    )
+    .map_err(|e| fail(&e))?;
     root.present().map_err(|e| fail(&e))
+}
+
+/// Registers the embedded font once per process.
+fn register_embedded_font() -> std::result::Result<(), String> {
+    static REGISTERED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            register_font(FAMILY, FontStyle::Normal, FONT)
+                .map_err(|_| "the embedded font does not parse".to_string())
+        })
+        .clone()
+}
+
+/// `(epoch, value)` for every epoch whose value is finite.
+fn series(history: &[EpochSummary], value: fn(&EpochSummary) -> f64) -> Vec<(f64, f64)> {
+    history
+        .iter()
+        .map(|s| (s.epoch as f64, value(s)))
+        .filter(|(_, v)| v.is_finite())
+        .collect()
+}
+
+type Panel<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+
+/// One chart: its caption, epochs 1..n on x, `0..top` on y, a train and an eval line, and
+/// a legend where the lines usually are not (upper right for falling losses, lower right
+/// for rising accuracies).
+fn panel(
+    area: &Panel<'_>,
+    (caption, y_label): (&str, &str),
+    top: f64,
+    lines: &[(&str, Vec<(f64, f64)>); 2],
+    legend: SeriesLabelPosition,
+) -> std::result::Result<
+    (),
+    DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>,
+> {
+    let last = lines
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|&(e, _)| e))
+        .fold(2.0f64, f64::max);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FAMILY, 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(1.0..last, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc(y_label)
+        .x_labels(10.min(last as usize))
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .label_style((FAMILY, 15))
+        .axis_desc_style((FAMILY, 17))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
+    for ((name, points), color) in lines
+        .iter()
+        .zip([TRAIN_COLOR, EVAL_COLOR].map(|(r, g, b)| RGBColor(r, g, b)))
+    {
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(3)))?
+            .label(*name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(legend)
+        .label_font((FAMILY, 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
 }

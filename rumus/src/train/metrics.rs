@@ -2,6 +2,7 @@
 
 use crate::error::Result;
 use crate::nn::{CrossEntropyOptions, cross_entropy};
+use crate::optim::Mode;
 use crate::tensor::DynTensor;
 
 /// Sums over the batches of a phase (train or evaluation).
@@ -67,6 +68,8 @@ pub struct EpochSummary {
     pub train: Metrics,
     /// What the evaluation after the epoch measured.
     pub eval: Metrics,
+    /// The learning rate the epoch trained with (of the first parameter group).
+    pub lr: f64,
     /// Wall-clock time of the epoch, training and evaluation, in seconds.
     pub seconds: f64,
 }
@@ -75,13 +78,58 @@ impl std::fmt::Display for EpochSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "epoch {:>3}  train_loss={:.4}  train_accuracy={:.4}  test_loss={:.4}  test_accuracy={:.4}  ({:.1} s)",
+            "epoch {:>3}  train_loss={:.4}  train_accuracy={:.4}  test_loss={:.4}  test_accuracy={:.4}  lr={:.3e}  ({:.1} s)",
             self.epoch,
             self.train.mean_loss(),
             self.train.accuracy(),
             self.eval.mean_loss(),
             self.eval.accuracy(),
+            self.lr,
             self.seconds
         )
+    }
+}
+
+/// A number of an [`EpochSummary`] that early stopping or a
+/// [`ReduceLrOnPlateau`](crate::optim::ReduceLrOnPlateau) watches (Lightning's `monitor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Mean loss over the epoch's training batches.
+    TrainLoss,
+    /// Accuracy over the epoch's training batches.
+    TrainAccuracy,
+    /// Mean loss of the evaluation after the epoch.
+    EvalLoss,
+    /// Accuracy of the evaluation after the epoch.
+    EvalAccuracy,
+}
+
+impl Metric {
+    /// Its value in `summary`.
+    pub fn of(self, summary: &EpochSummary) -> f64 {
+        match self {
+            Metric::TrainLoss => summary.train.mean_loss(),
+            Metric::TrainAccuracy => summary.train.accuracy(),
+            Metric::EvalLoss => summary.eval.mean_loss(),
+            Metric::EvalAccuracy => summary.eval.accuracy(),
+        }
+    }
+
+    /// Whether it should fall (losses) or rise (accuracies).
+    pub fn mode(self) -> Mode {
+        match self {
+            Metric::TrainLoss | Metric::EvalLoss => Mode::Min,
+            Metric::TrainAccuracy | Metric::EvalAccuracy => Mode::Max,
+        }
+    }
+
+    /// Its column name in the CSV log (`eval_loss`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::TrainLoss => "train_loss",
+            Metric::TrainAccuracy => "train_accuracy",
+            Metric::EvalLoss => "eval_loss",
+            Metric::EvalAccuracy => "eval_accuracy",
+        }
     }
 }

@@ -1,39 +1,98 @@
-//! A training loop for the common case; anything it does not fit is a plain loop over the
-//! same pieces (`backward`, an optimizer's `step`, [`Metrics`]).
+//! A training loop for the common case, in the spirit of PyTorch Lightning's `Trainer`;
+//! anything it does not fit is a plain loop over the same pieces (`backward`, an optimizer's
+//! `step`, [`Metrics`]). Its parts live beside it: [`EarlyStopping`], the CSV and
+//! TensorBoard logs, the curves, and the checkpointed loop state.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::csv_log::CsvLog;
+use super::early_stopping::EarlyStopping;
+use super::loop_state;
 use super::metrics::{EpochSummary, Metrics};
+use super::run::{EpochEnd, Run};
+use super::tensorboard::TensorBoardLog;
 use crate::error::Result;
+use crate::io::Checkpoint;
+use crate::optim::{Optimizer, Scheduler};
 
-/// Runs epochs of training steps, evaluates after each, prints one summary line per epoch,
-/// shows a progress bar over the batches (on a terminal), and draws the curves at the end.
+/// Runs epochs of training steps, evaluates after each, steps the scheduler, and reports:
+/// one summary line per epoch, a progress bar over the batches (on a terminal), a CSV row per
+/// epoch, TensorBoard scalars, and the curves at the end. It can stop early on a metric,
+/// save a checkpoint after every epoch, and resume from one exactly where it left off.
+///
+/// ```
+/// use rumus::optim::{Sgd, SgdConfig};
+/// use rumus::prelude::*;
+/// use rumus::train::{Run, Trainer, classification};
+///
+/// // Two points, two classes, one linear layer.
+/// let model = Linear::<2, 2>::new()?;
+/// let x = DynTensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2])?;
+/// let y = DynTensor::from_vec(vec![0i64, 1], &[2])?;
+/// let mut optimizer = Sgd::new(model.parameters(), SgdConfig { lr: 0.5, ..Default::default() })?;
+/// let history = Trainer::new(20).quiet().fit(
+///     Run::new(&model, &mut optimizer),
+///     // The batches of an epoch (1, 2, ...): here one batch; usually a DataLoader epoch.
+///     |_epoch| Ok([Ok((x.clone(), y.clone()))]),
+///     // One training step; the trainer lends the optimizer.
+///     |(x, y): (DynTensor, DynTensor), optimizer| {
+///         let (loss, metrics) = classification(&model.forward_dyn(&x)?, &y)?;
+///         optimizer.step(&mut loss.backward()?)?;
+///         Ok(metrics)
+///     },
+///     // The evaluation after each epoch.
+///     || {
+///         let _guard = rumus::no_grad();
+///         Ok(classification(&model.forward_dyn(&x)?, &y)?.1)
+///     },
+///     // After each epoch: `end.checkpoint().save(..)`, `end.stop()`, ...
+///     |_end| Ok(()),
+/// )?;
+/// assert_eq!(history.len(), 20);
+/// assert_eq!(history.last().unwrap().eval.accuracy(), 1.0);
+/// # Ok::<(), rumus::Error>(())
+/// ```
 pub struct Trainer {
-    /// Number of epochs to run.
+    /// Number of epochs of the whole run (a resumed run trains the ones it lacks).
     pub epochs: usize,
     /// Show a progress bar over each epoch's batches (feature `progress`).
     pub progress: bool,
-    /// Where to write the loss/accuracy curve (feature `plot`).
-    pub curve_path: Option<PathBuf>,
     /// Print the per-epoch summary line.
     pub verbose: bool,
+    /// Where to write the loss/accuracy curves (feature `plot`).
+    pub curve_path: Option<PathBuf>,
+    /// Where to write the per-epoch CSV log.
+    pub csv_path: Option<PathBuf>,
+    /// The directory of the TensorBoard event file.
+    pub tensorboard_dir: Option<PathBuf>,
+    /// Where to save a checkpoint after every epoch.
+    pub checkpoint_path: Option<PathBuf>,
+    /// When to stop before `epochs`.
+    pub early_stopping: Option<EarlyStopping>,
+    /// The checkpoint to resume from.
+    pub resume: Option<Checkpoint>,
 }
 
 impl Trainer {
-    /// A trainer for `epochs` epochs, with the progress bar and summary lines on and no
-    /// curve.
+    /// A trainer for `epochs` epochs, with the progress bar and summary lines on, and no
+    /// files written.
     pub fn new(epochs: usize) -> Self {
         Trainer {
             epochs,
             progress: true,
-            curve_path: None,
             verbose: true,
+            curve_path: None,
+            csv_path: None,
+            tensorboard_dir: None,
+            checkpoint_path: None,
+            early_stopping: None,
+            resume: None,
         }
     }
 
-    /// Writes the loss/accuracy curve to `path` after training (needs the `plot` feature;
-    /// without it `fit` fails before the first epoch).
+    /// Writes the loss and accuracy curves to `path` (PNG) after training (needs the `plot`
+    /// feature; without it `fit` fails before the first epoch).
     pub fn curve(mut self, path: impl Into<PathBuf>) -> Self {
         self.curve_path = Some(path.into());
         self
@@ -46,17 +105,63 @@ impl Trainer {
         self
     }
 
-    /// `batches(epoch)` gives the epoch's batches: a [`DataLoader`](crate::data::DataLoader)
-    /// epoch, or any iterator of `Result`s (`vec.into_iter().map(Ok)`); `step` trains on one
-    /// and reports its metrics; `evaluate` measures the model after the epoch; `after_epoch`
-    /// runs last (a scheduler step, a checkpoint). The first error stops training and is
-    /// returned. Returns the history.
+    /// Logs every epoch to the CSV file `path` (header
+    /// [`CSV_HEADER`](super::CSV_HEADER)), a row as each epoch ends. A fresh run
+    /// starts the file anew; a resumed one rewrites the rows of its checkpoint's history and
+    /// goes on from there.
+    pub fn csv(mut self, path: impl Into<PathBuf>) -> Self {
+        self.csv_path = Some(path.into());
+        self
+    }
+
+    /// Logs every epoch's scalars to a new TensorBoard event file in `dir`
+    /// (`tensorboard --logdir dir`).
+    pub fn tensorboard(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.tensorboard_dir = Some(dir.into());
+        self
+    }
+
+    /// Saves a checkpoint to `path` after every epoch (atomically: a crash while saving
+    /// leaves the previous one), to resume from with [`Trainer::resume_from`].
+    pub fn checkpoint(mut self, path: impl Into<PathBuf>) -> Self {
+        self.checkpoint_path = Some(path.into());
+        self
+    }
+
+    /// Stops training when `rule` says so.
+    pub fn early_stopping(mut self, rule: EarlyStopping) -> Self {
+        self.early_stopping = Some(rule);
+        self
+    }
+
+    /// Continues the run that wrote `checkpoint` (with [`Trainer::checkpoint`] or
+    /// [`EpochEnd::checkpoint`]): before the first epoch, `fit` restores the model, the
+    /// optimizer, the scheduler, the process-wide generator, early stopping and the
+    /// history, then trains epochs `checkpoint.epoch + 1 ..= epochs`. Build the model,
+    /// optimizer and scheduler as for a fresh run; for the same batches as the
+    /// uninterrupted run, `batches(epoch)` should depend on `epoch` only, e.g.
+    /// `loader.epoch_from(epoch as u64 - 1, 0)`.
+    pub fn resume_from(mut self, checkpoint: Checkpoint) -> Self {
+        self.resume = Some(checkpoint);
+        self
+    }
+
+    /// Trains `run`. `batches(epoch)` gives the epoch's batches (epochs count from 1): a
+    /// [`DataLoader`](crate::data::DataLoader) epoch, or any iterator of `Result`s; `step`
+    /// trains on one batch with the optimizer it is lent and reports its metrics; `evaluate`
+    /// measures the model after the epoch. Then the scheduler steps, early stopping looks at
+    /// the epoch, the logs get their row, and `after_epoch` runs with the optimizer and the
+    /// scheduler (see [`EpochEnd`]). The first error stops training and is returned.
+    ///
+    /// Returns every epoch's summary, a resumed run's earlier ones included; a run stopped
+    /// early returns the epochs it trained.
     pub fn fit<B, I>(
         &self,
+        mut run: Run<'_>,
         mut batches: impl FnMut(usize) -> Result<I>,
-        mut step: impl FnMut(B) -> Result<Metrics>,
+        mut step: impl FnMut(B, &mut dyn Optimizer) -> Result<Metrics>,
         mut evaluate: impl FnMut() -> Result<Metrics>,
-        mut after_epoch: impl FnMut(&EpochSummary) -> Result<()>,
+        mut after_epoch: impl FnMut(&mut EpochEnd<'_>) -> Result<()>,
     ) -> Result<Vec<EpochSummary>>
     where
         I: IntoIterator<Item = Result<B>>,
@@ -64,14 +169,43 @@ impl Trainer {
         if let Some(path) = &self.curve_path {
             check_can_plot(path)?;
         }
-        let mut history = Vec::with_capacity(self.epochs);
-        for epoch in 1..=self.epochs {
+        let mut early_stopping = self.early_stopping.clone();
+        if let Some(rule) = &early_stopping {
+            rule.check()?;
+        }
+        let (mut history, mut steps) = match &self.resume {
+            Some(checkpoint) => {
+                checkpoint.restore(run.model, run.optimizer)?;
+                let scheduler = run.scheduler.as_mut().map(shorten);
+                let history = loop_state::restore(
+                    checkpoint,
+                    run.optimizer,
+                    scheduler,
+                    early_stopping.as_mut(),
+                )?;
+                (history, checkpoint.step)
+            }
+            None => (Vec::with_capacity(self.epochs), 0),
+        };
+        let mut csv = self
+            .csv_path
+            .as_deref()
+            .map(|path| CsvLog::create(path, &history))
+            .transpose()?;
+        let mut tensorboard = self
+            .tensorboard_dir
+            .as_deref()
+            .map(TensorBoardLog::create)
+            .transpose()?;
+        for epoch in history.len() + 1..=self.epochs {
             let start = Instant::now();
+            let lr = run.optimizer.lrs().first().copied().unwrap_or(0.0);
             let work = batches(epoch)?.into_iter();
             let bar = self.progress_bar(work.size_hint().0, epoch);
             let mut train = Metrics::default();
             for batch in work {
-                train.add(step(batch?)?);
+                train.add(step(batch?, &mut *run.optimizer)?);
+                steps += 1;
                 bar.tick(&train);
             }
             bar.finish();
@@ -79,13 +213,46 @@ impl Trainer {
                 epoch,
                 train,
                 eval: evaluate()?,
+                lr,
                 seconds: start.elapsed().as_secs_f64(),
             };
             if self.verbose {
                 println!("{summary}");
             }
-            after_epoch(&summary)?;
+            if let Some(scheduler) = run.scheduler.as_mut() {
+                scheduler.step_epoch(run.optimizer, run.monitor.of(&summary));
+            }
+            let stop_reason = early_stopping.as_mut().and_then(|e| e.update(&summary));
             history.push(summary);
+            if let Some(log) = &mut csv {
+                log.append(&summary)?;
+            }
+            if let Some(log) = &mut tensorboard {
+                log.append(&summary)?;
+            }
+            let mut end = EpochEnd {
+                summary: &summary,
+                history: &history,
+                model: run.model,
+                optimizer: &mut *run.optimizer,
+                scheduler: run.scheduler.as_mut().map(shorten),
+                early_stopping: early_stopping.as_ref(),
+                steps,
+                stop: false,
+            };
+            after_epoch(&mut end)?;
+            if let Some(path) = &self.checkpoint_path {
+                end.checkpoint().save(path)?;
+            }
+            if end.stop || stop_reason.is_some() {
+                if self.verbose {
+                    let reason = stop_reason
+                        .as_deref()
+                        .unwrap_or("the callback asked to stop");
+                    println!("early stopping after epoch {epoch}: {reason}");
+                }
+                break;
+            }
         }
         #[cfg(feature = "plot")]
         if let Some(path) = &self.curve_path {
@@ -97,6 +264,12 @@ impl Trainer {
     fn progress_bar(&self, len: usize, epoch: usize) -> Progress {
         Progress::new(self.progress, len, epoch, self.epochs)
     }
+}
+
+/// Reborrows a scheduler with its trait object's lifetime shortened to the borrow's, which
+/// `Option::as_deref_mut` cannot do.
+fn shorten<'s>(scheduler: &'s mut &mut dyn Scheduler) -> &'s mut dyn Scheduler {
+    &mut **scheduler
 }
 
 /// Whether a curve can be drawn, checked before training rather than after it.

@@ -1,0 +1,137 @@
+//! Stopping a run once a metric stops improving, as PyTorch Lightning's `EarlyStopping`
+//! callback: `patience` epochs in a row without an improvement of more than `min_delta`, or a
+//! metric that is no longer finite, end training after the epoch. The history so far is kept.
+
+use std::collections::BTreeMap;
+
+use super::metrics::{EpochSummary, Metric};
+use crate::error::{Error, Result};
+use crate::optim::Mode;
+
+const KEY_BEST: &str = "best";
+const KEY_WAIT: &str = "wait";
+
+/// Watches one [`Metric`] and says when to stop. Give it to
+/// [`Trainer::early_stopping`](super::Trainer::early_stopping).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EarlyStopping {
+    /// The metric watched; whether it should fall or rise is [`Metric::mode`].
+    pub metric: Metric,
+    /// Epochs in a row without improvement before stopping (Lightning's default: 3).
+    pub patience: u64,
+    /// An improvement must beat the best by more than this (finite, `>= 0`).
+    pub min_delta: f64,
+    best: f64,
+    wait: u64,
+}
+
+impl EarlyStopping {
+    /// Watches `metric` with patience 3 and no minimum improvement (Lightning's defaults).
+    pub fn new(metric: Metric) -> Self {
+        EarlyStopping {
+            metric,
+            patience: 3,
+            min_delta: 0.0,
+            best: metric.mode().worst(),
+            wait: 0,
+        }
+    }
+
+    /// Sets the patience.
+    pub fn patience(mut self, epochs: u64) -> Self {
+        self.patience = epochs;
+        self
+    }
+
+    /// Sets the minimum improvement.
+    pub fn min_delta(mut self, delta: f64) -> Self {
+        self.min_delta = delta;
+        self
+    }
+
+    /// The best value seen so far (infinite before the first epoch).
+    pub fn best(&self) -> f64 {
+        self.best
+    }
+
+    /// Epochs since the last improvement.
+    pub fn wait(&self) -> u64 {
+        self.wait
+    }
+
+    /// Refuses a `min_delta` that is negative or not finite (the trainer checks before the
+    /// first epoch).
+    pub fn check(&self) -> Result<()> {
+        if self.min_delta.is_finite() && self.min_delta >= 0.0 {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument {
+            op: "EarlyStopping",
+            message: format!(
+                "min_delta is {}; it must be a finite number >= 0 (how much better than the \
+                 best a value must be to count as an improvement)",
+                self.min_delta
+            ),
+        })
+    }
+
+    /// Takes an epoch's summary; returns why training should stop, or `None` to go on.
+    pub fn update(&mut self, summary: &EpochSummary) -> Option<String> {
+        let value = self.metric.of(summary);
+        let name = self.metric.name();
+        if !value.is_finite() {
+            return Some(format!(
+                "{name} is {value} at epoch {}, which is not finite",
+                summary.epoch
+            ));
+        }
+        let improved = match self.metric.mode() {
+            Mode::Min => value < self.best - self.min_delta,
+            Mode::Max => value > self.best + self.min_delta,
+        };
+        if improved {
+            self.best = value;
+            self.wait = 0;
+            return None;
+        }
+        self.wait += 1;
+        (self.wait >= self.patience).then(|| {
+            format!(
+                "{name} did not improve on its best {} by more than {} for {} epochs",
+                self.best, self.min_delta, self.wait
+            )
+        })
+    }
+
+    /// The best value and the wait count, as exact text (for checkpoints).
+    pub(super) fn state(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (KEY_BEST.to_string(), format!("{:e}", self.best)),
+            (KEY_WAIT.to_string(), self.wait.to_string()),
+        ])
+    }
+
+    /// Restores [`EarlyStopping::state`]; `source` names the checkpoint in errors.
+    pub(super) fn restore(&mut self, state: &BTreeMap<String, String>, source: &str) -> Result<()> {
+        let bad = |key: &str| Error::InvalidArgument {
+            op: "Trainer::resume_from",
+            message: format!(
+                "{source}: the early-stopping field `{key}` is missing or malformed ({:?}); was \
+                 the checkpoint written by a run with early stopping?",
+                state.get(key)
+            ),
+        };
+        let best = state
+            .get(KEY_BEST)
+            .and_then(|t| t.parse::<f64>().ok())
+            .filter(|b| !b.is_nan())
+            .ok_or_else(|| bad(KEY_BEST))?;
+        let wait = state
+            .get(KEY_WAIT)
+            .and_then(|t| t.parse::<u64>().ok())
+            .ok_or_else(|| bad(KEY_WAIT))?;
+        self.best = best;
+        self.wait = wait;
+        Ok(())
+    }
+}
