@@ -25,6 +25,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub(crate) mod alloc;
 pub mod autograd;
 pub mod backend;

@@ -141,7 +141,8 @@ impl Checkpoint {
 
     /// [`Checkpoint::capture`] with the optimizer's state given: for an optimizer whose
     /// state is assembled elsewhere, e.g. gathered from the ranks of a
-    /// [`ZeroRedundancyOptimizer`](crate::distributed::ZeroRedundancyOptimizer).
+    /// `rumus::distributed::ZeroRedundancyOptimizer` (a plain name, not a link: that module
+    /// exists only with the `distributed` feature).
     pub fn with_optimizer_state(
         model: &dyn Module,
         optimizer: OptimizerState,
