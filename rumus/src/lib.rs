@@ -1,29 +1,22 @@
-//! # rumus
+// The crate's front page is the tour in README.md (also what a package registry shows), so
+// its examples are compiled and run as doctests and cannot drift from the API.
+#![doc = include_str!("../README.md")]
 //!
-//! Deep learning in Rust with tensor shapes checked at compile time.
+//! ## Where things are
 //!
-//! Two layers of tensor:
-//! - [`DynTensor`]: shape known at run time; every op returns [`Result`]. It owns all kernels
-//!   and backward formulas, which are compiled once, not per shape.
-//! - [`Tensor<S, E>`](Tensor): the same tensor with its shape and element type (`f32` unless
-//!   named) as types, e.g. `Tensor<(Dyn, D<784>)>`. Shape mistakes between static dims and
-//!   element-type mistakes are compile errors; see [`Tensor`] for what is left to run time
-//!   (the `try_` forms).
-//!
-//! Gradients come from a tape of [`autograd::BackwardOp`] records:
-//!
-//! ```
-//! use rumus::prelude::*;
-//!
-//! # fn main() -> rumus::Result<()> {
-//! let w = Tensor::<(D<2>, D<2>)>::from_vec(vec![1.0f32, 2.0, 3.0, 4.0])?.requires_grad_()?;
-//! let x = Tensor::<(D<2>, D<1>)>::from_vec(vec![1.0f32, -1.0])?;
-//! let loss = w.matmul(&x).tanh().sum_all();
-//! let grads = loss.backward()?;
-//! assert_eq!(grads.grad_of(&w)?.dims(), &[2, 2]);
-//! # Ok(())
-//! # }
-//! ```
+//! - [`Tensor`] and [`DynTensor`], the two layers of tensor; [`shape`] holds the dims
+//!   ([`D`], [`Dyn`], [`dim!`]) and [`dtype`] the element types.
+//! - [`autograd`]: the tape of [`BackwardOp`](autograd::BackwardOp) records, [`GradientStore`],
+//!   [`grad`] for higher derivatives, [`gradcheck`].
+//! - [`nn`]: layers, losses, initialisers and the [`Module`](nn::Module) trait that
+//!   [`#[model]`](model) implements; [`tensor_fn!`] writes forward passes with shapes.
+//! - [`optim`]: [`Sgd`](optim::Sgd), [`Adam`](optim::Adam) (and AdamW),
+//!   [`Rmsprop`](optim::Rmsprop), [`Adagrad`](optim::Adagrad), schedules and clipping.
+//! - [`data`]: datasets, transforms and the [`DataLoader`](data::DataLoader); [`io`]:
+//!   safetensors and [`Checkpoint`](io::Checkpoint)s; [`train`]: the training loop.
+//! - [`onnx`]: export and import; [`ops`]: every op, and [`ops::custom`] for your own;
+//!   [`device`] and [`backend`]: CPU and GPU kernels; [`rng`]: the global generator.
+#![warn(missing_docs)]
 
 pub(crate) mod alloc;
 pub mod autograd;

@@ -22,6 +22,41 @@ use crate::error::{Error, Result};
 use crate::rng::Generator;
 
 /// Batches of a dataset, epoch after epoch.
+///
+/// ```
+/// use rumus::data::{DataLoader, Features, InMemory, Sample};
+///
+/// # fn main() -> rumus::Result<()> {
+/// // Ten items: item i is the vector [i, i], labelled i % 3.
+/// let items: Vec<Sample> = (0..10)
+///     .map(|i| Sample::classified(Features::vector(vec![i as f32; 2]), i % 3))
+///     .collect();
+/// let mut loader = DataLoader::new(InMemory::new(items.clone()), 4)?;
+/// assert_eq!(loader.len(), 3); // 4 + 4 + 2
+/// let batches = loader.epoch().collect::<rumus::Result<Vec<_>>>()?;
+/// assert_eq!(batches[0].input.dims(), &[4, 2]);
+/// assert_eq!(batches[2].target.to_vec::<i64>()?, vec![8 % 3, 9 % 3]);
+///
+/// // Shuffled: every item once per epoch, in an order that depends only on the seed and
+/// // the epoch, so two worker threads give the batches one thread gives.
+/// let order = |workers: usize| -> rumus::Result<Vec<f32>> {
+///     let mut loader = DataLoader::new(InMemory::new(items.clone()), 4)?
+///         .shuffle(7)
+///         .workers(workers);
+///     let mut firsts = Vec::new();
+///     for batch in loader.epoch() {
+///         firsts.extend(batch?.input.to_vec::<f32>()?.into_iter().step_by(2));
+///     }
+///     Ok(firsts)
+/// };
+/// let shuffled = order(0)?;
+/// assert_eq!(order(2)?, shuffled);
+/// let mut sorted = shuffled.clone();
+/// sorted.sort_by(f32::total_cmp);
+/// assert_eq!(sorted, (0..10).map(|i| i as f32).collect::<Vec<_>>());
+/// # Ok(())
+/// # }
+/// ```
 pub struct DataLoader<D: Dataset> {
     dataset: Arc<D>,
     batch_size: usize,

@@ -77,6 +77,38 @@ const NONE: &str = "none";
 ///    [`DataLoader`](crate::data::DataLoader) built with the same seed and resumed with
 ///    `epoch_from(epoch, batch)` yields exactly the batches the uninterrupted run would have
 ///    seen (its order and augmentations depend only on seed, epoch and index).
+///
+/// ```
+/// use rumus::io::Checkpoint;
+/// use rumus::nn::{Linear, Module};
+/// use rumus::optim::{Adam, AdamConfig};
+///
+/// # fn main() -> rumus::Result<()> {
+/// let model = Linear::<2, 1>::new()?;
+/// let adam = Adam::new(model.parameters(), AdamConfig::adam())?;
+/// // ... training; then, at epoch 3 after 120 steps:
+/// let checkpoint = Checkpoint::capture(&model, &adam, None, 3, 120).with_metadata("run", "a");
+/// // `save(path)` writes these bytes atomically; `load(path)` reads them back.
+/// let bytes = checkpoint.to_bytes()?;
+///
+/// // Resuming: a fresh model and optimizer (other random weights), then restore.
+/// let resumed = Linear::<2, 1>::new()?;
+/// let mut resumed_adam = Adam::new(resumed.parameters(), AdamConfig::adam())?;
+/// let loaded = Checkpoint::from_bytes(&bytes, "in memory")?;
+/// loaded.restore(&resumed, &mut resumed_adam)?;
+/// assert_eq!((loaded.epoch, loaded.step), (3, 120));
+/// assert_eq!(loaded.metadata["run"], "a");
+/// for (a, b) in resumed.parameters().iter().zip(model.parameters()) {
+///     assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?);
+/// }
+///
+/// // A damaged file is an error, not silently different weights.
+/// let mut damaged = bytes.clone();
+/// *damaged.last_mut().unwrap() ^= 1;
+/// assert!(Checkpoint::from_bytes(&damaged, "damaged").is_err());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Checkpoint {
     /// Model parameters and buffers by dotted name.
@@ -149,7 +181,8 @@ impl Checkpoint {
 
     /// [`Checkpoint::capture`] with the optimizer's state given: for an optimizer whose
     /// state is assembled elsewhere, e.g. gathered from the ranks of a
-    /// [`ZeroRedundancyOptimizer`](crate::distributed::ZeroRedundancyOptimizer).
+    /// `rumus::distributed::ZeroRedundancyOptimizer` (a plain name, not a link: that module
+    /// exists only with the `distributed` feature).
     pub fn with_optimizer_state(
         model: &dyn Module,
         optimizer: OptimizerState,

@@ -13,6 +13,34 @@ pub use crate::device::Device;
 pub type StateDict = Vec<(String, DynTensor)>;
 
 /// A layer or a model made of layers.
+///
+/// Layers implement it by hand; `#[model]` implements it for a struct of layers, naming each
+/// tensor by its field path, as PyTorch's `state_dict()` does.
+///
+/// ```
+/// use rumus::prelude::*;
+///
+/// #[model(sequential, activation = relu)]
+/// struct Mlp {
+///     fc1: Linear<4, 8>,
+///     fc2: Linear<8, 2>,
+/// }
+///
+/// fn main() -> rumus::Result<()> {
+///     let mut mlp = Mlp::new()?;
+///     let names: Vec<String> = mlp.named_parameters().into_iter().map(|(n, _)| n).collect();
+///     assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
+///     assert_eq!(mlp.num_parameters(), (4 * 8 + 8) + (8 * 2 + 2));
+///
+///     // A state dict moves the values into another model of the same structure.
+///     let copy = Mlp::new()?;
+///     copy.load_state_dict(&mlp.state_dict())?;
+///     mlp.eval();
+///     let x = Tensor::<(D<3>, D<4>)>::randn();
+///     assert_eq!(copy.forward(&x)?.to_vec()?, mlp.forward(&x)?.to_vec()?);
+///     Ok(())
+/// }
+/// ```
 pub trait Module {
     /// Calls `f` with the dotted name and tensor of every parameter (what an optimizer
     /// trains), in declaration order. `prefix` is the module's own name followed by a dot

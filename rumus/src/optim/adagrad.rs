@@ -35,6 +35,25 @@ impl Default for AdagradConfig {
 }
 
 /// Adagrad, as PyTorch's `torch.optim.Adagrad`.
+///
+/// The first step divides the gradient by the square root of its own square, so every
+/// element moves by `lr` against the sign of its gradient:
+///
+/// ```
+/// use rumus::DynTensor;
+/// use rumus::optim::{Adagrad, AdagradConfig, Optimizer};
+///
+/// # fn main() -> rumus::Result<()> {
+/// let w = DynTensor::from_vec(vec![1.0f32, -2.0], &[2])?.requires_grad_()?;
+/// let config = AdagradConfig { lr: 0.1, ..AdagradConfig::default() };
+/// let mut adagrad = Adagrad::new(vec![w.clone()], config)?;
+/// let mut grads = w.mul(&w)?.sum_all()?.backward()?; // gradient 2w
+/// adagrad.step(&mut grads)?;
+/// let w = w.to_vec::<f32>()?;
+/// assert!((w[0] - 0.9).abs() < 1e-6 && (w[1] + 1.9).abs() < 1e-6);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Adagrad {
     params: Params,
     config: AdagradConfig,

@@ -59,6 +59,33 @@ impl Default for AdamConfig {
 }
 
 /// Adam, or AdamW with `decoupled`, as PyTorch's `torch.optim.Adam` and `torch.optim.AdamW`.
+///
+/// Adam's first step moves every element by `lr` against the sign of its gradient (the
+/// bias-corrected moments are `g` and `g^2`, so the step is `lr * g / (|g| + eps)`); AdamW
+/// first shrinks the weights by `1 - lr * weight_decay`:
+///
+/// ```
+/// use rumus::DynTensor;
+/// use rumus::optim::{Adam, AdamConfig, Optimizer};
+///
+/// # fn main() -> rumus::Result<()> {
+/// let first_step = |config: AdamConfig| -> rumus::Result<Vec<f32>> {
+///     let w = DynTensor::from_vec(vec![1.0f32, -2.0], &[2])?.requires_grad_()?;
+///     let mut adam = Adam::new(vec![w.clone()], config)?;
+///     let mut grads = w.mul(&w)?.sum_all()?.backward()?; // gradient 2w: signs + and -
+///     adam.step(&mut grads)?;
+///     w.to_vec::<f32>()
+/// };
+/// let close = |got: Vec<f32>, want: [f32; 2]| {
+///     got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6)
+/// };
+/// let adam = first_step(AdamConfig { lr: 0.1, ..AdamConfig::adam() })?;
+/// assert!(close(adam, [1.0 - 0.1, -2.0 + 0.1]));
+/// let adamw = first_step(AdamConfig { lr: 0.1, weight_decay: 0.5, ..AdamConfig::adamw() })?;
+/// assert!(close(adamw, [1.0 * 0.95 - 0.1, -2.0 * 0.95 + 0.1]));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Adam {
     params: Params,
     config: AdamConfig,

@@ -39,6 +39,24 @@ impl Default for RmspropConfig {
 }
 
 /// RMSprop, as PyTorch's `torch.optim.RMSprop`.
+///
+/// The first step divides the gradient by `sqrt((1 - alpha) * g^2)`, so with the default
+/// `alpha = 0.99` every element moves by `10 * lr` against the sign of its gradient:
+///
+/// ```
+/// use rumus::DynTensor;
+/// use rumus::optim::{Optimizer, Rmsprop, RmspropConfig};
+///
+/// # fn main() -> rumus::Result<()> {
+/// let w = DynTensor::from_vec(vec![1.0f32, -2.0], &[2])?.requires_grad_()?;
+/// let mut rmsprop = Rmsprop::new(vec![w.clone()], RmspropConfig::default())?; // lr 0.01
+/// let mut grads = w.mul(&w)?.sum_all()?.backward()?; // gradient 2w
+/// rmsprop.step(&mut grads)?;
+/// let w = w.to_vec::<f32>()?;
+/// assert!((w[0] - 0.9).abs() < 1e-6 && (w[1] + 1.9).abs() < 1e-6);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Rmsprop {
     params: Params,
     config: RmspropConfig,

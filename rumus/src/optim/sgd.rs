@@ -35,6 +35,21 @@ impl Default for SgdConfig {
 }
 
 /// Stochastic gradient descent, as PyTorch's `torch.optim.SGD`.
+///
+/// ```
+/// use rumus::DynTensor;
+/// use rumus::optim::{Optimizer, Sgd, SgdConfig};
+///
+/// # fn main() -> rumus::Result<()> {
+/// let w = DynTensor::from_vec(vec![1.0f32, -2.0], &[2])?.requires_grad_()?;
+/// let config = SgdConfig { lr: 0.25, ..SgdConfig::default() };
+/// let mut sgd = Sgd::new(vec![w.clone()], config)?;
+/// let mut grads = w.mul(&w)?.sum_all()?.backward()?; // d/dw sum(w^2) = 2w
+/// sgd.step(&mut grads)?; // w - 0.25 * 2w = w / 2, in place
+/// assert_eq!(w.to_vec::<f32>()?, vec![0.5, -1.0]);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Sgd {
     params: Params,
     config: SgdConfig,

@@ -21,6 +21,29 @@ use crate::storage::{CpuBuffer, Storage};
 /// plus its place on the autograd graph when it requires a gradient.
 ///
 /// Cloning is cheap (one `Arc`); clones are the same tensor for autograd purposes.
+///
+/// Every op returns [`Result`]: shapes, dtypes and devices are checked when the op runs.
+///
+/// ```
+/// use rumus::DynTensor;
+///
+/// # fn main() -> rumus::Result<()> {
+/// // rows [1, 2, 3] and [4, 5, 6], times rows [1, 0], [0, 1] and [1, 1]
+/// let a = DynTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let b = DynTensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2])?;
+/// let c = a.matmul(&b)?;
+/// assert_eq!(c.dims(), &[2, 2]);
+/// assert_eq!(c.to_vec::<f32>()?, vec![1.0 + 3.0, 2.0 + 3.0, 4.0 + 6.0, 5.0 + 6.0]);
+/// // [2, 3] @ [2, 3]: an Err that names both shapes, not a panic
+/// assert!(a.matmul(&a).is_err());
+///
+/// // d/dx sum(x * x) = 2x
+/// let x = DynTensor::from_vec(vec![1.0f32, -2.0, 3.0], &[3])?.requires_grad_()?;
+/// let grads = x.mul(&x)?.sum_all()?.backward()?;
+/// assert_eq!(grads.grad(&x)?.to_vec::<f32>()?, vec![2.0, -4.0, 6.0]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct DynTensor(Arc<TensorImpl>);
 

@@ -29,6 +29,35 @@ use crate::tensor::DynTensor;
 ///   operators `+ - * /`, panic with the same message, as slice indexing does. Forwards written with `tensor_fn!` return `Result` and never panic for these.
 ///   Code that handles shapes it cannot trust can also stay on [`DynTensor`], where every op
 ///   returns `Result`.
+///
+/// # Example
+///
+/// ```
+/// use rumus::prelude::*;
+///
+/// # fn main() -> rumus::Result<()> {
+/// let x = Tensor::<(D<2>, D<3>)>::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// let ones = Tensor::<(D<3>, D<1>)>::from_vec(vec![1.0; 3])?;
+/// let row_sums = x.matmul(&ones); // Tensor<(D<2>, D<1>)>, no Result: the shapes fit
+/// assert_eq!(row_sums.to_vec()?, vec![6.0, 15.0]);
+///
+/// // Runtime sizes enter once, through a checked boundary.
+/// let batch: Tensor<(Dyn, D<3>)> = DynTensor::zeros(&[4, 3], DType::F32)?.try_shape()?;
+/// assert_eq!(batch.dims(), &[4, 3]);
+/// let wrong = DynTensor::zeros(&[4, 2], DType::F32)?.try_shape::<(Dyn, D<3>)>();
+/// assert!(wrong.is_err()); // axis 1 holds 2, the type says 3
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A product whose inner dims differ does not compile:
+///
+/// ```compile_fail,E0308
+/// use rumus::prelude::*;
+///
+/// let x = Tensor::<(D<2>, D<3>)>::zeros();
+/// let _ = x.matmul(&x); // expected `3`, found `2`
+/// ```
 pub struct Tensor<S: Shape, E: Element = f32> {
     inner: DynTensor,
     marker: PhantomData<fn() -> (S, E)>,

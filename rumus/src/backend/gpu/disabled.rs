@@ -13,14 +13,17 @@ use crate::tensor::DynTensor;
 pub struct GpuDevice(Infallible);
 
 impl GpuDevice {
+    /// Always [`DeviceError::NotCompiled`], whose message says to enable the `gpu` feature.
     pub fn default_adapter() -> Result<GpuDevice> {
         Err(DeviceError::NotCompiled.into())
     }
 
+    /// The adapter's name (unreachable: no `GpuDevice` exists).
     pub fn name(&self) -> &str {
         match self.0 {}
     }
 
+    /// Waits for queued kernels (unreachable: no `GpuDevice` exists).
     pub fn synchronize(&self) -> Result<()> {
         match self.0 {}
     }
@@ -47,18 +50,22 @@ pub(crate) fn upload_asked(device: &GpuDevice, _: &CpuBuffer, _: &[usize]) -> Re
 pub struct GpuBuffer(Infallible);
 
 impl GpuBuffer {
+    /// Number of elements (unreachable: no `GpuBuffer` exists).
     pub fn len(&self) -> usize {
         match self.0 {}
     }
 
+    /// Whether it holds no elements (unreachable: no `GpuBuffer` exists).
     pub fn is_empty(&self) -> bool {
         match self.0 {}
     }
 
+    /// Element type (unreachable: no `GpuBuffer` exists).
     pub fn dtype(&self) -> DType {
         match self.0 {}
     }
 
+    /// The device holding it (unreachable: no `GpuBuffer` exists).
     pub fn device(&self) -> GpuDevice {
         match self.0 {}
     }
