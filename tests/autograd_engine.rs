@@ -88,6 +88,37 @@ fn two_losses_from_one_forward_can_both_be_back_propagated() {
     );
 }
 
+/// Gradients of several outputs reaching one input add up in one order on every call: with
+/// contributions 1, 1e-8 and -1 an f32 sum is 0 or 1e-8 depending on that order, so any
+/// order that changes from call to call (a hash map's, seeded afresh for each map) shows.
+#[test]
+fn several_outputs_add_their_gradients_in_a_repeatable_order() {
+    let x = DynTensor::from_vec(vec![0.5f32], &[1])
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let scales = [1.0, 1e-8, -1.0, 1e-8, 1.0, -1.0];
+    let gradient = || {
+        let outputs: Vec<DynTensor> = scales
+            .iter()
+            .map(|&c| x.mul_scalar(c).unwrap().sum_all().unwrap())
+            .collect();
+        let outputs: Vec<&DynTensor> = outputs.iter().collect();
+        grad(&outputs, &[&x], false).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap()[0]
+            .to_bits()
+    };
+    let first = gradient();
+    for call in 1..64 {
+        assert_eq!(
+            gradient(),
+            first,
+            "call {call} added the gradients in another order"
+        );
+    }
+}
+
 #[test]
 fn backward_visits_only_what_the_loss_depends_on() {
     let x = randn(&[3], 1).requires_grad_().unwrap();

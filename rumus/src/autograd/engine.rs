@@ -71,6 +71,7 @@ fn run_backward(
     let mut stack: Vec<Arc<Node>> = Vec::new();
     let mut pending: HashMap<TensorId, DynTensor> = HashMap::new();
     let mut results: HashMap<TensorId, DynTensor> = HashMap::new();
+    let mut root_ids = Vec::with_capacity(roots.len());
     for (output, seed) in roots {
         check_seed(output, seed)?;
         let meta = output
@@ -78,6 +79,7 @@ fn run_backward(
             .ok_or_else(|| AutogradError::NotTracked {
                 context: "backward".into(),
             })?;
+        root_ids.push(meta.id);
         match &meta.node {
             Some(node) => {
                 if nodes.insert(meta.id, node.clone()).is_none() {
@@ -108,11 +110,15 @@ fn run_backward(
         }
     }
 
-    let mut ready: Vec<TensorId> = nodes
-        .keys()
-        .filter(|id| !consumers.contains_key(id))
-        .copied()
-        .collect();
+    // Only outputs can lack consumers (everything else was found as some record's input).
+    // They start in the order given, not the map's: its order changes from process to
+    // process, and the order gradients reach a shared input decides how their sum rounds.
+    let mut ready: Vec<TensorId> = Vec::new();
+    for &id in root_ids.iter().rev() {
+        if nodes.contains_key(&id) && !consumers.contains_key(&id) && !ready.contains(&id) {
+            ready.push(id);
+        }
+    }
     while let Some(id) = ready.pop() {
         let node = nodes.remove(&id).expect("every ready id was discovered");
         let grad = pending.remove(&id);

@@ -337,11 +337,16 @@ pub fn input_grad(isa: Isa, shape: &Conv2dShape, dy: &[f32], w: &[f32]) -> Vec<f
     correlate_batch(isa, source, corr, c, weight, None)
 }
 
-/// Per-thread buffers and partial sum of the weight gradient.
+/// Partial sums the weight gradient's batch is cut into: enough for every thread of a
+/// typical machine to take some, few enough that adding them up costs nothing next to the
+/// products.
+const WEIGHT_GRAD_GROUPS: usize = 16;
+
+/// Per-thread buffers of the weight gradient: one sample padded, and its output gradient
+/// position-major.
 struct WeightGradScratch {
     src: Vec<f32>,
     dy: Aligned,
-    sum: Aligned,
 }
 
 /// The gradient `[OC, C, KH, KW]` of the weight of [`forward`] given its input `x` and
@@ -364,9 +369,9 @@ pub fn weight_grad_of(isa: Isa, shape: &Conv2dShape, x: &[f32], dy: &[f32]) -> V
     let new_scratch = || WeightGradScratch {
         src: vec![0.0; corr.source_len(positions)],
         dy: Aligned::zeroed(positions * stride),
-        sum: Aligned::zeroed(offsets.len() * stride),
     };
-    let accumulate = |mut s: WeightGradScratch, n: usize| {
+    // Adds sample `n`'s gradient to `sum`.
+    let accumulate = |s: &mut WeightGradScratch, sum: &mut Aligned, n: usize| {
         let sample = &x[n * per_x..(n + 1) * per_x];
         let (c, size, pad) = (shape.in_channels, shape.input, shape.padding);
         pad_into(&mut s.src, sample, c, size, pad, wp, hp * wp);
@@ -384,11 +389,10 @@ pub fn weight_grad_of(isa: Isa, shape: &Conv2dShape, x: &[f32], dy: &[f32]) -> V
             stride,
             offsets: &offsets,
             src: &s.src,
-            out: s.sum.as_mut_slice(),
+            out: sum.as_mut_slice(),
             positions,
         };
         weight_grad(tiles, args);
-        s
     };
     let add = |mut a: Aligned, b: Aligned| {
         let b = b.as_slice();
@@ -398,16 +402,30 @@ pub fn weight_grad_of(isa: Isa, shape: &Conv2dShape, x: &[f32], dy: &[f32]) -> V
             .for_each(|(a, b)| *a += b);
         a
     };
-    let total = if shape.batch > 1 && worth_splitting(shape.batch * per_dy * taps) {
-        (0..shape.batch)
-            .into_par_iter()
-            .fold(new_scratch, accumulate)
-            .map(|s| s.sum)
-            .reduce_with(add)
-    } else {
-        Some((0..shape.batch).fold(new_scratch(), accumulate).sum)
+    // Fixed groups of consecutive samples, each summed in sample order, then the groups in
+    // group order: the rounding depends on the batch alone. (Each thread summing whatever
+    // samples rayon handed it made the gradient differ between runs and thread counts.)
+    let per_group = shape.batch.div_ceil(WEIGHT_GRAD_GROUPS).max(1);
+    let group = |scratch: &mut WeightGradScratch, g: usize| {
+        let mut sum = Aligned::zeroed(offsets.len() * stride);
+        let samples = g * per_group..((g + 1) * per_group).min(shape.batch);
+        samples.for_each(|n| accumulate(scratch, &mut sum, n));
+        sum
     };
-    let total = total.unwrap_or_else(|| Aligned::zeroed(offsets.len() * stride));
+    let groups = shape.batch.div_ceil(per_group);
+    let sums: Vec<Aligned> = if groups > 1 && worth_splitting(shape.batch * per_dy * taps) {
+        (0..groups)
+            .into_par_iter()
+            .map_init(new_scratch, group)
+            .collect()
+    } else {
+        let mut scratch = new_scratch();
+        (0..groups).map(|g| group(&mut scratch, g)).collect()
+    };
+    let total = sums
+        .into_iter()
+        .reduce(add)
+        .unwrap_or_else(|| Aligned::zeroed(offsets.len() * stride));
     let total = total.as_slice();
     (0..oc)
         .flat_map(|r| (0..taps).map(move |k| total[k * stride + r]))
@@ -555,6 +573,36 @@ mod tests {
                     &what("weight gradient"),
                 );
                 assert_close(&bias_grad_of(&s, &dy), &db, &what("bias gradient"));
+            }
+        }
+    }
+
+    /// The weight gradient, a sum over the batch, rounds the same on any thread count.
+    #[test]
+    fn weight_gradient_is_bit_identical_on_any_thread_count() {
+        let s = Conv2dShape {
+            batch: 37,
+            in_channels: 3,
+            input: [12, 12],
+            out_channels: 8,
+            kernel: [3, 3],
+            padding: [1, 1],
+        };
+        let [oh, ow] = s.output();
+        let x = values(s.batch * s.in_channels * 144, 5);
+        let dy = values(s.batch * s.out_channels * oh * ow, 6);
+        for isa in Isa::available() {
+            let on = |threads: usize| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap()
+                    .install(|| weight_grad_of(isa, &s, &x, &dy))
+            };
+            let one: Vec<u32> = on(1).iter().map(|v| v.to_bits()).collect();
+            for threads in [2, 3, 2, 3] {
+                let split: Vec<u32> = on(threads).iter().map(|v| v.to_bits()).collect();
+                assert!(one == split, "{isa:?} on {threads} threads");
             }
         }
     }

@@ -17,6 +17,23 @@ const PARALLEL_FLOPS: usize = 64 * 64 * 64;
 /// Fewest rows of a product worth giving a thread of their own.
 const ROW_BLOCK_MIN: usize = 32;
 
+/// Depth of the inner dimension that gemm always sums in one block. Past it gemm cuts the
+/// inner dimension into blocks whose depth depends on the product's other sizes: 512 deep
+/// when both are at most [`SMALL_SIDE`], an even split sized from the caches otherwise (a
+/// linear layer with 784 inputs: 512 + 272 in a thread's 64 x 64 block, 392 + 392 in the
+/// whole 64 x 128 product on one thread), and each block rounds its sum.
+const ONE_BLOCK_DEPTH: usize = 512;
+
+/// Largest side of the products for which gemm takes its fixed 512-deep blocks (see
+/// [`ONE_BLOCK_DEPTH`]).
+const SMALL_SIDE: usize = 64;
+
+/// Fewest elements of a product, or of a thread's block of it, for gemm's general kernels:
+/// at most 16 x 16 elements (with contiguous inner strides) it takes another kernel, which
+/// sums in another order. A block is split off only when it stays above this size, so
+/// splitting never changes which kernel computes an element.
+const SMALL_PRODUCT: usize = 16 * 16;
+
 /// `dst = lhs @ rhs` (or `dst += lhs @ rhs` with `accumulate`) for an `m x n` row-major
 /// `dst` (rows `dst_rs` apart) and
 /// operands given by pointer and (row, column) strides, through gemm's f32 or f64 kernel. Its
@@ -89,6 +106,11 @@ impl<T> SharedOut<T> {
         // SAFETY: the caller's contract.
         unsafe { self.0.add(index) }
     }
+}
+
+/// The last (smallest) of the blocks of `block` elements that `len` is cut into.
+fn smallest_block(len: usize, block: usize) -> usize {
+    len - (len.div_ceil(block) - 1) * block
 }
 
 fn batch_offset(index: usize, layout: &Layout, batch_rank: usize) -> usize {
@@ -181,22 +203,38 @@ pub fn matmul<T: Float + Default>(
     // both. The longer side is split: split by rows, a thin product (a batch of 64 against a
     // wide weight) has every thread pack the whole right operand; split by columns, each
     // packs its own part of it.
-    let thread_split = !batch_parallel && threads > 1 && flops >= PARALLEL_FLOPS && m.max(n) < 1024;
-    let row_split = thread_split && m >= n && m >= ROW_BLOCK_MIN * threads;
-    let column_split = thread_split && n > m && n >= ROW_BLOCK_MIN * threads;
+    // A split must leave every block to the kernel and the depth blocks the whole product
+    // gets (see `SMALL_PRODUCT` and `ONE_BLOCK_DEPTH`; products of one row or column, or of
+    // depth two or less, have their own kernels too), so that the thread count never
+    // changes how an element is summed. Where a split would, gemm's own threading (which
+    // keeps the whole product's blocking) takes the product instead.
+    let thread_split =
+        !batch_parallel && threads > 1 && flops >= PARALLEL_FLOPS && m.max(n) < 1024 && k > 2;
+    let (row_block, column_block) = (m.div_ceil(threads), n.div_ceil(threads));
+    let small = |rows: usize, columns: usize| rows.max(columns) <= SMALL_SIDE;
+    let general = |block: usize, len: usize, across: usize| {
+        let smallest = smallest_block(len, block);
+        across > 1
+            && smallest * across > SMALL_PRODUCT
+            && (k <= ONE_BLOCK_DEPTH || small(len, across) == small(smallest, across))
+    };
+    let row_split =
+        thread_split && m >= n && m >= ROW_BLOCK_MIN * threads && general(row_block, m, n);
+    let column_split =
+        thread_split && n > m && n >= ROW_BLOCK_MIN * threads && general(column_block, n, m);
     if batch_parallel {
         out.par_chunks_mut(m * n)
             .enumerate()
             .for_each(|(batch, dst)| rows(batch, 0, dst, Parallelism::None));
     } else if row_split {
-        let block = m.div_ceil(threads);
+        let block = row_block;
         for (batch, dst) in out.chunks_mut(m * n).enumerate() {
             dst.par_chunks_mut(block * n)
                 .enumerate()
                 .for_each(|(i, rows_dst)| rows(batch, i * block, rows_dst, Parallelism::None));
         }
     } else if column_split {
-        let block = n.div_ceil(threads);
+        let block = column_block;
         let dst = SharedOut(out.as_mut_ptr());
         let dst = &dst;
         for batch in 0..batches {
@@ -228,4 +266,68 @@ pub fn matmul<T: Float + Default>(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values with many significant bits, so any change in summation order shows.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) as f32 / 4e9 - 0.5)
+            .collect()
+    }
+
+    /// `a @ b` (with `b` given transposed when `b_transposed`, as a linear layer's weight is)
+    /// on a pool of `threads` threads.
+    fn product(m: usize, k: usize, n: usize, b_transposed: bool, threads: usize) -> Vec<f32> {
+        let (a, b, bias) = (values(m * k, 1), values(k * n, 2), values(n, 3));
+        let la = Layout::contiguous(&[m, k]);
+        let lb = if b_transposed {
+            Layout::contiguous(&[n, k]).permute(&[1, 0])
+        } else {
+            Layout::contiguous(&[k, n])
+        };
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| matmul(&a, &la, &b, &lb, n.is_multiple_of(2).then_some(&bias[..])))
+    }
+
+    /// Every element rounds the same on any thread count: products split by rows, by
+    /// columns or inside gemm, deeper than gemm's blocks (784, 1600), thin enough that a
+    /// block would fall to gemm's small-product kernel, and single columns.
+    #[test]
+    fn products_are_bit_identical_on_any_thread_count() {
+        let shapes = [
+            (64, 784, 128),
+            (32, 784, 128),
+            (128, 64, 784),
+            (64, 1600, 128),
+            (100, 1600, 10),
+            (359, 64, 128),
+            (600, 600, 5),
+            (5, 600, 600),
+            (97, 700, 9),
+            (800, 400, 1),
+            (1200, 300, 40),
+            (40, 300, 1200),
+        ];
+        for (m, k, n) in shapes {
+            for b_transposed in [false, true] {
+                let one = product(m, k, n, b_transposed, 1);
+                for threads in [2, 3, 4] {
+                    let split = product(m, k, n, b_transposed, threads);
+                    assert!(
+                        one.iter()
+                            .map(|v| v.to_bits())
+                            .eq(split.iter().map(|v| v.to_bits())),
+                        "{m}x{k} @ {k}x{n} (b transposed: {b_transposed}) differs on {threads} threads"
+                    );
+                }
+            }
+        }
+    }
 }

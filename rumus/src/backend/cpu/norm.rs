@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::parallel::{for_each_row, worth_splitting};
+use super::parallel::{PARALLEL_GRAIN, for_each_row, worth_splitting};
 use crate::element::Float;
 
 /// What the backward pass needs of each row: its mean and `1 / sqrt(var + eps)`.
@@ -123,7 +123,11 @@ pub fn layer_norm_input_grad<T: Float>(
 }
 
 /// The gradients of the weight (`sum over rows of grad * xhat`) and of the bias (`sum over
-/// rows of grad`), each `[n]`, from per-thread partial sums over blocks of rows.
+/// rows of grad`), each `[n]`, from partial sums over blocks of rows added in block order.
+///
+/// The blocks are [`PARALLEL_GRAIN`] elements of rows whatever the thread count (one block
+/// a thread made the sums, and so the trained weights, differ between one and two threads),
+/// so the threads only decide which block is summed where, never how the sums round.
 pub fn layer_norm_affine_grads<T: Float>(
     grad: &[T],
     x: &[T],
@@ -143,13 +147,9 @@ pub fn layer_norm_affine_grads<T: Float>(
         }
         (gw, gb)
     };
-    let blocks = if worth_splitting(x.len()) {
-        rayon::current_num_threads().min(rows).max(1)
-    } else {
-        1
-    };
-    let per_block = rows.div_ceil(blocks).max(1);
-    let partials = map_rows(blocks, x.len() / blocks, |b| {
+    let per_block = (PARALLEL_GRAIN / n.max(1)).max(1);
+    let blocks = rows.div_ceil(per_block).max(1);
+    let partials = map_rows(blocks, per_block * n, |b| {
         sums_over(b * per_block..((b + 1) * per_block).min(rows))
     });
     let add = |(mut w, mut b): (Vec<T>, Vec<T>), (w2, b2): (Vec<T>, Vec<T>)| {
@@ -192,6 +192,40 @@ mod tests {
                 let expected = (row[j] - mean) * rstd * w[j] as f64 + b[j] as f64;
                 assert!((out[r * n + j] as f64 - expected).abs() < 1e-4, "{r} {j}");
             }
+        }
+    }
+
+    /// The affine gradients, sums over rows, round the same on any thread count.
+    #[test]
+    fn affine_grads_are_bit_identical_on_any_thread_count() {
+        let (rows, n) = (100, 700);
+        let value = |i: usize, k: usize| ((i * k) % 1009) as f32 / 1009.0 - 0.5;
+        let x: Vec<f32> = (0..rows * n).map(|i| value(i, 7919)).collect();
+        let grad: Vec<f32> = (0..rows * n).map(|i| value(i, 104_729)).collect();
+        let stats = layer_norm_rows(
+            &x,
+            n,
+            Affine {
+                weight: None,
+                bias: None,
+            },
+            1e-5,
+        )
+        .1;
+        let on = |threads: usize| {
+            let (w, b) = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| layer_norm_affine_grads(&grad, &x, &stats));
+            w.iter()
+                .chain(&b)
+                .map(|v| v.to_bits())
+                .collect::<Vec<u32>>()
+        };
+        let one = on(1);
+        for threads in [2, 3, 4] {
+            assert!(one == on(threads), "{threads} threads");
         }
     }
 }
