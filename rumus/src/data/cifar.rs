@@ -12,6 +12,7 @@ use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::idx::ImageSet;
+use super::{file_format_error as format_error, file_io_error as io_error};
 use crate::error::{Error, Result};
 
 /// Side of a CIFAR image, in pixels.
@@ -51,20 +52,6 @@ pub struct Cifar10 {
     pub test: ImageSet,
     /// Class names by label (`airplane`, `automobile`, ...), from `batches.meta.txt`.
     pub classes: Vec<String>,
-}
-
-fn io_error(path: &Path, e: std::io::Error) -> Error {
-    Error::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    }
-}
-
-fn format_error(path: &Path, message: String) -> Error {
-    Error::Format {
-        path: path.display().to_string(),
-        message,
-    }
 }
 
 /// The number of records in `path`, from its length.

@@ -20,6 +20,7 @@ use image::{ImageBuffer, ImageError, Pixel};
 
 use super::dataset::{Dataset, index_error};
 use super::sample::{Features, Sample};
+use super::{file_format_error as format_error, file_io_error as io_error};
 use crate::error::{Error, Result};
 
 /// File extensions read as images (compared without regard to case); other files in a class
@@ -113,20 +114,6 @@ pub struct ImageFolder {
     resize: Option<ResizeFilter>,
     max_side: u32,
     max_decoded_bytes: u64,
-}
-
-fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    }
-}
-
-fn format_error(path: &Path, message: String) -> Error {
-    Error::Format {
-        path: path.display().to_string(),
-        message,
-    }
 }
 
 /// The entries of `dir`, sorted by name, with whether each is a folder (links followed).

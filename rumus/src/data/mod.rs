@@ -49,3 +49,19 @@ pub use loader::DataLoader;
 pub use record::{DecodedRecords, RecordDataset, RecordFile, RecordWriter};
 pub use sample::{Batch, Collate, Features, Sample, Target};
 pub use split::{SplitSizes, Subset, random_split, split_lengths};
+
+/// A file that could not be opened or read, as the readers of this module report it.
+pub(crate) fn file_io_error(path: &std::path::Path, e: impl std::fmt::Display) -> crate::Error {
+    crate::Error::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// A file whose contents are not what its format says, as the readers of this module report it.
+pub(crate) fn file_format_error(path: &std::path::Path, message: String) -> crate::Error {
+    crate::Error::Format {
+        path: path.display().to_string(),
+        message,
+    }
+}
