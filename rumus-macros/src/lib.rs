@@ -45,7 +45,10 @@ pub fn tensor_fn(input: TokenStream) -> TokenStream {
     match parser.parse(input) {
         Ok(functions) => functions
             .iter()
-            .map(|f| dsl::expand(f, &[]))
+            .map(|f| {
+                let (companions, function) = (dsl::companions(f), dsl::expand(f, &[]));
+                quote::quote!(#companions #function)
+            })
             .collect::<proc_macro2::TokenStream>()
             .into(),
         Err(error) => error.to_compile_error().into(),

@@ -42,6 +42,9 @@ pub struct TensorFn {
     /// Dim names declared in `<...>`.
     pub generics: Vec<Ident>,
     pub has_self: bool,
+    /// The type whose impl holds the function (for methods of `#[model]`), naming the
+    /// generated items that must live outside the impl.
+    pub owner: Option<String>,
     pub params: Vec<Param>,
     pub ret: ShapeAst,
     pub body: Vec<Stmt>,

@@ -1,6 +1,7 @@
 //! The tensor DSL shared by `tensor_fn!` and `#[model]` forward methods: parse, infer every
 //! shape, emit typed Rust.
 
+mod arguments;
 pub mod ast;
 pub mod lower;
 pub mod parse;
@@ -147,6 +148,18 @@ fn shape_type_lenient(shape: &ShapeAst) -> TokenStream {
     quote!((#(#dims,)*))
 }
 
+/// `::rumus::Tensor<(shape), element>` of a parameter.
+fn tensor_type(param: &ast::Param) -> TokenStream {
+    let (ty, element) = (shape_type_lenient(&param.shape), param.element_type());
+    quote!(::rumus::Tensor<#ty, #element>)
+}
+
+/// The items a function needs beside it (outside an impl block, for methods): the traits of
+/// its parameters with named dims.
+pub fn companions(function: &TensorFn) -> TokenStream {
+    arguments::traits(function, tensor_type)
+}
+
 fn signature(function: &TensorFn) -> TokenStream {
     let TensorFn {
         attrs, vis, name, ..
@@ -154,8 +167,9 @@ fn signature(function: &TensorFn) -> TokenStream {
     let generics = generics(function);
     let self_param = function.has_self.then(|| quote!(&self,));
     let params = function.params.iter().map(|p| {
-        let (pname, ty, element) = (&p.name, shape_type_lenient(&p.shape), p.element_type());
-        quote!(#pname: &::rumus::Tensor<#ty, #element>)
+        let ty = arguments::parameter_type(function, p, &tensor_type(p));
+        let pname = &p.name;
+        quote!(#pname: #ty)
     });
     let ret = shape_type_lenient(&function.ret);
     quote! {
@@ -217,7 +231,10 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
         let (name, ty, element) = (&param.name, shape.to_type(), param.element_type());
         lowering.elements.insert(name.to_string(), element.clone());
         lowering.statements.push(
-            quote!(let #name: ::rumus::Tensor<#ty, #element> = ::core::clone::Clone::clone(#name);),
+            {
+                let tensor = arguments::as_tensor(param);
+                quote!(let #name: ::rumus::Tensor<#ty, #element> = ::core::clone::Clone::clone(#tensor);)
+            },
         );
         lowering.env.insert(
             param.name.to_string(),
@@ -227,6 +244,9 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
             },
         );
     }
+
+    // Runtime dims used by several parameters are checked once, on the typed parameters.
+    lowering.statements.extend(binder);
 
     for stmt in &function.body {
         let value = match &stmt.annotation {
@@ -290,7 +310,6 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
     let statements = &lowering.statements;
     Ok(quote! {
         #signature {
-            #binder
             #(#statements)*
             ::core::result::Result::Ok(#var.clone())
         }

@@ -114,6 +114,7 @@ impl Parse for TensorFn {
             name,
             generics,
             has_self,
+            owner: None,
             params,
             ret,
             body,

@@ -97,7 +97,24 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
     }
 }
 
-pub fn expand(model: ModelImpl) -> syn::Result<TokenStream> {
+pub fn expand(mut model: ModelImpl) -> syn::Result<TokenStream> {
+    let owner = match &model.self_ty {
+        Type::Path(path) => path.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    };
+    for item in &mut model.items {
+        if let Item::Dsl(function) = item {
+            function.owner = owner.clone();
+        }
+    }
+    let companions: Vec<TokenStream> = model
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Dsl(function) => Some(dsl::companions(function)),
+            Item::Rust(_) => None,
+        })
+        .collect();
     let self_ty = &model.self_ty;
     let Ok(layers) = model_layers(&model.structure) else {
         // `#[model]` on the struct reported the field already; keep the methods' signatures
@@ -106,7 +123,7 @@ pub fn expand(model: ModelImpl) -> syn::Result<TokenStream> {
             Item::Dsl(function) => dsl::stub(function),
             Item::Rust(item) => quote!(#item),
         });
-        return Ok(quote!(impl #self_ty { #(#items)* }));
+        return Ok(quote!(impl #self_ty { #(#items)* } #(#companions)*));
     };
     let mut methods = Vec::new();
     let mut extra = Vec::new();
@@ -124,5 +141,6 @@ pub fn expand(model: ModelImpl) -> syn::Result<TokenStream> {
             #(#methods)*
         }
         #(#extra)*
+        #(#companions)*
     })
 }
