@@ -167,3 +167,173 @@ fn parameters_that_need_no_gradient_are_refused() {
     .to_string();
     assert!(err.contains("Nesterov"), "{err}");
 }
+
+/// [`params`] in f32 (loss scaling is for low-precision gradients), as fresh leaves.
+fn f32_params() -> Vec<DynTensor> {
+    params()
+        .iter()
+        .map(|p| p.to_dtype(DType::F32).unwrap().requires_grad_().unwrap())
+        .collect()
+}
+
+fn f32_loss(ps: &[DynTensor]) -> DynTensor {
+    let x = randn(&[4, 3], 5).to_dtype(DType::F32).unwrap();
+    let y = x
+        .matmul(&ps[0])
+        .unwrap()
+        .add(&ps[1])
+        .unwrap()
+        .tanh()
+        .unwrap();
+    y.mul_scalar(8.0).unwrap().sum_all().unwrap()
+}
+
+fn values(ps: &[DynTensor]) -> Vec<Vec<f64>> {
+    ps.iter().map(DynTensor::to_f64_vec).collect()
+}
+
+#[test]
+fn loss_scaling_skips_overflowing_steps_then_takes_the_unscaled_step() {
+    let sgd_config = SgdConfig {
+        lr: 0.1,
+        ..Default::default()
+    };
+    // The reference: one plain step on the true gradients.
+    let reference = f32_params();
+    let mut grads = f32_loss(&reference).backward().unwrap();
+    let true_grads: Vec<Vec<f64>> = reference
+        .iter()
+        .map(|p| grads.grad(p).unwrap().to_f64_vec())
+        .collect();
+    Sgd::new(reference.clone(), sgd_config)
+        .unwrap()
+        .step(&mut grads)
+        .unwrap();
+
+    // 2^127 times gradients of up to ~32 overflows f32; powers of two scale exactly, so once
+    // the scale is small enough the unscaled gradients are the true ones, bit for bit.
+    let ps = f32_params();
+    let start = values(&ps);
+    let mut sgd = Sgd::new(ps.clone(), sgd_config).unwrap();
+    let mut scaler = GradScaler::with_config(GradScalerConfig {
+        init_scale: 2f64.powi(127),
+        growth_interval: 1000,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut skipped = 0;
+    loop {
+        let scale = scaler.scale_factor();
+        let mut grads = scaler.scale(&f32_loss(&ps)).unwrap().backward().unwrap();
+        let stepped = scaler.step(&mut sgd, &mut grads).unwrap();
+        scaler.update();
+        if !stepped {
+            skipped += 1;
+            assert_eq!(values(&ps), start, "a skipped step changed the parameters");
+            assert_eq!(scaler.scale_factor(), scale * 0.5);
+            assert!(skipped < 20, "the scale never came down to a finite range");
+            continue;
+        }
+        let unscaled: Vec<Vec<f64>> = ps
+            .iter()
+            .map(|p| grads.grad(p).unwrap().to_f64_vec())
+            .collect();
+        assert_eq!(
+            unscaled, true_grads,
+            "the gradients left in the store are unscaled"
+        );
+        assert_eq!(values(&ps), values(&reference));
+        assert_eq!(
+            scaler.scale_factor(),
+            scale,
+            "one good step does not grow the scale"
+        );
+        break;
+    }
+    assert!(skipped >= 1, "the first scale should have overflowed");
+}
+
+#[test]
+fn loss_scaling_grows_after_clean_steps_and_backs_off_on_nan() {
+    let ps = f32_params();
+    let mut sgd = Sgd::new(
+        ps.clone(),
+        SgdConfig {
+            lr: 0.01,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut scaler = GradScaler::with_config(GradScalerConfig {
+        init_scale: 1024.0,
+        growth_interval: 2,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut iterate = |loss: DynTensor| {
+        let mut grads = scaler.scale(&loss).unwrap().backward().unwrap();
+        let stepped = scaler.step(&mut sgd, &mut grads).unwrap();
+        scaler.update();
+        (stepped, scaler.scale_factor())
+    };
+    assert_eq!(iterate(f32_loss(&ps)), (true, 1024.0));
+    assert_eq!(iterate(f32_loss(&ps)), (true, 2048.0));
+    // sqrt of a negative number: NaN gradients, whatever the scale.
+    let nan_loss = ps[1]
+        .mul_scalar(0.0)
+        .unwrap()
+        .add_scalar(-1.0)
+        .unwrap()
+        .sqrt()
+        .unwrap();
+    let before = values(&ps);
+    assert_eq!(iterate(nan_loss.sum_all().unwrap()), (false, 1024.0));
+    assert_eq!(values(&ps), before);
+}
+
+#[test]
+fn clipping_after_unscale_sees_the_true_gradients() {
+    let reference = f32_params();
+    let mut grads = f32_loss(&reference).backward().unwrap();
+    let true_norm = clip_grad_norm(&mut grads, &reference, f64::INFINITY).unwrap();
+
+    let ps = f32_params();
+    let mut sgd = Sgd::new(ps.clone(), SgdConfig::default()).unwrap();
+    let mut scaler = GradScaler::new();
+    let mut grads = scaler.scale(&f32_loss(&ps)).unwrap().backward().unwrap();
+    assert!(scaler.unscale(&sgd, &mut grads).unwrap());
+    assert_eq!(
+        clip_grad_norm(&mut grads, &ps, f64::INFINITY).unwrap(),
+        true_norm
+    );
+    let error = scaler.unscale(&sgd, &mut grads).unwrap_err().to_string();
+    assert!(error.contains("already unscaled"), "{error}");
+    // `step` does not unscale a second time.
+    assert!(scaler.step(&mut sgd, &mut grads).unwrap());
+}
+
+#[test]
+fn a_grad_scaler_with_a_meaningless_config_is_an_error() {
+    let bad = [
+        GradScalerConfig {
+            init_scale: 0.0,
+            ..Default::default()
+        },
+        GradScalerConfig {
+            growth_factor: 1.0,
+            ..Default::default()
+        },
+        GradScalerConfig {
+            backoff_factor: 1.5,
+            ..Default::default()
+        },
+        GradScalerConfig {
+            growth_interval: 0,
+            ..Default::default()
+        },
+    ];
+    for config in bad {
+        let error = GradScaler::with_config(config).unwrap_err().to_string();
+        assert!(error.starts_with("GradScaler:"), "{error}");
+    }
+}

@@ -1,5 +1,5 @@
 //! Optimizers, learning-rate schedules (closed-form, and [`ReduceLrOnPlateau`] driven by a
-//! metric) and gradient clipping.
+//! metric), gradient clipping and loss scaling ([`GradScaler`]).
 //!
 //! Updates follow PyTorch's formulas (checked against its first steps in
 //! `tests/reference_optim.rs`) and run in place under `no_grad`, so parameters keep their
@@ -8,6 +8,7 @@
 mod adagrad;
 mod adam;
 mod clip;
+mod grad_scaler;
 pub(crate) mod limits;
 mod optimizer;
 mod params;
@@ -19,6 +20,7 @@ mod sgd;
 pub use adagrad::{Adagrad, AdagradConfig};
 pub use adam::{Adam, AdamConfig};
 pub use clip::{clip_grad_norm, clip_grad_value};
+pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use optimizer::Optimizer;
 pub use params::{OptimizerState, ParamGroup, ParamState, Params};
 pub use plateau::{Mode, PlateauConfig, ReduceLrOnPlateau, ThresholdMode};
