@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use rumus::amp::{GradScaler, autocast};
 use rumus::nn::{
     CrossEntropyOptions, Linear, Module, Reduction, TransformerEncoderBlock, cross_entropy,
     mse_loss,
@@ -189,17 +190,34 @@ impl TransformerBench {
         let loss = mse_loss(&self.forward(), &self.target, Reduction::Mean);
         train(&mut self.adam, loss);
     }
+
+    /// A step as PyTorch's mixed precision runs it: the forward pass under autocast, the
+    /// loss scaled, the step skipped on an overflow.
+    fn step_autocast(&mut self, scaler: &mut GradScaler) {
+        let loss = {
+            let _autocast = autocast();
+            mse_loss(&self.forward(), &self.target, Reduction::Mean).expect("forward and loss")
+        };
+        let mut grads = scaler
+            .scale(&loss)
+            .and_then(|scaled| scaled.backward())
+            .expect("backward");
+        scaler.step(&mut self.adam, &mut grads).expect("step");
+        scaler.update();
+    }
 }
 
-/// (train step, forward alone) in milliseconds.
-fn transformer_step(device: &Device) -> (f64, f64) {
+/// (train step, forward alone, train step under autocast) in milliseconds.
+fn transformer_step(device: &Device) -> (f64, f64, f64) {
     let mut bench = TransformerBench::new(device);
     let step = seconds_per_call(device, 2, 10, || bench.step());
     let forward_only = seconds_per_call(device, 1, 5, || {
         let _no_grad = no_grad();
         bench.forward();
     });
-    (step * 1e3, forward_only * 1e3)
+    let mut scaler = GradScaler::new();
+    let mixed = seconds_per_call(device, 2, 10, || bench.step_autocast(&mut scaler));
+    (step * 1e3, forward_only * 1e3, mixed * 1e3)
 }
 
 /// GPU time of each kernel entry point in one transformer train step (`bench_gpu profile`).
@@ -355,9 +373,10 @@ fn main() -> rumus::Result<()> {
     println!("mlp_step_b{batch} {:.3} ms", mlp_step(&device, batch));
     println!("cnn_step_b{batch} {:.3} ms", cnn_step(&device, batch));
     if !small {
-        let (step, forward) = transformer_step(&device);
+        let (step, forward, mixed) = transformer_step(&device);
         println!("transformer_step {step:.3} ms");
         println!("transformer_forward {forward:.3} ms");
+        println!("transformer_step_autocast {mixed:.3} ms");
     }
     Ok(())
 }

@@ -160,6 +160,11 @@ pub enum AutogradError {
         /// The custom op.
         op: &'static str,
     },
+    /// `create_graph` through a segment wrapped in [`crate::autograd::checkpoint`].
+    #[error(
+        "backward of checkpoint: a recorded backward pass (`create_graph`) cannot go through a checkpointed segment; call the segment without `checkpoint` where higher-order gradients are needed"
+    )]
+    CheckpointDoubleBackward,
     /// Gradients are only defined for floating-point tensors.
     #[error(
         "{context}: gradients need an f32 or f64 tensor, this one is {dtype}{}",

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub(crate) mod alloc;
+pub mod amp;
 pub mod autograd;
 pub mod backend;
 pub mod data;

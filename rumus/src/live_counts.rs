@@ -7,7 +7,7 @@
 //! A thread's shares move into the retired totals when it exits, under the same lock the
 //! reader takes, so a read never counts them twice or misses them.
 
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What is counted.
@@ -69,6 +69,43 @@ pub(crate) fn add(count: Count, delta: isize) {
     if added.is_err() {
         // This thread is exiting and its shares are gone: count directly.
         RETIRED[count as usize].fetch_add(delta, Ordering::Relaxed);
+    }
+    if delta > 0 && PEAK_WATCHERS.load(Ordering::Relaxed) > 0 {
+        PEAK[count as usize].fetch_max(total(count), Ordering::Relaxed);
+    }
+}
+
+/// How many [`PeakWatch`]es are alive. While none is, `add` reads nothing but this.
+static PEAK_WATCHERS: AtomicUsize = AtomicUsize::new(0);
+/// The highest total of each count since the last [`PeakWatch`] started.
+static PEAK: [AtomicUsize; COUNTS] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// Keeps the high-water mark of every count while alive. Each increase then sums every
+/// thread's share under a lock, so this is for tests and measurements, not training loops.
+/// Watches share one mark: starting one restarts it.
+pub(crate) struct PeakWatch(());
+
+impl PeakWatch {
+    pub(crate) fn start() -> Self {
+        PEAK_WATCHERS.fetch_add(1, Ordering::Relaxed);
+        for (count, peak) in [Count::StorageBytes, Count::GraphNodes]
+            .into_iter()
+            .zip(&PEAK)
+        {
+            peak.store(total(count), Ordering::Relaxed);
+        }
+        PeakWatch(())
+    }
+
+    /// The highest total `count` reached since [`PeakWatch::start`].
+    pub(crate) fn peak(&self, count: Count) -> usize {
+        PEAK[count as usize].load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for PeakWatch {
+    fn drop(&mut self) {
+        PEAK_WATCHERS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -79,6 +79,26 @@ pub fn live_storage_bytes() -> usize {
     live_counts::total(Count::StorageBytes)
 }
 
+/// The most bytes that live tensor storages of this process held at once, from
+/// [`StoragePeak::start`] until now: what a training step needs at its busiest moment (the
+/// activations the graph keeps, plus the gradients of the backward pass).
+///
+/// While one is alive every allocation sums the per-thread byte counts under a lock, so it
+/// is for tests and measurements. Two alive at once share one high-water mark.
+pub struct StoragePeak(live_counts::PeakWatch);
+
+impl StoragePeak {
+    /// Starts from the bytes held now.
+    pub fn start() -> Self {
+        StoragePeak(live_counts::PeakWatch::start())
+    }
+
+    /// The high-water mark in bytes since [`StoragePeak::start`].
+    pub fn bytes(&self) -> usize {
+        self.0.peak(Count::StorageBytes)
+    }
+}
+
 /// Where the elements are.
 #[derive(Debug)]
 pub enum Memory {

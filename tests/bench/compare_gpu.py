@@ -6,7 +6,8 @@ Runs the rumus binary (its output: `name value unit` lines), then the same workl
 PyTorch, and prints a markdown table with both values and their ratio. SGEMM ratios are
 rumus GFLOP/s over PyTorch's (higher is better; `hgemm` is the f16 product, accumulated in f32
 on both sides); step ratios are rumus time over PyTorch's
-(lower is better).
+(lower is better). `transformer_step_autocast` is the step under f16 autocast with dynamic
+loss scaling on both sides (`torch.autocast` + `torch.amp.GradScaler`).
 """
 
 import math
@@ -86,7 +87,7 @@ def cnn_step(batch):
     return per_call(step, 3, 20) * 1e3
 
 
-def transformer(forward_only):
+def transformer(forward_only, autocast=False):
     layers = [
         torch.nn.TransformerEncoderLayer(512, 8, 2048, norm_first=True, batch_first=True)
         for _ in range(6)
@@ -101,12 +102,24 @@ def transformer(forward_only):
         torch.nn.functional.mse_loss(model(x), target).backward()
         opt.step()
 
+    scaler = torch.amp.GradScaler("cuda")
+
+    def step_autocast():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), target)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
     def forward():
         with torch.no_grad():
             model(x)
 
     if forward_only:
         return per_call(forward, 1, 5) * 1e3
+    if autocast:
+        return per_call(step_autocast, 2, 10) * 1e3
     return per_call(step, 2, 10) * 1e3
 
 
@@ -130,6 +143,8 @@ def main():
             torch_values[name] = cnn_step(256)
         elif name == "transformer_step":
             torch_values[name] = transformer(forward_only=False)
+        elif name == "transformer_step_autocast":
+            torch_values[name] = transformer(forward_only=False, autocast=True)
         elif name == "transformer_forward":
             torch_values[name] = transformer(forward_only=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")

@@ -247,7 +247,30 @@ fn layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
             Some(p) => quote_spanned!(span=> <#ty>::with_options(#p, true)?),
             None => quote_spanned!(span=> <#ty>::new()?),
         },
+        // `Checkpointed<Block>`: the block built as a field of its own type would be.
+        LayerKind::Other => match checkpointed_type(ty) {
+            Some(inner) => quote_spanned!(span=> ::rumus::nn::Checkpointed::new(<#inner>::new()?)),
+            None => quote_spanned!(span=> <#ty>::new()?),
+        },
         _ => quote_spanned!(span=> <#ty>::new()?),
+    }
+}
+
+/// `T` of `Checkpointed<T>`.
+fn checkpointed_type(ty: &syn::Type) -> Option<&syn::Type> {
+    let syn::Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != "Checkpointed" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(inner) if args.args.len() == 1 => Some(inner),
+        _ => None,
     }
 }
 

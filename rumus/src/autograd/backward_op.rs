@@ -6,6 +6,7 @@
 
 use smallvec::{SmallVec, smallvec};
 
+use super::checkpoint::{CheckpointRecord, checkpoint_backward};
 use super::node::Saved;
 use crate::backend::cpu::direct_conv::Conv2dShape;
 use crate::backend::cpu::simd::Isa;
@@ -248,6 +249,11 @@ pub enum BackwardOp {
     },
     /// An op defined outside rumus ([`crate::ops::custom::CustomOp`]).
     Custom(Box<custom::CustomRecord>),
+    /// A segment that runs again in the backward pass ([`super::checkpoint()`]); inputs
+    /// (the segment's inputs, then the parameters it read).
+    Checkpoint(Box<CheckpointRecord>),
+    /// An op that ran under [`crate::amp::autocast`]; its backward runs under autocast too.
+    Autocast(Box<BackwardOp>),
 }
 
 impl BackwardOp {
@@ -288,6 +294,8 @@ impl BackwardOp {
             BackwardOp::WindowSum2d { .. } => "window_sum2d",
             BackwardOp::WindowSpread2d { .. } => "window_spread2d",
             BackwardOp::Custom(record) => record.name(),
+            BackwardOp::Checkpoint(_) => "checkpoint",
+            BackwardOp::Autocast(op) => op.name(),
         }
     }
 
@@ -323,6 +331,8 @@ impl BackwardOp {
                 .map(Saved::into_tensor)
                 .collect(),
             BackwardOp::Custom(record) => record.take_saved().collect(),
+            BackwardOp::Checkpoint(record) => record.take_saved().collect(),
+            BackwardOp::Autocast(mut op) => op.take_saved(),
             _ => SmallVec::new(),
         }
     }
@@ -433,6 +443,8 @@ impl BackwardOp {
                 one(conv::window_spread2d_backward(grad, window))
             }
             BackwardOp::Custom(record) => custom::custom_backward(record, grad, needs),
+            BackwardOp::Checkpoint(record) => checkpoint_backward(record, grad, needs),
+            BackwardOp::Autocast(op) => crate::amp::autocast_backward(op, grad, needs),
         }
     }
 }

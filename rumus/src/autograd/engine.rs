@@ -209,6 +209,16 @@ impl DynTensor {
     }
 }
 
+/// The gradients that flow from `output` (with `seed` as its gradient) to the tensors with
+/// the given ids, without recording; ids the output does not reach are absent.
+pub(crate) fn gradients_of_ids(
+    output: &DynTensor,
+    seed: &DynTensor,
+    ids: &HashSet<TensorId>,
+) -> Result<HashMap<TensorId, DynTensor>> {
+    run_backward(&[(output, seed.detach())], false, Wanted::Ids(ids), None)
+}
+
 /// Gradients of the sum of `outputs` (each a single element) with respect to `inputs`, which
 /// may be leaves or intermediate tensors.
 ///

@@ -7,6 +7,7 @@
 //! and no graph metadata is allocated.
 
 mod backward_op;
+mod checkpoint;
 mod engine;
 mod grad_mode;
 mod gradcheck;
@@ -14,6 +15,7 @@ mod gradients;
 mod node;
 
 pub use backward_op::BackwardOp;
+pub use checkpoint::{CheckpointRecord, Segment, checkpoint};
 pub use engine::{ReadyHook, grad, grad_with};
 pub use grad_mode::{GradModeGuard, enable_grad, is_grad_enabled, no_grad};
 pub use gradcheck::{GradcheckError, GradcheckOptions, gradcheck};

@@ -139,15 +139,22 @@ pub(crate) fn record(
 
 /// `output` as the result of a new graph node running `op` on `inputs`.
 fn attach(output: DynTensor, inputs: &[&DynTensor], op: BackwardOp) -> DynTensor {
-    let edges = inputs
-        .iter()
-        .map(|t| {
-            t.grad_meta().map(|meta| Edge {
-                id: meta.id,
-                node: meta.node.clone(),
-            })
-        })
-        .collect();
+    let edges = inputs.iter().map(|t| edge_to(t)).collect();
+    attach_edges(output, edges, op)
+}
+
+/// Where the gradient of `input` goes, if it takes one.
+pub(crate) fn edge_to(input: &DynTensor) -> Option<Edge> {
+    input.grad_meta().map(|meta| Edge {
+        id: meta.id,
+        node: meta.node.clone(),
+    })
+}
+
+/// `output` as the result of a new graph node running `op`, whose inputs' gradients go along
+/// `edges`: for records whose inputs are not all tensors at hand (a checkpointed segment's
+/// parameters are known only by id).
+pub(crate) fn attach_edges(output: DynTensor, edges: Edges, op: BackwardOp) -> DynTensor {
     live_counts::add(Count::GraphNodes, 1);
     let node = Arc::new(Node { op, inputs: edges });
     output.with_grad_meta(GradMeta {

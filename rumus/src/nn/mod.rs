@@ -2,6 +2,7 @@
 
 mod activation;
 mod attention;
+mod checkpointed;
 mod conv;
 mod convert;
 mod dropout;
@@ -24,6 +25,7 @@ pub use attention::{
     AttentionOptions, AttentionWeights, FeedForwardActivation, MultiheadAttention,
     TransformerEncoderBlock, causal_mask, multi_head_attention,
 };
+pub use checkpointed::Checkpointed;
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use dropout::Dropout;
 pub use embedding::Embedding;

@@ -551,7 +551,10 @@ impl DynTensor {
                 .collect::<Result<Vec<_>>>()?;
             return DynTensor::cat(&parts.iter().collect::<Vec<_>>(), 0);
         }
-        if let Some(out) = super::direct_conv::conv2d(self, weight, bias, &w, groups)? {
+        // Under autocast the product below runs in f16; the direct kernels are f32 only.
+        if !crate::amp::applies(self, weight)
+            && let Some(out) = super::direct_conv::conv2d(self, weight, bias, &w, groups)?
+        {
             return Ok(out);
         }
         let per_group = wc * kh * kw;

@@ -83,6 +83,9 @@ impl DynTensor {
     /// The product of operands of rank 2 or more, plus `bias` along the last axis (its
     /// shape and dtype checked by [`DynTensor::linear`]).
     fn matmul_batched(&self, rhs: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
+        if crate::amp::applies(self, rhs) {
+            return crate::amp::product(self, rhs, bias);
+        }
         if self.dtype() == DType::F16 && rhs.dtype() == DType::F16 && !self.device().is_gpu() {
             // On the host, f16 products run on the f32 kernel and round once at the end, as
             // PyTorch accumulates f16 in f32 (f16 carries no gradients, so nothing records).

@@ -1,0 +1,222 @@
+//! Autocast: products of `f32` tensors run in `f16` inside the scope, forward and backward,
+//! exactly as the explicit casts would compute them; everything else stays `f32`; and the
+//! digits MLP trained under autocast with loss scaling learns as well as in `f32`.
+
+#[path = "../examples/digits/training.rs"]
+#[allow(dead_code)]
+mod training;
+
+mod common;
+
+use common::gpu::{gpu, tensor};
+use rumus::amp::{GradScaler, autocast};
+use rumus::data::{Batch, Collate, DataLoader, Sample};
+use rumus::nn::Module;
+use rumus::optim::{Adam, AdamConfig};
+use rumus::prelude::*;
+use rumus::train::classification;
+
+/// `t` rounded to f16 and back: what autocast feeds the product.
+fn half(t: &DynTensor) -> DynTensor {
+    t.detach()
+        .to_dtype(DType::F16)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap()
+}
+
+/// The f16 product of f32 tensors, spelled out: operands rounded, product rounded.
+fn explicit_product(a: &DynTensor, b: &DynTensor) -> Vec<f64> {
+    let (a, b) = (
+        a.detach().to_dtype(DType::F16).unwrap(),
+        b.detach().to_dtype(DType::F16).unwrap(),
+    );
+    a.matmul(&b).unwrap().to_f64_vec()
+}
+
+#[test]
+fn products_under_autocast_are_the_f16_products_and_stay_f32() {
+    let (a, b) = (tensor(&[5, 7], 1), tensor(&[7, 3], 2));
+    let bias = tensor(&[3], 3);
+    let (plain, under, linear) = {
+        let plain = a.matmul(&b).unwrap();
+        let _autocast = autocast();
+        let under = a.matmul(&b).unwrap();
+        let linear = a.linear(&b.transpose(0, 1).unwrap(), Some(&bias)).unwrap();
+        (plain, under, linear)
+    };
+    assert_eq!(under.dtype(), DType::F32);
+    assert_eq!(under.to_f64_vec(), explicit_product(&a, &b));
+    let expected_linear: Vec<f64> = explicit_product(&a, &b)
+        .iter()
+        .zip(bias.to_f64_vec().iter().cycle())
+        .map(|(p, b)| f64::from(*p as f32 + *b as f32))
+        .collect();
+    assert_eq!(linear.to_f64_vec(), expected_linear);
+    // The rounding is the f16 one: far from f32's, within f16's relative error.
+    let (p, u) = (plain.to_f64_vec(), under.to_f64_vec());
+    assert_ne!(p, u);
+    let scale: f64 = a.to_f64_vec().iter().map(|x| x.abs()).sum::<f64>() * 2.0;
+    for (p, u) in p.iter().zip(&u) {
+        assert!((p - u).abs() <= scale * 2e-3, "{p} vs {u}");
+    }
+    // Outside the scope, f32 again.
+    assert_eq!(a.matmul(&b).unwrap().to_f64_vec(), p);
+}
+
+#[test]
+fn gradients_under_autocast_run_the_backward_products_in_f16() {
+    let x = tensor(&[4, 6], 4).requires_grad_().unwrap();
+    let w = tensor(&[6, 3], 5).requires_grad_().unwrap();
+    let loss = {
+        let _autocast = autocast();
+        x.matmul(&w).unwrap().tanh().unwrap().sum_all().unwrap()
+    };
+    // The backward pass runs outside the scope: the records remember autocast.
+    let grads = loss.backward().unwrap();
+    let y = DynTensor::from_vec(
+        explicit_product(&x, &w).iter().map(|&v| v as f32).collect(),
+        &[4, 3],
+    )
+    .unwrap();
+    let dy = y
+        .tanh()
+        .unwrap()
+        .powf(2.0)
+        .unwrap()
+        .neg()
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap();
+    let gx = explicit_product(&dy, &w.transpose(0, 1).unwrap());
+    let gw = explicit_product(&x.transpose(0, 1).unwrap(), &dy);
+    assert_eq!(grads.grad(&x).unwrap().to_f64_vec(), gx);
+    assert_eq!(grads.grad(&w).unwrap().to_f64_vec(), gw);
+    assert_eq!(grads.grad(&w).unwrap().dtype(), DType::F32);
+}
+
+#[test]
+fn convolutions_under_autocast_take_the_f16_product() {
+    let x = tensor(&[2, 3, 6, 6], 6).requires_grad_().unwrap();
+    let w = tensor(&[4, 3, 3, 3], 7).requires_grad_().unwrap();
+    let conv = |x: &DynTensor, w: &DynTensor| {
+        x.conv2d(w, None, (1, 1), (1, 1), (1, 1), 1)
+            .unwrap()
+            .tanh()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+    };
+    let under = {
+        let _autocast = autocast();
+        conv(&x, &w)
+    };
+    // The same convolution in f32 of operands already rounded to f16 differs from the
+    // autocast one only by the rounding of the products' results.
+    let rounded = conv(&half(&x).requires_grad_().unwrap(), &half(&w));
+    let (a, b) = (under.item::<f32>().unwrap(), rounded.item::<f32>().unwrap());
+    assert!((a - b).abs() <= 1e-3 * b.abs().max(1.0), "{a} vs {b}");
+    let plain = conv(&x, &w).item::<f32>().unwrap();
+    assert_ne!(a, plain, "the autocast convolution did not round anything");
+    let grads = under.backward().unwrap();
+    let plain_grads = conv(&x, &w).backward().unwrap();
+    for t in [&x, &w] {
+        let (g, p) = (
+            grads.grad(t).unwrap().to_f64_vec(),
+            plain_grads.grad(t).unwrap().to_f64_vec(),
+        );
+        let size = p.iter().map(|v| v.abs()).fold(0.0, f64::max);
+        for (g, p) in g.iter().zip(&p) {
+            assert!((g - p).abs() <= 1e-2 * size, "{g} vs {p}");
+        }
+    }
+}
+
+#[test]
+fn the_digits_mlp_trains_under_autocast_with_loss_scaling() {
+    manual_seed(7);
+    let (train, test) = training::load_digits().unwrap();
+    let test = Sample::collate(test.items().to_vec()).unwrap();
+    let model = training::Mlp::new().unwrap();
+    let mut optimizer = Adam::new(
+        model.parameters(),
+        AdamConfig {
+            lr: 2e-3,
+            ..AdamConfig::adam()
+        },
+    )
+    .unwrap();
+    let mut scaler = GradScaler::new();
+    let mut loader = DataLoader::new(train, 32).unwrap().shuffle(11);
+    let logits = |batch: &Batch| {
+        let x = batch.input::<(Dyn, D<64>)>().unwrap();
+        model.forward(&x).unwrap().erase()
+    };
+    let mut skipped = 0;
+    for epoch in 0..30 {
+        for batch in loader.epoch_from(epoch, 0) {
+            let batch = batch.unwrap();
+            let loss = {
+                let _autocast = autocast();
+                classification(&logits(&batch), &batch.target).unwrap().0
+            };
+            let mut grads = scaler.scale(&loss).unwrap().backward().unwrap();
+            skipped += usize::from(!scaler.step(&mut optimizer, &mut grads).unwrap());
+            scaler.update();
+        }
+    }
+    let accuracy = {
+        let (_guard, _autocast) = (rumus::no_grad(), autocast());
+        classification(&logits(&test), &test.target)
+            .unwrap()
+            .1
+            .accuracy()
+    };
+    assert!(
+        accuracy >= 0.96,
+        "test accuracy {accuracy:.4} under autocast"
+    );
+    assert!(skipped < 10, "{skipped} steps skipped");
+    assert!(model.parameters().iter().all(|p| p.dtype() == DType::F32));
+}
+
+#[test]
+fn gpu_products_under_autocast_match_the_cpu() {
+    let _serial = common::gpu::serial();
+    let Some(device) = gpu() else { return };
+    let x = tensor(&[9, 20], 8).requires_grad_().unwrap();
+    let w = tensor(&[20, 5], 9).requires_grad_().unwrap();
+    let run = |x: &DynTensor, w: &DynTensor| {
+        let loss = {
+            let _autocast = autocast();
+            x.matmul(w).unwrap().tanh().unwrap().sum_all().unwrap()
+        };
+        let grads = loss.backward().unwrap();
+        (
+            loss,
+            grads.grad(x).unwrap().clone(),
+            grads.grad(w).unwrap().clone(),
+        )
+    };
+    let cpu = run(&x, &w);
+    let (gx, gw) = (
+        x.to(&device).unwrap().requires_grad_().unwrap(),
+        w.to(&device).unwrap().requires_grad_().unwrap(),
+    );
+    let on_gpu = run(&gx, &gw);
+    // Both round each product to f16 once; their f32 sums may round to neighbouring halves.
+    let pairs = [
+        (&cpu.0, &on_gpu.0),
+        (&cpu.1, &on_gpu.1),
+        (&cpu.2, &on_gpu.2),
+    ];
+    for (what, (c, g)) in ["loss", "grad x", "grad w"].into_iter().zip(pairs) {
+        assert!(g.device().is_gpu() && g.dtype() == DType::F32, "{what}");
+        for (c, g) in c.to_f64_vec().iter().zip(&g.to_f64_vec()) {
+            assert!(
+                (c - g).abs() <= 2e-3 * c.abs() + 1e-3,
+                "{what}: cpu {c}, gpu {g}"
+            );
+        }
+    }
+}
