@@ -226,10 +226,20 @@ fn transformer_profile(device: &Device) -> rumus::Result<()> {
         return Ok(());
     };
     let mut bench = TransformerBench::new(device);
-    bench.step();
-    bench.step();
+    // `profile autocast`: the mixed-precision step instead.
+    let mixed = std::env::args().any(|a| a == "autocast");
+    let mut scaler = GradScaler::new();
+    let mut step = |bench: &mut TransformerBench| {
+        if mixed {
+            bench.step_autocast(&mut scaler)
+        } else {
+            bench.step()
+        }
+    };
+    step(&mut bench);
+    step(&mut bench);
     gpu.profile_kernels(true)?;
-    bench.step();
+    step(&mut bench);
     let times = gpu.kernel_times()?;
     gpu.profile_kernels(false)?;
     let total: f64 = times.iter().map(|(_, t)| t.seconds).sum();

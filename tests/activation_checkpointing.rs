@@ -236,3 +236,29 @@ fn a_checkpointed_layer_in_a_model_keeps_its_names_and_gradients() {
         grads_of(&wrapped, wrapped_loss)
     );
 }
+
+#[test]
+fn a_checkpointed_segment_on_the_gpu_gives_the_plain_gradients() {
+    let _serial = serial();
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    let on_gpu = |t: DynTensor| t.to(&device).unwrap().requires_grad_().unwrap();
+    let weights: Vec<DynTensor> = (0..3)
+        .map(|i| on_gpu(common::gpu::tensor(&[16, 16], 20 + i)))
+        .collect();
+    let x = on_gpu(common::gpu::tensor(&[8, 16], 19));
+    let run = |checkpointed: bool| {
+        rng::manual_seed(5);
+        let grads = stack(&x, &weights, checkpointed).backward().unwrap();
+        std::iter::once(&x)
+            .chain(&weights)
+            .map(|t| {
+                let g = grads.grad(t).unwrap();
+                assert!(g.device().is_gpu());
+                g.to_f64_vec()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(false), run(true));
+}

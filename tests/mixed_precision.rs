@@ -9,10 +9,10 @@ mod training;
 mod common;
 
 use common::gpu::{gpu, tensor};
-use rumus::amp::{GradScaler, autocast};
+use rumus::amp::{GradScaler, GradScalerConfig, autocast};
 use rumus::data::{Batch, Collate, DataLoader, Sample};
 use rumus::nn::Module;
-use rumus::optim::{Adam, AdamConfig};
+use rumus::optim::{Adam, AdamConfig, Sgd, SgdConfig};
 use rumus::prelude::*;
 use rumus::train::classification;
 
@@ -218,5 +218,59 @@ fn gpu_products_under_autocast_match_the_cpu() {
                 "{what}: cpu {c}, gpu {g}"
             );
         }
+    }
+}
+
+#[test]
+fn gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu() {
+    let _serial = common::gpu::serial();
+    let Some(device) = gpu() else { return };
+    // Returns the parameter after a run of scaled steps whose first overflows.
+    let train = |device: &Device| {
+        let w = tensor(&[20, 5], 10)
+            .to(device)
+            .unwrap()
+            .requires_grad_()
+            .unwrap();
+        // Small inputs, so the only overflows are the scale's own: under autocast the scaled
+        // gradient enters an f16 product, and f16 ends at 65504.
+        let x = tensor(&[16, 20], 11)
+            .mul_scalar(0.01)
+            .unwrap()
+            .to(device)
+            .unwrap();
+        let config = SgdConfig {
+            lr: 0.05,
+            ..Default::default()
+        };
+        let mut sgd = Sgd::new(vec![w.clone()], config).unwrap();
+        let mut scaler = GradScaler::with_config(GradScalerConfig {
+            // 2^17 overflows f16 whatever the values; 2^14 is far from it.
+            init_scale: 2f64.powi(17),
+            backoff_factor: 0.125,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut stepped = Vec::new();
+        for _ in 0..4 {
+            let loss = {
+                let _autocast = autocast();
+                x.matmul(&w).unwrap().tanh().unwrap().sum_all().unwrap()
+            };
+            let mut grads = scaler.scale(&loss).unwrap().backward().unwrap();
+            stepped.push(scaler.step(&mut sgd, &mut grads).unwrap());
+            scaler.update();
+        }
+        (w, stepped, scaler.scale_factor())
+    };
+    let (cpu_w, cpu_stepped, cpu_scale) = train(&Device::Cpu);
+    let (gpu_w, gpu_stepped, gpu_scale) = train(&device);
+    assert_eq!(cpu_stepped, [false, true, true, true], "2^17 overflows f16");
+    assert_eq!(cpu_scale, 2f64.powi(14));
+    assert_eq!(gpu_stepped, cpu_stepped);
+    assert_eq!(gpu_scale, cpu_scale);
+    assert!(gpu_w.device().is_gpu());
+    for (c, g) in cpu_w.to_f64_vec().iter().zip(&gpu_w.to_f64_vec()) {
+        assert!((c - g).abs() <= 1e-3 * c.abs() + 1e-4, "cpu {c}, gpu {g}");
     }
 }

@@ -189,7 +189,10 @@ impl GradScaler {
         }
         let mut finite = true;
         for check in checks {
-            finite &= check.to_dtype(DType::F64)?.item::<f64>()?.is_finite();
+            finite &= match check.dtype() {
+                DType::F64 => check.item::<f64>()?.is_finite(),
+                _ => check.to_dtype(DType::F32)?.item::<f32>()?.is_finite(),
+            };
         }
         let found_inf = self.found_inf.unwrap_or(false) || !finite;
         self.found_inf = Some(found_inf);
