@@ -26,7 +26,7 @@ use crate::tensor::{DynTensor, Tensor};
 /// # fn main() -> rumus::Result<()> {
 /// let block = Checkpointed::new(Linear::<8, 8>::new()?);
 /// let x: Tensor<(Dyn, D<8>)> = DynTensor::ones(&[4, 8], DType::F32)?.try_shape()?;
-/// let loss = block.forward_typed(&x)?.tanh()?.sum_all()?;
+/// let loss = block.forward_typed(&x)?.erase().tanh()?.sum_all()?;
 /// let grads = loss.backward()?;
 /// assert_eq!(grads.len(), 2); // the weight and the bias
 /// # Ok(())
