@@ -17,6 +17,7 @@ use rumus::nn::{
     CrossEntropyOptions, Linear, Module, Reduction, TransformerEncoderBlock, cross_entropy,
     mse_loss,
 };
+use rumus::ops::attention::SdpaOptions;
 use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::prelude::{D, Dyn, Tensor};
 use rumus::{DType, Device, DynTensor, no_grad};
@@ -220,6 +221,38 @@ fn transformer_step(device: &Device) -> (f64, f64, f64) {
     (step * 1e3, forward_only * 1e3, mixed * 1e3)
 }
 
+/// Causal attention forward and backward on `[4, 8, 4096, 64]` f32 (fused): milliseconds per
+/// call and the growth of the buffer pool's high-water mark in MiB.
+fn attention_step(device: &Device) -> (f64, f64) {
+    let Device::Gpu(gpu) = device else {
+        return (0.0, 0.0);
+    };
+    let leaf = || {
+        DynTensor::randn(&[4, 8, 4096, 64], DType::F32)
+            .unwrap()
+            .to(device)
+            .unwrap()
+            .requires_grad_()
+            .unwrap()
+    };
+    let (q, k, v) = (leaf(), leaf(), leaf());
+    let options = SdpaOptions {
+        causal: true,
+        ..Default::default()
+    };
+    let step = || {
+        let out = q.scaled_dot_product_attention(&k, &v, options).unwrap();
+        out.sum_all().unwrap().backward().unwrap();
+    };
+    gpu.release_pooled();
+    gpu.reset_memory_peak();
+    let before = gpu.memory().peak;
+    step();
+    device.synchronize().expect("GPU wait");
+    let grown = (gpu.memory().peak - before) as f64 / (1u64 << 20) as f64;
+    (seconds_per_call(device, 1, 5, step) * 1e3, grown)
+}
+
 /// GPU time of each kernel entry point in one transformer train step (`bench_gpu profile`).
 fn transformer_profile(device: &Device) -> rumus::Result<()> {
     let Device::Gpu(gpu) = device else {
@@ -387,6 +420,9 @@ fn main() -> rumus::Result<()> {
         println!("transformer_step {step:.3} ms");
         println!("transformer_forward {forward:.3} ms");
         println!("transformer_step_autocast {mixed:.3} ms");
+        let (attention, memory) = attention_step(&device);
+        println!("attention_t4096 {attention:.3} ms");
+        println!("attention_t4096_memory {memory:.1} MiB");
     }
     Ok(())
 }

@@ -7,7 +7,10 @@ PyTorch, and prints a markdown table with both values and their ratio. SGEMM rat
 rumus GFLOP/s over PyTorch's (higher is better; `hgemm` is the f16 product, accumulated in f32
 on both sides); step ratios are rumus time over PyTorch's
 (lower is better). `transformer_step_autocast` is the step under f16 autocast with dynamic
-loss scaling on both sides (`torch.autocast` + `torch.amp.GradScaler`).
+loss scaling on both sides (`torch.autocast` + `torch.amp.GradScaler`). `attention_t4096` is
+causal attention forward and backward on [4, 8, 4096, 64] f32 (rumus's fused kernels against
+PyTorch's `scaled_dot_product_attention`), `attention_t4096_memory` how far one such call
+raised each allocator's peak.
 """
 
 import math
@@ -123,6 +126,24 @@ def transformer(forward_only, autocast=False):
     return per_call(step, 2, 10) * 1e3
 
 
+def attention():
+    """Causal attention forward and backward on [4, 8, 4096, 64] in f32 (PyTorch picks its
+    fused kernel): (ms per call, MiB the allocator's peak grew by)."""
+    q, k, v = (torch.randn(4, 8, 4096, 64, device="cuda", requires_grad=True) for _ in range(3))
+
+    def step():
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.sum().backward()
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    grown = (torch.cuda.max_memory_allocated() - before) / 2**20
+    return per_call(step, 1, 5) * 1e3, grown
+
+
 def main():
     binary = sys.argv[1]
     out = subprocess.run([binary], check=True, capture_output=True, text=True)
@@ -145,13 +166,17 @@ def main():
             torch_values[name] = transformer(forward_only=False)
         elif name == "transformer_step_autocast":
             torch_values[name] = transformer(forward_only=False, autocast=True)
+        elif name == "attention_t4096":
+            torch_values[name], torch_values["attention_t4096_memory"] = attention()
         elif name == "transformer_forward":
             torch_values[name] = transformer(forward_only=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     print("| workload | unit | rumus | torch | ratio |")
     print("|---|---|---|---|---|")
     for name, (value, unit) in rumus.items():
-        t = torch_values[name]
+        t = torch_values.get(name)
+        if t is None:
+            continue
         print(f"| {name} | {unit} | {value:.3f} | {t:.3f} | {value / t:.2f} |")
 
 

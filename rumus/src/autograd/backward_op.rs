@@ -14,8 +14,8 @@ use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{
-    conv, custom, direct_conv, dropout, elementwise, index, join, matmul, norm, reduce, softmax,
-    unary, view,
+    attention, conv, custom, direct_conv, dropout, elementwise, index, join, matmul, norm, reduce,
+    softmax, unary, view,
 };
 use crate::shape::Dims;
 use crate::tensor::DynTensor;
@@ -254,6 +254,8 @@ pub enum BackwardOp {
     Checkpoint(Box<CheckpointRecord>),
     /// An op that ran under [`crate::amp::autocast`]; its backward runs under autocast too.
     Autocast(Box<BackwardOp>),
+    /// Fused scaled dot-product attention; inputs (query, key, value).
+    Attention(Box<attention::AttentionRecord>),
 }
 
 impl BackwardOp {
@@ -296,6 +298,7 @@ impl BackwardOp {
             BackwardOp::Custom(record) => record.name(),
             BackwardOp::Checkpoint(_) => "checkpoint",
             BackwardOp::Autocast(op) => op.name(),
+            BackwardOp::Attention(_) => "scaled_dot_product_attention",
         }
     }
 
@@ -333,6 +336,7 @@ impl BackwardOp {
             BackwardOp::Custom(record) => record.take_saved().collect(),
             BackwardOp::Checkpoint(record) => record.take_saved().collect(),
             BackwardOp::Autocast(mut op) => op.take_saved(),
+            BackwardOp::Attention(record) => record.take_saved().collect(),
             _ => SmallVec::new(),
         }
     }
@@ -445,6 +449,7 @@ impl BackwardOp {
             BackwardOp::Custom(record) => custom::custom_backward(record, grad, needs),
             BackwardOp::Checkpoint(record) => checkpoint_backward(record, grad, needs),
             BackwardOp::Autocast(op) => crate::amp::autocast_backward(op, grad, needs),
+            BackwardOp::Attention(record) => attention::attention_backward(record, grad, needs),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Differentiable tensor ops, one family per file. Each file holds the forward (as methods on
 //! [`DynTensor`](crate::DynTensor)) and the backward formulas of its records.
 
+pub mod attention;
 pub mod cast;
 pub mod conv;
 pub mod custom;

@@ -2,6 +2,7 @@
 //! and never over shapes: dims arrive as `&[usize]` inside a [`Layout`](crate::shape::Layout),
 //! so adding a model never compiles a new kernel.
 
+pub mod attention;
 pub mod concat;
 mod conv_tiles;
 pub mod direct_conv;

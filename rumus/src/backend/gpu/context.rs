@@ -88,6 +88,15 @@ impl GpuDevice {
             .release();
     }
 
+    /// Restarts [`MemoryStats::peak`] from what is held now, to measure one workload's peak.
+    pub fn reset_memory_peak(&self) {
+        self.0
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reset_peak();
+    }
+
     /// Submits queued kernels and waits for them to finish.
     pub fn synchronize(&self) -> Result<()> {
         self.submit();

@@ -70,6 +70,10 @@ impl BufferPool {
         self.stats.pooled = 0;
     }
 
+    pub fn reset_peak(&mut self) {
+        self.stats.peak = self.stats.in_use + self.stats.pooled;
+    }
+
     fn take(&mut self, class: u64) -> Option<wgpu::Buffer> {
         let buffer = self.free.get_mut(&class)?.pop()?;
         if let Some(at) = self.order.iter().rposition(|&c| c == class) {

@@ -17,6 +17,7 @@ macro_rules! with_gpu_feature {
 }
 
 with_gpu_feature! {
+    mod attention;
     mod batch;
     mod context;
     mod custom;
@@ -34,6 +35,7 @@ with_gpu_feature! {
     mod transfer;
     mod window;
 
+    pub(crate) use attention::WIDEST_ROW as WIDEST_ATTENTION_ROW;
     pub use context::GpuDevice;
     pub(crate) use memory::check_dtype as memory_check_dtype;
     pub(crate) use norm::LONGEST_ROW as LONGEST_NORM_ROW;

@@ -21,6 +21,8 @@ pub(crate) enum Module {
     Index,
     /// `norm.wgsl`: layer normalisation forward and backward.
     Norm,
+    /// `attention.wgsl`: fused scaled dot-product attention forward and backward.
+    Attention,
     Optim,
     Window,
     /// `int8.wgsl`: quantized linear layers.
@@ -91,6 +93,7 @@ impl Module {
             ),
             Module::Index => include_str!("../../../../shaders/index.wgsl"),
             Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
+            Module::Attention => include_str!("../../../../shaders/attention.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
             Module::Int8 => include_str!("../../../../shaders/int8.wgsl"),
@@ -259,6 +262,7 @@ mod tests {
             Module::MatmulHalf,
             Module::Index,
             Module::Norm,
+            Module::Attention,
             Module::Optim,
             Module::Window,
             Module::Int8,

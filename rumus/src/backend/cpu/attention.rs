@@ -1,0 +1,197 @@
+//! Fused attention on the host, `softmax(scale q k^T + mask) v`, without the `[T, S]` score
+//! matrix: each query row walks the keys in blocks with a running maximum and sum (the online
+//! softmax of flash attention), so memory stays linear in the sequence length. The forward
+//! pass keeps each row's log-sum-exp; the backward pass recomputes the probabilities from it
+//! one block at a time.
+
+use rayon::prelude::*;
+
+use crate::element::Float;
+
+/// Keys scored at once: one rescale of the running output per block.
+const BLOCK: usize = 64;
+
+/// Sizes of one fused attention: `batch` independent problems (batch times heads) of `t`
+/// queries and `s` keys, query/key width `d` and value width `dv`.
+#[derive(Debug, Clone, Copy)]
+pub struct Geometry {
+    /// Independent problems (every leading dim multiplied).
+    pub batch: usize,
+    /// Queries per problem.
+    pub t: usize,
+    /// Keys (and values) per problem.
+    pub s: usize,
+    /// Width of queries and keys.
+    pub d: usize,
+    /// Width of values (and of the output).
+    pub dv: usize,
+    /// Problems that share one row of the key padding mask (the heads of one sample).
+    pub problems_per_mask_row: usize,
+    /// Query `i` sees keys `0..=i` only.
+    pub causal: bool,
+    /// The factor of `q k^T`.
+    pub scale: f64,
+}
+
+impl Geometry {
+    /// The keys query `i` may see, before padding: `0..end`.
+    fn visible_end(&self, i: usize) -> usize {
+        if self.causal {
+            (i + 1).min(self.s)
+        } else {
+            self.s
+        }
+    }
+}
+
+/// One problem's operands.
+struct Problem<'a, T> {
+    q: &'a [T],
+    k: &'a [T],
+    v: &'a [T],
+    /// `true` where a key is padding.
+    padding: Option<&'a [bool]>,
+}
+
+fn problem<'a, T>(
+    n: usize,
+    g: &Geometry,
+    (q, k, v): (&'a [T], &'a [T], &'a [T]),
+    mask: Option<&'a [bool]>,
+) -> Problem<'a, T> {
+    let row = n / g.problems_per_mask_row.max(1);
+    Problem {
+        q: &q[n * g.t * g.d..][..g.t * g.d],
+        k: &k[n * g.s * g.d..][..g.s * g.d],
+        v: &v[n * g.s * g.dv..][..g.s * g.dv],
+        padding: mask.map(|m| &m[row * g.s..][..g.s]),
+    }
+}
+
+fn dot<T: Float>(a: &[T], b: &[T]) -> T {
+    a.iter().zip(b).fold(T::ZERO, |sum, (&x, &y)| sum + x * y)
+}
+
+impl<T: Float> Problem<'_, T> {
+    /// `scale q_i . k_j`, or minus infinity for a padding key.
+    fn score(&self, g: &Geometry, i: usize, j: usize) -> T {
+        if self.padding.is_some_and(|p| p[j]) {
+            return T::NEG_INFINITY;
+        }
+        dot(&self.q[i * g.d..][..g.d], &self.k[j * g.d..][..g.d]) * T::from_f64(g.scale)
+    }
+}
+
+/// The attention output `[batch, t, dv]` and each query row's log-sum-exp of its scores
+/// `[batch, t]` (minus infinity, with a zero output row, where every key is hidden).
+pub fn forward<T: Float>(
+    operands: (&[T], &[T], &[T]),
+    mask: Option<&[bool]>,
+    g: &Geometry,
+) -> (Vec<T>, Vec<T>) {
+    let mut out = vec![T::ZERO; g.batch * g.t * g.dv];
+    let mut lse = vec![T::ZERO; g.batch * g.t];
+    out.par_chunks_mut(g.dv.max(1))
+        .zip(lse.par_iter_mut())
+        .enumerate()
+        .for_each(|(row, (acc, lse))| {
+            let (n, i) = (row / g.t, row % g.t);
+            let p = problem(n, g, operands, mask);
+            let mut scores = [T::ZERO; BLOCK];
+            let (mut max, mut sum) = (T::NEG_INFINITY, T::ZERO);
+            let end = g.visible_end(i);
+            for start in (0..end).step_by(BLOCK) {
+                let keys = start..(start + BLOCK).min(end);
+                let mut block_max = T::NEG_INFINITY;
+                for j in keys.clone() {
+                    scores[j - start] = p.score(g, i, j);
+                    block_max = block_max.max(scores[j - start]);
+                }
+                if block_max == T::NEG_INFINITY {
+                    continue;
+                }
+                let new_max = max.max(block_max);
+                let rescale = (max - new_max).exp();
+                sum *= rescale;
+                acc.iter_mut().for_each(|a| *a *= rescale);
+                for j in keys {
+                    let weight = (scores[j - start] - new_max).exp();
+                    sum += weight;
+                    for (a, &v) in acc.iter_mut().zip(&p.v[j * g.dv..][..g.dv]) {
+                        *a += weight * v;
+                    }
+                }
+                max = new_max;
+            }
+            if sum > T::ZERO {
+                let inverse = T::ONE / sum;
+                acc.iter_mut().for_each(|a| *a *= inverse);
+                *lse = max + sum.ln();
+            } else {
+                *lse = T::NEG_INFINITY;
+            }
+        });
+    (out, lse)
+}
+
+/// What the backward pass reads besides the operands.
+pub struct Saved<'a, T> {
+    /// The forward output `[batch, t, dv]`.
+    pub out: &'a [T],
+    /// Each row's log-sum-exp `[batch, t]`.
+    pub lse: &'a [T],
+    /// The gradient of the output `[batch, t, dv]`.
+    pub grad: &'a [T],
+}
+
+/// The gradients of `q`, `k` and `v`, recomputing each probability from the saved
+/// log-sum-exp. Problems run in parallel; within one, rows run in order.
+pub fn backward<T: Float>(
+    operands: (&[T], &[T], &[T]),
+    mask: Option<&[bool]>,
+    saved: Saved<'_, T>,
+    g: &Geometry,
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let mut dq = vec![T::ZERO; g.batch * g.t * g.d];
+    let mut dk = vec![T::ZERO; g.batch * g.s * g.d];
+    let mut dv = vec![T::ZERO; g.batch * g.s * g.dv];
+    let scale = T::from_f64(g.scale);
+    dq.par_chunks_mut((g.t * g.d).max(1))
+        .zip(dk.par_chunks_mut((g.s * g.d).max(1)))
+        .zip(dv.par_chunks_mut((g.s * g.dv).max(1)))
+        .enumerate()
+        .for_each(|(n, ((dq, dk), dv))| {
+            let p = problem(n, g, operands, mask);
+            for i in 0..g.t {
+                let row = n * g.t + i;
+                let lse = saved.lse[row];
+                if lse == T::NEG_INFINITY {
+                    continue;
+                }
+                let d_out = &saved.grad[row * g.dv..][..g.dv];
+                // sum_j p_ij (dO_i . v_j), the softmax's correction term.
+                let correction = dot(d_out, &saved.out[row * g.dv..][..g.dv]);
+                let q_i = &p.q[i * g.d..][..g.d];
+                for j in 0..g.visible_end(i) {
+                    let score = p.score(g, i, j);
+                    if score == T::NEG_INFINITY {
+                        continue;
+                    }
+                    let prob = (score - lse).exp();
+                    let v_j = &p.v[j * g.dv..][..g.dv];
+                    for (dv, &o) in dv[j * g.dv..][..g.dv].iter_mut().zip(d_out) {
+                        *dv += prob * o;
+                    }
+                    let d_score = prob * (dot(d_out, v_j) - correction) * scale;
+                    let k_j = &p.k[j * g.d..][..g.d];
+                    for (dq, &k) in dq[i * g.d..][..g.d].iter_mut().zip(k_j) {
+                        *dq += d_score * k;
+                    }
+                    for (dk, &q) in dk[j * g.d..][..g.d].iter_mut().zip(q_i) {
+                        *dk += d_score * q;
+                    }
+                }
+            }
+        });
+    (dq, dk, dv)
+}

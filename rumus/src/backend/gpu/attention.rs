@@ -1,0 +1,191 @@
+//! Launchers of `shaders/attention.wgsl`: fused scaled dot-product attention forward (output
+//! and log-sum-exp) and backward (one kernel for the query gradient, one for the key and
+//! value gradients), on contiguous f32 operands.
+
+use super::batch::grid_rows;
+use super::context::GpuDevice;
+use super::memory::GpuBuffer;
+use super::pipelines::Module;
+use crate::backend::cpu::attention::Geometry;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::DynTensor;
+
+/// The widest query, key or value row the kernels keep in registers (`WIDEST`).
+pub(crate) const WIDEST_ROW: usize = 128;
+
+/// Rows a workgroup owns (`WG`).
+const ROWS_PER_WORKGROUP: usize = 64;
+
+/// The operands of one fused attention, contiguous, with the padding mask as f32 0/1.
+struct Operands {
+    q: DynTensor,
+    k: DynTensor,
+    v: DynTensor,
+    padding: Option<DynTensor>,
+}
+
+impl Operands {
+    fn new(
+        gpu: &GpuDevice,
+        [q, k, v]: [&DynTensor; 3],
+        mask: Option<&DynTensor>,
+    ) -> Result<Self> {
+        let contiguous = |t: &DynTensor| {
+            if t.is_contiguous() {
+                Ok(t.clone())
+            } else {
+                gpu.copy(t)
+            }
+        };
+        let device = q.device();
+        let padding = mask
+            .map(|m| contiguous(&m.to_dtype(DType::F32)?.to(&device)?))
+            .transpose()?;
+        Ok(Operands {
+            q: contiguous(q)?,
+            k: contiguous(k)?,
+            v: contiguous(v)?,
+            padding,
+        })
+    }
+
+    /// The parameter block of attention.wgsl for `rows`-long sides, with `grad_offset`.
+    fn params(&self, g: &Geometry, x: u32, grad_offset: usize) -> Vec<u32> {
+        let flags = u32::from(g.causal) | (u32::from(self.padding.is_some()) << 1);
+        let offset = |t: &DynTensor| t.layout().offset() as u32;
+        vec![
+            g.batch as u32,
+            g.t as u32,
+            g.s as u32,
+            g.d as u32,
+            g.dv as u32,
+            g.problems_per_mask_row as u32,
+            flags,
+            (g.scale as f32).to_bits(),
+            x,
+            offset(&self.q),
+            offset(&self.k),
+            offset(&self.v),
+            self.padding.as_ref().map_or(0, offset),
+            grad_offset as u32,
+        ]
+    }
+
+    /// Runs `entry` over `length` rows per problem with the operands at bindings 1-4 and
+    /// `bindings` after them.
+    fn dispatch(
+        &self,
+        gpu: &GpuDevice,
+        entry: &'static str,
+        (g, length, grad_offset): (&Geometry, usize, usize),
+        bindings: &[(u32, &wgpu::Buffer)],
+    ) -> Result<()> {
+        let workgroups = g.batch * length.div_ceil(ROWS_PER_WORKGROUP);
+        let (groups, x) = grid_rows(workgroups);
+        let (q, k, v) = (
+            gpu.memory_of(&self.q)?,
+            gpu.memory_of(&self.k)?,
+            gpu.memory_of(&self.v)?,
+        );
+        // An absent mask binds the queries in its place; the flags keep the kernel off it.
+        let padding = self.padding.as_ref().map(|m| gpu.memory_of(m)).transpose()?;
+        let mut all = vec![
+            (1, q.raw()),
+            (2, k.raw()),
+            (3, v.raw()),
+            (4, padding.as_ref().unwrap_or(&q).raw()),
+        ];
+        all.extend_from_slice(bindings);
+        let params = self.params(g, x, grad_offset);
+        gpu.dispatch(Module::Attention, entry, &params, &all, groups);
+        Ok(())
+    }
+}
+
+impl GpuDevice {
+    /// The attention output `[batch, t, dv]` and each query row's log-sum-exp `[batch, t]`.
+    pub(crate) fn attention_forward(
+        &self,
+        operands: [&DynTensor; 3],
+        mask: Option<&DynTensor>,
+        g: &Geometry,
+    ) -> Result<(DynTensor, DynTensor)> {
+        let ops = Operands::new(self, operands, mask)?;
+        let out = GpuBuffer::uninit(self, g.batch * g.t * g.dv, DType::F32, "attention")?;
+        let lse = GpuBuffer::uninit(self, g.batch * g.t, DType::F32, "attention")?;
+        ops.dispatch(
+            self,
+            "attention_forward",
+            (g, g.t, 0),
+            &[(5, out.raw()), (6, lse.raw())],
+        )?;
+        Ok((
+            DynTensor::from_gpu(out, &[g.batch, g.t, g.dv]),
+            DynTensor::from_gpu(lse, &[g.batch, g.t]),
+        ))
+    }
+
+    /// The gradients of query, key and value from the forward pass's output and log-sum-exp
+    /// and the output's gradient (`[batch, t, dv]` each).
+    pub(crate) fn attention_backward(
+        &self,
+        operands: [&DynTensor; 3],
+        mask: Option<&DynTensor>,
+        (out, lse, grad): (&DynTensor, &DynTensor, &DynTensor),
+        g: &Geometry,
+    ) -> Result<[DynTensor; 3]> {
+        let ops = Operands::new(self, operands, mask)?;
+        let grad = if grad.is_contiguous() {
+            grad.clone()
+        } else {
+            self.copy(grad)?
+        };
+        // The kernels index these per query row from element 0.
+        let from_start = |t: DynTensor| {
+            if t.is_contiguous() && t.layout().offset() == 0 {
+                Ok(t)
+            } else {
+                self.copy(&t)
+            }
+        };
+        // dO . O per query row.
+        let correction = from_start(grad.mul(out)?.sum(&[-1], false)?)?;
+        let lse = from_start(lse.clone())?;
+        let dq = GpuBuffer::uninit(self, g.batch * g.t * g.d, DType::F32, "attention")?;
+        let dk = GpuBuffer::uninit(self, g.batch * g.s * g.d, DType::F32, "attention")?;
+        let dv = GpuBuffer::uninit(self, g.batch * g.s * g.dv, DType::F32, "attention")?;
+        let (lse_memory, grad_memory, correction_memory) = (
+            self.memory_of(&lse)?,
+            self.memory_of(&grad)?,
+            self.memory_of(&correction)?,
+        );
+        let shared = [
+            (6, lse_memory.raw()),
+            (7, grad_memory.raw()),
+            (8, correction_memory.raw()),
+        ];
+        let grad_offset = grad.layout().offset();
+        let mut bindings = shared.to_vec();
+        bindings.push((9, dq.raw()));
+        ops.dispatch(
+            self,
+            "attention_backward_dq",
+            (g, g.t, grad_offset),
+            &bindings,
+        )?;
+        let mut bindings = shared.to_vec();
+        bindings.extend([(9, dk.raw()), (10, dv.raw())]);
+        ops.dispatch(
+            self,
+            "attention_backward_dkv",
+            (g, g.s, grad_offset),
+            &bindings,
+        )?;
+        Ok([
+            DynTensor::from_gpu(dq, operands[0].dims()),
+            DynTensor::from_gpu(dk, operands[1].dims()),
+            DynTensor::from_gpu(dv, operands[2].dims()),
+        ])
+    }
+}

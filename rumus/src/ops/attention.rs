@@ -1,0 +1,360 @@
+//! Scaled dot-product attention as one op (PyTorch's `F.scaled_dot_product_attention`):
+//! `softmax(scale q k^T + masks) v` over the last two axes. On the host it runs fused
+//! (`backend::cpu::attention`): no `[T, S]` matrix is made, forward or backward, so memory
+//! grows linearly with the sequence; the record keeps the inputs, the output and one
+//! log-sum-exp per query row. On a GPU the same algorithm runs in `shaders/attention.wgsl`
+//! (f32, rows up to 128 wide; wider ones take the composite form, products and a softmax
+//! with the `[T, S]` scores in memory).
+//!
+//! ```
+//! use rumus::DynTensor;
+//! use rumus::ops::attention::SdpaOptions;
+//!
+//! # fn main() -> rumus::Result<()> {
+//! // batch 2, 4 heads, 16 queries and keys of width 8
+//! let q = DynTensor::randn(&[2, 4, 16, 8], rumus::DType::F32)?.requires_grad_()?;
+//! let out = q.scaled_dot_product_attention(&q, &q, SdpaOptions { causal: true, ..Default::default() })?;
+//! assert_eq!(out.dims(), [2, 4, 16, 8]);
+//! let grads = out.sum_all()?.backward()?;
+//! assert_eq!(grads.grad(&q)?.dims(), [2, 4, 16, 8]);
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use crate::backend::cpu::attention::{self as kernel, Geometry};
+use crate::dtype::DType;
+use crate::element::Float;
+use crate::error::{Error, Result, ShapeError};
+use crate::tensor::DynTensor;
+
+/// Masks and scale of [`DynTensor::scaled_dot_product_attention`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SdpaOptions<'a> {
+    /// `bool` `[B, S]` (`[S]` for rank-2 operands), `true` where a key is padding; `B` is the
+    /// first axis of the operands, shared by the axes between it and the last two (heads).
+    pub key_padding_mask: Option<&'a DynTensor>,
+    /// Query `i` sees keys `0..=i` only (top-left aligned when `T != S`, as PyTorch's
+    /// `is_causal`).
+    pub causal: bool,
+    /// The factor of `q k^T`; `1 / sqrt(D)` when `None`.
+    pub scale: Option<f64>,
+}
+
+/// What the backward pass of a fused attention needs.
+pub struct AttentionRecord {
+    q: Saved,
+    k: Saved,
+    v: Saved,
+    /// The output and each query row's log-sum-exp, untracked.
+    out: DynTensor,
+    lse: DynTensor,
+    mask: Option<DynTensor>,
+    geometry: Geometry,
+}
+
+impl AttentionRecord {
+    pub(crate) fn take_saved(self) -> impl Iterator<Item = DynTensor> {
+        [self.q, self.k, self.v].into_iter().map(Saved::into_tensor)
+    }
+}
+
+fn shape_error(message: String) -> Error {
+    ShapeError::Invalid {
+        context: "scaled_dot_product_attention".into(),
+        message,
+    }
+    .into()
+}
+
+/// The sizes of the problem, checked.
+fn geometry(
+    q: &DynTensor,
+    k: &DynTensor,
+    v: &DynTensor,
+    options: &SdpaOptions,
+) -> Result<Geometry> {
+    let rank = q.rank();
+    if rank < 2 || k.rank() != rank || v.rank() != rank {
+        return Err(shape_error(format!(
+            "query, key and value need the same rank, at least 2 ([.., T, D], [.., S, D], \
+             [.., S, Dv]), got {:?}, {:?} and {:?}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        )));
+    }
+    let lead = &q.dims()[..rank - 2];
+    let (t, d) = (q.dims()[rank - 2], q.dims()[rank - 1]);
+    let (s, dk) = (k.dims()[rank - 2], k.dims()[rank - 1]);
+    let (sv, dv) = (v.dims()[rank - 2], v.dims()[rank - 1]);
+    if &k.dims()[..rank - 2] != lead || &v.dims()[..rank - 2] != lead || dk != d || sv != s {
+        return Err(shape_error(format!(
+            "query {:?}, key {:?} and value {:?} must share their leading dims, query and key \
+             their width, key and value their length",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        )));
+    }
+    for t in [k, v] {
+        if t.dtype() != q.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "scaled_dot_product_attention",
+                lhs: q.dtype(),
+                rhs: t.dtype(),
+            });
+        }
+    }
+    if !matches!(q.dtype(), DType::F32 | DType::F64) {
+        return Err(Error::DType {
+            op: "scaled_dot_product_attention",
+            expected: "f32 or f64",
+            found: q.dtype(),
+        });
+    }
+    let batch: usize = lead.iter().product();
+    let mut problems_per_mask_row = batch;
+    if let Some(mask) = options.key_padding_mask {
+        let expected: Vec<usize> = lead.iter().take(1).copied().chain([s]).collect();
+        if mask.dims() != expected || mask.dtype() != DType::Bool {
+            return Err(shape_error(format!(
+                "key_padding_mask must be bool {expected:?} (true where a key is padding), got \
+                 {} {:?}",
+                mask.dtype(),
+                mask.dims()
+            )));
+        }
+        problems_per_mask_row = batch / lead.first().copied().unwrap_or(1).max(1);
+    }
+    Ok(Geometry {
+        batch,
+        t,
+        s,
+        d,
+        dv,
+        problems_per_mask_row,
+        causal: options.causal,
+        scale: options.scale.unwrap_or(1.0 / (d.max(1) as f64).sqrt()),
+    })
+}
+
+impl DynTensor {
+    /// `softmax(scale self key^T + masks) value` over the last two axes: `self` `[.., T, D]`,
+    /// `key` `[.., S, D]`, `value` `[.., S, Dv]`, the result `[.., T, Dv]`. A query row that
+    /// sees no key at all (every key padding) gives zeros and no gradient, where the
+    /// composite form gives NaN.
+    pub fn scaled_dot_product_attention(
+        &self,
+        key: &DynTensor,
+        value: &DynTensor,
+        options: SdpaOptions,
+    ) -> Result<DynTensor> {
+        let g = geometry(self, key, value, &options)?;
+        let mask = options.key_padding_mask;
+        let operands = [self, key, value];
+        #[cfg(feature = "gpu")]
+        let (out, lse) = match crate::device::gpu_of("scaled_dot_product_attention", &operands)? {
+            Some(gpu) if fused_on_gpu(&g) => gpu.attention_forward(operands, mask, &g)?,
+            Some(_) => return composite(self, key, value, mask, &g),
+            None => forward_on_host(operands, mask, &g)?,
+        };
+        #[cfg(not(feature = "gpu"))]
+        let (out, lse) = forward_on_host(operands, mask, &g)?;
+        let out_dims: Vec<usize> = self.dims()[..self.rank() - 1]
+            .iter()
+            .copied()
+            .chain([g.dv])
+            .collect();
+        let out = out.reshape(&out_dims)?;
+        Ok(record(out.clone(), &[self, key, value], || {
+            BackwardOp::Attention(Box::new(AttentionRecord {
+                q: Saved::new(self),
+                k: Saved::new(key),
+                v: Saved::new(value),
+                out,
+                lse,
+                mask: mask.cloned(),
+                geometry: g,
+            }))
+        }))
+    }
+}
+
+/// The contiguous elements of each tensor, as `T`.
+fn host_values<T: Float>(tensors: [&DynTensor; 3]) -> Result<[Vec<T>; 3]> {
+    let read = |t: &DynTensor| t.contiguous_untracked()?.to_vec::<T>();
+    Ok([read(tensors[0])?, read(tensors[1])?, read(tensors[2])?])
+}
+
+/// Whether the GPU kernels take these sizes (their rows live in registers).
+#[cfg(feature = "gpu")]
+fn fused_on_gpu(g: &Geometry) -> bool {
+    let widest = crate::backend::gpu::WIDEST_ATTENTION_ROW;
+    g.d <= widest && g.dv <= widest
+}
+
+fn forward_on_host(
+    operands: [&DynTensor; 3],
+    mask: Option<&DynTensor>,
+    g: &Geometry,
+) -> Result<(DynTensor, DynTensor)> {
+    fn typed<T: Float>(
+        operands: [&DynTensor; 3],
+        mask: Option<&[bool]>,
+        g: &Geometry,
+    ) -> Result<(DynTensor, DynTensor)> {
+        let [q, k, v] = host_values::<T>(operands)?;
+        let (out, lse) = kernel::forward((&q, &k, &v), mask, g);
+        Ok((
+            DynTensor::from_buffer(T::into_buffer(out), &[g.batch, g.t, g.dv]),
+            DynTensor::from_buffer(T::into_buffer(lse), &[g.batch, g.t]),
+        ))
+    }
+    let mask = mask.map(DynTensor::to_vec::<bool>).transpose()?;
+    if operands[0].dtype() == DType::F64 {
+        typed::<f64>(operands, mask.as_deref(), g)
+    } else {
+        typed::<f32>(operands, mask.as_deref(), g)
+    }
+}
+
+/// The attention from products and a softmax (the `[.., T, S]` scores in memory), for GPU
+/// rows wider than the kernels keep.
+#[cfg(feature = "gpu")]
+fn composite(
+    q: &DynTensor,
+    k: &DynTensor,
+    v: &DynTensor,
+    mask: Option<&DynTensor>,
+    g: &Geometry,
+) -> Result<DynTensor> {
+    probabilities(q, k, mask, g)?.matmul(v)
+}
+
+/// `softmax(scale q k^T + masks)`, `[.., T, S]`.
+fn probabilities(
+    q: &DynTensor,
+    k: &DynTensor,
+    mask: Option<&DynTensor>,
+    g: &Geometry,
+) -> Result<DynTensor> {
+    let rank = q.rank();
+    let mut scores = q.matmul(&k.transpose(-1, -2)?)?.mul_scalar(g.scale)?;
+    if let Some(mask) = mask {
+        // [B, S] -> [B, 1.., 1, S] against [B, H.., T, S].
+        let mut dims = vec![1; rank];
+        dims[rank - 1] = g.s;
+        if rank > 2 {
+            dims[0] = mask.dims()[0];
+        }
+        let mask = mask.reshape(&dims)?.to(&scores.device())?;
+        scores = scores.masked_fill(&mask, f64::NEG_INFINITY)?;
+    }
+    if g.causal {
+        let hidden = crate::nn::causal_mask(g.t, g.s)?.to(&scores.device())?;
+        scores = scores.masked_fill(&hidden, f64::NEG_INFINITY)?;
+    }
+    scores.softmax(-1)
+}
+
+/// The gradients of query, key and value (those `needs` asks for).
+pub(crate) fn attention_backward(
+    record: &AttentionRecord,
+    grad: &DynTensor,
+    needs: &[bool],
+) -> Result<Vec<Option<DynTensor>>> {
+    let name = "scaled_dot_product_attention";
+    let operands = [
+        record.q.get(name)?,
+        record.k.get(name)?,
+        record.v.get(name)?,
+    ];
+    let (g, mask) = (&record.geometry, record.mask.as_ref());
+    let grads = if is_grad_enabled() {
+        recorded_backward(operands, mask, grad, g)?
+    } else if let Some(grads) = backward_on_gpu(operands, record, grad)? {
+        grads
+    } else {
+        let mask = mask.map(DynTensor::to_vec::<bool>).transpose()?;
+        if operands[0].dtype() == DType::F64 {
+            backward_on_host::<f64>(operands, mask.as_deref(), record, grad)?
+        } else {
+            backward_on_host::<f32>(operands, mask.as_deref(), record, grad)?
+        }
+    };
+    Ok(grads
+        .into_iter()
+        .zip(needs)
+        .map(|(g, &need)| need.then_some(g))
+        .collect())
+}
+
+/// The gradients from the GPU kernels, when the operands are on a GPU.
+#[cfg(feature = "gpu")]
+fn backward_on_gpu(
+    operands: [&DynTensor; 3],
+    record: &AttentionRecord,
+    grad: &DynTensor,
+) -> Result<Option<[DynTensor; 3]>> {
+    let Some(gpu) = crate::device::gpu_of("scaled_dot_product_attention", &operands)? else {
+        return Ok(None);
+    };
+    let saved = (&record.out, &record.lse, grad);
+    let mask = record.mask.as_ref();
+    gpu.attention_backward(operands, mask, saved, &record.geometry)
+        .map(Some)
+}
+
+#[cfg(not(feature = "gpu"))]
+fn backward_on_gpu(
+    _: [&DynTensor; 3],
+    _: &AttentionRecord,
+    _: &DynTensor,
+) -> Result<Option<[DynTensor; 3]>> {
+    Ok(None)
+}
+
+fn backward_on_host<T: Float>(
+    operands: [&DynTensor; 3],
+    mask: Option<&[bool]>,
+    record: &AttentionRecord,
+    grad: &DynTensor,
+) -> Result<[DynTensor; 3]> {
+    let g = &record.geometry;
+    let [q, k, v] = host_values::<T>(operands)?;
+    let [out, lse, grad_values] = host_values::<T>([&record.out, &record.lse, grad])?;
+    let saved = kernel::Saved {
+        out: &out,
+        lse: &lse,
+        grad: &grad_values,
+    };
+    let (dq, dk, dv) = kernel::backward((&q, &k, &v), mask, saved, g);
+    let tensor = |values: Vec<T>, like: &DynTensor| {
+        DynTensor::from_buffer(T::into_buffer(values), like.dims())
+    };
+    Ok([
+        tensor(dq, operands[0]),
+        tensor(dk, operands[1]),
+        tensor(dv, operands[2]),
+    ])
+}
+
+/// The same gradients from differentiable ops, for a recorded backward pass
+/// (`create_graph`): `dS = P (dP - rowsum(dO o O))` with `dP = dO v^T`.
+fn recorded_backward(
+    [q, k, v]: [&DynTensor; 3],
+    mask: Option<&DynTensor>,
+    grad: &DynTensor,
+    g: &Geometry,
+) -> Result<[DynTensor; 3]> {
+    let p = probabilities(q, k, mask, g)?;
+    let out = p.matmul(v)?;
+    let dv = p.transpose(-1, -2)?.matmul(grad)?;
+    let dp = grad.matmul(&v.transpose(-1, -2)?)?;
+    let correction = grad.mul(&out)?.sum(&[-1], true)?;
+    let ds = p.mul(&dp.sub(&correction)?)?.mul_scalar(g.scale)?;
+    let dq = ds.matmul(k)?;
+    let dk = ds.transpose(-1, -2)?.matmul(q)?;
+    Ok([dq, dk, dv])
+}

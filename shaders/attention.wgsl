@@ -1,0 +1,316 @@
+// Fused scaled dot-product attention, softmax(scale q k^T + masks) v, without the [T, S]
+// scores: flash attention's online softmax, forward and backward.
+//
+// A workgroup of 64 invocations owns 64 rows of one problem (one batch entry and head): query
+// rows in `attention_forward` and `attention_backward_dq`, key rows in
+// `attention_backward_dkv`. Each invocation keeps its own rows (up to 128 wide) in registers
+// and walks the other side in tiles staged through workgroup memory, `TILE / width` rows at a
+// time. The forward pass writes each query row's log-sum-exp; the backward passes recompute
+// every probability from it, so nothing quadratic in the sequence is ever stored.
+//
+// Parameters: 0 problems, 1 T, 2 S, 3 D (query and key width), 4 Dv (value width), 5 problems
+// per mask row, 6 flags (1 causal, 2 key padding mask), 7 scale (f32 bits), 8 workgroups per
+// grid row, 9 q offset, 10 k offset, 11 v offset, 12 mask offset, 13 grad offset.
+
+@group(0) @binding(0) var<storage, read> p: array<u32>;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+// 1.0 where a key is padding, per mask row: [rows, S].
+@group(0) @binding(4) var<storage, read> padding: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(7) var<storage, read> grad: array<f32>;
+// Per query row, dO . O: the softmax's correction term.
+@group(0) @binding(8) var<storage, read> correction: array<f32>;
+@group(0) @binding(9) var<storage, read_write> grad_qk: array<f32>;
+@group(0) @binding(10) var<storage, read_write> grad_v: array<f32>;
+
+const WG: u32 = 64u;
+const WIDEST: u32 = 128u;
+// Floats of each staged tile (7 KiB): two tiles fit the smallest workgroup memory allowed.
+const TILE: u32 = 1792u;
+const CAUSAL: u32 = 1u;
+const HAS_MASK: u32 = 2u;
+
+var<workgroup> tile_a: array<f32, TILE>;
+var<workgroup> tile_b: array<f32, TILE>;
+// Per staged row: its log-sum-exp (backward over queries) or 1.0 if hidden (keys).
+var<workgroup> row_lse: array<f32, 128>;
+var<workgroup> row_correction: array<f32, 128>;
+
+struct Rows {
+    // The problem (batch entry and head).
+    n: u32,
+    // The first of the workgroup's 64 rows.
+    first: u32,
+    // This invocation's row.
+    row: u32,
+    // Whether the workgroup has a problem at all (uniform).
+    has_problem: bool,
+}
+
+fn rows_of(wid: vec3<u32>, lid: u32, length: u32) -> Rows {
+    let blocks = (length + WG - 1u) / WG;
+    let w = wid.y * p[8] + wid.x;
+    let n = w / max(blocks, 1u);
+    let first = (w % max(blocks, 1u)) * WG;
+    return Rows(n, first, first + lid, n < p[0]);
+}
+
+fn neg_inf() -> f32 {
+    return bitcast<f32>(0xff800000u);
+}
+
+fn scale() -> f32 {
+    return bitcast<f32>(p[7]);
+}
+
+fn causal() -> bool {
+    return (p[6] & CAUSAL) != 0u;
+}
+
+// Whether key `j` of problem `n` is padding.
+fn hidden(n: u32, j: u32) -> bool {
+    if ((p[6] & HAS_MASK) == 0u) {
+        return false;
+    }
+    let row = n / max(p[5], 1u);
+    return padding[p[12] + row * p[2] + j] != 0.0;
+}
+
+// Rows of keys (or queries) staged per tile for row widths `a` and `b`.
+fn tile_rows(a: u32, b: u32) -> u32 {
+    return min(128u, TILE / max(max(a, b), 1u));
+}
+
+@compute @workgroup_size(64)
+fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = p[1];
+    let s = p[2];
+    let d = p[3];
+    let dv = p[4];
+    let r = rows_of(wid, lid, t);
+    if (!r.has_problem) {
+        return;
+    }
+    let valid = r.row < t;
+    var query: array<f32, WIDEST>;
+    var acc: array<f32, WIDEST>;
+    for (var c = 0u; c < d; c++) {
+        query[c] = select(0.0, q[p[9] + (r.n * t + r.row) * d + c], valid);
+    }
+    for (var c = 0u; c < dv; c++) {
+        acc[c] = 0.0;
+    }
+    var running_max = neg_inf();
+    var sum = 0.0;
+    var key_end = s;
+    if (causal()) {
+        key_end = min(s, min(t, r.first + WG));
+    }
+    let rows = tile_rows(d, dv);
+    for (var j0 = 0u; j0 < key_end; j0 += rows) {
+        workgroupBarrier();
+        for (var e = lid; e < rows * d; e += WG) {
+            let j = j0 + e / d;
+            tile_a[e] = select(0.0, k[p[10] + (r.n * s + min(j, s - 1u)) * d + e % d], j < s);
+        }
+        for (var e = lid; e < rows * dv; e += WG) {
+            let j = j0 + e / dv;
+            tile_b[e] = select(0.0, v[p[11] + (r.n * s + min(j, s - 1u)) * dv + e % dv], j < s);
+        }
+        for (var e = lid; e < rows; e += WG) {
+            let j = j0 + e;
+            row_lse[e] = select(0.0, 1.0, j >= key_end || hidden(r.n, min(j, s - 1u)));
+        }
+        workgroupBarrier();
+        // Invocations past the last row skip the work but not the barriers.
+        for (var jj = 0u; valid && jj < rows; jj++) {
+            let j = j0 + jj;
+            if (row_lse[jj] != 0.0 || (causal() && j > r.row)) {
+                continue;
+            }
+            var score = 0.0;
+            for (var c = 0u; c < d; c++) {
+                score += query[c] * tile_a[jj * d + c];
+            }
+            score *= scale();
+            if (score > running_max) {
+                let rescale = exp(running_max - score);
+                sum *= rescale;
+                for (var c = 0u; c < dv; c++) {
+                    acc[c] *= rescale;
+                }
+                running_max = score;
+            }
+            let weight = exp(score - running_max);
+            sum += weight;
+            for (var c = 0u; c < dv; c++) {
+                acc[c] += weight * tile_b[jj * dv + c];
+            }
+        }
+    }
+    if (!valid) {
+        return;
+    }
+    let row = r.n * t + r.row;
+    let inverse = select(0.0, 1.0 / sum, sum > 0.0);
+    for (var c = 0u; c < dv; c++) {
+        out[row * dv + c] = acc[c] * inverse;
+    }
+    lse[row] = select(neg_inf(), running_max + log(sum), sum > 0.0);
+}
+
+// dQ: a query row per invocation, walking the keys.
+@compute @workgroup_size(64)
+fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = p[1];
+    let s = p[2];
+    let d = p[3];
+    let dv = p[4];
+    let r = rows_of(wid, lid, t);
+    if (!r.has_problem) {
+        return;
+    }
+    let valid = r.row < t;
+    let row = r.n * t + min(r.row, t - 1u);
+    var query: array<f32, WIDEST>;
+    var d_out: array<f32, WIDEST>;
+    var dq: array<f32, WIDEST>;
+    for (var c = 0u; c < d; c++) {
+        query[c] = q[p[9] + row * d + c];
+        dq[c] = 0.0;
+    }
+    for (var c = 0u; c < dv; c++) {
+        d_out[c] = grad[p[13] + row * dv + c];
+    }
+    let row_lse_value = lse[row];
+    let row_correction_value = correction[row];
+    let seen = valid && row_lse_value != neg_inf();
+    var key_end = s;
+    if (causal()) {
+        key_end = min(s, min(t, r.first + WG));
+    }
+    let rows = tile_rows(d, dv);
+    for (var j0 = 0u; j0 < key_end; j0 += rows) {
+        workgroupBarrier();
+        for (var e = lid; e < rows * d; e += WG) {
+            let j = j0 + e / d;
+            tile_a[e] = select(0.0, k[p[10] + (r.n * s + min(j, s - 1u)) * d + e % d], j < s);
+        }
+        for (var e = lid; e < rows * dv; e += WG) {
+            let j = j0 + e / dv;
+            tile_b[e] = select(0.0, v[p[11] + (r.n * s + min(j, s - 1u)) * dv + e % dv], j < s);
+        }
+        for (var e = lid; e < rows; e += WG) {
+            let j = j0 + e;
+            row_lse[e] = select(0.0, 1.0, j >= key_end || hidden(r.n, min(j, s - 1u)));
+        }
+        workgroupBarrier();
+        for (var jj = 0u; seen && jj < rows; jj++) {
+            let j = j0 + jj;
+            if (row_lse[jj] != 0.0 || (causal() && j > r.row)) {
+                continue;
+            }
+            var score = 0.0;
+            for (var c = 0u; c < d; c++) {
+                score += query[c] * tile_a[jj * d + c];
+            }
+            let prob = exp(score * scale() - row_lse_value);
+            var dp = 0.0;
+            for (var c = 0u; c < dv; c++) {
+                dp += d_out[c] * tile_b[jj * dv + c];
+            }
+            let d_score = prob * (dp - row_correction_value) * scale();
+            for (var c = 0u; c < d; c++) {
+                dq[c] += d_score * tile_a[jj * d + c];
+            }
+        }
+    }
+    if (!valid) {
+        return;
+    }
+    for (var c = 0u; c < d; c++) {
+        grad_qk[row * d + c] = dq[c];
+    }
+}
+
+// dK and dV: a key row per invocation, walking the queries.
+@compute @workgroup_size(64)
+fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = p[1];
+    let s = p[2];
+    let d = p[3];
+    let dv = p[4];
+    let r = rows_of(wid, lid, s);
+    if (!r.has_problem) {
+        return;
+    }
+    let valid = r.row < s && !hidden(r.n, min(r.row, s - 1u));
+    let key_row = r.n * s + min(r.row, s - 1u);
+    var key: array<f32, WIDEST>;
+    var value: array<f32, WIDEST>;
+    var dk: array<f32, WIDEST>;
+    var dvalue: array<f32, WIDEST>;
+    for (var c = 0u; c < d; c++) {
+        key[c] = k[p[10] + key_row * d + c];
+        dk[c] = 0.0;
+    }
+    for (var c = 0u; c < dv; c++) {
+        value[c] = v[p[11] + key_row * dv + c];
+        dvalue[c] = 0.0;
+    }
+    // Under the causal mask queries before the workgroup's first key see none of its keys.
+    var query_start = 0u;
+    if (causal()) {
+        query_start = min(r.first, t);
+    }
+    let rows = tile_rows(d, dv);
+    for (var i0 = query_start; i0 < t; i0 += rows) {
+        workgroupBarrier();
+        for (var e = lid; e < rows * d; e += WG) {
+            let i = i0 + e / d;
+            tile_a[e] = select(0.0, q[p[9] + (r.n * t + min(i, t - 1u)) * d + e % d], i < t);
+        }
+        for (var e = lid; e < rows * dv; e += WG) {
+            let i = i0 + e / dv;
+            tile_b[e] = select(0.0, grad[p[13] + (r.n * t + min(i, t - 1u)) * dv + e % dv], i < t);
+        }
+        for (var e = lid; e < rows; e += WG) {
+            let i = min(i0 + e, t - 1u);
+            row_lse[e] = select(neg_inf(), lse[r.n * t + i], i0 + e < t);
+            row_correction[e] = correction[r.n * t + i];
+        }
+        workgroupBarrier();
+        for (var ii = 0u; valid && ii < rows; ii++) {
+            let i = i0 + ii;
+            if (row_lse[ii] == neg_inf() || (causal() && r.row > i)) {
+                continue;
+            }
+            var score = 0.0;
+            for (var c = 0u; c < d; c++) {
+                score += tile_a[ii * d + c] * key[c];
+            }
+            let prob = exp(score * scale() - row_lse[ii]);
+            var dp = 0.0;
+            for (var c = 0u; c < dv; c++) {
+                dp += tile_b[ii * dv + c] * value[c];
+                dvalue[c] += prob * tile_b[ii * dv + c];
+            }
+            let d_score = prob * (dp - row_correction[ii]) * scale();
+            for (var c = 0u; c < d; c++) {
+                dk[c] += d_score * tile_a[ii * d + c];
+            }
+        }
+    }
+    if (r.row >= s) {
+        return;
+    }
+    for (var c = 0u; c < d; c++) {
+        grad_qk[key_row * d + c] = dk[c];
+    }
+    for (var c = 0u; c < dv; c++) {
+        grad_v[key_row * dv + c] = dvalue[c];
+    }
+}

@@ -1,0 +1,230 @@
+//! Fused scaled dot-product attention: against finite differences (first and second order),
+//! against the same attention spelled out with products and a softmax, with padding and
+//! causal masks, and with memory that stays linear in the sequence length.
+
+mod common;
+
+use common::{check_first_and_second_order, randn};
+use rumus::ops::attention::SdpaOptions;
+use rumus::prelude::*;
+use rumus::storage::StoragePeak;
+
+/// The memory test reads process-wide byte counts: the tests run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Padding on the last two keys of sample 0 and the second key of sample 1.
+fn padding(s: usize) -> DynTensor {
+    let values: Vec<bool> = (0..2 * s)
+        .map(|i| if i < s { i >= s - 2 } else { i == s + 1 })
+        .collect();
+    DynTensor::from_vec(values, &[2, s]).unwrap()
+}
+
+/// The attention written out: `softmax(scale q k^T + masks) v` with the scores in memory.
+fn spelled_out(
+    q: &DynTensor,
+    k: &DynTensor,
+    v: &DynTensor,
+    mask: Option<&DynTensor>,
+    causal: bool,
+) -> DynTensor {
+    let d = q.dims()[3] as f64;
+    let mut scores = q
+        .matmul(&k.transpose(-1, -2).unwrap())
+        .unwrap()
+        .mul_scalar(1.0 / d.sqrt())
+        .unwrap();
+    let (t, s) = (q.dims()[2], k.dims()[2]);
+    if let Some(mask) = mask {
+        let mask = mask.reshape(&[2, 1, 1, s]).unwrap();
+        scores = scores.masked_fill(&mask, f64::NEG_INFINITY).unwrap();
+    }
+    if causal {
+        let above: Vec<bool> = (0..t * s).map(|i| i % s > i / s).collect();
+        let above = DynTensor::from_vec(above, &[t, s]).unwrap();
+        scores = scores.masked_fill(&above, f64::NEG_INFINITY).unwrap();
+    }
+    scores.softmax(-1).unwrap().matmul(v).unwrap()
+}
+
+#[test]
+fn gradients_match_finite_differences_to_second_order() {
+    let _serial = serial();
+    let mask = padding(7);
+    check_first_and_second_order(
+        "attention with padding",
+        |x: &[DynTensor]| {
+            let options = SdpaOptions {
+                key_padding_mask: Some(&mask),
+                ..Default::default()
+            };
+            x[0].scaled_dot_product_attention(&x[1], &x[2], options)
+        },
+        vec![
+            randn(&[2, 2, 5, 3], 1),
+            randn(&[2, 2, 7, 3], 2),
+            randn(&[2, 2, 7, 4], 3),
+        ],
+    );
+    check_first_and_second_order(
+        "causal attention",
+        |x: &[DynTensor]| {
+            let options = SdpaOptions {
+                causal: true,
+                scale: Some(0.7),
+                ..Default::default()
+            };
+            x[0].scaled_dot_product_attention(&x[1], &x[2], options)
+        },
+        vec![
+            randn(&[3, 6, 4], 4),
+            randn(&[3, 6, 4], 5),
+            randn(&[3, 6, 2], 6),
+        ],
+    );
+}
+
+#[test]
+fn the_fused_op_equals_the_spelled_out_attention() {
+    let _serial = serial();
+    let leaf = |dims: &[usize], seed| randn(dims, seed).requires_grad_().unwrap();
+    // 150 keys: more than one block of the kernel, a ragged last one.
+    let (q, k, v) = (
+        leaf(&[2, 3, 70, 8], 7),
+        leaf(&[2, 3, 150, 8], 8),
+        leaf(&[2, 3, 150, 5], 9),
+    );
+    let cotangent = randn(&[2, 3, 70, 5], 10);
+    let mask = padding(150);
+    for (mask, causal) in [(None, false), (Some(&mask), false), (Some(&mask), true)] {
+        let options = SdpaOptions {
+            key_padding_mask: mask,
+            causal,
+            scale: None,
+        };
+        let fused = q.scaled_dot_product_attention(&k, &v, options).unwrap();
+        let reference = spelled_out(&q, &k, &v, mask, causal);
+        let what = format!("mask {}, causal {causal}", mask.is_some());
+        let close = |a: &DynTensor, b: &DynTensor, name: &str| {
+            for (x, y) in a.to_f64_vec().iter().zip(&b.to_f64_vec()) {
+                assert!(
+                    (x - y).abs() <= 1e-12 + 1e-10 * y.abs(),
+                    "{what} {name}: {x} vs {y}"
+                );
+            }
+        };
+        close(&fused, &reference, "output");
+        let inputs = [&q, &k, &v];
+        let fused_grads =
+            rumus::autograd::grad_with(&[&fused], &[&cotangent], &inputs, false).unwrap();
+        let reference_grads =
+            rumus::autograd::grad_with(&[&reference], &[&cotangent], &inputs, false).unwrap();
+        for (name, (a, b)) in ["dq", "dk", "dv"]
+            .iter()
+            .zip(fused_grads.iter().zip(&reference_grads))
+        {
+            close(a, b, name);
+        }
+    }
+}
+
+#[test]
+fn memory_stays_linear_in_the_sequence_length() {
+    let _serial = serial();
+    // 4096 queries and keys: the scores alone would be 64 MiB in f32.
+    let (t, d) = (4096, 16);
+    let leaf = |seed| {
+        randn(&[1, 1, t, d], seed)
+            .to_dtype(DType::F32)
+            .unwrap()
+            .requires_grad_()
+            .unwrap()
+    };
+    let (q, k, v) = (leaf(11), leaf(12), leaf(13));
+    let peak = StoragePeak::start();
+    let before = rumus::storage::live_storage_bytes();
+    let options = SdpaOptions {
+        causal: true,
+        ..Default::default()
+    };
+    let out = q.scaled_dot_product_attention(&k, &v, options).unwrap();
+    let grads = out.sum_all().unwrap().backward().unwrap();
+    assert_eq!(grads.grad(&q).unwrap().dims(), [1, 1, t, d]);
+    let used = peak.bytes() - before;
+    let row = t * d * 4;
+    eprintln!("peak of forward and backward at T = {t}: {used} bytes ({row} per [T, D] tensor)");
+    assert!(used < 16 * row, "{used} bytes: more than linear in T");
+}
+
+#[test]
+fn mismatched_operands_and_masks_are_errors_that_say_what_is_expected() {
+    let _serial = serial();
+    let q = randn(&[2, 4, 8], 1);
+    let error = q
+        .scaled_dot_product_attention(
+            &randn(&[2, 5, 6], 2),
+            &randn(&[2, 5, 6], 3),
+            SdpaOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("share their leading dims"), "{error}");
+    let mask = DynTensor::from_vec(vec![false; 4], &[4]).unwrap();
+    let options = SdpaOptions {
+        key_padding_mask: Some(&mask),
+        ..Default::default()
+    };
+    let error = q
+        .scaled_dot_product_attention(&q, &q, options)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("key_padding_mask must be bool [2, 4]"),
+        "{error}"
+    );
+}
+
+#[test]
+fn gpu_attention_matches_the_fused_cpu_op() {
+    let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    let t = |dims: &[usize], seed| common::gpu::tensor(dims, seed).requires_grad_().unwrap();
+    let run = |q: &DynTensor, k: &DynTensor, v: &DynTensor, options: SdpaOptions| {
+        let out = q.scaled_dot_product_attention(k, v, options).unwrap();
+        let grads = out.tanh().unwrap().sum_all().unwrap().backward().unwrap();
+        let mut all = vec![out.clone()];
+        all.extend([q, k, v].map(|x| grads.grad(x).unwrap().clone()));
+        all
+    };
+    let on = |x: &DynTensor| x.to(&device).unwrap().requires_grad_().unwrap();
+    // Padding; causal over more than one workgroup of rows and several staged tiles; both.
+    for (lengths, masked, causal) in [
+        ((9, 11), true, false),
+        ((130, 150), false, true),
+        ((70, 150), true, true),
+    ] {
+        let (q, k, v) = (
+            t(&[2, 2, lengths.0, 8], 1),
+            t(&[2, 2, lengths.1, 8], 2),
+            t(&[2, 2, lengths.1, 3], 3),
+        );
+        let mask = padding(lengths.1);
+        let gpu_mask = mask.to(&device).unwrap();
+        let options = |mask| SdpaOptions {
+            key_padding_mask: masked.then_some(mask),
+            causal,
+            scale: None,
+        };
+        let cpu = run(&q, &k, &v, options(&mask));
+        let gpu = run(&on(&q), &on(&k), &on(&v), options(&gpu_mask));
+        for (name, (c, g)) in ["out", "dq", "dk", "dv"].iter().zip(cpu.iter().zip(&gpu)) {
+            common::gpu::assert_close(&format!("{name} {lengths:?} causal {causal}"), c, g);
+        }
+    }
+}
