@@ -3,9 +3,11 @@
 //
 // A workgroup of 64 invocations owns 64 rows of one problem (one batch entry and head): query
 // rows in `attention_forward` and `attention_backward_dq`, key rows in
-// `attention_backward_dkv`. Each invocation keeps its own rows (up to 128 wide) in registers
-// and walks the other side in tiles staged through workgroup memory, `TILE / width` rows at a
-// time. The forward pass writes each query row's log-sum-exp; the backward passes recompute
+// `attention_backward_dkv`. Each invocation keeps its own rows in registers and walks the
+// other side in tiles staged through workgroup memory, `TILE / WIDTH` rows at a time. Rows
+// are padded with zeros to `WIDTH`, a pipeline constant (16, 32, 64 or 128): loops over it
+// have constant bounds, so the compiler unrolls them and the per-row arrays stay in
+// registers (indexed by a run-time width they went to local memory). The forward pass writes each query row's log-sum-exp; the backward passes recompute
 // every probability from it, so nothing quadratic in the sequence is ever stored.
 //
 // Parameters: 0 problems, 1 T, 2 S, 3 D (query and key width), 4 Dv (value width), 5 problems
@@ -28,6 +30,8 @@
 
 const WG: u32 = 64u;
 const WIDEST: u32 = 128u;
+// Row width the kernels are specialised to: the operands' widths rounded up.
+override WIDTH: u32 = 128u;
 // Floats of each staged tile (7 KiB): two tiles fit the smallest workgroup memory allowed.
 const TILE: u32 = 1792u;
 const CAUSAL: u32 = 1u;
@@ -79,9 +83,9 @@ fn hidden(n: u32, j: u32) -> bool {
     return padding[p[12] + row * p[2] + j] != 0.0;
 }
 
-// Rows of keys (or queries) staged per tile for row widths `a` and `b`.
-fn tile_rows(a: u32, b: u32) -> u32 {
-    return min(128u, TILE / max(max(a, b), 1u));
+// Rows of keys (or queries) staged per tile.
+fn tile_rows() -> u32 {
+    return min(128u, TILE / WIDTH);
 }
 
 @compute @workgroup_size(64)
@@ -97,10 +101,8 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let valid = r.row < t;
     var query: array<f32, WIDEST>;
     var acc: array<f32, WIDEST>;
-    for (var c = 0u; c < d; c++) {
-        query[c] = select(0.0, q[p[9] + (r.n * t + r.row) * d + c], valid);
-    }
-    for (var c = 0u; c < dv; c++) {
+    for (var c = 0u; c < WIDTH; c++) {
+        query[c] = select(0.0, q[p[9] + (r.n * t + min(r.row, t - 1u)) * d + min(c, d - 1u)], valid && c < d);
         acc[c] = 0.0;
     }
     var running_max = neg_inf();
@@ -109,16 +111,15 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     if (causal()) {
         key_end = min(s, min(t, r.first + WG));
     }
-    let rows = tile_rows(d, dv);
+    let rows = tile_rows();
     for (var j0 = 0u; j0 < key_end; j0 += rows) {
         workgroupBarrier();
-        for (var e = lid; e < rows * d; e += WG) {
-            let j = j0 + e / d;
-            tile_a[e] = select(0.0, k[p[10] + (r.n * s + min(j, s - 1u)) * d + e % d], j < s);
-        }
-        for (var e = lid; e < rows * dv; e += WG) {
-            let j = j0 + e / dv;
-            tile_b[e] = select(0.0, v[p[11] + (r.n * s + min(j, s - 1u)) * dv + e % dv], j < s);
+        for (var e = lid; e < rows * WIDTH; e += WG) {
+            let j = j0 + e / WIDTH;
+            let c = e % WIDTH;
+            let key_row = r.n * s + min(j, s - 1u);
+            tile_a[e] = select(0.0, k[p[10] + key_row * d + min(c, d - 1u)], j < s && c < d);
+            tile_b[e] = select(0.0, v[p[11] + key_row * dv + min(c, dv - 1u)], j < s && c < dv);
         }
         for (var e = lid; e < rows; e += WG) {
             let j = j0 + e;
@@ -132,22 +133,22 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
                 continue;
             }
             var score = 0.0;
-            for (var c = 0u; c < d; c++) {
-                score += query[c] * tile_a[jj * d + c];
+            for (var c = 0u; c < WIDTH; c++) {
+                score += query[c] * tile_a[jj * WIDTH + c];
             }
             score *= scale();
             if (score > running_max) {
                 let rescale = exp(running_max - score);
                 sum *= rescale;
-                for (var c = 0u; c < dv; c++) {
+                for (var c = 0u; c < WIDTH; c++) {
                     acc[c] *= rescale;
                 }
                 running_max = score;
             }
             let weight = exp(score - running_max);
             sum += weight;
-            for (var c = 0u; c < dv; c++) {
-                acc[c] += weight * tile_b[jj * dv + c];
+            for (var c = 0u; c < WIDTH; c++) {
+                acc[c] += weight * tile_b[jj * WIDTH + c];
             }
         }
     }
@@ -156,8 +157,10 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     }
     let row = r.n * t + r.row;
     let inverse = select(0.0, 1.0 / sum, sum > 0.0);
-    for (var c = 0u; c < dv; c++) {
-        out[row * dv + c] = acc[c] * inverse;
+    for (var c = 0u; c < WIDTH; c++) {
+        if (c < dv) {
+            out[row * dv + c] = acc[c] * inverse;
+        }
     }
     lse[row] = select(neg_inf(), running_max + log(sum), sum > 0.0);
 }
@@ -178,12 +181,10 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     var query: array<f32, WIDEST>;
     var d_out: array<f32, WIDEST>;
     var dq: array<f32, WIDEST>;
-    for (var c = 0u; c < d; c++) {
-        query[c] = q[p[9] + row * d + c];
+    for (var c = 0u; c < WIDTH; c++) {
+        query[c] = select(0.0, q[p[9] + row * d + min(c, d - 1u)], c < d);
+        d_out[c] = select(0.0, grad[p[13] + row * dv + min(c, dv - 1u)], c < dv);
         dq[c] = 0.0;
-    }
-    for (var c = 0u; c < dv; c++) {
-        d_out[c] = grad[p[13] + row * dv + c];
     }
     let row_lse_value = lse[row];
     let row_correction_value = correction[row];
@@ -192,16 +193,15 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     if (causal()) {
         key_end = min(s, min(t, r.first + WG));
     }
-    let rows = tile_rows(d, dv);
+    let rows = tile_rows();
     for (var j0 = 0u; j0 < key_end; j0 += rows) {
         workgroupBarrier();
-        for (var e = lid; e < rows * d; e += WG) {
-            let j = j0 + e / d;
-            tile_a[e] = select(0.0, k[p[10] + (r.n * s + min(j, s - 1u)) * d + e % d], j < s);
-        }
-        for (var e = lid; e < rows * dv; e += WG) {
-            let j = j0 + e / dv;
-            tile_b[e] = select(0.0, v[p[11] + (r.n * s + min(j, s - 1u)) * dv + e % dv], j < s);
+        for (var e = lid; e < rows * WIDTH; e += WG) {
+            let j = j0 + e / WIDTH;
+            let c = e % WIDTH;
+            let key_row = r.n * s + min(j, s - 1u);
+            tile_a[e] = select(0.0, k[p[10] + key_row * d + min(c, d - 1u)], j < s && c < d);
+            tile_b[e] = select(0.0, v[p[11] + key_row * dv + min(c, dv - 1u)], j < s && c < dv);
         }
         for (var e = lid; e < rows; e += WG) {
             let j = j0 + e;
@@ -214,25 +214,27 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
                 continue;
             }
             var score = 0.0;
-            for (var c = 0u; c < d; c++) {
-                score += query[c] * tile_a[jj * d + c];
+            for (var c = 0u; c < WIDTH; c++) {
+                score += query[c] * tile_a[jj * WIDTH + c];
             }
             let prob = exp(score * scale() - row_lse_value);
             var dp = 0.0;
-            for (var c = 0u; c < dv; c++) {
-                dp += d_out[c] * tile_b[jj * dv + c];
+            for (var c = 0u; c < WIDTH; c++) {
+                dp += d_out[c] * tile_b[jj * WIDTH + c];
             }
             let d_score = prob * (dp - row_correction_value) * scale();
-            for (var c = 0u; c < d; c++) {
-                dq[c] += d_score * tile_a[jj * d + c];
+            for (var c = 0u; c < WIDTH; c++) {
+                dq[c] += d_score * tile_a[jj * WIDTH + c];
             }
         }
     }
     if (!valid) {
         return;
     }
-    for (var c = 0u; c < d; c++) {
-        grad_qk[row * d + c] = dq[c];
+    for (var c = 0u; c < WIDTH; c++) {
+        if (c < d) {
+            grad_qk[row * d + c] = dq[c];
+        }
     }
 }
 
@@ -253,12 +255,10 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
     var value: array<f32, WIDEST>;
     var dk: array<f32, WIDEST>;
     var dvalue: array<f32, WIDEST>;
-    for (var c = 0u; c < d; c++) {
-        key[c] = k[p[10] + key_row * d + c];
+    for (var c = 0u; c < WIDTH; c++) {
+        key[c] = select(0.0, k[p[10] + key_row * d + min(c, d - 1u)], c < d);
+        value[c] = select(0.0, v[p[11] + key_row * dv + min(c, dv - 1u)], c < dv);
         dk[c] = 0.0;
-    }
-    for (var c = 0u; c < dv; c++) {
-        value[c] = v[p[11] + key_row * dv + c];
         dvalue[c] = 0.0;
     }
     // Under the causal mask queries before the workgroup's first key see none of its keys.
@@ -266,16 +266,15 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
     if (causal()) {
         query_start = min(r.first, t);
     }
-    let rows = tile_rows(d, dv);
+    let rows = tile_rows();
     for (var i0 = query_start; i0 < t; i0 += rows) {
         workgroupBarrier();
-        for (var e = lid; e < rows * d; e += WG) {
-            let i = i0 + e / d;
-            tile_a[e] = select(0.0, q[p[9] + (r.n * t + min(i, t - 1u)) * d + e % d], i < t);
-        }
-        for (var e = lid; e < rows * dv; e += WG) {
-            let i = i0 + e / dv;
-            tile_b[e] = select(0.0, grad[p[13] + (r.n * t + min(i, t - 1u)) * dv + e % dv], i < t);
+        for (var e = lid; e < rows * WIDTH; e += WG) {
+            let i = i0 + e / WIDTH;
+            let c = e % WIDTH;
+            let query_row = r.n * t + min(i, t - 1u);
+            tile_a[e] = select(0.0, q[p[9] + query_row * d + min(c, d - 1u)], i < t && c < d);
+            tile_b[e] = select(0.0, grad[p[13] + query_row * dv + min(c, dv - 1u)], i < t && c < dv);
         }
         for (var e = lid; e < rows; e += WG) {
             let i = min(i0 + e, t - 1u);
@@ -289,28 +288,30 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
                 continue;
             }
             var score = 0.0;
-            for (var c = 0u; c < d; c++) {
-                score += tile_a[ii * d + c] * key[c];
+            for (var c = 0u; c < WIDTH; c++) {
+                score += tile_a[ii * WIDTH + c] * key[c];
             }
             let prob = exp(score * scale() - row_lse[ii]);
             var dp = 0.0;
-            for (var c = 0u; c < dv; c++) {
-                dp += tile_b[ii * dv + c] * value[c];
-                dvalue[c] += prob * tile_b[ii * dv + c];
+            for (var c = 0u; c < WIDTH; c++) {
+                dp += tile_b[ii * WIDTH + c] * value[c];
+                dvalue[c] += prob * tile_b[ii * WIDTH + c];
             }
             let d_score = prob * (dp - row_correction[ii]) * scale();
-            for (var c = 0u; c < d; c++) {
-                dk[c] += d_score * tile_a[ii * d + c];
+            for (var c = 0u; c < WIDTH; c++) {
+                dk[c] += d_score * tile_a[ii * WIDTH + c];
             }
         }
     }
     if (r.row >= s) {
         return;
     }
-    for (var c = 0u; c < d; c++) {
-        grad_qk[key_row * d + c] = dk[c];
-    }
-    for (var c = 0u; c < dv; c++) {
-        grad_v[key_row * dv + c] = dvalue[c];
+    for (var c = 0u; c < WIDTH; c++) {
+        if (c < d) {
+            grad_qk[key_row * d + c] = dk[c];
+        }
+        if (c < dv) {
+            grad_v[key_row * dv + c] = dvalue[c];
+        }
     }
 }

@@ -203,16 +203,20 @@ fn gpu_attention_matches_the_fused_cpu_op() {
         all
     };
     let on = |x: &DynTensor| x.to(&device).unwrap().requires_grad_().unwrap();
-    // Padding; causal over more than one workgroup of rows and several staged tiles; both.
-    for (lengths, masked, causal) in [
-        ((9, 11), true, false),
-        ((130, 150), false, true),
-        ((70, 150), true, true),
-    ] {
+    // Padding; causal over more than one workgroup of rows and several staged tiles; both,
+    // with rows of other widths (the kernels pad them to 16, 32, 64 or 128).
+    let cases = [
+        ((9, 11), (8, 3), true, false),
+        ((130, 150), (8, 3), false, true),
+        ((70, 150), (8, 3), true, true),
+        ((33, 40), (40, 24), true, true),
+        ((20, 17), (128, 100), false, false),
+    ];
+    for (lengths, (d, dv), masked, causal) in cases {
         let (q, k, v) = (
-            t(&[2, 2, lengths.0, 8], 1),
-            t(&[2, 2, lengths.1, 8], 2),
-            t(&[2, 2, lengths.1, 3], 3),
+            t(&[2, 2, lengths.0, d], 1),
+            t(&[2, 2, lengths.1, d], 2),
+            t(&[2, 2, lengths.1, dv], 3),
         );
         let mask = padding(lengths.1);
         let gpu_mask = mask.to(&device).unwrap();

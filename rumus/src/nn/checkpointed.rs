@@ -73,6 +73,7 @@ impl<M: Module> Module for Checkpointed<M> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<In, E, M> Forward<In, E> for Checkpointed<M>
 where
     In: Shape + 'static,

@@ -187,11 +187,12 @@ fn host_values<T: Float>(tensors: [&DynTensor; 3]) -> Result<[Vec<T>; 3]> {
     Ok([read(tensors[0])?, read(tensors[1])?, read(tensors[2])?])
 }
 
-/// Whether the GPU kernels take these sizes (their rows live in registers).
+/// Whether the GPU kernels take these sizes: rows they can keep in registers, and no empty
+/// side.
 #[cfg(feature = "gpu")]
 fn fused_on_gpu(g: &Geometry) -> bool {
-    let widest = crate::backend::gpu::WIDEST_ATTENTION_ROW;
-    g.d <= widest && g.dv <= widest
+    let widths = 1..=crate::backend::gpu::WIDEST_ATTENTION_ROW;
+    widths.contains(&g.d) && widths.contains(&g.dv) && g.t > 0 && g.s > 0
 }
 
 fn forward_on_host(

@@ -98,7 +98,8 @@ impl Operands {
         ];
         all.extend_from_slice(bindings);
         let params = self.params(g, x, grad_offset);
-        gpu.dispatch(Module::Attention, entry, &params, &all, groups);
+        let width = g.d.max(g.dv).next_power_of_two().clamp(16, WIDEST_ROW) as u32;
+        gpu.dispatch(Module::Attention { width }, entry, &params, &all, groups);
         Ok(())
     }
 }

@@ -21,8 +21,9 @@ pub(crate) enum Module {
     Index,
     /// `norm.wgsl`: layer normalisation forward and backward.
     Norm,
-    /// `attention.wgsl`: fused scaled dot-product attention forward and backward.
-    Attention,
+    /// `attention.wgsl`: fused scaled dot-product attention forward and backward,
+    /// specialised to a row width (16, 32, 64 or 128) so its per-row loops unroll.
+    Attention { width: u32 },
     Optim,
     Window,
     /// `int8.wgsl`: quantized linear layers.
@@ -93,7 +94,7 @@ impl Module {
             ),
             Module::Index => include_str!("../../../../shaders/index.wgsl"),
             Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
-            Module::Attention => include_str!("../../../../shaders/attention.wgsl"),
+            Module::Attention { .. } => include_str!("../../../../shaders/attention.wgsl"),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
             Module::Int8 => include_str!("../../../../shaders/int8.wgsl"),
@@ -107,6 +108,12 @@ impl Module {
     fn constants(self) -> &'static [(&'static str, f64)] {
         match self {
             Module::MatmulHalf => &[("HALF", 1.0)],
+            Module::Attention { width } => match width {
+                16 => &[("WIDTH", 16.0)],
+                32 => &[("WIDTH", 32.0)],
+                64 => &[("WIDTH", 64.0)],
+                _ => &[("WIDTH", 128.0)],
+            },
             Module::MatmulCoop {
                 a_row_major,
                 b_row_major,
@@ -262,11 +269,13 @@ mod tests {
             Module::MatmulHalf,
             Module::Index,
             Module::Norm,
-            Module::Attention,
             Module::Optim,
             Module::Window,
             Module::Int8,
         ];
+        for width in [16, 32, 64, 128] {
+            modules.push(Module::Attention { width });
+        }
         for a_row_major in [false, true] {
             for b_row_major in [false, true] {
                 modules.push(Module::MatmulCoop {
