@@ -88,6 +88,37 @@ fn tile_rows() -> u32 {
     return min(128u, TILE / WIDTH);
 }
 
+// One past the last key any query row of the workgroup may see.
+fn key_end_of(r: Rows) -> u32 {
+    if (causal()) {
+        return min(p[2], min(p[1], r.first + WG));
+    }
+    return p[2];
+}
+
+// Stages `tile_rows()` keys from `j0` into `tile_a` and their values into `tile_b`, and marks
+// in `row_lse` (1.0) those no query may see: past `key_end`, or padding. Called by the whole
+// workgroup; the staged tiles are ready when it returns.
+fn stage_keys(r: Rows, j0: u32, key_end: u32, lid: u32) {
+    let s = p[2];
+    let d = p[3];
+    let dv = p[4];
+    let rows = tile_rows();
+    workgroupBarrier(); // the previous tile's readers are done
+    for (var e = lid; e < rows * WIDTH; e += WG) {
+        let j = j0 + e / WIDTH;
+        let c = e % WIDTH;
+        let key_row = r.n * s + min(j, s - 1u);
+        tile_a[e] = select(0.0, k[p[10] + key_row * d + min(c, d - 1u)], j < s && c < d);
+        tile_b[e] = select(0.0, v[p[11] + key_row * dv + min(c, dv - 1u)], j < s && c < dv);
+    }
+    for (var e = lid; e < rows; e += WG) {
+        let j = j0 + e;
+        row_lse[e] = select(0.0, 1.0, j >= key_end || hidden(r.n, min(j, s - 1u)));
+    }
+    workgroupBarrier();
+}
+
 @compute @workgroup_size(64)
 fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = p[1];
@@ -107,25 +138,10 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     }
     var running_max = neg_inf();
     var sum = 0.0;
-    var key_end = s;
-    if (causal()) {
-        key_end = min(s, min(t, r.first + WG));
-    }
+    let key_end = key_end_of(r);
     let rows = tile_rows();
     for (var j0 = 0u; j0 < key_end; j0 += rows) {
-        workgroupBarrier();
-        for (var e = lid; e < rows * WIDTH; e += WG) {
-            let j = j0 + e / WIDTH;
-            let c = e % WIDTH;
-            let key_row = r.n * s + min(j, s - 1u);
-            tile_a[e] = select(0.0, k[p[10] + key_row * d + min(c, d - 1u)], j < s && c < d);
-            tile_b[e] = select(0.0, v[p[11] + key_row * dv + min(c, dv - 1u)], j < s && c < dv);
-        }
-        for (var e = lid; e < rows; e += WG) {
-            let j = j0 + e;
-            row_lse[e] = select(0.0, 1.0, j >= key_end || hidden(r.n, min(j, s - 1u)));
-        }
-        workgroupBarrier();
+        stage_keys(r, j0, key_end, lid);
         // Invocations past the last row skip the work but not the barriers.
         for (var jj = 0u; valid && jj < rows; jj++) {
             let j = j0 + jj;
@@ -189,25 +205,10 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let row_lse_value = lse[row];
     let row_correction_value = correction[row];
     let seen = valid && row_lse_value != neg_inf();
-    var key_end = s;
-    if (causal()) {
-        key_end = min(s, min(t, r.first + WG));
-    }
+    let key_end = key_end_of(r);
     let rows = tile_rows();
     for (var j0 = 0u; j0 < key_end; j0 += rows) {
-        workgroupBarrier();
-        for (var e = lid; e < rows * WIDTH; e += WG) {
-            let j = j0 + e / WIDTH;
-            let c = e % WIDTH;
-            let key_row = r.n * s + min(j, s - 1u);
-            tile_a[e] = select(0.0, k[p[10] + key_row * d + min(c, d - 1u)], j < s && c < d);
-            tile_b[e] = select(0.0, v[p[11] + key_row * dv + min(c, dv - 1u)], j < s && c < dv);
-        }
-        for (var e = lid; e < rows; e += WG) {
-            let j = j0 + e;
-            row_lse[e] = select(0.0, 1.0, j >= key_end || hidden(r.n, min(j, s - 1u)));
-        }
-        workgroupBarrier();
+        stage_keys(r, j0, key_end, lid);
         for (var jj = 0u; seen && jj < rows; jj++) {
             let j = j0 + jj;
             if (row_lse[jj] != 0.0 || (causal() && j > r.row)) {

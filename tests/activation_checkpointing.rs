@@ -120,9 +120,8 @@ fn a_checkpointed_stack_needs_less_memory_at_its_peak() {
     );
 }
 
-#[test]
-fn a_recorded_backward_pass_through_a_segment_is_an_error() {
-    let _serial = serial();
+/// A weight, an input, and the sum of a checkpointed `tanh(x @ w)`.
+fn small_checkpointed_loss() -> (DynTensor, DynTensor, DynTensor) {
     let w = randn(&[3, 3], 1).requires_grad_().unwrap();
     let x = randn(&[2, 3], 2);
     let segment = {
@@ -130,6 +129,13 @@ fn a_recorded_backward_pass_through_a_segment_is_an_error() {
         move |inputs: &[DynTensor]| inputs[0].matmul(&w)?.tanh()
     };
     let loss = checkpoint(&[&x], segment).unwrap().sum_all().unwrap();
+    (w, x, loss)
+}
+
+#[test]
+fn a_recorded_backward_pass_through_a_segment_is_an_error() {
+    let _serial = serial();
+    let (w, _, loss) = small_checkpointed_loss();
     let error = grad(&[&loss], &[&w], true).unwrap_err().to_string();
     assert!(
         error.contains("checkpoint") && error.contains("create_graph"),
@@ -142,13 +148,7 @@ fn a_recorded_backward_pass_through_a_segment_is_an_error() {
 #[test]
 fn an_input_changed_in_place_before_the_backward_pass_is_an_error() {
     let _serial = serial();
-    let w = randn(&[3, 3], 1).requires_grad_().unwrap();
-    let x = randn(&[2, 3], 2);
-    let segment = {
-        let w = w.clone();
-        move |inputs: &[DynTensor]| inputs[0].matmul(&w)?.tanh()
-    };
-    let loss = checkpoint(&[&x], segment).unwrap().sum_all().unwrap();
+    let (_, x, loss) = small_checkpointed_loss();
     x.mul_scalar_(2.0).unwrap();
     let error = loss.backward().unwrap_err().to_string();
     assert!(error.contains("checkpoint"), "{error}");
