@@ -31,7 +31,7 @@ impl CharTransformer {
     /// Logits `[B, T, VOCAB]` of the next character at every position of `ids` `[B, T]`.
     pub fn forward(&self, ids: &DynTensor) -> rumus::Result<DynTensor> {
         let t = ids.dims()[1];
-        let positions = DynTensor::arange(0.0, t as f64, 1.0, DType::I64)?;
+        let positions = DynTensor::arange(0.0, t as f64, 1.0, DType::I64)?.to(&ids.device())?;
         let mut h = self
             .token
             .forward_dyn(ids)?
@@ -128,7 +128,8 @@ pub fn generate(
     let mut ids = vocabulary.encode(prompt);
     for _ in 0..count {
         let context = &ids[ids.len().saturating_sub(BLOCK)..];
-        let input = DynTensor::from_vec(context.to_vec(), &[1, context.len()])?;
+        let input = DynTensor::from_vec(context.to_vec(), &[1, context.len()])?
+            .to(&model.head.weight.device())?;
         // Only the characters of the vocabulary can be sampled.
         let logits = model
             .forward(&input)?
