@@ -7,7 +7,7 @@
 //! same way, whatever scope it is called in.
 //!
 //! Gradients of `f16` products underflow when small: scale the loss with a
-//! [`GradScaler`](crate::optim::GradScaler).
+//! [`GradScaler`].
 //!
 //! On the CPU the `f16` product runs on the `f32` kernel with the same roundings, so a
 //! model's behaviour under autocast can be checked anywhere, but it is slower than plain
