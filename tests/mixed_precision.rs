@@ -274,3 +274,25 @@ fn gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu() {
         assert!((c - g).abs() <= 1e-3 * c.abs() + 1e-4, "cpu {c}, gpu {g}");
     }
 }
+
+#[test]
+fn a_recorded_backward_pass_through_autocast_products_gives_second_derivatives() {
+    // d/dw of sum((d loss / dx)^2): the first gradient must itself be differentiable.
+    let x = tensor(&[4, 6], 12).requires_grad_().unwrap();
+    let w = tensor(&[6, 3], 13).requires_grad_().unwrap();
+    let penalty = |autocast_on: bool| {
+        let _autocast = autocast_on.then(autocast);
+        let loss = x.matmul(&w).unwrap().tanh().unwrap().sum_all().unwrap();
+        let gx = rumus::grad(&[&loss], &[&x], true).unwrap().remove(0);
+        let penalty = gx.powf(2.0).unwrap().sum_all().unwrap();
+        rumus::grad(&[&penalty], &[&w], false)
+            .unwrap()
+            .remove(0)
+            .to_f64_vec()
+    };
+    let (half, full) = (penalty(true), penalty(false));
+    let size = full.iter().map(|v| v.abs()).fold(0.0, f64::max);
+    for (h, f) in half.iter().zip(&full) {
+        assert!((h - f).abs() <= 2e-2 * size, "{h} vs {f}");
+    }
+}

@@ -3,8 +3,9 @@
 //! attention built on them — of `f32` tensors round their operands to `f16` and run on the
 //! `f16` product (the GPU's matrix units, accumulating in `f32`); their results, like
 //! everything else (reductions, norms, softmax, losses), stay `f32`. Parameters stay `f32`
-//! (the master weights), and the backward pass runs the products of recorded ops in `f16` the
-//! same way, whatever scope it is called in.
+//! (the master weights). Each product keeps the `f16` operands it read, and the backward pass
+//! runs its products on them and on the gradient rounded to `f16`, whatever scope it is
+//! called in.
 //!
 //! Gradients of `f16` products underflow when small: scale the loss with a
 //! [`GradScaler`].
@@ -34,9 +35,10 @@ use std::cell::Cell;
 
 pub use crate::optim::{GradScaler, GradScalerConfig};
 
-use crate::autograd::{BackwardOp, Saved, record};
+use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::matmul::{bias_gradient, is_transposed_contiguous, product_gradients};
 use crate::shape::Dims;
 use crate::tensor::DynTensor;
 
@@ -84,47 +86,91 @@ pub(crate) fn applies(lhs: &DynTensor, rhs: &DynTensor) -> bool {
     is_autocast_enabled() && lhs.dtype() == DType::F32 && rhs.dtype() == DType::F32
 }
 
+/// `t` rounded to `f16`, untracked, in the same layout: the transpose of contiguous memory
+/// (a `Linear` weight as the product reads it) is converted as the contiguous memory it is
+/// and transposed back, so the cast reads in order and the product sees the layout it would
+/// have seen in `f32`.
+fn to_half(t: &DynTensor) -> Result<DynTensor> {
+    if is_transposed_contiguous(t)? {
+        t.detach()
+            .transpose(-1, -2)?
+            .to_dtype(DType::F16)?
+            .transpose(-1, -2)
+    } else {
+        t.detach().to_dtype(DType::F16)
+    }
+}
+
+/// What the backward pass of an autocast product keeps: the `f16` operands the product read
+/// (its own backward products read them again instead of rounding the operands anew), and the
+/// operands themselves, for version checks and for a recorded backward pass.
+pub struct HalfProductRecord {
+    lhs: Saved,
+    rhs: Saved,
+    lhs_half: DynTensor,
+    rhs_half: DynTensor,
+    /// The bias's shape, when the product added one (the third input).
+    bias_dims: Option<Dims>,
+}
+
+impl HalfProductRecord {
+    pub(crate) fn take_saved(self) -> impl Iterator<Item = DynTensor> {
+        [self.lhs, self.rhs].into_iter().map(Saved::into_tensor)
+    }
+}
+
 /// `lhs @ rhs (+ bias)` with the operands rounded to `f16`, the product on the `f16` kernel
-/// and the result (plus the `f32` bias) in `f32`; recorded as the `f32` op, whose backward
-/// runs its own products under autocast.
+/// and the result (plus the `f32` bias) in `f32`.
 pub(crate) fn product(
     lhs: &DynTensor,
     rhs: &DynTensor,
     bias: Option<&DynTensor>,
 ) -> Result<DynTensor> {
+    let (lhs_half, rhs_half) = (to_half(lhs)?, to_half(rhs)?);
     let out = {
         // The f16 kernel on the host widens to f32 products, which must not come back here.
         let _off = autocast_disabled();
-        let half = |t: &DynTensor| t.detach().to_dtype(DType::F16);
-        let out = half(lhs)?.matmul(&half(rhs)?)?.to_dtype(DType::F32)?;
+        let out = lhs_half.matmul(&rhs_half)?.to_dtype(DType::F32)?;
         match bias {
             Some(bias) => out.add(&bias.detach())?,
             None => out,
         }
     };
-    let op = || match bias {
-        None => BackwardOp::Matmul {
-            lhs: Saved::new(lhs),
-            rhs: Saved::new(rhs),
-        },
-        Some(bias) => BackwardOp::Linear {
-            input: Saved::new(lhs),
-            weight_t: Saved::new(rhs),
-            bias_dims: Dims::from_slice(bias.dims()),
-        },
-    };
     let inputs: Vec<&DynTensor> = [lhs, rhs].into_iter().chain(bias).collect();
     Ok(record(out, &inputs, || {
-        BackwardOp::Autocast(Box::new(op()))
+        BackwardOp::HalfProduct(Box::new(HalfProductRecord {
+            lhs: Saved::new(lhs),
+            rhs: Saved::new(rhs),
+            lhs_half,
+            rhs_half,
+            bias_dims: bias.map(|b| Dims::from_slice(b.dims())),
+        }))
     }))
 }
 
-/// The backward pass of an op recorded under autocast: its formula, with autocast on.
-pub(crate) fn autocast_backward(
-    op: &BackwardOp,
+/// The gradients of an autocast product's operands (and bias): `f16` products of the
+/// gradient rounded once and the saved `f16` operands, widened to `f32`. A recorded backward
+/// pass (`create_graph`) runs the `f32` formula on the operands under autocast instead, so its
+/// gradients stay differentiable.
+pub(crate) fn half_product_backward(
+    record: &HalfProductRecord,
     grad: &DynTensor,
     needs: &[bool],
 ) -> Result<Vec<Option<DynTensor>>> {
-    let _autocast = autocast();
-    op.backward(grad, needs)
+    let (lhs, rhs) = (record.lhs.get("matmul")?, record.rhs.get("matmul")?);
+    let mut grads = if is_grad_enabled() {
+        let _autocast = autocast();
+        product_gradients(grad, (lhs, rhs), &needs[..2], &|product| Ok(product))?
+    } else {
+        let _off = autocast_disabled();
+        let grad_half = grad.detach().to_dtype(DType::F16)?;
+        let operands = (&record.lhs_half, &record.rhs_half);
+        product_gradients(&grad_half, operands, &needs[..2], &|product| {
+            product.to_dtype(DType::F32)
+        })?
+    };
+    if let Some(bias_dims) = &record.bias_dims {
+        grads.push(bias_gradient(grad, bias_dims, needs[2])?);
+    }
+    Ok(grads)
 }

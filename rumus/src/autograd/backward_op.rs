@@ -252,8 +252,9 @@ pub enum BackwardOp {
     /// A segment that runs again in the backward pass ([`super::checkpoint()`]); inputs
     /// (the segment's inputs, then the parameters it read).
     Checkpoint(Box<CheckpointRecord>),
-    /// An op that ran under [`crate::amp::autocast`]; its backward runs under autocast too.
-    Autocast(Box<BackwardOp>),
+    /// A matrix product (and bias) that ran in `f16` under [`crate::amp::autocast`]; inputs
+    /// (lhs, rhs, and the bias when there is one).
+    HalfProduct(Box<crate::amp::HalfProductRecord>),
     /// Fused scaled dot-product attention; inputs (query, key, value).
     Attention(Box<attention::AttentionRecord>),
 }
@@ -297,7 +298,7 @@ impl BackwardOp {
             BackwardOp::WindowSpread2d { .. } => "window_spread2d",
             BackwardOp::Custom(record) => record.name(),
             BackwardOp::Checkpoint(_) => "checkpoint",
-            BackwardOp::Autocast(op) => op.name(),
+            BackwardOp::HalfProduct(_) => "matmul",
             BackwardOp::Attention(_) => "scaled_dot_product_attention",
         }
     }
@@ -335,7 +336,7 @@ impl BackwardOp {
                 .collect(),
             BackwardOp::Custom(record) => record.take_saved().collect(),
             BackwardOp::Checkpoint(record) => record.take_saved().collect(),
-            BackwardOp::Autocast(mut op) => op.take_saved(),
+            BackwardOp::HalfProduct(record) => record.take_saved().collect(),
             BackwardOp::Attention(record) => record.take_saved().collect(),
             _ => SmallVec::new(),
         }
@@ -448,7 +449,9 @@ impl BackwardOp {
             }
             BackwardOp::Custom(record) => custom::custom_backward(record, grad, needs),
             BackwardOp::Checkpoint(record) => checkpoint_backward(record, grad, needs),
-            BackwardOp::Autocast(op) => crate::amp::autocast_backward(op, grad, needs),
+            BackwardOp::HalfProduct(record) => {
+                crate::amp::half_product_backward(record, grad, needs)
+            }
             BackwardOp::Attention(record) => attention::attention_backward(record, grad, needs),
         }
     }

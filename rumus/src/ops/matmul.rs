@@ -193,12 +193,17 @@ pub(crate) fn linear_backward(
     needs: &[bool],
 ) -> Result<Vec<Option<DynTensor>>> {
     let mut grads = matmul_backward(grad, input, weight_t, &needs[..2])?;
-    grads.push(if needs[2] {
-        Some(grad.sum_to(bias_dims)?)
-    } else {
-        None
-    });
+    grads.push(bias_gradient(grad, bias_dims, needs[2])?);
     Ok(grads)
+}
+
+/// The gradient of a bias added along the last axis, when `needed`.
+pub(crate) fn bias_gradient(
+    grad: &DynTensor,
+    bias_dims: &[usize],
+    needed: bool,
+) -> Result<Option<DynTensor>> {
+    needed.then(|| grad.sum_to(bias_dims)).transpose()
 }
 
 pub(crate) fn matmul_backward(
@@ -208,8 +213,20 @@ pub(crate) fn matmul_backward(
     needs: &[bool],
 ) -> Result<Vec<Option<DynTensor>>> {
     let (a, b) = (lhs.get("matmul")?, rhs.get("matmul")?);
+    product_gradients(grad, (a, b), needs, &|product| Ok(product))
+}
+
+/// The gradients of both operands of `a @ b` given `grad`, the output's gradient. Each
+/// product's result goes through `widen` before it is summed over broadcast dims (autocast
+/// passes f16 operands and gradient, and widens to f32).
+pub(crate) fn product_gradients(
+    grad: &DynTensor,
+    (a, b): (&DynTensor, &DynTensor),
+    needs: &[bool],
+    widen: &dyn Fn(DynTensor) -> Result<DynTensor>,
+) -> Result<Vec<Option<DynTensor>>> {
     let ga = if needs[0] {
-        Some(grad.matmul(&b.transpose(-1, -2)?)?.sum_to(a.dims())?)
+        Some(widen(grad.matmul(&b.transpose(-1, -2)?)?)?.sum_to(a.dims())?)
     } else {
         None
     };
@@ -221,24 +238,33 @@ pub(crate) fn matmul_backward(
         let (k, n) = (a.dims()[a.rank() - 1], grad.dims()[grad.rank() - 1]);
         let rows = a.numel() / k.max(1);
         let a_rows = a.reshape(&[rows, k])?;
-        Some(product_in_order_of(b, &a_rows, &grad.reshape(&[rows, n])?)?)
+        Some(product_in_order_of(
+            b,
+            &a_rows,
+            &grad.reshape(&[rows, n])?,
+            widen,
+        )?)
     } else {
-        Some(product_in_order_of(b, a, grad)?.sum_to(b.dims())?)
+        Some(product_in_order_of(b, a, grad, widen)?.sum_to(b.dims())?)
     };
     Ok(vec![ga, gb])
 }
 
-/// `a^T @ g` (the right operand's gradient) laid out in memory like `b`, the operand it is
-/// the gradient of. A weight used transposed (`x @ W^T`, every `Linear`) is a transposed
-/// view of contiguous memory; its gradient computed as `(g^T @ a)^T` is the same one product,
-/// but a transposed view of a contiguous result, so the gradient that reaches the weight
-/// through the transpose is contiguous, and the optimizer reads it without a copy (the copy
-/// was a fifth of an MLP step at batch 64).
-fn product_in_order_of(b: &DynTensor, a: &DynTensor, g: &DynTensor) -> Result<DynTensor> {
-    let transposed = b.rank() >= 2 && !b.is_contiguous() && b.transpose(-1, -2)?.is_contiguous();
-    if transposed {
-        g.transpose(-1, -2)?.matmul(a)?.transpose(-1, -2)
+fn product_in_order_of(
+    b: &DynTensor,
+    a: &DynTensor,
+    g: &DynTensor,
+    widen: &dyn Fn(DynTensor) -> Result<DynTensor>,
+) -> Result<DynTensor> {
+    if is_transposed_contiguous(b)? {
+        widen(g.transpose(-1, -2)?.matmul(a)?)?.transpose(-1, -2)
     } else {
-        a.transpose(-1, -2)?.matmul(g)
+        widen(a.transpose(-1, -2)?.matmul(g)?)
     }
+}
+
+/// Whether `t` is the transpose of its last two axes of contiguous memory (a `Linear`
+/// weight as the product uses it).
+pub(crate) fn is_transposed_contiguous(t: &DynTensor) -> Result<bool> {
+    Ok(t.rank() >= 2 && !t.is_contiguous() && t.transpose(-1, -2)?.is_contiguous())
 }
