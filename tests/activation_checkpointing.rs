@@ -211,22 +211,9 @@ fn a_checkpointed_layer_in_a_model_keeps_its_names_and_gradients() {
             .map(|p| grads.grad(p).unwrap().to_f64_vec())
             .collect()
     };
-    let plain_loss = plain
-        .forward(&x)
-        .unwrap()
-        .erase()
-        .powf(2.0)
-        .unwrap()
-        .mean_all()
-        .unwrap();
-    let wrapped_loss = wrapped
-        .forward(&x)
-        .unwrap()
-        .erase()
-        .powf(2.0)
-        .unwrap()
-        .mean_all()
-        .unwrap();
+    let mean_square = |out: Tensor<(Dyn, D<3>)>| out.erase().powf(2.0).unwrap().mean_all().unwrap();
+    let plain_loss = mean_square(plain.forward(&x).unwrap());
+    let wrapped_loss = mean_square(wrapped.forward(&x).unwrap());
     assert_eq!(
         plain_loss.item::<f32>().unwrap(),
         wrapped_loss.item::<f32>().unwrap()
