@@ -17,19 +17,6 @@
 // found the operand's contiguous axis, other stride, offsets and extents multiples of four.
 @group(0) @binding(4) var<storage, read> a4: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read> b4: array<vec4<u32>>;
-// The bias added to every row of the output (`F.linear`), when flag 4 is set; bound to A
-// otherwise, and then never read.
-@group(0) @binding(6) var<storage, read> bias: array<u32>;
-
-// The bias of output column `col` (of `n`), or zero without one or past the last column.
-// Read once per column an invocation writes, before its rows are stored.
-fn bias_of(col: u32, n: u32) -> f32 {
-    if ((p[26] & 4u) == 0u || col >= n) {
-        return 0.0;
-    }
-    return bitcast<f32>(bias[p[27] + col * p[28]]);
-}
-
 const TILE: u32 = 64u;
 
 // Operands are packed f16 (two per word) when the pipeline sets HALF; the output stays f32.

@@ -1,6 +1,8 @@
 // f16 matrix products on cooperative matrices (NVIDIA tensor cores through
-// VK_KHR_cooperative_matrix): out[b] = A[b] @ B[b], f16 operands, accumulated in f32, the
-// result rounded to packed f16.
+// VK_KHR_cooperative_matrix): out[b] = A[b] @ B[b] (+ bias), f16 operands, accumulated in
+// f32; the result rounded to packed f16, or written as f32 with flag 8 (autocast's products,
+// which would otherwise take a second pass to widen the f16 result and a third to add the
+// bias).
 //
 // A workgroup is four subgroups of 32 invocations (the host uses this kernel only where
 // every subgroup has 32) and computes a 128x128 output tile; each subgroup owns a 64x64
@@ -29,7 +31,8 @@
 //
 // Parameters: those of matmul.wgsl (0 M, 1 N, 2 K, 3 batch count, 4 batch rank, 5-6 offsets
 // of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-23
-// batch dims and strides); K is never split here.
+// batch dims and strides, 26 flags: 4 a bias (27-28 its offset and stride, in f32
+// elements), 8 an f32 output); K is never split here.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -185,21 +188,37 @@ fn block_b(at0: u32, kk: u32, c: u32) -> coop_mat16x16<f16, B> {
     return coopLoad<coop_mat16x16<f16, B>>(&staged_b[at], INNER_LINE);
 }
 
-// Writes accumulator `acc` as the f16 output block at rows gm0.., columns gn0.. (N and gn0
-// are even, so each lane writes whole words: two neighbouring columns).
+// Writes accumulator `acc` plus the bias as the output block at rows gm0.., columns gn0..:
+// f32, or f16 (N and gn0 are even, so each lane writes whole words: two neighbouring
+// columns).
 fn write_block(acc: Acc, sg: u32, lane: u32, gm0: u32, gn0: u32, out_base: u32) {
     let n = p[1];
     let at = sg * 256u;
     coopStoreT(acc, &scratch[at], 16u);
     workgroupBarrier();
+    if ((p[26] & 8u) != 0u) {
+        // Two rows of 16 f32 per round: each half of the subgroup writes 64 bytes in a row.
+        let gn = gn0 + lane % 16u;
+        let column_bias = bias_of(gn, n);
+        for (var round = 0u; round < 8u; round++) {
+            let row = 2u * round + lane / 16u;
+            let gm = gm0 + row;
+            if (gm < p[0] && gn < n) {
+                let value = scratch[at + row * 16u + lane % 16u] + column_bias;
+                out[out_base + gm * n + gn] = bitcast<u32>(value);
+            }
+        }
+        workgroupBarrier();
+        return;
+    }
     let gm = gm0 + lane / 2u;
     if (gm < p[0]) {
         for (var pair = lane % 2u; pair < 8u; pair += 2u) {
             let gn = gn0 + 2u * pair;
             if (gn < n) {
                 let e = (lane / 2u) * 16u + 2u * pair;
-                let low = half_bits(scratch[at + e]);
-                let high = half_bits(scratch[at + e + 1u]);
+                let low = half_bits(scratch[at + e] + bias_of(gn, n));
+                let high = half_bits(scratch[at + e + 1u] + bias_of(gn + 1u, n));
                 out[(out_base + gm * n + gn) / 2u] = low | (high << 16u);
             }
         }

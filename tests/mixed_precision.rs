@@ -25,13 +25,10 @@ fn half(t: &DynTensor) -> DynTensor {
         .unwrap()
 }
 
-/// The f16 product of f32 tensors, spelled out: operands rounded, product rounded.
+/// Autocast's product of f32 tensors, spelled out: the operands rounded to f16, the product
+/// accumulated and returned in f32.
 fn explicit_product(a: &DynTensor, b: &DynTensor) -> Vec<f64> {
-    let (a, b) = (
-        a.detach().to_dtype(DType::F16).unwrap(),
-        b.detach().to_dtype(DType::F16).unwrap(),
-    );
-    a.matmul(&b).unwrap().to_f64_vec()
+    half(a).matmul(&half(b)).unwrap().to_f64_vec()
 }
 
 #[test]
@@ -47,12 +44,11 @@ fn products_under_autocast_are_the_f16_products_and_stay_f32() {
     };
     assert_eq!(under.dtype(), DType::F32);
     assert_eq!(under.to_f64_vec(), explicit_product(&a, &b));
-    let expected_linear: Vec<f64> = explicit_product(&a, &b)
-        .iter()
-        .zip(bias.to_f64_vec().iter().cycle())
-        .map(|(p, b)| f64::from(*p as f32 + *b as f32))
-        .collect();
-    assert_eq!(linear.to_f64_vec(), expected_linear);
+    // The bias is added in f32, unrounded.
+    let expected_linear = half(&a)
+        .linear(&half(&b).transpose(0, 1).unwrap(), Some(&bias))
+        .unwrap();
+    assert_eq!(linear.to_f64_vec(), expected_linear.to_f64_vec());
     // The rounding is the f16 one: far from f32's, within f16's relative error.
     let (p, u) = (plain.to_f64_vec(), under.to_f64_vec());
     assert_ne!(p, u);
@@ -111,8 +107,8 @@ fn convolutions_under_autocast_take_the_f16_product() {
         let _autocast = autocast();
         conv(&x, &w)
     };
-    // The same convolution in f32 of operands already rounded to f16 differs from the
-    // autocast one only by the rounding of the products' results.
+    // The same convolution in f32 of operands already rounded to f16 computes the same sums,
+    // perhaps in another order.
     let rounded = conv(&half(&x).requires_grad_().unwrap(), &half(&w));
     let (a, b) = (under.item::<f32>().unwrap(), rounded.item::<f32>().unwrap());
     assert!((a - b).abs() <= 1e-3 * b.abs().max(1.0), "{a} vs {b}");
@@ -186,31 +182,42 @@ fn gpu_products_under_autocast_match_the_cpu() {
     let Some(device) = gpu() else { return };
     let x = tensor(&[9, 20], 8).requires_grad_().unwrap();
     let w = tensor(&[20, 5], 9).requires_grad_().unwrap();
-    let run = |x: &DynTensor, w: &DynTensor| {
-        let loss = {
+    // A linear layer whose sizes are multiples of 8 (the matrix units' product on GPUs that
+    // have them, with the bias in its epilogue), and one whose sizes are not.
+    let (y, v, bias) = (
+        tensor(&[24, 32], 12).requires_grad_().unwrap(),
+        tensor(&[40, 32], 13).requires_grad_().unwrap(),
+        tensor(&[40], 14).requires_grad_().unwrap(),
+    );
+    let run = |x: &DynTensor, w: &DynTensor, (y, v, bias): (&DynTensor, &DynTensor, &DynTensor)| {
+        let (loss, layer) = {
             let _autocast = autocast();
-            x.matmul(w).unwrap().tanh().unwrap().sum_all().unwrap()
+            let layer = y.linear(v, Some(bias)).unwrap();
+            let odd = x.matmul(w).unwrap().tanh().unwrap().sum_all().unwrap();
+            (
+                odd.add(&layer.tanh().unwrap().sum_all().unwrap()).unwrap(),
+                layer,
+            )
         };
         let grads = loss.backward().unwrap();
-        (
-            loss,
-            grads.grad(x).unwrap().clone(),
-            grads.grad(w).unwrap().clone(),
-        )
+        let mut results = vec![loss, layer];
+        results.extend([x, w, y, v, bias].map(|t| grads.grad(t).unwrap().clone()));
+        results
     };
-    let cpu = run(&x, &w);
-    let (gx, gw) = (
-        x.to(&device).unwrap().requires_grad_().unwrap(),
-        w.to(&device).unwrap().requires_grad_().unwrap(),
-    );
-    let on_gpu = run(&gx, &gw);
-    // Both round each product to f16 once; their f32 sums may round to neighbouring halves.
-    let pairs = [
-        (&cpu.0, &on_gpu.0),
-        (&cpu.1, &on_gpu.1),
-        (&cpu.2, &on_gpu.2),
+    let on = |t: &DynTensor| t.to(&device).unwrap().requires_grad_().unwrap();
+    let cpu = run(&x, &w, (&y, &v, &bias));
+    let on_gpu = run(&on(&x), &on(&w), (&on(&y), &on(&v), &on(&bias)));
+    // Both multiply the same f16 operands in f32, in different orders.
+    let names = [
+        "loss",
+        "linear",
+        "grad x",
+        "grad w",
+        "grad y",
+        "grad v",
+        "grad bias",
     ];
-    for (what, (c, g)) in ["loss", "grad x", "grad w"].into_iter().zip(pairs) {
+    for (what, (c, g)) in names.into_iter().zip(cpu.iter().zip(&on_gpu)) {
         assert!(g.device().is_gpu() && g.dtype() == DType::F32, "{what}");
         for (c, g) in c.to_f64_vec().iter().zip(&g.to_f64_vec()) {
             assert!(

@@ -1,7 +1,8 @@
 //! Automatic mixed precision (PyTorch's `torch.autocast` and `GradScaler`). Inside an
 //! [`autocast`] scope, matrix products — `matmul`, `linear`, and the convolutions and
 //! attention built on them — of `f32` tensors round their operands to `f16` and run on the
-//! `f16` product (the GPU's matrix units, accumulating in `f32`); their results, like
+//! `f16` product (the GPU's matrix units, accumulating in `f32`); their results, written in
+//! `f32` without a rounding to `f16` and with a `linear`'s bias added in `f32`, like
 //! everything else (reductions, norms, softmax, losses), stay `f32`. Parameters stay `f32`
 //! (the master weights). Each product keeps the `f16` operands it read, and the backward pass
 //! runs its products on them and on the gradient rounded to `f16`, whatever scope it is
@@ -38,7 +39,9 @@ pub use crate::optim::{GradScaler, GradScalerConfig};
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::matmul::{bias_gradient, is_transposed_contiguous, product_gradients};
+use crate::ops::matmul::{
+    bias_gradient, is_transposed_contiguous, product_gradients, widening_product,
+};
 use crate::shape::Dims;
 use crate::tensor::DynTensor;
 
@@ -119,23 +122,15 @@ impl HalfProductRecord {
     }
 }
 
-/// `lhs @ rhs (+ bias)` with the operands rounded to `f16`, the product on the `f16` kernel
-/// and the result (plus the `f32` bias) in `f32`.
+/// `lhs @ rhs (+ bias)` with the operands rounded to `f16`, multiplied and accumulated in
+/// `f32` (by one kernel on a GPU, which also adds the `f32` bias), the result `f32`.
 pub(crate) fn product(
     lhs: &DynTensor,
     rhs: &DynTensor,
     bias: Option<&DynTensor>,
 ) -> Result<DynTensor> {
     let (lhs_half, rhs_half) = (to_half(lhs)?, to_half(rhs)?);
-    let out = {
-        // The f16 kernel on the host widens to f32 products, which must not come back here.
-        let _off = autocast_disabled();
-        let out = lhs_half.matmul(&rhs_half)?.to_dtype(DType::F32)?;
-        match bias {
-            Some(bias) => out.add(&bias.detach())?,
-            None => out,
-        }
-    };
+    let out = widening_product(&lhs_half, &rhs_half, bias.map(DynTensor::detach).as_ref())?;
     let inputs: Vec<&DynTensor> = [lhs, rhs].into_iter().chain(bias).collect();
     Ok(record(out, &inputs, || {
         BackwardOp::HalfProduct(Box::new(HalfProductRecord {
@@ -160,13 +155,12 @@ pub(crate) fn half_product_backward(
     let (lhs, rhs) = (record.lhs.get("matmul")?, record.rhs.get("matmul")?);
     let mut grads = if is_grad_enabled() {
         let _autocast = autocast();
-        product_gradients(grad, (lhs, rhs), &needs[..2], &|product| Ok(product))?
+        product_gradients(grad, (lhs, rhs), &needs[..2], &|x, y| x.matmul(y))?
     } else {
-        let _off = autocast_disabled();
         let grad_half = grad.detach().to_dtype(DType::F16)?;
         let operands = (&record.lhs_half, &record.rhs_half);
-        product_gradients(&grad_half, operands, &needs[..2], &|product| {
-            product.to_dtype(DType::F32)
+        product_gradients(&grad_half, operands, &needs[..2], &|x, y| {
+            widening_product(x, y, None)
         })?
     };
     if let Some(bias_dims) = &record.bias_dims {

@@ -89,33 +89,10 @@ impl DynTensor {
         if self.dtype() == DType::F16 && rhs.dtype() == DType::F16 && !self.device().is_gpu() {
             // On the host, f16 products run on the f32 kernel and round once at the end, as
             // PyTorch accumulates f16 in f32 (f16 carries no gradients, so nothing records).
-            let wide = |t: &DynTensor| t.to_dtype(DType::F32);
-            return wide(self)?.matmul(&wide(rhs)?)?.to_dtype(DType::F16);
+            return widening_product(self, rhs, None)?.to_dtype(DType::F16);
         }
-        let (ra, rb) = (self.rank(), rhs.rank());
-        let (m, k) = (self.dims()[ra - 2], self.dims()[ra - 1]);
-        let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);
-        if k != k2 {
-            return Err(ShapeError::MatmulInner {
-                lhs: self.dims().to_vec(),
-                rhs: rhs.dims().to_vec(),
-                lhs_inner: k,
-                rhs_inner: k2,
-            }
-            .into());
-        }
-        let batch = broadcast_shapes(
-            &self.dims()[..ra - 2],
-            &rhs.dims()[..rb - 2],
-            "matmul (batch dims)",
-        )?;
-        let with_batch =
-            |tail: [usize; 2]| -> Vec<usize> { batch.iter().copied().chain(tail).collect() };
-        let (la, lb) = (
-            self.layout().broadcast_to(&with_batch([m, k])),
-            rhs.layout().broadcast_to(&with_batch([k, n])),
-        );
-        let out = matmul_untracked((self, &la), (rhs, &lb), bias, &with_batch([m, n]))?;
+        let (la, lb, out_dims) = broadcast_operands(self, rhs)?;
+        let out = matmul_untracked((self, &la), (rhs, &lb), bias, &out_dims, false)?;
         Ok(match bias {
             None => record(out, &[self, rhs], || BackwardOp::Matmul {
                 lhs: Saved::new(self),
@@ -130,13 +107,66 @@ impl DynTensor {
     }
 }
 
+/// The layouts of `a` and `b` (rank 2 or more) broadcast to `[batch.., m, k]` and
+/// `[batch.., k, n]`, and the product's dims `[batch.., m, n]`.
+fn broadcast_operands(a: &DynTensor, b: &DynTensor) -> Result<(Layout, Layout, Vec<usize>)> {
+    let (ra, rb) = (a.rank(), b.rank());
+    let (m, k) = (a.dims()[ra - 2], a.dims()[ra - 1]);
+    let (k2, n) = (b.dims()[rb - 2], b.dims()[rb - 1]);
+    if k != k2 {
+        return Err(ShapeError::MatmulInner {
+            lhs: a.dims().to_vec(),
+            rhs: b.dims().to_vec(),
+            lhs_inner: k,
+            rhs_inner: k2,
+        }
+        .into());
+    }
+    let batch = broadcast_shapes(
+        &a.dims()[..ra - 2],
+        &b.dims()[..rb - 2],
+        "matmul (batch dims)",
+    )?;
+    let with_batch =
+        |tail: [usize; 2]| -> Vec<usize> { batch.iter().copied().chain(tail).collect() };
+    Ok((
+        a.layout().broadcast_to(&with_batch([m, k])),
+        b.layout().broadcast_to(&with_batch([k, n])),
+        with_batch([m, n]),
+    ))
+}
+
+/// `a @ b (+ bias)` of `f16` operands of rank 2 or more, accumulated in `f32` and returned in
+/// `f32` without rounding to `f16` (autocast's products), plus an `f32` `bias` (`[n]`) on
+/// every row. Untracked: the caller records the product.
+///
+/// On a GPU this is one kernel; on the host the operands are widened and the `f32` kernel
+/// runs, which computes the same sums.
+pub(crate) fn widening_product(
+    a: &DynTensor,
+    b: &DynTensor,
+    bias: Option<&DynTensor>,
+) -> Result<DynTensor> {
+    let _untracked = crate::autograd::no_grad();
+    if !a.device().is_gpu() {
+        // The f32 product below must not be autocast again.
+        let _off = crate::amp::autocast_disabled();
+        let wide = |t: &DynTensor| t.to_dtype(DType::F32);
+        return wide(a)?.matmul_batched(&wide(b)?, bias);
+    }
+    let (la, lb, out_dims) = broadcast_operands(a, b)?;
+    matmul_untracked((a, &la), (b, &lb), bias, &out_dims, true)
+}
+
 /// The product of operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`,
-/// plus `bias` (`[n]`, same dtype) on every row.
+/// plus `bias` (`[n]`, same dtype, or `f32` when widening) on every row. `widen` (`f16`
+/// operands on a GPU) returns the sums in `f32`.
 fn matmul_untracked(
     (a, la): (&DynTensor, &Layout),
     (b, lb): (&DynTensor, &Layout),
     bias: Option<&DynTensor>,
     out_dims: &[usize],
+    widen: bool,
 ) -> Result<DynTensor> {
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
@@ -151,7 +181,7 @@ fn matmul_untracked(
             // One device for all three (a host bias is an error, not a copy).
             crate::device::gpu_of("linear", &[a, bias])?;
         }
-        return gpu.matmul((a, la), (b, lb), bias, out_dims);
+        return gpu.matmul((a, la), (b, lb), bias, out_dims, widen);
     }
     // Empty operands ([m, 0] @ [0, n]) can ask for any size of result.
     crate::alloc::ensure_output("matmul", out_dims, a.dtype().size_in_bytes())?;
@@ -213,20 +243,23 @@ pub(crate) fn matmul_backward(
     needs: &[bool],
 ) -> Result<Vec<Option<DynTensor>>> {
     let (a, b) = (lhs.get("matmul")?, rhs.get("matmul")?);
-    product_gradients(grad, (a, b), needs, &|product| Ok(product))
+    product_gradients(grad, (a, b), needs, &|x, y| x.matmul(y))
 }
 
-/// The gradients of both operands of `a @ b` given `grad`, the output's gradient. Each
-/// product's result goes through `widen` before it is summed over broadcast dims (autocast
-/// passes f16 operands and gradient, and widens to f32).
+/// Multiplies two matrices (or batches of them) in a backward formula.
+pub(crate) type Product<'a> = &'a dyn Fn(&DynTensor, &DynTensor) -> Result<DynTensor>;
+
+/// The gradients of both operands of `a @ b` given `grad`, the output's gradient, each
+/// computed by `product` (`matmul`, or for autocast `f16` operands and gradient multiplied
+/// into `f32`) and summed over broadcast dims.
 pub(crate) fn product_gradients(
     grad: &DynTensor,
     (a, b): (&DynTensor, &DynTensor),
     needs: &[bool],
-    widen: &dyn Fn(DynTensor) -> Result<DynTensor>,
+    product: Product,
 ) -> Result<Vec<Option<DynTensor>>> {
     let ga = if needs[0] {
-        Some(widen(grad.matmul(&b.transpose(-1, -2)?)?)?.sum_to(a.dims())?)
+        Some(product(grad, &b.transpose(-1, -2)?)?.sum_to(a.dims())?)
     } else {
         None
     };
@@ -242,10 +275,10 @@ pub(crate) fn product_gradients(
             b,
             &a_rows,
             &grad.reshape(&[rows, n])?,
-            widen,
+            product,
         )?)
     } else {
-        Some(product_in_order_of(b, a, grad, widen)?.sum_to(b.dims())?)
+        Some(product_in_order_of(b, a, grad, product)?.sum_to(b.dims())?)
     };
     Ok(vec![ga, gb])
 }
@@ -254,12 +287,12 @@ fn product_in_order_of(
     b: &DynTensor,
     a: &DynTensor,
     g: &DynTensor,
-    widen: &dyn Fn(DynTensor) -> Result<DynTensor>,
+    product: Product,
 ) -> Result<DynTensor> {
     if is_transposed_contiguous(b)? {
-        widen(g.transpose(-1, -2)?.matmul(a)?)?.transpose(-1, -2)
+        product(&g.transpose(-1, -2)?, a)?.transpose(-1, -2)
     } else {
-        widen(a.transpose(-1, -2)?.matmul(g)?)
+        product(&a.transpose(-1, -2)?, g)
     }
 }
 

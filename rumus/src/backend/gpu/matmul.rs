@@ -76,7 +76,7 @@ enum Kernels {
     F32,
     /// The same kernels reading packed f16 (`HALF`), then the f32 result rounded to f16.
     Half,
-    /// `matmul_coop`: f16 on cooperative matrices, writing f16.
+    /// `matmul_coop`: f16 on cooperative matrices, writing f16 (or f32 when widening).
     Coop,
 }
 
@@ -110,8 +110,8 @@ fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize
 }
 
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
-/// operands through its vector bindings. The tiled kernels read the bias at binding 6,
-/// which is bound to A when there is none (the kernel then never reads it).
+/// operands through its vector bindings. Every kernel reads the bias at binding 6, which is
+/// bound to A when there is none (the kernel then never reads it).
 fn product_bindings<'a>(
     entry: &str,
     a: &'a wgpu::Buffer,
@@ -123,9 +123,7 @@ fn product_bindings<'a>(
     if entry == "matmul_wide" {
         bindings.extend([(4, a), (5, b)]);
     }
-    if entry != "matmul_coop" {
-        bindings.push((6, bias.unwrap_or(a)));
-    }
+    bindings.push((6, bias.unwrap_or(a)));
     bindings
 }
 
@@ -139,7 +137,7 @@ struct Bias {
 impl GpuDevice {
     /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`
     /// (same dtype, checked by the caller): `f32`, or `f16` accumulated in `f32` and rounded
-    /// to an `f16` result.
+    /// to an `f16` result, or with `widen` returned in `f32` unrounded (autocast's products).
     ///
     /// With `bias` (`f32` `[n]`, checked by the caller) the product adds it to every row, in
     /// the kernel's epilogue, or in the sum of split-K partial products.
@@ -149,6 +147,7 @@ impl GpuDevice {
         (b, lb): (&DynTensor, &Layout),
         bias: Option<&DynTensor>,
         out_dims: &[usize],
+        widen: bool,
     ) -> Result<DynTensor> {
         let kernels = match a.dtype() {
             DType::F16 if self.has_coop_matmul() => Kernels::Coop,
@@ -169,7 +168,8 @@ impl GpuDevice {
             }
             None => None,
         };
-        self.product(kernels, (a, la), (b, lb), bias.as_ref(), out_dims)
+        let widen = widen && kernels != Kernels::F32;
+        self.product(kernels, (a, la), (b, lb), bias.as_ref(), (out_dims, widen))
     }
 
     fn product(
@@ -178,10 +178,10 @@ impl GpuDevice {
         (a, la): (&DynTensor, &Layout),
         (b, lb): (&DynTensor, &Layout),
         bias: Option<&Bias>,
-        out_dims: &[usize],
+        (out_dims, widen): (&[usize], bool),
     ) -> Result<DynTensor> {
         if let Some((la, lb)) = fold_batch_into_rows(la, lb) {
-            return self.product(kernels, (a, &la), (b, &lb), bias, out_dims);
+            return self.product(kernels, (a, &la), (b, &lb), bias, (out_dims, widen));
         }
         let r = la.rank();
         let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
@@ -296,6 +296,9 @@ impl GpuDevice {
             params[27] = bias.offset;
             params[28] = bias.stride;
         }
+        if kernels == Kernels::Coop && widen {
+            params[26] |= 8;
+        }
         let (ma, mb) = (self.any_memory_of(a)?, self.any_memory_of(b)?);
         let bias_memory = bias.map(|bias| bias.memory.raw());
         let groups = if batch * m * n == 0 {
@@ -303,7 +306,7 @@ impl GpuDevice {
         } else {
             [gx, gy, gz]
         };
-        let out_dtype = if kernels == Kernels::Coop {
+        let out_dtype = if kernels == Kernels::Coop && !widen {
             DType::F16
         } else {
             DType::F32
@@ -340,7 +343,7 @@ impl GpuDevice {
         }
         let product = DynTensor::from_gpu(out, out_dims);
         match kernels {
-            Kernels::Half => self.to_half(&product),
+            Kernels::Half if !widen => self.to_half(&product),
             _ => Ok(product),
         }
     }
