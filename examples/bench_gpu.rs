@@ -8,6 +8,8 @@
 //! cargo run --release --example bench_gpu hgemm      # the matrix products alone
 //! cargo run --release --example bench_gpu ops        # each op of one encoder block
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
+//!                                                    # (`profile autocast`, `profile gpt`)
+//! cargo run --release --example bench_gpu gpt        # the GPT-2-small step alone
 //! ```
 
 use std::time::Instant;
@@ -25,6 +27,11 @@ use rumus::{DType, Device, DynTensor, no_grad};
 /// conv32-pool-conv64-pool-fc128-fc10 on 28x28 images (the MNIST example's network).
 #[path = "mnist/model.rs"]
 mod mnist_model;
+
+/// GPT-2 small (the `gpt` example's decoder; its tiny size is unused here).
+#[path = "gpt/model.rs"]
+#[allow(dead_code)]
+mod gpt_model;
 
 /// The encoder of the GPU benchmark: six pre-norm blocks, d = 512, 8 heads, FF 2048.
 struct Encoder {
@@ -246,37 +253,171 @@ fn attention_step(device: &Device) -> (f64, f64) {
     };
     gpu.release_pooled();
     gpu.reset_memory_peak();
-    let before = gpu.memory().peak;
+    let before = gpu.memory().in_use_peak;
     step();
     device.synchronize().expect("GPU wait");
-    let grown = (gpu.memory().peak - before) as f64 / (1u64 << 20) as f64;
+    let grown = (gpu.memory().in_use_peak - before) as f64 / (1u64 << 20) as f64;
     (seconds_per_call(device, 1, 5, step) * 1e3, grown)
 }
 
-/// GPU time of each kernel entry point in one transformer train step (`bench_gpu profile`).
-fn transformer_profile(device: &Device) -> rumus::Result<()> {
+/// GPT-2 small training on random tokens under f16 autocast with loss scaling, AdamW, batches
+/// of 8 x 1,024 tokens.
+struct GptBench {
+    model: gpt_model::Gpt2Small,
+    adamw: Adam,
+    scaler: GradScaler,
+    tokens: Vec<i64>,
+    rng: rumus::rng::Generator,
+    device: Device,
+}
+
+impl GptBench {
+    const BATCH: usize = 8;
+    const CONTEXT: usize = 1024;
+
+    fn new(device: &Device) -> Self {
+        let model = {
+            let _on = device.set_default();
+            gpt_model::Gpt2Small::new(12).expect("GPT-2 small")
+        };
+        let config = AdamConfig {
+            lr: 3e-4,
+            weight_decay: 0.1,
+            ..AdamConfig::adamw()
+        };
+        let adamw = Adam::new(model.parameters(), config).expect("AdamW");
+        let mut rng = rumus::rng::Generator::new(3);
+        let tokens = (0..1 << 16).map(|_| rng.below(50257) as i64).collect();
+        GptBench {
+            model,
+            adamw,
+            scaler: GradScaler::new(),
+            tokens,
+            rng,
+            device: device.clone(),
+        }
+    }
+
+    fn batch(&mut self) -> (DynTensor, DynTensor) {
+        let shape = (Self::BATCH, Self::CONTEXT);
+        gpt_model::sample_batch(&self.tokens, shape, &mut self.rng, &self.device).expect("a batch")
+    }
+
+    fn step(&mut self) {
+        let batch = self.batch();
+        let scaler = Some(&mut self.scaler);
+        self.model
+            .train_step(&mut self.adamw, scaler, (&batch.0, &batch.1))
+            .expect("a step");
+    }
+
+    /// One step with the host's time in each phase, in ms, and the reads from the GPU it
+    /// made (each waits for the GPU's queue): batch, forward and loss, backward, scaled
+    /// optimizer step, the final wait.
+    fn phases(&mut self) -> [(&'static str, (f64, u64, u64)); 5] {
+        use rumus::backend::gpu::transfer_counts;
+        let Device::Gpu(gpu) = self.device.clone() else {
+            unreachable!("a GPU bench")
+        };
+        let counts = || (transfer_counts().downloads, gpu.memory().created);
+        let (mut clock, mut last) = (Instant::now(), counts());
+        let mut lap = || {
+            let ms = clock.elapsed().as_secs_f64() * 1e3;
+            let now = counts();
+            let made = (now.0 - last.0, now.1 - last.1);
+            (clock, last) = (Instant::now(), now);
+            (ms, made.0, made.1)
+        };
+        let (inputs, targets) = self.batch();
+        let batch = lap();
+        let loss = {
+            let _autocast = autocast();
+            self.model.loss(&inputs, &targets).expect("forward")
+        };
+        let forward = lap();
+        let mut grads = self
+            .scaler
+            .scale(&loss)
+            .and_then(|l| l.backward())
+            .expect("backward");
+        let backward = lap();
+        self.scaler.step(&mut self.adamw, &mut grads).expect("step");
+        self.scaler.update();
+        let step = lap();
+        self.device.synchronize().expect("GPU wait");
+        let wait = lap();
+        [
+            ("batch", batch),
+            ("forward", forward),
+            ("backward", backward),
+            ("step", step),
+            ("wait", wait),
+        ]
+    }
+}
+
+/// GPT-2 small's training: tokens per second and the buffer pool's high-water mark in MiB
+/// (model, optimizer state and activations, counted from an empty pool).
+fn gpt2_small_step(device: &Device) -> (f64, f64) {
+    let Device::Gpu(gpu) = device else {
+        return (0.0, 0.0);
+    };
+    gpu.release_pooled();
+    gpu.reset_memory_peak();
+    let mut bench = GptBench::new(device);
+    let seconds = seconds_per_call(device, 2, 5, || bench.step());
+    let peak = gpu.memory().in_use_peak as f64 / (1u64 << 20) as f64;
+    ((GptBench::BATCH * GptBench::CONTEXT) as f64 / seconds, peak)
+}
+
+/// GPU time of each kernel entry point in one train step (`bench_gpu profile`): the
+/// transformer's, under autocast with `profile autocast`, or GPT-2 small's with `profile gpt`.
+fn step_profile(device: &Device) -> rumus::Result<()> {
     let Device::Gpu(gpu) = device else {
         return Ok(());
     };
-    let mut bench = TransformerBench::new(device);
-    // `profile autocast`: the mixed-precision step instead.
-    let mixed = std::env::args().any(|a| a == "autocast");
-    let mut scaler = GradScaler::new();
-    let mut step = |bench: &mut TransformerBench| {
-        if mixed {
-            bench.step_autocast(&mut scaler)
-        } else {
-            bench.step()
-        }
+    let arg = |name: &str| std::env::args().any(|a| a == name);
+    let mut step: Box<dyn FnMut()> = if arg("gpt") {
+        let mut bench = GptBench::new(device);
+        Box::new(move || bench.step())
+    } else {
+        let mut bench = TransformerBench::new(device);
+        let (mixed, mut scaler) = (arg("autocast"), GradScaler::new());
+        Box::new(move || {
+            if mixed {
+                bench.step_autocast(&mut scaler)
+            } else {
+                bench.step()
+            }
+        })
     };
-    step(&mut bench);
-    step(&mut bench);
+    step();
+    let wall = seconds_per_call(device, 1, 1, &mut step);
     gpu.profile_kernels(true)?;
-    step(&mut bench);
+    step();
     let times = gpu.kernel_times()?;
     gpu.profile_kernels(false)?;
+    if arg("gpt") {
+        drop(step);
+        let mut bench = GptBench::new(device);
+        for _ in 0..3 {
+            bench.step();
+        }
+        let phases = bench.phases();
+        let line: Vec<String> = phases
+            .iter()
+            .map(|(name, (ms, reads, made))| {
+                format!("{name} {ms:.1} ({reads} reads, {made} buffers made)")
+            })
+            .collect();
+        println!("host time of a step's phases, ms: {}", line.join(", "));
+    }
     let total: f64 = times.iter().map(|(_, t)| t.seconds).sum();
-    println!("kernel time of one step: {:.3} ms", total * 1e3);
+    println!(
+        "kernel time of one step: {:.3} ms (wall time of a step: {:.3} ms)",
+        total * 1e3,
+        wall * 1e3
+    );
     for (entry, time) in times {
         println!(
             "{entry:<28} {:>5} dispatches {:>8.3} ms {:>5.1}%",
@@ -380,7 +521,16 @@ fn main() -> rumus::Result<()> {
         return Ok(());
     }
     if std::env::args().any(|a| a == "profile") {
-        return transformer_profile(&device);
+        return step_profile(&device);
+    }
+    let print_gpt = || {
+        let (tokens, memory) = gpt2_small_step(&device);
+        println!("gpt2_small_autocast {tokens:.0} tokens/s");
+        println!("gpt2_small_memory {memory:.0} MiB");
+    };
+    if std::env::args().any(|a| a == "gpt") {
+        print_gpt();
+        return Ok(());
     }
     // `small`: a quick run of every workload but the transformer on a slow adapter.
     let small = std::env::args().any(|a| a == "small");
@@ -423,6 +573,7 @@ fn main() -> rumus::Result<()> {
         let (attention, memory) = attention_step(&device);
         println!("attention_t4096 {attention:.3} ms");
         println!("attention_t4096_memory {memory:.1} MiB");
+        print_gpt();
     }
     Ok(())
 }

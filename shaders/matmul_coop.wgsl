@@ -31,8 +31,11 @@
 //
 // Parameters: those of matmul.wgsl (0 M, 1 N, 2 K, 3 batch count, 4 batch rank, 5-6 offsets
 // of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-23
-// batch dims and strides, 26 flags: 4 a bias (27-28 its offset and stride, in f32
-// elements), 8 an f32 output); K is never split here.
+// batch dims and strides, 24 K splits, 25 K per split (a multiple of 8), 26 flags: 4 a bias
+// (27-28 its offset and stride, in f32 elements), 8 an f32 output). With several splits each
+// (batch, split) job writes its f32 partial product to its own [M, N] block of the output,
+// which `sum_splits` (matmul.wgsl) adds up with the bias: weight gradients, [D, B T] @
+// [B T, F], have few output tiles and a long K.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -128,10 +131,10 @@ struct Fetched {
 }
 
 // Where piece `i` of stage `s` starts in its operand, in quads, or `NOWHERE` when it lies
-// outside the operand.
+// outside the operand or past `k_len`, the length of the job's K range.
 const NOWHERE: u32 = 0xffffffffu;
-fn piece_source(ps: Pieces, i: u32, s: u32) -> u32 {
-    if (ps.inside[i] && s * DEPTH + ps.along_k[i] < p[2]) {
+fn piece_source(ps: Pieces, i: u32, s: u32, k_len: u32) -> u32 {
+    if (ps.inside[i] && s * DEPTH + ps.along_k[i] < k_len) {
         return ps.source[i] + s * ps.step;
     }
     return NOWHERE;
@@ -139,15 +142,15 @@ fn piece_source(ps: Pieces, i: u32, s: u32) -> u32 {
 
 // Reads stage `s` of both operands (pieces outside them stay zero: a function variable
 // starts zeroed).
-fn fetch(pa: Pieces, pb: Pieces, s: u32) -> Fetched {
+fn fetch(pa: Pieces, pb: Pieces, s: u32, k_len: u32) -> Fetched {
     var f: Fetched;
     for (var i = 0u; i < 4u; i++) {
-        let from_a = piece_source(pa, i, s);
+        let from_a = piece_source(pa, i, s, k_len);
         if (from_a != NOWHERE) {
             f.of_a[2u * i] = a[from_a];
             f.of_a[2u * i + 1u] = a[from_a + 1u];
         }
-        let from_b = piece_source(pb, i, s);
+        let from_b = piece_source(pb, i, s, k_len);
         if (from_b != NOWHERE) {
             f.of_b[2u * i] = b[from_b];
             f.of_b[2u * i + 1u] = b[from_b + 1u];
@@ -244,9 +247,14 @@ fn matmul_coop(
     // This subgroup's 64x64 block within the tile.
     let sr = (sg / 2u) * 64u;
     let sc = (sg % 2u) * 64u;
-    let stages = (k + DEPTH - 1u) / DEPTH;
-    for (var batch = wid.z; batch < p[3]; batch += groups.z) {
-        let bases = batch_bases(batch);
+    let splits = p[24];
+    for (var job = wid.z; job < p[3] * splits; job += groups.z) {
+        // The job's K range starts `k_begin` elements along K in both operands (A's column
+        // stride, B's row stride).
+        let k_begin = (job % splits) * p[25];
+        let k_len = min(k, k_begin + p[25]) - k_begin;
+        let stages = (k_len + DEPTH - 1u) / DEPTH;
+        let bases = batch_bases(job / splits) + k_begin * vec2<u32>(p[8], p[9]);
         let pa = a_pieces(lid, bases.x, tile.x);
         let pb = b_pieces(lid, bases.y, tile.y);
         var c00 = Acc();
@@ -265,14 +273,14 @@ fn matmul_coop(
         var c31 = Acc();
         var c32 = Acc();
         var c33 = Acc();
-        stage(pa, pb, fetch(pa, pb, 0u), 0u);
+        stage(pa, pb, fetch(pa, pb, 0u, k_len), 0u);
         workgroupBarrier();
         for (var s = 0u; s < stages; s++) {
             let slot = s % 2u;
             let more = s + 1u < stages;
             var next: Fetched;
             if (more) {
-                next = fetch(pa, pb, s + 1u);
+                next = fetch(pa, pb, s + 1u, k_len);
             }
             let at0 = slot * SLICE;
             for (var kk = 0u; kk < DEPTH; kk += 16u) {
@@ -310,7 +318,7 @@ fn matmul_coop(
         }
         // Every subgroup writes (barriers need the whole workgroup); blocks outside the
         // output write nothing.
-        let base = batch * m * n;
+        let base = job * m * n;
         let r0 = tile.x + sr;
         let c0 = tile.y + sc;
         write_block(c00, sg, lane, r0, c0, base);

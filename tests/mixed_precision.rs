@@ -180,42 +180,59 @@ fn the_digits_mlp_trains_under_autocast_with_loss_scaling() {
 fn gpu_products_under_autocast_match_the_cpu() {
     let _serial = common::gpu::serial();
     let Some(device) = gpu() else { return };
-    let x = tensor(&[9, 20], 8).requires_grad_().unwrap();
-    let w = tensor(&[20, 5], 9).requires_grad_().unwrap();
-    // A linear layer whose sizes are multiples of 8 (the matrix units' product on GPUs that
-    // have them, with the bias in its epilogue), and one whose sizes are not.
-    let (y, v, bias) = (
-        tensor(&[24, 32], 12).requires_grad_().unwrap(),
-        tensor(&[40, 32], 13).requires_grad_().unwrap(),
-        tensor(&[40], 14).requires_grad_().unwrap(),
-    );
-    let run = |x: &DynTensor, w: &DynTensor, (y, v, bias): (&DynTensor, &DynTensor, &DynTensor)| {
-        let (loss, layer) = {
+    // [x, w]: a product whose sizes are not multiples of 8; two linear layers whose sizes
+    // are (on GPUs with matrix units, their product with the bias in its epilogue), the
+    // second with a long K (split along K, the bias added with the partial sums).
+    let leaves = [
+        tensor(&[9, 20], 8),
+        tensor(&[20, 5], 9),
+        tensor(&[24, 32], 12),
+        tensor(&[40, 32], 13),
+        tensor(&[40], 14),
+        tensor(&[16, 1024], 15).mul_scalar(0.05).unwrap(),
+        tensor(&[8, 1024], 16),
+        tensor(&[8], 17),
+    ];
+    let run = |on: &dyn Fn(&DynTensor) -> DynTensor| {
+        let t: Vec<DynTensor> = leaves
+            .iter()
+            .map(|t| on(t).requires_grad_().unwrap())
+            .collect();
+        let (loss, layers) = {
             let _autocast = autocast();
-            let layer = y.linear(v, Some(bias)).unwrap();
-            let odd = x.matmul(w).unwrap().tanh().unwrap().sum_all().unwrap();
-            (
-                odd.add(&layer.tanh().unwrap().sum_all().unwrap()).unwrap(),
-                layer,
-            )
+            let layers = [
+                t[2].linear(&t[3], Some(&t[4])).unwrap(),
+                t[5].linear(&t[6], Some(&t[7])).unwrap(),
+            ];
+            let odd = t[0].matmul(&t[1]).unwrap();
+            let loss = [&odd, &layers[0], &layers[1]]
+                .map(|y| y.tanh().unwrap().sum_all().unwrap())
+                .into_iter()
+                .reduce(|a, b| a.add(&b).unwrap())
+                .unwrap();
+            (loss, layers)
         };
         let grads = loss.backward().unwrap();
-        let mut results = vec![loss, layer];
-        results.extend([x, w, y, v, bias].map(|t| grads.grad(t).unwrap().clone()));
+        let mut results = vec![loss];
+        results.extend(layers);
+        results.extend(t.iter().map(|t| grads.grad(t).unwrap().clone()));
         results
     };
-    let on = |t: &DynTensor| t.to(&device).unwrap().requires_grad_().unwrap();
-    let cpu = run(&x, &w, (&y, &v, &bias));
-    let on_gpu = run(&on(&x), &on(&w), (&on(&y), &on(&v), &on(&bias)));
+    let cpu = run(&|t| t.clone());
+    let on_gpu = run(&|t| t.to(&device).unwrap());
     // Both multiply the same f16 operands in f32, in different orders.
     let names = [
         "loss",
         "linear",
+        "long linear",
         "grad x",
         "grad w",
         "grad y",
         "grad v",
         "grad bias",
+        "grad long x",
+        "grad long w",
+        "grad long bias",
     ];
     for (what, (c, g)) in names.into_iter().zip(cpu.iter().zip(&on_gpu)) {
         assert!(g.device().is_gpu() && g.dtype() == DType::F32, "{what}");

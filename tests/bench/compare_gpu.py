@@ -1,6 +1,6 @@
 """rumus on wgpu against PyTorch on CUDA, same GPU, same run.
 
-    python3 tests/bench/compare_gpu.py target/release/examples/bench_gpu
+    python3 tests/bench/compare_gpu.py target/release/examples/bench_gpu [ARGS..]
 
 Runs the rumus binary (its output: `name value unit` lines), then the same workloads in
 PyTorch, and prints a markdown table with both values and their ratio. SGEMM ratios are
@@ -10,7 +10,11 @@ on both sides); step ratios are rumus time over PyTorch's
 loss scaling on both sides (`torch.autocast` + `torch.amp.GradScaler`). `attention_t4096` is
 causal attention forward and backward on [4, 8, 4096, 64] f32 (rumus's fused kernels against
 PyTorch's `scaled_dot_product_attention`), `attention_t4096_memory` how far one such call
-raised each allocator's peak.
+raised each allocator's peak. `gpt2_small_autocast` is tokens per second (higher is better)
+of GPT-2 small (12 pre-norm blocks of width 768, 12 heads, GELU, no dropout, the output tied
+to the token embedding, vocabulary 50,304) training on batches of 8 x 1,024 random tokens with
+AdamW: rumus under f16 autocast with loss scaling, PyTorch under bf16 autocast;
+`gpt2_small_memory` is each side's allocator peak over building the model and the steps.
 """
 
 import math
@@ -144,9 +148,58 @@ def attention():
     return per_call(step, 1, 5) * 1e3, grown
 
 
+def gpt2_small():
+    """GPT-2 small under bf16 autocast with AdamW: (tokens per second, peak MiB)."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    vocab, context, width, batch = 50304, 1024, 768, 8
+
+    class Gpt(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.token = torch.nn.Embedding(vocab, width)
+            self.position = torch.nn.Embedding(context, width)
+            torch.nn.init.normal_(self.token.weight, std=0.02)
+            torch.nn.init.normal_(self.position.weight, std=0.02)
+            self.blocks = torch.nn.ModuleList(
+                torch.nn.TransformerEncoderLayer(
+                    width, 12, 4 * width, dropout=0.0, activation="gelu",
+                    norm_first=True, batch_first=True)
+                for _ in range(12))
+            self.norm = torch.nn.LayerNorm(width)
+            self.register_buffer(
+                "mask", torch.nn.Transformer.generate_square_subsequent_mask(context))
+
+        def forward(self, ids):
+            h = self.token(ids) + self.position(torch.arange(ids.shape[1], device=ids.device))
+            for block in self.blocks:
+                h = block(h, src_mask=self.mask, is_causal=True)
+            return self.norm(h) @ self.token.weight.t()
+
+    model = Gpt().cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    tokens = torch.randint(0, 50257, (1 << 16,), device="cuda")
+
+    def step():
+        starts = torch.randint(0, tokens.numel() - context - 1, (batch, 1), device="cuda")
+        at = starts + torch.arange(context + 1, device="cuda")
+        window = tokens[at]
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(window[:, :-1])
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, vocab).float(), window[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+
+    seconds = per_call(step, 2, 5)
+    return batch * context / seconds, torch.cuda.max_memory_allocated() / 2**20
+
+
 def main():
     binary = sys.argv[1]
-    out = subprocess.run([binary], check=True, capture_output=True, text=True)
+    out = subprocess.run([binary] + sys.argv[2:], check=True, capture_output=True, text=True)
     sys.stderr.write(out.stderr)
     rumus = {}
     for line in out.stdout.splitlines():
@@ -168,6 +221,8 @@ def main():
             torch_values[name] = transformer(forward_only=False, autocast=True)
         elif name == "attention_t4096":
             torch_values[name], torch_values["attention_t4096_memory"] = attention()
+        elif name == "gpt2_small_autocast":
+            torch_values[name], torch_values["gpt2_small_memory"] = gpt2_small()
         elif name == "transformer_forward":
             torch_values[name] = transformer(forward_only=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")

@@ -88,7 +88,8 @@ impl GpuDevice {
             .release();
     }
 
-    /// Restarts [`MemoryStats::peak`] from what is held now, to measure one workload's peak.
+    /// Restarts [`MemoryStats::peak`] and [`MemoryStats::in_use_peak`] from what is held now,
+    /// to measure one workload's peaks.
     pub fn reset_memory_peak(&self) {
         self.0
             .pool

@@ -248,15 +248,12 @@ impl GpuDevice {
         };
         let tiles = m.div_ceil(tile) * n.div_ceil(tile);
         let ([gx, gy, _], row) = grid_rows(tiles);
-        let (splits, chunk) = if kernels == Kernels::Coop {
-            (1, k.max(1))
-        } else {
-            let min_jobs = if entry == "matmul_wide" {
-                MIN_WIDE_JOBS
-            } else {
-                MIN_WORKGROUPS
-            };
-            split_k(tiles * batch, k, min_jobs)
+        // Split-K writes f32 partial products: the cooperative kernel splits only products
+        // whose result is f32 (autocast's).
+        let (splits, chunk) = match (kernels, entry) {
+            (Kernels::Coop, _) if !widen => (1, k.max(1)),
+            (Kernels::Coop, _) | (_, "matmul_wide") => split_k(tiles * batch, k, MIN_WIDE_JOBS),
+            _ => split_k(tiles * batch, k, MIN_WORKGROUPS),
         };
         let gz = (batch * splits).clamp(1, 65_535) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
