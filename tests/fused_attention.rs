@@ -232,3 +232,54 @@ fn gpu_attention_matches_the_fused_cpu_op() {
         }
     }
 }
+
+#[test]
+fn gpu_multi_head_attention_over_long_sequences_runs_fused_and_agrees() {
+    use rumus::nn::{Module, MultiheadAttention};
+    let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    let Device::Gpu(gpu) = &device else {
+        unreachable!()
+    };
+    let mut attention = MultiheadAttention::<32, 2>::new().unwrap();
+    attention.to_device(device.clone()).unwrap();
+    let x = common::gpu::tensor(&[1, 512, 32], 4)
+        .to(&device)
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    // Output and the gradients of the input and the projections, with or without the
+    // weights asked for (which only the composite form gives).
+    let run = |with_weights: bool| {
+        let out = if with_weights {
+            attention
+                .forward_with_weights(&x, &x, &x, None, true)
+                .unwrap()
+                .0
+        } else {
+            attention.forward_dyn(&x, &x, &x, None, true).unwrap()
+        };
+        let grads = out.tanh().unwrap().sum_all().unwrap().backward().unwrap();
+        let mut all = vec![out.clone()];
+        all.extend(
+            [&x, &attention.in_proj_weight, &attention.out_proj.weight]
+                .map(|t| grads.grad(t).unwrap().clone()),
+        );
+        all
+    };
+    let composite = run(true);
+    gpu.reset_memory_peak();
+    let base = gpu.memory().in_use;
+    let fused = run(false);
+    // One head's [512, 512] scores alone are 1 MiB; the fused form never holds them.
+    let grown = gpu.memory().in_use_peak - base;
+    assert!(grown < 1 << 20, "{grown} bytes: the scores were in memory");
+    for (name, (c, f)) in ["out", "dx", "d in_proj", "d out_proj"]
+        .iter()
+        .zip(composite.iter().zip(&fused))
+    {
+        common::gpu::assert_close(name, c, f);
+    }
+}

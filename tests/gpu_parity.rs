@@ -807,3 +807,47 @@ fn reading_a_view_back_returns_just_its_elements() {
         );
     }
 }
+
+#[test]
+fn uploaded_labels_are_checked_without_waiting_for_the_gpu() {
+    let Some(device) = gpu() else { return };
+    let _serial = serial();
+    let labels: Vec<i64> = (0..12).map(|i| (i * 7) % 5).collect();
+    let targets = DynTensor::from_vec(labels.clone(), &[12])
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    let logits = tensor(&[12, 5], 70);
+    let expected = cross_entropy(
+        &logits,
+        &DynTensor::from_vec(labels.clone(), &[12]).unwrap(),
+        &CrossEntropyOptions::default(),
+    )
+    .unwrap()
+    .item::<f32>()
+    .unwrap();
+    let before = transfer_counts();
+    let loss = cross_entropy(
+        &logits.to(&device).unwrap(),
+        &targets,
+        &CrossEntropyOptions::default(),
+    )
+    .unwrap();
+    // A view of the labels reads the right elements, still without a transfer.
+    let view = targets.narrow(0, 3, 6).unwrap().to_vec::<i64>().unwrap();
+    let after = transfer_counts();
+    assert_eq!(
+        after.downloads, before.downloads,
+        "the labels were read back"
+    );
+    assert_eq!(view, labels[3..9]);
+    assert!((loss.item::<f32>().unwrap() - expected).abs() <= 1e-5 * expected.abs());
+    // A label out of range is still an error naming it.
+    let bad = DynTensor::from_vec(vec![0i64, 5], &[2])
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    let logits = tensor(&[2, 5], 71).to(&device).unwrap();
+    let error = cross_entropy(&logits, &bad, &CrossEntropyOptions::default()).unwrap_err();
+    assert!(error.to_string().contains("target 5"), "{error}");
+}

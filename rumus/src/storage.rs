@@ -166,7 +166,14 @@ pub struct Storage {
     /// The dtype's code ([`dtype_code`]); it changes only in [`Storage::adopt`].
     dtype: AtomicU8,
     bytes: AtomicUsize,
+    /// For a small index tensor uploaded to a GPU, the host elements it was uploaded from,
+    /// kept while nothing has written the storage (version 0): reading the labels back (to
+    /// check them, as `cross_entropy` does) then needs no wait for the GPU's queue.
+    uploaded_from: Option<CpuBuffer>,
 }
+
+/// Largest index tensor whose host elements an upload keeps (64 Ki labels).
+const MAX_KEPT_UPLOAD_BYTES: usize = 1 << 19;
 
 /// `dtype` as the byte [`Storage`] keeps it in, so that a module can change its parameters'
 /// dtype in place.
@@ -203,6 +210,26 @@ impl Storage {
         Self::with_memory(len, dtype, Memory::Gpu(buffer))
     }
 
+    /// GPU memory just uploaded from `host` (the same elements); a small `i64` tensor keeps
+    /// them for [`Storage::uploaded_elements`].
+    pub(crate) fn uploaded(buffer: GpuBuffer, host: &CpuBuffer) -> Self {
+        let mut storage = Self::on_gpu(buffer);
+        if let CpuBuffer::I64(values) = host
+            && values.len() * 8 <= MAX_KEPT_UPLOAD_BYTES
+        {
+            storage.uploaded_from = Some(CpuBuffer::I64(values.clone()));
+        }
+        storage
+    }
+
+    /// The host elements this GPU memory was uploaded from, when it kept them and nothing
+    /// has written it since.
+    pub(crate) fn uploaded_elements(&self) -> Option<&CpuBuffer> {
+        self.uploaded_from
+            .as_ref()
+            .filter(|_| self.version() == 0 && self.is_on_gpu())
+    }
+
     fn with_memory(len: usize, dtype: DType, memory: Memory) -> Self {
         let bytes = len * dtype.size_in_bytes();
         live_counts::add(Count::StorageBytes, bytes as isize);
@@ -212,6 +239,7 @@ impl Storage {
             version: AtomicU64::new(0),
             dtype: AtomicU8::new(dtype_code(dtype)),
             bytes: AtomicUsize::new(bytes),
+            uploaded_from: None,
         }
     }
 

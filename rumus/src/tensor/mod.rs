@@ -134,6 +134,9 @@ impl DynTensor {
         if !self.device().is_gpu() {
             return Ok(self.with_buffer(f));
         }
+        if let Some(host) = self.0.storage.uploaded_elements() {
+            return Ok(f(host, &self.0.layout));
+        }
         // Only this view's elements come back, not the whole storage.
         let contiguous = self.contiguous_untracked()?;
         let range = contiguous

@@ -205,5 +205,9 @@ pub(crate) fn upload_asked(
     buffer: &CpuBuffer,
     dims: &[usize],
 ) -> Result<DynTensor> {
-    Ok(DynTensor::from_gpu(upload(device, buffer)?, dims))
+    let storage = crate::storage::Storage::uploaded(upload(device, buffer)?, buffer);
+    Ok(DynTensor::from_storage(
+        triomphe::Arc::new(storage),
+        crate::shape::Layout::contiguous(dims),
+    ))
 }
