@@ -203,6 +203,23 @@ fn binary_op(op: u32, x: f32, y: f32, s: f32) -> f32 {
             let ty = tanh_safe(y);
             return x * (1.0 - ty * ty);
         }
+        case 9u: {
+            // gelu: Phi(y) + y phi(y)
+            let cdf = 0.5 * (1.0 + erf_f32(y * 0.70710678118654752));
+            return x * (cdf + y * 0.3989422804014327 * exp(-0.5 * y * y));
+        }
+        case 10u: {
+            // gelu_tanh: 0.5 (1 + t) + 0.5 y (1 - t^2) k (1 + 3 c y^2), t = tanh(k (y + c y^3))
+            let k = 0.7978845608028654;
+            let t = tanh_safe(k * (y + 0.044715 * y * y * y));
+            let inner = k * (1.0 + 3.0 * 0.044715 * y * y);
+            return x * (0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * inner);
+        }
+        case 11u: {
+            // silu: s (1 + y (1 - s))
+            let sy = sigmoid(y);
+            return x * (sy * (1.0 + y * (1.0 - sy)));
+        }
         default: { return pow_f32(x, y); }
     }
 }

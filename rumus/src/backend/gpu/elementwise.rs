@@ -132,8 +132,8 @@ impl GpuDevice {
         self.strided(launch, la.dims(), &[(a, la), (b, lb)], a.dtype())
     }
 
-    /// `grad * d op(x) / dx` for relu, leaky relu, sigmoid and tanh in one pass (binary ops
-    /// 5-8 of elementwise.wgsl); `None` for other ops.
+    /// `grad * d op(x) / dx` for relu, leaky relu, sigmoid, tanh, both GELUs and SiLU in one
+    /// pass (binary ops 5-11 of elementwise.wgsl); `None` for other ops.
     pub(crate) fn activation_grad(
         &self,
         grad: &DynTensor,
@@ -145,6 +145,9 @@ impl GpuDevice {
             UnaryOp::LeakyRelu(slope) => (6, slope as f32),
             UnaryOp::Sigmoid => (7, 0.0),
             UnaryOp::Tanh => (8, 0.0),
+            UnaryOp::Gelu => (9, 0.0),
+            UnaryOp::GeluTanh => (10, 0.0),
+            UnaryOp::Silu => (11, 0.0),
             _ => return Ok(None),
         };
         check_float(grad.dtype(), op.name())?;
