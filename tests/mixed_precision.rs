@@ -251,14 +251,15 @@ fn gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu() {
     let Some(device) = gpu() else { return };
     // Returns the parameter after a run of scaled steps whose first overflows.
     let train = |device: &Device| {
-        let w = tensor(&[20, 5], 10)
+        let w = tensor(&[24, 8], 10)
             .to(device)
             .unwrap()
             .requires_grad_()
             .unwrap();
         // Small inputs, so the only overflows are the scale's own: under autocast the scaled
-        // gradient enters an f16 product, and f16 ends at 65504.
-        let x = tensor(&[16, 20], 11)
+        // gradient enters an f16 product, and f16 ends at 65504. Sizes are multiples of 8, so
+        // GPUs with matrix units round the gradient inside their product kernel.
+        let x = tensor(&[16, 24], 11)
             .mul_scalar(0.01)
             .unwrap()
             .to(device)

@@ -168,6 +168,8 @@ fn matmul_untracked(
     out_dims: &[usize],
     widen: bool,
 ) -> Result<DynTensor> {
+    #[cfg(not(feature = "gpu"))]
+    let _ = widen; // only GPUs widen in the kernel
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
             op: "matmul",
