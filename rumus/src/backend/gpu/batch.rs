@@ -5,6 +5,13 @@
 //! Each dispatch gets a 256-byte slot of a parameter arena (sizes, strides, scalars); the
 //! arena is written once, just before its batch is submitted, which orders it before the
 //! batch's kernels and after the previous batch's (queue writes and submits run in order).
+//!
+//! A batch also goes out early when the GPU has run out of work: after a wait (a loss read
+//! back, a loss scaler's overflow check) the GPU would otherwise sit idle while the host
+//! records up to a whole batch of the next step.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::context::GpuDevice;
 use super::pipelines::Module;
@@ -14,6 +21,9 @@ use super::profile::Profiler;
 pub(crate) const PARAM_WORDS: usize = 64;
 /// Dispatches recorded before a batch is submitted on its own.
 const SLOTS: usize = 1024;
+/// Every this many dispatches the recorder asks whether the GPU has finished all it was
+/// given, and if so submits what it has.
+const IDLE_CHECK: usize = 64;
 
 pub(crate) struct Batch {
     encoder: Option<wgpu::CommandEncoder>,
@@ -22,6 +32,8 @@ pub(crate) struct Batch {
     used: usize,
     slot_bytes: u64,
     arena: wgpu::Buffer,
+    /// Submissions the GPU has not finished yet.
+    in_flight: Arc<AtomicUsize>,
     /// Timestamps around each dispatch while kernel profiling is on.
     pub profiler: Option<Profiler>,
 }
@@ -43,6 +55,7 @@ impl Batch {
             used: 0,
             slot_bytes,
             arena,
+            in_flight: Arc::new(AtomicUsize::new(0)),
             profiler: None,
         }
     }
@@ -123,6 +136,13 @@ impl GpuDevice {
             Some(profiler) => profiler.bracket(pass, slot, entry, launch),
             None => launch(pass),
         }
+        if batch.used.is_multiple_of(IDLE_CHECK) && batch.profiler.is_none() {
+            // A non-blocking poll runs the callbacks of finished submissions.
+            let _ = ctx.device.poll(wgpu::PollType::Poll);
+            if batch.in_flight.load(Ordering::Acquire) == 0 {
+                submit_locked(self, &mut batch);
+            }
+        }
     }
 
     /// Closes the compute pass and hands the encoder to `f` (for copies), in queue order.
@@ -163,6 +183,11 @@ fn submit_locked(device: &GpuDevice, batch: &mut Batch) {
         profiler.resolve(&mut encoder);
     }
     ctx.queue.submit([encoder.finish()]);
+    batch.in_flight.fetch_add(1, Ordering::AcqRel);
+    let in_flight = batch.in_flight.clone();
+    ctx.queue.on_submitted_work_done(move || {
+        in_flight.fetch_sub(1, Ordering::AcqRel);
+    });
     if let Some(profiler) = &mut batch.profiler {
         // A failed wait loses this batch's timings only; the kernels themselves ran.
         let _ = profiler.collect(&ctx.device, &ctx.queue);
