@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use super::context::GpuDevice;
 use crate::dtype::DType;
-use crate::error::{DeviceError, Result};
+use crate::error::{DeviceError, Error, Result};
 
 /// Bytes of one element on the GPU.
 pub(crate) const WORD: u64 = 4;
@@ -27,7 +27,8 @@ pub(crate) fn words(len: usize, dtype: DType) -> usize {
 }
 
 /// Free buffers the pool always may keep. It keeps as many as the program once held in use
-/// at the same time, when that is more: a training step whose activations outgrow a fixed
+/// at the same time, when that is more (an allocation the device refuses for lack of memory
+/// empties the pool and tries again): a training step whose activations outgrow a fixed
 /// cap would destroy them at the end of each backward pass and create them again in the
 /// next forward pass (GPT-2 small at batch 8 x 1,024 holds ~20 GB; with a 4 GiB cap its step
 /// took 1.0 s of wall time for 0.2 s of kernels, and with the pool capped at the difference
@@ -118,6 +119,20 @@ impl BufferPool {
     }
 }
 
+/// A new buffer of `class` bytes, or `None` when the device is out of memory.
+fn create(device: &GpuDevice, op: &'static str, class: u64) -> Option<wgpu::Buffer> {
+    let scope = device.0.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let buffer = device.0.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(op),
+        size: class,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    pollster::block_on(scope.pop()).is_none().then_some(buffer)
+}
+
 /// A tensor's elements on a GPU. Dropping it returns the buffer to the device's pool.
 pub struct GpuBuffer {
     raw: Option<wgpu::Buffer>,
@@ -162,14 +177,24 @@ impl GpuBuffer {
         let raw = match pooled {
             Some(buffer) => buffer,
             None => {
-                let buffer = device.0.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some(op),
-                    size: class,
-                    usage: wgpu::BufferUsages::STORAGE
-                        | wgpu::BufferUsages::COPY_SRC
-                        | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
+                let buffer = match create(device, op, class) {
+                    Some(buffer) => buffer,
+                    None => {
+                        // Out of device memory: give the pool's free buffers back (their
+                        // memory returns once the queued work that used them is done) and
+                        // try once more, as PyTorch's caching allocator does.
+                        device.release_pooled();
+                        device.synchronize()?;
+                        create(device, op, class).ok_or_else(|| Error::OutOfMemory {
+                            op: op.to_string(),
+                            message: format!(
+                                "the GPU could not allocate {class} more bytes ({} held by \
+                                 live tensors)",
+                                device.memory().in_use
+                            ),
+                        })?
+                    }
+                };
                 let mut pool = device.0.pool.lock().unwrap_or_else(|p| p.into_inner());
                 pool.count_in_use(class);
                 pool.stats.created += 1;
