@@ -213,7 +213,9 @@ fn binary_op(op: u32, x: f32, y: f32, s: f32) -> f32 {
             let k = 0.7978845608028654;
             let t = tanh_safe(k * (y + 0.044715 * y * y * y));
             let inner = k * (1.0 + 3.0 * 0.044715 * y * y);
-            return x * (0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * inner);
+            // Where t saturates the second term is 0 (not 0 * inf for huge y).
+            let slope = select(0.5 * y * (1.0 - t * t) * inner, 0.0, t * t >= 1.0);
+            return x * (0.5 * (1.0 + t) + slope);
         }
         case 11u: {
             // silu: s (1 + y (1 - s))

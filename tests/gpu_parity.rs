@@ -851,3 +851,36 @@ fn uploaded_labels_are_checked_without_waiting_for_the_gpu() {
     let error = cross_entropy(&logits, &bad, &CrossEntropyOptions::default()).unwrap_err();
     assert!(error.to_string().contains("target 5"), "{error}");
 }
+
+#[test]
+fn activation_gradients_take_their_limits_at_huge_inputs() {
+    let _serial = serial();
+    // d/dx of GELU (both forms) and SiLU tends to 1 as x -> +inf and to 0 as x -> -inf; at
+    // 1e20 and beyond the cubic inside the tanh form overflows f32.
+    let inputs = [1e20f32, 1e30, -1e20, -1e30];
+    let limits = [1.0f32, 1.0, 0.0, 0.0];
+    let mut devices = vec![Device::Cpu];
+    devices.extend(gpu());
+    for device in &devices {
+        for (name, f) in [
+            (
+                "gelu",
+                DynTensor::gelu as fn(&DynTensor) -> rumus::Result<DynTensor>,
+            ),
+            ("gelu_tanh", DynTensor::gelu_tanh),
+            ("silu", DynTensor::silu),
+        ] {
+            let x = DynTensor::from_vec(inputs.to_vec(), &[4])
+                .unwrap()
+                .to(device)
+                .unwrap()
+                .requires_grad_()
+                .unwrap();
+            let grads = f(&x).unwrap().sum_all().unwrap().backward().unwrap();
+            let got = grads.grad(&x).unwrap().to_vec::<f32>().unwrap();
+            for ((g, want), x) in got.iter().zip(limits).zip(inputs) {
+                assert!((g - want).abs() < 1e-6, "{name}'({x}) on {device}: {g}");
+            }
+        }
+    }
+}

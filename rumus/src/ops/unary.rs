@@ -378,7 +378,13 @@ fn fused_backward(grad: &DynTensor, op: UnaryOp, x: &DynTensor) -> Option<DynTen
                 zip_map(g, lg, x, lx, move |g, x| {
                     let t = (k * (x + coef * x * x * x)).tanh();
                     let inner = k * (T::ONE + coef3 * x * x);
-                    g * (half * (T::ONE + t) + half * x * (T::ONE - t * t) * inner)
+                    // Where t saturates the second term is 0 (not 0 * inf for huge x).
+                    let slope = if t * t >= T::ONE {
+                        T::ZERO
+                    } else {
+                        half * x * (T::ONE - t * t) * inner
+                    };
+                    g * (half * (T::ONE + t) + slope)
                 })
             }
             UnaryOp::Silu => zip_map(g, lg, x, lx, |g, x| {
