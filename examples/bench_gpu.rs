@@ -10,6 +10,7 @@
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
 //!                                                    # (`profile autocast`, `profile gpt`)
 //! cargo run --release --example bench_gpu gpt        # the GPT-2-small step alone
+//! cargo run --release --example bench_gpu attention  # causal attention, T = 4096, f32 and autocast
 //! ```
 
 use std::time::Instant;
@@ -230,7 +231,7 @@ fn transformer_step(device: &Device) -> (f64, f64, f64) {
 
 /// Causal attention forward and backward on `[4, 8, 4096, 64]` f32 (fused): milliseconds per
 /// call and the growth of the buffer pool's high-water mark in MiB.
-fn attention_step(device: &Device) -> (f64, f64) {
+fn attention_step(device: &Device, autocast: bool) -> (f64, f64) {
     let Device::Gpu(gpu) = device else {
         return (0.0, 0.0);
     };
@@ -248,7 +249,10 @@ fn attention_step(device: &Device) -> (f64, f64) {
         ..Default::default()
     };
     let step = || {
-        let out = q.scaled_dot_product_attention(&k, &v, options).unwrap();
+        let out = {
+            let _autocast = autocast.then(rumus::amp::autocast);
+            q.scaled_dot_product_attention(&k, &v, options).unwrap()
+        };
         out.sum_all().unwrap().backward().unwrap();
     };
     gpu.release_pooled();
@@ -528,8 +532,19 @@ fn main() -> rumus::Result<()> {
         println!("gpt2_small_autocast {tokens:.0} tokens/s");
         println!("gpt2_small_memory {memory:.0} MiB");
     };
+    let print_attention = || {
+        let (attention, memory) = attention_step(&device, false);
+        println!("attention_t4096 {attention:.3} ms");
+        println!("attention_t4096_memory {memory:.1} MiB");
+        let (attention, _) = attention_step(&device, true);
+        println!("attention_t4096_autocast {attention:.3} ms");
+    };
     if std::env::args().any(|a| a == "gpt") {
         print_gpt();
+        return Ok(());
+    }
+    if std::env::args().any(|a| a == "attention") {
+        print_attention();
         return Ok(());
     }
     // `small`: a quick run of every workload but the transformer on a slow adapter.
@@ -570,9 +585,7 @@ fn main() -> rumus::Result<()> {
         println!("transformer_step {step:.3} ms");
         println!("transformer_forward {forward:.3} ms");
         println!("transformer_step_autocast {mixed:.3} ms");
-        let (attention, memory) = attention_step(&device);
-        println!("attention_t4096 {attention:.3} ms");
-        println!("attention_t4096_memory {memory:.1} MiB");
+        print_attention();
         print_gpt();
     }
     Ok(())

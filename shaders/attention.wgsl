@@ -7,35 +7,17 @@
 // other side in tiles staged through workgroup memory, `TILE / WIDTH` rows at a time. Rows
 // are padded with zeros to `WIDTH`, a pipeline constant (16, 32, 64 or 128): loops over it
 // have constant bounds, so the compiler unrolls them and the per-row arrays stay in
-// registers (indexed by a run-time width they went to local memory). The forward pass writes each query row's log-sum-exp; the backward passes recompute
-// every probability from it, so nothing quadratic in the sequence is ever stored.
+// registers (indexed by a run-time width they went to local memory). The forward pass
+// writes each query row's log-sum-exp; the backward passes recompute every probability from
+// it, so nothing quadratic in the sequence is ever stored.
 //
-// Parameters: 0 problems, 1 T, 2 S, 3 D (query and key width), 4 Dv (value width), 5 problems
-// per mask row, 6 flags (1 causal, 2 key padding mask), 7 scale (f32 bits), 8 workgroups per
-// grid row, 9 q offset, 10 k offset, 11 v offset, 12 mask offset, 13 grad offset.
+// Parameters and bindings: attention_common.wgsl.
 
-@group(0) @binding(0) var<storage, read> p: array<u32>;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-// 1.0 where a key is padding, per mask row: [rows, S].
-@group(0) @binding(4) var<storage, read> padding: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-@group(0) @binding(6) var<storage, read_write> lse: array<f32>;
-@group(0) @binding(7) var<storage, read> grad: array<f32>;
-// Per query row, dO . O: the softmax's correction term.
-@group(0) @binding(8) var<storage, read> correction: array<f32>;
-@group(0) @binding(9) var<storage, read_write> grad_qk: array<f32>;
-@group(0) @binding(10) var<storage, read_write> grad_v: array<f32>;
-
-const WG: u32 = 64u;
 const WIDEST: u32 = 128u;
 // Row width the kernels are specialised to: the operands' widths rounded up.
 override WIDTH: u32 = 128u;
 // Floats of each staged tile (7 KiB): two tiles fit the smallest workgroup memory allowed.
 const TILE: u32 = 1792u;
-const CAUSAL: u32 = 1u;
-const HAS_MASK: u32 = 2u;
 
 var<workgroup> tile_a: array<f32, TILE>;
 var<workgroup> tile_b: array<f32, TILE>;
@@ -43,57 +25,9 @@ var<workgroup> tile_b: array<f32, TILE>;
 var<workgroup> row_lse: array<f32, 128>;
 var<workgroup> row_correction: array<f32, 128>;
 
-struct Rows {
-    // The problem (batch entry and head).
-    n: u32,
-    // The first of the workgroup's 64 rows.
-    first: u32,
-    // This invocation's row.
-    row: u32,
-    // Whether the workgroup has a problem at all (uniform).
-    has_problem: bool,
-}
-
-fn rows_of(wid: vec3<u32>, lid: u32, length: u32) -> Rows {
-    let blocks = (length + WG - 1u) / WG;
-    let w = wid.y * p[8] + wid.x;
-    let n = w / max(blocks, 1u);
-    let first = (w % max(blocks, 1u)) * WG;
-    return Rows(n, first, first + lid, n < p[0]);
-}
-
-fn neg_inf() -> f32 {
-    return bitcast<f32>(0xff800000u);
-}
-
-fn scale() -> f32 {
-    return bitcast<f32>(p[7]);
-}
-
-fn causal() -> bool {
-    return (p[6] & CAUSAL) != 0u;
-}
-
-// Whether key `j` of problem `n` is padding.
-fn hidden(n: u32, j: u32) -> bool {
-    if ((p[6] & HAS_MASK) == 0u) {
-        return false;
-    }
-    let row = n / max(p[5], 1u);
-    return padding[p[12] + row * p[2] + j] != 0.0;
-}
-
 // Rows of keys (or queries) staged per tile.
 fn tile_rows() -> u32 {
     return min(128u, TILE / WIDTH);
-}
-
-// One past the last key any query row of the workgroup may see.
-fn key_end_of(r: Rows) -> u32 {
-    if (causal()) {
-        return min(p[2], min(p[1], r.first + WG));
-    }
-    return p[2];
 }
 
 // Stages `tile_rows()` keys from `j0` into `tile_a` and their values into `tile_b`, and marks

@@ -32,6 +32,16 @@ fn spelled_out(
     mask: Option<&DynTensor>,
     causal: bool,
 ) -> DynTensor {
+    probabilities(q, k, mask, causal).matmul(v).unwrap()
+}
+
+/// `softmax(scale q k^T + masks)`.
+fn probabilities(
+    q: &DynTensor,
+    k: &DynTensor,
+    mask: Option<&DynTensor>,
+    causal: bool,
+) -> DynTensor {
     let d = q.dims()[3] as f64;
     let mut scores = q
         .matmul(&k.transpose(-1, -2).unwrap())
@@ -48,7 +58,7 @@ fn spelled_out(
         let above = DynTensor::from_vec(above, &[t, s]).unwrap();
         scores = scores.masked_fill(&above, f64::NEG_INFINITY).unwrap();
     }
-    scores.softmax(-1).unwrap().matmul(v).unwrap()
+    scores.softmax(-1).unwrap()
 }
 
 #[test]
@@ -281,5 +291,121 @@ fn gpu_multi_head_attention_over_long_sequences_runs_fused_and_agrees() {
         .zip(composite.iter().zip(&fused))
     {
         common::gpu::assert_close(name, c, f);
+    }
+}
+
+/// `x` rounded to f16, as f64.
+fn half(x: &DynTensor) -> DynTensor {
+    x.to_dtype(DType::F16)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+}
+
+/// Autocast's attention spelled out in f64 from its definition (`ops::attention`): q, k, v
+/// and dO rounded to f16, and the probabilities and score gradients before the products they
+/// feed second; everything else exact. `rounded` false: plain attention. Returns the output
+/// and the gradients of q, k, v for the output gradient `d_out`.
+fn spelled_out_with_roundings(
+    [q, k, v]: [&DynTensor; 3],
+    d_out: &DynTensor,
+    mask: Option<&DynTensor>,
+    causal: bool,
+    rounded: bool,
+) -> [DynTensor; 4] {
+    let r = |x: &DynTensor| if rounded { half(x) } else { x.clone() };
+    let (q16, k16, v16, g16) = (r(q), r(k), r(v), r(d_out));
+    let scale = 1.0 / (q.dims()[3] as f64).sqrt();
+    let p = probabilities(&q16, &k16, mask, causal);
+    let out = r(&p).matmul(&v16).unwrap();
+    let t = |x: &DynTensor| x.transpose(-1, -2).unwrap();
+    let dv = t(&r(&p)).matmul(&g16).unwrap();
+    let dp = g16.matmul(&t(&v16)).unwrap();
+    let correction = d_out.mul(&out).unwrap().sum(&[-1], true).unwrap();
+    let ds = p
+        .mul(&dp.sub(&correction).unwrap())
+        .unwrap()
+        .mul_scalar(scale)
+        .unwrap();
+    let dq = r(&ds).matmul(&k16).unwrap();
+    let dk = t(&r(&ds)).matmul(&q16).unwrap();
+    [out, dq, dk, dv]
+}
+
+/// Under autocast, a GPU with cooperative matrices runs rows of 64 on them in f16
+/// (`attention_coop.wgsl`); elsewhere autocast leaves the fused attention in f32. Either
+/// way the output and gradients match the definition, spelled out in f64 with the roundings
+/// that apply (lengths that are not multiples of the 64-row tiles, several tiles, causal
+/// with T != S, padding).
+#[test]
+fn gpu_attention_under_autocast_matches_its_definition() {
+    let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    let Device::Gpu(gpu) = &device else {
+        unreachable!()
+    };
+    let on_matrix_units = gpu.has_coop_matmul();
+    for ((t, s), masked, causal) in [
+        ((150, 150), false, true),
+        ((70, 150), true, true),
+        ((130, 90), true, false),
+    ] {
+        let [q, k, v, d_out] = [(t, 1), (s, 2), (s, 3), (t, 4)]
+            .map(|(rows, seed)| common::gpu::tensor(&[2, 2, rows, 64], seed));
+        let mask = padding(s);
+        let options = |mask| SdpaOptions {
+            key_padding_mask: masked.then_some(mask),
+            causal,
+            scale: None,
+        };
+        let on = |x: &DynTensor| x.to(&device).unwrap().requires_grad_().unwrap();
+        let (gq, gk, gv) = (on(&q), on(&k), on(&v));
+        let gpu_mask = mask.to(&device).unwrap();
+        let out = {
+            let _autocast = rumus::amp::autocast();
+            gq.scaled_dot_product_attention(&gk, &gv, options(&gpu_mask))
+                .unwrap()
+        };
+        // Backward outside the scope: it runs the forward pass's kernels all the same.
+        let loss = out
+            .mul(&d_out.to(&device).unwrap())
+            .unwrap()
+            .sum_all()
+            .unwrap();
+        let grads = loss.backward().unwrap();
+        let got = [
+            out.clone(),
+            grads.grad(&gq).unwrap().clone(),
+            grads.grad(&gk).unwrap().clone(),
+            grads.grad(&gv).unwrap().clone(),
+        ];
+        let f64s = [&q, &k, &v, &d_out].map(|x| x.to_dtype(DType::F64).unwrap());
+        let expected = spelled_out_with_roundings(
+            [&f64s[0], &f64s[1], &f64s[2]],
+            &f64s[3],
+            masked.then_some(&mask),
+            causal,
+            on_matrix_units,
+        );
+        // f16's unit roundoff is 2^-11: a rounding of a probability that lands on the other
+        // side of a tie between the two computations moves a sum by about that much.
+        let tolerance = if on_matrix_units { 2e-3 } else { 1e-5 };
+        for (name, (want, got)) in ["out", "dq", "dk", "dv"]
+            .iter()
+            .zip(expected.iter().zip(&got))
+        {
+            assert!(got.device().is_gpu(), "{name} left the GPU");
+            let (want, got) = (want.to_f64_vec(), got.to_f64_vec());
+            let largest = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+                assert!(
+                    (w - g).abs() <= tolerance * largest.max(1.0),
+                    "{name} ({t}, {s}) causal {causal} masked {masked}, element {i}: \
+                     expected {w}, got {g} (matrix units: {on_matrix_units})"
+                );
+            }
+        }
     }
 }

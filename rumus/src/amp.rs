@@ -3,7 +3,10 @@
 //! attention built on them — of `f32` tensors round their operands to `f16` and run on the
 //! `f16` product (the GPU's matrix units, accumulating in `f32`); their results, written in
 //! `f32` without a rounding to `f16` and with a `linear`'s bias added in `f32`, like
-//! everything else (reductions, norms, softmax, losses), stay `f32`. Parameters stay `f32`
+//! everything else (reductions, norms, softmax, losses), stay `f32`. The fused
+//! [`scaled_dot_product_attention`](crate::DynTensor::scaled_dot_product_attention) runs on
+//! the matrix units too where a GPU has them (rows 64 wide; `ops::attention` says which
+//! values it rounds), and in `f32` elsewhere. Parameters stay `f32`
 //! (the master weights). Each product keeps the `f16` operands it read, and the backward pass
 //! runs its products on them and on the gradient rounded to `f16`, whatever scope it is
 //! called in.

@@ -10,7 +10,7 @@ on both sides); step ratios are rumus time over PyTorch's
 loss scaling on both sides (`torch.autocast` + `torch.amp.GradScaler`). `attention_t4096` is
 causal attention forward and backward on [4, 8, 4096, 64] f32 (rumus's fused kernels against
 PyTorch's `scaled_dot_product_attention`), `attention_t4096_memory` how far one such call
-raised each allocator's peak. `gpt2_small_autocast` is tokens per second (higher is better)
+raised each allocator's peak, `attention_t4096_autocast` the same under f16 autocast. `gpt2_small_autocast` is tokens per second (higher is better)
 of GPT-2 small (12 pre-norm blocks of width 768, 12 heads, GELU, no dropout, the output tied
 to the token embedding, vocabulary 50,304) training on batches of 8 x 1,024 random tokens with
 AdamW: rumus under f16 autocast with loss scaling, PyTorch under bf16 autocast;
@@ -130,14 +130,15 @@ def transformer(forward_only, autocast=False):
     return per_call(step, 2, 10) * 1e3
 
 
-def attention():
-    """Causal attention forward and backward on [4, 8, 4096, 64] in f32 (PyTorch picks its
-    fused kernel): (ms per call, MiB the allocator's peak grew by)."""
+def attention(autocast=False):
+    """Causal attention forward and backward on [4, 8, 4096, 64] in f32, or under f16 autocast
+    (PyTorch picks its fused kernel): (ms per call, MiB the allocator's peak grew by)."""
     q, k, v = (torch.randn(4, 8, 4096, 64, device="cuda", requires_grad=True) for _ in range(3))
 
     def step():
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        out.sum().backward()
+        with torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.float().sum().backward()
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -221,6 +222,8 @@ def main():
             torch_values[name] = transformer(forward_only=False, autocast=True)
         elif name == "attention_t4096":
             torch_values[name], torch_values["attention_t4096_memory"] = attention()
+        elif name == "attention_t4096_autocast":
+            torch_values[name] = attention(autocast=True)[0]
         elif name == "gpt2_small_autocast":
             torch_values[name], torch_values["gpt2_small_memory"] = gpt2_small()
         elif name == "transformer_forward":

@@ -176,9 +176,10 @@ pub fn multi_head_attention(
     Ok((out, attention))
 }
 
-/// Queries (shorter than this) attend through the composite form even where the fused
+/// Queries (shorter than this) attend through the composite form even where the fused f32
 /// kernel could run: on an H200 the composite form of the benchmark's `[32, 8, 256, 64]`
-/// attention was the faster one.
+/// attention was the faster one. On the matrix units (autocast) the fused kernel runs at
+/// every length.
 const FUSED_MIN_LENGTH: usize = 512;
 
 /// The output of [`multi_head_attention`] without its weights. On a GPU, without an
@@ -196,7 +197,8 @@ pub(crate) fn multi_head_attention_output(
         && options.attn_mask.is_none()
         && (options.dropout == 0.0 || !options.training)
         && query.rank() == 3
-        && query.dims()[1] >= FUSED_MIN_LENGTH;
+        && (query.dims()[1] >= FUSED_MIN_LENGTH
+            || crate::ops::attention::on_matrix_units(&query.device(), query.dims()[2] / heads));
     if !fused {
         return Ok(multi_head_attention(query, key, value, heads, weights, options)?.0);
     }

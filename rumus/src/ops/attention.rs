@@ -4,7 +4,12 @@
 //! grows linearly with the sequence; the record keeps the inputs, the output and one
 //! log-sum-exp per query row. On a GPU the same algorithm runs in `shaders/attention.wgsl`
 //! (f32, rows up to 128 wide; wider ones take the composite form, products and a softmax
-//! with the `[T, S]` scores in memory).
+//! with the `[T, S]` scores in memory). Under [`autocast`](crate::amp::autocast), on a GPU
+//! with cooperative matrices and rows 64 wide, it runs on the matrix units
+//! (`shaders/attention_coop.wgsl`): queries, keys, values, the output's gradient, and the
+//! probabilities and score gradients before their second product are rounded to `f16`, while
+//! scores, the softmax and every sum stay `f32`, as in PyTorch's `f16` flash attention.
+//! Elsewhere autocast leaves the fused attention in `f32`.
 //!
 //! ```
 //! use rumus::DynTensor;
@@ -51,6 +56,10 @@ pub struct AttentionRecord {
     lse: DynTensor,
     mask: Option<DynTensor>,
     geometry: Geometry,
+    /// Whether the forward pass ran under autocast (the backward pass then runs the same
+    /// kernels, whatever scope it is called in).
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    autocast: bool,
 }
 
 impl AttentionRecord {
@@ -153,9 +162,13 @@ impl DynTensor {
         let g = geometry(self, key, value, &options)?;
         let mask = options.key_padding_mask;
         let operands = [self, key, value];
+        let autocast = crate::amp::is_autocast_enabled();
         #[cfg(feature = "gpu")]
         let (out, lse) = match crate::device::gpu_of("scaled_dot_product_attention", &operands)? {
-            Some(gpu) if fused_on_gpu(&g) => gpu.attention_forward(operands, mask, &g)?,
+            Some(gpu) if fused_on_gpu(&g) => {
+                let kernels = gpu.attention_kernels((g.d, g.dv), autocast);
+                gpu.attention_forward(operands, mask, &g, kernels)?
+            }
             Some(_) => return composite(self, key, value, mask, &g),
             None => forward_on_host(operands, mask, &g)?,
         };
@@ -176,6 +189,7 @@ impl DynTensor {
                 lse,
                 mask: mask.cloned(),
                 geometry: g,
+                autocast,
             }))
         }))
     }
@@ -185,6 +199,18 @@ impl DynTensor {
 fn host_values<T: Float>(tensors: [&DynTensor; 3]) -> Result<[Vec<T>; 3]> {
     let read = |t: &DynTensor| t.contiguous_untracked()?.to_vec::<T>();
     Ok([read(tensors[0])?, read(tensors[1])?, read(tensors[2])?])
+}
+
+/// Whether an attention with rows `width` wide on `device` would run on the GPU's matrix
+/// units now (under autocast, `attention_coop.wgsl`).
+pub(crate) fn on_matrix_units(device: &crate::Device, width: usize) -> bool {
+    #[cfg(feature = "gpu")]
+    if let crate::Device::Gpu(gpu) = device {
+        let kernels = gpu.attention_kernels((width, width), crate::amp::is_autocast_enabled());
+        return kernels == crate::backend::gpu::AttentionKernels::Half;
+    }
+    let _ = (device, width);
+    false
 }
 
 /// Whether the GPU kernels take these sizes: rows they can keep in registers, and no empty
@@ -303,7 +329,8 @@ fn backward_on_gpu(
     };
     let saved = (&record.out, &record.lse, grad);
     let mask = record.mask.as_ref();
-    gpu.attention_backward(operands, mask, saved, &record.geometry)
+    let kernels = gpu.attention_kernels((record.geometry.d, record.geometry.dv), record.autocast);
+    gpu.attention_backward(operands, mask, saved, &record.geometry, kernels)
         .map(Some)
 }
 

@@ -1,6 +1,7 @@
 //! Launchers of `shaders/attention.wgsl`: fused scaled dot-product attention forward (output
 //! and log-sum-exp) and backward (one kernel for the query gradient, one for the key and
-//! value gradients), on contiguous f32 operands.
+//! value gradients), on contiguous f32 operands: `attention.wgsl` in f32, or
+//! `attention_coop.wgsl` on cooperative matrices in f16 (autocast's).
 
 use super::batch::grid_rows;
 use super::context::GpuDevice;
@@ -16,6 +17,64 @@ pub(crate) const WIDEST_ROW: usize = 128;
 
 /// Rows a workgroup owns (`WG`).
 const ROWS_PER_WORKGROUP: usize = 64;
+
+/// The row width of `attention_coop.wgsl` (queries, keys and values).
+const COOP_ROW: usize = 64;
+
+/// The kernels of one fused attention: `attention.wgsl` (f32 throughout) or
+/// `attention_coop.wgsl` (operands and probabilities rounded to f16, sums in f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttentionKernels {
+    F32,
+    Half,
+}
+
+impl AttentionKernels {
+    /// The module and entry point of `kernel` in this family.
+    fn entry(self, kernel: Kernel, g: &Geometry) -> (Module, &'static str) {
+        match self {
+            AttentionKernels::F32 => {
+                let width = g.d.max(g.dv).next_power_of_two().clamp(16, WIDEST_ROW) as u32;
+                let entry = match kernel {
+                    Kernel::Forward => "attention_forward",
+                    Kernel::Dq => "attention_backward_dq",
+                    Kernel::Dkv => "attention_backward_dkv",
+                };
+                (Module::Attention { width }, entry)
+            }
+            AttentionKernels::Half => (Module::AttentionCoop, kernel.coop_entry()),
+        }
+    }
+}
+
+/// The three kernels of each family.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kernel {
+    Forward,
+    Dq,
+    Dkv,
+}
+
+impl Kernel {
+    /// The bindings after the parameters (0) and the operands (1-4) that the
+    /// `attention_coop.wgsl` entry point reaches: all but the correction term (8) in the
+    /// forward pass, all of them in the backward passes.
+    pub(crate) fn coop_bindings(self) -> &'static [u32] {
+        match self {
+            Kernel::Forward => &[5, 6, 7, 9, 10],
+            Kernel::Dq | Kernel::Dkv => &[5, 6, 7, 8, 9, 10],
+        }
+    }
+
+    /// Its entry point in `attention_coop.wgsl`.
+    pub(crate) fn coop_entry(self) -> &'static str {
+        match self {
+            Kernel::Forward => "attention_forward_coop",
+            Kernel::Dq => "attention_backward_dq_coop",
+            Kernel::Dkv => "attention_backward_dkv_coop",
+        }
+    }
+}
 
 /// The operands of one fused attention, contiguous, with the padding mask as f32 0/1.
 struct Operands {
@@ -72,12 +131,12 @@ impl Operands {
         ]
     }
 
-    /// Runs `entry` over `length` rows per problem with the operands at bindings 1-4 and
+    /// Runs `kernel` over `length` rows per problem with the operands at bindings 1-4 and
     /// `bindings` after them.
     fn dispatch(
         &self,
         gpu: &GpuDevice,
-        entry: &'static str,
+        (kernels, kernel): (AttentionKernels, Kernel),
         (g, length, grad_offset): (&Geometry, usize, usize),
         bindings: &[(u32, &wgpu::Buffer)],
     ) -> Result<()> {
@@ -97,27 +156,53 @@ impl Operands {
             (4, padding.as_ref().unwrap_or(&q).raw()),
         ];
         all.extend_from_slice(bindings);
+        // The entry points of attention_coop.wgsl reach more bindings than they use through
+        // the helpers they share (staging, writing rows), and each needs every binding it
+        // reaches bound: the unused ones get the queries (read-only) or a one-element
+        // stand-in (written, by nothing).
+        let stand_in;
+        if kernels == AttentionKernels::Half {
+            stand_in = GpuBuffer::uninit(gpu, 1, DType::F32, "attention")?;
+            for &slot in kernel.coop_bindings() {
+                if !all.iter().any(|&(bound, _)| bound == slot) {
+                    let read_only = matches!(slot, 7 | 8);
+                    all.push((slot, if read_only { q.raw() } else { stand_in.raw() }));
+                }
+            }
+        }
         let params = self.params(g, x, grad_offset);
-        let width = g.d.max(g.dv).next_power_of_two().clamp(16, WIDEST_ROW) as u32;
-        gpu.dispatch(Module::Attention { width }, entry, &params, &all, groups);
+        let (module, entry) = kernels.entry(kernel, g);
+        gpu.dispatch(module, entry, &params, &all, groups);
         Ok(())
     }
 }
 
 impl GpuDevice {
+    /// The kernels a fused attention with query (key) and value rows `d` and `dv` wide runs
+    /// on: autocast's where the adapter has cooperative matrices and rows are 64 wide,
+    /// otherwise f32.
+    pub(crate) fn attention_kernels(&self, (d, dv): (usize, usize), autocast: bool) -> AttentionKernels {
+        if autocast && self.has_coop_matmul() && d == COOP_ROW && dv == COOP_ROW {
+            AttentionKernels::Half
+        } else {
+            AttentionKernels::F32
+        }
+    }
+
     /// The attention output `[batch, t, dv]` and each query row's log-sum-exp `[batch, t]`.
     pub(crate) fn attention_forward(
         &self,
         operands: [&DynTensor; 3],
         mask: Option<&DynTensor>,
         g: &Geometry,
+        kernels: AttentionKernels,
     ) -> Result<(DynTensor, DynTensor)> {
         let ops = Operands::new(self, operands, mask)?;
         let out = GpuBuffer::uninit(self, g.batch * g.t * g.dv, DType::F32, "attention")?;
         let lse = GpuBuffer::uninit(self, g.batch * g.t, DType::F32, "attention")?;
         ops.dispatch(
             self,
-            "attention_forward",
+            (kernels, Kernel::Forward),
             (g, g.t, 0),
             &[(5, out.raw()), (6, lse.raw())],
         )?;
@@ -135,6 +220,7 @@ impl GpuDevice {
         mask: Option<&DynTensor>,
         (out, lse, grad): (&DynTensor, &DynTensor, &DynTensor),
         g: &Geometry,
+        kernels: AttentionKernels,
     ) -> Result<[DynTensor; 3]> {
         let ops = Operands::new(self, operands, mask)?;
         let grad = if grad.is_contiguous() {
@@ -171,7 +257,7 @@ impl GpuDevice {
         bindings.push((9, dq.raw()));
         ops.dispatch(
             self,
-            "attention_backward_dq",
+            (kernels, Kernel::Dq),
             (g, g.t, grad_offset),
             &bindings,
         )?;
@@ -179,7 +265,7 @@ impl GpuDevice {
         bindings.extend([(9, dk.raw()), (10, dv.raw())]);
         ops.dispatch(
             self,
-            "attention_backward_dkv",
+            (kernels, Kernel::Dkv),
             (g, g.s, grad_offset),
             &bindings,
         )?;

@@ -35,6 +35,7 @@ with_gpu_feature! {
     mod transfer;
     mod window;
 
+    pub(crate) use attention::AttentionKernels;
     pub(crate) use attention::WIDEST_ROW as WIDEST_ATTENTION_ROW;
     pub use context::GpuDevice;
     pub(crate) use memory::check_dtype as memory_check_dtype;

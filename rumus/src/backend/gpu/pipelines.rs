@@ -24,6 +24,9 @@ pub(crate) enum Module {
     /// `attention.wgsl`: fused scaled dot-product attention forward and backward,
     /// specialised to a row width (16, 32, 64 or 128) so its per-row loops unroll.
     Attention { width: u32 },
+    /// `attention_coop.wgsl`: fused attention on cooperative matrices (autocast's, rows of
+    /// 64), made only where `matmul_coop.wgsl` is.
+    AttentionCoop,
     Optim,
     Window,
     /// `int8.wgsl`: quantized linear layers.
@@ -94,7 +97,14 @@ impl Module {
             ),
             Module::Index => include_str!("../../../../shaders/index.wgsl"),
             Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
-            Module::Attention { .. } => include_str!("../../../../shaders/attention.wgsl"),
+            Module::Attention { .. } => concat!(
+                include_str!("../../../../shaders/attention.wgsl"),
+                include_str!("../../../../shaders/attention_common.wgsl")
+            ),
+            Module::AttentionCoop => concat!(
+                include_str!("../../../../shaders/attention_coop.wgsl"),
+                include_str!("../../../../shaders/attention_common.wgsl")
+            ),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
             Module::Int8 => include_str!("../../../../shaders/int8.wgsl"),
@@ -272,6 +282,7 @@ mod tests {
             Module::Optim,
             Module::Window,
             Module::Int8,
+            Module::AttentionCoop,
         ];
         for width in [16, 32, 64, 128] {
             modules.push(Module::Attention { width });
@@ -321,22 +332,61 @@ mod tests {
         }
     }
 
-    /// The workgroup memory the adapter check asks for is what `matmul_coop.wgsl` declares.
+    /// Each entry point of `attention_coop.wgsl` reaches exactly the bindings the launcher
+    /// binds for it (a layout derived from the shader rejects any other set).
     #[test]
-    fn coop_workgroup_memory_is_what_the_adapter_check_asks_for() {
-        let module = Module::MatmulCoop {
-            a_row_major: true,
-            b_row_major: true,
-        };
+    fn coop_attention_entry_points_reach_the_bindings_the_launcher_binds() {
+        use crate::backend::gpu::attention::Kernel;
+        let source = Module::AttentionCoop.source();
+        let parsed = naga::front::wgsl::parse_str(source).expect("parses");
+        let info = naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&parsed)
+        .expect("validates");
+        for kernel in [Kernel::Forward, Kernel::Dq, Kernel::Dkv] {
+            let index = parsed
+                .entry_points
+                .iter()
+                .position(|e| e.name == kernel.coop_entry())
+                .expect("entry point exists");
+            let uses = info.get_entry_point(index);
+            let mut reached: Vec<u32> = parsed
+                .global_variables
+                .iter()
+                .filter(|&(handle, _)| !uses[handle].is_empty())
+                .filter_map(|(_, v)| v.binding.as_ref().map(|b| b.binding))
+                .collect();
+            reached.sort_unstable();
+            let launched: Vec<u32> = (0..5).chain(kernel.coop_bindings().iter().copied()).collect();
+            assert_eq!(reached, launched, "{kernel:?}");
+        }
+    }
+
+    /// Workgroup memory `module` declares, in bytes.
+    fn workgroup_bytes(module: Module) -> u32 {
         let parsed = naga::front::wgsl::parse_str(module.source()).expect("parses");
         let mut layouter = naga::proc::Layouter::default();
         layouter.update(parsed.to_ctx()).expect("lays out");
-        let declared: u32 = parsed
+        parsed
             .global_variables
             .iter()
             .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
             .map(|(_, v)| layouter[v.ty].size)
-            .sum();
-        assert_eq!(declared, crate::backend::gpu::context::COOP_WORKGROUP_BYTES);
+            .sum()
+    }
+
+    /// The workgroup memory the adapter check asks for is what `matmul_coop.wgsl` declares,
+    /// and `attention_coop.wgsl`, which runs wherever it does, needs no more.
+    #[test]
+    fn coop_workgroup_memory_is_what_the_adapter_check_asks_for() {
+        let asked = crate::backend::gpu::context::COOP_WORKGROUP_BYTES;
+        let matmul = Module::MatmulCoop {
+            a_row_major: true,
+            b_row_major: true,
+        };
+        assert_eq!(workgroup_bytes(matmul), asked);
+        assert!(workgroup_bytes(Module::AttentionCoop) <= asked);
     }
 }

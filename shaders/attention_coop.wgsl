@@ -1,0 +1,441 @@
+// Fused scaled dot-product attention on cooperative matrices (tensor cores): the kernels of
+// attention.wgsl for rows 64 wide, with the four products of a tile (q k^T, p v, and in the
+// backward pass dO v^T, p^T dO, dS k, dS^T q) as f16 16x16 blocks accumulated in f32. This is
+// autocast's attention: queries, keys, values and the output's gradient are rounded to f16
+// as they are staged, and so are the probabilities and score gradients that feed the second
+// product of each pair; scores, the softmax, the log-sum-exp and every sum stay f32.
+//
+// A workgroup is four subgroups of 32 invocations (the host uses these kernels only where
+// every subgroup has 32) and owns 64 rows of one problem, 16 per subgroup: query rows in
+// `attention_forward_coop` and `attention_backward_dq_coop`, key rows in
+// `attention_backward_dkv_coop`. Its own rows stay in registers as operand blocks; the other
+// side is walked in tiles of 64 rows staged in workgroup memory. Element-wise work (masks,
+// exponentials) needs single elements, which cooperative matrices do not expose: each block
+// of scores goes through `scratch` (f32), and the f16 operand made from it through
+// `operand`, 16 rows per subgroup, two invocations per row.
+//
+// The forward pass takes two sweeps over the keys: the first finds each row's log-sum-exp,
+// the second sums exp(score - lse) v, so the output accumulators never need a per-row
+// rescale (which a cooperative matrix cannot do in registers). The backward passes recompute
+// the probabilities from the log-sum-exp, as attention.wgsl does.
+//
+// Parameters and bindings: attention_common.wgsl, with D = Dv = 64.
+
+enable f16;
+enable wgpu_cooperative_matrix;
+
+alias Block = coop_mat16x16<f16, A>;
+alias Right = coop_mat16x16<f16, B>;
+alias Sums = coop_mat16x16<f32, C>;
+
+// A staged line: 64 halves as 16 quads, padded by 2 quads so that the rows a cooperative
+// load reads at once fall in different memory banks.
+const LINE: u32 = 18u;
+// A subgroup's f32 scratch line: 64 scores padded by 4.
+const SCRATCH_LINE: u32 = 68u;
+
+// Two staged tiles of 64 rows (q/k and v/dO by kernel), at quads X and Y.
+var<workgroup> tiles: array<vec4<f16>, 2304>;
+const X: u32 = 0u;
+const Y: u32 = 1152u;
+// Per subgroup: a 16x64 block of scores (or their gradients), f32.
+var<workgroup> scratch: array<f32, 4352>;
+// Per subgroup: the 16x64 f16 operand made from it.
+var<workgroup> operand: array<vec4<f16>, 1152>;
+
+// Four consecutive elements of operand `which` (0 q, 1 k, 2 v, 3 the output's gradient).
+fn fetch4(which: u32, at: u32) -> vec4<f32> {
+    switch which {
+        case 0u: {
+            return vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]);
+        }
+        case 1u: {
+            return vec4<f32>(k[at], k[at + 1u], k[at + 2u], k[at + 3u]);
+        }
+        case 2u: {
+            return vec4<f32>(v[at], v[at + 1u], v[at + 2u], v[at + 3u]);
+        }
+        default: {
+            return vec4<f32>(grad[at], grad[at + 1u], grad[at + 2u], grad[at + 3u]);
+        }
+    }
+}
+
+// Stages rows `first..first + 64` of problem `n`'s [length, 64] matrix in operand `which`
+// (from element `offset`) as f16 quads in the tile at `tile`, zeros past `length`. Called by
+// the whole workgroup, between barriers.
+fn stage(tile: u32, which: u32, offset: u32, n: u32, length: u32, first: u32, lid: u32) {
+    for (var e = lid; e < WG * 16u; e += 128u) {
+        let line = e / 16u;
+        let row = first + line;
+        var x = vec4<f32>();
+        if (row < length) {
+            x = fetch4(which, offset + (n * length + row) * 64u + (e % 16u) * 4u);
+        }
+        tiles[tile + line * LINE + e % 16u] = vec4<f16>(x);
+    }
+}
+
+// Operand blocks at row r, column c (multiples of 16) of the tile at `tile`: as a left
+// operand, as a right one, and as the right operand transposed (element (i, j) is the
+// tile's (c + j, r + i)). naga 30 panics on an index written inline in coopLoad: each is
+// bound to a let first.
+fn left(tile: u32, r: u32, c: u32) -> Block {
+    let at = tile + r * LINE + c / 4u;
+    return coopLoadT<Block>(&tiles[at], LINE);
+}
+
+fn right(tile: u32, r: u32, c: u32) -> Right {
+    let at = tile + r * LINE + c / 4u;
+    return coopLoadT<Right>(&tiles[at], LINE);
+}
+
+fn right_transposed(tile: u32, r: u32, c: u32) -> Right {
+    let at = tile + c * LINE + r / 4u;
+    return coopLoad<Right>(&tiles[at], LINE);
+}
+
+// Columns c.. of subgroup `sg`'s f16 operand.
+fn left_operand(sg: u32, c: u32) -> Block {
+    let at = sg * 16u * LINE + c / 4u;
+    return coopLoadT<Block>(&operand[at], LINE);
+}
+
+// Writes block `j` (columns 16 j..) of subgroup `sg`'s scratch.
+fn keep(sums: Sums, sg: u32, j: u32) {
+    let at = sg * 16u * SCRATCH_LINE + j * 16u;
+    coopStoreT(sums, &scratch[at], SCRATCH_LINE);
+}
+
+// The 64 columns of a subgroup's 16 rows into its scratch: the rows' operand blocks along
+// the shared width (in registers) against the 64 rows staged in `tile`, read as the right
+// operand transposed.
+fn products(a0: Block, a1: Block, a2: Block, a3: Block, tile: u32, sg: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        var sums = Sums();
+        sums = coopMultiplyAdd(a0, right_transposed(tile, 0u, j * 16u), sums);
+        sums = coopMultiplyAdd(a1, right_transposed(tile, 16u, j * 16u), sums);
+        sums = coopMultiplyAdd(a2, right_transposed(tile, 32u, j * 16u), sums);
+        sums = coopMultiplyAdd(a3, right_transposed(tile, 48u, j * 16u), sums);
+        keep(sums, sg, j);
+    }
+}
+
+// Adds the subgroup's f16 operand (16 x 64) times the 64 rows staged in `tile` to the
+// accumulators of the result's four 16-column blocks.
+fn accumulate(
+    s0: ptr<function, Sums>,
+    s1: ptr<function, Sums>,
+    s2: ptr<function, Sums>,
+    s3: ptr<function, Sums>,
+    tile: u32,
+    sg: u32,
+) {
+    let p0 = left_operand(sg, 0u);
+    let p1 = left_operand(sg, 16u);
+    let p2 = left_operand(sg, 32u);
+    let p3 = left_operand(sg, 48u);
+    *s0 = coopMultiplyAdd(p0, right(tile, 0u, 0u), *s0);
+    *s0 = coopMultiplyAdd(p1, right(tile, 16u, 0u), *s0);
+    *s0 = coopMultiplyAdd(p2, right(tile, 32u, 0u), *s0);
+    *s0 = coopMultiplyAdd(p3, right(tile, 48u, 0u), *s0);
+    *s1 = coopMultiplyAdd(p0, right(tile, 0u, 16u), *s1);
+    *s1 = coopMultiplyAdd(p1, right(tile, 16u, 16u), *s1);
+    *s1 = coopMultiplyAdd(p2, right(tile, 32u, 16u), *s1);
+    *s1 = coopMultiplyAdd(p3, right(tile, 48u, 16u), *s1);
+    *s2 = coopMultiplyAdd(p0, right(tile, 0u, 32u), *s2);
+    *s2 = coopMultiplyAdd(p1, right(tile, 16u, 32u), *s2);
+    *s2 = coopMultiplyAdd(p2, right(tile, 32u, 32u), *s2);
+    *s2 = coopMultiplyAdd(p3, right(tile, 48u, 32u), *s2);
+    *s3 = coopMultiplyAdd(p0, right(tile, 0u, 48u), *s3);
+    *s3 = coopMultiplyAdd(p1, right(tile, 16u, 48u), *s3);
+    *s3 = coopMultiplyAdd(p2, right(tile, 32u, 48u), *s3);
+    *s3 = coopMultiplyAdd(p3, right(tile, 48u, 48u), *s3);
+}
+
+// The invocation's share of its subgroup's 16 rows of 64 columns: row `lane / 2`, and of its
+// 16 quads of columns those with the parity of `lane`, quad `2 c + lane % 2` for c in 0..8.
+fn column_of(lane: u32, c: u32, e: u32) -> u32 {
+    return (2u * c + lane % 2u) * 4u + e;
+}
+
+fn scratch_at(sg: u32, lane: u32, column: u32) -> u32 {
+    return (sg * 16u + lane / 2u) * SCRATCH_LINE + column;
+}
+
+fn operand_at(sg: u32, lane: u32, c: u32) -> u32 {
+    return (sg * 16u + lane / 2u) * LINE + 2u * c + lane % 2u;
+}
+
+// The invocation's 32 elements of its subgroup's scratch, scaled by `factor`.
+fn read_share(sg: u32, lane: u32, factor: f32) -> array<f32, 32> {
+    var values: array<f32, 32>;
+    for (var c = 0u; c < 8u; c++) {
+        for (var e = 0u; e < 4u; e++) {
+            values[c * 4u + e] = scratch[scratch_at(sg, lane, column_of(lane, c, e))] * factor;
+        }
+    }
+    return values;
+}
+
+// Writes the invocation's 32 elements as its share of the subgroup's f16 operand.
+fn write_operand(values: array<f32, 32>, sg: u32, lane: u32) {
+    for (var c = 0u; c < 8u; c++) {
+        let quad = vec4<f32>(values[c * 4u], values[c * 4u + 1u], values[c * 4u + 2u], values[c * 4u + 3u]);
+        operand[operand_at(sg, lane, c)] = vec4<f16>(quad);
+    }
+}
+
+// Whether query `i` may not see key `j` (key past the end, causal, padding).
+fn masked(n: u32, i: u32, j: u32) -> bool {
+    return j >= p[2] || (causal() && j > i) || hidden(n, min(j, p[2] - 1u));
+}
+
+// Writes a subgroup's [16, 64] result from its four column blocks to rows `row0..` of
+// problem `n`'s [length, 64] matrix in grad_qk (0), grad_v (1) or out (2).
+fn write_rows(s0: Sums, s1: Sums, s2: Sums, s3: Sums, sg: u32, lane: u32, row0: u32, n: u32, length: u32, into: u32) {
+    keep(s0, sg, 0u);
+    keep(s1, sg, 1u);
+    keep(s2, sg, 2u);
+    keep(s3, sg, 3u);
+    workgroupBarrier();
+    let row = row0 + lane / 2u;
+    let values = read_share(sg, lane, 1.0);
+    if (row < length) {
+        for (var c = 0u; c < 8u; c++) {
+            for (var e = 0u; e < 4u; e++) {
+                let at = (n * length + row) * 64u + column_of(lane, c, e);
+                let value = values[c * 4u + e];
+                if (into == 0u) {
+                    grad_qk[at] = value;
+                } else if (into == 1u) {
+                    grad_v[at] = value;
+                } else {
+                    out[at] = value;
+                }
+            }
+        }
+    }
+    workgroupBarrier();
+}
+
+@compute @workgroup_size(128)
+fn attention_forward_coop(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let t = p[1];
+    let s = p[2];
+    let r = rows_of(wid, 0u, t);
+    if (!r.has_problem) {
+        return;
+    }
+    stage(X, 0u, p[9], r.n, t, r.first, lid);
+    workgroupBarrier();
+    let q0 = left(X, sg * 16u, 0u);
+    let q1 = left(X, sg * 16u, 16u);
+    let q2 = left(X, sg * 16u, 32u);
+    let q3 = left(X, sg * 16u, 48u);
+    // This invocation's query row.
+    let i = r.first + sg * 16u + lane / 2u;
+    let key_end = key_end_of(r);
+    // Sweep 1: the row's maximum and sum of exponentials, online; the two invocations of a
+    // row each keep their own sum and merge them at the end.
+    var running_max = neg_inf();
+    var sum = 0.0;
+    for (var j0 = 0u; j0 < key_end; j0 += WG) {
+        workgroupBarrier();
+        stage(X, 1u, p[10], r.n, s, j0, lid);
+        workgroupBarrier();
+        products(q0, q1, q2, q3, X, sg);
+        workgroupBarrier();
+        var scores = read_share(sg, lane, scale());
+        var block_max = neg_inf();
+        for (var c = 0u; c < 32u; c++) {
+            if (masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u))) {
+                scores[c] = neg_inf();
+            }
+            block_max = max(block_max, scores[c]);
+        }
+        block_max = max(block_max, subgroupShuffleXor(block_max, 1u));
+        let new_max = max(running_max, block_max);
+        if (new_max != neg_inf()) {
+            var block_sum = 0.0;
+            for (var c = 0u; c < 32u; c++) {
+                block_sum += exp(scores[c] - new_max);
+            }
+            sum = sum * exp(running_max - new_max) + block_sum;
+            running_max = new_max;
+        }
+    }
+    sum += subgroupShuffleXor(sum, 1u);
+    let lse_row = select(neg_inf(), running_max + log(sum), sum > 0.0);
+    // Sweep 2: the output, the sum over keys of exp(score - lse) v.
+    var o0 = Sums();
+    var o1 = Sums();
+    var o2 = Sums();
+    var o3 = Sums();
+    for (var j0 = 0u; j0 < key_end; j0 += WG) {
+        workgroupBarrier();
+        stage(X, 1u, p[10], r.n, s, j0, lid);
+        stage(Y, 2u, p[11], r.n, s, j0, lid);
+        workgroupBarrier();
+        products(q0, q1, q2, q3, X, sg);
+        workgroupBarrier();
+        var probs = read_share(sg, lane, scale());
+        for (var c = 0u; c < 32u; c++) {
+            let seen = lse_row != neg_inf() && !masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u));
+            probs[c] = select(0.0, exp(probs[c] - lse_row), seen);
+        }
+        write_operand(probs, sg, lane);
+        workgroupBarrier();
+        accumulate(&o0, &o1, &o2, &o3, Y, sg);
+    }
+    workgroupBarrier();
+    write_rows(o0, o1, o2, o3, sg, lane, r.first + sg * 16u, r.n, t, 2u);
+    if (lane % 2u == 0u && i < t) {
+        lse[r.n * t + i] = lse_row;
+    }
+}
+
+// dQ: 64 query rows per workgroup, walking the keys. Per key tile, the probabilities P and
+// dP = dO v^T make dS = P (dP - dO . O) scale, and dQ += dS k.
+@compute @workgroup_size(128)
+fn attention_backward_dq_coop(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let t = p[1];
+    let s = p[2];
+    let r = rows_of(wid, 0u, t);
+    if (!r.has_problem) {
+        return;
+    }
+    stage(X, 0u, p[9], r.n, t, r.first, lid);
+    stage(Y, 3u, p[13], r.n, t, r.first, lid);
+    workgroupBarrier();
+    let q0 = left(X, sg * 16u, 0u);
+    let q1 = left(X, sg * 16u, 16u);
+    let q2 = left(X, sg * 16u, 32u);
+    let q3 = left(X, sg * 16u, 48u);
+    let g0 = left(Y, sg * 16u, 0u);
+    let g1 = left(Y, sg * 16u, 16u);
+    let g2 = left(Y, sg * 16u, 32u);
+    let g3 = left(Y, sg * 16u, 48u);
+    let i = r.first + sg * 16u + lane / 2u;
+    let row = r.n * t + min(i, t - 1u);
+    let lse_row = select(neg_inf(), lse[row], i < t);
+    let correction_row = correction[row];
+    var d0 = Sums();
+    var d1 = Sums();
+    var d2 = Sums();
+    var d3 = Sums();
+    let key_end = key_end_of(r);
+    for (var j0 = 0u; j0 < key_end; j0 += WG) {
+        workgroupBarrier();
+        stage(X, 1u, p[10], r.n, s, j0, lid);
+        stage(Y, 2u, p[11], r.n, s, j0, lid);
+        workgroupBarrier();
+        products(q0, q1, q2, q3, X, sg);
+        workgroupBarrier();
+        var probs = read_share(sg, lane, scale());
+        for (var c = 0u; c < 32u; c++) {
+            let seen = lse_row != neg_inf() && !masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u));
+            probs[c] = select(0.0, exp(probs[c] - lse_row), seen);
+        }
+        workgroupBarrier();
+        products(g0, g1, g2, g3, Y, sg);
+        workgroupBarrier();
+        var ds = read_share(sg, lane, 1.0);
+        for (var c = 0u; c < 32u; c++) {
+            ds[c] = probs[c] * (ds[c] - correction_row) * scale();
+        }
+        write_operand(ds, sg, lane);
+        workgroupBarrier();
+        accumulate(&d0, &d1, &d2, &d3, X, sg);
+    }
+    workgroupBarrier();
+    write_rows(d0, d1, d2, d3, sg, lane, r.first + sg * 16u, r.n, t, 0u);
+}
+
+// dK and dV: 64 key rows per workgroup, walking the queries. Per query tile, with P^T and
+// dP^T = v dO^T from the key side: dV += P^T dO and dK += dS^T q.
+@compute @workgroup_size(128)
+fn attention_backward_dkv_coop(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {
+    let t = p[1];
+    let s = p[2];
+    let r = rows_of(wid, 0u, s);
+    if (!r.has_problem) {
+        return;
+    }
+    stage(X, 1u, p[10], r.n, s, r.first, lid);
+    stage(Y, 2u, p[11], r.n, s, r.first, lid);
+    workgroupBarrier();
+    let k0 = left(X, sg * 16u, 0u);
+    let k1 = left(X, sg * 16u, 16u);
+    let k2 = left(X, sg * 16u, 32u);
+    let k3 = left(X, sg * 16u, 48u);
+    let v0 = left(Y, sg * 16u, 0u);
+    let v1 = left(Y, sg * 16u, 16u);
+    let v2 = left(Y, sg * 16u, 32u);
+    let v3 = left(Y, sg * 16u, 48u);
+    // This invocation's key row.
+    let j = r.first + sg * 16u + lane / 2u;
+    var dk0 = Sums();
+    var dk1 = Sums();
+    var dk2 = Sums();
+    var dk3 = Sums();
+    var dv0 = Sums();
+    var dv1 = Sums();
+    var dv2 = Sums();
+    var dv3 = Sums();
+    // Under the causal mask queries before the workgroup's first key see none of its keys.
+    var query_start = 0u;
+    if (causal()) {
+        query_start = min(r.first, t);
+    }
+    for (var i0 = query_start; i0 < t; i0 += WG) {
+        workgroupBarrier();
+        stage(X, 0u, p[9], r.n, t, i0, lid);
+        stage(Y, 3u, p[13], r.n, t, i0, lid);
+        workgroupBarrier();
+        products(k0, k1, k2, k3, X, sg);
+        workgroupBarrier();
+        var probs = read_share(sg, lane, scale());
+        var corrections: array<f32, 32>;
+        for (var c = 0u; c < 32u; c++) {
+            let i = i0 + column_of(lane, c / 4u, c % 4u);
+            let row = r.n * t + min(i, t - 1u);
+            let lse_column = select(neg_inf(), lse[row], i < t);
+            corrections[c] = correction[row];
+            let seen = lse_column != neg_inf() && !masked(r.n, i, j);
+            probs[c] = select(0.0, exp(probs[c] - lse_column), seen);
+        }
+        workgroupBarrier();
+        products(v0, v1, v2, v3, Y, sg);
+        workgroupBarrier();
+        var ds = read_share(sg, lane, 1.0);
+        for (var c = 0u; c < 32u; c++) {
+            ds[c] = probs[c] * (ds[c] - corrections[c]) * scale();
+        }
+        write_operand(probs, sg, lane);
+        workgroupBarrier();
+        accumulate(&dv0, &dv1, &dv2, &dv3, Y, sg);
+        workgroupBarrier();
+        write_operand(ds, sg, lane);
+        workgroupBarrier();
+        accumulate(&dk0, &dk1, &dk2, &dk3, X, sg);
+    }
+    workgroupBarrier();
+    write_rows(dk0, dk1, dk2, dk3, sg, lane, r.first + sg * 16u, r.n, s, 0u);
+    write_rows(dv0, dv1, dv2, dv3, sg, lane, r.first + sg * 16u, r.n, s, 1u);
+}
