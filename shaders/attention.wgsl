@@ -13,6 +13,11 @@
 //
 // Parameters and bindings: attention_common.wgsl.
 
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(7) var<storage, read> grad: array<f32>;
+
 const WIDEST: u32 = 128u;
 // Row width the kernels are specialised to: the operands' widths rounded up.
 override WIDTH: u32 = 128u;

@@ -6,14 +6,12 @@
 // grid row, 9 q offset, 10 k offset, 11 v offset, 12 mask offset, 13 grad offset.
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
+// Bindings 1-3 (queries, keys, values) and 7 (the output's gradient) are declared by each
+// module: f32 elements, or quads of them in attention_coop.wgsl.
 // 1.0 where a key is padding, per mask row: [rows, S].
 @group(0) @binding(4) var<storage, read> padding: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<storage, read_write> lse: array<f32>;
-@group(0) @binding(7) var<storage, read> grad: array<f32>;
 // Per query row, dO . O: the softmax's correction term.
 @group(0) @binding(8) var<storage, read> correction: array<f32>;
 @group(0) @binding(9) var<storage, read_write> grad_qk: array<f32>;

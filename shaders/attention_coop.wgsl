@@ -31,48 +31,69 @@ alias Sums = coop_mat16x16<f32, C>;
 // A staged line: 64 halves as 16 quads, padded by 2 quads so that the rows a cooperative
 // load reads at once fall in different memory banks.
 const LINE: u32 = 18u;
-// A subgroup's f32 scratch line: 64 scores padded by 4.
-const SCRATCH_LINE: u32 = 68u;
+// A subgroup's f32 scratch line, in quads: 64 scores padded by 4.
+const SCRATCH_LINE: u32 = 17u;
 
 // Two staged tiles of 64 rows (q/k and v/dO by kernel), at quads X and Y.
 var<workgroup> tiles: array<vec4<f16>, 2304>;
 const X: u32 = 0u;
 const Y: u32 = 1152u;
 // Per subgroup: a 16x64 block of scores (or their gradients), f32.
-var<workgroup> scratch: array<f32, 4352>;
+var<workgroup> scratch: array<vec4<f32>, 1088>;
 // Per subgroup: the 16x64 f16 operand made from it.
 var<workgroup> operand: array<vec4<f16>, 1152>;
 
-// Four consecutive elements of operand `which` (0 q, 1 k, 2 v, 3 the output's gradient).
-fn fetch4(which: u32, at: u32) -> vec4<f32> {
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read> grad: array<vec4<f32>>;
+
+// Quad `at` of operand `which` (0 q, 1 k, 2 v, 3 the output's gradient).
+fn quad_of(which: u32, at: u32) -> vec4<f32> {
     switch which {
         case 0u: {
-            return vec4<f32>(q[at], q[at + 1u], q[at + 2u], q[at + 3u]);
+            return q[at];
         }
         case 1u: {
-            return vec4<f32>(k[at], k[at + 1u], k[at + 2u], k[at + 3u]);
+            return k[at];
         }
         case 2u: {
-            return vec4<f32>(v[at], v[at + 1u], v[at + 2u], v[at + 3u]);
+            return v[at];
         }
         default: {
-            return vec4<f32>(grad[at], grad[at + 1u], grad[at + 2u], grad[at + 3u]);
+            return grad[at];
         }
     }
 }
 
-// Stages rows `first..first + 64` of problem `n`'s [length, 64] matrix in operand `which`
-// (from element `offset`) as f16 quads in the tile at `tile`, zeros past `length`. Called by
-// the whole workgroup, between barriers.
-fn stage(tile: u32, which: u32, offset: u32, n: u32, length: u32, first: u32, lid: u32) {
-    for (var e = lid; e < WG * 16u; e += 128u) {
-        let line = e / 16u;
-        let row = first + line;
-        var x = vec4<f32>();
+// An invocation's share of a tile on its way from an operand to workgroup memory: quads
+// `lid + 128 m` of the tile's 64 x 16, still f32. Read a tile ahead, the loads are in
+// flight while the current tile is multiplied.
+struct Fetched {
+    quads: array<vec4<f32>, 8>,
+}
+
+// Rows `first..first + 64` of problem `n`'s [length, 64] matrix in operand `which` (from
+// element `offset`, a multiple of 4), zeros past `length` (a function variable starts
+// zeroed).
+fn fetch(which: u32, offset: u32, n: u32, length: u32, first: u32, lid: u32) -> Fetched {
+    var f: Fetched;
+    for (var m = 0u; m < 8u; m++) {
+        let e = lid + 128u * m;
+        let row = first + e / 16u;
         if (row < length) {
-            x = fetch4(which, offset + (n * length + row) * 64u + (e % 16u) * 4u);
+            f.quads[m] = quad_of(which, offset / 4u + (n * length + row) * 16u + e % 16u);
         }
-        tiles[tile + line * LINE + e % 16u] = vec4<f16>(x);
+    }
+    return f;
+}
+
+// Writes fetched quads as f16 into the tile at `tile`. Called by the whole workgroup,
+// between barriers.
+fn stage(tile: u32, f: Fetched, lid: u32) {
+    for (var m = 0u; m < 8u; m++) {
+        let e = lid + 128u * m;
+        tiles[tile + (e / 16u) * LINE + e % 16u] = vec4<f16>(f.quads[m]);
     }
 }
 
@@ -103,7 +124,7 @@ fn left_operand(sg: u32, c: u32) -> Block {
 
 // Writes block `j` (columns 16 j..) of subgroup `sg`'s scratch.
 fn keep(sums: Sums, sg: u32, j: u32) {
-    let at = sg * 16u * SCRATCH_LINE + j * 16u;
+    let at = sg * 16u * SCRATCH_LINE + j * 4u;
     coopStoreT(sums, &scratch[at], SCRATCH_LINE);
 }
 
@@ -159,10 +180,6 @@ fn column_of(lane: u32, c: u32, e: u32) -> u32 {
     return (2u * c + lane % 2u) * 4u + e;
 }
 
-fn scratch_at(sg: u32, lane: u32, column: u32) -> u32 {
-    return (sg * 16u + lane / 2u) * SCRATCH_LINE + column;
-}
-
 fn operand_at(sg: u32, lane: u32, c: u32) -> u32 {
     return (sg * 16u + lane / 2u) * LINE + 2u * c + lane % 2u;
 }
@@ -171,8 +188,9 @@ fn operand_at(sg: u32, lane: u32, c: u32) -> u32 {
 fn read_share(sg: u32, lane: u32, factor: f32) -> array<f32, 32> {
     var values: array<f32, 32>;
     for (var c = 0u; c < 8u; c++) {
+        let quad = scratch[(sg * 16u + lane / 2u) * SCRATCH_LINE + 2u * c + lane % 2u] * factor;
         for (var e = 0u; e < 4u; e++) {
-            values[c * 4u + e] = scratch[scratch_at(sg, lane, column_of(lane, c, e))] * factor;
+            values[c * 4u + e] = quad[e];
         }
     }
     return values;
@@ -232,7 +250,7 @@ fn attention_forward_coop(
     if (!r.has_problem) {
         return;
     }
-    stage(X, 0u, p[9], r.n, t, r.first, lid);
+    stage(X, fetch(0u, p[9], r.n, t, r.first, lid), lid);
     workgroupBarrier();
     let q0 = left(X, sg * 16u, 0u);
     let q1 = left(X, sg * 16u, 16u);
@@ -245,10 +263,14 @@ fn attention_forward_coop(
     // row each keep their own sum and merge them at the end.
     var running_max = neg_inf();
     var sum = 0.0;
+    var keys = fetch(1u, p[10], r.n, s, 0u, lid);
     for (var j0 = 0u; j0 < key_end; j0 += WG) {
         workgroupBarrier();
-        stage(X, 1u, p[10], r.n, s, j0, lid);
+        stage(X, keys, lid);
         workgroupBarrier();
+        if (j0 + WG < key_end) {
+            keys = fetch(1u, p[10], r.n, s, j0 + WG, lid);
+        }
         products(q0, q1, q2, q3, X, sg);
         workgroupBarrier();
         var scores = read_share(sg, lane, scale());
@@ -277,11 +299,17 @@ fn attention_forward_coop(
     var o1 = Sums();
     var o2 = Sums();
     var o3 = Sums();
+    keys = fetch(1u, p[10], r.n, s, 0u, lid);
+    var values = fetch(2u, p[11], r.n, s, 0u, lid);
     for (var j0 = 0u; j0 < key_end; j0 += WG) {
         workgroupBarrier();
-        stage(X, 1u, p[10], r.n, s, j0, lid);
-        stage(Y, 2u, p[11], r.n, s, j0, lid);
+        stage(X, keys, lid);
+        stage(Y, values, lid);
         workgroupBarrier();
+        if (j0 + WG < key_end) {
+            keys = fetch(1u, p[10], r.n, s, j0 + WG, lid);
+            values = fetch(2u, p[11], r.n, s, j0 + WG, lid);
+        }
         products(q0, q1, q2, q3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
@@ -315,8 +343,8 @@ fn attention_backward_dq_coop(
     if (!r.has_problem) {
         return;
     }
-    stage(X, 0u, p[9], r.n, t, r.first, lid);
-    stage(Y, 3u, p[13], r.n, t, r.first, lid);
+    stage(X, fetch(0u, p[9], r.n, t, r.first, lid), lid);
+    stage(Y, fetch(3u, p[13], r.n, t, r.first, lid), lid);
     workgroupBarrier();
     let q0 = left(X, sg * 16u, 0u);
     let q1 = left(X, sg * 16u, 16u);
@@ -335,11 +363,17 @@ fn attention_backward_dq_coop(
     var d2 = Sums();
     var d3 = Sums();
     let key_end = key_end_of(r);
+    var keys = fetch(1u, p[10], r.n, s, 0u, lid);
+    var values = fetch(2u, p[11], r.n, s, 0u, lid);
     for (var j0 = 0u; j0 < key_end; j0 += WG) {
         workgroupBarrier();
-        stage(X, 1u, p[10], r.n, s, j0, lid);
-        stage(Y, 2u, p[11], r.n, s, j0, lid);
+        stage(X, keys, lid);
+        stage(Y, values, lid);
         workgroupBarrier();
+        if (j0 + WG < key_end) {
+            keys = fetch(1u, p[10], r.n, s, j0 + WG, lid);
+            values = fetch(2u, p[11], r.n, s, j0 + WG, lid);
+        }
         products(q0, q1, q2, q3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
@@ -377,8 +411,8 @@ fn attention_backward_dkv_coop(
     if (!r.has_problem) {
         return;
     }
-    stage(X, 1u, p[10], r.n, s, r.first, lid);
-    stage(Y, 2u, p[11], r.n, s, r.first, lid);
+    stage(X, fetch(1u, p[10], r.n, s, r.first, lid), lid);
+    stage(Y, fetch(2u, p[11], r.n, s, r.first, lid), lid);
     workgroupBarrier();
     let k0 = left(X, sg * 16u, 0u);
     let k1 = left(X, sg * 16u, 16u);
@@ -403,11 +437,17 @@ fn attention_backward_dkv_coop(
     if (causal()) {
         query_start = min(r.first, t);
     }
+    var queries = fetch(0u, p[9], r.n, t, query_start, lid);
+    var d_out = fetch(3u, p[13], r.n, t, query_start, lid);
     for (var i0 = query_start; i0 < t; i0 += WG) {
         workgroupBarrier();
-        stage(X, 0u, p[9], r.n, t, i0, lid);
-        stage(Y, 3u, p[13], r.n, t, i0, lid);
+        stage(X, queries, lid);
+        stage(Y, d_out, lid);
         workgroupBarrier();
+        if (i0 + WG < t) {
+            queries = fetch(0u, p[9], r.n, t, i0 + WG, lid);
+            d_out = fetch(3u, p[13], r.n, t, i0 + WG, lid);
+        }
         products(k0, k1, k2, k3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());

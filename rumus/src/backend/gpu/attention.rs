@@ -30,6 +30,17 @@ pub(crate) enum AttentionKernels {
 }
 
 impl AttentionKernels {
+    /// `t` as the kernels read it: contiguous, and for `attention_coop.wgsl`, which reads
+    /// quads, starting at a multiple of 4 elements.
+    fn ready(self, gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
+        let aligned = self == AttentionKernels::F32 || t.layout().offset() % 4 == 0;
+        if t.is_contiguous() && aligned {
+            Ok(t.clone())
+        } else {
+            gpu.copy(t)
+        }
+    }
+
     /// The module and entry point of `kernel` in this family.
     fn entry(self, kernel: Kernel, g: &Geometry) -> (Module, &'static str) {
         match self {
@@ -89,22 +100,16 @@ impl Operands {
         gpu: &GpuDevice,
         [q, k, v]: [&DynTensor; 3],
         mask: Option<&DynTensor>,
+        kernels: AttentionKernels,
     ) -> Result<Self> {
-        let contiguous = |t: &DynTensor| {
-            if t.is_contiguous() {
-                Ok(t.clone())
-            } else {
-                gpu.copy(t)
-            }
-        };
         let device = q.device();
         let padding = mask
-            .map(|m| contiguous(&m.to_dtype(DType::F32)?.to(&device)?))
+            .map(|m| AttentionKernels::F32.ready(gpu, &m.to_dtype(DType::F32)?.to(&device)?))
             .transpose()?;
         Ok(Operands {
-            q: contiguous(q)?,
-            k: contiguous(k)?,
-            v: contiguous(v)?,
+            q: kernels.ready(gpu, q)?,
+            k: kernels.ready(gpu, k)?,
+            v: kernels.ready(gpu, v)?,
             padding,
         })
     }
@@ -197,7 +202,7 @@ impl GpuDevice {
         g: &Geometry,
         kernels: AttentionKernels,
     ) -> Result<(DynTensor, DynTensor)> {
-        let ops = Operands::new(self, operands, mask)?;
+        let ops = Operands::new(self, operands, mask, kernels)?;
         let out = GpuBuffer::uninit(self, g.batch * g.t * g.dv, DType::F32, "attention")?;
         let lse = GpuBuffer::uninit(self, g.batch * g.t, DType::F32, "attention")?;
         ops.dispatch(
@@ -222,12 +227,8 @@ impl GpuDevice {
         g: &Geometry,
         kernels: AttentionKernels,
     ) -> Result<[DynTensor; 3]> {
-        let ops = Operands::new(self, operands, mask)?;
-        let grad = if grad.is_contiguous() {
-            grad.clone()
-        } else {
-            self.copy(grad)?
-        };
+        let ops = Operands::new(self, operands, mask, kernels)?;
+        let grad = kernels.ready(self, grad)?;
         // The kernels index these per query row from element 0.
         let from_start = |t: DynTensor| {
             if t.is_contiguous() && t.layout().offset() == 0 {
