@@ -409,3 +409,43 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         }
     }
 }
+
+/// Under autocast the GPU attention (on the matrix units where the adapter has them) keeps
+/// memory linear in the sequence length too: no [T, T] matrix, forward or backward.
+#[test]
+fn gpu_attention_under_autocast_keeps_memory_linear() {
+    let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    let Device::Gpu(gpu) = &device else {
+        unreachable!()
+    };
+    // 2048 queries and keys: the scores alone would be 16 MiB in f32.
+    let (t, d) = (2048, 64);
+    let leaf = |seed| {
+        common::gpu::tensor(&[1, 1, t, d], seed)
+            .to(&device)
+            .unwrap()
+            .requires_grad_()
+            .unwrap()
+    };
+    let (q, k, v) = (leaf(21), leaf(22), leaf(23));
+    device.synchronize().unwrap();
+    gpu.reset_memory_peak();
+    let before = gpu.memory().in_use;
+    let out = {
+        let _autocast = rumus::amp::autocast();
+        let options = SdpaOptions {
+            causal: true,
+            ..Default::default()
+        };
+        q.scaled_dot_product_attention(&k, &v, options).unwrap()
+    };
+    let grads = out.sum_all().unwrap().backward().unwrap();
+    assert_eq!(grads.grad(&k).unwrap().dims(), [1, 1, t, d]);
+    device.synchronize().unwrap();
+    let used = gpu.memory().in_use_peak - before;
+    let row = (t * d * 4) as u64;
+    assert!(used < 16 * row, "{used} bytes: more than linear in T");
+}
