@@ -1,5 +1,6 @@
-//! Kernel profiling on the GPU (lavapipe in CI). In a test binary of its own: profiling
-//! counts every dispatch on the device, so no other test may run kernels meanwhile.
+//! Kernel profiling on the GPU (lavapipe in CI). In a test binary of its own, its tests one
+//! at a time: profiling counts every dispatch on the device, so no other test may run
+//! kernels meanwhile.
 
 mod common;
 
@@ -9,6 +10,7 @@ use rumus::Device;
 /// Kernel profiling counts each dispatch under its entry point and times it on the GPU.
 #[test]
 fn kernel_profile_counts_each_dispatch() {
+    let _serial = common::gpu::serial();
     let Some(device) = gpu() else { return };
     let Device::Gpu(gpu_device) = &device else {
         unreachable!("gpu() returns a GPU")
@@ -30,4 +32,34 @@ fn kernel_profile_counts_each_dispatch() {
     assert!(products.seconds > 0.0, "{products:?}");
     assert_eq!(find("softmax_rows").map(|t| t.dispatches), Some(1));
     assert_eq!(times.iter().map(|(_, t)| t.dispatches).sum::<u64>(), 3);
+}
+
+/// A product on cooperative matrices is timed under its sizes and operand layouts (a step's
+/// products differ by shape far more than by kernel); other kernels under their entry point.
+#[test]
+fn products_on_the_matrix_units_are_profiled_by_shape() {
+    let _serial = common::gpu::serial();
+    let Some(device) = gpu() else { return };
+    let Device::Gpu(gpu_device) = &device else {
+        unreachable!("gpu() returns a GPU")
+    };
+    let half = |dims: &[usize], seed| {
+        tensor(dims, seed)
+            .to_dtype(rumus::DType::F16)
+            .unwrap()
+            .to(&device)
+            .unwrap()
+    };
+    let (a, b) = (half(&[64, 48], 92), half(&[32, 48], 93));
+    gpu_device.profile_kernels(true).unwrap();
+    let _product = a.matmul(&b.transpose(0, 1).unwrap()).unwrap();
+    let times = gpu_device.kernel_times().unwrap();
+    gpu_device.profile_kernels(false).unwrap();
+    let names: Vec<&str> = times.iter().map(|(name, _)| *name).collect();
+    if gpu_device.has_coop_matmul() {
+        assert_eq!(names, ["matmul_coop 64x32x48 A@Bt x1 /1"]);
+    } else {
+        assert!(names.contains(&"matmul_tiled"), "{names:?}");
+        assert!(names.iter().all(|n| !n.contains(' ')), "{names:?}");
+    }
 }

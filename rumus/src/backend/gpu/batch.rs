@@ -133,7 +133,10 @@ impl GpuDevice {
             pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         };
         match profiler {
-            Some(profiler) => profiler.bracket(pass, slot, entry, launch),
+            Some(profiler) => {
+                let name = profiler.name(module, entry, params);
+                profiler.bracket(pass, slot, name, launch)
+            }
             None => launch(pass),
         }
         if batch.used.is_multiple_of(IDLE_CHECK) && batch.profiler.is_none() {

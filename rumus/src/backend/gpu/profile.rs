@@ -2,13 +2,14 @@
 //!
 //! While profiling is on ([`GpuDevice::profile_kernels`]), every dispatch is bracketed by two
 //! GPU timestamps, and each submitted batch waits for its timestamps and adds every kernel's
-//! time to a table by entry point. The waits serialise the batches, so a profiled run is
+//! time to a table by entry point (cooperative-matrix products by size and layout too). The waits serialise the batches, so a profiled run is
 //! slower than a plain one: the table is for proportions. It needs an adapter with timestamp
 //! queries inside compute passes (Vulkan on discrete GPUs and lavapipe offer them).
 
 use std::collections::HashMap;
 
 use super::context::{GpuDevice, gpu_error};
+use super::pipelines::Module;
 use crate::error::Result;
 
 /// The features profiling needs; requested at device creation whenever the adapter has them.
@@ -29,9 +30,11 @@ pub(crate) struct Profiler {
     queries: wgpu::QuerySet,
     resolved: wgpu::Buffer,
     readback: wgpu::Buffer,
-    /// The entry point of each dispatch recorded in the current batch.
+    /// The name of each dispatch recorded in the current batch.
     pending: Vec<&'static str>,
     totals: HashMap<&'static str, KernelTime>,
+    /// The names of cooperative-matrix products, one per size and layout seen.
+    product_names: HashMap<String, &'static str>,
 }
 
 impl Profiler {
@@ -62,10 +65,39 @@ impl Profiler {
             ),
             pending: Vec::new(),
             totals: HashMap::new(),
+            product_names: HashMap::new(),
         }
     }
 
-    /// Records `entry`'s dispatch (slot `slot` of the batch) between two timestamps.
+    /// The name a dispatch is timed under: its entry point, and for an `f16` product on
+    /// cooperative matrices also its sizes, operand layouts and K splits (`matmul_coop
+    /// 8192x768x3072 A@Bt x1 /1`), since a step's products differ far more by shape than by
+    /// kernel. Each name is made once per shape (profiling only).
+    pub fn name(&mut self, module: Module, entry: &'static str, params: &[u32]) -> &'static str {
+        let Module::MatmulCoop {
+            a_row_major,
+            b_row_major,
+        } = module
+        else {
+            return entry;
+        };
+        let word = |i: usize| params.get(i).copied().unwrap_or(0);
+        let name = format!(
+            "{entry} {}x{}x{} {}@{} x{} /{}",
+            word(0),
+            word(1),
+            word(2),
+            if a_row_major { "A" } else { "At" },
+            if b_row_major { "B" } else { "Bt" },
+            word(3),
+            word(24).max(1),
+        );
+        self.product_names
+            .entry(name)
+            .or_insert_with_key(|name| Box::leak(name.clone().into_boxed_str()))
+    }
+
+    /// Records the dispatch named `entry` (slot `slot` of the batch) between two timestamps.
     pub fn bracket(
         &mut self,
         pass: &mut wgpu::ComputePass<'static>,
@@ -136,7 +168,8 @@ impl GpuDevice {
         Ok(())
     }
 
-    /// The time each kernel entry point took since profiling was turned on, longest first
+    /// The time each kernel entry point (each size and layout of a cooperative-matrix product)
+    /// took since profiling was turned on, longest first
     /// (queued kernels are submitted and waited for first).
     pub fn kernel_times(&self) -> Result<Vec<(&'static str, KernelTime)>> {
         self.synchronize()?;
