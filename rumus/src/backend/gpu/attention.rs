@@ -33,7 +33,7 @@ impl AttentionKernels {
     /// `t` as the kernels read it: contiguous, and for `attention_coop.wgsl`, which reads
     /// quads, starting at a multiple of 4 elements.
     fn ready(self, gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
-        let aligned = self == AttentionKernels::F32 || t.layout().offset() % 4 == 0;
+        let aligned = self == AttentionKernels::F32 || t.layout().offset().is_multiple_of(4);
         if t.is_contiguous() && aligned {
             Ok(t.clone())
         } else {
