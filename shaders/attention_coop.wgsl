@@ -9,7 +9,9 @@
 // every subgroup has 32) and owns 64 rows of one problem, 16 per subgroup: query rows in
 // `attention_forward_coop` and `attention_backward_dq_coop`, key rows in
 // `attention_backward_dkv_coop`. Its own rows stay in registers as operand blocks; the other
-// side is walked in tiles of 64 rows staged in workgroup memory. Element-wise work (masks,
+// side is walked in tiles of 64 rows staged in workgroup memory, each read into registers
+// while the tile before it is multiplied (on an H200 that halved the kernels' time: the
+// loads, not the matrix units, set their pace; BENCHMARKS.md). Element-wise work (masks,
 // exponentials) needs single elements, which cooperative matrices do not expose: each block
 // of scores goes through `scratch` (f32), and the f16 operand made from it through
 // `operand`, 16 rows per subgroup, two invocations per row.
