@@ -291,6 +291,57 @@ fn loss_scaling_grows_after_clean_steps_and_backs_off_on_nan() {
     assert_eq!(values(&ps), before);
 }
 
+/// With two optimizers, an overflow in one's gradients skips that optimizer's step only (as
+/// PyTorch's `GradScaler.step` does); the scale still backs off.
+#[test]
+fn loss_scaling_skips_only_the_optimizer_whose_gradients_overflowed() {
+    let sgd_config = SgdConfig {
+        lr: 0.1,
+        ..Default::default()
+    };
+    // NaN gradients for the weight only: sqrt(-1) through a term of ps[0] alone.
+    let loss = |ps: &[DynTensor]| {
+        let nan = ps[0]
+            .mul_scalar(0.0)
+            .unwrap()
+            .add_scalar(-1.0)
+            .unwrap()
+            .sqrt()
+            .unwrap()
+            .sum_all()
+            .unwrap();
+        f32_loss(ps).add(&nan).unwrap()
+    };
+    // The reference: a plain step of the bias on its true gradient.
+    let reference = f32_params();
+    let mut grads = loss(&reference).backward().unwrap();
+    Sgd::new(vec![reference[1].clone()], sgd_config)
+        .unwrap()
+        .step(&mut grads)
+        .unwrap();
+
+    let ps = f32_params();
+    let start = values(&ps);
+    let mut weight_sgd = Sgd::new(vec![ps[0].clone()], sgd_config).unwrap();
+    let mut bias_sgd = Sgd::new(vec![ps[1].clone()], sgd_config).unwrap();
+    let mut scaler = GradScaler::with_config(GradScalerConfig {
+        init_scale: 1024.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut grads = scaler.scale(&loss(&ps)).unwrap().backward().unwrap();
+    assert!(!scaler.step(&mut weight_sgd, &mut grads).unwrap());
+    assert!(scaler.step(&mut bias_sgd, &mut grads).unwrap());
+    scaler.update();
+    assert_eq!(ps[0].to_f64_vec(), start[0], "the skipped weight moved");
+    assert_eq!(
+        ps[1].to_f64_vec(),
+        reference[1].to_f64_vec(),
+        "the bias took the step on its unscaled gradient"
+    );
+    assert_eq!(scaler.scale_factor(), 512.0);
+}
+
 #[test]
 fn clipping_after_unscale_sees_the_true_gradients() {
     let reference = f32_params();

@@ -74,10 +74,14 @@ pub struct GradScaler {
     config: GradScalerConfig,
     state: GradScalerState,
     /// Whether a gradient unscaled since the last update was inf or NaN; `None` when none
-    /// was unscaled.
+    /// was unscaled. It moves the scale in [`update`](GradScaler::update).
     found_inf: Option<bool>,
     /// The parameters whose gradients were unscaled since the last update.
     unscaled: HashSet<TensorId>,
+    /// Those of them unscaled together with an inf or NaN gradient (one optimizer's, one
+    /// [`unscale`](GradScaler::unscale) call): a step of an optimizer holding any of them
+    /// is skipped, while other optimizers still step, as in PyTorch.
+    overflowed: HashSet<TensorId>,
 }
 
 impl Default for GradScaler {
@@ -130,6 +134,7 @@ impl GradScaler {
             },
             found_inf: None,
             unscaled: HashSet::new(),
+            overflowed: HashSet::new(),
         })
     }
 
@@ -175,6 +180,7 @@ impl GradScaler {
         // Each gradient times zero sums to zero exactly when every element is finite; the
         // sums stay on the gradients' devices and are read back once per device.
         let mut checks: Vec<DynTensor> = Vec::new();
+        let mut ids = Vec::new();
         for p in &params {
             let Some(id) = p.id() else { continue };
             let Some(g) = grads.remove(p) else { continue };
@@ -185,7 +191,7 @@ impl GradScaler {
                 None => checks.push(check),
             }
             grads.accumulate(id, g)?;
-            self.unscaled.insert(id);
+            ids.push(id);
         }
         let mut finite = true;
         for check in checks {
@@ -194,15 +200,20 @@ impl GradScaler {
                 _ => check.to_dtype(DType::F32)?.item::<f32>()?.is_finite(),
             };
         }
+        if !finite {
+            self.overflowed.extend(ids.iter().copied());
+        }
+        self.unscaled.extend(ids);
         let found_inf = self.found_inf.unwrap_or(false) || !finite;
         self.found_inf = Some(found_inf);
         Ok(finite)
     }
 
     /// Unscales the gradients of `optimizer`'s parameters (unless [`unscale`] did already)
-    /// and steps `optimizer` if every gradient unscaled since the last update is finite.
-    /// Returns whether it stepped; a skipped step leaves the parameters and the optimizer's
-    /// state as they were.
+    /// and steps `optimizer` if they are all finite. Returns whether it stepped; a skipped
+    /// step leaves the parameters and the optimizer's state as they were. With several
+    /// optimizers, each is skipped or stepped on its own gradients (PyTorch's rule), and
+    /// [`update`](GradScaler::update) lowers the scale if any of them overflowed.
     ///
     /// [`unscale`]: GradScaler::unscale
     pub fn step<O: Optimizer + ?Sized>(
@@ -218,7 +229,12 @@ impl GradScaler {
         if !all_unscaled {
             self.unscale(&*optimizer, grads)?;
         }
-        if self.found_inf == Some(true) {
+        let overflowed = optimizer
+            .param_groups()
+            .iter()
+            .flat_map(|group| &group.params)
+            .any(|p| p.id().is_some_and(|id| self.overflowed.contains(&id)));
+        if overflowed {
             return Ok(false);
         }
         optimizer.step(grads)?;
@@ -230,6 +246,7 @@ impl GradScaler {
     /// An iteration that unscaled nothing leaves it as it is.
     pub fn update(&mut self) {
         self.unscaled.clear();
+        self.overflowed.clear();
         let Some(found_inf) = self.found_inf.take() else {
             return;
         };
