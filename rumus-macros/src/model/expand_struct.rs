@@ -5,6 +5,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::{Fields, ItemStruct};
 
+use super::field_type::checkpointed_inner;
 use super::layers::{ConvFamily, FIELD_ATTRIBUTES, Layer, LayerKind};
 use crate::shape::{Dim, Same};
 
@@ -196,8 +197,19 @@ fn table(item: &ItemStruct) -> TokenStream {
     }
 }
 
-/// The expression that builds `layer`, of type `ty`, from the global generator.
+/// The expression that builds `layer`, of type `ty`, from the global generator; a
+/// `Checkpointed<T>` field wraps the `T` built as a field of its own type would be.
 fn layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
+    match checkpointed_inner(ty) {
+        Some(inner) => {
+            let init = unwrapped_layer_init(layer, inner);
+            quote_spanned!(layer.type_span=> ::rumus::nn::Checkpointed::new(#init))
+        }
+        None => unwrapped_layer_init(layer, ty),
+    }
+}
+
+fn unwrapped_layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
     let span = layer.type_span;
     match &layer.kind {
         LayerKind::Conv {
@@ -247,30 +259,7 @@ fn layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
             Some(p) => quote_spanned!(span=> <#ty>::with_options(#p, true)?),
             None => quote_spanned!(span=> <#ty>::new()?),
         },
-        // `Checkpointed<Block>`: the block built as a field of its own type would be.
-        LayerKind::Other => match checkpointed_type(ty) {
-            Some(inner) => quote_spanned!(span=> ::rumus::nn::Checkpointed::new(<#inner>::new()?)),
-            None => quote_spanned!(span=> <#ty>::new()?),
-        },
         _ => quote_spanned!(span=> <#ty>::new()?),
-    }
-}
-
-/// `T` of `Checkpointed<T>`.
-fn checkpointed_type(ty: &syn::Type) -> Option<&syn::Type> {
-    let syn::Type::Path(path) = ty else {
-        return None;
-    };
-    let last = path.path.segments.last()?;
-    if last.ident != "Checkpointed" {
-        return None;
-    }
-    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
-        return None;
-    };
-    match args.args.first()? {
-        syn::GenericArgument::Type(inner) if args.args.len() == 1 => Some(inner),
-        _ => None,
     }
 }
 
@@ -335,12 +324,16 @@ fn sequential_forward(
     let (input, output) = (first.1.clone(), chain.last().expect("non-empty").2.clone());
     let (in_ty, out_ty) = (Dim::to_type(&input), Dim::to_type(&output));
     let steps = chain.iter().enumerate().map(|(i, (layer, _, out))| {
-        let (field, out_ty) = (&layer.member, out.to_type());
+        let out_ty = out.to_type();
         let act = match (activation, i + 1 < chain.len()) {
             (Some(act), true) => quote!(.#act()?),
             _ => quote!(),
         };
-        quote!(let h: ::rumus::Tensor<(B, #out_ty)> = ::rumus::__private::wrap(self.#field.forward_dyn(h.as_dyn())?#act);)
+        let call = layer.call(
+            &[quote!(h.as_dyn())],
+            |layer, x| quote!(#layer.forward_dyn(#(#x),*)),
+        );
+        quote!(let h: ::rumus::Tensor<(B, #out_ty)> = ::rumus::__private::wrap(#call?#act);)
     });
     Ok(quote! {
         impl #name {

@@ -85,3 +85,19 @@ pub fn tensor_shape(ty: &Type) -> Option<Shape> {
         .collect::<Option<Vec<Dim>>>()?;
     Some(Shape(dims))
 }
+
+/// `T` of a field type `Checkpointed<T>` (a layer run under activation checkpointing).
+pub fn checkpointed_inner(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != "Checkpointed" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        GenericArgument::Type(inner) if args.args.len() == 1 => Some(inner),
+        _ => None,
+    }
+}

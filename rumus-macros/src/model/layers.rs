@@ -1,13 +1,15 @@
 //! Layers the macros understand: their shapes are computed at expansion time from the field
 //! type (`Linear<784, 256>`, `Conv2d<1, 32, 3>`, `LayerNorm<64>`, ...) and the field's
 //! attributes (`#[conv(..)]`, `#[pool(..)]`, `#[dropout(..)]`). Every layer of `rumus::nn`
-//! is known; any other field type is a module whose shapes the type system checks.
+//! is known, also inside `Checkpointed<..>`; any other field type is a module whose shapes the
+//! type system checks.
 
 use proc_macro2::{Span, TokenStream};
+use quote::quote;
 use syn::spanned::Spanned;
 use syn::{Field, Ident, Type};
 
-use super::field_type::{generic_dims, tensor_shape};
+use super::field_type::{checkpointed_inner, generic_dims, tensor_shape};
 use crate::shape::{Dim, Shape};
 
 /// Options of a convolution field, from
@@ -147,6 +149,9 @@ pub struct Layer {
     pub type_span: Span,
     /// Dropout probability from `#[dropout(p = ..)]`.
     pub dropout: Option<f64>,
+    /// Whether the field is `Checkpointed<T>`: `kind` and `type_name` are `T`'s, and calls go
+    /// through `Checkpointed::forward_with`.
+    pub checkpointed: bool,
     /// Compile-time checks of the declaration that involve consts the macro cannot see
     /// (heads dividing a width, groups dividing channels).
     pub checks: Vec<TokenStream>,
@@ -326,29 +331,34 @@ fn divisible(
     }
 }
 
-fn kind_of(field: &Field, checks: &mut Vec<TokenStream>) -> syn::Result<(String, LayerKind)> {
-    if let Type::Path(path) = &field.ty
+/// What the field's type `ty` is (for a `Checkpointed<T>` field, `T`).
+fn kind_of(
+    field: &Field,
+    ty: &Type,
+    checks: &mut Vec<TokenStream>,
+) -> syn::Result<(String, LayerKind)> {
+    if let Type::Path(path) = ty
         && path
             .path
             .segments
             .last()
             .is_some_and(|s| s.ident == "Tensor")
     {
-        let Some(shape) = tensor_shape(&field.ty) else {
+        let Some(shape) = tensor_shape(ty) else {
             return Err(syn::Error::new(
-                field.ty.span(),
+                ty.span(),
                 "a parameter field needs static dims, so `new()` can create it and the shape checker can read it, e.g. `Tensor<(D<10>, D<784>)>`",
             ));
         };
         return Ok(("Tensor".into(), LayerKind::Parameter { shape: Some(shape) }));
     }
-    let Some((ty, dims)) = generic_dims(&field.ty) else {
+    let Some((ty, dims)) = generic_dims(ty) else {
         return Ok((String::new(), LayerKind::Other));
     };
     let literal_kernel = |dim: &Dim| {
         dim.lit().ok_or_else(|| {
             syn::Error::new(
-                field.ty.span(),
+                ty.span(),
                 format!("the kernel size of a {ty} field must be a literal"),
             )
         })
@@ -375,7 +385,7 @@ fn kind_of(field: &Field, checks: &mut Vec<TokenStream>) -> syn::Result<(String,
             };
             if let Some(what) = unsupported {
                 return Err(syn::Error::new(
-                    field.ty.span(),
+                    ty.span(),
                     format!("a {ty} field takes no {what} option"),
                 ));
             }
@@ -431,7 +441,7 @@ fn kind_of(field: &Field, checks: &mut Vec<TokenStream>) -> syn::Result<(String,
             let options = pool_options(field)?;
             let Some(kernel) = options.kernel else {
                 return Err(syn::Error::new(
-                    field.ty.span(),
+                    ty.span(),
                     format!(
                         "a {ty} field needs its window: `#[pool(kernel = 2)]` (stride defaults to the kernel)"
                     ),
@@ -447,7 +457,7 @@ fn kind_of(field: &Field, checks: &mut Vec<TokenStream>) -> syn::Result<(String,
         ("AdaptiveAvgPool2d", []) => {
             let Some(output) = pool_options(field)?.output else {
                 return Err(syn::Error::new(
-                    field.ty.span(),
+                    ty.span(),
                     "an AdaptiveAvgPool2d field needs its output size: `#[pool(output = 1)]` or `#[pool(output = [2, 3])]`",
                 ));
             };
@@ -481,7 +491,15 @@ impl Layer {
             ),
         };
         let mut checks = Vec::new();
-        let (type_name, kind) = kind_of(field, &mut checks)?;
+        let inner = checkpointed_inner(&field.ty);
+        let ty = inner.unwrap_or(&field.ty);
+        let (type_name, kind) = kind_of(field, ty, &mut checks)?;
+        if let (Some(_), LayerKind::Parameter { .. }) = (inner, &kind) {
+            return Err(syn::Error::new(
+                field.ty.span(),
+                "a parameter tensor cannot be checkpointed; wrap the layer that uses it",
+            ));
+        }
         Ok(Layer {
             name,
             member,
@@ -490,7 +508,25 @@ impl Layer {
             type_name,
             type_span: field.ty.span(),
             dropout: dropout_option(field)?,
+            checkpointed: inner.is_some(),
             checks,
         })
+    }
+
+    /// The call of this layer on `inputs` (`&DynTensor` expressions): `call(layer, inputs)`
+    /// builds the method call on the layer itself; a checkpointed field runs it inside
+    /// `Checkpointed::forward_with`, on the inputs the checkpoint hands it.
+    pub fn call(
+        &self,
+        inputs: &[TokenStream],
+        call: impl Fn(&TokenStream, &[TokenStream]) -> TokenStream,
+    ) -> TokenStream {
+        let member = &self.member;
+        if !self.checkpointed {
+            return call(&quote!(self.#member), inputs);
+        }
+        let handed: Vec<TokenStream> = (0..inputs.len()).map(|i| quote!(&inputs[#i])).collect();
+        let body = call(&quote!(layer), &handed);
+        quote!(self.#member.forward_with(&[#(#inputs),*], |layer, inputs| #body))
     }
 }

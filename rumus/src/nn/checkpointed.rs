@@ -55,6 +55,37 @@ impl<M> Checkpointed<M> {
     }
 }
 
+impl<M: Send + Sync + 'static> Checkpointed<M> {
+    /// `forward(module, inputs)` run under [`checkpoint`]: any call of the wrapped module,
+    /// for modules that take more than one tensor or options besides (what `#[model]` emits
+    /// for a `Checkpointed` field of a known layer).
+    ///
+    /// ```
+    /// use rumus::prelude::*;
+    /// use rumus::nn::{Checkpointed, MultiheadAttention};
+    ///
+    /// # fn main() -> rumus::Result<()> {
+    /// let attention = Checkpointed::new(MultiheadAttention::<8, 2>::new()?);
+    /// let x = DynTensor::randn(&[3, 5, 8], DType::F32)?;
+    /// let out = attention.forward_with(&[&x], |attention, x| {
+    ///     attention.forward_dyn(&x[0], &x[0], &x[0], None, true)
+    /// })?;
+    /// assert_eq!(out.dims(), [3, 5, 8]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn forward_with<F>(&self, inputs: &[&DynTensor], forward: F) -> Result<DynTensor>
+    where
+        F: Fn(&M, &[DynTensor]) -> Result<DynTensor> + Send + Sync + 'static,
+    {
+        let module = self.inner.clone();
+        checkpoint(inputs, move |inputs| {
+            let module = module.read().unwrap_or_else(|p| p.into_inner());
+            forward(&module, inputs)
+        })
+    }
+}
+
 impl<M: Module> Module for Checkpointed<M> {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
         self.inner().visit(prefix, f);
@@ -83,9 +114,7 @@ where
     type Out = M::Out;
 
     fn forward_typed(&self, x: &Tensor<In, E>) -> Result<Tensor<Self::Out>> {
-        let module = self.inner.clone();
-        let out = checkpoint(&[x.as_dyn()], move |inputs| {
-            let module = module.read().unwrap_or_else(|p| p.into_inner());
+        let out = self.forward_with(&[x.as_dyn()], |module, inputs| {
             let x = Tensor::<In, E>::wrap(inputs[0].clone());
             Ok(module.forward_typed(&x)?.erase())
         })?;

@@ -38,11 +38,17 @@ impl Lowering<'_> {
         }
         match (inputs.as_slice(), block) {
             ([(x, shape, _)], true) => {
-                let call = quote!(self.#field.forward_dyn(#x.as_dyn(), None, #causal));
+                let call = layer.call(
+                    &[quote!(#x.as_dyn())],
+                    |layer, x| quote!(#layer.forward_dyn(#(#x),*, None, #causal)),
+                );
                 Ok(self.emit(span, shape.clone(), call))
             }
             ([(x, shape, _)], false) => {
-                let call = quote!(self.#field.forward_dyn(#x.as_dyn(), #x.as_dyn(), #x.as_dyn(), None, #causal));
+                let call = layer.call(&[quote!(#x.as_dyn())], |layer, x| {
+                    let x = &x[0];
+                    quote!(#layer.forward_dyn(#x, #x, #x, None, #causal))
+                });
                 Ok(self.emit(span, shape.clone(), call))
             }
             ([(q, query, _), (k, key, key_span), (v, value, value_span)], false) => {
@@ -57,7 +63,15 @@ impl Lowering<'_> {
                     })?;
                 }
                 let out = Shape(vec![query.0[0].clone(), query.0[1].clone(), embed.clone()]);
-                let call = quote!(self.#field.forward_dyn(#q.as_dyn(), #k.as_dyn(), #v.as_dyn(), None, #causal));
+                let inputs = [
+                    quote!(#q.as_dyn()),
+                    quote!(#k.as_dyn()),
+                    quote!(#v.as_dyn()),
+                ];
+                let call = layer.call(
+                    &inputs,
+                    |layer, qkv| quote!(#layer.forward_dyn(#(#qkv),*, None, #causal)),
+                );
                 Ok(self.emit(span, out, call))
             }
             _ => err(

@@ -43,7 +43,10 @@ impl Lowering<'_> {
         let value = self.lower(arg)?;
         let (var, shape) = self.tensor(&value, arg.span(), &format!("layer `{field}`"))?;
         self.check_element(&layer, &var, &shape, arg.span())?;
-        let call = quote!(self.#field.forward_dyn(#var.as_dyn()));
+        let call = layer.call(
+            &[quote!(#var.as_dyn())],
+            |layer, x| quote!(#layer.forward_dyn(#(#x),*)),
+        );
         let out = match &layer.kind {
             LayerKind::Linear { input, output } => {
                 self.linear_output(&layer, (input, output), &shape, arg, span)?
@@ -91,7 +94,10 @@ impl Lowering<'_> {
             LayerKind::Recurrent { input, hidden } => {
                 self.sequence(&layer, input, &shape, arg.span())?;
                 let out = Shape(vec![shape.0[0].clone(), shape.0[1].clone(), hidden.clone()]);
-                let call = quote!(self.#field.forward_dyn(#var.as_dyn(), None).map(|(out, _)| out));
+                let call = layer.call(
+                    &[quote!(#var.as_dyn())],
+                    |layer, x| quote!(#layer.forward_dyn(#(#x),*, None).map(|(out, _)| out)),
+                );
                 return Ok(self.emit(span, out, call));
             }
             LayerKind::Pool {
