@@ -1,0 +1,229 @@
+// What the matrix units reach through WGSL cooperative matrices, one limit at a time. Every
+// entry point is the inner loop of `shaders/matmul_coop.wgsl` with parts taken away: four
+// subgroups of 32 per workgroup, each with 4x4 accumulators of 16x16 (f32) fed by 4 blocks
+// of A and 4 of B (f16), 16 multiply-adds per step of 16 along K.
+//
+// - `registers`: the eight operand blocks are loaded once and stay in registers; each step
+//   is the 16 multiply-adds alone. The rate of the multiply-adds as naga and the driver
+//   compile them.
+// - `staged`: each step loads its eight blocks from workgroup memory first, with the
+//   product kernel's padded lines, quads and transposed loads (A and B row-major), and the
+//   workgroup meets at a barrier every two steps (one staged slice of 32 along K), as there.
+// - `staged_scalar`: as `staged` with a workgroup array of f16 scalars instead of quads.
+//
+// Nothing here reads device memory in the loop: the product kernel's copies from the
+// operands into workgroup memory come on top. The accumulators go to `sink` at the end so
+// that no multiply-add can be dropped.
+
+enable f16;
+enable wgpu_cooperative_matrix;
+
+@group(0) @binding(0) var<storage, read_write> sink: array<f32>;
+
+// Multiply-add steps per subgroup (a pipeline constant, so the host sets the work).
+override STEPS: u32 = 1024u;
+
+// Two stages of 128 lines, 10 quads each (A) and 32 lines of 34 quads (B), as in
+// `matmul_coop.wgsl`: widths in quads.
+const INNER_LINE: u32 = 10u;
+const OUTER_LINE: u32 = 34u;
+const SLICE: u32 = 1280u;
+var<workgroup> quads: array<vec4<f16>, 2560>;
+var<workgroup> scalars: array<f16, 10240>;
+
+alias Acc = coop_mat16x16<f32, C>;
+alias Left = coop_mat16x16<f16, A>;
+alias Right = coop_mat16x16<f16, B>;
+
+// Named members rather than arrays: an array of cooperative matrices indexed in a loop may
+// be kept in local memory by the driver, which the product kernel never does.
+struct Operands {
+    a0: Left,
+    a1: Left,
+    a2: Left,
+    a3: Left,
+    b0: Right,
+    b1: Right,
+    b2: Right,
+    b3: Right,
+}
+
+struct Sums {
+    c00: Acc,
+    c01: Acc,
+    c02: Acc,
+    c03: Acc,
+    c10: Acc,
+    c11: Acc,
+    c12: Acc,
+    c13: Acc,
+    c20: Acc,
+    c21: Acc,
+    c22: Acc,
+    c23: Acc,
+    c30: Acc,
+    c31: Acc,
+    c32: Acc,
+    c33: Acc,
+}
+
+fn multiply_add(o: Operands, s: Sums) -> Sums {
+    var r: Sums;
+    r.c00 = coopMultiplyAdd(o.a0, o.b0, s.c00);
+    r.c01 = coopMultiplyAdd(o.a0, o.b1, s.c01);
+    r.c02 = coopMultiplyAdd(o.a0, o.b2, s.c02);
+    r.c03 = coopMultiplyAdd(o.a0, o.b3, s.c03);
+    r.c10 = coopMultiplyAdd(o.a1, o.b0, s.c10);
+    r.c11 = coopMultiplyAdd(o.a1, o.b1, s.c11);
+    r.c12 = coopMultiplyAdd(o.a1, o.b2, s.c12);
+    r.c13 = coopMultiplyAdd(o.a1, o.b3, s.c13);
+    r.c20 = coopMultiplyAdd(o.a2, o.b0, s.c20);
+    r.c21 = coopMultiplyAdd(o.a2, o.b1, s.c21);
+    r.c22 = coopMultiplyAdd(o.a2, o.b2, s.c22);
+    r.c23 = coopMultiplyAdd(o.a2, o.b3, s.c23);
+    r.c30 = coopMultiplyAdd(o.a3, o.b0, s.c30);
+    r.c31 = coopMultiplyAdd(o.a3, o.b1, s.c31);
+    r.c32 = coopMultiplyAdd(o.a3, o.b2, s.c32);
+    r.c33 = coopMultiplyAdd(o.a3, o.b3, s.c33);
+    return r;
+}
+
+// Block `i` of A (rows sr + 16 i..) and of B (columns sc + 16 i..) from the staged quads,
+// at K offset `kk` of the slice starting at quad `at0`. naga 30 wants each coopLoad index
+// bound to a let first.
+fn quad_a(at0: u32, sr: u32, kk: u32) -> Left {
+    let at = at0 + sr * INNER_LINE + kk / 4u;
+    return coopLoadT<Left>(&quads[at], INNER_LINE);
+}
+
+fn quad_b(at0: u32, sc: u32, kk: u32) -> Right {
+    let at = at0 + kk * OUTER_LINE + sc / 4u;
+    return coopLoadT<Right>(&quads[at], OUTER_LINE);
+}
+
+// As `quad_a` and `quad_b` over scalars (strides and offsets in elements).
+fn scalar_a(at0: u32, sr: u32, kk: u32) -> Left {
+    let at = 4u * at0 + sr * INNER_LINE * 4u + kk;
+    return coopLoadT<Left>(&scalars[at], INNER_LINE * 4u);
+}
+
+fn scalar_b(at0: u32, sc: u32, kk: u32) -> Right {
+    let at = 4u * at0 + kk * OUTER_LINE * 4u + sc;
+    return coopLoadT<Right>(&scalars[at], OUTER_LINE * 4u);
+}
+
+// The eight blocks of subgroup `sg` at step `step`: A's rows at sr.., B's columns at sc..,
+// K offset 0 or 16 within the slice, slice 0 or 1 (as the product kernel walks them).
+fn load_quads(sg: u32, step: u32) -> Operands {
+    let at0 = ((step / 2u) % 2u) * SLICE;
+    let kk = (step % 2u) * 16u;
+    let sr = (sg / 2u) * 64u;
+    let sc = (sg % 2u) * 64u;
+    return Operands(
+        quad_a(at0, sr, kk),
+        quad_a(at0, sr + 16u, kk),
+        quad_a(at0, sr + 32u, kk),
+        quad_a(at0, sr + 48u, kk),
+        quad_b(at0, sc, kk),
+        quad_b(at0, sc + 16u, kk),
+        quad_b(at0, sc + 32u, kk),
+        quad_b(at0, sc + 48u, kk),
+    );
+}
+
+fn load_scalars(sg: u32, step: u32) -> Operands {
+    let at0 = ((step / 2u) % 2u) * SLICE;
+    let kk = (step % 2u) * 16u;
+    let sr = (sg / 2u) * 64u;
+    let sc = (sg % 2u) * 64u;
+    return Operands(
+        scalar_a(at0, sr, kk),
+        scalar_a(at0, sr + 16u, kk),
+        scalar_a(at0, sr + 32u, kk),
+        scalar_a(at0, sr + 48u, kk),
+        scalar_b(at0, sc, kk),
+        scalar_b(at0, sc + 16u, kk),
+        scalar_b(at0, sc + 32u, kk),
+        scalar_b(at0, sc + 48u, kk),
+    );
+}
+
+fn store(s: Sums, wid: u32, sg: u32) {
+    let at = (wid * 4u + sg) * 256u;
+    coopStore(s.c00, &sink[at], 16u);
+    coopStore(s.c01, &sink[at], 16u);
+    coopStore(s.c02, &sink[at], 16u);
+    coopStore(s.c03, &sink[at], 16u);
+    coopStore(s.c10, &sink[at], 16u);
+    coopStore(s.c11, &sink[at], 16u);
+    coopStore(s.c12, &sink[at], 16u);
+    coopStore(s.c13, &sink[at], 16u);
+    coopStore(s.c20, &sink[at], 16u);
+    coopStore(s.c21, &sink[at], 16u);
+    coopStore(s.c22, &sink[at], 16u);
+    coopStore(s.c23, &sink[at], 16u);
+    coopStore(s.c30, &sink[at], 16u);
+    coopStore(s.c31, &sink[at], 16u);
+    coopStore(s.c32, &sink[at], 16u);
+    coopStore(s.c33, &sink[at], 16u);
+}
+
+// Fills the staged arrays with small values (the sums stay finite).
+fn fill(lid: u32) {
+    for (var i = lid; i < 2560u; i += 128u) {
+        quads[i] = vec4<f16>(f16(i % 7u) * 0.001h);
+    }
+    for (var i = lid; i < 10240u; i += 128u) {
+        scalars[i] = f16(i % 7u) * 0.001h;
+    }
+    workgroupBarrier();
+}
+
+@compute @workgroup_size(128)
+fn registers(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+) {
+    fill(lid);
+    let o = load_quads(sg, 0u);
+    var s: Sums;
+    for (var step = 0u; step < STEPS; step++) {
+        s = multiply_add(o, s);
+    }
+    store(s, wid.x, sg);
+}
+
+@compute @workgroup_size(128)
+fn staged(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+) {
+    fill(lid);
+    var s: Sums;
+    for (var step = 0u; step < STEPS; step++) {
+        s = multiply_add(load_quads(sg, step), s);
+        if (step % 2u == 1u) {
+            workgroupBarrier();
+        }
+    }
+    store(s, wid.x, sg);
+}
+
+@compute @workgroup_size(128)
+fn staged_scalar(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+) {
+    fill(lid);
+    var s: Sums;
+    for (var step = 0u; step < STEPS; step++) {
+        s = multiply_add(load_scalars(sg, step), s);
+        if (step % 2u == 1u) {
+            workgroupBarrier();
+        }
+    }
+    store(s, wid.x, sg);
+}
