@@ -6,7 +6,8 @@
 // and `to_half` writes (`half_bits` comes from half.wgsl, appended when this is compiled). The
 // parameter block (binding 0) holds, by word: 0 element count, 1 rank, 2 op code, 3 flags,
 // 4-5 two f32 scalars, 6 threads per grid row, 7 dtype code, 8-15 dims, 16-47 the strides of
-// up to four operands (8 each), 48-51 their offsets. Operand k is binding k + 1; the output
+// up to four operands (8 each), 48-51 their offsets, 52 threads launched, 53-56 dropout's seed
+// (two words), probability and scale. Operand k is binding k + 1; the output
 // is binding 4 (contiguous, except for `scale_add`, which updates operand 3's view of it).
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
@@ -22,6 +23,10 @@ const OFFSETS: u32 = 48u;
 // so every load of a subgroup stays coalesced while a thread keeps several loads in flight
 // (one element a thread left HBM bandwidth unused on an H200).
 const SPAN: u32 = 52u;
+const DROP: u32 = 53u;
+// Flag (word 3) of `unary` and `binary`: dropout applied to the result (an activation and the
+// dropout after it in one pass, and in the backward pass its gradient in one pass too).
+const FLAG_DROPOUT: u32 = 4u;
 
 const F32: u32 = 0u;
 const I32: u32 = 1u;
@@ -159,7 +164,8 @@ fn unary(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var u = 0u; u < 4u; u++) {
         let i = first + u * p[SPAN];
         if (i < p[0]) {
-            out[i] = bitcast<u32>(unary_op(p[2], x[u], bitcast<f32>(p[4]), bitcast<f32>(p[5])));
+            let y = unary_op(p[2], x[u], bitcast<f32>(p[4]), bitcast<f32>(p[5]));
+            out[i] = bitcast<u32>(maybe_dropped(i, y));
         }
     }
 }
@@ -180,7 +186,7 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var u = 0u; u < 4u; u++) {
         let i = first + u * p[SPAN];
         if (i < p[0]) {
-            out[i] = bitcast<u32>(binary_op(p[2], x[u], y[u], bitcast<f32>(p[4])));
+            out[i] = bitcast<u32>(maybe_dropped(i, binary_op(p[2], x[u], y[u], bitcast<f32>(p[4]))));
         }
     }
 }
@@ -398,10 +404,11 @@ fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = p[4];
 }
 
-// Dropout: each element kept and scaled by `scale` (p[5]) where a counter-based uniform draw
-// for its index is at or above the drop probability (p[4]), zeroed elsewhere. The draw
-// hashes (seed p[2..3], index) with the PCG output function twice, so the mask depends only
-// on the seed and the index: the backward pass draws it again instead of keeping it.
+// Dropout: each element kept and scaled by `scale` (p[DROP + 3]) where a counter-based uniform
+// draw for its index is at or above the drop probability (p[DROP + 2]), zeroed elsewhere. The
+// draw hashes (seed p[DROP..DROP + 2], index) with the PCG output function twice, so the mask
+// depends only on the seed and the index: the backward pass draws it again instead of keeping
+// it.
 fn pcg(v: u32) -> u32 {
     let state = v * 747796405u + 2891336453u;
     let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
@@ -409,9 +416,17 @@ fn pcg(v: u32) -> u32 {
 }
 
 fn keep_scale(i: u32) -> f32 {
-    let bits = pcg(pcg(i ^ p[2]) + p[3]);
+    let bits = pcg(pcg(i ^ p[DROP]) + p[DROP + 1u]);
     let uniform = f32(bits >> 8u) / 16777216.0;
-    return select(0.0, bitcast<f32>(p[5]), uniform >= bitcast<f32>(p[4]));
+    return select(0.0, bitcast<f32>(p[DROP + 3u]), uniform >= bitcast<f32>(p[DROP + 2u]));
+}
+
+// Element `i` of a result, dropped out when the launch asks for it.
+fn maybe_dropped(i: u32, v: f32) -> f32 {
+    if ((p[3] & FLAG_DROPOUT) != 0u) {
+        return v * keep_scale(i);
+    }
+    return v;
 }
 
 // out = a * mask over contiguous `a` starting at offset p[OFFSETS]; four elements a thread,

@@ -214,6 +214,17 @@ pub enum BackwardOp {
         /// Seed of the keep-or-drop draws, replayed on the gradient.
         seed: u64,
     },
+    /// An activation and dropout after it as one op (`ops::dropout`).
+    ActivationDropout {
+        /// The activation.
+        op: unary::UnaryOp,
+        /// The activation's input.
+        input: Saved,
+        /// Probability that an element is zeroed.
+        p: f64,
+        /// Seed of the keep-or-drop draws, replayed on the gradient.
+        seed: u64,
+    },
     /// Layer normalisation over the last axis (`x`, then the weight and bias when present).
     LayerNorm {
         /// The input `x`.
@@ -290,7 +301,7 @@ impl BackwardOp {
             BackwardOp::Cast { .. } => "to_dtype",
             BackwardOp::ToDevice { .. } => "to",
             BackwardOp::Conv2d { .. } => "conv2d",
-            BackwardOp::Dropout { .. } => "dropout",
+            BackwardOp::Dropout { .. } | BackwardOp::ActivationDropout { .. } => "dropout",
             BackwardOp::LayerNorm { .. } => "layer_norm",
             BackwardOp::Unfold2d { .. } => "unfold2d",
             BackwardOp::Fold2d { .. } => "fold2d",
@@ -328,6 +339,7 @@ impl BackwardOp {
             BackwardOp::Unary {
                 input: Some(input), ..
             }
+            | BackwardOp::ActivationDropout { input, .. }
             | BackwardOp::Extremum { input, .. }
             | BackwardOp::Softmax { input, .. } => smallvec![input.into_tensor()],
             BackwardOp::LayerNorm { input, weight, .. } => std::iter::once(input)
@@ -427,6 +439,9 @@ impl BackwardOp {
                 isa,
             } => direct_conv::conv2d_backward(grad, input, weight, shape, *isa, needs),
             BackwardOp::Dropout { p, seed } => one(dropout::dropout_backward(grad, *p, *seed)),
+            BackwardOp::ActivationDropout { op, input, p, seed } => one(
+                dropout::activation_dropout_backward(grad, *op, input, *p, *seed),
+            ),
             BackwardOp::LayerNorm {
                 input,
                 weight,

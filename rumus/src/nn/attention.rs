@@ -14,6 +14,7 @@ use super::module::Module;
 use super::norm::LayerNorm;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
+use crate::ops::unary::UnaryOp;
 use crate::tensor::DynTensor;
 
 /// The parameters of multi-head attention in PyTorch's layout: `in_proj_weight` `[3E, E]`
@@ -516,13 +517,13 @@ impl<const D: usize, const HEADS: usize, const FF: usize> TransformerEncoderBloc
         let attended = self.self_attn.forward_dyn(&h, &h, &h, attn_mask, causal)?;
         let x = x.add(&self.dropout1.forward_dyn(&attended)?)?;
         let hidden = self.linear1.forward_dyn(&self.norm2.forward_dyn(&x)?)?;
-        let hidden = match self.activation {
-            FeedForwardActivation::Relu => hidden.relu()?,
-            FeedForwardActivation::Gelu => hidden.gelu()?,
+        let activation = match self.activation {
+            FeedForwardActivation::Relu => UnaryOp::Relu,
+            FeedForwardActivation::Gelu => UnaryOp::Gelu,
         };
         let fed = self
             .linear2
-            .forward_dyn(&self.dropout.forward_dyn(&hidden)?)?;
+            .forward_dyn(&self.dropout.after_activation(&hidden, activation)?)?;
         x.add(&self.dropout2.forward_dyn(&fed)?)
     }
 }

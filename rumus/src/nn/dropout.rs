@@ -1,8 +1,9 @@
 //! Dropout: active in training mode, the identity in evaluation mode.
 
-use super::functional::dropout;
+use super::functional::{activation_dropout, dropout};
 use super::module::Module;
 use crate::error::Result;
+use crate::ops::unary::UnaryOp;
 use crate::tensor::DynTensor;
 
 /// Dropout layer, as PyTorch's `nn.Dropout`: see [`dropout`]. Starts in training mode;
@@ -29,6 +30,11 @@ impl Dropout {
     /// `1 / (1 - p)`; the identity in evaluation mode. Any shape (untyped).
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
         dropout(x, self.p, self.training)
+    }
+
+    /// `self.forward_dyn(&x.unary(activation)?)` as one op ([`activation_dropout`]).
+    pub fn after_activation(&self, x: &DynTensor, activation: UnaryOp) -> Result<DynTensor> {
+        activation_dropout(x, activation, self.p, self.training)
     }
 }
 

@@ -5,6 +5,7 @@
 use crate::autograd::no_grad;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
+use crate::ops::unary::UnaryOp;
 use crate::rng::with_global;
 use crate::tensor::DynTensor;
 
@@ -210,29 +211,83 @@ fn batch_norm_untraced(
 /// training; the identity otherwise. Takes one seed from the global generator, so
 /// `manual_seed` makes the masks repeat; a seed gives the same mask on the CPU and a GPU.
 pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
+    match dropout_seed("dropout", x, p, training)? {
+        DropoutSeed::Identity => Ok(x.clone()),
+        DropoutSeed::All => x.mul_scalar(0.0),
+        DropoutSeed::Draw(seed) => crate::ops::dropout::seeded_dropout(x, p, seed),
+    }
+}
+
+/// `dropout(&x.unary(activation)?, p, training)` as one op: the same values, draws and
+/// gradients, but on a GPU one pass over the data forward and one backward instead of two
+/// each, and no activation output kept in between (the feed-forward block of a
+/// `TransformerEncoderBlock`: ReLU or GELU, then dropout). Activations whose gradient is one
+/// pass (ReLU, leaky ReLU, sigmoid, tanh, both GELUs, SiLU) fuse; others run as the two ops.
+///
+/// ```
+/// use rumus::{DType, DynTensor};
+/// use rumus::nn::functional::{activation_dropout, dropout};
+/// use rumus::ops::unary::UnaryOp;
+///
+/// # fn main() -> rumus::Result<()> {
+/// let x = DynTensor::randn(&[4, 8], DType::F32)?;
+/// rumus::manual_seed(3);
+/// let fused = activation_dropout(&x, UnaryOp::Gelu, 0.25, true)?;
+/// rumus::manual_seed(3);
+/// let apart = dropout(&x.gelu()?, 0.25, true)?;
+/// assert_eq!(fused.to_vec::<f32>()?, apart.to_vec::<f32>()?);
+/// # Ok(())
+/// # }
+/// ```
+pub fn activation_dropout(
+    x: &DynTensor,
+    activation: UnaryOp,
+    p: f64,
+    training: bool,
+) -> Result<DynTensor> {
+    match dropout_seed("activation_dropout", x, p, training)? {
+        DropoutSeed::Identity => x.unary(activation),
+        DropoutSeed::All => x.unary(activation)?.mul_scalar(0.0),
+        DropoutSeed::Draw(seed) => {
+            crate::ops::dropout::seeded_activation_dropout(x, activation, p, seed)
+        }
+    }
+}
+
+/// What a dropout with probability `p` does to `x`.
+enum DropoutSeed {
+    /// Nothing: evaluation mode or `p == 0`.
+    Identity,
+    /// Zeroes everything: `p == 1`.
+    All,
+    /// Draws from this seed.
+    Draw(u64),
+}
+
+/// Checks `p` and `x` and takes the seed from the global generator when draws are needed.
+fn dropout_seed(op: &'static str, x: &DynTensor, p: f64, training: bool) -> Result<DropoutSeed> {
     if !(0.0..=1.0).contains(&p) {
         return Err(Error::InvalidArgument {
-            op: "dropout",
+            op,
             message: format!("probability {p} is outside [0, 1]"),
         });
     }
     if !x.dtype().is_float() {
         return Err(Error::DType {
-            op: "dropout",
+            op,
             expected: "a floating-point tensor",
             found: x.dtype(),
         });
     }
-    if !training || p == 0.0 {
-        return Ok(x.clone());
-    }
-    if p == 1.0 {
-        return x.mul_scalar(0.0);
-    }
-    // One seed from the global generator; the draws are a hash of it and each element's
-    // index, the same on the CPU and a GPU, so no mask is kept for the backward pass.
-    let seed = with_global(|g| g.next_u64());
-    crate::ops::dropout::seeded_dropout(x, p, seed)
+    Ok(if !training || p == 0.0 {
+        DropoutSeed::Identity
+    } else if p == 1.0 {
+        DropoutSeed::All
+    } else {
+        // One seed from the global generator; the draws are a hash of it and each element's
+        // index, the same on the CPU and a GPU, so no mask is kept for the backward pass.
+        DropoutSeed::Draw(with_global(|g| g.next_u64()))
+    })
 }
 
 /// Rows `indices` (an `i64` tensor of any shape) of `weight` `[V, D]`: output

@@ -36,7 +36,7 @@ use std::path::Path;
 pub use import::{MIN_IMPORT_OPSET, OnnxModel};
 pub use import_ops::SUPPORTED as IMPORTED_OPS;
 pub(crate) use nodes::*;
-pub(crate) use trace::op;
+pub(crate) use trace::{op, tracing};
 
 use crate::autograd::enable_grad;
 use crate::error::{Error, Result};

@@ -41,7 +41,7 @@ thread_local! {
 }
 
 /// Whether a trace is running on this thread (one thread-local read on every traced op).
-fn tracing() -> bool {
+pub(crate) fn tracing() -> bool {
     TRACER.with(|t| t.borrow().is_some())
 }
 

@@ -96,6 +96,21 @@ impl UnaryOp {
         }
     }
 
+    /// Activations whose input gradient takes one pass over the output gradient and the
+    /// input (`fused_backward`), on the host and on a GPU.
+    pub(crate) fn gradient_in_one_pass(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Relu
+                | UnaryOp::LeakyRelu(_)
+                | UnaryOp::Sigmoid
+                | UnaryOp::Tanh
+                | UnaryOp::Gelu
+                | UnaryOp::GeluTanh
+                | UnaryOp::Silu
+        )
+    }
+
     /// Ops whose gradient does not depend on the input keep no reference to it.
     fn saves_input(self) -> bool {
         !matches!(
@@ -216,7 +231,7 @@ impl DynTensor {
         }))
     }
 
-    fn unary_untracked(&self, op: UnaryOp) -> Result<DynTensor> {
+    pub(crate) fn unary_untracked(&self, op: UnaryOp) -> Result<DynTensor> {
         #[cfg(feature = "gpu")]
         if let Some(gpu) = crate::device::gpu_of(op.name(), &[self])? {
             return gpu.unary(self, op);
@@ -318,24 +333,14 @@ impl DynTensor {
 /// The composite below costs a pass and a buffer per op: relu's comparison, mask copy and
 /// select were 18% of a small CNN's training step, and GELU's derivative is twelve ops.
 fn fused_backward(grad: &DynTensor, op: UnaryOp, x: &DynTensor) -> Option<DynTensor> {
-    let fusable = matches!(
-        op,
-        UnaryOp::Relu
-            | UnaryOp::LeakyRelu(_)
-            | UnaryOp::Sigmoid
-            | UnaryOp::Tanh
-            | UnaryOp::Gelu
-            | UnaryOp::GeluTanh
-            | UnaryOp::Silu
-    );
-    if !fusable || is_grad_enabled() || grad.dims() != x.dims() {
+    if !op.gradient_in_one_pass() || is_grad_enabled() || grad.dims() != x.dims() {
         return None;
     }
     #[cfg(feature = "gpu")]
     if grad.device().is_gpu() || x.device().is_gpu() {
         // Both on one GPU (else the composite reports the mismatch).
         let gpu = crate::device::gpu_of(op.name(), &[grad, x]).ok()??;
-        return gpu.activation_grad(grad, x, op).ok()?;
+        return gpu.activation_grad(grad, x, op, None).ok()?;
     }
     fn chain<T: Float + Default>(
         g: &[T],

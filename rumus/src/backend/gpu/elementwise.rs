@@ -8,6 +8,7 @@ use super::operand::{Strided, slot, spread_params, strided_params};
 use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::dropout::DropoutDraws;
 use crate::ops::elementwise::{BinaryOp, CompareOp};
 use crate::ops::unary::UnaryOp;
 use crate::shape::Layout;
@@ -55,6 +56,8 @@ struct Launch {
     scalars: (f32, f32),
     /// The operands' dtype (comparisons and casts switch on it).
     dtype: DType,
+    /// Dropout applied to each result (`unary` and `binary` only).
+    dropout: Option<DropoutDraws>,
 }
 
 impl Launch {
@@ -64,9 +67,24 @@ impl Launch {
             op,
             scalars: (0.0, 0.0),
             dtype,
+            dropout: None,
         }
     }
 }
+
+/// Writes dropout's draws into their words of a parameter block (`DROP` of elementwise.wgsl).
+fn write_draws(draws: DropoutDraws, params: &mut Vec<u32>) {
+    if params.len() < slot::DROP + 4 {
+        params.resize(slot::DROP + 4, 0);
+    }
+    params[slot::DROP] = draws.seed as u32;
+    params[slot::DROP + 1] = (draws.seed >> 32) as u32;
+    params[slot::DROP + 2] = (draws.p as f32).to_bits();
+    params[slot::DROP + 3] = (draws.scale as f32).to_bits();
+}
+
+/// `FLAG_DROPOUT` of elementwise.wgsl.
+const FLAG_DROPOUT: u32 = 4;
 
 impl GpuDevice {
     /// Runs `launch` over `dims` with `operands` (each viewed with its layout, broadcast to
@@ -87,6 +105,10 @@ impl GpuDevice {
         params[slot::SCALAR0] = launch.scalars.0.to_bits();
         params[slot::SCALAR1] = launch.scalars.1.to_bits();
         params[slot::DTYPE] = dtype_code(launch.dtype);
+        if let Some(draws) = launch.dropout {
+            params[slot::FLAGS] |= FLAG_DROPOUT;
+            write_draws(draws, &mut params);
+        }
         // Only casts from f16 reach here with f16 operands (every other launcher checks).
         let memories = operands
             .iter()
@@ -112,10 +134,21 @@ impl GpuDevice {
     }
 
     pub(crate) fn unary(&self, x: &DynTensor, op: UnaryOp) -> Result<DynTensor> {
+        self.unary_then_dropout(x, op, None)
+    }
+
+    /// `op(x)`, then dropout with `draws` when given, in one pass.
+    pub(crate) fn unary_then_dropout(
+        &self,
+        x: &DynTensor,
+        op: UnaryOp,
+        draws: Option<DropoutDraws>,
+    ) -> Result<DynTensor> {
         check_float(x.dtype(), op.name())?;
         let (code, s0, s1) = unary_code(op);
         let launch = Launch {
             scalars: (s0, s1),
+            dropout: draws,
             ..Launch::new("unary", code, x.dtype())
         };
         self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
@@ -133,12 +166,14 @@ impl GpuDevice {
     }
 
     /// `grad * d op(x) / dx` for relu, leaky relu, sigmoid, tanh, both GELUs and SiLU in one
-    /// pass (binary ops 5-11 of elementwise.wgsl); `None` for other ops.
+    /// pass (binary ops 5-11 of elementwise.wgsl), `grad` dropped out with `draws` first when
+    /// given (the gradient of `dropout(op(x))`); `None` for other ops.
     pub(crate) fn activation_grad(
         &self,
         grad: &DynTensor,
         x: &DynTensor,
         op: UnaryOp,
+        draws: Option<DropoutDraws>,
     ) -> Result<Option<DynTensor>> {
         let (code, slope) = match op {
             UnaryOp::Relu => (5, 0.0),
@@ -153,6 +188,7 @@ impl GpuDevice {
         check_float(grad.dtype(), op.name())?;
         let launch = Launch {
             scalars: (slope, 0.0),
+            dropout: draws,
             ..Launch::new("binary", code, grad.dtype())
         };
         let operands = [(grad, grad.layout()), (x, x.layout())];
@@ -286,7 +322,7 @@ impl GpuDevice {
     /// `x` (f32) with each element kept and multiplied by `scale` with probability `1 - p`,
     /// else zeroed; the draw of element `i` (of the contiguous order) is a hash of `seed`
     /// and `i`, so the same seed drops the same elements of a gradient of the same shape.
-    pub(crate) fn dropout(&self, x: &DynTensor, p: f64, scale: f64, seed: u64) -> Result<DynTensor> {
+    pub(crate) fn dropout(&self, x: &DynTensor, draws: DropoutDraws) -> Result<DynTensor> {
         check_float(x.dtype(), "dropout")?;
         let x = if x.is_contiguous() { x.clone() } else { self.copy(x)? };
         let numel = x.numel();
@@ -296,10 +332,7 @@ impl GpuDevice {
         params[slot::NUMEL] = numel as u32;
         params[slot::ROW] = row;
         params[slot::SPAN] = span;
-        params[2] = seed as u32;
-        params[3] = (seed >> 32) as u32;
-        params[slot::SCALAR0] = (p as f32).to_bits();
-        params[slot::SCALAR1] = (scale as f32).to_bits();
+        write_draws(draws, &mut params);
         params[slot::OFFSETS] = x.layout().offset() as u32;
         let input = self.memory_of(&x)?;
         let groups = if numel == 0 { [0, 0, 0] } else { groups };

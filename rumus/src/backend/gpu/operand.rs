@@ -136,6 +136,8 @@ pub(crate) mod slot {
     pub const OFFSETS: usize = 48;
     /// Threads launched (a thread handles elements `i`, `i + SPAN`, ...).
     pub const SPAN: usize = 52;
+    /// Dropout's seed (two words), probability and scale.
+    pub const DROP: usize = 53;
 }
 
 /// A parameter block for a strided kernel over `numel` elements with up to four operands.
