@@ -89,14 +89,25 @@ fn run() -> Result<(), String> {
         )
     };
     let flops = 2.0 * 16f64.powi(3) * 16.0 * f64::from(STEPS) * 4.0 * f64::from(WORKGROUPS);
-    for entry in ["registers", "staged", "staged_scalar"] {
+    // (entry point, steps between barriers): the product kernel's loop is `staged` at 2.
+    let probes = [
+        ("registers", 0),
+        ("staged", 2),
+        ("staged", 4),
+        ("staged", 0),
+        ("staged_scalar", 2),
+    ];
+    for (entry, barrier_every) in probes {
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(entry),
             layout: None,
             module: &module,
             entry_point: Some(entry),
             compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &[("STEPS", f64::from(STEPS))],
+                constants: &[
+                    ("STEPS", f64::from(STEPS)),
+                    ("BARRIER_EVERY", f64::from(barrier_every)),
+                ],
                 zero_initialize_workgroup_memory: false,
             },
             cache: None,
@@ -129,7 +140,7 @@ fn run() -> Result<(), String> {
         run_dispatches(DISPATCHES)?;
         let seconds = run_dispatches(DISPATCHES)?;
         let rate = flops * DISPATCHES as f64 / seconds / 1e9;
-        println!("{entry} {rate:.1} GFLOP/s");
+        println!("{entry} barrier_every={barrier_every} {rate:.1} GFLOP/s");
     }
     Ok(())
 }

@@ -8,7 +8,8 @@
 //   compile them.
 // - `staged`: each step loads its eight blocks from workgroup memory first, with the
 //   product kernel's padded lines, quads and transposed loads (A and B row-major), and the
-//   workgroup meets at a barrier every two steps (one staged slice of 32 along K), as there.
+//   workgroup meets at a barrier every `BARRIER_EVERY` steps (2 in the product kernel: one
+//   staged slice of 32 along K; 0 for none), to see what the barriers cost.
 // - `staged_scalar`: as `staged` with a workgroup array of f16 scalars instead of quads.
 //
 // Nothing here reads device memory in the loop: the product kernel's copies from the
@@ -22,6 +23,8 @@ enable wgpu_cooperative_matrix;
 
 // Multiply-add steps per subgroup (a pipeline constant, so the host sets the work).
 override STEPS: u32 = 1024u;
+// Steps between the workgroup's barriers in `staged` and `staged_scalar`; 0: none.
+override BARRIER_EVERY: u32 = 2u;
 
 // Two stages of 128 lines, 10 quads each (A) and 32 lines of 34 quads (B), as in
 // `matmul_coop.wgsl`: widths in quads.
@@ -204,7 +207,7 @@ fn staged(
     var s: Sums;
     for (var step = 0u; step < STEPS; step++) {
         s = multiply_add(load_quads(sg, step), s);
-        if (step % 2u == 1u) {
+        if (BARRIER_EVERY != 0u && step % BARRIER_EVERY == BARRIER_EVERY - 1u) {
             workgroupBarrier();
         }
     }
@@ -221,7 +224,7 @@ fn staged_scalar(
     var s: Sums;
     for (var step = 0u; step < STEPS; step++) {
         s = multiply_add(load_scalars(sg, step), s);
-        if (step % 2u == 1u) {
+        if (BARRIER_EVERY != 0u && step % BARRIER_EVERY == BARRIER_EVERY - 1u) {
             workgroupBarrier();
         }
     }
