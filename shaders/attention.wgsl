@@ -9,7 +9,9 @@
 // have constant bounds, so the compiler unrolls them and the per-row arrays stay in
 // registers (indexed by a run-time width they went to local memory). The forward pass
 // writes each query row's log-sum-exp; the backward passes recompute every probability from
-// it, so nothing quadratic in the sequence is ever stored.
+// it, so nothing quadratic in the sequence is ever stored. With dropout, each probability's
+// draw is hashed from its index (`dropout_factor`): the output sums the dropped-out
+// probabilities, the backward passes draw them again.
 //
 // Parameters and bindings: attention_common.wgsl.
 
@@ -102,8 +104,10 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             }
             let weight = exp(score - running_max);
             sum += weight;
+            // Dropout zeroes or scales the probability in the output, not in the sum.
+            let dropped = weight * dropout_factor(r.n, r.row, j);
             for (var c = 0u; c < WIDTH; c++) {
-                acc[c] += weight * tile_b[jj * WIDTH + c];
+                acc[c] += dropped * tile_b[jj * WIDTH + c];
             }
         }
     }
@@ -162,6 +166,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             for (var c = 0u; c < WIDTH; c++) {
                 dp += d_out[c] * tile_b[jj * WIDTH + c];
             }
+            dp *= dropout_factor(r.n, r.row, j);
             let d_score = prob * (dp - row_correction_value) * scale();
             for (var c = 0u; c < WIDTH; c++) {
                 dq[c] += d_score * tile_a[jj * WIDTH + c];
@@ -232,12 +237,14 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
                 score += tile_a[ii * WIDTH + c] * key[c];
             }
             let prob = exp(score * scale() - row_lse[ii]);
+            let factor = dropout_factor(r.n, i, r.row);
+            let dropped = prob * factor;
             var dp = 0.0;
             for (var c = 0u; c < WIDTH; c++) {
                 dp += tile_b[ii * WIDTH + c] * value[c];
-                dvalue[c] += prob * tile_b[ii * WIDTH + c];
+                dvalue[c] += dropped * tile_b[ii * WIDTH + c];
             }
-            let d_score = prob * (dp - row_correction[ii]) * scale();
+            let d_score = prob * (dp * factor - row_correction[ii]) * scale();
             for (var c = 0u; c < WIDTH; c++) {
                 dk[c] += d_score * tile_a[ii * WIDTH + c];
             }

@@ -19,7 +19,8 @@
 // The forward pass takes two sweeps over the keys: the first finds each row's log-sum-exp,
 // the second sums exp(score - lse) v, so the output accumulators never need a per-row
 // rescale (which a cooperative matrix cannot do in registers). The backward passes recompute
-// the probabilities from the log-sum-exp, as attention.wgsl does.
+// the probabilities from the log-sum-exp, as attention.wgsl does, and dropout's draws with
+// them (`dropout_factor`), applied before each probability is rounded for its product.
 //
 // Parameters and bindings: attention_common.wgsl, with D = Dv = 64.
 
@@ -316,8 +317,9 @@ fn attention_forward_coop(
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
         for (var c = 0u; c < 32u; c++) {
-            let seen = lse_row != neg_inf() && !masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u));
-            probs[c] = select(0.0, exp(probs[c] - lse_row), seen);
+            let j = j0 + column_of(lane, c / 4u, c % 4u);
+            let seen = lse_row != neg_inf() && !masked(r.n, i, j);
+            probs[c] = select(0.0, exp(probs[c] - lse_row), seen) * dropout_factor(r.n, i, j);
         }
         write_operand(probs, sg, lane);
         workgroupBarrier();
@@ -388,7 +390,8 @@ fn attention_backward_dq_coop(
         workgroupBarrier();
         var ds = read_share(sg, lane, 1.0);
         for (var c = 0u; c < 32u; c++) {
-            ds[c] = probs[c] * (ds[c] - correction_row) * scale();
+            let factor = dropout_factor(r.n, i, j0 + column_of(lane, c / 4u, c % 4u));
+            ds[c] = probs[c] * (ds[c] * factor - correction_row) * scale();
         }
         write_operand(ds, sg, lane);
         workgroupBarrier();
@@ -467,7 +470,9 @@ fn attention_backward_dkv_coop(
         workgroupBarrier();
         var ds = read_share(sg, lane, 1.0);
         for (var c = 0u; c < 32u; c++) {
-            ds[c] = probs[c] * (ds[c] - corrections[c]) * scale();
+            let factor = dropout_factor(r.n, i0 + column_of(lane, c / 4u, c % 4u), j);
+            ds[c] = probs[c] * (ds[c] * factor - corrections[c]) * scale();
+            probs[c] *= factor;
         }
         write_operand(probs, sg, lane);
         workgroupBarrier();

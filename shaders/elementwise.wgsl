@@ -404,21 +404,11 @@ fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = p[4];
 }
 
-// Dropout: each element kept and scaled by `scale` (p[DROP + 3]) where a counter-based uniform
-// draw for its index is at or above the drop probability (p[DROP + 2]), zeroed elsewhere. The
-// draw hashes (seed p[DROP..DROP + 2], index) with the PCG output function twice, so the mask
-// depends only on the seed and the index: the backward pass draws it again instead of keeping
-// it.
-fn pcg(v: u32) -> u32 {
-    let state = v * 747796405u + 2891336453u;
-    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
-    return (word >> 22u) ^ word;
-}
-
+// Dropout: each element kept and scaled by `scale` (p[DROP + 3]) where its draw
+// (dropout_draws.wgsl, seed p[DROP..DROP + 2]) is at or above the drop probability
+// (p[DROP + 2]), zeroed elsewhere.
 fn keep_scale(i: u32) -> f32 {
-    let bits = pcg(pcg(i ^ p[DROP]) + p[DROP + 1u]);
-    let uniform = f32(bits >> 8u) / 16777216.0;
-    return select(0.0, bitcast<f32>(p[DROP + 3u]), uniform >= bitcast<f32>(p[DROP + 2u]));
+    return kept_times(i, p[DROP], p[DROP + 1u], bitcast<f32>(p[DROP + 2u]), bitcast<f32>(p[DROP + 3u]));
 }
 
 // Element `i` of a result, dropped out when the launch asks for it.

@@ -1,6 +1,6 @@
 //! Fused scaled dot-product attention: against finite differences (first and second order),
 //! against the same attention spelled out with products and a softmax, with padding and
-//! causal masks, and with memory that stays linear in the sequence length.
+//! causal masks and dropout, and with memory that stays linear in the sequence length.
 
 mod common;
 
@@ -96,6 +96,25 @@ fn gradients_match_finite_differences_to_second_order() {
             randn(&[3, 6, 2], 6),
         ],
     );
+    // Each evaluation draws the same dropout (the seed is set inside); the second order goes
+    // through the recorded backward pass, which drops out the same probabilities.
+    check_first_and_second_order(
+        "attention with dropout",
+        |x: &[DynTensor]| {
+            rumus::manual_seed(17);
+            let options = SdpaOptions {
+                causal: true,
+                dropout_p: 0.3,
+                ..Default::default()
+            };
+            x[0].scaled_dot_product_attention(&x[1], &x[2], options)
+        },
+        vec![
+            randn(&[2, 6, 3], 11),
+            randn(&[2, 8, 3], 12),
+            randn(&[2, 8, 4], 13),
+        ],
+    );
 }
 
 #[test]
@@ -110,15 +129,37 @@ fn the_fused_op_equals_the_spelled_out_attention() {
     );
     let cotangent = randn(&[2, 3, 70, 5], 10);
     let mask = padding(150);
-    for (mask, causal) in [(None, false), (Some(&mask), false), (Some(&mask), true)] {
+    let cases = [
+        (None, false, 0.0),
+        (Some(&mask), false, 0.0),
+        (Some(&mask), true, 0.0),
+        (None, false, 0.25),
+        (Some(&mask), true, 0.4),
+    ];
+    for (mask, causal, dropout_p) in cases {
         let options = SdpaOptions {
             key_padding_mask: mask,
             causal,
             scale: None,
+            dropout_p,
         };
+        // With dropout both forms take one seed from the generator: the same one here.
+        rumus::manual_seed(23);
         let fused = q.scaled_dot_product_attention(&k, &v, options).unwrap();
-        let reference = spelled_out(&q, &k, &v, mask, causal);
-        let what = format!("mask {}, causal {causal}", mask.is_some());
+        rumus::manual_seed(23);
+        let reference = if dropout_p > 0.0 {
+            let p = probabilities(&q, &k, mask, causal);
+            rumus::nn::functional::dropout(&p, dropout_p, true)
+                .unwrap()
+                .matmul(&v)
+                .unwrap()
+        } else {
+            spelled_out(&q, &k, &v, mask, causal)
+        };
+        let what = format!(
+            "mask {}, causal {causal}, dropout {dropout_p}",
+            mask.is_some()
+        );
         let close = |a: &DynTensor, b: &DynTensor, name: &str| {
             for (x, y) in a.to_f64_vec().iter().zip(&b.to_f64_vec()) {
                 assert!(
@@ -196,6 +237,17 @@ fn mismatched_operands_and_masks_are_errors_that_say_what_is_expected() {
         error.contains("key_padding_mask must be bool [2, 4]"),
         "{error}"
     );
+    for dropout_p in [1.0, -0.5, f64::NAN] {
+        let options = SdpaOptions {
+            dropout_p,
+            ..Default::default()
+        };
+        let error = q
+            .scaled_dot_product_attention(&q, &q, options)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("outside [0, 1)"), "{dropout_p}: {error}");
+    }
 }
 
 #[test]
@@ -215,14 +267,17 @@ fn gpu_attention_matches_the_fused_cpu_op() {
     let on = |x: &DynTensor| x.to(&device).unwrap().requires_grad_().unwrap();
     // Padding; causal over more than one workgroup of rows and several staged tiles; both,
     // with rows of other widths (the kernels pad them to 16, 32, 64 or 128).
+    // The last two with dropout, which draws the same elements on the CPU and the GPU.
     let cases = [
-        ((9, 11), (8, 3), true, false),
-        ((130, 150), (8, 3), false, true),
-        ((70, 150), (8, 3), true, true),
-        ((33, 40), (40, 24), true, true),
-        ((20, 17), (128, 100), false, false),
+        ((9, 11), (8, 3), true, false, 0.0),
+        ((130, 150), (8, 3), false, true, 0.0),
+        ((70, 150), (8, 3), true, true, 0.0),
+        ((33, 40), (40, 24), true, true, 0.0),
+        ((20, 17), (128, 100), false, false, 0.0),
+        ((130, 150), (8, 3), true, true, 0.3),
+        ((33, 40), (40, 24), false, false, 0.5),
     ];
-    for (lengths, (d, dv), masked, causal) in cases {
+    for (lengths, (d, dv), masked, causal, dropout_p) in cases {
         let (q, k, v) = (
             t(&[2, 2, lengths.0, d], 1),
             t(&[2, 2, lengths.1, d], 2),
@@ -234,11 +289,15 @@ fn gpu_attention_matches_the_fused_cpu_op() {
             key_padding_mask: masked.then_some(mask),
             causal,
             scale: None,
+            dropout_p,
         };
+        rumus::manual_seed(29);
         let cpu = run(&q, &k, &v, options(&mask));
+        rumus::manual_seed(29);
         let gpu = run(&on(&q), &on(&k), &on(&v), options(&gpu_mask));
         for (name, (c, g)) in ["out", "dq", "dk", "dv"].iter().zip(cpu.iter().zip(&gpu)) {
-            common::gpu::assert_close(&format!("{name} {lengths:?} causal {causal}"), c, g);
+            let what = format!("{name} {lengths:?} causal {causal} dropout {dropout_p}");
+            common::gpu::assert_close(&what, c, g);
         }
     }
 }
@@ -253,44 +312,48 @@ fn gpu_multi_head_attention_over_long_sequences_runs_fused_and_agrees() {
     let Device::Gpu(gpu) = &device else {
         unreachable!()
     };
-    let mut attention = MultiheadAttention::<32, 2>::new().unwrap();
-    attention.to_device(device.clone()).unwrap();
-    let x = common::gpu::tensor(&[1, 512, 32], 4)
-        .to(&device)
-        .unwrap()
-        .requires_grad_()
-        .unwrap();
-    // Output and the gradients of the input and the projections, with or without the
-    // weights asked for (which only the composite form gives).
-    let run = |with_weights: bool| {
-        let out = if with_weights {
-            attention
-                .forward_with_weights(&x, &x, &x, None, true)
-                .unwrap()
-                .0
-        } else {
-            attention.forward_dyn(&x, &x, &x, None, true).unwrap()
+    // Without dropout and with it (in training mode, the same seed for both forms).
+    for dropout in [0.0, 0.2] {
+        let mut attention = MultiheadAttention::<32, 2>::with_options(dropout, true).unwrap();
+        attention.to_device(device.clone()).unwrap();
+        let x = common::gpu::tensor(&[1, 512, 32], 4)
+            .to(&device)
+            .unwrap()
+            .requires_grad_()
+            .unwrap();
+        // Output and the gradients of the input and the projections, with or without the
+        // weights asked for (which only the composite form gives).
+        let run = |with_weights: bool| {
+            rumus::manual_seed(31);
+            let out = if with_weights {
+                attention
+                    .forward_with_weights(&x, &x, &x, None, true)
+                    .unwrap()
+                    .0
+            } else {
+                attention.forward_dyn(&x, &x, &x, None, true).unwrap()
+            };
+            let grads = out.tanh().unwrap().sum_all().unwrap().backward().unwrap();
+            let mut all = vec![out.clone()];
+            all.extend(
+                [&x, &attention.in_proj_weight, &attention.out_proj.weight]
+                    .map(|t| grads.grad(t).unwrap().clone()),
+            );
+            all
         };
-        let grads = out.tanh().unwrap().sum_all().unwrap().backward().unwrap();
-        let mut all = vec![out.clone()];
-        all.extend(
-            [&x, &attention.in_proj_weight, &attention.out_proj.weight]
-                .map(|t| grads.grad(t).unwrap().clone()),
-        );
-        all
-    };
-    let composite = run(true);
-    gpu.reset_memory_peak();
-    let base = gpu.memory().in_use;
-    let fused = run(false);
-    // One head's [512, 512] scores alone are 1 MiB; the fused form never holds them.
-    let grown = gpu.memory().in_use_peak - base;
-    assert!(grown < 1 << 20, "{grown} bytes: the scores were in memory");
-    for (name, (c, f)) in ["out", "dx", "d in_proj", "d out_proj"]
-        .iter()
-        .zip(composite.iter().zip(&fused))
-    {
-        common::gpu::assert_close(name, c, f);
+        let composite = run(true);
+        gpu.reset_memory_peak();
+        let base = gpu.memory().in_use;
+        let fused = run(false);
+        // One head's [512, 512] scores alone are 1 MiB; the fused form never holds them.
+        let grown = gpu.memory().in_use_peak - base;
+        assert!(grown < 1 << 20, "{grown} bytes: the scores were in memory");
+        for (name, (c, f)) in ["out", "dx", "d in_proj", "d out_proj"]
+            .iter()
+            .zip(composite.iter().zip(&fused))
+        {
+            common::gpu::assert_close(&format!("{name}, dropout {dropout}"), c, f);
+        }
     }
 }
 
@@ -304,23 +367,30 @@ fn half(x: &DynTensor) -> DynTensor {
 
 /// Autocast's attention spelled out in f64 from its definition (`ops::attention`): q, k, v
 /// and dO rounded to f16, and the probabilities and score gradients before the products they
-/// feed second; everything else exact. `rounded` false: plain attention. Returns the output
-/// and the gradients of q, k, v for the output gradient `d_out`.
+/// feed second; everything else exact. `rounded` false: plain attention. `dropout`: each
+/// probability's factor (0 or 1 / (1 - p)). Returns the output and the gradients of q, k, v
+/// for the output gradient `d_out`.
 fn spelled_out_with_roundings(
     [q, k, v]: [&DynTensor; 3],
     d_out: &DynTensor,
-    mask: Option<&DynTensor>,
-    causal: bool,
+    (mask, causal): (Option<&DynTensor>, bool),
+    dropout: Option<&DynTensor>,
     rounded: bool,
 ) -> [DynTensor; 4] {
     let r = |x: &DynTensor| if rounded { half(x) } else { x.clone() };
     let (q16, k16, v16, g16) = (r(q), r(k), r(v), r(d_out));
     let scale = 1.0 / (q.dims()[3] as f64).sqrt();
     let p = probabilities(&q16, &k16, mask, causal);
-    let out = r(&p).matmul(&v16).unwrap();
+    // Dropout's factors (0 or 1 / (1 - p)) on the probabilities and on dP.
+    let dropped = |x: DynTensor| match dropout {
+        Some(factors) => x.mul(factors).unwrap(),
+        None => x,
+    };
+    let kept = dropped(p.clone());
+    let out = r(&kept).matmul(&v16).unwrap();
     let t = |x: &DynTensor| x.transpose(-1, -2).unwrap();
-    let dv = t(&r(&p)).matmul(&g16).unwrap();
-    let dp = g16.matmul(&t(&v16)).unwrap();
+    let dv = t(&r(&kept)).matmul(&g16).unwrap();
+    let dp = dropped(g16.matmul(&t(&v16)).unwrap());
     let correction = d_out.mul(&out).unwrap().sum(&[-1], true).unwrap();
     let ds = p
         .mul(&dp.sub(&correction).unwrap())
@@ -347,10 +417,11 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         unreachable!()
     };
     let on_matrix_units = gpu.has_coop_matmul();
-    for ((t, s), masked, causal) in [
-        ((150, 150), false, true),
-        ((70, 150), true, true),
-        ((130, 90), true, false),
+    for ((t, s), masked, causal, dropout_p) in [
+        ((150, 150), false, true, 0.0),
+        ((70, 150), true, true, 0.0),
+        ((130, 90), true, false, 0.0),
+        ((70, 150), true, true, 0.3),
     ] {
         let [q, k, v, d_out] = [(t, 1), (s, 2), (s, 3), (t, 4)]
             .map(|(rows, seed)| common::gpu::tensor(&[2, 2, rows, 64], seed));
@@ -359,15 +430,22 @@ fn gpu_attention_under_autocast_matches_its_definition() {
             key_padding_mask: masked.then_some(mask),
             causal,
             scale: None,
+            dropout_p,
         };
         let on = |x: &DynTensor| x.to(&device).unwrap().requires_grad_().unwrap();
         let (gq, gk, gv) = (on(&q), on(&k), on(&v));
         let gpu_mask = mask.to(&device).unwrap();
+        rumus::manual_seed(37);
         let out = {
             let _autocast = rumus::amp::autocast();
             gq.scaled_dot_product_attention(&gk, &gv, options(&gpu_mask))
                 .unwrap()
         };
+        // The same draws as a dropout of the [2, 2, T, S] probabilities: of ones, they are
+        // the factors.
+        rumus::manual_seed(37);
+        let ones = DynTensor::ones(&[2, 2, t, s], DType::F64).unwrap();
+        let factors = rumus::nn::functional::dropout(&ones, dropout_p, true).unwrap();
         // Backward outside the scope: it runs the forward pass's kernels all the same.
         let loss = out
             .mul(&d_out.to(&device).unwrap())
@@ -385,8 +463,8 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         let expected = spelled_out_with_roundings(
             [&f64s[0], &f64s[1], &f64s[2]],
             &f64s[3],
-            masked.then_some(&mask),
-            causal,
+            (masked.then_some(&mask), causal),
+            (dropout_p > 0.0).then_some(&factors),
             on_matrix_units,
         );
         // f16's unit roundoff is 2^-11: a rounding of a probability that lands on the other
@@ -402,8 +480,8 @@ fn gpu_attention_under_autocast_matches_its_definition() {
             for (i, (w, g)) in want.iter().zip(&got).enumerate() {
                 assert!(
                     (w - g).abs() <= tolerance * largest.max(1.0),
-                    "{name} ({t}, {s}) causal {causal} masked {masked}, element {i}: \
-                     expected {w}, got {g} (matrix units: {on_matrix_units})"
+                    "{name} ({t}, {s}) causal {causal} masked {masked} dropout {dropout_p}, \
+                     element {i}: expected {w}, got {g} (matrix units: {on_matrix_units})"
                 );
             }
         }

@@ -184,8 +184,9 @@ pub fn multi_head_attention(
 const FUSED_MIN_LENGTH: usize = 512;
 
 /// The output of [`multi_head_attention`] without its weights. On a GPU, without an
-/// `attn_mask` or dropout, long sequences take the fused kernel
-/// ([`DynTensor::scaled_dot_product_attention`]), which keeps no `[T, S]` matrix.
+/// `attn_mask`, long sequences take the fused kernel
+/// ([`DynTensor::scaled_dot_product_attention`], which drops out the same probabilities),
+/// which keeps no `[T, S]` matrix.
 pub(crate) fn multi_head_attention_output(
     query: &DynTensor,
     key: &DynTensor,
@@ -196,7 +197,8 @@ pub(crate) fn multi_head_attention_output(
 ) -> Result<DynTensor> {
     let fused = query.device().is_gpu()
         && options.attn_mask.is_none()
-        && (options.dropout == 0.0 || !options.training)
+        // (dropout of every probability is the composite form's: zeros)
+        && (options.dropout < 1.0 || !options.training)
         && query.rank() == 3
         && (query.dims()[1] >= FUSED_MIN_LENGTH
             || crate::ops::attention::on_matrix_units(&query.device(), query.dims()[2] / heads));
@@ -208,6 +210,11 @@ pub(crate) fn multi_head_attention_output(
         causal: options.causal,
         // The queries carry the scale already.
         scale: Some(1.0),
+        dropout_p: if options.training {
+            options.dropout
+        } else {
+            0.0
+        },
         ..Default::default()
     };
     let attended = heads

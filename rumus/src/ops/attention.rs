@@ -9,7 +9,9 @@
 //! (`shaders/attention_coop.wgsl`): queries, keys, values, the output's gradient, and the
 //! probabilities and score gradients before their second product are rounded to `f16`, while
 //! scores, the softmax and every sum stay `f32`, as in PyTorch's `f16` flash attention.
-//! Elsewhere autocast leaves the fused attention in `f32`.
+//! Elsewhere autocast leaves the fused attention in `f32`. Dropout of the probabilities
+//! (`dropout_p`) runs inside every form: each draw is a hash of a seed and the probability's
+//! index, so the backward pass draws the mask again and nothing `[T, S]` is kept for it.
 //!
 //! ```
 //! use rumus::DynTensor;
@@ -27,7 +29,7 @@
 //! ```
 
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
-use crate::backend::cpu::attention::{self as kernel, Geometry};
+use crate::backend::cpu::attention::{self as kernel, AttentionDropout, Geometry};
 use crate::dtype::DType;
 use crate::element::Float;
 use crate::error::{Error, Result, ShapeError};
@@ -44,6 +46,12 @@ pub struct SdpaOptions<'a> {
     pub causal: bool,
     /// The factor of `q k^T`; `1 / sqrt(D)` when `None`.
     pub scale: Option<f64>,
+    /// Dropout of the probabilities, in `[0, 1)` (PyTorch's `dropout_p`: applied whenever it
+    /// is above 0, so pass 0 outside training). The draws take one seed from the global
+    /// generator and are a hash of it and each probability's index in `[.., T, S]`, the
+    /// draws `nn::functional::dropout` of the probabilities would make; the fused kernels
+    /// draw them again in the backward pass instead of keeping a mask.
+    pub dropout_p: f64,
 }
 
 /// What the backward pass of a fused attention needs.
@@ -122,6 +130,15 @@ fn geometry(
             found: q.dtype(),
         });
     }
+    if !(0.0..1.0).contains(&options.dropout_p) {
+        return Err(Error::InvalidArgument {
+            op: "scaled_dot_product_attention",
+            message: format!(
+                "dropout_p {} is outside [0, 1) (0 turns dropout off)",
+                options.dropout_p
+            ),
+        });
+    }
     let batch: usize = lead.iter().product();
     let mut problems_per_mask_row = batch;
     if let Some(mask) = options.key_padding_mask {
@@ -145,6 +162,8 @@ fn geometry(
         problems_per_mask_row,
         causal: options.causal,
         scale: options.scale.unwrap_or(1.0 / (d.max(1) as f64).sqrt()),
+        // The seed is drawn once the rest is known to be valid.
+        dropout: None,
     })
 }
 
@@ -159,7 +178,13 @@ impl DynTensor {
         value: &DynTensor,
         options: SdpaOptions,
     ) -> Result<DynTensor> {
-        let g = geometry(self, key, value, &options)?;
+        let mut g = geometry(self, key, value, &options)?;
+        if options.dropout_p > 0.0 {
+            g.dropout = Some(AttentionDropout {
+                p: options.dropout_p,
+                seed: crate::rng::with_global(|generator| generator.next_u64()),
+            });
+        }
         let mask = options.key_padding_mask;
         let operands = [self, key, value];
         let autocast = crate::amp::is_autocast_enabled();
@@ -256,7 +281,17 @@ fn composite(
     mask: Option<&DynTensor>,
     g: &Geometry,
 ) -> Result<DynTensor> {
-    probabilities(q, k, mask, g)?.matmul(v)
+    dropped_out(&probabilities(q, k, mask, g)?, g)?.matmul(v)
+}
+
+/// Dropout of the probabilities `[.., T, S]` as the fused kernels draw it (or `p` itself
+/// without dropout). Being linear, it also maps the gradient of the dropped-out
+/// probabilities to theirs.
+fn dropped_out(p: &DynTensor, g: &Geometry) -> Result<DynTensor> {
+    match g.dropout {
+        Some(dropout) => crate::ops::dropout::seeded_dropout(p, dropout.p, dropout.seed),
+        None => Ok(p.clone()),
+    }
 }
 
 /// `softmax(scale q k^T + masks)`, `[.., T, S]`.
@@ -369,7 +404,8 @@ fn backward_on_host<T: Float>(
 }
 
 /// The same gradients from differentiable ops, for a recorded backward pass
-/// (`create_graph`): `dS = P (dP - rowsum(dO o O))` with `dP = dO v^T`.
+/// (`create_graph`): `dS = P (dP - rowsum(dO o O))` with `dP = dO v^T` (with dropout `Z`:
+/// `O = (P o Z) v`, `dV = (P o Z)^T dO`, `dP = Z o dO v^T`).
 fn recorded_backward(
     [q, k, v]: [&DynTensor; 3],
     mask: Option<&DynTensor>,
@@ -377,9 +413,10 @@ fn recorded_backward(
     g: &Geometry,
 ) -> Result<[DynTensor; 3]> {
     let p = probabilities(q, k, mask, g)?;
-    let out = p.matmul(v)?;
-    let dv = p.transpose(-1, -2)?.matmul(grad)?;
-    let dp = grad.matmul(&v.transpose(-1, -2)?)?;
+    let kept = dropped_out(&p, g)?;
+    let out = kept.matmul(v)?;
+    let dv = kept.transpose(-1, -2)?.matmul(grad)?;
+    let dp = dropped_out(&grad.matmul(&v.transpose(-1, -2)?)?, g)?;
     let correction = grad.mul(&out)?.sum(&[-1], true)?;
     let ds = p.mul(&dp.sub(&correction)?)?.mul_scalar(g.scale)?;
     let dq = ds.matmul(k)?;

@@ -2,7 +2,7 @@
 //! matrix: each query row walks the keys in blocks with a running maximum and sum (the online
 //! softmax of flash attention), so memory stays linear in the sequence length. The forward
 //! pass keeps each row's log-sum-exp; the backward pass recomputes the probabilities from it
-//! one block at a time.
+//! one block at a time, and dropout's draws with them (a hash of the seed and the index).
 
 use rayon::prelude::*;
 
@@ -31,9 +31,38 @@ pub struct Geometry {
     pub causal: bool,
     /// The factor of `q k^T`.
     pub scale: f64,
+    /// Dropout of the probabilities, if any.
+    pub dropout: Option<AttentionDropout>,
+}
+
+/// Dropout of attention probabilities: probability `(n, i, j)` (problem, query, key) is
+/// zeroed or scaled by `1 / (1 - p)` by the draw for its index in the problems' `[T, S]`
+/// probabilities under `seed` (`backend::cpu::dropout`), the draw a dropout of those
+/// probabilities would make.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionDropout {
+    /// Probability that a probability is zeroed, below 1.
+    pub p: f64,
+    /// Seed of the draws.
+    pub seed: u64,
 }
 
 impl Geometry {
+    /// Dropout's factor of probability `(n, i, j)`: 0 or `1 / (1 - p)`, 1 without dropout.
+    fn dropout_factor<T: Float>(&self, n: usize, i: usize, j: usize) -> T {
+        let Some(dropout) = self.dropout else {
+            return T::ONE;
+        };
+        // Indices count in 32 bits, as the dropout op's do.
+        let index = ((n * self.t + i) * self.s + j) as u32;
+        let threshold = super::dropout::threshold(dropout.p);
+        if super::dropout::kept(index, dropout.seed, threshold) {
+            T::from_f64(1.0 / (1.0 - dropout.p))
+        } else {
+            T::ZERO
+        }
+    }
+
     /// The keys query `i` may see, before padding: `0..end`.
     fn visible_end(&self, i: usize) -> usize {
         if self.causal {
@@ -117,8 +146,10 @@ pub fn forward<T: Float>(
                 for j in keys {
                     let weight = (scores[j - start] - new_max).exp();
                     sum += weight;
+                    // Dropout changes the probability in the output, not in the sum.
+                    let dropped = weight * g.dropout_factor(n, i, j);
                     for (a, &v) in acc.iter_mut().zip(&p.v[j * g.dv..][..g.dv]) {
-                        *a += weight * v;
+                        *a += dropped * v;
                     }
                 }
                 max = new_max;
@@ -178,11 +209,12 @@ pub fn backward<T: Float>(
                         continue;
                     }
                     let prob = (score - lse).exp();
+                    let factor: T = g.dropout_factor(n, i, j);
                     let v_j = &p.v[j * g.dv..][..g.dv];
                     for (dv, &o) in dv[j * g.dv..][..g.dv].iter_mut().zip(d_out) {
-                        *dv += prob * o;
+                        *dv += prob * factor * o;
                     }
-                    let d_score = prob * (dot(d_out, v_j) - correction) * scale;
+                    let d_score = prob * (dot(d_out, v_j) * factor - correction) * scale;
                     let k_j = &p.k[j * g.d..][..g.d];
                     for (dq, &k) in dq[i * g.d..][..g.d].iter_mut().zip(k_j) {
                         *dq += d_score * k;

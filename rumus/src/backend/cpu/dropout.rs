@@ -28,8 +28,7 @@ fn draw(i: u32, seed: u64) -> u32 {
 /// compares it: `draw / 2^24 >= p` in f32) and by zero elsewhere. Indices count in 32 bits,
 /// as on the GPU.
 pub fn dropout<T: Float>(x: &[T], p: f64, scale: T, seed: u64) -> Vec<T> {
-    // draw / 2^24 >= p  <=>  draw >= ceil(p 2^24), both sides exact (draws are below 2^24).
-    let threshold = (f64::from(p as f32) * 16_777_216.0).ceil() as u32;
+    let threshold = threshold(p);
     let draws = Draws {
         seed,
         threshold,
@@ -43,6 +42,18 @@ pub fn dropout<T: Float>(x: &[T], p: f64, scale: T, seed: u64) -> Vec<T> {
         dropout_chunk(&x[first..first + dst.len()], dst, first as u32, draws);
     });
     out
+}
+
+/// The draws that keep an element at drop probability `p`: those at or above this.
+pub fn threshold(p: f64) -> u32 {
+    // draw / 2^24 >= p  <=>  draw >= ceil(p 2^24), both sides exact (draws are below 2^24).
+    (f64::from(p as f32) * 16_777_216.0).ceil() as u32
+}
+
+/// Whether element `i` is kept under `seed` with this [`threshold`] (as [`dropout`] decides).
+#[inline(always)]
+pub fn kept(i: u32, seed: u64, threshold: u32) -> bool {
+    draw(i, seed) >= threshold
 }
 
 /// What decides each element: the seed, the draw threshold, and the kept elements' factor.
@@ -65,7 +76,7 @@ widest_isa! {
 fn dropout_chunk_plain<T: Float>(x: &[T], out: &mut [T], first: u32, draws: Draws<T>) {
     for (j, (d, &v)) in out.iter_mut().zip(x).enumerate() {
         let i = first.wrapping_add(j as u32);
-        let keep = if draw(i, draws.seed) >= draws.threshold {
+        let keep = if kept(i, draws.seed, draws.threshold) {
             draws.scale
         } else {
             T::ZERO

@@ -116,8 +116,11 @@ impl Operands {
 
     /// The parameter block of attention.wgsl for `rows`-long sides, with `grad_offset`.
     fn params(&self, g: &Geometry, x: u32, grad_offset: usize) -> Vec<u32> {
-        let flags = u32::from(g.causal) | (u32::from(self.padding.is_some()) << 1);
+        let flags = u32::from(g.causal)
+            | (u32::from(self.padding.is_some()) << 1)
+            | (u32::from(g.dropout.is_some()) << 2);
         let offset = |t: &DynTensor| t.layout().offset() as u32;
+        let (p, seed) = g.dropout.map_or((0.0, 0), |d| (d.p, d.seed));
         vec![
             g.batch as u32,
             g.t as u32,
@@ -133,6 +136,10 @@ impl Operands {
             offset(&self.v),
             self.padding.as_ref().map_or(0, offset),
             grad_offset as u32,
+            seed as u32,
+            (seed >> 32) as u32,
+            (p as f32).to_bits(),
+            ((1.0 / (1.0 - p)) as f32).to_bits(),
         ]
     }
 

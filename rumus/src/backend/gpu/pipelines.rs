@@ -83,7 +83,8 @@ impl Module {
         match self {
             Module::Elementwise => concat!(
                 include_str!("../../../../shaders/elementwise.wgsl"),
-                include_str!("../../../../shaders/half.wgsl")
+                include_str!("../../../../shaders/half.wgsl"),
+                include_str!("../../../../shaders/dropout_draws.wgsl")
             ),
             Module::Reduce => include_str!("../../../../shaders/reduce.wgsl"),
             Module::Matmul | Module::MatmulHalf => concat!(
@@ -99,11 +100,13 @@ impl Module {
             Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
             Module::Attention { .. } => concat!(
                 include_str!("../../../../shaders/attention.wgsl"),
-                include_str!("../../../../shaders/attention_common.wgsl")
+                include_str!("../../../../shaders/attention_common.wgsl"),
+                include_str!("../../../../shaders/dropout_draws.wgsl")
             ),
             Module::AttentionCoop => concat!(
                 include_str!("../../../../shaders/attention_coop.wgsl"),
-                include_str!("../../../../shaders/attention_common.wgsl")
+                include_str!("../../../../shaders/attention_common.wgsl"),
+                include_str!("../../../../shaders/dropout_draws.wgsl")
             ),
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
