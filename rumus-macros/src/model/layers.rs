@@ -331,34 +331,34 @@ fn divisible(
     }
 }
 
-/// What the field's type `ty` is (for a `Checkpointed<T>` field, `T`).
+/// What the field's type `field_type` is (for a `Checkpointed<T>` field, `T`).
 fn kind_of(
     field: &Field,
-    ty: &Type,
+    field_type: &Type,
     checks: &mut Vec<TokenStream>,
 ) -> syn::Result<(String, LayerKind)> {
-    if let Type::Path(path) = ty
+    if let Type::Path(path) = field_type
         && path
             .path
             .segments
             .last()
             .is_some_and(|s| s.ident == "Tensor")
     {
-        let Some(shape) = tensor_shape(ty) else {
+        let Some(shape) = tensor_shape(field_type) else {
             return Err(syn::Error::new(
-                ty.span(),
+                field_type.span(),
                 "a parameter field needs static dims, so `new()` can create it and the shape checker can read it, e.g. `Tensor<(D<10>, D<784>)>`",
             ));
         };
         return Ok(("Tensor".into(), LayerKind::Parameter { shape: Some(shape) }));
     }
-    let Some((ty, dims)) = generic_dims(ty) else {
+    let Some((ty, dims)) = generic_dims(field_type) else {
         return Ok((String::new(), LayerKind::Other));
     };
     let literal_kernel = |dim: &Dim| {
         dim.lit().ok_or_else(|| {
             syn::Error::new(
-                ty.span(),
+                field_type.span(),
                 format!("the kernel size of a {ty} field must be a literal"),
             )
         })
@@ -385,7 +385,7 @@ fn kind_of(
             };
             if let Some(what) = unsupported {
                 return Err(syn::Error::new(
-                    ty.span(),
+                    field_type.span(),
                     format!("a {ty} field takes no {what} option"),
                 ));
             }
@@ -441,7 +441,7 @@ fn kind_of(
             let options = pool_options(field)?;
             let Some(kernel) = options.kernel else {
                 return Err(syn::Error::new(
-                    ty.span(),
+                    field_type.span(),
                     format!(
                         "a {ty} field needs its window: `#[pool(kernel = 2)]` (stride defaults to the kernel)"
                     ),
@@ -457,7 +457,7 @@ fn kind_of(
         ("AdaptiveAvgPool2d", []) => {
             let Some(output) = pool_options(field)?.output else {
                 return Err(syn::Error::new(
-                    ty.span(),
+                    field_type.span(),
                     "an AdaptiveAvgPool2d field needs its output size: `#[pool(output = 1)]` or `#[pool(output = [2, 3])]`",
                 ));
             };
