@@ -24,6 +24,10 @@ fn kernel_profile_counts_each_dispatch() {
     let product = a.matmul(&b).unwrap();
     let _twice = product.matmul(&b.transpose(0, 1).unwrap()).unwrap();
     let _softmax = product.softmax(-1).unwrap();
+    // Column sums and casts to f16 are timed by shape: [40, 20] summed over its 40 rows in
+    // one chunk, and 800 elements.
+    let _columns = product.sum(&[0], false).unwrap();
+    let _half = product.to_dtype(rumus::DType::F16).unwrap();
     let times = gpu_device.kernel_times().unwrap();
     gpu_device.profile_kernels(false).unwrap();
     let find = |entry: &str| times.iter().find(|(e, _)| *e == entry).map(|(_, t)| *t);
@@ -31,11 +35,14 @@ fn kernel_profile_counts_each_dispatch() {
     assert_eq!(products.dispatches, 2);
     assert!(products.seconds > 0.0, "{products:?}");
     assert_eq!(find("softmax_rows").map(|t| t.dispatches), Some(1));
-    assert_eq!(times.iter().map(|(_, t)| t.dispatches).sum::<u64>(), 3);
+    assert_eq!(find("sum_columns 40x20 /40").map(|t| t.dispatches), Some(1));
+    assert_eq!(find("to_half 800").map(|t| t.dispatches), Some(1));
+    assert_eq!(times.iter().map(|(_, t)| t.dispatches).sum::<u64>(), 5);
 }
 
 /// A product on cooperative matrices is timed under its sizes and operand layouts (a step's
-/// products differ by shape far more than by kernel); other kernels under their entry point.
+/// products differ by shape far more than by kernel); other products under their entry
+/// point.
 #[test]
 fn products_on_the_matrix_units_are_profiled_by_shape() {
     let _serial = common::gpu::serial();
@@ -60,6 +67,8 @@ fn products_on_the_matrix_units_are_profiled_by_shape() {
         assert_eq!(names, ["matmul_coop 64x32x48 A@Bt x1 /1"]);
     } else {
         assert!(names.contains(&"matmul_tiled"), "{names:?}");
-        assert!(names.iter().all(|n| !n.contains(' ')), "{names:?}");
+        // (the tiled kernels' f16 result is cast by `to_half`, timed by its size)
+        let mut products = names.iter().filter(|n| n.starts_with("matmul"));
+        assert!(products.all(|n| !n.contains(' ')), "{names:?}");
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! While profiling is on ([`GpuDevice::profile_kernels`]), every dispatch is bracketed by two
 //! GPU timestamps, and each submitted batch waits for its timestamps and adds every kernel's
-//! time to a table by entry point (cooperative-matrix products by size and layout too). The waits serialise the batches, so a profiled run is
-//! slower than a plain one: the table is for proportions. It needs an adapter with timestamp
+//! time to a table by entry point (products on cooperative matrices, column sums and casts to
+//! `f16` by shape too). The waits serialise the batches, so a profiled run is slower than a
+//! plain one: the table is for proportions. It needs an adapter with timestamp
 //! queries inside compute passes (Vulkan on discrete GPUs and lavapipe offer them).
 
 use std::collections::HashMap;
@@ -33,8 +34,8 @@ pub(crate) struct Profiler {
     /// The name of each dispatch recorded in the current batch.
     pending: Vec<&'static str>,
     totals: HashMap<&'static str, KernelTime>,
-    /// The names of cooperative-matrix products, one per size and layout seen.
-    product_names: HashMap<String, &'static str>,
+    /// The names of kernels timed by shape, one per shape seen.
+    shaped_names: HashMap<String, &'static str>,
 }
 
 impl Profiler {
@@ -65,34 +66,42 @@ impl Profiler {
             ),
             pending: Vec::new(),
             totals: HashMap::new(),
-            product_names: HashMap::new(),
+            shaped_names: HashMap::new(),
         }
     }
 
-    /// The name a dispatch is timed under: its entry point, and for an `f16` product on
-    /// cooperative matrices also its sizes, operand layouts and K splits (`matmul_coop
-    /// 8192x768x3072 A@Bt x1 /1`), since a step's products differ far more by shape than by
-    /// kernel. Each name is made once per shape (profiling only).
+    /// The name a dispatch is timed under: its entry point, with its sizes for the kernels
+    /// whose time depends on the shape far more than on the kernel: an `f16` product on
+    /// cooperative matrices (sizes, operand layouts and K splits: `matmul_coop 8192x768x3072
+    /// A@Bt x1 /1`), a column sum (`sum_columns 8192x768 /256`: rows, columns, rows per
+    /// chunk) and a cast to `f16` (`to_half 6291456`: elements). Each name is made once per
+    /// shape (profiling only).
     pub fn name(&mut self, module: Module, entry: &'static str, params: &[u32]) -> &'static str {
-        let Module::MatmulCoop {
-            a_row_major,
-            b_row_major,
-        } = module
-        else {
-            return entry;
-        };
         let word = |i: usize| params.get(i).copied().unwrap_or(0);
-        let name = format!(
-            "{entry} {}x{}x{} {}@{} x{} /{}",
-            word(0),
-            word(1),
-            word(2),
-            if a_row_major { "A" } else { "At" },
-            if b_row_major { "B" } else { "Bt" },
-            word(3),
-            word(24).max(1),
-        );
-        self.product_names
+        let name = match (module, entry) {
+            (
+                Module::MatmulCoop {
+                    a_row_major,
+                    b_row_major,
+                },
+                _,
+            ) => format!(
+                "{entry} {}x{}x{} {}@{} x{} /{}",
+                word(0),
+                word(1),
+                word(2),
+                if a_row_major { "A" } else { "At" },
+                if b_row_major { "B" } else { "Bt" },
+                word(3),
+                word(24).max(1),
+            ),
+            (Module::Reduce, "sum_columns") => {
+                format!("{entry} {}x{} /{}", word(0), word(1), word(2))
+            }
+            (Module::Elementwise, "to_half") => format!("{entry} {}", word(0)),
+            _ => return entry,
+        };
+        self.shaped_names
             .entry(name)
             .or_insert_with_key(|name| Box::leak(name.clone().into_boxed_str()))
     }
