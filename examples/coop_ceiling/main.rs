@@ -89,15 +89,16 @@ fn run() -> Result<(), String> {
         )
     };
     let flops = 2.0 * 16f64.powi(3) * 16.0 * f64::from(STEPS) * 4.0 * f64::from(WORKGROUPS);
-    // (entry point, steps between barriers): the product kernel's loop is `staged` at 2.
+    // (entry point, steps between barriers, scalar tiles): the product kernel's loop is
+    // `staged` at 2 with quads.
     let probes = [
-        ("registers", 0),
-        ("staged", 2),
-        ("staged", 4),
-        ("staged", 0),
-        ("staged_scalar", 2),
+        ("registers", 0, false),
+        ("staged", 2, false),
+        ("staged", 4, false),
+        ("staged", 0, false),
+        ("staged", 2, true),
     ];
-    for (entry, barrier_every) in probes {
+    for (entry, barrier_every, scalar_tiles) in probes {
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(entry),
             layout: None,
@@ -107,6 +108,7 @@ fn run() -> Result<(), String> {
                 constants: &[
                     ("STEPS", f64::from(STEPS)),
                     ("BARRIER_EVERY", f64::from(barrier_every)),
+                    ("SCALAR_TILES", f64::from(u8::from(scalar_tiles))),
                 ],
                 zero_initialize_workgroup_memory: false,
             },
@@ -140,7 +142,9 @@ fn run() -> Result<(), String> {
         run_dispatches(DISPATCHES)?;
         let seconds = run_dispatches(DISPATCHES)?;
         let rate = flops * DISPATCHES as f64 / seconds / 1e9;
-        println!("{entry} barrier_every={barrier_every} {rate:.1} GFLOP/s");
+        println!(
+            "{entry} barrier_every={barrier_every} scalar_tiles={scalar_tiles} {rate:.1} GFLOP/s"
+        );
     }
     Ok(())
 }

@@ -10,7 +10,7 @@
 //   product kernel's padded lines, quads and transposed loads (A and B row-major), and the
 //   workgroup meets at a barrier every `BARRIER_EVERY` steps (2 in the product kernel: one
 //   staged slice of 32 along K; 0 for none), to see what the barriers cost.
-// - `staged_scalar`: as `staged` with a workgroup array of f16 scalars instead of quads.
+//   With `SCALAR_TILES`, from a workgroup array of f16 scalars instead of quads.
 //
 // Nothing here reads device memory in the loop: the product kernel's copies from the
 // operands into workgroup memory come on top. The accumulators go to `sink` at the end so
@@ -23,8 +23,10 @@ enable wgpu_cooperative_matrix;
 
 // Multiply-add steps per subgroup (a pipeline constant, so the host sets the work).
 override STEPS: u32 = 1024u;
-// Steps between the workgroup's barriers in `staged` and `staged_scalar`; 0: none.
+// Steps between the workgroup's barriers in `staged`; 0: none.
 override BARRIER_EVERY: u32 = 2u;
+// Whether `staged` loads from a workgroup array of f16 scalars instead of quads.
+override SCALAR_TILES: bool = false;
 
 // Two stages of 128 lines, 10 quads each (A) and 32 lines of 34 quads (B), as in
 // `matmul_coop.wgsl`: widths in quads.
@@ -151,6 +153,14 @@ fn load_scalars(sg: u32, step: u32) -> Operands {
     );
 }
 
+// The step's blocks from the staged quads, or from the scalars with `SCALAR_TILES`.
+fn load_staged(sg: u32, step: u32) -> Operands {
+    if (SCALAR_TILES) {
+        return load_scalars(sg, step);
+    }
+    return load_quads(sg, step);
+}
+
 fn store(s: Sums, wid: u32, sg: u32) {
     let at = (wid * 4u + sg) * 256u;
     coopStore(s.c00, &sink[at], 16u);
@@ -206,24 +216,7 @@ fn staged(
     fill(lid);
     var s: Sums;
     for (var step = 0u; step < STEPS; step++) {
-        s = multiply_add(load_quads(sg, step), s);
-        if (BARRIER_EVERY != 0u && step % BARRIER_EVERY == BARRIER_EVERY - 1u) {
-            workgroupBarrier();
-        }
-    }
-    store(s, wid.x, sg);
-}
-
-@compute @workgroup_size(128)
-fn staged_scalar(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(subgroup_id) sg: u32,
-) {
-    fill(lid);
-    var s: Sums;
-    for (var step = 0u; step < STEPS; step++) {
-        s = multiply_add(load_scalars(sg, step), s);
+        s = multiply_add(load_staged(sg, step), s);
         if (BARRIER_EVERY != 0u && step % BARRIER_EVERY == BARRIER_EVERY - 1u) {
             workgroupBarrier();
         }
