@@ -93,72 +93,45 @@ fn multiply_add(o: Operands, s: Sums) -> Sums {
     return r;
 }
 
-// Block `i` of A (rows sr + 16 i..) and of B (columns sc + 16 i..) from the staged quads,
-// at K offset `kk` of the slice starting at quad `at0`. naga 30 wants each coopLoad index
-// bound to a let first.
-fn quad_a(at0: u32, sr: u32, kk: u32) -> Left {
+// Block `i` of A (rows sr + 16 i..) and of B (columns sc + 16 i..) at K offset `kk` of the
+// slice starting at quad `at0`: from the staged quads, or from the scalars (strides and
+// offsets in elements) with `SCALAR_TILES`. naga 30 wants each coopLoad index bound to a let
+// first.
+fn block_a(at0: u32, sr: u32, kk: u32) -> Left {
+    if (SCALAR_TILES) {
+        let at = 4u * at0 + sr * INNER_LINE * 4u + kk;
+        return coopLoadT<Left>(&scalars[at], INNER_LINE * 4u);
+    }
     let at = at0 + sr * INNER_LINE + kk / 4u;
     return coopLoadT<Left>(&quads[at], INNER_LINE);
 }
 
-fn quad_b(at0: u32, sc: u32, kk: u32) -> Right {
+fn block_b(at0: u32, sc: u32, kk: u32) -> Right {
+    if (SCALAR_TILES) {
+        let at = 4u * at0 + kk * OUTER_LINE * 4u + sc;
+        return coopLoadT<Right>(&scalars[at], OUTER_LINE * 4u);
+    }
     let at = at0 + kk * OUTER_LINE + sc / 4u;
     return coopLoadT<Right>(&quads[at], OUTER_LINE);
 }
 
-// As `quad_a` and `quad_b` over scalars (strides and offsets in elements).
-fn scalar_a(at0: u32, sr: u32, kk: u32) -> Left {
-    let at = 4u * at0 + sr * INNER_LINE * 4u + kk;
-    return coopLoadT<Left>(&scalars[at], INNER_LINE * 4u);
-}
-
-fn scalar_b(at0: u32, sc: u32, kk: u32) -> Right {
-    let at = 4u * at0 + kk * OUTER_LINE * 4u + sc;
-    return coopLoadT<Right>(&scalars[at], OUTER_LINE * 4u);
-}
-
 // The eight blocks of subgroup `sg` at step `step`: A's rows at sr.., B's columns at sc..,
 // K offset 0 or 16 within the slice, slice 0 or 1 (as the product kernel walks them).
-fn load_quads(sg: u32, step: u32) -> Operands {
-    let at0 = ((step / 2u) % 2u) * SLICE;
-    let kk = (step % 2u) * 16u;
-    let sr = (sg / 2u) * 64u;
-    let sc = (sg % 2u) * 64u;
-    return Operands(
-        quad_a(at0, sr, kk),
-        quad_a(at0, sr + 16u, kk),
-        quad_a(at0, sr + 32u, kk),
-        quad_a(at0, sr + 48u, kk),
-        quad_b(at0, sc, kk),
-        quad_b(at0, sc + 16u, kk),
-        quad_b(at0, sc + 32u, kk),
-        quad_b(at0, sc + 48u, kk),
-    );
-}
-
-fn load_scalars(sg: u32, step: u32) -> Operands {
-    let at0 = ((step / 2u) % 2u) * SLICE;
-    let kk = (step % 2u) * 16u;
-    let sr = (sg / 2u) * 64u;
-    let sc = (sg % 2u) * 64u;
-    return Operands(
-        scalar_a(at0, sr, kk),
-        scalar_a(at0, sr + 16u, kk),
-        scalar_a(at0, sr + 32u, kk),
-        scalar_a(at0, sr + 48u, kk),
-        scalar_b(at0, sc, kk),
-        scalar_b(at0, sc + 16u, kk),
-        scalar_b(at0, sc + 32u, kk),
-        scalar_b(at0, sc + 48u, kk),
-    );
-}
-
-// The step's blocks from the staged quads, or from the scalars with `SCALAR_TILES`.
 fn load_staged(sg: u32, step: u32) -> Operands {
-    if (SCALAR_TILES) {
-        return load_scalars(sg, step);
-    }
-    return load_quads(sg, step);
+    let at0 = ((step / 2u) % 2u) * SLICE;
+    let kk = (step % 2u) * 16u;
+    let sr = (sg / 2u) * 64u;
+    let sc = (sg % 2u) * 64u;
+    return Operands(
+        block_a(at0, sr, kk),
+        block_a(at0, sr + 16u, kk),
+        block_a(at0, sr + 32u, kk),
+        block_a(at0, sr + 48u, kk),
+        block_b(at0, sc, kk),
+        block_b(at0, sc + 16u, kk),
+        block_b(at0, sc + 32u, kk),
+        block_b(at0, sc + 48u, kk),
+    );
 }
 
 fn store(s: Sums, wid: u32, sg: u32) {
@@ -199,7 +172,7 @@ fn registers(
     @builtin(subgroup_id) sg: u32,
 ) {
     fill(lid);
-    let o = load_quads(sg, 0u);
+    let o = load_staged(sg, 0u);
     var s: Sums;
     for (var step = 0u; step < STEPS; step++) {
         s = multiply_add(o, s);
