@@ -438,3 +438,29 @@ fn dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
 }
+
+// The logits' gradient of a cross-entropy over class axis 1 of contiguous logits
+// [N, C, D] (D the trailing dims): (exp(x - lse) - [class == target]) * weight, where `b`
+// holds (lse, weight) pairs per (n, d), [N, D, 2] f32, and `c` the targets, [N, D] i32.
+// Parameters: 0 elements, 1 C, 2 D, 6 threads per grid row, 48-50 offsets of a, b and c,
+// 52 threads launched.
+@compute @workgroup_size(256)
+fn cross_entropy_grad(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let first = element_index(gid);
+    let classes = p[1];
+    let inner = p[2];
+    for (var u = 0u; u < 4u; u++) {
+        let i = first + u * p[SPAN];
+        if (i < p[0]) {
+            let n = i / (classes * inner);
+            let label = (i / inner) % classes;
+            let at = n * inner + i % inner;
+            let lse = bitcast<f32>(b[p[OFFSETS + 1u] + 2u * at]);
+            let weight = bitcast<f32>(b[p[OFFSETS + 1u] + 2u * at + 1u]);
+            let wanted = bitcast<i32>(c[p[OFFSETS + 2u] + at]);
+            let hit = select(0.0, 1.0, i32(label) == wanted);
+            let x = bitcast<f32>(a[p[OFFSETS] + i]);
+            out[i] = bitcast<u32>((exp(x - lse) - hit) * weight);
+        }
+    }
+}

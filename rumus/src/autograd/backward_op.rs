@@ -268,6 +268,9 @@ pub enum BackwardOp {
     HalfProduct(Box<crate::amp::HalfProductRecord>),
     /// Fused scaled dot-product attention; inputs (query, key, value).
     Attention(Box<attention::AttentionRecord>),
+    /// Cross-entropy against class indices (without label smoothing) as one op; input the
+    /// logits.
+    CrossEntropy(Box<crate::nn::CrossEntropyRecord>),
 }
 
 impl BackwardOp {
@@ -311,6 +314,7 @@ impl BackwardOp {
             BackwardOp::Checkpoint(_) => "checkpoint",
             BackwardOp::HalfProduct(_) => "matmul",
             BackwardOp::Attention(_) => "scaled_dot_product_attention",
+            BackwardOp::CrossEntropy(_) => "cross_entropy",
         }
     }
 
@@ -350,6 +354,7 @@ impl BackwardOp {
             BackwardOp::Checkpoint(record) => record.take_saved().collect(),
             BackwardOp::HalfProduct(record) => record.take_saved().collect(),
             BackwardOp::Attention(record) => record.take_saved().collect(),
+            BackwardOp::CrossEntropy(record) => record.take_saved().collect(),
             _ => SmallVec::new(),
         }
     }
@@ -468,6 +473,9 @@ impl BackwardOp {
                 crate::amp::half_product_backward(record, grad, needs)
             }
             BackwardOp::Attention(record) => attention::attention_backward(record, grad, needs),
+            BackwardOp::CrossEntropy(record) => {
+                one(crate::nn::cross_entropy_backward(record, grad))
+            }
         }
     }
 }

@@ -245,16 +245,17 @@ pub fn huber_loss(
 // ---- classification with class-index targets ----
 
 /// Class-index targets, checked and laid out for `gather` along axis 1.
-struct ClassTargets {
+#[derive(Clone)]
+pub(super) struct ClassTargets {
     /// `[N, 1, d1, ...]` labels, ignored ones replaced by class 0.
-    gather_index: DynTensor,
+    pub(super) gather_index: DynTensor,
     /// `[N, d1, ...]`: true where the target is not ignored.
-    counted: DynTensor,
+    pub(super) counted: DynTensor,
     /// Number of targets not ignored (the divisor of `Mean`).
-    count: usize,
-    classes: usize,
+    pub(super) count: usize,
+    pub(super) classes: usize,
     /// The input was a single sample `[C]` with a rank-0 target.
-    unbatched: bool,
+    pub(super) unbatched: bool,
 }
 
 /// Checks scores `[C]`, `[N, C]` or `[N, C, d1, ...]` against `i64` targets `[]`, `[N]` or
@@ -353,7 +354,7 @@ fn class_targets(
 
 impl ClassTargets {
     /// `values` (one per target, `[N, d1, ...]`) with ignored targets set to exactly 0.
-    fn mask(&self, values: &DynTensor) -> Result<DynTensor> {
+    pub(super) fn mask(&self, values: &DynTensor) -> Result<DynTensor> {
         DynTensor::where_(
             &self.counted,
             values,
@@ -362,14 +363,14 @@ impl ClassTargets {
     }
 
     /// `-log_probs[n, target[n, ...], ...]`, 0 for ignored targets.
-    fn negative_picked(&self, log_probs: &DynTensor) -> Result<DynTensor> {
+    pub(super) fn negative_picked(&self, log_probs: &DynTensor) -> Result<DynTensor> {
         let picked = log_probs.gather(1, &self.gather_index)?.squeeze(1)?;
         self.mask(&picked.neg()?)
     }
 
     /// `Mean` divides by the number of targets not ignored (NaN when there are none, as in
     /// PyTorch).
-    fn reduce(&self, per_target: DynTensor, reduction: Reduction) -> Result<DynTensor> {
+    pub(super) fn reduce(&self, per_target: DynTensor, reduction: Reduction) -> Result<DynTensor> {
         match reduction {
             Reduction::Mean => per_target
                 .sum_all()?
@@ -404,6 +405,9 @@ pub fn cross_entropy(
         });
     }
     let (logits, targets) = class_targets(OP, logits, targets, options.ignore_index)?;
+    if smoothing == 0.0 && matches!(logits.dtype(), DType::F32 | DType::F64) {
+        return super::fused_cross_entropy::cross_entropy(&logits, targets, options.reduction);
+    }
     let log_probs = logits.log_softmax(1)?;
     let nll = targets.reduce(targets.negative_picked(&log_probs)?, options.reduction)?;
     if smoothing == 0.0 {

@@ -10,6 +10,7 @@ mod embedding;
 pub mod fixed_point;
 mod forward;
 pub mod functional;
+mod fused_cross_entropy;
 pub mod init;
 mod linear;
 mod loss;
@@ -30,6 +31,8 @@ pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
+pub use fused_cross_entropy::CrossEntropyRecord;
+pub(crate) use fused_cross_entropy::cross_entropy_backward;
 pub use linear::Linear;
 pub use loss::{
     CrossEntropyOptions, KlReduction, NllLossOptions, Reduction, binary_cross_entropy,

@@ -174,7 +174,7 @@ impl Kernel {
 
 /// `f` applied to the row-major elements of the float tensor `x` (copied only when `x` is
 /// not contiguous).
-pub(super) fn read_float<R>(
+pub(crate) fn read_float<R>(
     x: &DynTensor,
     op: &'static str,
     f: impl FnOnce(FloatSlice<'_>) -> R,
@@ -195,7 +195,7 @@ pub(super) fn read_float<R>(
 }
 
 /// Contiguous elements of a float tensor.
-pub(super) enum FloatSlice<'a> {
+pub(crate) enum FloatSlice<'a> {
     F32(&'a [f32]),
     F64(&'a [f64]),
 }
