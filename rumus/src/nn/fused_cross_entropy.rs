@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::ops::conv::{FloatSlice, read_float};
 use crate::tensor::DynTensor;
 
-/// What the backward pass of [`cross_entropy`] needs.
+/// What the backward pass of [`cross_entropy`](crate::nn::cross_entropy) (one op without
+/// label smoothing) needs.
 pub struct CrossEntropyRecord {
     logits: Saved,
     /// Each row's log-sum-exp over the classes, `[N, 1, d1, ...]`, untracked.
