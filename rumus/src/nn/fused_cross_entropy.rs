@@ -6,6 +6,8 @@
 //! per row, and its backward pass writes `(softmax(x) - onehot(target)) * weight` in one pass:
 //! two `[N, C]` tensors at its peak, and one kernel on a GPU.
 
+use rayon::prelude::*;
+
 use super::loss::{ClassTargets, Reduction};
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, no_grad, record};
 use crate::element::{Element, Float};
@@ -129,7 +131,7 @@ struct Rows<'a> {
 
 impl Rows<'_> {
     fn gradient<T: Float>(&self, x: &[T]) -> Vec<T> {
-        x.iter()
+        x.par_iter()
             .enumerate()
             .map(|(i, &x)| {
                 let label = (i / self.inner) % self.classes;
