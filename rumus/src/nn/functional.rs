@@ -219,7 +219,8 @@ pub fn dropout(x: &DynTensor, p: f64, training: bool) -> Result<DynTensor> {
 }
 
 /// `dropout(&x.unary(activation)?, p, training)` as one op: the same values, draws and
-/// gradients, but on a GPU one pass over the data forward and one backward instead of two
+/// gradients (on a GPU within f32 rounding: the backward kernel multiplies in another
+/// order), but on a GPU one pass over the data forward and one backward instead of two
 /// each, and no activation output kept in between (the feed-forward block of a
 /// `TransformerEncoderBlock`: ReLU or GELU, then dropout). Activations whose gradient is one
 /// pass (ReLU, leaky ReLU, sigmoid, tanh, both GELUs, SiLU) fuse; others run as the two ops.
