@@ -187,7 +187,11 @@ impl DynTensor {
         }
         let mask = options.key_padding_mask;
         let operands = [self, key, value];
-        let autocast = crate::amp::is_autocast_enabled();
+        // The matrix units round the dropped-out probabilities, scaled by 1 / (1 - p), to
+        // f16: past p = 0.999 (a factor of 1,000) the f32 kernels take them.
+        let autocast = crate::amp::is_autocast_enabled()
+            && g.dropout
+                .is_none_or(|dropout| dropout.p <= MAX_HALF_DROPOUT);
         #[cfg(feature = "gpu")]
         let (out, lse) = match crate::device::gpu_of("scaled_dot_product_attention", &operands)? {
             Some(gpu) if fused_on_gpu(&g) => {
@@ -225,6 +229,9 @@ fn host_values<T: Float>(tensors: [&DynTensor; 3]) -> Result<[Vec<T>; 3]> {
     let read = |t: &DynTensor| t.contiguous_untracked()?.to_vec::<T>();
     Ok([read(tensors[0])?, read(tensors[1])?, read(tensors[2])?])
 }
+
+/// The largest dropout probability the `f16` kernels take (f16 holds factors up to 65,504).
+const MAX_HALF_DROPOUT: f64 = 0.999;
 
 /// Whether an attention with rows `width` wide on `device` would run on the GPU's matrix
 /// units now (under autocast, `attention_coop.wgsl`).
