@@ -48,18 +48,19 @@ pub struct AttentionDropout {
 }
 
 impl Geometry {
-    /// Dropout's factor of probability `(n, i, j)`: 0 or `1 / (1 - p)`, 1 without dropout.
-    fn dropout_factor<T: Float>(&self, n: usize, i: usize, j: usize) -> T {
-        let Some(dropout) = self.dropout else {
-            return T::ONE;
-        };
-        // Indices count in 32 bits, as the dropout op's do.
-        let index = ((n * self.t + i) * self.s + j) as u32;
-        let threshold = super::dropout::threshold(dropout.p);
-        if super::dropout::kept(index, dropout.seed, threshold) {
-            T::from_f64(1.0 / (1.0 - dropout.p))
-        } else {
-            T::ZERO
+    /// Dropout's draws, worked out once per pass: see [`Draws::factor`].
+    fn draws<T: Float>(&self) -> Draws<T> {
+        Draws {
+            dropout: self.dropout.map(|dropout| {
+                let threshold = super::dropout::threshold(dropout.p);
+                (
+                    threshold,
+                    dropout.seed,
+                    T::from_f64(1.0 / (1.0 - dropout.p)),
+                )
+            }),
+            t: self.t,
+            s: self.s,
         }
     }
 
@@ -69,6 +70,31 @@ impl Geometry {
             (i + 1).min(self.s)
         } else {
             self.s
+        }
+    }
+}
+
+/// Dropout's threshold, seed and kept factor (none without dropout), with the sizes that
+/// index the probabilities.
+#[derive(Clone, Copy)]
+struct Draws<T> {
+    dropout: Option<(u32, u64, T)>,
+    t: usize,
+    s: usize,
+}
+
+impl<T: Float> Draws<T> {
+    /// Dropout's factor of probability `(n, i, j)`: 0 or `1 / (1 - p)`, 1 without dropout.
+    fn factor(&self, n: usize, i: usize, j: usize) -> T {
+        let Some((threshold, seed, kept)) = self.dropout else {
+            return T::ONE;
+        };
+        // Indices count in 32 bits, as the dropout op's do.
+        let index = ((n * self.t + i) * self.s + j) as u32;
+        if super::dropout::kept(index, seed, threshold) {
+            kept
+        } else {
+            T::ZERO
         }
     }
 }
@@ -118,6 +144,7 @@ pub fn forward<T: Float>(
     mask: Option<&[bool]>,
     g: &Geometry,
 ) -> (Vec<T>, Vec<T>) {
+    let draws = g.draws::<T>();
     let mut out = vec![T::ZERO; g.batch * g.t * g.dv];
     let mut lse = vec![T::ZERO; g.batch * g.t];
     out.par_chunks_mut(g.dv.max(1))
@@ -147,7 +174,7 @@ pub fn forward<T: Float>(
                     let weight = (scores[j - start] - new_max).exp();
                     sum += weight;
                     // Dropout changes the probability in the output, not in the sum.
-                    let dropped = weight * g.dropout_factor(n, i, j);
+                    let dropped = weight * draws.factor(n, i, j);
                     for (a, &v) in acc.iter_mut().zip(&p.v[j * g.dv..][..g.dv]) {
                         *a += dropped * v;
                     }
@@ -187,6 +214,7 @@ pub fn backward<T: Float>(
     let mut dk = vec![T::ZERO; g.batch * g.s * g.d];
     let mut dv = vec![T::ZERO; g.batch * g.s * g.dv];
     let scale = T::from_f64(g.scale);
+    let draws = g.draws::<T>();
     dq.par_chunks_mut((g.t * g.d).max(1))
         .zip(dk.par_chunks_mut((g.s * g.d).max(1)))
         .zip(dv.par_chunks_mut((g.s * g.dv).max(1)))
@@ -209,7 +237,7 @@ pub fn backward<T: Float>(
                         continue;
                     }
                     let prob = (score - lse).exp();
-                    let factor: T = g.dropout_factor(n, i, j);
+                    let factor = draws.factor(n, i, j);
                     let v_j = &p.v[j * g.dv..][..g.dv];
                     for (dv, &o) in dv[j * g.dv..][..g.dv].iter_mut().zip(d_out) {
                         *dv += prob * factor * o;
