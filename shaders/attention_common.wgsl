@@ -2,7 +2,7 @@
 // attention_coop.wgsl): bindings, the rows a workgroup owns, and the masks.
 //
 // Parameters: 0 problems, 1 T, 2 S, 3 D (query and key width), 4 Dv (value width), 5 problems
-// per mask row, 6 flags (1 causal, 2 key padding mask, 4 dropout), 7 scale (f32 bits), 8
+// per mask row, 6 flags (1 causal, 2 key padding mask), 7 scale (f32 bits), 8
 // workgroups per grid row, 9 q offset, 10 k offset, 11 v offset, 12 mask offset, 13 grad
 // offset, 14-15 dropout's seed, 16 its probability, 17 the kept probabilities' factor
 // (f32 bits).
@@ -23,7 +23,9 @@
 const WG: u32 = 64u;
 const CAUSAL: u32 = 1u;
 const HAS_MASK: u32 = 2u;
-const DROPOUT: u32 = 4u;
+// Whether the kernels draw dropout (a pipeline constant: without it no hashing code is
+// compiled into the probability loops at all).
+override WITH_DROPOUT: bool = false;
 
 struct Rows {
     // The problem (batch entry and head).
@@ -78,7 +80,7 @@ fn key_end_of(r: Rows) -> u32 {
 // for its index in the problems' [T, S] probabilities (dropout_draws.wgsl), as a dropout of
 // those probabilities would draw it; 1 without dropout.
 fn dropout_factor(n: u32, i: u32, j: u32) -> f32 {
-    if ((p[6] & DROPOUT) == 0u) {
+    if (!WITH_DROPOUT) {
         return 1.0;
     }
     return kept_times((n * p[1] + i) * p[2] + j, p[14], p[15], bitcast<f32>(p[16]), bitcast<f32>(p[17]));

@@ -43,6 +43,7 @@ impl AttentionKernels {
 
     /// The module and entry point of `kernel` in this family.
     fn entry(self, kernel: Kernel, g: &Geometry) -> (Module, &'static str) {
+        let dropout = g.dropout.is_some();
         match self {
             AttentionKernels::F32 => {
                 let width = g.d.max(g.dv).next_power_of_two().clamp(16, WIDEST_ROW) as u32;
@@ -51,9 +52,9 @@ impl AttentionKernels {
                     Kernel::Dq => "attention_backward_dq",
                     Kernel::Dkv => "attention_backward_dkv",
                 };
-                (Module::Attention { width }, entry)
+                (Module::Attention { width, dropout }, entry)
             }
-            AttentionKernels::Half => (Module::AttentionCoop, kernel.coop_entry()),
+            AttentionKernels::Half => (Module::AttentionCoop { dropout }, kernel.coop_entry()),
         }
     }
 }
@@ -117,8 +118,7 @@ impl Operands {
     /// The parameter block of attention.wgsl for `rows`-long sides, with `grad_offset`.
     fn params(&self, g: &Geometry, x: u32, grad_offset: usize) -> Vec<u32> {
         let flags = u32::from(g.causal)
-            | (u32::from(self.padding.is_some()) << 1)
-            | (u32::from(g.dropout.is_some()) << 2);
+            | (u32::from(self.padding.is_some()) << 1);
         let offset = |t: &DynTensor| t.layout().offset() as u32;
         let (p, seed) = g.dropout.map_or((0.0, 0), |d| (d.p, d.seed));
         vec![

@@ -22,11 +22,12 @@ pub(crate) enum Module {
     /// `norm.wgsl`: layer normalisation forward and backward.
     Norm,
     /// `attention.wgsl`: fused scaled dot-product attention forward and backward,
-    /// specialised to a row width (16, 32, 64 or 128) so its per-row loops unroll.
-    Attention { width: u32 },
+    /// specialised to a row width (16, 32, 64 or 128) so its per-row loops unroll, and to
+    /// whether it draws dropout (`WITH_DROPOUT`).
+    Attention { width: u32, dropout: bool },
     /// `attention_coop.wgsl`: fused attention on cooperative matrices (autocast's, rows of
-    /// 64), made only where `matmul_coop.wgsl` is.
-    AttentionCoop,
+    /// 64), made only where `matmul_coop.wgsl` is; specialised to dropout as `Attention` is.
+    AttentionCoop { dropout: bool },
     Optim,
     Window,
     /// `int8.wgsl`: quantized linear layers.
@@ -103,7 +104,7 @@ impl Module {
                 include_str!("../../../../shaders/attention_common.wgsl"),
                 include_str!("../../../../shaders/dropout_draws.wgsl")
             ),
-            Module::AttentionCoop => concat!(
+            Module::AttentionCoop { .. } => concat!(
                 include_str!("../../../../shaders/attention_coop.wgsl"),
                 include_str!("../../../../shaders/attention_common.wgsl"),
                 include_str!("../../../../shaders/dropout_draws.wgsl")
@@ -118,25 +119,25 @@ impl Module {
 
 impl Module {
     /// Values of the module's pipeline-overridable constants.
-    fn constants(self) -> &'static [(&'static str, f64)] {
+    fn constants(self) -> Vec<(&'static str, f64)> {
+        let flag = |on: bool| if on { 1.0 } else { 0.0 };
         match self {
-            Module::MatmulHalf => &[("HALF", 1.0)],
-            Module::Attention { width } => match width {
-                16 => &[("WIDTH", 16.0)],
-                32 => &[("WIDTH", 32.0)],
-                64 => &[("WIDTH", 64.0)],
-                _ => &[("WIDTH", 128.0)],
-            },
+            Module::MatmulHalf => vec![("HALF", 1.0)],
+            Module::Attention { width, dropout } => {
+                vec![("WIDTH", f64::from(width)), ("WITH_DROPOUT", flag(dropout))]
+            }
+            // Without dropout the kernels carry no hashing code: on an H200 its mere presence
+            // in the probability loops (never run) made GPT-2 small's forward attention
+            // 2.7x slower.
+            Module::AttentionCoop { dropout } => vec![("WITH_DROPOUT", flag(dropout))],
             Module::MatmulCoop {
                 a_row_major,
                 b_row_major,
-            } => match (a_row_major, b_row_major) {
-                (true, true) => &[("A_ROW_MAJOR", 1.0), ("B_ROW_MAJOR", 1.0)],
-                (true, false) => &[("A_ROW_MAJOR", 1.0), ("B_ROW_MAJOR", 0.0)],
-                (false, true) => &[("A_ROW_MAJOR", 0.0), ("B_ROW_MAJOR", 1.0)],
-                (false, false) => &[("A_ROW_MAJOR", 0.0), ("B_ROW_MAJOR", 0.0)],
-            },
-            _ => &[],
+            } => vec![
+                ("A_ROW_MAJOR", flag(a_row_major)),
+                ("B_ROW_MAJOR", flag(b_row_major)),
+            ],
+            _ => Vec::new(),
         }
     }
 }
@@ -188,7 +189,7 @@ impl PipelineCache {
             module: shader,
             entry_point: Some(entry),
             compilation_options: wgpu::PipelineCompilationOptions {
-                constants: module.constants(),
+                constants: &module.constants(),
                 // Every kernel writes its workgroup memory before reading it (matmul tiles,
                 // reduction trees, the cooperative-matrix scratch), so wgpu's zeroing of it
                 // at the start of each workgroup is wasted work.
@@ -285,10 +286,12 @@ mod tests {
             Module::Optim,
             Module::Window,
             Module::Int8,
-            Module::AttentionCoop,
         ];
-        for width in [16, 32, 64, 128] {
-            modules.push(Module::Attention { width });
+        for dropout in [false, true] {
+            modules.push(Module::AttentionCoop { dropout });
+            for width in [16, 32, 64, 128] {
+                modules.push(Module::Attention { width, dropout });
+            }
         }
         for a_row_major in [false, true] {
             for b_row_major in [false, true] {
@@ -319,7 +322,7 @@ mod tests {
                 .validate(&parsed)
                 .unwrap_or_else(|e| panic!("{module:?}: {}", e.emit_to_string(source)));
             let mut constants = naga::back::PipelineConstants::default();
-            for &(name, value) in module.constants() {
+            for (name, value) in module.constants() {
                 constants.insert(name.to_string(), value);
             }
             let (specialised, info) =
@@ -340,7 +343,7 @@ mod tests {
     #[test]
     fn coop_attention_entry_points_reach_the_bindings_the_launcher_binds() {
         use crate::backend::gpu::attention::Kernel;
-        let source = Module::AttentionCoop.source();
+        let source = Module::AttentionCoop { dropout: true }.source();
         let parsed = naga::front::wgsl::parse_str(source).expect("parses");
         let info = naga::valid::Validator::new(
             naga::valid::ValidationFlags::all(),
@@ -390,6 +393,6 @@ mod tests {
             b_row_major: true,
         };
         assert_eq!(workgroup_bytes(matmul), asked);
-        assert!(workgroup_bytes(Module::AttentionCoop) <= asked);
+        assert!(workgroup_bytes(Module::AttentionCoop { dropout: true }) <= asked);
     }
 }
