@@ -89,16 +89,32 @@ fn run() -> Result<(), String> {
         )
     };
     let flops = 2.0 * 16f64.powi(3) * 16.0 * f64::from(STEPS) * 4.0 * f64::from(WORKGROUPS);
-    // (entry point, steps between barriers, scalar tiles): the product kernel's loop is
-    // `staged` at 2 with quads.
+    // Read by `fetched`: 256 MiB of small halves (0x1400 is 0.00122), far more than the L2
+    // cache; the probe folds its reads into the first 4 MiB or into all of it.
+    let source_quads: u32 = 1 << 25;
+    let source = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("source"),
+        size: u64::from(source_quads) * 8,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    queue.write_buffer(
+        &source,
+        0,
+        &vec![0x14u8; usize::try_from(source.size()).map_err(|e| e.to_string())?],
+    );
+    // (entry point, steps between barriers, scalar tiles, quads of `source` read): the
+    // product kernel's loop is `staged` at 2 with quads, and `fetched` with its copies.
     let probes = [
-        ("registers", 0, false),
-        ("staged", 2, false),
-        ("staged", 4, false),
-        ("staged", 0, false),
-        ("staged", 2, true),
+        ("registers", 0, false, 1),
+        ("staged", 2, false, 1),
+        ("staged", 4, false, 1),
+        ("staged", 0, false, 1),
+        ("staged", 2, true, 1),
+        ("fetched", 2, false, 1 << 19),
+        ("fetched", 2, false, source_quads),
     ];
-    for (entry, barrier_every, scalar_tiles) in probes {
+    for (entry, barrier_every, scalar_tiles, quads_read) in probes {
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(entry),
             layout: None,
@@ -109,18 +125,27 @@ fn run() -> Result<(), String> {
                     ("STEPS", f64::from(STEPS)),
                     ("BARRIER_EVERY", f64::from(barrier_every)),
                     ("SCALAR_TILES", f64::from(u8::from(scalar_tiles))),
+                    ("SOURCE_QUADS", f64::from(quads_read)),
                 ],
                 zero_initialize_workgroup_memory: false,
             },
             cache: None,
         });
+        let layout = pipeline.get_bind_group_layout(0);
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: sink.as_entire_binding(),
+        }];
+        if entry == "fetched" {
+            entries.push(wgpu::BindGroupEntry {
+                binding: 1,
+                resource: source.as_entire_binding(),
+            });
+        }
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(entry),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: sink.as_entire_binding(),
-            }],
+            layout: &layout,
+            entries: &entries,
         });
         let run_dispatches = |count: usize| -> Result<f64, String> {
             let mut encoder = device.create_command_encoder(&Default::default());
@@ -142,8 +167,13 @@ fn run() -> Result<(), String> {
         run_dispatches(DISPATCHES)?;
         let seconds = run_dispatches(DISPATCHES)?;
         let rate = flops * DISPATCHES as f64 / seconds / 1e9;
+        let footprint = if entry == "fetched" {
+            format!(" source={} MiB", u64::from(quads_read) * 8 >> 20)
+        } else {
+            String::new()
+        };
         println!(
-            "{entry} barrier_every={barrier_every} scalar_tiles={scalar_tiles} {rate:.1} GFLOP/s"
+            "{entry} barrier_every={barrier_every} scalar_tiles={scalar_tiles}{footprint} {rate:.1} GFLOP/s"
         );
     }
     Ok(())

@@ -12,14 +12,21 @@
 //   staged slice of 32 along K; 0 for none), to see what the barriers cost.
 //   With `SCALAR_TILES`, from a workgroup array of f16 scalars instead of quads.
 //
-// Nothing here reads device memory in the loop: the product kernel's copies from the
-// operands into workgroup memory come on top. The accumulators go to `sink` at the end so
-// that no multiply-add can be dropped.
+// - `fetched`: `staged` at 2, plus the product kernel's copies from device memory: every
+//   stage of 32 along K, each invocation reads the next stage's four 16-byte pieces of A and
+//   of B from `source` into registers before the multiply-adds and writes them into the
+//   other half of the staged slices after them. The pieces' addresses are those of a 4096 x
+//   4096 product's 128x128 tiles, folded into the first `SOURCE_QUADS` quads of `source`:
+//   a few MiB stay in the L2 cache, hundreds stream from memory.
+//
+// Only `fetched` reads device memory in the loop. The accumulators go to `sink` at the end
+// so that no multiply-add can be dropped.
 
 enable f16;
 enable wgpu_cooperative_matrix;
 
 @group(0) @binding(0) var<storage, read_write> sink: array<f32>;
+@group(0) @binding(1) var<storage, read> source: array<vec4<f16>>;
 
 // Multiply-add steps per subgroup (a pipeline constant, so the host sets the work).
 override STEPS: u32 = 1024u;
@@ -27,6 +34,8 @@ override STEPS: u32 = 1024u;
 override BARRIER_EVERY: u32 = 2u;
 // Whether `staged` loads from a workgroup array of f16 scalars instead of quads.
 override SCALAR_TILES: bool = false;
+// Quads of `source` that `fetched` reads (a power of two).
+override SOURCE_QUADS: u32 = 1048576u;
 
 // Two stages of 128 lines, 10 quads each (A) and 32 lines of 34 quads (B), as in
 // `matmul_coop.wgsl`: widths in quads.
@@ -190,9 +199,79 @@ fn staged(
     var s: Sums;
     for (var step = 0u; step < STEPS; step++) {
         s = multiply_add(load_staged(sg, step), s);
-        if (BARRIER_EVERY != 0u && step % BARRIER_EVERY == BARRIER_EVERY - 1u) {
+        // (`max`: with BARRIER_EVERY = 0 the remainder would be a constant division by zero,
+        // which pipeline creation rejects even where it is never evaluated.)
+        if (BARRIER_EVERY != 0u && step % max(BARRIER_EVERY, 1u) == BARRIER_EVERY - 1u) {
             workgroupBarrier();
         }
+    }
+    store(s, wid.x, sg);
+}
+
+// Piece `i` (0..4) of invocation `lid` in stage `s` of the product's tile (`tile_row`,
+// `tile_col`): the quad where it starts in `source`, for A (row-major, K = 4096 along a
+// line) and B (row-major, N = 4096 along a line, after A's 16 Mi quads).
+fn piece_of_a(lid: u32, i: u32, s: u32, tile_row: u32) -> u32 {
+    let c = lid + 128u * i;
+    let element = (tile_row * 128u + c / 4u) * 4096u + s * 32u + (c % 4u) * 8u;
+    return (element / 4u) & (SOURCE_QUADS - 1u);
+}
+
+fn piece_of_b(lid: u32, i: u32, s: u32, tile_col: u32) -> u32 {
+    let c = lid + 128u * i;
+    let element = 16777216u + (s * 32u + c / 16u) * 4096u + tile_col * 128u + (c % 16u) * 8u;
+    return (element / 4u) & (SOURCE_QUADS - 1u);
+}
+
+struct Pieces {
+    a: array<vec4<f16>, 8>,
+    b: array<vec4<f16>, 8>,
+}
+
+fn fetch(lid: u32, s: u32, tile_row: u32, tile_col: u32) -> Pieces {
+    var f: Pieces;
+    for (var i = 0u; i < 4u; i++) {
+        let from_a = piece_of_a(lid, i, s, tile_row);
+        f.a[2u * i] = source[from_a];
+        f.a[2u * i + 1u] = source[from_a + 1u];
+        let from_b = piece_of_b(lid, i, s, tile_col);
+        f.b[2u * i] = source[from_b];
+        f.b[2u * i + 1u] = source[from_b + 1u];
+    }
+    return f;
+}
+
+// Writes fetched pieces into slice `slot` of the staged quads: A's lines of 32 along K
+// (`INNER_LINE` apart) in the first 640 quads of the slice, B's lines of 128 (`OUTER_LINE`
+// apart) after them, as `load_staged` reads both from one array.
+fn stage_pieces(lid: u32, f: Pieces, slot: u32) {
+    for (var i = 0u; i < 4u; i++) {
+        let c = lid + 128u * i;
+        let ta = slot * SLICE + (c / 4u) * INNER_LINE / 2u + (c % 4u) * 2u;
+        quads[ta % 2560u] = f.a[2u * i];
+        quads[(ta + 1u) % 2560u] = f.a[2u * i + 1u];
+        let tb = slot * SLICE + (c / 16u) * OUTER_LINE + (c % 16u) * 2u;
+        quads[tb % 2560u] = f.b[2u * i];
+        quads[(tb + 1u) % 2560u] = f.b[2u * i + 1u];
+    }
+}
+
+@compute @workgroup_size(128)
+fn fetched(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_id) sg: u32,
+) {
+    fill(lid);
+    let tile_row = wid.x % 32u;
+    let tile_col = (wid.x / 32u) % 32u;
+    var s: Sums;
+    for (var stage = 0u; stage < STEPS / 2u; stage++) {
+        let next = fetch(lid, stage + 1u, tile_row, tile_col);
+        s = multiply_add(load_staged(sg, 2u * stage), s);
+        s = multiply_add(load_staged(sg, 2u * stage + 1u), s);
+        stage_pieces(lid, next, 1u - stage % 2u);
+        workgroupBarrier();
     }
     store(s, wid.x, sg);
 }
