@@ -141,9 +141,25 @@ fn piece_source(ps: Pieces, i: u32, s: u32, k_len: u32) -> u32 {
 }
 
 // Reads stage `s` of both operands (pieces outside them stay zero: a function variable
-// starts zeroed).
-fn fetch(pa: Pieces, pb: Pieces, s: u32, k_len: u32) -> Fetched {
+// starts zeroed). `whole`: every piece of every stage lies inside both operands (a tile
+// inside the output, K a multiple of the stage), so none is checked. The checks cost more
+// than they seem: on an H200 each instruction spent per piece slows the product, whose
+// copies, not its multiply-adds, set its pace (BENCHMARKS.md).
+fn fetch(pa: Pieces, pb: Pieces, s: u32, k_len: u32, whole: bool) -> Fetched {
     var f: Fetched;
+    if (whole) {
+        let to_a = s * pa.step;
+        let to_b = s * pb.step;
+        for (var i = 0u; i < 4u; i++) {
+            let from_a = pa.source[i] + to_a;
+            f.of_a[2u * i] = a[from_a];
+            f.of_a[2u * i + 1u] = a[from_a + 1u];
+            let from_b = pb.source[i] + to_b;
+            f.of_b[2u * i] = b[from_b];
+            f.of_b[2u * i + 1u] = b[from_b + 1u];
+        }
+        return f;
+    }
     for (var i = 0u; i < 4u; i++) {
         let from_a = piece_source(pa, i, s, k_len);
         if (from_a != NOWHERE) {
@@ -273,14 +289,15 @@ fn matmul_coop(
         var c31 = Acc();
         var c32 = Acc();
         var c33 = Acc();
-        stage(pa, pb, fetch(pa, pb, 0u, k_len), 0u);
+        let whole = tile.x + TILE <= m && tile.y + TILE <= n && k_len % DEPTH == 0u;
+        stage(pa, pb, fetch(pa, pb, 0u, k_len, whole), 0u);
         workgroupBarrier();
         for (var s = 0u; s < stages; s++) {
             let slot = s % 2u;
             let more = s + 1u < stages;
             var next: Fetched;
             if (more) {
-                next = fetch(pa, pb, s + 1u, k_len);
+                next = fetch(pa, pb, s + 1u, k_len, whole);
             }
             let at0 = slot * SLICE;
             for (var kk = 0u; kk < DEPTH; kk += 16u) {
