@@ -16,9 +16,9 @@
 // of scores goes through `scratch` (f32), and the f16 operand made from it through
 // `operand`, 16 rows per subgroup, two invocations per row.
 //
-// The forward pass takes two sweeps over the keys: the first finds each row's log-sum-exp,
-// the second sums exp(score - lse) v, so the output accumulators never need a per-row
-// rescale (which a cooperative matrix cannot do in registers). The backward passes recompute
+// The forward pass takes one sweep over the keys with an online softmax; a cooperative
+// matrix cannot scale its rows in registers, so after each tile the accumulators take a
+// trip through `scratch` to be rescaled to the rows' new maxima. The backward passes recompute
 // the probabilities from the log-sum-exp, as attention.wgsl does, and dropout's draws with
 // them (`dropout_factor`), applied before each probability is rounded for its product.
 //
@@ -45,6 +45,10 @@ const Y: u32 = 1152u;
 var<workgroup> scratch: array<vec4<f32>, 1088>;
 // Per subgroup: the 16x64 f16 operand made from it.
 var<workgroup> operand: array<vec4<f16>, 1152>;
+// `attention_backward_dkv_coop`: per query of the staged tile, its log-sum-exp (quads 0..16)
+// and correction term (16..32), so that each invocation reads its 32 columns' values as 16
+// quads instead of 64 scalars from memory.
+var<workgroup> per_query: array<vec4<f32>, 32>;
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
@@ -81,6 +85,16 @@ struct Fetched {
 // zeroed).
 fn fetch(which: u32, offset: u32, n: u32, length: u32, first: u32, lid: u32) -> Fetched {
     var f: Fetched;
+    // A tile of whole rows copies without a check per quad: on an H200 these copies, not
+    // the products, set the kernels' pace, and every instruction in them counts (as in
+    // matmul_coop.wgsl).
+    if (first + WG <= length) {
+        let base = offset / 4u + (n * length + first) * 16u + lid;
+        for (var m = 0u; m < 8u; m++) {
+            f.quads[m] = quad_of(which, base + 128u * m);
+        }
+        return f;
+    }
     for (var m = 0u; m < 8u; m++) {
         let e = lid + 128u * m;
         let row = first + e / 16u;
@@ -177,6 +191,12 @@ fn accumulate(
     *s3 = coopMultiplyAdd(p3, right(tile, 48u, 48u), *s3);
 }
 
+// Block `j` of subgroup `sg`'s scratch, as `keep` wrote it.
+fn kept(sg: u32, j: u32) -> Sums {
+    let at = sg * 16u * SCRATCH_LINE + j * 4u;
+    return coopLoadT<Sums>(&scratch[at], SCRATCH_LINE);
+}
+
 // The invocation's share of its subgroup's 16 rows of 64 columns: row `lane / 2`, and of its
 // 16 quads of columns those with the parity of `lane`, quad `2 c + lane % 2` for c in 0..8.
 fn column_of(lane: u32, c: u32, e: u32) -> u32 {
@@ -212,16 +232,17 @@ fn masked(n: u32, i: u32, j: u32) -> bool {
     return j >= p[2] || (causal() && j > i) || hidden(n, min(j, p[2] - 1u));
 }
 
-// Writes a subgroup's [16, 64] result from its four column blocks to rows `row0..` of
-// problem `n`'s [length, 64] matrix in grad_qk (0), grad_v (1) or out (2).
-fn write_rows(s0: Sums, s1: Sums, s2: Sums, s3: Sums, sg: u32, lane: u32, row0: u32, n: u32, length: u32, into: u32) {
+// Writes a subgroup's [16, 64] result from its four column blocks, times the invocation's
+// `row_factor`, to rows `row0..` of problem `n`'s [length, 64] matrix in grad_qk (0),
+// grad_v (1) or out (2).
+fn write_rows(s0: Sums, s1: Sums, s2: Sums, s3: Sums, sg: u32, lane: u32, row0: u32, n: u32, length: u32, into: u32, row_factor: f32) {
     keep(s0, sg, 0u);
     keep(s1, sg, 1u);
     keep(s2, sg, 2u);
     keep(s3, sg, 3u);
     workgroupBarrier();
     let row = row0 + lane / 2u;
-    let values = read_share(sg, lane, 1.0);
+    let values = read_share(sg, lane, row_factor);
     if (row < length) {
         for (var c = 0u; c < 8u; c++) {
             for (var e = 0u; e < 4u; e++) {
@@ -262,47 +283,16 @@ fn attention_forward_coop(
     // This invocation's query row.
     let i = r.first + sg * 16u + lane / 2u;
     let key_end = key_end_of(r);
-    // Sweep 1: the row's maximum and sum of exponentials, online; the two invocations of a
-    // row each keep their own sum and merge them at the end.
+    // One sweep over the keys with an online softmax: per tile, the rows' running maximum,
+    // each probability as exp(score - maximum) and the accumulators rescaled to the new
+    // maximum; the two invocations of a row keep their own sums and merge them at the end.
     var running_max = neg_inf();
     var sum = 0.0;
-    var keys = fetch(1u, p[10], r.n, s, 0u, lid);
-    for (var j0 = 0u; j0 < key_end; j0 += WG) {
-        workgroupBarrier();
-        stage(X, keys, lid);
-        workgroupBarrier();
-        if (j0 + WG < key_end) {
-            keys = fetch(1u, p[10], r.n, s, j0 + WG, lid);
-        }
-        products(q0, q1, q2, q3, X, sg);
-        workgroupBarrier();
-        var scores = read_share(sg, lane, scale());
-        var block_max = neg_inf();
-        for (var c = 0u; c < 32u; c++) {
-            if (masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u))) {
-                scores[c] = neg_inf();
-            }
-            block_max = max(block_max, scores[c]);
-        }
-        block_max = max(block_max, subgroupShuffleXor(block_max, 1u));
-        let new_max = max(running_max, block_max);
-        if (new_max != neg_inf()) {
-            var block_sum = 0.0;
-            for (var c = 0u; c < 32u; c++) {
-                block_sum += exp(scores[c] - new_max);
-            }
-            sum = sum * exp(running_max - new_max) + block_sum;
-            running_max = new_max;
-        }
-    }
-    sum += subgroupShuffleXor(sum, 1u);
-    let lse_row = select(neg_inf(), running_max + log(sum), sum > 0.0);
-    // Sweep 2: the output, the sum over keys of exp(score - lse) v.
     var o0 = Sums();
     var o1 = Sums();
     var o2 = Sums();
     var o3 = Sums();
-    keys = fetch(1u, p[10], r.n, s, 0u, lid);
+    var keys = fetch(1u, p[10], r.n, s, 0u, lid);
     var values = fetch(2u, p[11], r.n, s, 0u, lid);
     for (var j0 = 0u; j0 < key_end; j0 += WG) {
         workgroupBarrier();
@@ -316,17 +306,50 @@ fn attention_forward_coop(
         products(q0, q1, q2, q3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
+        var block_max = neg_inf();
         for (var c = 0u; c < 32u; c++) {
-            let j = j0 + column_of(lane, c / 4u, c % 4u);
-            let seen = lse_row != neg_inf() && !masked(r.n, i, j);
-            probs[c] = select(0.0, exp(probs[c] - lse_row), seen) * dropout_factor(r.n, i, j);
+            if (masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u))) {
+                probs[c] = neg_inf();
+            }
+            block_max = max(block_max, probs[c]);
         }
+        block_max = max(block_max, subgroupShuffleXor(block_max, 1u));
+        let new_max = max(running_max, block_max);
+        // Until a row has seen a key its maximum is -inf: nothing to rescale, zeros.
+        let seen_any = new_max != neg_inf();
+        let rescale = select(1.0, exp(running_max - new_max), seen_any);
+        var block_sum = 0.0;
+        for (var c = 0u; c < 32u; c++) {
+            let weight = select(0.0, exp(probs[c] - new_max), seen_any);
+            block_sum += weight;
+            probs[c] = weight * dropout_factor(r.n, i, j0 + column_of(lane, c / 4u, c % 4u));
+        }
+        sum = sum * rescale + block_sum;
+        running_max = new_max;
         write_operand(probs, sg, lane);
+        // The scores are read: the scratch takes the accumulators, each row scaled by its
+        // factor (cooperative matrices cannot scale rows in registers).
         workgroupBarrier();
+        keep(o0, sg, 0u);
+        keep(o1, sg, 1u);
+        keep(o2, sg, 2u);
+        keep(o3, sg, 3u);
+        workgroupBarrier();
+        for (var c = 0u; c < 8u; c++) {
+            let at = (sg * 16u + lane / 2u) * SCRATCH_LINE + 2u * c + lane % 2u;
+            scratch[at] *= rescale;
+        }
+        workgroupBarrier();
+        o0 = kept(sg, 0u);
+        o1 = kept(sg, 1u);
+        o2 = kept(sg, 2u);
+        o3 = kept(sg, 3u);
         accumulate(&o0, &o1, &o2, &o3, Y, sg);
     }
+    sum += subgroupShuffleXor(sum, 1u);
+    let lse_row = select(neg_inf(), running_max + log(sum), sum > 0.0);
     workgroupBarrier();
-    write_rows(o0, o1, o2, o3, sg, lane, r.first + sg * 16u, r.n, t, 2u);
+    write_rows(o0, o1, o2, o3, sg, lane, r.first + sg * 16u, r.n, t, 2u, select(0.0, 1.0 / sum, sum > 0.0));
     if (lane % 2u == 0u && i < t) {
         lse[r.n * t + i] = lse_row;
     }
@@ -398,7 +421,19 @@ fn attention_backward_dq_coop(
         accumulate(&d0, &d1, &d2, &d3, X, sg);
     }
     workgroupBarrier();
-    write_rows(d0, d1, d2, d3, sg, lane, r.first + sg * 16u, r.n, t, 0u);
+    write_rows(d0, d1, d2, d3, sg, lane, r.first + sg * 16u, r.n, t, 0u, 1.0);
+}
+
+// Invocation `lid`'s share of `per_query` for the tile of queries from `i0`: the
+// log-sum-exp of query i0 + lid (-inf past the end) or, from lid 64 on, the correction term
+// of query i0 + lid - 64.
+fn query_term(n: u32, t: u32, i0: u32, lid: u32) -> f32 {
+    let i = i0 + lid % WG;
+    let row = n * t + min(i, t - 1u);
+    if (lid < WG) {
+        return select(neg_inf(), lse[row], i < t);
+    }
+    return correction[row];
 }
 
 // dK and dV: 64 key rows per workgroup, walking the queries. Per query tile, with P^T and
@@ -444,26 +479,32 @@ fn attention_backward_dkv_coop(
     }
     var queries = fetch(0u, p[9], r.n, t, query_start, lid);
     var d_out = fetch(3u, p[13], r.n, t, query_start, lid);
+    var term = query_term(r.n, t, query_start, lid);
     for (var i0 = query_start; i0 < t; i0 += WG) {
         workgroupBarrier();
         stage(X, queries, lid);
         stage(Y, d_out, lid);
+        per_query[lid / 4u][lid % 4u] = term;
         workgroupBarrier();
         if (i0 + WG < t) {
             queries = fetch(0u, p[9], r.n, t, i0 + WG, lid);
             d_out = fetch(3u, p[13], r.n, t, i0 + WG, lid);
+            term = query_term(r.n, t, i0 + WG, lid);
         }
         products(k0, k1, k2, k3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
         var corrections: array<f32, 32>;
-        for (var c = 0u; c < 32u; c++) {
-            let i = i0 + column_of(lane, c / 4u, c % 4u);
-            let row = r.n * t + min(i, t - 1u);
-            let lse_column = select(neg_inf(), lse[row], i < t);
-            corrections[c] = correction[row];
-            let seen = lse_column != neg_inf() && !masked(r.n, i, j);
-            probs[c] = select(0.0, exp(probs[c] - lse_column), seen);
+        for (var quad = 0u; quad < 8u; quad++) {
+            let lse_columns = per_query[2u * quad + lane % 2u];
+            let correction_columns = per_query[16u + 2u * quad + lane % 2u];
+            for (var e = 0u; e < 4u; e++) {
+                let c = quad * 4u + e;
+                let i = i0 + column_of(lane, quad, e);
+                corrections[c] = correction_columns[e];
+                let seen = lse_columns[e] != neg_inf() && !masked(r.n, i, j);
+                probs[c] = select(0.0, exp(probs[c] - lse_columns[e]), seen);
+            }
         }
         workgroupBarrier();
         products(v0, v1, v2, v3, Y, sg);
@@ -483,6 +524,6 @@ fn attention_backward_dkv_coop(
         accumulate(&dk0, &dk1, &dk2, &dk3, X, sg);
     }
     workgroupBarrier();
-    write_rows(dk0, dk1, dk2, dk3, sg, lane, r.first + sg * 16u, r.n, s, 0u);
-    write_rows(dv0, dv1, dv2, dv3, sg, lane, r.first + sg * 16u, r.n, s, 1u);
+    write_rows(dk0, dk1, dk2, dk3, sg, lane, r.first + sg * 16u, r.n, s, 0u, 1.0);
+    write_rows(dv0, dv1, dv2, dv3, sg, lane, r.first + sg * 16u, r.n, s, 1u, 1.0);
 }

@@ -468,7 +468,10 @@ fn gpu_attention_under_autocast_matches_its_definition() {
             on_matrix_units,
         );
         // f16's unit roundoff is 2^-11: a rounding of a probability that lands on the other
-        // side of a tie between the two computations moves a sum by about that much.
+        // side of a tie between the two computations moves a sum by about that much. (The
+        // forward kernel rounds exp(score - the row's running maximum) and divides by the
+        // sum at the end, where this rounds the normalised probability: the same relative
+        // error per probability, at another place.)
         let tolerance = if on_matrix_units { 2e-3 } else { 1e-5 };
         for (name, (want, got)) in ["out", "dq", "dk", "dv"]
             .iter()

@@ -383,16 +383,21 @@ mod tests {
             .sum()
     }
 
-    /// The workgroup memory the adapter check asks for is what `matmul_coop.wgsl` declares,
-    /// and `attention_coop.wgsl`, which runs wherever it does, needs no more.
+    /// The workgroup memory the adapter check counts is what `matmul_coop.wgsl` and
+    /// `attention_coop.wgsl` declare.
     #[test]
     fn coop_workgroup_memory_is_what_the_adapter_check_asks_for() {
-        let asked = crate::backend::gpu::context::COOP_WORKGROUP_BYTES;
-        let matmul = Module::MatmulCoop {
-            a_row_major: true,
-            b_row_major: true,
-        };
-        assert_eq!(workgroup_bytes(matmul), asked);
-        assert!(workgroup_bytes(Module::AttentionCoop { dropout: true }) <= asked);
+        use crate::backend::gpu::context as asked;
+        for (a_row_major, b_row_major) in [(true, true), (false, false)] {
+            let matmul = Module::MatmulCoop {
+                a_row_major,
+                b_row_major,
+            };
+            assert_eq!(workgroup_bytes(matmul), asked::COOP_MATMUL_WORKGROUP_BYTES);
+        }
+        for dropout in [false, true] {
+            let attention = Module::AttentionCoop { dropout };
+            assert_eq!(workgroup_bytes(attention), asked::COOP_ATTENTION_WORKGROUP_BYTES);
+        }
     }
 }
