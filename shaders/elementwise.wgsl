@@ -335,22 +335,22 @@ fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Operand a (dtype p[7], any view, p[0] elements) as contiguous packed f16: thread w writes
-// word w, elements 2w and 2w + 1, so no two threads share a word.
+// Operand a (dtype p[7], any view, p[0] elements) as contiguous packed f16: word w holds
+// elements 2w and 2w + 1 and is written by one thread, so no two threads share a word; each
+// thread writes words a launch apart (`SPAN`), as the strided kernels do.
 @compute @workgroup_size(256)
 fn to_half(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let w = element_index(gid);
-    let first = 2u * w;
-    if (first >= p[0]) {
-        return;
-    }
+    let words = (p[0] + 1u) / 2u;
     let src_type = p[7];
-    let low = half_bits(load_f32(src_type, offsets(first).x));
-    var high = 0u;
-    if (first + 1u < p[0]) {
-        high = half_bits(load_f32(src_type, offsets(first + 1u).x));
+    for (var w = element_index(gid); w < words; w += p[SPAN]) {
+        let first = 2u * w;
+        let low = half_bits(load_f32(src_type, offsets(first).x));
+        var high = 0u;
+        if (first + 1u < p[0]) {
+            high = half_bits(load_f32(src_type, offsets(first + 1u).x));
+        }
+        out[w] = low | (high << 16u);
     }
-    out[w] = low | (high << 16u);
 }
 
 // A contiguous copy of a strided view, any dtype but f16. When the innermost axis is

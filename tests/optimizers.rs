@@ -342,6 +342,46 @@ fn loss_scaling_skips_only_the_optimizer_whose_gradients_overflowed() {
     assert_eq!(scaler.scale_factor(), 512.0);
 }
 
+/// Gradients whose elements are all finite but whose sum overflows f32 are finite: the
+/// scaler takes the step (its quick check, one sum per gradient, overflows here and the exact
+/// check clears it), as PyTorch's element-wise check would.
+#[test]
+fn loss_scaling_steps_on_finite_gradients_whose_sum_overflows() {
+    let sgd_config = SgdConfig {
+        lr: 1e-3,
+        ..Default::default()
+    };
+    // d/dw sum(w * c) = c: two elements of 3e38 each, finite, summing past f32's 3.4e38.
+    let c = DynTensor::from_vec(vec![3e38f32, 3e38], &[2]).unwrap();
+    let loss = |w: &DynTensor| w.mul(&c).unwrap().sum_all().unwrap();
+    let make = || {
+        DynTensor::from_vec(vec![1e-30f32, -1e-30], &[2])
+            .unwrap()
+            .requires_grad_()
+            .unwrap()
+    };
+    let reference = make();
+    let mut grads = loss(&reference).backward().unwrap();
+    Sgd::new(vec![reference.clone()], sgd_config)
+        .unwrap()
+        .step(&mut grads)
+        .unwrap();
+
+    let w = make();
+    let mut sgd = Sgd::new(vec![w.clone()], sgd_config).unwrap();
+    let mut scaler = GradScaler::with_config(GradScalerConfig {
+        init_scale: 1.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut grads = scaler.scale(&loss(&w)).unwrap().backward().unwrap();
+    assert!(
+        scaler.step(&mut sgd, &mut grads).unwrap(),
+        "finite gradients were taken for an overflow"
+    );
+    assert_eq!(w.to_f64_vec(), reference.to_f64_vec());
+}
+
 #[test]
 fn clipping_after_unscale_sees_the_true_gradients() {
     let reference = f32_params();

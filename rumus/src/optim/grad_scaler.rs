@@ -177,28 +177,30 @@ impl GradScaler {
         }
         let _guard = no_grad();
         let inverse = 1.0 / self.state.scale;
-        // Each gradient times zero sums to zero exactly when every element is finite; the
-        // sums stay on the gradients' devices and are read back once per device.
+        // A sum of elements is non-finite whenever one of them is, so one sum per gradient
+        // finds every inf and NaN; the sums stay on the gradients' devices and are read back
+        // once per device. A sum of finite elements can overflow too: only then is each
+        // gradient checked exactly (times zero, it sums to zero exactly when every element is
+        // finite), a second pass on overflowing steps alone.
         let mut checks: Vec<DynTensor> = Vec::new();
+        let mut unscaled = Vec::new();
         let mut ids = Vec::new();
         for p in &params {
             let Some(id) = p.id() else { continue };
             let Some(g) = grads.remove(p) else { continue };
             let g = g.mul_scalar(inverse)?;
-            let check = g.mul_scalar(0.0)?.sum_all()?;
-            match checks.iter_mut().find(|c| c.device() == check.device()) {
-                Some(sum) => *sum = sum.add(&check.to_dtype(sum.dtype())?)?,
-                None => checks.push(check),
-            }
+            add_on_device(&mut checks, g.sum_all()?)?;
+            unscaled.push(g.clone());
             grads.accumulate(id, g)?;
             ids.push(id);
         }
-        let mut finite = true;
-        for check in checks {
-            finite &= match check.dtype() {
-                DType::F64 => check.item::<f64>()?.is_finite(),
-                _ => check.to_dtype(DType::F32)?.item::<f32>()?.is_finite(),
-            };
+        let mut finite = all_finite(checks)?;
+        if !finite {
+            let mut exact = Vec::new();
+            for g in &unscaled {
+                add_on_device(&mut exact, g.mul_scalar(0.0)?.sum_all()?)?;
+            }
+            finite = all_finite(exact)?;
         }
         if !finite {
             self.overflowed.extend(ids.iter().copied());
@@ -282,4 +284,25 @@ impl GradScaler {
         self.state = state;
         Ok(())
     }
+}
+
+/// Adds `check` (a scalar) to the running sum of its device in `sums`.
+fn add_on_device(sums: &mut Vec<DynTensor>, check: DynTensor) -> Result<()> {
+    match sums.iter_mut().find(|c| c.device() == check.device()) {
+        Some(sum) => *sum = sum.add(&check.to_dtype(sum.dtype())?)?,
+        None => sums.push(check),
+    }
+    Ok(())
+}
+
+/// Whether every per-device sum is finite (one read per device).
+fn all_finite(sums: Vec<DynTensor>) -> Result<bool> {
+    let mut finite = true;
+    for sum in sums {
+        finite &= match sum.dtype() {
+            DType::F64 => sum.item::<f64>()?.is_finite(),
+            _ => sum.to_dtype(DType::F32)?.item::<f32>()?.is_finite(),
+        };
+    }
+    Ok(finite)
 }

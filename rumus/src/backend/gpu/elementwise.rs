@@ -4,7 +4,7 @@
 use super::batch::{grid_1d, grid_spread};
 use super::context::GpuDevice;
 use super::memory::{GpuBuffer, check_dtype, check_words};
-use super::operand::{Strided, slot, spread_params, strided_params};
+use super::operand::{Strided, slot, spread_params};
 use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -257,8 +257,8 @@ impl GpuDevice {
         let numel = x.numel();
         let out = GpuBuffer::uninit(self, numel, DType::F16, "to_dtype(f16)")?;
         let strided = Strided::new("to_dtype(f16)", x.dims(), &[x.layout()])?;
-        let (groups, row) = grid_1d(numel.div_ceil(2));
-        let mut params = strided_params(&strided, numel, row);
+        // Threads for a quarter of the elements: two words each.
+        let (mut params, groups) = spread_params(&strided, numel);
         params[slot::DTYPE] = dtype_code(x.dtype());
         let source = self.any_memory_of(x)?;
         self.dispatch(
