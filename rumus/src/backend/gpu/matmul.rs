@@ -33,6 +33,36 @@ fn split_k(jobs: usize, k: usize, min_jobs: usize) -> (usize, usize) {
     let chunk = k.div_ceil(splits).next_multiple_of(16);
     (k.div_ceil(chunk), chunk)
 }
+/// Split-K for the cooperative kernel's f32 products (autocast's): the split count whose
+/// jobs fill whole waves of `MIN_WIDE_JOBS` workgroups best. With `s` splits each job walks
+/// a `1/s` share of K, and `jobs * s` of them take `ceil(jobs * s / wave)` waves, so the time
+/// goes as `ceil(jobs * s / wave) / s`; each split past the first is counted 5% dearer (its
+/// partial product written and summed), none is shorter than `MIN_COOP_SPLIT_K`, and
+/// products of a wave or more stay whole. GPT-2 small's feed-forward weight gradients
+/// (`[768, 8192] @ [8192, 3072]`, 144 tiles) take 5 splits this way, where the one-wave
+/// target left them whole (144 workgroups on an H200's 132 SMs, most of them alone on
+/// theirs): 7.4 -> 6.3 ms for 12 of them. Its input gradients (`[8192, 3072] @ [3072, 768]`,
+/// 384 tiles) ran slower in 2 splits (4.9 -> 5.3 ms), the model notwithstanding: their
+/// partial products are large. The one-wave target's choices for fewer tiles (16 splits of
+/// 16 tiles, 7 of 36, 4 of 64) are this rule's too.
+fn split_k_in_waves(jobs: usize, k: usize) -> (usize, usize) {
+    let most = (k / MIN_COOP_SPLIT_K).clamp(1, 64);
+    if jobs >= MIN_WIDE_JOBS || most == 1 {
+        return (1, k.max(1));
+    }
+    let cost = |s: usize| {
+        let waves = (jobs * s).div_ceil(MIN_WIDE_JOBS) as f64;
+        waves / s as f64 * (1.0 + 0.05 * (s - 1) as f64)
+    };
+    let splits = (1..=most)
+        .min_by(|&a, &b| cost(a).total_cmp(&cost(b)))
+        .unwrap_or(1);
+    let chunk = k.div_ceil(splits).next_multiple_of(16);
+    (k.div_ceil(chunk), chunk)
+}
+/// The shortest K range a split of the cooperative kernel walks: shorter ones spend more on
+/// writing and summing their partial products than they save.
+const MIN_COOP_SPLIT_K: usize = 512;
 const MAX_BATCH_RANK: usize = 4;
 /// Split-K's target for the wide kernel: about one wave of 128x128 workgroups on a large GPU
 /// (an H200 keeps two of them on each of its 132 SMs). On an H200 the transformer step took
@@ -252,7 +282,8 @@ impl GpuDevice {
         // whose result is f32 (autocast's).
         let (splits, chunk) = match (kernels, entry) {
             (Kernels::Coop, _) if !widen => (1, k.max(1)),
-            (Kernels::Coop, _) | (_, "matmul_wide") => split_k(tiles * batch, k, MIN_WIDE_JOBS),
+            (Kernels::Coop, _) => split_k_in_waves(tiles * batch, k),
+            (_, "matmul_wide") => split_k(tiles * batch, k, MIN_WIDE_JOBS),
             _ => split_k(tiles * batch, k, MIN_WORKGROUPS),
         };
         let gz = (batch * splits).clamp(1, 65_535) as u32;
@@ -343,5 +374,37 @@ impl GpuDevice {
             Kernels::Half if !widen => self.to_half(&product),
             _ => Ok(product),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k_in_waves};
+
+    /// The splits cover K exactly once in chunks the kernel can walk (multiples of 16, none
+    /// shorter than the minimum), and products of a wave or more stay whole.
+    #[test]
+    fn splits_in_waves_cover_k_in_whole_chunks() {
+        for jobs in [1, 6, 16, 36, 64, 144, 255, 256, 384, 511, 512, 2358] {
+            for k in [8, 512, 768, 1000, 1024, 3072, 8192, 50_000] {
+                let (splits, chunk) = split_k_in_waves(jobs, k);
+                assert!(splits * chunk >= k && (splits - 1) * chunk < k, "{jobs} {k}");
+                if splits > 1 {
+                    assert!(chunk.is_multiple_of(16), "{jobs} jobs, K {k}: chunk {chunk}");
+                    assert!(chunk >= MIN_COOP_SPLIT_K, "{jobs} jobs, K {k}: chunk {chunk}");
+                    assert!(jobs < MIN_WIDE_JOBS);
+                }
+            }
+        }
+    }
+
+    /// The choices the doc comment names: the one-wave target's for few tiles, five splits
+    /// for GPT-2 small's 144-tile weight gradients.
+    #[test]
+    fn splits_in_waves_fill_the_waves_the_doc_names() {
+        for (jobs, splits) in [(16, 16), (36, 7), (64, 4), (144, 5), (384, 1)] {
+            assert_eq!(split_k_in_waves(jobs, 8192).0, splits, "{jobs} tiles");
+        }
+        assert_eq!(split_k_in_waves(144, 768).0, 1, "K too short to split");
     }
 }
