@@ -1,8 +1,9 @@
-// Row reductions: one workgroup reduces one contiguous row of `len` elements (the host moves
-// the reduced axes last and makes them contiguous first). Sum, max, min, argmax, argmin, and
-// softmax / log-softmax of each row (and its gradient) in segments of a workgroup.
+// Row reductions: segments of a workgroup reduce contiguous rows of `len` elements (the host
+// moves the reduced axes last and makes them contiguous first). Sum, max, min, argmax,
+// argmin, and softmax / log-softmax of each row (and its gradient).
 //
-// Parameters: 0 rows, 1 row length, 2 op code, 3 workgroups per grid row, 4 input offset.
+// Parameters: 0 rows, 1 row length, 2 op code, 3 workgroups per grid row, 4 input offset,
+// 5 invocations per row (the segment).
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
 @group(0) @binding(1) var<storage, read> a: array<u32>;
@@ -40,11 +41,12 @@ fn identity(op: u32) -> f32 {
     }
 }
 
-// Reduces `values`/`indices` of the workgroup into slot 0.
-fn tree(op: u32, lid: u32) {
-    for (var width = WG / 2u; width > 0u; width = width / 2u) {
+// Reduces `values`/`indices` of each segment of `segment` invocations (a power of two) into
+// the segment's first slot.
+fn tree(op: u32, lid: u32, segment: u32) {
+    for (var width = segment / 2u; width > 0u; width = width / 2u) {
         workgroupBarrier();
-        if (lid < width) {
+        if (lid % segment < width) {
             let r = combine(op, values[lid], indices[lid], values[lid + width], indices[lid + width]);
             values[lid] = bitcast<f32>(r.x);
             indices[lid] = r.y;
@@ -53,9 +55,14 @@ fn tree(op: u32, lid: u32) {
     workgroupBarrier();
 }
 
+// Rows are reduced by segments of `p[5]` invocations (a power of two, 32 to 256), several
+// short rows to a workgroup, as the softmax below: one workgroup and a 256-step tree for
+// each of attention's rows of 64 took 0.23 ms for 98,304 of them on an H200.
 @compute @workgroup_size(256)
 fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let row = wid.y * p[3] + wid.x;
+    let segment = p[5];
+    let row = (wid.y * p[3] + wid.x) * (WG / segment) + lid / segment;
+    let lane = lid % segment;
     let rows = p[0];
     let len = p[1];
     let op = p[2];
@@ -64,7 +71,7 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     var acc = identity(op);
     var at = 0xffffffffu;
     if (valid) {
-        for (var j = lid; j < len; j += WG) {
+        for (var j = lane; j < len; j += segment) {
             let r = combine(op, acc, at, bitcast<f32>(a[base + j]), j);
             acc = bitcast<f32>(r.x);
             at = r.y;
@@ -72,12 +79,12 @@ fn reduce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
     values[lid] = acc;
     indices[lid] = at;
-    tree(op, lid);
-    if (valid && lid == 0u) {
+    tree(op, lid, segment);
+    if (valid && lane == 0u) {
         if (op == ARGMAX || op == ARGMIN) {
-            out[row] = indices[0];
+            out[row] = indices[lid];
         } else {
-            out[row] = bitcast<u32>(values[0]);
+            out[row] = bitcast<u32>(values[lid]);
         }
     }
 }

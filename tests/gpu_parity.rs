@@ -194,6 +194,33 @@ fn reductions_and_softmax_match_the_cpu() {
     check("var", &device, std::slice::from_ref(&x), |t| {
         t[0].var(&[1], 1, false).unwrap()
     });
+    // Row reductions run several short rows to a workgroup: rows shorter than a segment,
+    // as long as one, and longer, with ties for the arg reductions (rounded values).
+    for len in [1, 5, 64, 300, 1000] {
+        let values = (0..37 * len)
+            .map(|i| ((i * 7919) % 11) as f32 - 5.0)
+            .collect();
+        let rows = DynTensor::from_vec(values, &[37, len]).unwrap();
+        let reductions: [(&str, fn(&DynTensor) -> DynTensor); 5] = [
+            ("sum", |t| t.sum(&[-1], false).unwrap()),
+            ("max", |t| t.max(&[-1], false).unwrap()),
+            ("min", |t| t.min(&[-1], false).unwrap()),
+            ("argmax", |t| {
+                t.argmax(-1, false).unwrap().to_dtype(DType::F32).unwrap()
+            }),
+            ("argmin", |t| {
+                t.argmin(-1, false).unwrap().to_dtype(DType::F32).unwrap()
+            }),
+        ];
+        for (name, reduce) in reductions {
+            check(
+                &format!("{name} of rows of {len}"),
+                &device,
+                std::slice::from_ref(&rows),
+                |t| reduce(&t[0]),
+            );
+        }
+    }
     // Rows longer than the 2048 elements a softmax keeps in registers, and a ragged tail.
     let long = tensor(&[3, 2500], 35).mul_scalar(8.0).unwrap();
     check(

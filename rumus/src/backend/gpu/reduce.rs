@@ -28,6 +28,12 @@ fn grouped(gpu: &GpuDevice, x: &DynTensor, axes: &[usize]) -> Result<(DynTensor,
 /// Columns a `sum_columns` workgroup covers.
 const SUM_COLUMNS_WIDTH: usize = 32;
 
+/// Invocations per row of a row kernel (`reduce_rows`, the softmax): about eight elements
+/// each, 32 to a whole workgroup of 256.
+fn row_segment(len: usize) -> usize {
+    len.div_ceil(8).next_power_of_two().clamp(32, 256)
+}
+
 impl GpuDevice {
     fn rows_kernel(
         &self,
@@ -37,13 +43,15 @@ impl GpuDevice {
         op: u32,
         out: &GpuBuffer,
     ) -> Result<()> {
-        let (groups, row) = grid_rows(rows);
+        let segment = row_segment(len);
+        let (groups, row) = grid_rows(rows.div_ceil(256 / segment));
         let params = [
             rows as u32,
             len as u32,
             op,
             row,
             rows_input.layout().offset() as u32,
+            segment as u32,
         ];
         let input = self.memory_of(rows_input)?;
         let groups = if rows == 0 { [0, 0, 0] } else { groups };
@@ -181,8 +189,7 @@ impl GpuDevice {
         let (rows_input, rows, len) = grouped(self, x, &[axis])?;
         let grad_rows = grad.map(|g| grouped(self, g, &[axis])).transpose()?;
         let out = GpuBuffer::uninit(self, rows * len, DType::F32, "softmax")?;
-        // Invocations per row: about eight elements each, 32 to a whole workgroup.
-        let segment = len.div_ceil(8).next_power_of_two().clamp(32, 256);
+        let segment = row_segment(len);
         let (groups, row) = grid_rows(rows.div_ceil(256 / segment));
         let grad_offset = grad_rows.as_ref().map_or(0, |(g, ..)| g.layout().offset());
         let params = [
