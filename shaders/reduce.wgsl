@@ -188,6 +188,18 @@ fn softmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     }
 }
 
+// Each row's log-sum-exp: the softmax's reading pass alone (cross-entropy's, which then needs
+// no [N, C] output). A row whose maximum is infinite gives that maximum.
+@compute @workgroup_size(256)
+fn logsumexp_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var cache: array<f32, CACHED>;
+    let r = softmax_row(wid, lid, &cache);
+    if (r.valid && r.lane == 0u) {
+        let infinite = abs(r.shift) == bitcast<f32>(0x7f800000u);
+        out[r.row] = bitcast<u32>(select(r.shift + log(r.total), r.shift, infinite));
+    }
+}
+
 fn softmax_value(shifted: f32, total: f32, log_total: f32, log_softmax: bool) -> f32 {
     if (log_softmax) {
         return shifted - log_total;

@@ -1,10 +1,12 @@
 //! Cross-entropy against class indices as one recorded op. Written as `log_softmax`, `gather`
 //! and a reduction, its backward pass holds the log-probabilities, a dense gradient scattered
 //! from the picked ones and the softmax's gradient at once: three `[N, C]` tensors, which for
-//! a language model's 50,304-class logits over 8,192 tokens are 1.6 GB each. As one op it
-//! keeps the logits (alive anyway: they are the output layer's result) and one log-sum-exp
-//! per row, and its backward pass writes `(softmax(x) - onehot(target)) * weight` in one pass:
-//! two `[N, C]` tensors at its peak, and one kernel on a GPU.
+//! a language model's 50,304-class logits over 8,192 tokens are 1.6 GB each. As one op its
+//! forward pass reads the logits once for each row's log-sum-exp (the loss is `lse - x_t`:
+//! no log-probabilities are written) and keeps the logits (alive anyway: they are the output
+//! layer's result) and those log-sum-exps; its backward pass writes `(softmax(x) -
+//! onehot(target)) * weight` in one pass: two `[N, C]` tensors at its peak, and one kernel
+//! on a GPU.
 
 use rayon::prelude::*;
 
@@ -39,20 +41,19 @@ pub(super) fn cross_entropy(
     targets: ClassTargets,
     reduction: Reduction,
 ) -> Result<DynTensor> {
-    if !(is_grad_enabled() && logits.requires_grad()) {
-        let log_probs = logits.log_softmax(1)?;
-        return targets.reduce(targets.negative_picked(&log_probs)?, reduction);
-    }
-    let (loss, lse) = {
+    // -log_softmax(x)_t = lse(x) - x_t: one pass over the logits for the log-sum-exp and a
+    // gather, where log_softmax wrote a second [N, C] tensor.
+    let loss_and_lse = || -> Result<(DynTensor, DynTensor)> {
         let _untracked = no_grad();
-        let log_probs = logits.log_softmax(1)?;
-        let loss = targets.reduce(targets.negative_picked(&log_probs)?, reduction)?;
-        // x_j - log_softmax(x)_j is the row's log-sum-exp for any class j; at the largest
-        // logit both terms are finite wherever the row has a finite maximum.
-        let top = logits.argmax(1, true)?;
-        let lse = logits.gather(1, &top)?.sub(&log_probs.gather(1, &top)?)?;
-        (loss, lse)
+        let lse = class_logsumexp(logits)?;
+        let picked = logits.gather(1, &targets.gather_index)?;
+        let per_target = targets.mask(&lse.sub(&picked)?.squeeze(1)?)?;
+        Ok((targets.reduce(per_target, reduction)?, lse))
     };
+    if !(is_grad_enabled() && logits.requires_grad()) {
+        return Ok(loss_and_lse()?.0);
+    }
+    let (loss, lse) = loss_and_lse()?;
     Ok(record(loss, &[logits], || {
         BackwardOp::CrossEntropy(Box::new(CrossEntropyRecord {
             logits: Saved::new(logits),
@@ -61,6 +62,48 @@ pub(super) fn cross_entropy(
             reduction,
         }))
     }))
+}
+
+/// Each row's log-sum-exp over the classes (axis 1), `[N, 1, d1, ...]`, in one pass over the
+/// logits; an infinite maximum is the result (PyTorch's `logsumexp`), and a NaN stays NaN.
+fn class_logsumexp(logits: &DynTensor) -> Result<DynTensor> {
+    #[cfg(feature = "gpu")]
+    if let Some(gpu) = crate::device::gpu_of("cross_entropy", &[logits])? {
+        return gpu.logsumexp_rows(logits, 1);
+    }
+    let mut dims = logits.dims().to_vec();
+    let classes = std::mem::replace(&mut dims[1], 1);
+    let inner: usize = dims[2..].iter().product();
+    let buffer = read_float(logits, "cross_entropy", |x| match x {
+        FloatSlice::F32(x) => f32::into_buffer(row_logsumexp(x, classes, inner)),
+        FloatSlice::F64(x) => f64::into_buffer(row_logsumexp(x, classes, inner)),
+    })?;
+    Ok(DynTensor::from_buffer(buffer, &dims))
+}
+
+/// [`class_logsumexp`] on the host: rows (n, i) of `x` laid out `[N, classes, inner]`, summed
+/// in f64.
+fn row_logsumexp<T: Float>(x: &[T], classes: usize, inner: usize) -> Vec<T> {
+    let rows = x.len() / classes.max(1);
+    (0..rows)
+        .into_par_iter()
+        .map(|r| {
+            let first = (r / inner) * classes * inner + r % inner;
+            let values = (0..classes).map(|c| x[first + c * inner].to_f64());
+            let max = values.clone().fold(f64::NEG_INFINITY, |m, v| {
+                if v.is_nan() || m.is_nan() {
+                    f64::NAN
+                } else {
+                    m.max(v)
+                }
+            });
+            if max.is_infinite() || max.is_nan() {
+                return T::from_f64(max);
+            }
+            let sum: f64 = values.map(|v| (v - max).exp()).sum();
+            T::from_f64(max + sum.ln())
+        })
+        .collect()
 }
 
 /// The logits' gradient: `(softmax(x) - onehot(target)) * weight`, the weight of each target

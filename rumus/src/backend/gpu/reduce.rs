@@ -175,6 +175,18 @@ impl GpuDevice {
         self.softmax_kernel("softmax_backward_rows", x, Some(grad), axis, log)
     }
 
+    /// Each row's log-sum-exp along `axis`, which the result keeps with length 1 (the
+    /// softmax's reading pass alone: no tensor of `x`'s size is written).
+    pub(crate) fn logsumexp_rows(&self, x: &DynTensor, axis: usize) -> Result<DynTensor> {
+        check_float(x.dtype(), "logsumexp")?;
+        let (rows_input, rows, len) = grouped(self, x, &[axis])?;
+        let out = GpuBuffer::uninit(self, rows, DType::F32, "logsumexp")?;
+        self.rows_kernel("logsumexp_rows", &rows_input, (rows, len), 0, &out)?;
+        let mut dims = x.dims().to_vec();
+        dims[axis] = 1;
+        Ok(DynTensor::from_gpu(out, &dims))
+    }
+
     /// Runs a softmax kernel over the rows along `axis` (moved last and made contiguous,
     /// `grad` alike) and restores the axis order of the result.
     fn softmax_kernel(
