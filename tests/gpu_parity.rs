@@ -201,7 +201,8 @@ fn reductions_and_softmax_match_the_cpu() {
             .map(|i| ((i * 7919) % 11) as f32 - 5.0)
             .collect();
         let rows = DynTensor::from_vec(values, &[37, len]).unwrap();
-        let reductions: [(&str, fn(&DynTensor) -> DynTensor); 5] = [
+        type Reduction = fn(&DynTensor) -> DynTensor;
+        let reductions: [(&str, Reduction); 5] = [
             ("sum", |t| t.sum(&[-1], false).unwrap()),
             ("max", |t| t.max(&[-1], false).unwrap()),
             ("min", |t| t.min(&[-1], false).unwrap()),

@@ -168,7 +168,7 @@ fn run() -> Result<(), String> {
         let seconds = run_dispatches(DISPATCHES)?;
         let rate = flops * DISPATCHES as f64 / seconds / 1e9;
         let footprint = if entry == "fetched" {
-            format!(" source={} MiB", u64::from(quads_read) * 8 >> 20)
+            format!(" source={} MiB", (u64::from(quads_read) * 8) >> 20)
         } else {
             String::new()
         };
