@@ -241,18 +241,18 @@ fn fetch(lid: u32, s: u32, tile_row: u32, tile_col: u32) -> Pieces {
     return f;
 }
 
-// Writes fetched pieces into slice `slot` of the staged quads: A's lines of 32 along K
-// (`INNER_LINE` apart) in the first 640 quads of the slice, B's lines of 128 (`OUTER_LINE`
-// apart) after them, as `load_staged` reads both from one array.
+// Writes fetched pieces into slice `slot` of the staged quads where `load_staged` reads
+// them, as the product kernel stores them: A's lines of 32 along K `INNER_LINE` apart, B's
+// lines of 128 `OUTER_LINE` apart (both in the one array: the probe's values do not matter).
 fn stage_pieces(lid: u32, f: Pieces, slot: u32) {
     for (var i = 0u; i < 4u; i++) {
         let c = lid + 128u * i;
-        let ta = slot * SLICE + (c / 4u) * INNER_LINE / 2u + (c % 4u) * 2u;
-        quads[ta % 2560u] = f.a[2u * i];
-        quads[(ta + 1u) % 2560u] = f.a[2u * i + 1u];
+        let ta = slot * SLICE + (c / 4u) * INNER_LINE + (c % 4u) * 2u;
+        quads[ta] = f.a[2u * i];
+        quads[ta + 1u] = f.a[2u * i + 1u];
         let tb = slot * SLICE + (c / 16u) * OUTER_LINE + (c % 16u) * 2u;
-        quads[tb % 2560u] = f.b[2u * i];
-        quads[(tb + 1u) % 2560u] = f.b[2u * i + 1u];
+        quads[tb] = f.b[2u * i];
+        quads[tb + 1u] = f.b[2u * i + 1u];
     }
 }
 
