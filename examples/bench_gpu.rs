@@ -513,6 +513,23 @@ fn transformer_ops(device: &Device) {
             .backward()
             .unwrap();
     });
+    // The feed-forward activation and its dropout as two ops, then as one each way
+    // (`activation_dropout`, as `TransformerEncoderBlock` runs them).
+    let hidden = leaf(&on(&[8192, 2048]));
+    ms("gelu then dropout fwd+bwd [8192,2048]", &mut || {
+        let y = rumus::nn::functional::dropout(&hidden.gelu().unwrap(), 0.1, true).unwrap();
+        y.sum_all().unwrap().backward().unwrap();
+    });
+    ms("activation_dropout(gelu) fwd+bwd [8192,2048]", &mut || {
+        let y = rumus::nn::functional::activation_dropout(
+            &hidden,
+            rumus::ops::UnaryOp::Gelu,
+            0.1,
+            true,
+        )
+        .unwrap();
+        y.sum_all().unwrap().backward().unwrap();
+    });
 }
 
 fn main() -> rumus::Result<()> {
