@@ -110,7 +110,7 @@ fn segment_reduce(v: f32, lid: u32, segment: u32, op: u32) -> f32 {
         if (lid % segment < width) {
             let other = values[lid + width];
             if (op == MAX) {
-                values[lid] = max(values[lid], other);
+                values[lid] = max_keeping_nan(values[lid], other);
             } else {
                 values[lid] += other;
             }
@@ -118,6 +118,12 @@ fn segment_reduce(v: f32, lid: u32, segment: u32, op: u32) -> f32 {
     }
     workgroupBarrier();
     return values[lid - lid % segment];
+}
+
+// The larger of `m` and `v`, NaN if either is (WGSL's `max` may drop a NaN operand): a row
+// holding a NaN has a NaN maximum, so its log-sum-exp is NaN and not the maximum of the rest.
+fn max_keeping_nan(m: f32, v: f32) -> f32 {
+    return select(max(m, v), m + v, m != m || v != v);
 }
 
 struct SoftmaxRow {
@@ -144,11 +150,11 @@ fn softmax_row(wid: vec3<u32>, lid: u32, cache: ptr<function, array<f32, CACHED>
         (*cache)[c] = 0.0;
         if (valid && j < len) {
             (*cache)[c] = bitcast<f32>(a[base + j]);
-            m = max(m, (*cache)[c]);
+            m = max_keeping_nan(m, (*cache)[c]);
         }
     }
     for (var j = lane + CACHED * segment; valid && j < len; j += segment) {
-        m = max(m, bitcast<f32>(a[base + j]));
+        m = max_keeping_nan(m, bitcast<f32>(a[base + j]));
     }
     let row_max = segment_reduce(m, lid, segment, MAX);
     var s = 0.0;

@@ -276,6 +276,9 @@ fn gpu_attention_matches_the_fused_cpu_op() {
         ((20, 17), (128, 100), false, false, 0.0),
         ((130, 150), (8, 3), true, true, 0.3),
         ((33, 40), (40, 24), false, false, 0.5),
+        // No queries; no keys (zeros, as a query row that sees no key).
+        ((0, 11), (8, 3), false, true, 0.0),
+        ((9, 0), (8, 3), false, false, 0.0),
     ];
     for (lengths, (d, dv), masked, causal, dropout_p) in cases {
         let (q, k, v) = (

@@ -1,5 +1,5 @@
 //! `cross_entropy` (without label smoothing) is one recorded op: the same loss as
-//! `nll_loss(log_softmax(x))` bit for bit, the same gradients (finite differences for both
+//! `nll_loss(log_softmax(x))` within f32 rounding, the same gradients (finite differences for both
 //! are in `tests/gradcheck_losses.rs`), one `[N, C]` tensor less at the backward pass's peak
 //! on the CPU and on a GPU, and on a GPU the gradient from one kernel agrees with the CPU's.
 
@@ -196,4 +196,59 @@ fn on_a_gpu_one_kernel_gives_the_cpu_gradient_and_holds_less() {
         fused + matrix <= apart,
         "device peaks: fused {fused} bytes, log_softmax + nll_loss {apart} bytes ([N, C] is {matrix})"
     );
+}
+
+/// Rows with a NaN, an infinite logit or only -inf give PyTorch's losses (from
+/// `logsumexp(x) - x[target]`: NaN, inf or NaN), on the host and on a GPU alike.
+#[test]
+fn non_finite_logits_give_pytorchs_losses_on_every_device() {
+    let _serial = serial();
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let rows: [([f32; 3], i64); 5] = [
+        ([0.5, nan, 1.0], 0),
+        ([inf, 0.0, 1.0], 1),
+        ([inf, 0.0, 1.0], 0),
+        ([-inf, -inf, -inf], 2),
+        ([1.0, 2.0, -inf], 1),
+    ];
+    // logsumexp - x[target] in f64, with logsumexp's rules: NaN anywhere is NaN, an infinite
+    // maximum is the result.
+    let expected: Vec<f64> = rows
+        .iter()
+        .map(|(x, t)| {
+            let x: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+            let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let lse = if x.iter().any(|v| v.is_nan()) {
+                f64::NAN
+            } else if max.is_infinite() {
+                max
+            } else {
+                max + x.iter().map(|v| (v - max).exp()).sum::<f64>().ln()
+            };
+            lse - x[*t as usize]
+        })
+        .collect();
+    let logits: Vec<f32> = rows.iter().flat_map(|(x, _)| *x).collect();
+    let logits = DynTensor::from_vec(logits, &[rows.len(), 3]).unwrap();
+    let targets = DynTensor::from_vec(rows.iter().map(|r| r.1).collect(), &[rows.len()]).unwrap();
+    let per_row = |device: &Device| {
+        let options = options(Reduction::None, false);
+        cross_entropy(
+            &logits.to(device).unwrap(),
+            &targets.to(device).unwrap(),
+            &options,
+        )
+        .unwrap()
+        .to_f64_vec()
+    };
+    let mut devices = vec![Device::Cpu];
+    devices.extend(gpu());
+    for device in &devices {
+        for (i, (got, want)) in per_row(device).iter().zip(&expected).enumerate() {
+            let same = (got.is_nan() && want.is_nan())
+                || got == want
+                || (got - want).abs() <= 1e-6 * want.abs().max(1.0);
+            assert!(same, "{device:?} row {i}: {got} where PyTorch gives {want}");
+        }
+    }
 }

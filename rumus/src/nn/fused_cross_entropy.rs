@@ -65,7 +65,8 @@ pub(super) fn cross_entropy(
 }
 
 /// Each row's log-sum-exp over the classes (axis 1), `[N, 1, d1, ...]`, in one pass over the
-/// logits; an infinite maximum is the result (PyTorch's `logsumexp`), and a NaN stays NaN.
+/// logits; an infinite maximum is the result (PyTorch's `logsumexp`), and a row holding a
+/// NaN gives NaN, on the host and on a GPU alike.
 fn class_logsumexp(logits: &DynTensor) -> Result<DynTensor> {
     #[cfg(feature = "gpu")]
     if let Some(gpu) = crate::device::gpu_of("cross_entropy", &[logits])? {

@@ -209,6 +209,15 @@ impl GpuDevice {
         g: &Geometry,
         kernels: AttentionKernels,
     ) -> Result<(DynTensor, DynTensor)> {
+        // No queries or no keys: nothing to dispatch (the kernels index rows up to the last
+        // one, which an empty side does not have). No key seen gives zeros and a -inf
+        // log-sum-exp, as the kernels give a query row that sees none.
+        if g.t == 0 || g.s == 0 {
+            return Ok((
+                self.full(&[g.batch, g.t, g.dv], 0.0, DType::F32)?,
+                self.full(&[g.batch, g.t], f64::NEG_INFINITY, DType::F32)?,
+            ));
+        }
         let ops = Operands::new(self, operands, mask, kernels)?;
         let out = GpuBuffer::uninit(self, g.batch * g.t * g.dv, DType::F32, "attention")?;
         let lse = GpuBuffer::uninit(self, g.batch * g.t, DType::F32, "attention")?;
@@ -234,6 +243,10 @@ impl GpuDevice {
         g: &Geometry,
         kernels: AttentionKernels,
     ) -> Result<[DynTensor; 3]> {
+        if g.t == 0 || g.s == 0 {
+            let zeros = |t: &DynTensor| self.full(t.dims(), 0.0, DType::F32);
+            return Ok([zeros(operands[0])?, zeros(operands[1])?, zeros(operands[2])?]);
+        }
         let ops = Operands::new(self, operands, mask, kernels)?;
         let grad = kernels.ready(self, grad)?;
         // The kernels index these per query row from element 0.

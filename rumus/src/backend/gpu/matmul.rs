@@ -57,9 +57,13 @@ fn split_k_in_waves(jobs: usize, k: usize) -> (usize, usize) {
     let splits = (1..=most)
         .min_by(|&a, &b| cost(a).total_cmp(&cost(b)))
         .unwrap_or(1);
-    let chunk = k.div_ceil(splits).next_multiple_of(16);
+    // Whole stages of 32 along K: a job whose K range is one copies its stages unchecked
+    // (matmul_coop.wgsl's `whole`).
+    let chunk = k.div_ceil(splits).next_multiple_of(COOP_STAGE_K);
     (k.div_ceil(chunk), chunk)
 }
+/// K per stage of `matmul_coop.wgsl` (`DEPTH`).
+const COOP_STAGE_K: usize = 32;
 /// The shortest K range a split of the cooperative kernel walks: shorter ones spend more on
 /// writing and summing their partial products than they save.
 const MIN_COOP_SPLIT_K: usize = 512;
@@ -381,7 +385,7 @@ impl GpuDevice {
 mod tests {
     use super::{MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k_in_waves};
 
-    /// The splits cover K exactly once in chunks the kernel can walk (multiples of 16, none
+    /// The splits cover K exactly once in whole stages of the kernel (multiples of 32, none
     /// shorter than the minimum), and products of a wave or more stay whole.
     #[test]
     fn splits_in_waves_cover_k_in_whole_chunks() {
@@ -390,7 +394,7 @@ mod tests {
                 let (splits, chunk) = split_k_in_waves(jobs, k);
                 assert!(splits * chunk >= k && (splits - 1) * chunk < k, "{jobs} {k}");
                 if splits > 1 {
-                    assert!(chunk.is_multiple_of(16), "{jobs} jobs, K {k}: chunk {chunk}");
+                    assert!(chunk.is_multiple_of(32), "{jobs} jobs, K {k}: chunk {chunk}");
                     assert!(chunk >= MIN_COOP_SPLIT_K, "{jobs} jobs, K {k}: chunk {chunk}");
                     assert!(jobs < MIN_WIDE_JOBS);
                 }
