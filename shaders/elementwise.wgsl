@@ -464,3 +464,27 @@ fn cross_entropy_grad(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
 }
+
+// The loss scaler's unscale and check in one pass: operand a (f32, any view) times the f32
+// scalar p[4] into `out`, contiguous; an infinite or NaN element of a or of the result sets
+// flags[0]. The test reads the exponent bits, which no assumption about floats can remove.
+@group(0) @binding(5) var<storage, read_write> flags: array<atomic<u32>>;
+
+fn non_finite(bits: u32) -> bool {
+    return (bits & 0x7f800000u) == 0x7f800000u;
+}
+
+@compute @workgroup_size(256)
+fn scale_flagging_non_finite(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let factor = bitcast<f32>(p[4]);
+    var seen = false;
+    for (var i = element_index(gid); i < p[0]; i += p[SPAN]) {
+        let word = a[offsets(i).x];
+        let scaled = bitcast<u32>(bitcast<f32>(word) * factor);
+        out[i] = scaled;
+        seen = seen || non_finite(word) || non_finite(scaled);
+    }
+    if (seen) {
+        atomicOr(&flags[0], 1u);
+    }
+}

@@ -300,6 +300,61 @@ fn gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu() {
     }
 }
 
+/// On a GPU a gradient's unscale and its check are one kernel: a NaN in one parameter's
+/// gradient skips only the step of the optimizer holding it, and gradients whose elements
+/// are finite (3e38) but whose sum overflows f32 take their step, as on the CPU.
+#[test]
+fn gpu_loss_scaling_skips_only_the_optimizer_with_a_nan_and_steps_on_huge_finite_gradients() {
+    let _serial = common::gpu::serial();
+    let Some(device) = gpu() else { return };
+    let on = |values: Vec<f32>| {
+        DynTensor::from_vec(values, &[2])
+            .unwrap()
+            .to(&device)
+            .unwrap()
+    };
+    let c = on(vec![3e38, 3e38]);
+    let w0 = on(vec![1.0, -1.0]).requires_grad_().unwrap();
+    let w1 = on(vec![1e-30, -1e-30]).requires_grad_().unwrap();
+    // d/dw0 sqrt(0 w0 - 1) is NaN; d/dw1 sum(w1 c) is c.
+    let nan = w0
+        .mul_scalar(0.0)
+        .unwrap()
+        .add_scalar(-1.0)
+        .unwrap()
+        .sqrt()
+        .unwrap()
+        .sum_all()
+        .unwrap();
+    let loss = w1.mul(&c).unwrap().sum_all().unwrap().add(&nan).unwrap();
+    let config = SgdConfig {
+        lr: 1e-3,
+        ..Default::default()
+    };
+    let mut sgd0 = Sgd::new(vec![w0.clone()], config).unwrap();
+    let mut sgd1 = Sgd::new(vec![w1.clone()], config).unwrap();
+    let mut scaler = GradScaler::with_config(GradScalerConfig {
+        init_scale: 1.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut grads = scaler.scale(&loss).unwrap().backward().unwrap();
+    assert!(
+        !scaler.step(&mut sgd0, &mut grads).unwrap(),
+        "a NaN gradient stepped"
+    );
+    assert!(
+        scaler.step(&mut sgd1, &mut grads).unwrap(),
+        "finite gradients were skipped"
+    );
+    assert_eq!(w0.to_f64_vec(), [1.0, -1.0]);
+    let stepped: Vec<f64> = [1e-30f32, -1e-30]
+        .iter()
+        .map(|&w| f64::from(w - 1e-3f32 * 3e38f32))
+        .collect();
+    assert_eq!(w1.to_f64_vec(), stepped);
+}
+
 #[test]
 fn a_recorded_backward_pass_through_autocast_products_gives_second_derivatives() {
     // d/dw of sum((d loss / dx)^2): the first gradient must itself be differentiable.

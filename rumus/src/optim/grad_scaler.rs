@@ -177,27 +177,38 @@ impl GradScaler {
         }
         let _guard = no_grad();
         let inverse = 1.0 / self.state.scale;
-        // A sum of elements is non-finite whenever one of them is, so one sum per gradient
-        // finds every inf and NaN; the sums stay on the gradients' devices and are read back
-        // once per device. A sum of finite elements can overflow too: only then is each
-        // gradient checked exactly (times zero, it sums to zero exactly when every element is
-        // finite), a second pass on overflowing steps alone.
+        // On a GPU each f32 gradient is unscaled by one kernel that also raises a flag of
+        // its device where an element is infinite or NaN; the flags are read once per
+        // device. Elsewhere a sum of elements is non-finite whenever one of them is, so one
+        // sum per gradient finds every inf and NaN, also read once per device; a sum of
+        // finite elements can overflow too: only then is each such gradient checked exactly
+        // (times zero, it sums to zero exactly when every element is finite).
+        let mut flags: Vec<DynTensor> = Vec::new();
         let mut checks: Vec<DynTensor> = Vec::new();
-        let mut unscaled = Vec::new();
+        let mut summed = Vec::new();
         let mut ids = Vec::new();
         for p in &params {
             let Some(id) = p.id() else { continue };
             let Some(g) = grads.remove(p) else { continue };
-            let g = g.mul_scalar(inverse)?;
-            add_on_device(&mut checks, g.sum_all()?)?;
-            unscaled.push(g.clone());
+            let g = match unscale_on_gpu(&g, inverse, &mut flags)? {
+                Some(unscaled) => unscaled,
+                None => {
+                    let unscaled = g.mul_scalar(inverse)?;
+                    add_on_device(&mut checks, unscaled.sum_all()?)?;
+                    summed.push(unscaled.clone());
+                    unscaled
+                }
+            };
             grads.accumulate(id, g)?;
             ids.push(id);
         }
-        let mut finite = all_finite(checks)?;
-        if !finite {
+        let mut finite = true;
+        for flag in flags {
+            finite &= flag.to_vec::<i64>()?.first() == Some(&0);
+        }
+        if finite && !all_finite(checks)? {
             let mut exact = Vec::new();
-            for g in &unscaled {
+            for g in &summed {
                 add_on_device(&mut exact, g.mul_scalar(0.0)?.sum_all()?)?;
             }
             finite = all_finite(exact)?;
@@ -284,6 +295,33 @@ impl GradScaler {
         self.state = state;
         Ok(())
     }
+}
+
+/// `g * inverse` by the GPU kernel that raises its device's flag in `flags` (made on first
+/// use) for an infinite or NaN element; `None` for gradients it does not take (host, not
+/// f32).
+fn unscale_on_gpu(
+    g: &DynTensor,
+    inverse: f64,
+    flags: &mut Vec<DynTensor>,
+) -> Result<Option<DynTensor>> {
+    #[cfg(feature = "gpu")]
+    if g.dtype() == DType::F32
+        && let Some(gpu) = crate::device::gpu_of("GradScaler::unscale", &[g])?
+    {
+        let device = g.device();
+        let flag = match flags.iter().find(|f| f.device() == device) {
+            Some(flag) => flag.clone(),
+            None => {
+                let flag = gpu.full(&[1], 0.0, DType::I64)?;
+                flags.push(flag.clone());
+                flag
+            }
+        };
+        return Ok(Some(gpu.scale_flagging_non_finite(g, inverse, &flag)?));
+    }
+    let _ = (g, inverse, flags);
+    Ok(None)
 }
 
 /// Adds `check` (a scalar) to the running sum of its device in `sums`.

@@ -319,6 +319,35 @@ impl GpuDevice {
         Ok(DynTensor::from_gpu(out, dims))
     }
 
+    /// `g * scale` (f32, any view) as a new contiguous tensor, setting `flag` (an `i64`
+    /// `[1]`, one `i32` word on this device) nonzero where an element of `g` or of the result is infinite or
+    /// NaN: the loss scaler's unscale and check in one pass, where a sum per gradient took
+    /// two more dispatches and an add.
+    pub(crate) fn scale_flagging_non_finite(
+        &self,
+        g: &DynTensor,
+        scale: f64,
+        flag: &DynTensor,
+    ) -> Result<DynTensor> {
+        // (The scaler sends f32 gradients only; others take the sums.)
+        debug_assert_eq!(g.dtype(), DType::F32);
+        let numel = g.numel();
+        let out = GpuBuffer::uninit(self, numel, DType::F32, "GradScaler::unscale")?;
+        let strided = Strided::new("GradScaler::unscale", g.dims(), &[g.layout()])?;
+        let (mut params, groups) = spread_params(&strided, numel);
+        params[slot::SCALAR0] = (scale as f32).to_bits();
+        let (input, flag_memory) = (self.memory_of(g)?, self.memory_of(flag)?);
+        let groups = if numel == 0 { [0, 0, 0] } else { groups };
+        self.dispatch(
+            Module::Elementwise,
+            "scale_flagging_non_finite",
+            &params,
+            &[(1, input.raw()), (4, out.raw()), (5, flag_memory.raw())],
+            groups,
+        );
+        Ok(DynTensor::from_gpu(out, g.dims()))
+    }
+
     /// `x` (f32) with each element kept and multiplied by `scale` with probability `1 - p`,
     /// else zeroed; the draw of element `i` (of the contiguous order) is a hash of `seed`
     /// and `i`, so the same seed drops the same elements of a gradient of the same shape.
