@@ -41,7 +41,7 @@ fn split_k(jobs: usize, k: usize, min_jobs: usize) -> (usize, usize) {
 /// products of a wave or more stay whole. GPT-2 small's feed-forward weight gradients
 /// (`[768, 8192] @ [8192, 3072]`, 144 tiles) take 5 splits this way, where the one-wave
 /// target left them whole (144 workgroups on an H200's 132 SMs, most of them alone on
-/// theirs): 7.4 -> 6.3 ms for 12 of them. Its input gradients (`[8192, 3072] @ [3072, 768]`,
+/// theirs): 7.4 -> 4.9 ms for 12 of them. Its input gradients (`[8192, 3072] @ [3072, 768]`,
 /// 384 tiles) ran slower in 2 splits (4.9 -> 5.3 ms), the model notwithstanding: their
 /// partial products are large. The one-wave target's choices for fewer tiles (16 splits of
 /// 16 tiles, 7 of 36, 4 of 64) are this rule's too.
