@@ -317,15 +317,7 @@ fn gpu_loss_scaling_skips_only_the_optimizer_with_a_nan_and_steps_on_huge_finite
     let w0 = on(vec![1.0, -1.0]).requires_grad_().unwrap();
     let w1 = on(vec![1e-30, -1e-30]).requires_grad_().unwrap();
     // d/dw0 sqrt(0 w0 - 1) is NaN; d/dw1 sum(w1 c) is c.
-    let nan = w0
-        .mul_scalar(0.0)
-        .unwrap()
-        .add_scalar(-1.0)
-        .unwrap()
-        .sqrt()
-        .unwrap()
-        .sum_all()
-        .unwrap();
+    let nan = common::nan_term(&w0);
     let loss = w1.mul(&c).unwrap().sum_all().unwrap().add(&nan).unwrap();
     let config = SgdConfig {
         lr: 1e-3,

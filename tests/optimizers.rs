@@ -300,18 +300,7 @@ fn loss_scaling_skips_only_the_optimizer_whose_gradients_overflowed() {
         ..Default::default()
     };
     // NaN gradients for the weight only: sqrt(-1) through a term of ps[0] alone.
-    let loss = |ps: &[DynTensor]| {
-        let nan = ps[0]
-            .mul_scalar(0.0)
-            .unwrap()
-            .add_scalar(-1.0)
-            .unwrap()
-            .sqrt()
-            .unwrap()
-            .sum_all()
-            .unwrap();
-        f32_loss(ps).add(&nan).unwrap()
-    };
+    let loss = |ps: &[DynTensor]| f32_loss(ps).add(&common::nan_term(&ps[0])).unwrap();
     // The reference: a plain step of the bias on its true gradient.
     let reference = f32_params();
     let mut grads = loss(&reference).backward().unwrap();

@@ -14,6 +14,19 @@ pub fn randn(dims: &[usize], seed: u64) -> DynTensor {
     DynTensor::randn_with(dims, 0.0, 1.0, DType::F64, &mut Generator::new(seed)).unwrap()
 }
 
+/// `sum(sqrt(0 x - 1))`: a NaN term whose gradient is NaN for `x` alone (a loss scaler's
+/// overflow in one parameter's gradient).
+pub fn nan_term(x: &DynTensor) -> DynTensor {
+    x.mul_scalar(0.0)
+        .unwrap()
+        .add_scalar(-1.0)
+        .unwrap()
+        .sqrt()
+        .unwrap()
+        .sum_all()
+        .unwrap()
+}
+
 /// Positive f64 values in [0.5, 2.0) (domains of log, sqrt, pow).
 pub fn positive(dims: &[usize], seed: u64) -> DynTensor {
     DynTensor::uniform_with(dims, 0.5, 2.0, DType::F64, &mut Generator::new(seed)).unwrap()
