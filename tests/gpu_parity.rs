@@ -5,7 +5,8 @@
 //!
 //! Without a GPU these tests run on Mesa's lavapipe (`apt-get install mesa-vulkan-drivers`);
 //! they say they were skipped when no adapter exists, and fail instead when
-//! `RUMUS_REQUIRE_GPU=1` (CI sets it).
+//! `RUMUS_REQUIRE_GPU=1` (CI sets it). Every test holds `serial()`: some count transfers,
+//! which are process-wide, so no other test may read back meanwhile.
 
 mod common;
 
@@ -19,6 +20,7 @@ type UnaryCase = Box<dyn Fn(&DynTensor) -> DynTensor>;
 
 #[test]
 fn unary_ops_match_the_cpu() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let x = tensor(&[7, 33], 1);
     let positive = x.abs().unwrap().add_scalar(0.1).unwrap();
@@ -64,6 +66,7 @@ fn unary_ops_match_the_cpu() {
 
 #[test]
 fn binary_ops_broadcast_like_the_cpu() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let a = tensor(&[4, 1, 5], 2);
     let b = tensor(&[3, 5], 3);
@@ -104,6 +107,7 @@ fn binary_ops_broadcast_like_the_cpu() {
 
 #[test]
 fn masks_and_selection_match_the_cpu() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let a = tensor(&[5, 6], 7);
     let b = tensor(&[6], 8);
@@ -154,6 +158,7 @@ fn masks_and_selection_match_the_cpu() {
 
 #[test]
 fn reductions_and_softmax_match_the_cpu() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let x = tensor(&[3, 70, 5], 9);
     check("sum all", &device, std::slice::from_ref(&x), |t| {
@@ -237,6 +242,7 @@ fn reductions_and_softmax_match_the_cpu() {
 
 #[test]
 fn matrix_products_match_the_cpu() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let product = |t: &[DynTensor]| t[0].matmul(&t[1]).unwrap();
     let transposed = |t: &[DynTensor]| {
@@ -391,6 +397,7 @@ fn matrix_products_match_the_cpu() {
 
 #[test]
 fn indexing_and_joining_match_the_cpu() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let x = tensor(&[4, 6], 18);
     let rows = DynTensor::from_vec(vec![3i64, 0, 3, 1], &[4]).unwrap();
@@ -477,6 +484,7 @@ impl NormaliseRows for DynTensor {
 
 #[test]
 fn gradients_on_the_gpu_match_the_cpu() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let (cpu_loss, cpu_grads) = loss_and_grads(&Device::Cpu);
     let (gpu_loss, gpu_grads) = loss_and_grads(&device);
@@ -488,6 +496,7 @@ fn gradients_on_the_gpu_match_the_cpu() {
 
 #[test]
 fn gradients_flow_back_through_a_device_copy() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let x = tensor(&[3, 4], 40).requires_grad_().unwrap();
     let loss = x.to(&device).unwrap().tanh().unwrap().sum_all().unwrap();
@@ -584,6 +593,7 @@ fn convolution_and_pooling_run_on_the_device() {
 
 #[test]
 fn tensors_beyond_one_grid_dimension_work() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     // 65,536 x 257 elements: the row sums need more than 65,535 workgroups (one a row); the
     // element-wise kernels (four elements a thread) fit one grid dimension up to 67 million
@@ -612,6 +622,7 @@ fn tensors_beyond_one_grid_dimension_work() {
 
 #[test]
 fn device_mistakes_are_errors() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let a = tensor(&[2, 2], 70).to(&device).unwrap();
     let b = tensor(&[2, 2], 71);
@@ -742,6 +753,7 @@ fn a_model_moves_between_devices_in_place() {
 
 #[test]
 fn tensors_past_128_mib_work_where_the_adapter_allows_them() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let Device::Gpu(gpu) = &device else {
         unreachable!()
@@ -766,6 +778,7 @@ fn tensors_past_128_mib_work_where_the_adapter_allows_them() {
 
 #[test]
 fn convolutions_whose_columns_pass_the_binding_limit_run_in_batch_slices() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let Device::Gpu(gpu) = &device else {
         unreachable!()
@@ -786,6 +799,7 @@ fn convolutions_whose_columns_pass_the_binding_limit_run_in_batch_slices() {
 
 #[test]
 fn gpu_tensors_cross_threads() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let a = tensor(&[64, 64], 97)
         .to(&device)
@@ -815,6 +829,7 @@ fn gpu_tensors_cross_threads() {
 
 #[test]
 fn reading_a_view_back_returns_just_its_elements() {
+    let _serial = serial();
     let Some(device) = gpu() else { return };
     let x = tensor(&[6, 5], 99);
     let on_gpu = x.to(&device).unwrap();
