@@ -530,6 +530,37 @@ fn transformer_ops(device: &Device) {
         .unwrap();
         y.sum_all().unwrap().backward().unwrap();
     });
+    // The encoder's attention (`[32, 8, 256, 64]`, dropout 0.1) under autocast, forward and
+    // backward: the fused kernels against the composite form (products, softmax, dropout),
+    // the choice `FUSED_MIN_LENGTH` in nn/attention.rs makes.
+    let [q, k, v] = [1, 2, 3].map(|_| leaf(&on(&[32, 8, 256, 64])));
+    for causal in [false, true] {
+        ms(
+            &format!("attention fused autocast dropout causal={causal}"),
+            &mut || {
+                let _autocast = autocast();
+                let options = SdpaOptions {
+                    key_padding_mask: None,
+                    causal,
+                    scale: None,
+                    dropout_p: 0.1,
+                };
+                let out = q.scaled_dot_product_attention(&k, &v, options).unwrap();
+                out.sum_all().unwrap().backward().unwrap();
+            },
+        );
+    }
+    ms("attention composite autocast dropout", &mut || {
+        let _autocast = autocast();
+        let scores = q
+            .matmul(&k.transpose(-1, -2).unwrap())
+            .unwrap()
+            .mul_scalar(0.125)
+            .unwrap();
+        let attention = rumus::nn::functional::dropout(&scores.softmax(-1).unwrap(), 0.1, true);
+        let out = attention.unwrap().matmul(&v).unwrap();
+        out.sum_all().unwrap().backward().unwrap();
+    });
 }
 
 fn main() -> rumus::Result<()> {

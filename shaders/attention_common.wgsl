@@ -67,6 +67,13 @@ fn hidden(n: u32, j: u32) -> bool {
     return padding[p[12] + row * p[2] + j] != 0.0;
 }
 
+// Whether every query of rows i0..i0 + 64 may see every key of j0..j0 + 64: the keys lie
+// inside S, there is no padding mask and, under the causal mask, the last key comes no later
+// than the first query. Such a tile needs no mask per element (uniform per workgroup).
+fn open_tile(i0: u32, j0: u32) -> bool {
+    return j0 + WG <= p[2] && (p[6] & HAS_MASK) == 0u && (!causal() || j0 + WG - 1u <= i0);
+}
+
 // One past the last key any query row of the workgroup may see.
 fn key_end_of(r: Rows) -> u32 {
     if (causal()) {

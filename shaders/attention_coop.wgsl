@@ -49,6 +49,19 @@ var<workgroup> operand: array<vec4<f16>, 1152>;
 // and correction term (16..32), so that each invocation reads its 32 columns' values as 16
 // quads instead of 64 scalars from memory.
 var<workgroup> per_query: array<vec4<f32>, 32>;
+// `attention_forward_coop`: per subgroup, whether a row of its moved its maximum in this tile.
+var<workgroup> rescale_votes: vec4<u32>;
+
+// How far a tile's scores may pass a row's running maximum before the forward pass moves it:
+// the probabilities are then at most e^4 times the kept ones' factor, which stays inside f16
+// for any dropout up to 0.999 (a smaller margin beyond that, none past 1 - 1/32768).
+fn max_slack() -> f32 {
+    var factor = 1.0;
+    if (WITH_DROPOUT) {
+        factor = bitcast<f32>(p[17]);
+    }
+    return clamp(log(32768.0 / factor), 0.0, 4.0);
+}
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
@@ -292,6 +305,7 @@ fn attention_forward_coop(
     var o1 = Sums();
     var o2 = Sums();
     var o3 = Sums();
+    let slack = max_slack();
     var keys = fetch(1u, p[10], r.n, s, 0u, lid);
     var values = fetch(2u, p[11], r.n, s, 0u, lid);
     for (var j0 = 0u; j0 < key_end; j0 += WG) {
@@ -306,18 +320,25 @@ fn attention_forward_coop(
         products(q0, q1, q2, q3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
+        let open = open_tile(r.first, j0);
         var block_max = neg_inf();
         for (var c = 0u; c < 32u; c++) {
-            if (masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u))) {
+            if (!open && masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u))) {
                 probs[c] = neg_inf();
             }
             block_max = max(block_max, probs[c]);
         }
         block_max = max(block_max, subgroupShuffleXor(block_max, 1u));
-        let new_max = max(running_max, block_max);
-        // Until a row has seen a key its maximum is -inf: nothing to rescale, zeros.
+        // The maximum moves only when the tile passes it by more than `slack`: the result is
+        // the same (every sum is taken against the one maximum), and a tile that moves no
+        // row's maximum, nearly every tile after the first few, skips the accumulators' trip
+        // through `scratch`. Until a row has seen a key its maximum is -inf and its
+        // accumulators are zeros: nothing to rescale.
+        let raise = block_max > running_max + slack;
+        let new_max = select(running_max, block_max, raise);
         let seen_any = new_max != neg_inf();
-        let rescale = select(1.0, exp(running_max - new_max), seen_any);
+        let trip = raise && running_max != neg_inf();
+        let rescale = select(1.0, exp(running_max - new_max), trip);
         var block_sum = 0.0;
         for (var c = 0u; c < 32u; c++) {
             let weight = select(0.0, exp(probs[c] - new_max), seen_any);
@@ -327,23 +348,30 @@ fn attention_forward_coop(
         sum = sum * rescale + block_sum;
         running_max = new_max;
         write_operand(probs, sg, lane);
-        // The scores are read: the scratch takes the accumulators, each row scaled by its
-        // factor (cooperative matrices cannot scale rows in registers).
-        workgroupBarrier();
-        keep(o0, sg, 0u);
-        keep(o1, sg, 1u);
-        keep(o2, sg, 2u);
-        keep(o3, sg, 3u);
-        workgroupBarrier();
-        for (var c = 0u; c < 8u; c++) {
-            let at = (sg * 16u + lane / 2u) * SCRATCH_LINE + 2u * c + lane % 2u;
-            scratch[at] *= rescale;
+        let moved = subgroupAny(trip);
+        if (lane == 0u) {
+            rescale_votes[sg] = select(0u, 1u, moved);
         }
-        workgroupBarrier();
-        o0 = kept(sg, 0u);
-        o1 = kept(sg, 1u);
-        o2 = kept(sg, 2u);
-        o3 = kept(sg, 3u);
+        // (A barrier too: the scores are read, the operand written.)
+        let votes = workgroupUniformLoad(&rescale_votes);
+        if (any(votes != vec4<u32>(0u))) {
+            // The scratch takes the accumulators, each row scaled by its factor (cooperative
+            // matrices cannot scale rows in registers).
+            keep(o0, sg, 0u);
+            keep(o1, sg, 1u);
+            keep(o2, sg, 2u);
+            keep(o3, sg, 3u);
+            workgroupBarrier();
+            for (var c = 0u; c < 8u; c++) {
+                let at = (sg * 16u + lane / 2u) * SCRATCH_LINE + 2u * c + lane % 2u;
+                scratch[at] *= rescale;
+            }
+            workgroupBarrier();
+            o0 = kept(sg, 0u);
+            o1 = kept(sg, 1u);
+            o2 = kept(sg, 2u);
+            o3 = kept(sg, 3u);
+        }
         accumulate(&o0, &o1, &o2, &o3, Y, sg);
     }
     sum += subgroupShuffleXor(sum, 1u);
@@ -404,8 +432,9 @@ fn attention_backward_dq_coop(
         products(q0, q1, q2, q3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
+        let open = open_tile(r.first, j0);
         for (var c = 0u; c < 32u; c++) {
-            let seen = lse_row != neg_inf() && !masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u));
+            let seen = lse_row != neg_inf() && (open || !masked(r.n, i, j0 + column_of(lane, c / 4u, c % 4u)));
             probs[c] = select(0.0, exp(probs[c] - lse_row), seen);
         }
         workgroupBarrier();
@@ -494,6 +523,8 @@ fn attention_backward_dkv_coop(
         products(k0, k1, k2, k3, X, sg);
         workgroupBarrier();
         var probs = read_share(sg, lane, scale());
+        // (Queries past T must stay masked here: their log-sum-exp is -inf.)
+        let open = i0 + WG <= t && open_tile(i0, r.first);
         var corrections: array<f32, 32>;
         for (var quad = 0u; quad < 8u; quad++) {
             let lse_columns = per_query[2u * quad + lane % 2u];
@@ -502,7 +533,7 @@ fn attention_backward_dkv_coop(
                 let c = quad * 4u + e;
                 let i = i0 + column_of(lane, quad, e);
                 corrections[c] = correction_columns[e];
-                let seen = lse_columns[e] != neg_inf() && !masked(r.n, i, j);
+                let seen = lse_columns[e] != neg_inf() && (open || !masked(r.n, i, j));
                 probs[c] = select(0.0, exp(probs[c] - lse_columns[e]), seen);
             }
         }

@@ -420,14 +420,29 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         unreachable!()
     };
     let on_matrix_units = gpu.has_coop_matmul();
-    for ((t, s), masked, causal, dropout_p) in [
-        ((150, 150), false, true, 0.0),
-        ((70, 150), true, true, 0.0),
-        ((130, 90), true, false, 0.0),
-        ((70, 150), true, true, 0.3),
+    // `rising`: scores that grow by about 5 per tile of 64 keys, so that every tile moves
+    // every row's running maximum (the forward kernel's rescaling path), where random scores
+    // settle after the first tiles.
+    for ((t, s), masked, causal, dropout_p, rising) in [
+        ((150, 150), false, true, 0.0, false),
+        ((70, 150), true, true, 0.0, false),
+        ((130, 90), true, false, 0.0, false),
+        ((70, 150), true, true, 0.3, false),
+        ((200, 200), false, false, 0.0, false),
+        ((200, 200), false, true, 0.0, true),
+        ((100, 260), true, false, 0.2, true),
     ] {
-        let [q, k, v, d_out] = [(t, 1), (s, 2), (s, 3), (t, 4)]
+        let [mut q, mut k, v, d_out] = [(t, 1), (s, 2), (s, 3), (t, 4)]
             .map(|(rows, seed)| common::gpu::tensor(&[2, 2, rows, 64], seed));
+        if rising {
+            // q about all ones, key j about 0.01 j times all ones: score(i, j) ~ 0.08 j.
+            let key_index: Vec<f32> = (0..4 * s * 64)
+                .map(|e| 0.01 * ((e / 64) % s) as f32)
+                .collect();
+            let key_index = DynTensor::from_vec(key_index, &[2, 2, s, 64]).unwrap();
+            q = q.mul_scalar(0.1).unwrap().add_scalar(1.0).unwrap();
+            k = k.mul_scalar(0.1).unwrap().add(&key_index).unwrap();
+        }
         let mask = padding(s);
         let options = |mask| SdpaOptions {
             key_padding_mask: masked.then_some(mask),

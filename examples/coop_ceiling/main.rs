@@ -103,18 +103,24 @@ fn run() -> Result<(), String> {
         0,
         &vec![0x14u8; usize::try_from(source.size()).map_err(|e| e.to_string())?],
     );
-    // (entry point, steps between barriers, scalar tiles, quads of `source` read): the
-    // product kernel's loop is `staged` at 2 with quads, and `fetched` with its copies.
+    // (entry point, steps between barriers, scalar tiles, quads of `source` read, `direct`
+    // loading a step ahead): the product kernel's loop is `staged` at 2 with quads, and
+    // `fetched` with its copies.
     let probes = [
-        ("registers", 0, false, 1),
-        ("staged", 2, false, 1),
-        ("staged", 4, false, 1),
-        ("staged", 0, false, 1),
-        ("staged", 2, true, 1),
-        ("fetched", 2, false, 1 << 19),
-        ("fetched", 2, false, source_quads),
+        ("registers", 0, false, 1, false),
+        ("staged", 2, false, 1, false),
+        ("staged", 4, false, 1, false),
+        ("staged", 0, false, 1, false),
+        ("staged", 2, true, 1, false),
+        ("fetched", 2, false, 1 << 19, false),
+        ("fetched", 2, false, source_quads, false),
+        ("direct", 0, false, 1 << 19, false),
+        ("direct", 0, false, source_quads / 2, false),
+        ("direct", 0, false, 1 << 19, true),
+        ("direct", 0, false, source_quads / 2, true),
     ];
-    for (entry, barrier_every, scalar_tiles, quads_read) in probes {
+
+    for (entry, barrier_every, scalar_tiles, quads_read, ahead) in probes {
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(entry),
             layout: None,
@@ -126,6 +132,7 @@ fn run() -> Result<(), String> {
                     ("BARRIER_EVERY", f64::from(barrier_every)),
                     ("SCALAR_TILES", f64::from(u8::from(scalar_tiles))),
                     ("SOURCE_QUADS", f64::from(quads_read)),
+                    ("AHEAD", f64::from(u8::from(ahead))),
                 ],
                 zero_initialize_workgroup_memory: false,
             },
@@ -136,7 +143,7 @@ fn run() -> Result<(), String> {
             binding: 0,
             resource: sink.as_entire_binding(),
         }];
-        if entry == "fetched" {
+        if entry != "registers" && entry != "staged" {
             entries.push(wgpu::BindGroupEntry {
                 binding: 1,
                 resource: source.as_entire_binding(),
@@ -167,8 +174,11 @@ fn run() -> Result<(), String> {
         run_dispatches(DISPATCHES)?;
         let seconds = run_dispatches(DISPATCHES)?;
         let rate = flops * DISPATCHES as f64 / seconds / 1e9;
-        let footprint = if entry == "fetched" {
-            format!(" source={} MiB", (u64::from(quads_read) * 8) >> 20)
+        let footprint = if entry == "fetched" || entry == "direct" {
+            format!(
+                " source={} MiB ahead={ahead}",
+                (u64::from(quads_read) * 8) >> 20
+            )
         } else {
             String::new()
         };

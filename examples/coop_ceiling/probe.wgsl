@@ -19,7 +19,13 @@
 //   4096 product's 128x128 tiles, folded into the first `SOURCE_QUADS` quads of `source`:
 //   a few MiB stay in the L2 cache, hundreds stream from memory.
 //
-// Only `fetched` reads device memory in the loop. The accumulators go to `sink` at the end
+// - `direct`: no workgroup memory and no barriers: each subgroup loads its eight blocks of
+//   every step straight from `source` (A and B of a 4096 x 4096 product, row-major, at the
+//   tile's addresses as in `fetched`, folded into `SOURCE_QUADS`); the subgroups of a
+//   workgroup share their operands only through the caches. With `AHEAD`, the next step's
+//   blocks are loaded before the current step's multiply-adds.
+//
+// Only `fetched` and `direct` read device memory in the loop. The accumulators go to `sink` at the end
 // so that no multiply-add can be dropped.
 
 enable f16;
@@ -34,8 +40,10 @@ override STEPS: u32 = 1024u;
 override BARRIER_EVERY: u32 = 2u;
 // Whether `staged` loads from a workgroup array of f16 scalars instead of quads.
 override SCALAR_TILES: bool = false;
-// Quads of `source` that `fetched` reads (a power of two).
+// Quads of `source` that `fetched` and `direct` read (a power of two).
 override SOURCE_QUADS: u32 = 1048576u;
+// Whether `direct` loads a step ahead.
+override AHEAD: bool = false;
 
 // Two stages of 128 lines, 10 quads each (A) and 32 lines of 34 quads (B), as in
 // `matmul_coop.wgsl`: widths in quads.
@@ -272,6 +280,57 @@ fn fetched(
         s = multiply_add(load_staged(sg, 2u * stage + 1u), s);
         stage_pieces(lid, next, 1u - stage % 2u);
         workgroupBarrier();
+    }
+    store(s, wid.x, sg);
+}
+
+// Subgroup `sg`'s eight blocks of step `step` straight from `source`: A's rows and B's
+// columns of the workgroup's tile, K offset 16 `step` (folded into 4096); both row-major
+// with lines of 4096 halves (1024 quads). The fold applies to a block's first quad, so its
+// last line stays inside `source` while `SOURCE_QUADS` is at most half of it.
+fn load_direct(sg: u32, step: u32, tile_row: u32, tile_col: u32) -> Operands {
+    let k0 = (step * 16u) % 4096u;
+    let row = tile_row * 128u + (sg / 2u) * 64u;
+    let col = tile_col * 128u + (sg % 2u) * 64u;
+    let a0 = ((row * 4096u + k0) / 4u) & (SOURCE_QUADS - 1u);
+    let a1 = (((row + 16u) * 4096u + k0) / 4u) & (SOURCE_QUADS - 1u);
+    let a2 = (((row + 32u) * 4096u + k0) / 4u) & (SOURCE_QUADS - 1u);
+    let a3 = (((row + 48u) * 4096u + k0) / 4u) & (SOURCE_QUADS - 1u);
+    let b0 = ((16777216u + k0 * 4096u + col) / 4u) & (SOURCE_QUADS - 1u);
+    let b1 = ((16777216u + k0 * 4096u + col + 16u) / 4u) & (SOURCE_QUADS - 1u);
+    let b2 = ((16777216u + k0 * 4096u + col + 32u) / 4u) & (SOURCE_QUADS - 1u);
+    let b3 = ((16777216u + k0 * 4096u + col + 48u) / 4u) & (SOURCE_QUADS - 1u);
+    return Operands(
+        coopLoadT<Left>(&source[a0], 1024u),
+        coopLoadT<Left>(&source[a1], 1024u),
+        coopLoadT<Left>(&source[a2], 1024u),
+        coopLoadT<Left>(&source[a3], 1024u),
+        coopLoadT<Right>(&source[b0], 1024u),
+        coopLoadT<Right>(&source[b1], 1024u),
+        coopLoadT<Right>(&source[b2], 1024u),
+        coopLoadT<Right>(&source[b3], 1024u),
+    );
+}
+
+@compute @workgroup_size(128)
+fn direct(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(subgroup_id) sg: u32,
+) {
+    let tile_row = wid.x % 32u;
+    let tile_col = (wid.x / 32u) % 32u;
+    var s: Sums;
+    if (AHEAD) {
+        var o = load_direct(sg, 0u, tile_row, tile_col);
+        for (var step = 0u; step < STEPS; step++) {
+            let next = load_direct(sg, step + 1u, tile_row, tile_col);
+            s = multiply_add(o, s);
+            o = next;
+        }
+    } else {
+        for (var step = 0u; step < STEPS; step++) {
+            s = multiply_add(load_direct(sg, step, tile_row, tile_col), s);
+        }
     }
     store(s, wid.x, sg);
 }

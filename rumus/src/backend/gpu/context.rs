@@ -198,8 +198,10 @@ const COOP_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
 /// quads of 8 bytes) and 1024 f32 of output scratch.
 pub(crate) const COOP_MATMUL_WORKGROUP_BYTES: u32 = 2 * 2 * 1280 * 8 + 1024 * 4;
 /// Workgroup memory of `attention_coop.wgsl`: two staged tiles (2304 f16 quads), the scores
-/// (1088 f32 quads), the f16 operand (1152 quads) and the per-query terms (32 f32 quads).
-pub(crate) const COOP_ATTENTION_WORKGROUP_BYTES: u32 = 2304 * 8 + 1088 * 16 + 1152 * 8 + 32 * 16;
+/// (1088 f32 quads), the f16 operand (1152 quads), the per-query terms (32 f32 quads) and the
+/// forward pass's four rescale votes.
+pub(crate) const COOP_ATTENTION_WORKGROUP_BYTES: u32 =
+    2304 * 8 + 1088 * 16 + 1152 * 8 + 32 * 16 + 4 * 4;
 /// What the adapter must offer for the cooperative-matrix kernels, which run together.
 pub(crate) const COOP_WORKGROUP_BYTES: u32 =
     if COOP_MATMUL_WORKGROUP_BYTES > COOP_ATTENTION_WORKGROUP_BYTES {
