@@ -591,6 +591,17 @@ fn main() -> rumus::Result<()> {
         print_gpt();
         return Ok(());
     }
+    let print_transformer = || {
+        let (step, forward, mixed) = transformer_step(&device);
+        println!("transformer_step {step:.3} ms");
+        println!("transformer_forward {forward:.3} ms");
+        println!("transformer_step_autocast {mixed:.3} ms");
+    };
+    // `transformer`: the encoder's step in f32 and under autocast, and its forward pass.
+    if std::env::args().any(|a| a == "transformer") {
+        print_transformer();
+        return Ok(());
+    }
     if std::env::args().any(|a| a == "attention") {
         print_attention();
         return Ok(());
@@ -629,10 +640,7 @@ fn main() -> rumus::Result<()> {
     println!("mlp_step_b{batch} {:.3} ms", mlp_step(&device, batch));
     println!("cnn_step_b{batch} {:.3} ms", cnn_step(&device, batch));
     if !small {
-        let (step, forward, mixed) = transformer_step(&device);
-        println!("transformer_step {step:.3} ms");
-        println!("transformer_forward {forward:.3} ms");
-        println!("transformer_step_autocast {mixed:.3} ms");
+        print_transformer();
         print_attention();
         print_gpt();
     }

@@ -180,9 +180,8 @@ pub fn multi_head_attention(
 /// Queries (shorter than this) attend through the composite form even where the fused f32
 /// kernel could run: on an H200 the composite form of the benchmark's `[32, 8, 256, 64]`
 /// attention was the faster one. On the matrix units (autocast) the fused kernel runs at
-/// every length, except with dropout in training: drawing it inside the kernels cost more
-/// than the composite form's products, softmax and dropout kernels at that shape (the
-/// autocast step's kernels 42.2-42.4 ms fused against 39.9 composite).
+/// every length, dropout included: at that shape on an H200 its forward and backward take
+/// 4.4 ms against the composite form's 4.8 (`bench_gpu ops`), with no `[T, S]` matrix.
 const FUSED_MIN_LENGTH: usize = 512;
 
 /// The output of [`multi_head_attention`] without its weights. On a GPU, without an
@@ -203,8 +202,7 @@ pub(crate) fn multi_head_attention_output(
         && (options.dropout < 1.0 || !options.training)
         && query.rank() == 3
         && (query.dims()[1] >= FUSED_MIN_LENGTH
-            || (crate::ops::attention::on_matrix_units(&query.device(), query.dims()[2] / heads)
-                && (!options.training || options.dropout == 0.0)));
+            || crate::ops::attention::on_matrix_units(&query.device(), query.dims()[2] / heads));
     if !fused {
         return Ok(multi_head_attention(query, key, value, heads, weights, options)?.0);
     }
