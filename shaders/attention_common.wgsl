@@ -5,7 +5,10 @@
 // per mask row, 6 flags (1 causal, 2 key padding mask), 7 scale (f32 bits), 8
 // workgroups per grid row, 9 q offset, 10 k offset, 11 v offset, 12 mask offset, 13 grad
 // offset, 14-15 dropout's seed, 16 its probability, 17 the kept probabilities' factor
-// (f32 bits).
+// (f32 bits). attention_coop.wgsl reads its rows through strides (attention.wgsl's operands
+// are contiguous): 18 heads H, then per matrix the strides, in elements, of problem
+// n = b H + h's batch entry b, head h and row: q, k, v, the output's gradient (19-30), and
+// the results grad_qk, grad_v, out (31-39).
 
 @group(0) @binding(0) var<storage, read> p: array<u32>;
 // Bindings 1-3 (queries, keys, values) and 7 (the output's gradient) are declared by each
@@ -18,6 +21,17 @@
 @group(0) @binding(8) var<storage, read> correction: array<f32>;
 @group(0) @binding(9) var<storage, read_write> grad_qk: array<f32>;
 @group(0) @binding(10) var<storage, read_write> grad_v: array<f32>;
+
+const OPERAND_STRIDES: u32 = 19u;
+const RESULT_STRIDES: u32 = 31u;
+
+// The element where row `row` of problem `n` starts in the matrix whose strides are at
+// p[strides..strides + 3], from element `offset`. (Heads of [B, H, T, d] views over
+// [B, T, H, d] projections are read where they lie, without a copy.)
+fn row_start(strides: u32, offset: u32, n: u32, row: u32) -> u32 {
+    let heads = max(p[18], 1u);
+    return offset + (n / heads) * p[strides] + (n % heads) * p[strides + 1u] + row * p[strides + 2u];
+}
 
 // Rows a workgroup owns.
 const WG: u32 = 64u;

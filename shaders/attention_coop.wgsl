@@ -93,26 +93,27 @@ struct Fetched {
     quads: array<vec4<f32>, 8>,
 }
 
-// Rows `first..first + 64` of problem `n`'s [length, 64] matrix in operand `which` (from
-// element `offset`, a multiple of 4), zeros past `length` (a function variable starts
-// zeroed).
+// Rows `first..first + 64` of problem `n`'s [length, 64] rows in operand `which` (from
+// element `offset`; offset and strides multiples of 4), zeros past `length` (a function
+// variable starts zeroed).
 fn fetch(which: u32, offset: u32, n: u32, length: u32, first: u32, lid: u32) -> Fetched {
     var f: Fetched;
+    let strides = OPERAND_STRIDES + 3u * which;
+    // Invocation `lid` copies quad lid % 16 of rows first + lid / 16 + 8 m.
+    let base = row_start(strides, offset, n, first + lid / 16u) / 4u + lid % 16u;
+    let step = 8u * (p[strides + 2u] / 4u);
     // A tile of whole rows copies without a check per quad: on an H200 these copies, not
     // the products, set the kernels' pace, and every instruction in them counts (as in
     // matmul_coop.wgsl).
     if (first + WG <= length) {
-        let base = offset / 4u + (n * length + first) * 16u + lid;
         for (var m = 0u; m < 8u; m++) {
-            f.quads[m] = quad_of(which, base + 128u * m);
+            f.quads[m] = quad_of(which, base + step * m);
         }
         return f;
     }
     for (var m = 0u; m < 8u; m++) {
-        let e = lid + 128u * m;
-        let row = first + e / 16u;
-        if (row < length) {
-            f.quads[m] = quad_of(which, offset / 4u + (n * length + row) * 16u + e % 16u);
+        if (first + lid / 16u + 8u * m < length) {
+            f.quads[m] = quad_of(which, base + step * m);
         }
     }
     return f;
@@ -246,8 +247,8 @@ fn masked(n: u32, i: u32, j: u32) -> bool {
 }
 
 // Writes a subgroup's [16, 64] result from its four column blocks, times the invocation's
-// `row_factor`, to rows `row0..` of problem `n`'s [length, 64] matrix in grad_qk (0),
-// grad_v (1) or out (2).
+// `row_factor`, to rows `row0..` of problem `n`'s [length, 64] rows in grad_qk (0), grad_v
+// (1) or out (2), at the strides the host gave each.
 fn write_rows(s0: Sums, s1: Sums, s2: Sums, s3: Sums, sg: u32, lane: u32, row0: u32, n: u32, length: u32, into: u32, row_factor: f32) {
     keep(s0, sg, 0u);
     keep(s1, sg, 1u);
@@ -257,9 +258,10 @@ fn write_rows(s0: Sums, s1: Sums, s2: Sums, s3: Sums, sg: u32, lane: u32, row0: 
     let row = row0 + lane / 2u;
     let values = read_share(sg, lane, row_factor);
     if (row < length) {
+        let start = row_start(RESULT_STRIDES + 3u * into, 0u, n, row);
         for (var c = 0u; c < 8u; c++) {
             for (var e = 0u; e < 4u; e++) {
-                let at = (n * length + row) * 64u + column_of(lane, c, e);
+                let at = start + column_of(lane, c, e);
                 let value = values[c * 4u + e];
                 if (into == 0u) {
                     grad_qk[at] = value;

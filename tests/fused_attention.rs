@@ -414,6 +414,14 @@ fn gpu_multi_head_attention_under_autocast_with_dropout_agrees_with_the_composit
     }
 }
 
+/// The values of `x` (`[B, H, T, 64]`, on the GPU) as a view with the heads inside the rows
+/// and an offset: the second half of each row of `[B, T, H, 128]` storage, transposed.
+fn heads_inside_rows(x: &DynTensor) -> DynTensor {
+    let rows = x.transpose(1, 2).unwrap().contiguous().unwrap();
+    let storage = DynTensor::cat(&[&rows.mul_scalar(-3.0).unwrap(), &rows], -1).unwrap();
+    storage.narrow(-1, 64, 64).unwrap().transpose(1, 2).unwrap()
+}
+
 /// `x` rounded to f16, as f64.
 fn half(x: &DynTensor) -> DynTensor {
     x.to_dtype(DType::F16)
@@ -476,8 +484,9 @@ fn gpu_attention_under_autocast_matches_its_definition() {
     let on_matrix_units = gpu.has_coop_matmul();
     // `rising`: scores that grow by about 5 per tile of 64 keys, so that every tile moves
     // every row's running maximum (the forward kernel's rescaling path), where random scores
-    // settle after the first tiles.
-    for ((t, s), masked, causal, dropout_p, rising) in [
+    // settle after the first tiles. `heads_view`: the operands and the output's gradient as
+    // [B, H, T, 64] views of [B, T, H, *] storage, as multi-head attention splits its heads.
+    let cases = [
         ((150, 150), false, true, 0.0, false),
         ((70, 150), true, true, 0.0, false),
         ((130, 90), true, false, 0.0, false),
@@ -485,7 +494,11 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         ((200, 200), false, false, 0.0, false),
         ((200, 200), false, true, 0.0, true),
         ((100, 260), true, false, 0.2, true),
-    ] {
+    ];
+    for (((t, s), masked, causal, dropout_p, rising), heads_view) in cases
+        .into_iter()
+        .flat_map(|case| [(case, false), (case, true)])
+    {
         let [mut q, mut k, v, d_out] = [(t, 1), (s, 2), (s, 3), (t, 4)]
             .map(|(rows, seed)| common::gpu::tensor(&[2, 2, rows, 64], seed));
         if rising {
@@ -504,7 +517,11 @@ fn gpu_attention_under_autocast_matches_its_definition() {
             scale: None,
             dropout_p,
         };
-        let on = |x: &DynTensor| x.to(&device).unwrap().requires_grad_().unwrap();
+        let on = |x: &DynTensor| {
+            let x = x.to(&device).unwrap();
+            let x = if heads_view { heads_inside_rows(&x) } else { x };
+            x.requires_grad_().unwrap()
+        };
         let (gq, gk, gv) = (on(&q), on(&k), on(&v));
         let gpu_mask = mask.to(&device).unwrap();
         rumus::manual_seed(37);
@@ -518,13 +535,18 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         rumus::manual_seed(37);
         let ones = DynTensor::ones(&[2, 2, t, s], DType::F64).unwrap();
         let factors = rumus::nn::functional::dropout(&ones, dropout_p, true).unwrap();
-        // Backward outside the scope: it runs the forward pass's kernels all the same.
-        let loss = out
-            .mul(&d_out.to(&device).unwrap())
-            .unwrap()
-            .sum_all()
-            .unwrap();
-        let grads = loss.backward().unwrap();
+        // Backward outside the scope: it runs the forward pass's kernels all the same. With
+        // `heads_view` the output's gradient arrives as a view too: the gradient of the
+        // heads merged back, [B, T, H, 64].
+        let gpu_d_out = d_out.to(&device).unwrap();
+        let loss = if heads_view {
+            let merged = out.transpose(1, 2).unwrap();
+            let d_merged = gpu_d_out.transpose(1, 2).unwrap().contiguous().unwrap();
+            merged.mul(&d_merged).unwrap()
+        } else {
+            out.mul(&gpu_d_out).unwrap()
+        };
+        let grads = loss.sum_all().unwrap().backward().unwrap();
         let got = [
             out.clone(),
             grads.grad(&gq).unwrap().clone(),
@@ -552,9 +574,18 @@ fn gpu_attention_under_autocast_matches_its_definition() {
             assert!(got.device().is_gpu(), "{name} left the GPU");
             let what = format!(
                 "{name} ({t}, {s}) causal {causal} masked {masked} dropout {dropout_p} \
-                 rising {rising} (matrix units: {on_matrix_units})"
+                 rising {rising} heads_view {heads_view} (matrix units: {on_matrix_units})"
             );
             assert_near(&what, want, got, tolerance);
+            // On the matrix units the kernels read the views in place and write each
+            // result in its operand's layout: merging the heads back is free.
+            if heads_view && on_matrix_units {
+                let merged = got.transpose(1, 2).unwrap();
+                assert!(
+                    merged.is_contiguous(),
+                    "{what}: came back in another layout"
+                );
+            }
         }
     }
 }

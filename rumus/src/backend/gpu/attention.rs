@@ -1,7 +1,10 @@
 //! Launchers of `shaders/attention.wgsl`: fused scaled dot-product attention forward (output
 //! and log-sum-exp) and backward (one kernel for the query gradient, one for the key and
-//! value gradients), on contiguous f32 operands: `attention.wgsl` in f32, or
-//! `attention_coop.wgsl` on cooperative matrices in f16 (autocast's).
+//! value gradients), on f32 operands: `attention.wgsl` in f32 on contiguous ones, or
+//! `attention_coop.wgsl` on cooperative matrices in f16 (autocast's), which reads and writes
+//! rows through strides: the heads of a `[B, T, H, d]` projection, viewed as `[B, H, T, d]`,
+//! are read where they lie, and its results come back in their operands' layouts, so that
+//! merging the heads again needs no copy either.
 
 use super::batch::grid_rows;
 use super::context::GpuDevice;
@@ -10,6 +13,7 @@ use super::pipelines::Module;
 use crate::backend::cpu::attention::Geometry;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
 /// The widest query, key or value row the kernels keep in registers (`WIDEST`).
@@ -30,15 +34,50 @@ pub(crate) enum AttentionKernels {
 }
 
 impl AttentionKernels {
-    /// `t` as the kernels read it: contiguous, and for `attention_coop.wgsl`, which reads
-    /// quads, starting at a multiple of 4 elements.
+    /// `t` as the kernels read it: contiguous for `attention.wgsl`; for
+    /// `attention_coop.wgsl`, which reads quads through [`RowStrides`], rows of contiguous
+    /// elements with the offset and every stride a multiple of 4, up to rank 4.
     fn ready(self, gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
-        let aligned = self == AttentionKernels::F32 || t.layout().offset().is_multiple_of(4);
-        if t.is_contiguous() && aligned {
+        let layout = t.layout();
+        let readable = match self {
+            AttentionKernels::F32 => t.is_contiguous(),
+            AttentionKernels::Half => {
+                t.is_contiguous()
+                    || (layout.rank() <= 4 && layout.strides().last() == Some(&1)
+                        && layout.strides().iter().all(|s| s.is_multiple_of(4)))
+            }
+        };
+        let aligned = self == AttentionKernels::F32 || layout.offset().is_multiple_of(4);
+        if readable && aligned {
             Ok(t.clone())
         } else {
             gpu.copy(t)
         }
+    }
+
+    /// A fresh result of `dims` (`[.., rows, width]`) in the layout of the operand `like`
+    /// (its dims but for the width): for `attention_coop.wgsl`, heads stored inside the rows
+    /// where `like` has them there (a `[B, H, T, d]` view of `[B, T, H, d]`); else
+    /// contiguous.
+    fn result_like(
+        self,
+        gpu: &GpuDevice,
+        like: &DynTensor,
+        width: usize,
+    ) -> Result<(GpuBuffer, Layout)> {
+        let mut dims = like.dims().to_vec();
+        let rank = dims.len();
+        dims[rank - 1] = width;
+        let buffer = GpuBuffer::uninit(gpu, dims.iter().product(), DType::F32, "attention")?;
+        let strides = like.layout().strides();
+        let heads_inside_rows = self == AttentionKernels::Half && rank == 4 && strides[1] < strides[2];
+        let layout = if heads_inside_rows {
+            // Stored [B, T, H, width], viewed [B, H, T, width].
+            Layout::contiguous(&[dims[0], dims[2], dims[1], width]).permute(&[0, 2, 1, 3])
+        } else {
+            Layout::contiguous(&dims)
+        };
+        Ok((buffer, layout))
     }
 
     /// The module and entry point of `kernel` in this family.
@@ -88,12 +127,54 @@ impl Kernel {
     }
 }
 
-/// The operands of one fused attention, contiguous, with the padding mask as f32 0/1.
+/// Where problem `n = b H + h`'s rows lie in a matrix `[.., rows, width]` of rank up to 4
+/// (rows contiguous): the strides of its batch entry `b`, head `h` and row, in elements, with
+/// `H` the heads (dim 1 of a rank-4 matrix, else 1), as `row_start` in
+/// attention_common.wgsl reads them.
+fn row_strides(layout: &Layout) -> [u32; 3] {
+    let (dims, strides) = (layout.dims(), layout.strides());
+    let rank = dims.len();
+    let row = strides[rank - 2] as u32;
+    match rank {
+        2 => [0, 0, row],
+        3 => [strides[0] as u32, 0, row],
+        4 => [strides[0] as u32, strides[1] as u32, row],
+        // (Contiguous, as `ready` leaves it: one batch axis of problems.)
+        _ => [(dims[rank - 2] * dims[rank - 1]) as u32, 0, row],
+    }
+}
+
+/// The heads `row_strides` counts in: dim 1 of rank-4 operands.
+fn heads_of(t: &DynTensor) -> u32 {
+    if t.rank() == 4 { t.dims()[1] as u32 } else { 1 }
+}
+
+/// The operands of one fused attention as the kernels read them, with the padding mask as
+/// f32 0/1.
 struct Operands {
     q: DynTensor,
     k: DynTensor,
     v: DynTensor,
     padding: Option<DynTensor>,
+}
+
+/// The results a dispatch writes, bindings 9 (grad_qk), 10 (grad_v) and 5 (out), by the
+/// strides of their layouts (unused ones zeros).
+#[derive(Default)]
+struct Results {
+    strides: [[u32; 3]; 3],
+}
+
+impl Results {
+    fn with(mut self, slot: u32, layout: &Layout) -> Self {
+        let at = match slot {
+            9 => 0,
+            10 => 1,
+            _ => 2,
+        };
+        self.strides[at] = row_strides(layout);
+        self
+    }
 }
 
 impl Operands {
@@ -115,13 +196,15 @@ impl Operands {
         })
     }
 
-    /// The parameter block of attention.wgsl for `rows`-long sides, with `grad_offset`.
-    fn params(&self, g: &Geometry, x: u32, grad_offset: usize) -> Vec<u32> {
+    /// The parameter block of attention_common.wgsl, with the output's gradient `grad`
+    /// (backward passes) and the results' strides.
+    fn params(&self, g: &Geometry, x: u32, grad: Option<&DynTensor>, results: &Results) -> Vec<u32> {
         let flags = u32::from(g.causal)
             | (u32::from(self.padding.is_some()) << 1);
         let offset = |t: &DynTensor| t.layout().offset() as u32;
         let (p, seed) = g.dropout.map_or((0.0, 0), |d| (d.p, d.seed));
-        vec![
+        let grad_offset = grad.map_or(0, offset);
+        let mut params = vec![
             g.batch as u32,
             g.t as u32,
             g.s as u32,
@@ -135,21 +218,27 @@ impl Operands {
             offset(&self.k),
             offset(&self.v),
             self.padding.as_ref().map_or(0, offset),
-            grad_offset as u32,
+            grad_offset,
             seed as u32,
             (seed >> 32) as u32,
             (p as f32).to_bits(),
             ((1.0 / (1.0 - p)) as f32).to_bits(),
-        ]
+            heads_of(&self.q),
+        ];
+        for operand in [&self.q, &self.k, &self.v, grad.unwrap_or(&self.q)] {
+            params.extend(row_strides(operand.layout()));
+        }
+        params.extend(results.strides.iter().flatten());
+        params
     }
 
     /// Runs `kernel` over `length` rows per problem with the operands at bindings 1-4 and
-    /// `bindings` after them.
+    /// `bindings` after them, the output's gradient `grad` among them in the backward passes.
     fn dispatch(
         &self,
         gpu: &GpuDevice,
         (kernels, kernel): (AttentionKernels, Kernel),
-        (g, length, grad_offset): (&Geometry, usize, usize),
+        (g, length, grad, results): (&Geometry, usize, Option<&DynTensor>, &Results),
         bindings: &[(u32, &wgpu::Buffer)],
     ) -> Result<()> {
         let workgroups = g.batch * length.div_ceil(ROWS_PER_WORKGROUP);
@@ -182,7 +271,7 @@ impl Operands {
                 }
             }
         }
-        let params = self.params(g, x, grad_offset);
+        let params = self.params(g, x, grad, results);
         let (module, entry) = kernels.entry(kernel, g);
         gpu.dispatch(module, entry, &params, &all, groups);
         Ok(())
@@ -219,16 +308,16 @@ impl GpuDevice {
             ));
         }
         let ops = Operands::new(self, operands, mask, kernels)?;
-        let out = GpuBuffer::uninit(self, g.batch * g.t * g.dv, DType::F32, "attention")?;
+        let (out, out_layout) = kernels.result_like(self, operands[0], g.dv)?;
         let lse = GpuBuffer::uninit(self, g.batch * g.t, DType::F32, "attention")?;
         ops.dispatch(
             self,
             (kernels, Kernel::Forward),
-            (g, g.t, 0),
+            (g, g.t, None, &Results::default().with(5, &out_layout)),
             &[(5, out.raw()), (6, lse.raw())],
         )?;
         Ok((
-            DynTensor::from_gpu(out, &[g.batch, g.t, g.dv]),
+            DynTensor::from_gpu(out, &[out_layout.numel()]).view_with(out_layout),
             DynTensor::from_gpu(lse, &[g.batch, g.t]),
         ))
     }
@@ -260,9 +349,9 @@ impl GpuDevice {
         // dO . O per query row.
         let correction = from_start(grad.mul(out)?.sum(&[-1], false)?)?;
         let lse = from_start(lse.clone())?;
-        let dq = GpuBuffer::uninit(self, g.batch * g.t * g.d, DType::F32, "attention")?;
-        let dk = GpuBuffer::uninit(self, g.batch * g.s * g.d, DType::F32, "attention")?;
-        let dv = GpuBuffer::uninit(self, g.batch * g.s * g.dv, DType::F32, "attention")?;
+        let (dq, dq_layout) = kernels.result_like(self, operands[0], g.d)?;
+        let (dk, dk_layout) = kernels.result_like(self, operands[1], g.d)?;
+        let (dv, dv_layout) = kernels.result_like(self, operands[2], g.dv)?;
         let (lse_memory, grad_memory, correction_memory) = (
             self.memory_of(&lse)?,
             self.memory_of(&grad)?,
@@ -273,27 +362,30 @@ impl GpuDevice {
             (7, grad_memory.raw()),
             (8, correction_memory.raw()),
         ];
-        let grad_offset = grad.layout().offset();
         let mut bindings = shared.to_vec();
         bindings.push((9, dq.raw()));
         ops.dispatch(
             self,
             (kernels, Kernel::Dq),
-            (g, g.t, grad_offset),
+            (g, g.t, Some(&grad), &Results::default().with(9, &dq_layout)),
             &bindings,
         )?;
         let mut bindings = shared.to_vec();
         bindings.extend([(9, dk.raw()), (10, dv.raw())]);
+        let results = Results::default().with(9, &dk_layout).with(10, &dv_layout);
         ops.dispatch(
             self,
             (kernels, Kernel::Dkv),
-            (g, g.s, grad_offset),
+            (g, g.s, Some(&grad), &results),
             &bindings,
         )?;
+        let tensor = |buffer: GpuBuffer, layout: Layout| {
+            DynTensor::from_gpu(buffer, &[layout.numel()]).view_with(layout)
+        };
         Ok([
-            DynTensor::from_gpu(dq, operands[0].dims()),
-            DynTensor::from_gpu(dk, operands[1].dims()),
-            DynTensor::from_gpu(dv, operands[2].dims()),
+            tensor(dq, dq_layout),
+            tensor(dk, dk_layout),
+            tensor(dv, dv_layout),
         ])
     }
 }
