@@ -44,6 +44,9 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(1) var<storage, read> a: array<vec4<f16>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f16>>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
+// The output and the bias again (the same buffers), as f32 for cooperative stores and loads.
+@group(0) @binding(7) var<storage, read_write> out_f32: array<f32>;
+@group(0) @binding(8) var<storage, read> bias_f32: array<f32>;
 
 const TILE: u32 = 128u;
 // K per stage.
@@ -245,6 +248,21 @@ fn write_block(acc: Acc, sg: u32, lane: u32, gm0: u32, gn0: u32, out_base: u32) 
     workgroupBarrier();
 }
 
+// The bias of columns gn0..gn0 + 16 in each of 16 rows (a load with a row stride of 0): the
+// accumulators' start when they go straight to the output.
+fn bias_block(gn0: u32) -> Acc {
+    let at = p[27] + gn0;
+    return coopLoadT<Acc>(&bias_f32[at], 0u);
+}
+
+// Writes accumulator `acc` as the f32 output block at rows gm0.., columns gn0.., inside the
+// output, straight from the cooperative matrix.
+fn store_block(acc: Acc, gm0: u32, gn0: u32, out_base: u32) {
+    let n = p[1];
+    let at = out_base + gm0 * n + gn0;
+    coopStoreT(acc, &out_f32[at], n);
+}
+
 @compute @workgroup_size(128)
 fn matmul_coop(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -289,7 +307,36 @@ fn matmul_coop(
         var c31 = Acc();
         var c32 = Acc();
         var c33 = Acc();
-        let whole = tile.x + TILE <= m && tile.y + TILE <= n && k_len % DEPTH == 0u;
+        let inside = tile.x + TILE <= m && tile.y + TILE <= n;
+        let whole = inside && k_len % DEPTH == 0u;
+        // An f32 result of a tile inside the output, not a split's partial product, with no
+        // bias or a contiguous one: the accumulators start from the bias and are stored
+        // straight to the output, without `write_block`'s trips through `scratch` (two
+        // barriers per block).
+        let has_bias = (p[26] & 4u) != 0u;
+        let direct = (p[26] & 8u) != 0u && splits == 1u && inside && (!has_bias || p[28] == 1u);
+        if (direct && has_bias) {
+            let bias0 = bias_block(tile.y + sc);
+            let bias1 = bias_block(tile.y + sc + 16u);
+            let bias2 = bias_block(tile.y + sc + 32u);
+            let bias3 = bias_block(tile.y + sc + 48u);
+            c00 = bias0;
+            c10 = bias0;
+            c20 = bias0;
+            c30 = bias0;
+            c01 = bias1;
+            c11 = bias1;
+            c21 = bias1;
+            c31 = bias1;
+            c02 = bias2;
+            c12 = bias2;
+            c22 = bias2;
+            c32 = bias2;
+            c03 = bias3;
+            c13 = bias3;
+            c23 = bias3;
+            c33 = bias3;
+        }
         stage(pa, pb, fetch(pa, pb, 0u, k_len, whole), 0u);
         workgroupBarrier();
         for (var s = 0u; s < stages; s++) {
@@ -333,11 +380,30 @@ fn matmul_coop(
             }
             workgroupBarrier();
         }
-        // Every subgroup writes (barriers need the whole workgroup); blocks outside the
-        // output write nothing.
         let base = job * m * n;
         let r0 = tile.x + sr;
         let c0 = tile.y + sc;
+        if (direct) {
+            store_block(c00, r0, c0, base);
+            store_block(c01, r0, c0 + 16u, base);
+            store_block(c02, r0, c0 + 32u, base);
+            store_block(c03, r0, c0 + 48u, base);
+            store_block(c10, r0 + 16u, c0, base);
+            store_block(c11, r0 + 16u, c0 + 16u, base);
+            store_block(c12, r0 + 16u, c0 + 32u, base);
+            store_block(c13, r0 + 16u, c0 + 48u, base);
+            store_block(c20, r0 + 32u, c0, base);
+            store_block(c21, r0 + 32u, c0 + 16u, base);
+            store_block(c22, r0 + 32u, c0 + 32u, base);
+            store_block(c23, r0 + 32u, c0 + 48u, base);
+            store_block(c30, r0 + 48u, c0, base);
+            store_block(c31, r0 + 48u, c0 + 16u, base);
+            store_block(c32, r0 + 48u, c0 + 32u, base);
+            store_block(c33, r0 + 48u, c0 + 48u, base);
+            continue;
+        }
+        // Every subgroup writes (barriers need the whole workgroup); blocks outside the
+        // output write nothing.
         write_block(c00, sg, lane, r0, c0, base);
         write_block(c01, sg, lane, r0, c0 + 16u, base);
         write_block(c02, sg, lane, r0, c0 + 32u, base);

@@ -144,8 +144,9 @@ fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize
 }
 
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
-/// operands through its vector bindings. Every kernel reads the bias at binding 6, which is
-/// bound to A when there is none (the kernel then never reads it).
+/// operands through its vector bindings, `matmul_coop` writes the output and reads the bias
+/// through f32 bindings too. Every kernel reads the bias at binding 6, which is bound to A
+/// when there is none (the kernel then never reads it).
 fn product_bindings<'a>(
     entry: &str,
     a: &'a wgpu::Buffer,
@@ -156,6 +157,9 @@ fn product_bindings<'a>(
     let mut bindings = vec![(1, a), (2, b), (3, written)];
     if entry == "matmul_wide" {
         bindings.extend([(4, a), (5, b)]);
+    }
+    if entry == "matmul_coop" {
+        bindings.extend([(7, written), (8, bias.unwrap_or(a))]);
     }
     bindings.push((6, bias.unwrap_or(a)));
     bindings
