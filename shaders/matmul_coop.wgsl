@@ -309,12 +309,12 @@ fn matmul_coop(
         var c33 = Acc();
         let inside = tile.x + TILE <= m && tile.y + TILE <= n;
         let whole = inside && k_len % DEPTH == 0u;
-        // An f32 result of a tile inside the output, not a split's partial product, with no
-        // bias or a contiguous one: the accumulators start from the bias and are stored
-        // straight to the output, without `write_block`'s trips through `scratch` (two
-        // barriers per block).
+        // An f32 result (or a split's partial product, which has no bias) of a tile inside
+        // the output, with no bias or a contiguous one: the accumulators start from the bias
+        // and are stored straight to the output, without `write_block`'s trips through
+        // `scratch` (two barriers per block).
         let has_bias = (p[26] & 4u) != 0u;
-        let direct = (p[26] & 8u) != 0u && splits == 1u && inside && (!has_bias || p[28] == 1u);
+        let direct = (p[26] & 8u) != 0u && inside && (!has_bias || p[28] == 1u);
         if (direct && has_bias) {
             let bias0 = bias_block(tile.y + sc);
             let bias1 = bias_block(tile.y + sc + 16u);
