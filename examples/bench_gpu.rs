@@ -53,18 +53,21 @@ fn seconds_per_call(device: &Device, warmup: usize, reps: usize, mut f: impl FnM
     start.elapsed().as_secs_f64() / reps as f64
 }
 
-/// Seconds per call of `f` over at least a second of calls, after a quarter of a second of
-/// them: a fixed count of 1 ms products was over in 20 ms, before the GPU's clocks settle.
-fn seconds_per_call_settled(device: &Device, mut f: impl FnMut()) -> f64 {
+/// Seconds per call of `f` over at least a second of calls, after at least `warm_calls` of
+/// them and a quarter of a second: a fixed count of 1 ms products was over in 20 ms, before
+/// the GPU's clocks settle, and a train step's first calls compile its kernels (a step whose
+/// optimizer is skipped for an overflow compiles the optimizer's later), which a count of
+/// ten steps once put inside the timing.
+fn seconds_per_call_settled(device: &Device, warm_calls: usize, mut f: impl FnMut()) -> f64 {
     let warm = Instant::now();
-    let mut calls = 0u32;
-    while warm.elapsed().as_secs_f64() < 0.25 {
+    let mut calls = 0;
+    while calls < warm_calls || warm.elapsed().as_secs_f64() < 0.25 {
         f();
         device.synchronize().expect("GPU wait");
         calls += 1;
     }
-    let per_call = warm.elapsed().as_secs_f64() / f64::from(calls);
-    let reps = (1.0 / per_call).ceil().max(3.0) as usize;
+    let probe = seconds_per_call(device, 0, 1, &mut f);
+    let reps = (1.0 / probe).ceil().max(3.0) as usize;
     seconds_per_call(device, 0, reps, f)
 }
 
@@ -79,7 +82,7 @@ fn matmul_rate(device: &Device, n: usize, dtype: DType) -> f64 {
             .unwrap()
     };
     let (a, b) = (operand(), operand());
-    let s = seconds_per_call_settled(device, || {
+    let s = seconds_per_call_settled(device, 1, || {
         a.matmul(&b).unwrap();
     });
     2.0 * (n as f64).powi(3) / s / 1e9
@@ -104,7 +107,7 @@ fn mlp_step(device: &Device, batch: usize) -> f64 {
         .unwrap();
     let labels =
         DynTensor::from_vec((0..batch as i64).map(|i| i % 10).collect(), &[batch]).unwrap();
-    let s = seconds_per_call(device, 3, 30, || {
+    let s = seconds_per_call_settled(device, 3, || {
         let h = l1.forward_dyn(&x).unwrap().relu().unwrap();
         let h = l2.forward_dyn(&h).unwrap().relu().unwrap();
         let logits = l3.forward_dyn(&h).unwrap();
@@ -144,7 +147,7 @@ fn cnn_step(device: &Device, batch: usize) -> f64 {
         .unwrap();
     let y = labels(batch);
     let options = CrossEntropyOptions::default();
-    let s = seconds_per_call(device, 3, 20, || {
+    let s = seconds_per_call_settled(device, 3, || {
         let loss = model
             .forward(&x)
             .and_then(|logits| cross_entropy(logits.as_dyn(), &y, &options));
@@ -219,13 +222,13 @@ impl TransformerBench {
 /// (train step, forward alone, train step under autocast) in milliseconds.
 fn transformer_step(device: &Device) -> (f64, f64, f64) {
     let mut bench = TransformerBench::new(device);
-    let step = seconds_per_call(device, 2, 10, || bench.step());
-    let forward_only = seconds_per_call(device, 1, 5, || {
+    let step = seconds_per_call_settled(device, 5, || bench.step());
+    let forward_only = seconds_per_call_settled(device, 3, || {
         let _no_grad = no_grad();
         bench.forward();
     });
     let mut scaler = GradScaler::new();
-    let mixed = seconds_per_call(device, 2, 10, || bench.step_autocast(&mut scaler));
+    let mixed = seconds_per_call_settled(device, 5, || bench.step_autocast(&mut scaler));
     (step * 1e3, forward_only * 1e3, mixed * 1e3)
 }
 
@@ -261,7 +264,7 @@ fn attention_step(device: &Device, autocast: bool) -> (f64, f64) {
     step();
     device.synchronize().expect("GPU wait");
     let grown = (gpu.memory().in_use_peak - before) as f64 / (1u64 << 20) as f64;
-    (seconds_per_call(device, 1, 5, step) * 1e3, grown)
+    (seconds_per_call_settled(device, 3, step) * 1e3, grown)
 }
 
 /// GPT-2 small training on random tokens under f16 autocast with loss scaling, AdamW, batches
@@ -369,7 +372,7 @@ fn gpt2_small_step(device: &Device) -> (f64, f64) {
     gpu.release_pooled();
     gpu.reset_memory_peak();
     let mut bench = GptBench::new(device);
-    let seconds = seconds_per_call(device, 2, 5, || bench.step());
+    let seconds = seconds_per_call_settled(device, 3, || bench.step());
     let peak = gpu.memory().in_use_peak as f64 / (1u64 << 20) as f64;
     ((GptBench::BATCH * GptBench::CONTEXT) as f64 / seconds, peak)
 }

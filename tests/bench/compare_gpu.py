@@ -36,16 +36,18 @@ def per_call(fn, warmup, reps):
     return (time.perf_counter() - start) / reps
 
 
-def per_call_settled(fn):
-    """Seconds per call over at least a second of calls, after a quarter of a second of them
-    (as bench_gpu times its products: long enough for the GPU's clocks to settle)."""
+def per_call_settled(fn, warm_calls=1):
+    """Seconds per call over at least a second of calls, after at least `warm_calls` of them
+    and a quarter of a second (as bench_gpu times them: long enough for the GPU's clocks to
+    settle and for a train step's first calls to have built what they build)."""
     start = time.perf_counter()
     calls = 0
-    while time.perf_counter() - start < 0.25:
+    while calls < warm_calls or time.perf_counter() - start < 0.25:
         fn()
         torch.cuda.synchronize()
         calls += 1
-    reps = max(3, math.ceil(calls / (time.perf_counter() - start)))
+    probe = per_call(fn, 0, 1)
+    reps = max(3, math.ceil(1.0 / probe))
     return per_call(fn, 0, reps)
 
 
@@ -72,7 +74,7 @@ def mlp_step(batch):
         loss.backward()
         opt.step()
 
-    return per_call(step, 3, 30) * 1e3
+    return per_call_settled(step, 3) * 1e3
 
 
 def cnn_step(batch):
@@ -91,7 +93,7 @@ def cnn_step(batch):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    return per_call(step, 3, 20) * 1e3
+    return per_call_settled(step, 3) * 1e3
 
 
 def transformer(forward_only, autocast=False):
@@ -124,10 +126,10 @@ def transformer(forward_only, autocast=False):
             model(x)
 
     if forward_only:
-        return per_call(forward, 1, 5) * 1e3
+        return per_call_settled(forward, 3) * 1e3
     if autocast:
-        return per_call(step_autocast, 2, 10) * 1e3
-    return per_call(step, 2, 10) * 1e3
+        return per_call_settled(step_autocast, 5) * 1e3
+    return per_call_settled(step, 5) * 1e3
 
 
 def attention(autocast=False):
@@ -146,7 +148,7 @@ def attention(autocast=False):
     step()
     torch.cuda.synchronize()
     grown = (torch.cuda.max_memory_allocated() - before) / 2**20
-    return per_call(step, 1, 5) * 1e3, grown
+    return per_call_settled(step, 3) * 1e3, grown
 
 
 def gpt2_small():
@@ -194,7 +196,7 @@ def gpt2_small():
         loss.backward()
         opt.step()
 
-    seconds = per_call(step, 2, 5)
+    seconds = per_call_settled(step, 3)
     return batch * context / seconds, torch.cuda.max_memory_allocated() / 2**20
 
 
