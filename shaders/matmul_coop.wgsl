@@ -310,11 +310,13 @@ fn matmul_coop(
         let inside = tile.x + TILE <= m && tile.y + TILE <= n;
         let whole = inside && k_len % DEPTH == 0u;
         // An f32 result (or a split's partial product, which has no bias) of a tile inside
-        // the output, with no bias or a contiguous one: the accumulators start from the bias
-        // and are stored straight to the output, without `write_block`'s trips through
-        // `scratch` (two barriers per block).
+        // the output, with no bias or a contiguous one starting at a multiple of 4 elements
+        // (a cooperative load's 16-byte alignment): the accumulators start from the bias and
+        // are stored straight to the output, without `write_block`'s trips through `scratch`
+        // (two barriers per block). (Output blocks start at multiples of 8 elements: N is.)
         let has_bias = (p[26] & 4u) != 0u;
-        let direct = (p[26] & 8u) != 0u && inside && (!has_bias || p[28] == 1u);
+        let aligned_bias = p[28] == 1u && p[27] % 4u == 0u;
+        let direct = (p[26] & 8u) != 0u && inside && (!has_bias || aligned_bias);
         if (direct && has_bias) {
             let bias0 = bias_block(tile.y + sc);
             let bias1 = bias_block(tile.y + sc + 16u);

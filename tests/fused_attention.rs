@@ -318,17 +318,30 @@ fn assert_near(what: &str, want: &DynTensor, got: &DynTensor, tolerance: f64) {
     }
 }
 
+/// The kernel entry points `f` dispatches on `device`'s GPU, where the adapter can time
+/// kernels (`None` elsewhere).
+fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str>> {
+    let Device::Gpu(gpu) = device else {
+        return None;
+    };
+    gpu.profile_kernels(true).ok()?;
+    f();
+    let times = gpu.kernel_times().unwrap();
+    gpu.profile_kernels(false).unwrap();
+    Some(times.into_iter().map(|(entry, _)| entry).collect())
+}
+
 /// A `MultiheadAttention<E, H>` with `dropout` (training mode) on `[1, t, E]` on `device`,
 /// run both ways with the same seed: the composite form (asked for its weights, which only
 /// it gives) and the form `forward_dyn` picks. Returns each form's output and the gradients
-/// of the input and the projections, and how far the second run raised the GPU's memory
-/// peak.
+/// of the input and the projections, how far the second run raised the GPU's memory peak,
+/// and the kernels the second run dispatched (where the adapter can tell).
 fn multi_head_attention_both_ways<const E: usize, const H: usize>(
     device: &Device,
     t: usize,
     dropout: f64,
     under_autocast: bool,
-) -> ([Vec<DynTensor>; 2], u64) {
+) -> ([Vec<DynTensor>; 2], u64, Option<Vec<&'static str>>) {
     let Device::Gpu(gpu) = device else {
         unreachable!("a GPU test")
     };
@@ -366,7 +379,11 @@ fn multi_head_attention_both_ways<const E: usize, const H: usize>(
     gpu.reset_memory_peak();
     let base = gpu.memory().in_use;
     let picked = run(false);
-    ([composite, picked], gpu.memory().in_use_peak - base)
+    let grown = gpu.memory().in_use_peak - base;
+    let kernels = kernels_run(device, || {
+        run(false);
+    });
+    ([composite, picked], grown, kernels)
 }
 
 #[test]
@@ -377,7 +394,7 @@ fn gpu_multi_head_attention_over_long_sequences_runs_fused_and_agrees() {
     };
     // Without dropout and with it (in training mode, the same seed for both forms).
     for dropout in [0.0, 0.2] {
-        let ([composite, fused], grown) =
+        let ([composite, fused], grown, _) =
             multi_head_attention_both_ways::<32, 2>(&device, 512, dropout, false);
         // One head's [512, 512] scores alone are 1 MiB; the fused form never holds them.
         assert!(grown < 1 << 20, "{grown} bytes: the scores were in memory");
@@ -403,8 +420,22 @@ fn gpu_multi_head_attention_under_autocast_with_dropout_agrees_with_the_composit
     let Some(device) = common::gpu::gpu() else {
         return;
     };
-    let ([composite, picked], _) =
+    let ([composite, picked], _, kernels) =
         multi_head_attention_both_ways::<128, 2>(&device, 100, 0.2, true);
+    let Device::Gpu(gpu) = &device else {
+        unreachable!()
+    };
+    if gpu.has_coop_matmul()
+        && let Some(kernels) = kernels
+    {
+        for entry in [
+            "attention_forward_coop",
+            "attention_backward_dq_coop",
+            "attention_backward_dkv_coop",
+        ] {
+            assert!(kernels.contains(&entry), "{entry} did not run: {kernels:?}");
+        }
+    }
     for (name, (c, p)) in ["out", "dx", "d in_proj", "d out_proj"]
         .iter()
         .zip(composite.iter().zip(&picked))
@@ -525,11 +556,24 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         let (gq, gk, gv) = (on(&q), on(&k), on(&v));
         let gpu_mask = mask.to(&device).unwrap();
         rumus::manual_seed(37);
-        let out = {
+        let attend = || {
             let _autocast = rumus::amp::autocast();
             gq.scaled_dot_product_attention(&gk, &gv, options(&gpu_mask))
                 .unwrap()
         };
+        let out = attend();
+        // On the matrix units the kernels read the head views where they lie: no copies.
+        if heads_view
+            && on_matrix_units
+            && let Some(kernels) = kernels_run(&device, || {
+                attend();
+            })
+        {
+            assert!(
+                !kernels.contains(&"copy"),
+                "the operands were copied: {kernels:?}"
+            );
+        }
         // The same draws as a dropout of the [2, 2, T, S] probabilities: of ones, they are
         // the factors.
         rumus::manual_seed(37);

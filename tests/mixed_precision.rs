@@ -176,6 +176,56 @@ fn the_digits_mlp_trains_under_autocast_with_loss_scaling() {
     assert!(model.parameters().iter().all(|p| p.dtype() == DType::F32));
 }
 
+/// Runs `forward` under autocast on the `leaves` (made leaves needing gradients) on the CPU
+/// and on `device`, backward from the loss it returns, and checks that the loss, the other
+/// outputs and every leaf's gradient agree and stay f32 on the GPU (`names`: the outputs',
+/// then the gradients'). Both sides multiply the same f16 operands in f32, in different
+/// orders.
+fn autocast_agrees_with_the_cpu(
+    device: &Device,
+    leaves: &[DynTensor],
+    forward: &dyn Fn(&[DynTensor]) -> (DynTensor, Vec<DynTensor>),
+    names: &[&str],
+) {
+    let run = |on: &dyn Fn(&DynTensor) -> DynTensor| {
+        let t: Vec<DynTensor> = leaves
+            .iter()
+            .map(|t| on(t).requires_grad_().unwrap())
+            .collect();
+        let (loss, outputs) = {
+            let _autocast = autocast();
+            forward(&t)
+        };
+        let grads = loss.backward().unwrap();
+        let mut results = vec![loss];
+        results.extend(outputs);
+        results.extend(t.iter().map(|t| grads.grad(t).unwrap().clone()));
+        results
+    };
+    let cpu = run(&|t| t.clone());
+    let on_gpu = run(&|t| t.to(device).unwrap());
+    assert_eq!(names.len(), cpu.len());
+    for (what, (c, g)) in names.iter().zip(cpu.iter().zip(&on_gpu)) {
+        assert!(g.device().is_gpu() && g.dtype() == DType::F32, "{what}");
+        assert_eq!(c.dims(), g.dims(), "{what}");
+        for (c, g) in c.to_f64_vec().iter().zip(&g.to_f64_vec()) {
+            assert!(
+                (c - g).abs() <= 2e-3 * c.abs() + 1e-3,
+                "{what}: cpu {c}, gpu {g}"
+            );
+        }
+    }
+}
+
+/// The sum of `tanh` of each output: a loss that reaches every element.
+fn tanh_sum(outputs: &[&DynTensor]) -> DynTensor {
+    outputs
+        .iter()
+        .map(|y| y.tanh().unwrap().sum_all().unwrap())
+        .reduce(|a, b| a.add(&b).unwrap())
+        .unwrap()
+}
+
 #[test]
 fn gpu_products_under_autocast_match_the_cpu() {
     let _serial = common::gpu::serial();
@@ -193,34 +243,14 @@ fn gpu_products_under_autocast_match_the_cpu() {
         tensor(&[8, 1024], 16),
         tensor(&[8], 17),
     ];
-    let run = |on: &dyn Fn(&DynTensor) -> DynTensor| {
-        let t: Vec<DynTensor> = leaves
-            .iter()
-            .map(|t| on(t).requires_grad_().unwrap())
-            .collect();
-        let (loss, layers) = {
-            let _autocast = autocast();
-            let layers = [
-                t[2].linear(&t[3], Some(&t[4])).unwrap(),
-                t[5].linear(&t[6], Some(&t[7])).unwrap(),
-            ];
-            let odd = t[0].matmul(&t[1]).unwrap();
-            let loss = [&odd, &layers[0], &layers[1]]
-                .map(|y| y.tanh().unwrap().sum_all().unwrap())
-                .into_iter()
-                .reduce(|a, b| a.add(&b).unwrap())
-                .unwrap();
-            (loss, layers)
-        };
-        let grads = loss.backward().unwrap();
-        let mut results = vec![loss];
-        results.extend(layers);
-        results.extend(t.iter().map(|t| grads.grad(t).unwrap().clone()));
-        results
+    let forward = |t: &[DynTensor]| {
+        let layers = vec![
+            t[2].linear(&t[3], Some(&t[4])).unwrap(),
+            t[5].linear(&t[6], Some(&t[7])).unwrap(),
+        ];
+        let odd = t[0].matmul(&t[1]).unwrap();
+        (tanh_sum(&[&odd, &layers[0], &layers[1]]), layers)
     };
-    let cpu = run(&|t| t.clone());
-    let on_gpu = run(&|t| t.to(&device).unwrap());
-    // Both multiply the same f16 operands in f32, in different orders.
     let names = [
         "loss",
         "linear",
@@ -234,15 +264,56 @@ fn gpu_products_under_autocast_match_the_cpu() {
         "grad long w",
         "grad long bias",
     ];
-    for (what, (c, g)) in names.into_iter().zip(cpu.iter().zip(&on_gpu)) {
-        assert!(g.device().is_gpu() && g.dtype() == DType::F32, "{what}");
-        for (c, g) in c.to_f64_vec().iter().zip(&g.to_f64_vec()) {
-            assert!(
-                (c - g).abs() <= 2e-3 * c.abs() + 1e-3,
-                "{what}: cpu {c}, gpu {g}"
-            );
-        }
-    }
+    autocast_agrees_with_the_cpu(&device, &leaves, &forward, &names);
+}
+
+/// Products with whole 128x128 output tiles, which a GPU with matrix units stores straight
+/// from its accumulators (started from the bias): a linear layer whose last column of tiles
+/// is partial (both ways of writing in one product), with its bias at an offset of 4 and of
+/// 2 elements (aligned for the direct load, and not); a batched product; and a layer over
+/// 2,048 rows, whose weight gradient (4 tiles, K = 2,048) is split along K.
+#[test]
+fn gpu_products_of_whole_tiles_under_autocast_match_the_cpu() {
+    let _serial = common::gpu::serial();
+    let Some(device) = gpu() else { return };
+    let leaves = [
+        tensor(&[256, 384], 20).mul_scalar(0.1).unwrap(),
+        tensor(&[320, 384], 21).mul_scalar(0.1).unwrap(),
+        tensor(&[330], 22),
+        tensor(&[2, 128, 256], 23).mul_scalar(0.1).unwrap(),
+        tensor(&[2, 256, 128], 24).mul_scalar(0.1).unwrap(),
+        tensor(&[2048, 256], 25).mul_scalar(0.1).unwrap(),
+        tensor(&[256, 256], 26).mul_scalar(0.1).unwrap(),
+        tensor(&[256], 27),
+    ];
+    let forward = |t: &[DynTensor]| {
+        let outputs = vec![
+            t[0].linear(&t[1], Some(&t[2].narrow(0, 4, 320).unwrap()))
+                .unwrap(),
+            t[0].linear(&t[1], Some(&t[2].narrow(0, 2, 320).unwrap()))
+                .unwrap(),
+            t[3].matmul(&t[4]).unwrap(),
+            t[5].linear(&t[6], Some(&t[7])).unwrap(),
+        ];
+        let loss = tanh_sum(&outputs.iter().collect::<Vec<_>>());
+        (loss, outputs)
+    };
+    let names = [
+        "loss",
+        "linear, bias at 4",
+        "linear, bias at 2",
+        "batched",
+        "tall linear",
+        "grad x",
+        "grad w",
+        "grad bias",
+        "grad a",
+        "grad b",
+        "grad tall x",
+        "grad tall w",
+        "grad tall bias",
+    ];
+    autocast_agrees_with_the_cpu(&device, &leaves, &forward, &names);
 }
 
 #[test]

@@ -202,7 +202,10 @@ pub(crate) fn multi_head_attention_output(
         && (options.dropout < 1.0 || !options.training)
         && query.rank() == 3
         && (query.dims()[1] >= FUSED_MIN_LENGTH
-            || crate::ops::attention::on_matrix_units(&query.device(), query.dims()[2] / heads));
+            || (crate::ops::attention::on_matrix_units(&query.device(), query.dims()[2] / heads)
+                // (past this dropout the fused attention runs its f32 kernels)
+                && (!options.training
+                    || options.dropout <= crate::ops::attention::MAX_HALF_DROPOUT)));
     if !fused {
         return Ok(multi_head_attention(query, key, value, heads, weights, options)?.0);
     }

@@ -231,7 +231,7 @@ fn host_values<T: Float>(tensors: [&DynTensor; 3]) -> Result<[Vec<T>; 3]> {
 }
 
 /// The largest dropout probability the `f16` kernels take (f16 holds factors up to 65,504).
-const MAX_HALF_DROPOUT: f64 = 0.999;
+pub(crate) const MAX_HALF_DROPOUT: f64 = 0.999;
 
 /// Whether an attention with rows `width` wide on `device` would run on the GPU's matrix
 /// units now (under autocast, `attention_coop.wgsl`).

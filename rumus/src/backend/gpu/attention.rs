@@ -42,9 +42,12 @@ impl AttentionKernels {
         let readable = match self {
             AttentionKernels::F32 => t.is_contiguous(),
             AttentionKernels::Half => {
+                let strides = layout.strides();
+                let rank = strides.len();
                 t.is_contiguous()
-                    || (layout.rank() <= 4 && layout.strides().last() == Some(&1)
-                        && layout.strides().iter().all(|s| s.is_multiple_of(4)))
+                    || (rank <= 4
+                        && strides.last() == Some(&1)
+                        && strides[..rank - 1].iter().all(|s| s.is_multiple_of(4)))
             }
         };
         let aligned = self == AttentionKernels::F32 || layout.offset().is_multiple_of(4);

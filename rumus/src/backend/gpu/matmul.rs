@@ -146,7 +146,9 @@ fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
 /// operands through its vector bindings, `matmul_coop` writes the output and reads the bias
 /// through f32 bindings too. Every kernel reads the bias at binding 6, which is bound to A
-/// when there is none (the kernel then never reads it).
+/// when there is none (the kernel then never reads it). (wgpu merges a buffer's uses within
+/// a dispatch, so the output may be bound writable twice; each of `matmul_coop`'s tiles
+/// writes through one of the two bindings only, so no word is written through both.)
 fn product_bindings<'a>(
     entry: &str,
     a: &'a wgpu::Buffer,
