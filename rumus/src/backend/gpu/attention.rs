@@ -35,8 +35,8 @@ pub(crate) enum AttentionKernels {
 
 impl AttentionKernels {
     /// `t` as the kernels read it: contiguous for `attention.wgsl`; for
-    /// `attention_coop.wgsl`, which reads quads through [`RowStrides`], rows of contiguous
-    /// elements with the offset and every stride a multiple of 4, up to rank 4.
+    /// `attention_coop.wgsl`, which reads quads through `row_strides`, up to rank 4 with
+    /// rows of contiguous elements, and the offset and every other stride a multiple of 4.
     fn ready(self, gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
         let layout = t.layout();
         let readable = match self {
