@@ -66,7 +66,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let s = p[2];
     let d = p[3];
     let dv = p[4];
-    let r = rows_of(wid, lid, t);
+    let r = rows_of(wid, lid, t, true);
     if (!r.has_problem) {
         return;
     }
@@ -131,7 +131,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let s = p[2];
     let d = p[3];
     let dv = p[4];
-    let r = rows_of(wid, lid, t);
+    let r = rows_of(wid, lid, t, true);
     if (!r.has_problem) {
         return;
     }
@@ -190,7 +190,7 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
     let s = p[2];
     let d = p[3];
     let dv = p[4];
-    let r = rows_of(wid, lid, s);
+    let r = rows_of(wid, lid, s, false);
     if (!r.has_problem) {
         return;
     }

@@ -52,11 +52,15 @@ struct Rows {
     has_problem: bool,
 }
 
-fn rows_of(wid: vec3<u32>, lid: u32, length: u32) -> Rows {
-    let blocks = (length + WG - 1u) / WG;
+// `last_first`: a problem's last rows go to its first workgroups. Under the causal mask the
+// last query rows see the most keys: launched first, the longest workgroups no longer trail
+// at the end of the grid.
+fn rows_of(wid: vec3<u32>, lid: u32, length: u32, last_first: bool) -> Rows {
+    let blocks = max((length + WG - 1u) / WG, 1u);
     let w = wid.y * p[8] + wid.x;
-    let n = w / max(blocks, 1u);
-    let first = (w % max(blocks, 1u)) * WG;
+    let n = w / blocks;
+    let block = select(w % blocks, blocks - 1u - w % blocks, last_first);
+    let first = block * WG;
     return Rows(n, first, first + lid, n < p[0]);
 }
 

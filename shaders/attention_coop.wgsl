@@ -285,7 +285,7 @@ fn attention_forward_coop(
 ) {
     let t = p[1];
     let s = p[2];
-    let r = rows_of(wid, 0u, t);
+    let r = rows_of(wid, 0u, t, true);
     if (!r.has_problem) {
         return;
     }
@@ -396,7 +396,7 @@ fn attention_backward_dq_coop(
 ) {
     let t = p[1];
     let s = p[2];
-    let r = rows_of(wid, 0u, t);
+    let r = rows_of(wid, 0u, t, true);
     if (!r.has_problem) {
         return;
     }
@@ -478,7 +478,7 @@ fn attention_backward_dkv_coop(
 ) {
     let t = p[1];
     let s = p[2];
-    let r = rows_of(wid, 0u, s);
+    let r = rows_of(wid, 0u, s, false);
     if (!r.has_problem) {
         return;
     }
