@@ -176,6 +176,9 @@ fn the_digits_mlp_trains_under_autocast_with_loss_scaling() {
     assert!(model.parameters().iter().all(|p| p.dtype() == DType::F32));
 }
 
+/// A loss and the other outputs to compare.
+type LossAndOutputs = (DynTensor, Vec<DynTensor>);
+
 /// Runs `forward` under autocast on the `leaves` (made leaves needing gradients) on the CPU
 /// and on `device`, backward from the loss it returns, and checks that the loss, the other
 /// outputs and every leaf's gradient agree and stay f32 on the GPU (`names`: the outputs',
@@ -184,7 +187,7 @@ fn the_digits_mlp_trains_under_autocast_with_loss_scaling() {
 fn autocast_agrees_with_the_cpu(
     device: &Device,
     leaves: &[DynTensor],
-    forward: &dyn Fn(&[DynTensor]) -> (DynTensor, Vec<DynTensor>),
+    forward: &dyn Fn(&[DynTensor]) -> LossAndOutputs,
     names: &[&str],
 ) {
     let run = |on: &dyn Fn(&DynTensor) -> DynTensor| {
