@@ -319,7 +319,8 @@ fn assert_near(what: &str, want: &DynTensor, got: &DynTensor, tolerance: f64) {
 }
 
 /// The kernel entry points `f` dispatches on `device`'s GPU, where the adapter can time
-/// kernels (`None` elsewhere).
+/// kernels (`None` elsewhere). Profiling counts every dispatch on the device: every test in
+/// this file holds `serial()`, so no other test's kernels are among them.
 fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str>> {
     let Device::Gpu(gpu) = device else {
         return None;
