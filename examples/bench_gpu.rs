@@ -623,7 +623,9 @@ fn main() -> rumus::Result<()> {
         );
     }
     if let Device::Gpu(gpu) = &device {
-        let path = if gpu.has_coop_matmul() {
+        let path = if gpu.has_tensor_matmul() {
+            "cooperative matrices with VK_NV_cooperative_matrix2"
+        } else if gpu.has_coop_matmul() {
             "cooperative matrices"
         } else {
             "tiled kernels"

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::gpu::kernels_run;
 use common::{check_first_and_second_order, randn};
 use rumus::ops::attention::SdpaOptions;
 use rumus::prelude::*;
@@ -316,20 +317,6 @@ fn assert_near(what: &str, want: &DynTensor, got: &DynTensor, tolerance: f64) {
             "{what}, element {i}: expected {w}, got {g}"
         );
     }
-}
-
-/// The kernel entry points `f` dispatches on `device`'s GPU, where the adapter can time
-/// kernels (`None` elsewhere). Profiling counts every dispatch on the device: every test in
-/// this file holds `serial()`, so no other test's kernels are among them.
-fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str>> {
-    let Device::Gpu(gpu) = device else {
-        return None;
-    };
-    gpu.profile_kernels(true).ok()?;
-    f();
-    let times = gpu.kernel_times().unwrap();
-    gpu.profile_kernels(false).unwrap();
-    Some(times.into_iter().map(|(entry, _)| entry).collect())
 }
 
 /// A `MultiheadAttention<E, H>` with `dropout` (training mode) on `[1, t, E]` on `device`,

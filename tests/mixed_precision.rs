@@ -8,7 +8,7 @@ mod training;
 
 mod common;
 
-use common::gpu::{gpu, tensor};
+use common::gpu::{gpu, kernels_run, tensor};
 use rumus::amp::{GradScaler, GradScalerConfig, autocast};
 use rumus::data::{Batch, Collate, DataLoader, Sample};
 use rumus::nn::Module;
@@ -268,6 +268,39 @@ fn gpu_products_under_autocast_match_the_cpu() {
         "grad long bias",
     ];
     autocast_agrees_with_the_cpu(&device, &leaves, &forward, &names);
+}
+
+/// Autocast's products run on the fastest matrix kernel the device has: `matmul_tensor`
+/// where it was opened with `VK_NV_cooperative_matrix2`, `matmul_coop` on other cooperative
+/// matrices. The tests around this one check the numbers of whichever ran; this checks which
+/// one did (where the adapter can time kernels).
+#[test]
+fn gpu_products_under_autocast_take_the_fastest_matrix_kernel() {
+    let _serial = common::gpu::serial();
+    let Some(device) = gpu() else { return };
+    let Device::Gpu(gpu) = &device else {
+        unreachable!("gpu() opens a GPU")
+    };
+    if !gpu.has_coop_matmul() {
+        return;
+    }
+    let x = tensor(&[128, 64], 30).to(&device).unwrap();
+    let w = tensor(&[32, 64], 31).to(&device).unwrap();
+    let Some(kernels) = kernels_run(&device, || {
+        let _autocast = autocast();
+        x.linear(&w, None).unwrap();
+    }) else {
+        return;
+    };
+    let expected = if gpu.has_tensor_matmul() {
+        "matmul_tensor"
+    } else {
+        "matmul_coop"
+    };
+    assert!(
+        kernels.contains(&expected),
+        "{expected} not among {kernels:?}"
+    );
 }
 
 /// Products with whole 128x128 output tiles, which a GPU with matrix units stores straight

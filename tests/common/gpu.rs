@@ -13,6 +13,21 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The kernel entry points `f` dispatches on `device`'s GPU, where the adapter can time
+/// kernels (`None` elsewhere). Profiling counts every dispatch on the device, other tests'
+/// too: a test that asserts what is absent from the list must hold `serial()`, and so must
+/// every test of its file that could dispatch that kernel.
+pub fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str>> {
+    let Device::Gpu(gpu) = device else {
+        return None;
+    };
+    gpu.profile_kernels(true).ok()?;
+    f();
+    let times = gpu.kernel_times().unwrap();
+    gpu.profile_kernels(false).unwrap();
+    Some(times.into_iter().map(|(entry, _)| entry).collect())
+}
+
 pub fn gpu() -> Option<Device> {
     match Device::gpu() {
         Ok(device) => Some(device),

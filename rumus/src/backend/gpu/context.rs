@@ -17,6 +17,9 @@ pub(crate) struct Context {
     pub limits: wgpu::Limits,
     /// Whether `f16` products run on cooperative matrices (`matmul_coop.wgsl`).
     pub coop_matmul: bool,
+    /// Whether the device has `VK_NV_cooperative_matrix2` enabled, so that `f16` products
+    /// run on `matmul_tensor.comp` instead (see `coopmat2.rs`).
+    pub tensor_matmul: bool,
     pub pipelines: PipelineCache,
     pub pool: Mutex<BufferPool>,
     pub batch: Mutex<Batch>,
@@ -116,6 +119,15 @@ impl GpuDevice {
         self.0.coop_matmul
     }
 
+    /// Whether those products run on `VK_NV_cooperative_matrix2` (matrices a whole workgroup
+    /// loads at once, staged by the driver), about 1.4x the rate of plain cooperative
+    /// matrices on an H200. Needs a Vulkan adapter that offers the extension (recent NVIDIA
+    /// drivers) and, while it is experimental, the environment variable `RUMUS_GPU_COOPMAT2`
+    /// set when the device is opened.
+    pub fn has_tensor_matmul(&self) -> bool {
+        self.0.tensor_matmul
+    }
+
     /// Largest tensor (in bytes) one kernel may bind: the adapter's limit, which rumus asks
     /// for in full (wgpu's default is 128 MiB).
     pub fn max_binding_bytes(&self) -> u64 {
@@ -167,14 +179,26 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
     } else {
         required_features
     };
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("rumus"),
-        required_features,
-        required_limits: limits.clone(),
-        experimental_features,
-        ..Default::default()
-    }))
-    .map_err(|e| no_adapter(format!("{} refused a device: {e}", info.name)))?;
+    // Opt-in for now: on an H200 two training tests with loss scaling hang with it (see
+    // coopmat2.rs).
+    let with_tensor_matmul = if coop_matmul && std::env::var_os("RUMUS_GPU_COOPMAT2").is_some() {
+        // SAFETY: `experimental_features` is what the plain request below passes.
+        unsafe { super::coopmat2::open(&adapter, required_features, &limits, experimental_features) }
+    } else {
+        None
+    };
+    let tensor_matmul = with_tensor_matmul.is_some();
+    let (device, queue) = match with_tensor_matmul {
+        Some(opened) => opened,
+        None => pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("rumus"),
+            required_features,
+            required_limits: limits.clone(),
+            experimental_features,
+            ..Default::default()
+        }))
+        .map_err(|e| no_adapter(format!("{} refused a device: {e}", info.name)))?,
+    };
     let batch = Batch::new(&device, &limits);
     Ok(GpuDevice(Arc::new(Context {
         pipelines: PipelineCache::default(),
@@ -182,6 +206,7 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
         batch: Mutex::new(batch),
         constants: Mutex::default(),
         coop_matmul,
+        tensor_matmul,
         device,
         queue,
         info,

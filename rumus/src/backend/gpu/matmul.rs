@@ -62,6 +62,17 @@ fn split_k_in_waves(jobs: usize, k: usize) -> (usize, usize) {
     let chunk = k.div_ceil(splits).next_multiple_of(COOP_STAGE_K);
     (k.div_ceil(chunk), chunk)
 }
+/// Split-K of the cooperative kernels: only their f32 products (autocast's) are split, since
+/// partial products are f32.
+fn coop_splits(jobs: usize, k: usize, widen: bool) -> (usize, usize) {
+    if widen {
+        split_k_in_waves(jobs, k)
+    } else {
+        (1, k.max(1))
+    }
+}
+/// Workgroups along a grid's z (Vulkan's least maximum, 65,535).
+const MAX_GRID_LAYERS: usize = 65_535;
 /// K per stage of `matmul_coop.wgsl` (`DEPTH`).
 const COOP_STAGE_K: usize = 32;
 /// The shortest K range a split of the cooperative kernel walks: shorter ones spend more on
@@ -145,10 +156,11 @@ fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize
 
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
 /// operands through its vector bindings, `matmul_coop` writes the output and reads the bias
-/// through f32 bindings too. Every kernel reads the bias at binding 6, which is bound to A
-/// when there is none (the kernel then never reads it). (wgpu merges a buffer's uses within
-/// a dispatch, so the output may be bound writable twice; each of `matmul_coop`'s tiles
-/// writes through one of the two bindings only, so no word is written through both.)
+/// through f32 bindings too, `matmul_tensor` writes the output through an f32 binding too.
+/// Every kernel reads the bias at binding 6, which is bound to A when there is none (the
+/// kernel then never reads it). (wgpu merges a buffer's uses within a dispatch, so the
+/// output may be bound writable twice; each tile of the two cooperative kernels writes
+/// through one of the two bindings only, so no word is written through both.)
 fn product_bindings<'a>(
     entry: &str,
     a: &'a wgpu::Buffer,
@@ -162,6 +174,9 @@ fn product_bindings<'a>(
     }
     if entry == "matmul_coop" {
         bindings.extend([(7, written), (8, bias.unwrap_or(a))]);
+    }
+    if entry == "matmul_tensor" {
+        bindings.push((7, written));
     }
     bindings.push((6, bias.unwrap_or(a)));
     bindings
@@ -260,11 +275,23 @@ impl GpuDevice {
         // a 256x1024 product ran slower with 16 wide tiles than with 64 small ones.
         let (module, entry, tile) = match kernels {
             Kernels::Coop => {
-                let module = Module::MatmulCoop {
-                    a_row_major: la.strides()[r - 1] == 1,
-                    b_row_major: lb.strides()[r - 1] == 1,
-                };
-                (module, "matmul_coop", COOP_TILE)
+                let (a_row_major, b_row_major) = (la.strides()[r - 1] == 1, lb.strides()[r - 1] == 1);
+                // `matmul_tensor` takes the same parameters, bindings and 128x128 tiles as
+                // `matmul_coop`, but one job (batch entry or split) per grid layer.
+                let jobs = batch * coop_splits(batch * m.div_ceil(COOP_TILE) * n.div_ceil(COOP_TILE), k, widen).0;
+                if self.has_tensor_matmul() && jobs <= MAX_GRID_LAYERS {
+                    let module = Module::MatmulTensor {
+                        a_row_major,
+                        b_row_major,
+                    };
+                    (module, "matmul_tensor", COOP_TILE)
+                } else {
+                    let module = Module::MatmulCoop {
+                        a_row_major,
+                        b_row_major,
+                    };
+                    (module, "matmul_coop", COOP_TILE)
+                }
             }
             _ => {
                 let module = if kernels == Kernels::Half {
@@ -291,12 +318,11 @@ impl GpuDevice {
         // Split-K writes f32 partial products: the cooperative kernel splits only products
         // whose result is f32 (autocast's).
         let (splits, chunk) = match (kernels, entry) {
-            (Kernels::Coop, _) if !widen => (1, k.max(1)),
-            (Kernels::Coop, _) => split_k_in_waves(tiles * batch, k),
+            (Kernels::Coop, _) => coop_splits(tiles * batch, k, widen),
             (_, "matmul_wide") => split_k(tiles * batch, k, MIN_WIDE_JOBS),
             _ => split_k(tiles * batch, k, MIN_WORKGROUPS),
         };
-        let gz = (batch * splits).clamp(1, 65_535) as u32;
+        let gz = (batch * splits).clamp(1, MAX_GRID_LAYERS) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
         let mut params = vec![0u32; 29];
         params[..12].copy_from_slice(&[

@@ -20,6 +20,7 @@ with_gpu_feature! {
     mod attention;
     mod batch;
     mod context;
+    mod coopmat2;
     mod custom;
     mod elementwise;
     mod index;

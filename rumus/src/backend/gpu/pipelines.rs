@@ -18,6 +18,10 @@ pub(crate) enum Module {
     /// and B are row-major (unit column stride) or column-major, so their loads carry no
     /// run-time branch.
     MatmulCoop { a_row_major: bool, b_row_major: bool },
+    /// `matmul_tensor.comp`: the same products on `VK_NV_cooperative_matrix2`, made only on
+    /// devices opened with it (`GpuDevice::has_tensor_matmul`). SPIR-V, not WGSL, built once
+    /// per operand layout (see [`PipelineCache::get`]).
+    MatmulTensor { a_row_major: bool, b_row_major: bool },
     Index,
     /// `norm.wgsl`: layer normalisation forward and backward.
     Norm,
@@ -80,8 +84,10 @@ impl std::hash::Hash for CustomModule {
 }
 
 impl Module {
+    /// The module's WGSL (`MatmulTensor`'s is SPIR-V, from `coopmat2::matmul_tensor_spirv`).
     fn source(self) -> &'static str {
         match self {
+            Module::MatmulTensor { .. } => "",
             Module::Elementwise => concat!(
                 include_str!("../../../../shaders/elementwise.wgsl"),
                 include_str!("../../../../shaders/half.wgsl"),
@@ -166,39 +172,16 @@ impl PipelineCache {
         if let Some(compiled) = pipelines.get(&(module, entry)) {
             return compiled.clone();
         }
-        let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
-        let shader = modules.entry(module).or_insert_with(|| {
-            let descriptor = wgpu::ShaderModuleDescriptor {
-                label: Some(entry),
-                source: wgpu::ShaderSource::Wgsl(module.source().into()),
-            };
-            // SAFETY: every kernel checks its own bounds against the sizes it is given (each
-            // index is compared with the element count before it is read or written), so the
-            // runtime bounds checks wgpu would add are redundant; they cost ~40x on a tiled
-            // matrix product.
-            unsafe {
-                device.create_shader_module_trusted(
-                    descriptor,
-                    wgpu::ShaderRuntimeChecks::unchecked(),
-                )
-            }
+        let compiled = Arc::new(if let Module::MatmulTensor { a_row_major, b_row_major } = module {
+            let spirv = super::coopmat2::matmul_tensor_spirv(a_row_major, b_row_major);
+            passthrough_pipeline(device, entry, spirv)
+        } else {
+            let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+            let shader = modules
+                .entry(module)
+                .or_insert_with(|| wgsl_module(device, module, entry));
+            wgsl_pipeline(device, module, shader, entry)
         });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(entry),
-            layout: None,
-            module: shader,
-            entry_point: Some(entry),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants: &module.constants(),
-                // Every kernel writes its workgroup memory before reading it (matmul tiles,
-                // reduction trees, the cooperative-matrix scratch), so wgpu's zeroing of it
-                // at the start of each workgroup is wasted work.
-                zero_initialize_workgroup_memory: false,
-            },
-            cache: None,
-        });
-        let layout = pipeline.get_bind_group_layout(0);
-        let compiled = Arc::new(Compiled { pipeline, layout });
         pipelines.insert((module, entry), compiled.clone());
         compiled
     }
@@ -226,27 +209,10 @@ impl PipelineCache {
             label: Some(entry),
             source: wgpu::ShaderSource::Wgsl(custom.source.into()),
         });
-        let entries: Vec<wgpu::BindGroupLayoutEntry> = custom
-            .writable()
-            .into_iter()
-            .enumerate()
-            .map(|(binding, writable)| wgpu::BindGroupLayoutEntry {
-                binding: binding as u32,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage {
-                        read_only: !writable,
-                    },
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            })
+        let bindings: Vec<(u32, bool)> = (0..)
+            .zip(custom.writable())
             .collect();
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(entry),
-            entries: &entries,
-        });
+        let layout = storage_layout(device, entry, &bindings);
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(entry),
             bind_group_layouts: &[Some(&layout)],
@@ -268,6 +234,107 @@ impl PipelineCache {
         pipelines.insert((module, entry), compiled);
         Ok(())
     }
+}
+
+/// A WGSL module of rumus's own, without wgpu's runtime bounds checks.
+fn wgsl_module(device: &wgpu::Device, module: Module, entry: &'static str) -> wgpu::ShaderModule {
+    let descriptor = wgpu::ShaderModuleDescriptor {
+        label: Some(entry),
+        source: wgpu::ShaderSource::Wgsl(module.source().into()),
+    };
+    // SAFETY: every kernel checks its own bounds against the sizes it is given (each index
+    // is compared with the element count before it is read or written), so the runtime
+    // bounds checks wgpu would add are redundant; they cost ~40x on a tiled matrix product.
+    unsafe { device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked()) }
+}
+
+/// The pipeline of a WGSL entry point, its bind group layout derived from the shader.
+fn wgsl_pipeline(
+    device: &wgpu::Device,
+    module: Module,
+    shader: &wgpu::ShaderModule,
+    entry: &'static str,
+) -> Compiled {
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(entry),
+        layout: None,
+        module: shader,
+        entry_point: Some(entry),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: &module.constants(),
+            // Every kernel writes its workgroup memory before reading it (matmul tiles,
+            // reduction trees, the cooperative-matrix scratch), so wgpu's zeroing of it at
+            // the start of each workgroup is wasted work.
+            zero_initialize_workgroup_memory: false,
+        },
+        cache: None,
+    });
+    let layout = pipeline.get_bind_group_layout(0);
+    Compiled { pipeline, layout }
+}
+
+/// Storage bindings, each `(binding, writable)`, as one bind group layout.
+fn storage_layout(device: &wgpu::Device, label: &str, bindings: &[(u32, bool)]) -> wgpu::BindGroupLayout {
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
+        .iter()
+        .map(|&(binding, writable)| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: !writable,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(label),
+        entries: &entries,
+    })
+}
+
+/// The pipeline of `matmul_tensor.comp`'s SPIR-V (`spirv`), passed to the driver unchanged (wgpu
+/// cannot read the extension's instructions), so its bind group layout is written out here:
+/// the parameters, A, B and the bias read; the output written through its f16 (3) and f32
+/// (7) views.
+fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u32>) -> Compiled {
+    // SAFETY: the SPIR-V is built from shaders/matmul_tensor.comp, validated by spirv-val
+    // when built, and needs only the features the device was opened with (coopmat2.rs); it
+    // bounds every access by its tensor layouts.
+    let shader = unsafe {
+        device.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+            label: Some(entry),
+            entry_points: vec![wgpu::PassthroughShaderEntryPoint {
+                name: entry.into(),
+                workgroup_size: (128, 1, 1),
+            }]
+            .into(),
+            spirv: Some(spirv.into()),
+            ..Default::default()
+        })
+    };
+    let layout = storage_layout(
+        device,
+        entry,
+        &[(0, false), (1, false), (2, false), (3, true), (6, false), (7, true)],
+    );
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(entry),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(entry),
+        layout: Some(&pipeline_layout),
+        module: &shader,
+        entry_point: Some(entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    Compiled { pipeline, layout }
 }
 
 #[cfg(test)]
