@@ -139,6 +139,10 @@ impl GpuDevice {
             }
             None => launch(pass),
         }
+        if tracing() {
+            trace(self, &mut batch, (module, entry), params, groups);
+            return;
+        }
         if batch.used.is_multiple_of(IDLE_CHECK) && batch.profiler.is_none() {
             // A non-blocking poll runs the callbacks of finished submissions.
             let _ = ctx.device.poll(wgpu::PollType::Poll);
@@ -160,6 +164,37 @@ impl GpuDevice {
     pub(crate) fn submit(&self) {
         let mut batch = self.0.batch.lock().unwrap_or_else(|p| p.into_inner());
         submit_locked(self, &mut batch);
+    }
+}
+
+/// Whether `RUMUS_GPU_TRACE` is set: then every dispatch is printed to stderr (entry point,
+/// grid, first parameters), submitted alone and waited for, up to `TRACE_WAIT`. A kernel
+/// that hangs the GPU is the last one printed, followed by a line saying it did not finish;
+/// everything runs far slower, since nothing is batched.
+fn tracing() -> bool {
+    static TRACING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACING.get_or_init(|| std::env::var_os("RUMUS_GPU_TRACE").is_some())
+}
+
+const TRACE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Under `RUMUS_GPU_TRACE`: prints the dispatch just recorded, then submits and waits.
+fn trace(
+    device: &GpuDevice,
+    batch: &mut Batch,
+    (module, entry): (Module, &str),
+    params: &[u32],
+    groups: [u32; 3],
+) {
+    let shown = &params[..params.len().min(12)];
+    eprintln!("rumus gpu trace: {entry} ({module:?}) groups {groups:?} params {shown:?}");
+    submit_locked(device, batch);
+    let wait = wgpu::PollType::Wait {
+        submission_index: None,
+        timeout: Some(TRACE_WAIT),
+    };
+    if let Err(e) = device.0.device.poll(wait) {
+        eprintln!("rumus gpu trace: {entry} did not finish within {TRACE_WAIT:?}: {e}");
     }
 }
 

@@ -15,7 +15,7 @@
 //! scaling whose first step overflows. Products in every layout agreed with the CPU there
 //! (`half_precision`, `gpu_parity`, `fused_attention` and the other `mixed_precision`
 //! tests), and the kernel alone returned with infinities and NaNs in its operands; the cause
-//! is not found yet.
+//! is not found yet. `RUMUS_GPU_TRACE` (batch.rs) names the kernel a hang is in.
 
 use std::ffi::{CStr, c_void};
 
