@@ -212,24 +212,11 @@ impl PipelineCache {
         let bindings: Vec<(u32, bool)> = (0..)
             .zip(custom.writable())
             .collect();
-        let layout = storage_layout(device, entry, &bindings);
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(entry),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(entry),
-            layout: Some(&pipeline_layout),
-            module: &shader,
-            entry_point: Some(entry),
-            compilation_options: Default::default(),
-            cache: None,
-        });
+        let compiled = pipeline_with_layout(device, &shader, entry, &bindings);
         if let Some(error) = pollster::block_on(scope.pop()) {
             return Err(error.to_string());
         }
-        let compiled = Arc::new(Compiled { pipeline, layout });
+        let compiled = Arc::new(compiled);
         let mut pipelines = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         pipelines.insert((module, entry), compiled);
         Ok(())
@@ -316,11 +303,19 @@ fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u
             ..Default::default()
         })
     };
-    let layout = storage_layout(
-        device,
-        entry,
-        &[(0, false), (1, false), (2, false), (3, true), (6, false), (7, true)],
-    );
+    let bindings = [(0, false), (1, false), (2, false), (3, true), (6, false), (7, true)];
+    pipeline_with_layout(device, &shader, entry, &bindings)
+}
+
+/// The pipeline of `entry` in `shader` with its bind group layout given: storage `bindings`,
+/// each `(binding, writable)`.
+fn pipeline_with_layout(
+    device: &wgpu::Device,
+    shader: &wgpu::ShaderModule,
+    entry: &'static str,
+    bindings: &[(u32, bool)],
+) -> Compiled {
+    let layout = storage_layout(device, entry, bindings);
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
         label: Some(entry),
         bind_group_layouts: &[Some(&layout)],
@@ -329,7 +324,7 @@ fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u
     let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(entry),
         layout: Some(&pipeline_layout),
-        module: &shader,
+        module: shader,
         entry_point: Some(entry),
         compilation_options: Default::default(),
         cache: None,
