@@ -17,7 +17,8 @@
 // Constant) and stores outside the output are dropped, so any M, N, K work; the host still
 // sends only what matmul_coop.wgsl takes (unit stride along one axis, the other stride, the
 // offsets and the batch strides multiples of 8 elements), which keeps every row 16-byte
-// aligned.
+// aligned, and only operands whose rows do not overlap (a layout's stride must span its
+// row: no stride-0 broadcasts).
 //
 // Parameters (those of matmul.wgsl): 0 M, 1 N, 2 K, 3 batch count, 4 batch rank, 5-6 offsets
 // of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15
@@ -69,9 +70,14 @@ float add_bias(const in uint row, const in uint col, const in float x, const in 
 
 // Rounding to f16 must give infinities past f16's range, as any f16 cast does: a loss
 // scaler finds overflows by them. The matrices' own conversion may saturate instead, so
-// values that round past 65504 become infinities of their sign first (NaN stays NaN).
+// values that round past 65504 become infinities of their sign first; NaN stays NaN. In
+// integer arithmetic on the bits: without the SignedZeroInfNanPreserve mode the compiler
+// may assume floats are never infinite and fold a float comparison or product away.
 float overflow_to_infinity(const in uint row, const in uint col, const in float x) {
-    return abs(x) < 65520.0 ? x : x * uintBitsToFloat(0x7f800000u);
+    const uint bits = floatBitsToUint(x);
+    const uint magnitude = bits & 0x7fffffffu;
+    const bool past = magnitude >= floatBitsToUint(65520.0) && magnitude <= 0x7f800000u;
+    return past ? uintBitsToFloat((bits & 0x80000000u) | 0x7f800000u) : x;
 }
 
 void main() {

@@ -139,6 +139,20 @@ fn coop_operand(layout: &Layout, batch_strides: &[usize]) -> bool {
     other.is_multiple_of(8) && layout.offset().is_multiple_of(8) && batch_strides.iter().all(|s| s.is_multiple_of(8))
 }
 
+/// Whether `matmul_tensor` may read an operand viewed with `layout` (one `coop_operand`
+/// takes): its tensor layouts need the stride between rows (or columns, column-major) to
+/// span a whole row, so broadcast (stride 0) and overlapping views stay on `matmul_coop`.
+fn tensor_operand(layout: &Layout) -> bool {
+    let r = layout.rank();
+    let (rows, cols) = (layout.dims()[r - 2], layout.dims()[r - 1]);
+    let (row_stride, col_stride) = (layout.strides()[r - 2], layout.strides()[r - 1]);
+    if col_stride == 1 {
+        row_stride >= cols
+    } else {
+        col_stride >= rows
+    }
+}
+
 /// Whether `matmul_wide` may read an operand four elements at a time: contiguous along one
 /// of its two axes, with the other stride, the offset, the batch strides and the extent of
 /// the contiguous axis multiples of four (so every vector is aligned and wholly inside or
@@ -279,7 +293,8 @@ impl GpuDevice {
                 // `matmul_tensor` takes the same parameters, bindings and 128x128 tiles as
                 // `matmul_coop`, but one job (batch entry or split) per grid layer.
                 let jobs = batch * coop_splits(batch * m.div_ceil(COOP_TILE) * n.div_ceil(COOP_TILE), k, widen).0;
-                if self.has_tensor_matmul() && jobs <= MAX_GRID_LAYERS {
+                let tensor_layouts = tensor_operand(la) && tensor_operand(lb);
+                if self.has_tensor_matmul() && tensor_layouts && jobs <= MAX_GRID_LAYERS {
                     let module = Module::MatmulTensor {
                         a_row_major,
                         b_row_major,
@@ -415,7 +430,22 @@ impl GpuDevice {
 
 #[cfg(test)]
 mod tests {
-    use super::{MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k_in_waves};
+    use super::{MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k_in_waves, tensor_operand};
+    use crate::shape::Layout;
+
+    /// `matmul_tensor` takes row- and column-major operands whose rows do not overlap, and
+    /// leaves broadcast and overlapping views to `matmul_coop`.
+    #[test]
+    fn tensor_layouts_need_rows_that_do_not_overlap() {
+        let view = |dims: &[usize], strides: &[usize]| tensor_operand(&Layout::new(dims, strides, 0));
+        assert!(view(&[24, 16], &[16, 1]), "row-major");
+        assert!(view(&[24, 16], &[32, 1]), "row-major with padded rows");
+        assert!(view(&[24, 16], &[1, 24]), "a transposed row-major matrix");
+        assert!(view(&[2, 24, 16], &[384, 16, 1]), "batched");
+        assert!(!view(&[24, 16], &[0, 1]), "one row broadcast to 24");
+        assert!(!view(&[24, 16], &[8, 1]), "rows overlapping by half");
+        assert!(!view(&[24, 16], &[1, 8]), "columns overlapping by two thirds");
+    }
 
     /// The splits cover K exactly once in whole stages of the kernel (multiples of 32, none
     /// shorter than the minimum), and products of a wave or more stay whole.
