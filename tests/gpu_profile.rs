@@ -1,6 +1,6 @@
-//! Kernel profiling on the GPU (lavapipe in CI). In a test binary of its own, its tests one
-//! at a time: profiling counts every dispatch on the device, so no other test may run
-//! kernels meanwhile.
+//! Kernel profiling and tracing on the GPU (lavapipe in CI). In a test binary of its own,
+//! its tests one at a time: profiling counts every dispatch on the device, so no other test
+//! may run kernels meanwhile.
 
 mod common;
 
@@ -63,7 +63,9 @@ fn products_on_the_matrix_units_are_profiled_by_shape() {
     let times = gpu_device.kernel_times().unwrap();
     gpu_device.profile_kernels(false).unwrap();
     let names: Vec<&str> = times.iter().map(|(name, _)| *name).collect();
-    if gpu_device.has_coop_matmul() {
+    if gpu_device.has_tensor_matmul() {
+        assert_eq!(names, ["matmul_tensor 64x32x48 A@Bt x1 /1"]);
+    } else if gpu_device.has_coop_matmul() {
         assert_eq!(names, ["matmul_coop 64x32x48 A@Bt x1 /1"]);
     } else {
         assert!(names.contains(&"matmul_tiled"), "{names:?}");
@@ -71,4 +73,49 @@ fn products_on_the_matrix_units_are_profiled_by_shape() {
         let mut products = names.iter().filter(|n| n.starts_with("matmul"));
         assert!(products.all(|n| !n.contains(' ')), "{names:?}");
     }
+}
+
+/// `RUMUS_GPU_TRACE` prints each kernel as it submits it alone and waits for it, and the
+/// results stay right: this binary's ignored `traced_product`, run again with it set.
+#[test]
+fn tracing_prints_every_kernel_and_waits_for_it() {
+    let _serial = common::gpu::serial();
+    if gpu().is_none() {
+        return;
+    }
+    let this_binary = std::env::current_exe().unwrap();
+    let run = std::process::Command::new(this_binary)
+        .args(["--ignored", "--exact", "traced_product", "--nocapture"])
+        .env("RUMUS_GPU_TRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let traced: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("rumus gpu trace: "))
+        .collect();
+    // The product (tiled, or on the matrix units), with its grid.
+    assert!(
+        traced.iter().any(|line| line.contains("matmul")),
+        "{stderr}"
+    );
+    assert!(
+        traced.iter().any(|line| line.contains("groups [")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("did not finish"), "{stderr}");
+}
+
+#[test]
+#[ignore = "run by tracing_prints_every_kernel_and_waits_for_it, with RUMUS_GPU_TRACE set"]
+fn traced_product() {
+    let Some(device) = gpu() else { return };
+    let (a, b) = (tensor(&[40, 30], 94), tensor(&[30, 20], 95));
+    let on_gpu = a
+        .to(&device)
+        .unwrap()
+        .matmul(&b.to(&device).unwrap())
+        .unwrap();
+    common::gpu::assert_close("traced product", &a.matmul(&b).unwrap(), &on_gpu);
 }

@@ -297,10 +297,11 @@ fn gpu_products_under_autocast_take_the_fastest_matrix_kernel() {
     } else {
         "matmul_coop"
     };
-    assert!(
-        kernels.contains(&expected),
-        "{expected} not among {kernels:?}"
-    );
+    // (products on the matrix units are profiled under their shapes: "matmul_coop 128x32x64 ...")
+    let ran = kernels
+        .iter()
+        .any(|kernel| kernel.split(' ').next() == Some(expected));
+    assert!(ran, "{expected} not among {kernels:?}");
 }
 
 /// Products with whole 128x128 output tiles, which a GPU with matrix units stores straight

@@ -73,7 +73,7 @@ impl Profiler {
     /// The name a dispatch is timed under: its entry point, with its sizes for the kernels
     /// whose time depends on the shape far more than on the kernel: an `f16` product on
     /// cooperative matrices (sizes, operand layouts and K splits: `matmul_coop 8192x768x3072
-    /// A@Bt x1 /1`), a column sum (`sum_columns 8192x768 /256`: rows, columns, rows per
+    /// A@Bt x1 /1`, or `matmul_tensor ...`), a column sum (`sum_columns 8192x768 /256`: rows, columns, rows per
     /// chunk) and a cast to `f16` (`to_half 6291456`: elements). Each name is made once per
     /// shape (profiling only).
     pub fn name(&mut self, module: Module, entry: &'static str, params: &[u32]) -> &'static str {
@@ -81,6 +81,10 @@ impl Profiler {
         let name = match (module, entry) {
             (
                 Module::MatmulCoop {
+                    a_row_major,
+                    b_row_major,
+                }
+                | Module::MatmulTensor {
                     a_row_major,
                     b_row_major,
                 },
