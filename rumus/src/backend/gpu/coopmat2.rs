@@ -12,10 +12,13 @@
 //! two tests never returned, `mixed_precision`'s
 //! `gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu` and `gpt`'s
 //! `the_decoder_trains_on_a_gpu_under_autocast_as_on_the_cpu`, both training with loss
-//! scaling whose first step overflows. Products in every layout agreed with the CPU there
-//! (`half_precision`, `gpu_parity`, `fused_attention` and the other `mixed_precision`
-//! tests), and the kernel alone returned with infinities and NaNs in its operands; the cause
-//! is not found yet. `RUMUS_GPU_TRACE` (batch.rs) names the kernel a hang is in.
+//! scaling whose first step overflows (so the products' operands hold infinities). An
+//! earlier build of the kernel, which chose the operand layouts by a run-time branch, passed
+//! `half_precision`, `gpu_parity`, `fused_attention`, `char_transformer`,
+//! `fused_cross_entropy` and `gpu_training_parity` there (products in every layout against
+//! the CPU); the kernel's loop alone, outside rumus, returned with infinities and NaNs in its
+//! operands. The cause is not found yet; `RUMUS_GPU_TRACE` (batch.rs) names the kernel a
+//! hang is in.
 
 use std::ffi::{CStr, c_void};
 
