@@ -13,8 +13,10 @@
 //
 // A workgroup is 128 invocations and computes one 128x128 output tile of one job (a batch
 // entry, or a split of its K range), walking K in steps of 32. Built four times, for A and B
-// each row- or column-major (A_ROW_MAJOR, B_ROW_MAJOR). Bounds are the tensor layouts': loads outside an operand read zeros (clamp mode
-// Constant) and stores outside the output are dropped, so any M, N, K work; the host still
+// each row- or column-major (A_ROW_MAJOR, B_ROW_MAJOR). Bounds are the tensor layouts', all
+// in clamp mode Constant: loads outside an operand read zeros, and stores outside the output
+// are dropped (with the default mode the driver wrote a partial tile's columns past N into
+// the next rows). So any M, N, K work; the host still
 // sends only what matmul_coop.wgsl takes (unit stride along one axis, the other stride, the
 // offsets and the batch strides multiples of 8 elements), which keeps every row 16-byte
 // aligned, and only operands whose rows do not overlap (a layout's stride must span its
