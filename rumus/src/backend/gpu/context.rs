@@ -179,7 +179,7 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
     } else {
         required_features
     };
-    // Opt-in for now: on an H200 two training tests with loss scaling hang with it (see
+    // Opt-in for now: on an H200 a training test with loss scaling hangs with it (see
     // coopmat2.rs).
     let with_tensor_matmul = if coop_matmul && std::env::var_os("RUMUS_GPU_COOPMAT2").is_some() {
         // SAFETY: `experimental_features` is what the plain request below passes.

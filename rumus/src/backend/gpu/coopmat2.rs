@@ -9,10 +9,10 @@
 //! what the adapter reports first, and any refusal leaves the ordinary device path to run.
 //!
 //! Experimental, so opt-in (`RUMUS_GPU_COOPMAT2`): on an H200 (driver 580.159.04) with it on,
-//! two tests never returned, `mixed_precision`'s
-//! `gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu` and `gpt`'s
-//! `the_decoder_trains_on_a_gpu_under_autocast_as_on_the_cpu`, both training with loss
-//! scaling whose first step overflows (so the products' operands hold infinities). An
+//! `mixed_precision`'s `gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu` never
+//! returned, and `gpt`'s `the_decoder_trains_on_a_gpu_under_autocast_as_on_the_cpu` did not
+//! finish within a minute (it may only have been slow); both train with loss scaling whose
+//! first step overflows (so the products' operands hold infinities). An
 //! earlier build of the kernel, which chose the operand layouts by a run-time branch, passed
 //! `half_precision`, `gpu_parity`, `fused_attention`, `char_transformer`,
 //! `fused_cross_entropy` and `gpu_training_parity` there (products in every layout against
