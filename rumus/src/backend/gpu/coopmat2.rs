@@ -25,6 +25,8 @@ use std::ffi::{CStr, c_void};
 use ash::vk;
 use wgpu::hal::api::Vulkan;
 
+use super::matmul::{COOP_STAGE_K, COOP_TILE};
+
 /// The extension's name, and its feature and property structures' types (the registry's
 /// extension 594; ash 0.38 predates it).
 const EXTENSION: &CStr = c"VK_NV_cooperative_matrix2";
@@ -35,10 +37,9 @@ const FLOAT16: i32 = 0;
 const FLOAT32: i32 = 1;
 const WORKGROUP_SCOPE: i32 = 2;
 
-/// The invocations of one `matmul_tensor.comp` workgroup and its matrix sizes.
-const WORKGROUP: u32 = 128;
-const TILE: u32 = 128;
-const DEPTH: u32 = 32;
+/// The invocations of one `matmul_tensor.comp` workgroup (`local_size_x`). Its matrices are
+/// `COOP_TILE` square, stepping `COOP_STAGE_K` along K, as `matmul_coop`'s.
+pub(crate) const WORKGROUP: u32 = 128;
 
 /// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV`.
 #[repr(C)]
@@ -130,9 +131,9 @@ fn fits_the_kernel(config: &FlexibleDimensions) -> bool {
         && config.result_type == FLOAT32
         && config.scope == WORKGROUP_SCOPE
         && config.workgroup_invocations == WORKGROUP
-        && divides(config.m_granularity, TILE)
-        && divides(config.n_granularity, TILE)
-        && divides(config.k_granularity, DEPTH)
+        && divides(config.m_granularity, COOP_TILE as u32)
+        && divides(config.n_granularity, COOP_TILE as u32)
+        && divides(config.k_granularity, COOP_STAGE_K as u32)
 }
 
 /// Whether the Vulkan adapter under `adapter` offers what `matmul_tensor.comp` needs.

@@ -15,7 +15,7 @@ use crate::tensor::DynTensor;
 const TILE: usize = 64;
 const WIDE_TILE: usize = 128;
 /// Output tile edge of `matmul_coop` (cooperative matrices, `f16` operands).
-const COOP_TILE: usize = 128;
+pub(super) const COOP_TILE: usize = 128;
 const MIN_WIDE_TILES: usize = 128;
 /// Split-K: products with fewer workgroups than this are split along K (each split a job of
 /// its own, their partial products added by `sum_splits`), but no split is shorter than
@@ -73,8 +73,8 @@ fn coop_splits(jobs: usize, k: usize, widen: bool) -> (usize, usize) {
 }
 /// Workgroups along a grid's z (Vulkan's least maximum, 65,535).
 const MAX_GRID_LAYERS: usize = 65_535;
-/// K per stage of `matmul_coop.wgsl` (`DEPTH`).
-const COOP_STAGE_K: usize = 32;
+/// K per stage of `matmul_coop.wgsl` and `matmul_tensor.comp` (`DEPTH`).
+pub(super) const COOP_STAGE_K: usize = 32;
 /// The shortest K range a split of the cooperative kernel walks: shorter ones spend more on
 /// writing and summing their partial products than they save.
 const MIN_COOP_SPLIT_K: usize = 512;

@@ -296,7 +296,7 @@ fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u
             label: Some(entry),
             entry_points: vec![wgpu::PassthroughShaderEntryPoint {
                 name: entry.into(),
-                workgroup_size: (128, 1, 1),
+                workgroup_size: (super::coopmat2::WORKGROUP, 1, 1),
             }]
             .into(),
             spirv: Some(spirv.into()),
