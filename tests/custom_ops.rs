@@ -15,7 +15,7 @@ use common::randn;
 use rumus::autograd::{GradcheckOptions, gradcheck};
 use rumus::element::Float;
 use rumus::ops::custom::{self, CustomOp, Input, Wgsl};
-use rumus::{DType, DynTensor, Result};
+use rumus::{DType, Device, DynTensor, Result};
 use swish::{Swish, swish};
 
 /// `sqrt(a^2 + b^2)` of two tensors of one shape, with CPU kernels only.
@@ -264,6 +264,127 @@ fn gpu_misuse_is_an_error() {
     let ok = custom::apply(&Arc::new(Swish { beta: 1.0 }), &[&x]).unwrap();
     assert_eq!(ok.dims(), &[8]);
     assert_eq!(DType::F32, ok.dtype());
+}
+
+/// Each element (a whole number) as the seed of `iterations` x 256 steps of xorshift32, then
+/// the top 24 bits of the state as a float: a kernel whose run time the caller sets, and whose
+/// result the CPU gives exactly. 256 steps to an iteration, written out, since lavapipe ends
+/// a kernel's loop after 65,535 iterations.
+struct Xorshift {
+    iterations: u32,
+}
+
+fn xorshift(seed: u32, iterations: u32) -> f32 {
+    let mut s = seed | 1;
+    for _ in 0..iterations * 256 {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+    }
+    (s >> 8) as f32
+}
+
+impl CustomOp for Xorshift {
+    fn name(&self) -> &'static str {
+        "xorshift"
+    }
+    fn output_dims(&self, inputs: &[&[usize]]) -> Result<Vec<usize>> {
+        Ok(inputs[0].to_vec())
+    }
+    fn forward<T: Float>(&self, inputs: &[Input<'_, T>], out: &mut [T]) -> Result<()> {
+        for (o, &x) in out.iter_mut().zip(inputs[0].data) {
+            *o = T::from_f64(f64::from(xorshift(x.to_f64() as u32, self.iterations)));
+        }
+        Ok(())
+    }
+    fn backward<T: Float>(
+        &self,
+        _: &[Input<'_, T>],
+        _: &[T],
+        _: &[T],
+        _: &mut [Option<&mut [T]>],
+    ) -> Result<()> {
+        Ok(())
+    }
+    fn wgsl(&self) -> Option<Wgsl> {
+        Some(Wgsl {
+            source: "@group(0) @binding(0) var<storage, read> p: array<u32>;
+                     @group(0) @binding(1) var<storage, read> x: array<f32>;
+                     @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+                     @group(0) @binding(3) var<storage, read> dy: array<f32>;
+                     @group(0) @binding(4) var<storage, read_write> dx: array<f32>;
+                     fn step(s: u32) -> u32 {
+                         let a = s ^ (s << 13u);
+                         let b = a ^ (a >> 17u);
+                         return b ^ (b << 5u);
+                     }
+                     fn steps8(s: u32) -> u32 {
+                         return step(step(step(step(step(step(step(step(s))))))));
+                     }
+                     fn steps64(s: u32) -> u32 {
+                         return steps8(steps8(steps8(steps8(steps8(steps8(steps8(steps8(s))))))));
+                     }
+                     @compute @workgroup_size(256)
+                     fn forward(@builtin(global_invocation_id) gid: vec3<u32>) {
+                         let i = gid.y * p[1] + gid.x;
+                         if i >= p[0] { return; }
+                         var s = u32(x[i]) | 1u;
+                         for (var r = 0u; r < p[16]; r++) {
+                             s = steps64(steps64(steps64(steps64(s))));
+                         }
+                         y[i] = f32(s >> 8u);
+                     }
+                     @compute @workgroup_size(256)
+                     fn backward(@builtin(global_invocation_id) gid: vec3<u32>) {
+                         let i = gid.y * p[1] + gid.x;
+                         if i >= p[0] { return; }
+                         dx[i] = 0.0 * dy[i] * y[i];
+                     }",
+            forward: "forward",
+            backward: "backward",
+        })
+    }
+    fn wgsl_params(&self) -> Vec<u32> {
+        vec![self.iterations]
+    }
+}
+
+/// A kernel that runs past the device's wait limit makes the wait an error that names the
+/// limit and the way to find the kernel, not a hang; the kernel itself goes on, and with
+/// the limit lifted its result arrives and is right.
+#[test]
+fn a_gpu_kernel_past_the_wait_limit_is_an_error_not_a_hang() {
+    let _serial = serial();
+    let Some(device) = gpu() else { return };
+    let Device::Gpu(gpu_device) = &device else {
+        unreachable!("gpu() gives a GPU")
+    };
+    // One workgroup, each invocation 15 million dependent steps: about a second on lavapipe,
+    // a quarter of one on an H200. One seed for all, so the CPU computes the answer once.
+    let op = Arc::new(Xorshift { iterations: 60_000 });
+    let expected = f64::from(xorshift(12_345, op.iterations));
+    let x = DynTensor::from_vec(vec![12_345.0f32; 256], &[256])
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    gpu_device.synchronize().unwrap();
+
+    let limit = gpu_device.wait_timeout();
+    gpu_device.set_wait_timeout(Some(std::time::Duration::from_millis(20)));
+    let y = custom::apply(&op, &[&x]).unwrap();
+    let read = y.to(&Device::Cpu);
+    gpu_device.set_wait_timeout(limit);
+    let error = read.unwrap_err().to_string();
+    assert!(
+        error.contains("within 20ms while rumus waited for a readback"),
+        "{error}"
+    );
+    assert!(error.contains("RUMUS_GPU_TRACE=1"), "{error}");
+    gpu_device.synchronize().unwrap();
+    assert!(
+        y.to_f64_vec().iter().all(|&v| v == expected),
+        "{y:?}, not {expected}"
+    );
 }
 
 #[test]

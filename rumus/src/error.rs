@@ -256,6 +256,26 @@ pub enum DeviceError {
     /// A CPU kernel was handed GPU memory to write; a bug in rumus, not in user code.
     #[error("internal: a CPU kernel tried to write GPU memory; please report this")]
     HostWriteToGpu,
+    /// Waiting for the GPU went past the device's limit without any queued work finishing.
+    #[error(
+        "the GPU finished none of its queued work within {timeout:?} while rumus waited for {waiting_for}: a kernel may never end (a loop in a custom op's WGSL, a driver fault) and still occupies the GPU; run with RUMUS_GPU_TRACE=1 to name it, or allow longer with GpuDevice::set_wait_timeout or RUMUS_GPU_WAIT_TIMEOUT (seconds, 0 waits forever)"
+    )]
+    Timeout {
+        /// What was waited for ("a readback").
+        waiting_for: String,
+        /// The limit that passed.
+        timeout: std::time::Duration,
+    },
+    /// An environment variable that configures devices holds a value it cannot take.
+    #[error("{variable}={value:?} is not valid: expected {expected}")]
+    Setting {
+        /// The variable.
+        variable: &'static str,
+        /// What it holds.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
 }
 
 /// Every error rumus returns.

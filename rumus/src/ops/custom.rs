@@ -95,6 +95,12 @@ pub struct Input<'a, T> {
 /// The source is compiled once per device, with wgpu's bounds checks on (it is not rumus's
 /// own code); a source that does not compile or does not match the bindings above is an
 /// error of the first [`apply`] on the GPU, with wgpu's message.
+///
+/// A kernel that never finishes (a loop whose bound is wrong) makes the next wait for the
+/// GPU an error after the device's wait limit (`GpuDevice::set_wait_timeout`) instead of a
+/// hang. On lavapipe, Mesa's CPU device, an invocation runs at most 65,535 loop iterations
+/// in all, its loops together, and then leaves them silently: longer work needs more of it
+/// written out per iteration, or more invocations.
 #[derive(Debug, Clone, Copy)]
 pub struct Wgsl {
     /// The module's text, usually `include_str!` of a `.wgsl` file.

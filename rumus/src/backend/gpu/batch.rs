@@ -189,11 +189,7 @@ fn trace(
     let shown = &params[..params.len().min(12)];
     eprintln!("rumus gpu trace: {entry} ({module:?}) groups {groups:?} params {shown:?}");
     submit_locked(device, batch);
-    let wait = wgpu::PollType::Wait {
-        submission_index: None,
-        timeout: Some(TRACE_WAIT),
-    };
-    if let Err(e) = device.0.device.poll(wait) {
+    if let Err(e) = device.wait_for_queue_within(entry, Some(TRACE_WAIT)) {
         eprintln!("rumus gpu trace: {entry} did not finish within {TRACE_WAIT:?}: {e}");
     }
 }
@@ -223,12 +219,14 @@ fn submit_locked(device: &GpuDevice, batch: &mut Batch) {
     ctx.queue.submit([encoder.finish()]);
     batch.in_flight.fetch_add(1, Ordering::AcqRel);
     let in_flight = batch.in_flight.clone();
+    let count_finished = ctx.wait.count_finished();
     ctx.queue.on_submitted_work_done(move || {
         in_flight.fetch_sub(1, Ordering::AcqRel);
+        count_finished();
     });
     if let Some(profiler) = &mut batch.profiler {
         // A failed wait loses this batch's timings only; the kernels themselves ran.
-        let _ = profiler.collect(&ctx.device, &ctx.queue);
+        let _ = profiler.collect(device);
     }
     batch.params.clear();
     batch.used = 0;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::batch::Batch;
 use super::memory::{BufferPool, MemoryStats};
 use super::pipelines::PipelineCache;
+use super::wait::WaitState;
 use crate::error::{DeviceError, Result};
 
 /// Everything one opened GPU owns.
@@ -23,6 +24,8 @@ pub(crate) struct Context {
     pub pipelines: PipelineCache,
     pub pool: Mutex<BufferPool>,
     pub batch: Mutex<Batch>,
+    /// The limit on host waits, and what tells a stuck queue from a slow one (`wait.rs`).
+    pub wait: WaitState,
     /// Host scalars (rank-0 tensors) that joined GPU ops, uploaded once each.
     pub constants: Mutex<std::collections::HashMap<(crate::DType, u32), Arc<super::GpuBuffer>>>,
 }
@@ -101,14 +104,11 @@ impl GpuDevice {
             .reset_peak();
     }
 
-    /// Submits queued kernels and waits for them to finish.
+    /// Submits queued kernels and waits for them to finish: a [`DeviceError::Timeout`]
+    /// when none of them finishes within [`GpuDevice::wait_timeout`].
     pub fn synchronize(&self) -> Result<()> {
         self.submit();
-        self.0
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|e| gpu_error(format!("waiting for the GPU failed: {e}")))
+        self.wait_for_queue("queued kernels (synchronize)")
     }
 
     /// Whether `f16` matrix products run on the adapter's matrix units (cooperative matrices,
@@ -200,7 +200,9 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
         .map_err(|e| no_adapter(format!("{} refused a device: {e}", info.name)))?,
     };
     let batch = Batch::new(&device, &limits);
+    let wait = WaitState::from_env()?;
     Ok(GpuDevice(Arc::new(Context {
+        wait,
         pipelines: PipelineCache::default(),
         pool: Mutex::new(BufferPool::default()),
         batch: Mutex::new(batch),

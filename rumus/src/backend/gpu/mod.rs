@@ -34,6 +34,7 @@ with_gpu_feature! {
     mod profile;
     mod reduce;
     mod transfer;
+    mod wait;
     mod window;
 
     pub(crate) use attention::AttentionKernels;

@@ -135,17 +135,15 @@ impl Profiler {
     }
 
     /// After the batch is submitted: waits for it and adds its kernels' times to the table.
-    pub fn collect(&mut self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<()> {
+    pub fn collect(&mut self, device: &GpuDevice) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let bytes = (self.pending.len() * 16) as u64;
         let slice = self.readback.slice(..bytes);
         slice.map_async(wgpu::MapMode::Read, |_| {});
-        device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| gpu_error(format!("waiting for kernel timestamps failed: {e}")))?;
-        let period_ns = f64::from(queue.get_timestamp_period());
+        device.wait_for_queue("kernel timestamps")?;
+        let period_ns = f64::from(device.0.queue.get_timestamp_period());
         let read = slice.get_mapped_range().map(|view| {
             let stamps: &[u64] = bytemuck::cast_slice(&view);
             for (entry, pair) in self.pending.iter().zip(stamps.chunks_exact(2)) {

@@ -141,9 +141,7 @@ pub(crate) fn download(
         .map_async(wgpu::MapMode::Read, move |result| {
             let _ = sender.send(result);
         });
-    ctx.device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| gpu_error(format!("waiting for a readback failed: {e}")))?;
+    device.wait_for_queue("a readback")?;
     receiver
         .recv()
         .map_err(|e| gpu_error(format!("the readback was dropped: {e}")))?
