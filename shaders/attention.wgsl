@@ -13,7 +13,16 @@
 // draw is hashed from its index (`dropout_factor`): the output sums the dropped-out
 // probabilities, the backward passes draw them again.
 //
-// Parameters and bindings: attention_common.wgsl.
+// Passes: where a device ends long loops (lavapipe stops an invocation's loops after 65,535
+// iterations in all), the host splits the side a kernel walks (keys for the forward pass and
+// dQ, queries for dK/dV) into ranges, one dispatch each, and each pass after the first
+// continues from what the one before wrote. dQ, dK and dV are sums over the walked rows, so a
+// pass adds to them. The forward pass resumes its online softmax from the previous pass's
+// normalised output and log-sum-exp: (running max, sum, accumulator) = (lse, 1, out) is the
+// same state rebased, since out = acc / sum and lse = max + log(sum).
+//
+// Parameters and bindings: attention_common.wgsl, and 40-41 the walked range (first row, one
+// past the last), 42 whether to continue (1) or start (0).
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -35,6 +44,21 @@ var<workgroup> row_correction: array<f32, 128>;
 // Rows of keys (or queries) staged per tile.
 fn tile_rows() -> u32 {
     return min(128u, TILE / WIDTH);
+}
+
+const WALK: u32 = 40u;
+
+fn walk_begin() -> u32 {
+    return p[WALK];
+}
+
+fn walk_end() -> u32 {
+    return p[WALK + 1u];
+}
+
+// Whether this pass continues from an earlier one's results (uniform).
+fn resuming() -> bool {
+    return p[WALK + 2u] != 0u;
 }
 
 // Stages `tile_rows()` keys from `j0` into `tile_a` and their values into `tile_b`, and marks
@@ -79,9 +103,17 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     }
     var running_max = neg_inf();
     var sum = 0.0;
-    let key_end = key_end_of(r);
+    if (resuming() && valid) {
+        let row = r.n * t + r.row;
+        running_max = lse[row];
+        sum = select(0.0, 1.0, running_max != neg_inf());
+        for (var c = 0u; c < WIDTH; c++) {
+            acc[c] = select(0.0, out[row * dv + min(c, dv - 1u)], c < dv);
+        }
+    }
+    let key_end = min(key_end_of(r), walk_end());
     let rows = tile_rows();
-    for (var j0 = 0u; j0 < key_end; j0 += rows) {
+    for (var j0 = walk_begin(); j0 < key_end; j0 += rows) {
         stage_keys(r, j0, key_end, lid);
         // Invocations past the last row skip the work but not the barriers.
         for (var jj = 0u; valid && jj < rows; jj++) {
@@ -143,14 +175,14 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     for (var c = 0u; c < WIDTH; c++) {
         query[c] = select(0.0, q[p[9] + row * d + min(c, d - 1u)], c < d);
         d_out[c] = select(0.0, grad[p[13] + row * dv + min(c, dv - 1u)], c < dv);
-        dq[c] = 0.0;
+        dq[c] = select(0.0, grad_qk[row * d + min(c, d - 1u)], resuming() && c < d);
     }
     let row_lse_value = lse[row];
     let row_correction_value = correction[row];
     let seen = valid && row_lse_value != neg_inf();
-    let key_end = key_end_of(r);
+    let key_end = min(key_end_of(r), walk_end());
     let rows = tile_rows();
-    for (var j0 = 0u; j0 < key_end; j0 += rows) {
+    for (var j0 = walk_begin(); j0 < key_end; j0 += rows) {
         stage_keys(r, j0, key_end, lid);
         for (var jj = 0u; seen && jj < rows; jj++) {
             let j = j0 + jj;
@@ -203,16 +235,17 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
     for (var c = 0u; c < WIDTH; c++) {
         key[c] = select(0.0, k[p[10] + key_row * d + min(c, d - 1u)], c < d);
         value[c] = select(0.0, v[p[11] + key_row * dv + min(c, dv - 1u)], c < dv);
-        dk[c] = 0.0;
-        dvalue[c] = 0.0;
+        dk[c] = select(0.0, grad_qk[key_row * d + min(c, d - 1u)], resuming() && c < d);
+        dvalue[c] = select(0.0, grad_v[key_row * dv + min(c, dv - 1u)], resuming() && c < dv);
     }
     // Under the causal mask queries before the workgroup's first key see none of its keys.
-    var query_start = 0u;
+    var query_start = walk_begin();
     if (causal()) {
-        query_start = min(r.first, t);
+        query_start = max(query_start, min(r.first, t));
     }
+    let query_end = min(t, walk_end());
     let rows = tile_rows();
-    for (var i0 = query_start; i0 < t; i0 += rows) {
+    for (var i0 = query_start; i0 < query_end; i0 += rows) {
         workgroupBarrier();
         for (var e = lid; e < rows * WIDTH; e += WG) {
             let i = i0 + e / WIDTH;
@@ -223,7 +256,7 @@ fn attention_backward_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
         }
         for (var e = lid; e < rows; e += WG) {
             let i = min(i0 + e, t - 1u);
-            row_lse[e] = select(neg_inf(), lse[r.n * t + i], i0 + e < t);
+            row_lse[e] = select(neg_inf(), lse[r.n * t + i], i0 + e < query_end);
             row_correction[e] = correction[r.n * t + i];
         }
         workgroupBarrier();

@@ -277,6 +277,10 @@ fn gpu_attention_matches_the_fused_cpu_op() {
         ((20, 17), (128, 100), false, false, 0.0),
         ((130, 150), (8, 3), true, true, 0.3),
         ((33, 40), (40, 24), false, false, 0.5),
+        // Long enough that lavapipe, which ends an invocation's loops after 65,535 iterations,
+        // gets the walk over the other side in several passes (3-5 each way).
+        ((600, 700), (64, 64), true, false, 0.0),
+        ((700, 600), (128, 100), false, true, 0.3),
         // No queries; no keys (zeros, as a query row that sees no key).
         ((0, 11), (8, 3), false, true, 0.0),
         ((9, 0), (8, 3), false, false, 0.0),

@@ -168,6 +168,23 @@ fn gpu_linear_matches_the_cpu_kernel() {
         // The GPU copy still runs CPU inputs on the CPU.
         assert_eq!(on_gpu.forward(&x).unwrap().to_f64_vec().len(), m * n);
     }
+    // Rows of 262,200 elements: each output element's kernel loops over 65,550 words, past
+    // what lavapipe runs (an error there, not a sum cut short); right elsewhere.
+    let wide = QuantizedLinear::new(&randn(&[2, 262_200], 11), None).unwrap();
+    let x = randn(&[1, 262_200], 12);
+    let on_gpu = wide.to(&device).unwrap().forward(&x.to(&device).unwrap());
+    if common::gpu::ends_long_loops(&device) {
+        let error = on_gpu.unwrap_err().to_string();
+        assert!(error.contains("65551 loop iterations"), "{error}");
+    } else {
+        let (cpu, gpu) = (
+            wide.forward(&x).unwrap().to_f64_vec(),
+            on_gpu.unwrap().to_f64_vec(),
+        );
+        for (a, b) in cpu.iter().zip(&gpu) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + a.abs()), "cpu {a}, gpu {b}");
+        }
+    }
     let layer = QuantizedLinear::new(&randn(&[3, 4], 9), None).unwrap();
     let refused = layer
         .forward(&randn(&[2, 4], 10).to(&device).unwrap())

@@ -266,6 +266,21 @@ pub enum DeviceError {
         /// The limit that passed.
         timeout: std::time::Duration,
     },
+    /// A kernel invocation would loop longer than the device runs loops before it ends them
+    /// silently (lavapipe).
+    #[error(
+        "{op}: one GPU kernel invocation would run {iterations} loop iterations, past the {budget} this device ({device}) runs before it silently ends its loops; run this op on Device::Cpu or a hardware GPU"
+    )]
+    LoopBudget {
+        /// The op.
+        op: &'static str,
+        /// Iterations the invocation would need.
+        iterations: usize,
+        /// Iterations the device runs.
+        budget: usize,
+        /// The adapter's name.
+        device: String,
+    },
     /// An environment variable that configures devices holds a value it cannot take.
     #[error("{variable}={value:?} is not valid: expected {expected}")]
     Setting {

@@ -28,6 +28,12 @@ pub fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str
     Some(times.into_iter().map(|(entry, _)| entry).collect())
 }
 
+/// Whether `device` is lavapipe, which ends every kernel invocation's loops after 65,535
+/// iterations in all: ops whose loops would run longer are errors there.
+pub fn ends_long_loops(device: &Device) -> bool {
+    matches!(device, Device::Gpu(gpu) if gpu.name().contains("llvmpipe"))
+}
+
 pub fn gpu() -> Option<Device> {
     match Device::gpu() {
         Ok(device) => Some(device),

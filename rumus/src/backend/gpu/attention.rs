@@ -88,7 +88,7 @@ impl AttentionKernels {
         let dropout = g.dropout.is_some();
         match self {
             AttentionKernels::F32 => {
-                let width = g.d.max(g.dv).next_power_of_two().clamp(16, WIDEST_ROW) as u32;
+                let width = f32_width(g);
                 let entry = match kernel {
                     Kernel::Forward => "attention_forward",
                     Kernel::Dq => "attention_backward_dq",
@@ -99,6 +99,52 @@ impl AttentionKernels {
             AttentionKernels::Half => (Module::AttentionCoop { dropout }, kernel.coop_entry()),
         }
     }
+}
+
+/// The rows of the walked side (keys for the forward pass and dQ, queries for dK/dV) one
+/// dispatch of `attention.wgsl` takes, and whether it adds to an earlier pass's results.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    begin: usize,
+    end: usize,
+    continuing: bool,
+}
+
+impl Walk {
+    /// The passes over `length` walked rows: one, except where the device ends long loops
+    /// (lavapipe), where each pass walks as many rows as keep every invocation's loop
+    /// iterations within the device's budget (whole staged tiles of them).
+    fn passes(gpu: &GpuDevice, kernels: AttentionKernels, g: &Geometry, length: usize) -> Vec<Walk> {
+        let per_pass = match (gpu.loop_budget(), kernels) {
+            (Some(budget), AttentionKernels::F32) => {
+                let width = f32_width(g) as usize;
+                let tile_rows = (ATTENTION_TILE / width).min(128);
+                // Per walked row: three loops over the width, the row loop, and its share of
+                // staging; per invocation: loading and writing its own rows.
+                let per_row = 3 * width + width / 64 + 4;
+                let rows = budget.saturating_sub(4 * width + 64) / per_row;
+                (rows / tile_rows * tile_rows).max(tile_rows)
+            }
+            _ => length.max(1),
+        };
+        (0..length.max(1))
+            .step_by(per_pass)
+            .map(|begin| Walk {
+                begin,
+                end: (begin + per_pass).min(length),
+                continuing: begin > 0,
+            })
+            .collect()
+    }
+}
+
+/// Floats of each tile `attention.wgsl` stages (`TILE`).
+const ATTENTION_TILE: usize = 1792;
+
+/// The row width `attention.wgsl` is specialised to (`WIDTH`): the widest operand row,
+/// rounded up to a power of two from 16 to 128.
+fn f32_width(g: &Geometry) -> u32 {
+    g.d.max(g.dv).next_power_of_two().clamp(16, WIDEST_ROW) as u32
 }
 
 /// The three kernels of each family.
@@ -201,7 +247,13 @@ impl Operands {
 
     /// The parameter block of attention_common.wgsl, with the output's gradient `grad`
     /// (backward passes) and the results' strides.
-    fn params(&self, g: &Geometry, x: u32, grad: Option<&DynTensor>, results: &Results) -> Vec<u32> {
+    fn params(
+        &self,
+        (g, walk): (&Geometry, Walk),
+        x: u32,
+        grad: Option<&DynTensor>,
+        results: &Results,
+    ) -> Vec<u32> {
         let flags = u32::from(g.causal)
             | (u32::from(self.padding.is_some()) << 1);
         let offset = |t: &DynTensor| t.layout().offset() as u32;
@@ -232,16 +284,23 @@ impl Operands {
             params.extend(row_strides(operand.layout()));
         }
         params.extend(results.strides.iter().flatten());
+        params.extend([
+            walk.begin as u32,
+            walk.end as u32,
+            u32::from(walk.continuing),
+        ]);
         params
     }
 
     /// Runs `kernel` over `length` rows per problem with the operands at bindings 1-4 and
-    /// `bindings` after them, the output's gradient `grad` among them in the backward passes.
+    /// `bindings` after them, the output's gradient `grad` among them in the backward passes:
+    /// one dispatch per pass over the `walked` rows of the other side.
     fn dispatch(
         &self,
         gpu: &GpuDevice,
         (kernels, kernel): (AttentionKernels, Kernel),
-        (g, length, grad, results): (&Geometry, usize, Option<&DynTensor>, &Results),
+        (g, length, walked): (&Geometry, usize, usize),
+        (grad, results): (Option<&DynTensor>, &Results),
         bindings: &[(u32, &wgpu::Buffer)],
     ) -> Result<()> {
         let workgroups = g.batch * length.div_ceil(ROWS_PER_WORKGROUP);
@@ -274,9 +333,11 @@ impl Operands {
                 }
             }
         }
-        let params = self.params(g, x, grad, results);
         let (module, entry) = kernels.entry(kernel, g);
-        gpu.dispatch(module, entry, &params, &all, groups);
+        for walk in Walk::passes(gpu, kernels, g, walked) {
+            let params = self.params((g, walk), x, grad, results);
+            gpu.dispatch(module, entry, &params, &all, groups);
+        }
         Ok(())
     }
 }
@@ -316,7 +377,8 @@ impl GpuDevice {
         ops.dispatch(
             self,
             (kernels, Kernel::Forward),
-            (g, g.t, None, &Results::default().with(5, &out_layout)),
+            (g, g.t, g.s),
+            (None, &Results::default().with(5, &out_layout)),
             &[(5, out.raw()), (6, lse.raw())],
         )?;
         Ok((
@@ -370,7 +432,8 @@ impl GpuDevice {
         ops.dispatch(
             self,
             (kernels, Kernel::Dq),
-            (g, g.t, Some(&grad), &Results::default().with(9, &dq_layout)),
+            (g, g.t, g.s),
+            (Some(&grad), &Results::default().with(9, &dq_layout)),
             &bindings,
         )?;
         let mut bindings = shared.to_vec();
@@ -379,7 +442,8 @@ impl GpuDevice {
         ops.dispatch(
             self,
             (kernels, Kernel::Dkv),
-            (g, g.s, Some(&grad), &results),
+            (g, g.s, g.t),
+            (Some(&grad), &results),
             &bindings,
         )?;
         let tensor = |buffer: GpuBuffer, layout: Layout| {

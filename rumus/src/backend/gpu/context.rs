@@ -71,6 +71,29 @@ impl GpuDevice {
         self.0.info.device_type == wgpu::DeviceType::Cpu
     }
 
+    /// Loop iterations one kernel invocation may run, all its loops together, before the
+    /// device silently ends them: lavapipe (Mesa's CPU device) stops them after 65,535.
+    /// Kernels whose loops grow with the input split their work into passes under it
+    /// (`attention.rs`). `None`: no such limit.
+    pub(crate) fn loop_budget(&self) -> Option<usize> {
+        self.0.info.name.contains("llvmpipe").then_some(65_535)
+    }
+
+    /// An error when one invocation of `op`'s kernel would run more loop iterations than
+    /// [`GpuDevice::loop_budget`] allows: a wrong result would follow, silently.
+    pub(crate) fn check_loop_budget(&self, op: &'static str, iterations: usize) -> Result<()> {
+        match self.loop_budget() {
+            Some(budget) if iterations > budget => Err(DeviceError::LoopBudget {
+                op,
+                iterations,
+                budget,
+                device: self.name().to_string(),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
     /// The graphics API under wgpu ("vulkan", "metal", "dx12").
     pub fn backend(&self) -> String {
         self.0.info.backend.to_string()

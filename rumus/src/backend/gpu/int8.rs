@@ -73,6 +73,8 @@ impl GpuDevice {
             .into());
         }
         let words = w.cols.div_ceil(4);
+        // Each output element loops over the row's words.
+        self.check_loop_budget(op, words + 1)?;
         let quantized = GpuBuffer::uninit(self, m * words, DType::F32, op)?;
         let row_scales = GpuBuffer::uninit(self, m, DType::F32, op)?;
         let out = GpuBuffer::uninit(self, m * w.rows, DType::F32, op)?;

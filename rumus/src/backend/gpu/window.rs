@@ -20,6 +20,19 @@ pub(crate) enum WindowOp {
     Argmax = 4,
 }
 
+impl WindowOp {
+    /// The op as users call it.
+    fn name(self) -> &'static str {
+        match self {
+            WindowOp::Unfold => "conv2d",
+            WindowOp::Fold => "conv2d backward",
+            WindowOp::Sum => "avg_pool2d",
+            WindowOp::Spread => "pooling backward",
+            WindowOp::Argmax => "max_pool2d",
+        }
+    }
+}
+
 impl GpuDevice {
     /// `op` over the `planes` planes of `x` (contiguous row-major elements), shaped `dims`.
     pub(crate) fn window(
@@ -38,6 +51,10 @@ impl GpuDevice {
             WindowOp::Fold | WindowOp::Spread => w.input[0] * w.input[1],
             WindowOp::Sum | WindowOp::Argmax => oh * ow,
         };
+        // The loops run over every tap of a window (pooling) or of the kernel (fold, spread).
+        if op != WindowOp::Unfold {
+            self.check_loop_budget(op.name(), w.kernel[0] * (w.kernel[1] + 1) + 2)?;
+        }
         let numel = planes * per_plane;
         debug_assert_eq!(numel, dims.iter().product::<usize>());
         let dtype = if op == WindowOp::Argmax {
