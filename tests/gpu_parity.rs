@@ -591,30 +591,44 @@ fn convolution_and_pooling_run_on_the_device() {
     assert_eq!(transfer_counts().fallback, before.fallback);
 }
 
-/// A pooling window of 300 x 300 taps: each output element's kernel loops over all of them.
-/// Right on a GPU, and an error naming the limit on lavapipe, which would end the loop early
-/// and return a wrong number.
+/// Ops whose kernel loops grow with one dimension: a pooling window of 300 x 300 taps (each
+/// output element's invocation loops over all of them) and the maximum of a row of 17
+/// million elements (each of 256 invocations loops over 66,407 of them). Right on a GPU, and
+/// an error naming the limit on lavapipe, which would end the loops early and return a
+/// wrong number.
 #[test]
-fn pooling_windows_past_a_device_loop_limit_are_errors_not_wrong_numbers() {
+fn loops_past_a_device_loop_limit_are_errors_not_wrong_numbers() {
     let Some(device) = gpu() else { return };
-    let x = tensor(&[1, 2, 300, 300], 62);
-    type Pool = fn(&DynTensor) -> rumus::Result<DynTensor>;
-    let pools: [(&str, Pool); 2] = [
-        ("max_pool2d", |t| {
-            t.max_pool2d((300, 300), (300, 300), (0, 0))
-        }),
-        ("avg_pool2d", |t| {
-            t.avg_pool2d((300, 300), (300, 300), (0, 0), true)
-        }),
+    type Op = fn(&DynTensor) -> rumus::Result<DynTensor>;
+    let ops: [(&str, Vec<usize>, Op, &str); 3] = [
+        (
+            "max_pool2d",
+            vec![1, 2, 300, 300],
+            |t| t.max_pool2d((300, 300), (300, 300), (0, 0)),
+            "90910 loop iterations",
+        ),
+        (
+            "avg_pool2d",
+            vec![1, 2, 300, 300],
+            |t| t.avg_pool2d((300, 300), (300, 300), (0, 0), true),
+            "90910 loop iterations",
+        ),
+        (
+            "reduction",
+            vec![1, 17_000_000],
+            |t| t.max(&[1], false),
+            "66535 loop iterations",
+        ),
     ];
-    for (name, pool) in pools {
-        let on_gpu = pool(&x.to(&device).unwrap());
+    for (name, dims, op, iterations) in ops {
+        let x = tensor(&dims, 62);
+        let on_gpu = op(&x.to(&device).unwrap());
         if common::gpu::ends_long_loops(&device) {
             let error = on_gpu.unwrap_err().to_string();
             assert!(error.starts_with(name), "{error}");
-            assert!(error.contains("90302 loop iterations"), "{error}");
+            assert!(error.contains(iterations), "{error}");
         } else {
-            assert_close(name, &pool(&x).unwrap(), &on_gpu.unwrap());
+            assert_close(name, &op(&x).unwrap(), &on_gpu.unwrap());
         }
     }
 }

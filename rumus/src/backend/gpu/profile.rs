@@ -142,7 +142,13 @@ impl Profiler {
         let bytes = (self.pending.len() * 16) as u64;
         let slice = self.readback.slice(..bytes);
         slice.map_async(wgpu::MapMode::Read, |_| {});
-        device.wait_for_queue("kernel timestamps")?;
+        if let Err(e) = device.wait_for_queue("kernel timestamps") {
+            // This batch's timings are lost; the next batch must find the buffer unmapped
+            // (a submit that copies into a mapped buffer is refused) and the list empty.
+            self.readback.unmap();
+            self.pending.clear();
+            return Err(e);
+        }
         let period_ns = f64::from(device.0.queue.get_timestamp_period());
         let read = slice.get_mapped_range().map(|view| {
             let stamps: &[u64] = bytemuck::cast_slice(&view);

@@ -34,6 +34,20 @@ fn row_segment(len: usize) -> usize {
     len.div_ceil(8).next_power_of_two().clamp(32, 256)
 }
 
+/// An error where one invocation of the row kernel `entry` would loop past the device's
+/// budget (lavapipe): per pass over the row, its share of the row (`len / segment`), plus
+/// the loops over the cached elements and the segment trees (up to 9 and 8 each, a few of
+/// each per kernel).
+fn check_row_loops(gpu: &GpuDevice, entry: &str, len: usize) -> Result<()> {
+    let (op, passes) = match entry {
+        "reduce_rows" => ("reduction", 1),
+        "logsumexp_rows" => ("logsumexp", 2),
+        "softmax_rows" => ("softmax", 3),
+        _ => ("softmax backward", 4),
+    };
+    gpu.check_loop_budget(op, passes * len.div_ceil(row_segment(len)) + 128)
+}
+
 impl GpuDevice {
     fn rows_kernel(
         &self,
@@ -43,6 +57,7 @@ impl GpuDevice {
         op: u32,
         out: &GpuBuffer,
     ) -> Result<()> {
+        check_row_loops(self, entry, len)?;
         let segment = row_segment(len);
         let (groups, row) = grid_rows(rows.div_ceil(256 / segment));
         let params = [
@@ -200,6 +215,7 @@ impl GpuDevice {
         check_float(x.dtype(), "softmax")?;
         let (rows_input, rows, len) = grouped(self, x, &[axis])?;
         let grad_rows = grad.map(|g| grouped(self, g, &[axis])).transpose()?;
+        check_row_loops(self, entry, len)?;
         let out = GpuBuffer::uninit(self, rows * len, DType::F32, "softmax")?;
         let segment = row_segment(len);
         let (groups, row) = grid_rows(rows.div_ceil(256 / segment));

@@ -22,7 +22,7 @@ pub(crate) const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(600);
 pub(crate) const WAIT_TIMEOUT_VARIABLE: &str = "RUMUS_GPU_WAIT_TIMEOUT";
 
 /// What the variable must hold.
-const EXPECTED: &str = "seconds to wait for the GPU, a number >= 0 (0 waits forever)";
+const EXPECTED: &str = "seconds to wait for the GPU, 0.001 or more (0 waits forever)";
 
 /// What a device's waits share: the limit, and a count of finished submissions to tell a
 /// slow queue from a stuck one.
@@ -65,14 +65,15 @@ impl WaitState {
     }
 }
 
-/// Seconds as the variable gives them: `None` for text that is no number of seconds,
-/// `Some(None)` for no limit.
+/// Seconds as the variable gives them: `None` for text that is no number of seconds (or
+/// under a millisecond, which would fail nearly every wait), `Some(None)` for no limit.
 fn parse_timeout(value: &str) -> Option<Option<Duration>> {
     let seconds: f64 = value.trim().parse().ok()?;
     if seconds == 0.0 {
         return Some(None);
     }
-    Duration::try_from_secs_f64(seconds).ok().map(Some)
+    let timeout = Duration::try_from_secs_f64(seconds).ok()?;
+    (timeout >= Duration::from_millis(1)).then_some(Some(timeout))
 }
 
 impl GpuDevice {
@@ -143,7 +144,8 @@ mod tests {
         assert_eq!(parse_timeout("0"), Some(None));
         assert_eq!(parse_timeout(" 2.5 "), Some(Some(Duration::from_millis(2500))));
         assert_eq!(parse_timeout("600"), Some(Some(Duration::from_secs(600))));
-        for bad in ["", "ten", "-1", "NaN", "inf", "1e400"] {
+        assert_eq!(parse_timeout("0.001"), Some(Some(Duration::from_millis(1))));
+        for bad in ["", "ten", "-1", "NaN", "inf", "1e400", "1e-10"] {
             assert_eq!(parse_timeout(bad), None, "{bad:?}");
         }
     }

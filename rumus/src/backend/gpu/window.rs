@@ -51,9 +51,12 @@ impl GpuDevice {
             WindowOp::Fold | WindowOp::Spread => w.input[0] * w.input[1],
             WindowOp::Sum | WindowOp::Argmax => oh * ow,
         };
-        // The loops run over every tap of a window (pooling) or of the kernel (fold, spread).
+        // The loops run over every tap of a window (pooling) or of the kernel (fold, spread);
+        // lavapipe counts a loop's exit as an iteration, and runs the loops of the switch's
+        // other cases once with every invocation masked off.
         if op != WindowOp::Unfold {
-            self.check_loop_budget(op.name(), w.kernel[0] * (w.kernel[1] + 1) + 2)?;
+            let [kh, kw] = w.kernel;
+            self.check_loop_budget(op.name(), (kh + 1) * (kw + 2) + 8)?;
         }
         let numel = planes * per_plane;
         debug_assert_eq!(numel, dims.iter().product::<usize>());
