@@ -192,14 +192,28 @@ fn gpu_kernels_match_the_cpu_kernels() {
     }
 }
 
-/// A custom op whose WGSL is `source`, to show what broken kernels give.
-struct BrokenKernels {
+/// A custom op whose WGSL is `source` (entry points `forward` and `backward`), reading
+/// `params` from `p[16]` on; its CPU kernels do nothing. To show what given kernels do on a
+/// GPU: broken ones, or one that runs long.
+struct WgslOnly {
+    name: &'static str,
     source: &'static str,
+    params: Vec<u32>,
 }
 
-impl CustomOp for BrokenKernels {
+impl WgslOnly {
+    fn broken(source: &'static str) -> Self {
+        WgslOnly {
+            name: "broken",
+            source,
+            params: Vec::new(),
+        }
+    }
+}
+
+impl CustomOp for WgslOnly {
     fn name(&self) -> &'static str {
-        "broken"
+        self.name
     }
     fn output_dims(&self, inputs: &[&[usize]]) -> Result<Vec<usize>> {
         Ok(inputs[0].to_vec())
@@ -223,6 +237,9 @@ impl CustomOp for BrokenKernels {
             backward: "backward",
         })
     }
+    fn wgsl_params(&self) -> Vec<u32> {
+        self.params.clone()
+    }
 }
 
 #[test]
@@ -237,21 +254,19 @@ fn gpu_misuse_is_an_error() {
         "{no_kernels}"
     );
     // WGSL that does not parse.
-    let garbage = BrokenKernels {
-        source: "this is not WGSL",
-    };
+    let garbage = WgslOnly::broken("this is not WGSL");
     let refused = custom::apply(&Arc::new(garbage), &[&x]).unwrap_err();
     assert!(
         refused.to_string().contains("broken: wgpu refused"),
         "{refused}"
     );
     // The input declared writable where the layout binds it read-only.
-    let wrong_access = BrokenKernels {
-        source: "@group(0) @binding(0) var<storage, read> p: array<u32>;
-                 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
-                 @compute @workgroup_size(256)
-                 fn forward(@builtin(global_invocation_id) gid: vec3<u32>) { x[gid.x] = 0.0; }",
-    };
+    let wrong_access = WgslOnly::broken(
+        "@group(0) @binding(0) var<storage, read> p: array<u32>;
+         @group(0) @binding(1) var<storage, read_write> x: array<f32>;
+         @compute @workgroup_size(256)
+         fn forward(@builtin(global_invocation_id) gid: vec3<u32>) { x[gid.x] = 0.0; }",
+    );
     let refused = custom::apply(&Arc::new(wrong_access), &[&x]).unwrap_err();
     assert!(refused.to_string().contains("`forward`"), "{refused}");
     // f64 inputs have no GPU kernels.
@@ -266,13 +281,42 @@ fn gpu_misuse_is_an_error() {
     assert_eq!(DType::F32, ok.dtype());
 }
 
-/// Each element (a whole number) as the seed of `iterations` x 256 steps of xorshift32, then
-/// the top 24 bits of the state as a float: a kernel whose run time the caller sets, and whose
-/// result the CPU gives exactly. 256 steps to an iteration, written out, since lavapipe ends
-/// a kernel's loop after 65,535 iterations.
-struct Xorshift {
-    iterations: u32,
+/// WGSL whose forward kernel takes each element (a whole number) as the seed of `p[16]` x 256
+/// steps of xorshift32 and writes the top 24 bits of the state as a float: a kernel whose
+/// run time the caller sets, and whose result `xorshift` gives exactly. 256 steps to an
+/// iteration, written out, since lavapipe ends a kernel's loops after 65,535 iterations.
+const XORSHIFT_WGSL: &str = "@group(0) @binding(0) var<storage, read> p: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read> dy: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dx: array<f32>;
+fn step(s: u32) -> u32 {
+    let a = s ^ (s << 13u);
+    let b = a ^ (a >> 17u);
+    return b ^ (b << 5u);
 }
+fn steps8(s: u32) -> u32 {
+    return step(step(step(step(step(step(step(step(s))))))));
+}
+fn steps64(s: u32) -> u32 {
+    return steps8(steps8(steps8(steps8(steps8(steps8(steps8(steps8(s))))))));
+}
+@compute @workgroup_size(256)
+fn forward(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.y * p[1] + gid.x;
+    if i >= p[0] { return; }
+    var s = u32(x[i]) | 1u;
+    for (var r = 0u; r < p[16]; r++) {
+        s = steps64(steps64(steps64(steps64(s))));
+    }
+    y[i] = f32(s >> 8u);
+}
+@compute @workgroup_size(256)
+fn backward(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.y * p[1] + gid.x;
+    if i >= p[0] { return; }
+    dx[i] = 0.0 * dy[i] * y[i];
+}";
 
 fn xorshift(seed: u32, iterations: u32) -> f32 {
     let mut s = seed | 1;
@@ -282,71 +326,6 @@ fn xorshift(seed: u32, iterations: u32) -> f32 {
         s ^= s << 5;
     }
     (s >> 8) as f32
-}
-
-impl CustomOp for Xorshift {
-    fn name(&self) -> &'static str {
-        "xorshift"
-    }
-    fn output_dims(&self, inputs: &[&[usize]]) -> Result<Vec<usize>> {
-        Ok(inputs[0].to_vec())
-    }
-    fn forward<T: Float>(&self, inputs: &[Input<'_, T>], out: &mut [T]) -> Result<()> {
-        for (o, &x) in out.iter_mut().zip(inputs[0].data) {
-            *o = T::from_f64(f64::from(xorshift(x.to_f64() as u32, self.iterations)));
-        }
-        Ok(())
-    }
-    fn backward<T: Float>(
-        &self,
-        _: &[Input<'_, T>],
-        _: &[T],
-        _: &[T],
-        _: &mut [Option<&mut [T]>],
-    ) -> Result<()> {
-        Ok(())
-    }
-    fn wgsl(&self) -> Option<Wgsl> {
-        Some(Wgsl {
-            source: "@group(0) @binding(0) var<storage, read> p: array<u32>;
-                     @group(0) @binding(1) var<storage, read> x: array<f32>;
-                     @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-                     @group(0) @binding(3) var<storage, read> dy: array<f32>;
-                     @group(0) @binding(4) var<storage, read_write> dx: array<f32>;
-                     fn step(s: u32) -> u32 {
-                         let a = s ^ (s << 13u);
-                         let b = a ^ (a >> 17u);
-                         return b ^ (b << 5u);
-                     }
-                     fn steps8(s: u32) -> u32 {
-                         return step(step(step(step(step(step(step(step(s))))))));
-                     }
-                     fn steps64(s: u32) -> u32 {
-                         return steps8(steps8(steps8(steps8(steps8(steps8(steps8(steps8(s))))))));
-                     }
-                     @compute @workgroup_size(256)
-                     fn forward(@builtin(global_invocation_id) gid: vec3<u32>) {
-                         let i = gid.y * p[1] + gid.x;
-                         if i >= p[0] { return; }
-                         var s = u32(x[i]) | 1u;
-                         for (var r = 0u; r < p[16]; r++) {
-                             s = steps64(steps64(steps64(steps64(s))));
-                         }
-                         y[i] = f32(s >> 8u);
-                     }
-                     @compute @workgroup_size(256)
-                     fn backward(@builtin(global_invocation_id) gid: vec3<u32>) {
-                         let i = gid.y * p[1] + gid.x;
-                         if i >= p[0] { return; }
-                         dx[i] = 0.0 * dy[i] * y[i];
-                     }",
-            forward: "forward",
-            backward: "backward",
-        })
-    }
-    fn wgsl_params(&self) -> Vec<u32> {
-        vec![self.iterations]
-    }
 }
 
 /// A kernel that runs past the device's wait limit makes the wait an error that names the
@@ -365,8 +344,13 @@ fn a_gpu_kernel_past_the_wait_limit_is_an_error_not_a_hang() {
     }
     // One workgroup, each invocation 15 million dependent steps: about a second on lavapipe,
     // a quarter of one on an H200. One seed for all, so the CPU computes the answer once.
-    let op = Arc::new(Xorshift { iterations: 60_000 });
-    let expected = f64::from(xorshift(12_345, op.iterations));
+    let iterations = 60_000;
+    let op = Arc::new(WgslOnly {
+        name: "xorshift",
+        source: XORSHIFT_WGSL,
+        params: vec![iterations],
+    });
+    let expected = f64::from(xorshift(12_345, iterations));
     let x = DynTensor::from_vec(vec![12_345.0f32; 256], &[256])
         .unwrap()
         .to(&device)
