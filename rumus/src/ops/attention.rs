@@ -170,8 +170,9 @@ fn geometry(
 impl DynTensor {
     /// `softmax(scale self key^T + masks) value` over the last two axes: `self` `[.., T, D]`,
     /// `key` `[.., S, D]`, `value` `[.., S, Dv]`, the result `[.., T, Dv]`. A query row that
-    /// sees no key at all (every key padding) gives zeros and no gradient, where the
-    /// composite form gives NaN. On a GPU's matrix units (autocast) the result and the
+    /// sees no key at all (every key padding) gives zeros and no gradient, as PyTorch's
+    /// `scaled_dot_product_attention` does (since 2.5); the composite form (an explicit
+    /// softmax) gives NaN. On a GPU's matrix units (autocast) the result and the
     /// gradients keep their operands' memory layout: for heads split from a `[B, T, H, D]`
     /// projection as a `[B, H, T, D]` view, they are such views too, and merging the heads
     /// back (`transpose(1, 2)`, `reshape`) copies nothing.
