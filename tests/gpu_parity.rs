@@ -633,6 +633,61 @@ fn loops_past_a_device_loop_limit_are_errors_not_wrong_numbers() {
     }
 }
 
+/// A GPU lost mid-run (a driver reset, a GPU taken away; here `GpuDevice::destroy`) makes
+/// every later op, readback, wait and upload on it an error that says so, not a panic
+/// inside wgpu, and what was copied to the CPU before stays usable. This binary's ignored
+/// `lost_device`, run alone in a child process: it ends the process's GPU.
+#[test]
+fn a_lost_gpu_is_an_error_not_a_panic() {
+    if gpu().is_none() {
+        return;
+    }
+    let this_binary = std::env::current_exe().unwrap();
+    let run = std::process::Command::new(this_binary)
+        .args(["--ignored", "--exact", "lost_device", "--nocapture"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert!(run.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+#[ignore = "run by a_lost_gpu_is_an_error_not_a_panic, in a process of its own"]
+fn lost_device() {
+    let Some(device) = gpu() else { return };
+    let Device::Gpu(gpu_device) = &device else {
+        unreachable!("gpu() gives a GPU")
+    };
+    let x = tensor(&[3, 4], 70).to(&device).unwrap();
+    let doubled = x.add(&x).unwrap();
+    let saved = doubled.to(&Device::Cpu).unwrap();
+    let pending = x.mul(&x).unwrap();
+    gpu_device.destroy();
+    let lost = |what: &str, error: rumus::Error| {
+        let message = error.to_string();
+        assert!(
+            message.contains("the GPU reported a fault") && message.contains("destroyed"),
+            "{what}: {message}"
+        );
+    };
+    lost("op", x.mul(&x).unwrap_err());
+    lost("readback", pending.to(&Device::Cpu).unwrap_err());
+    lost("synchronize", gpu_device.synchronize().unwrap_err());
+    lost("upload", tensor(&[2], 71).to(&device).unwrap_err());
+    let again = Device::gpu().unwrap();
+    lost(
+        "the device again",
+        DynTensor::zeros_on(&[2], DType::F32, &again).unwrap_err(),
+    );
+    let expected = tensor(&[3, 4], 70).mul_scalar(2.0).unwrap().to_f64_vec();
+    assert_eq!(saved.to_f64_vec(), expected, "saved before the loss");
+}
+
 #[test]
 fn tensors_beyond_one_grid_dimension_work() {
     let _serial = serial();

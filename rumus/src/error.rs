@@ -281,6 +281,15 @@ pub enum DeviceError {
         /// The adapter's name.
         device: String,
     },
+    /// The GPU reported a fault after the call that caused it: a lost device, or an error of
+    /// work already queued. The device stays unusable.
+    #[error(
+        "the GPU reported a fault and cannot be used any more in this process: {message}; tensors already copied to the CPU are intact: save what you need and restart (on a lost device, check the driver's log)"
+    )]
+    Fault {
+        /// What wgpu reported.
+        message: String,
+    },
     /// An environment variable that configures devices holds a value it cannot take.
     #[error("{variable}={value:?} is not valid: expected {expected}")]
     Setting {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::batch::Batch;
 use super::memory::{BufferPool, MemoryStats};
 use super::pipelines::PipelineCache;
+use super::fault::Faults;
 use super::wait::WaitState;
 use crate::error::{DeviceError, Result};
 
@@ -26,6 +27,8 @@ pub(crate) struct Context {
     pub batch: Mutex<Batch>,
     /// The limit on host waits, and what tells a stuck queue from a slow one (`wait.rs`).
     pub wait: WaitState,
+    /// The first fault the device reported after the call that caused it (`fault.rs`).
+    pub faults: Arc<Faults>,
     /// Host scalars (rank-0 tensors) that joined GPU ops, uploaded once each.
     pub constants: Mutex<std::collections::HashMap<(crate::DType, u32), Arc<super::GpuBuffer>>>,
 }
@@ -224,8 +227,10 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
     };
     let batch = Batch::new(&device, &limits);
     let wait = WaitState::from_env()?;
+    let faults = Faults::watch(&device);
     Ok(GpuDevice(Arc::new(Context {
         wait,
+        faults,
         pipelines: PipelineCache::default(),
         pool: Mutex::new(BufferPool::default()),
         batch: Mutex::new(batch),

@@ -162,6 +162,7 @@ impl GpuBuffer {
         op: &'static str,
     ) -> Result<Self> {
         check_dtype(dtype, op)?;
+        device.check_faults()?;
         let bytes = (words(len, dtype) as u64).max(1) * WORD;
         let limit = device.max_binding_bytes();
         if bytes > limit {

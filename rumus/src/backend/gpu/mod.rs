@@ -23,6 +23,7 @@ with_gpu_feature! {
     mod coopmat2;
     mod custom;
     mod elementwise;
+    mod fault;
     mod index;
     mod int8;
     mod matmul;

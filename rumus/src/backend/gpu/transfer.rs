@@ -142,9 +142,11 @@ pub(crate) fn download(
             let _ = sender.send(result);
         });
     device.wait_for_queue("a readback")?;
+    // The wait ran the mapping's callback (wgpu calls it, with an error if need be, once the
+    // copy is done); an empty channel would be a wgpu fault, not a reason to block forever.
     receiver
-        .recv()
-        .map_err(|e| gpu_error(format!("the readback was dropped: {e}")))?
+        .try_recv()
+        .map_err(|e| gpu_error(format!("the readback was not mapped: {e}")))?
         .map_err(|e| gpu_error(format!("mapping the readback failed: {e}")))?;
     let words: Vec<u32> = {
         let view = staging

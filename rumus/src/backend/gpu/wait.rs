@@ -100,7 +100,14 @@ impl GpuDevice {
     }
 
     /// [`GpuDevice::wait_for_queue`] with the limit given.
+    /// A fault the device reported meanwhile (`fault.rs`) is the error, waited or not.
     pub(crate) fn wait_for_queue_within(&self, what: &str, timeout: Option<Duration>) -> Result<()> {
+        self.check_faults()?;
+        self.poll_within(what, timeout)?;
+        self.check_faults()
+    }
+
+    fn poll_within(&self, what: &str, timeout: Option<Duration>) -> Result<()> {
         let device = &self.0.device;
         let failed = |e: wgpu::PollError| gpu_error(format!("waiting for {what} failed: {e}"));
         let Some(timeout) = timeout else {
