@@ -677,6 +677,11 @@ fn lost_device() {
     };
     lost("op", x.mul(&x).unwrap_err());
     lost("readback", pending.to(&Device::Cpu).unwrap_err());
+    let shown = format!("{pending:?}");
+    assert!(
+        shown.contains("<unreadable: the GPU reported a fault"),
+        "{shown}"
+    );
     lost("synchronize", gpu_device.synchronize().unwrap_err());
     lost("upload", tensor(&[2], 71).to(&device).unwrap_err());
     let again = Device::gpu().unwrap();

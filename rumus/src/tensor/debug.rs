@@ -9,7 +9,18 @@ const PREVIEW: usize = 8;
 
 impl fmt::Debug for DynTensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let values = self.to_f64_vec();
+        // A GPU that failed (a lost device) leaves the values unreadable: say so, no panic.
+        let values = match self.try_to_f64_vec() {
+            Ok(values) => values,
+            Err(e) => {
+                return write!(
+                    f,
+                    "DynTensor({:?}, {}, <unreadable: {e}>)",
+                    self.dims(),
+                    self.dtype()
+                );
+            }
+        };
         let preview: Vec<String> = values
             .iter()
             .take(PREVIEW)

@@ -261,8 +261,16 @@ impl DynTensor {
         })?
     }
 
-    /// The elements in row-major order converted to `f64`, whatever the dtype.
+    /// The elements in row-major order converted to `f64`, whatever the dtype. Panics when
+    /// a GPU tensor cannot be read back (a lost device); [`DynTensor::try_to_f64_vec`] says
+    /// so as an error.
     pub fn to_f64_vec(&self) -> Vec<f64> {
+        self.try_to_f64_vec()
+            .unwrap_or_else(|e| panic!("reading a GPU tensor back failed: {e}"))
+    }
+
+    /// [`DynTensor::to_f64_vec`], with a failed readback from a GPU as the error.
+    pub fn try_to_f64_vec(&self) -> Result<Vec<f64>> {
         fn convert<T: Element + Default>(data: &[T], layout: &Layout) -> Vec<f64> {
             crate::backend::cpu::strided::map(data, layout, |x: T| x.to_f64())
         }
@@ -273,7 +281,6 @@ impl DynTensor {
             CpuBuffer::I64(v) => convert(v, layout),
             CpuBuffer::Bool(v) => convert(v, layout),
         })
-        .unwrap_or_else(|e| panic!("reading a GPU tensor back failed: {e}"))
     }
 
     /// The single value of a one-element tensor.

@@ -145,7 +145,7 @@ impl GpuDevice {
         }
         if batch.used.is_multiple_of(IDLE_CHECK) && batch.profiler.is_none() {
             // A non-blocking poll runs the callbacks of finished submissions.
-            let _ = ctx.device.poll(wgpu::PollType::Poll);
+            let _ = self.poll(wgpu::PollType::Poll);
             if batch.in_flight.load(Ordering::Acquire) == 0 {
                 submit_locked(self, &mut batch);
             }

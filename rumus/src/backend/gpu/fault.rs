@@ -27,7 +27,11 @@ impl Faults {
     pub fn watch(device: &wgpu::Device) -> Arc<Self> {
         let faults = Arc::new(Faults::default());
         let errors = faults.clone();
-        device.on_uncaptured_error(Arc::new(move |error| errors.record(error.to_string())));
+        device.on_uncaptured_error(Arc::new(move |error| {
+            errors.record(format!(
+                "wgpu rejected work already queued ({error}); unless the device was lost, this is a bug in rumus or in a custom op's kernels: please report it"
+            ))
+        }));
         let lost = faults.clone();
         device.set_device_lost_callback(move |reason, message| {
             lost.record(match reason {
@@ -65,10 +69,10 @@ impl Faults {
 }
 
 impl GpuDevice {
-    /// Destroys the device now, as a lost GPU would be: its memory is freed at once, and
-    /// every later allocation, readback or wait on it is a [`DeviceError::Fault`]. The
-    /// process's default GPU is opened once, so it stays unusable. For freeing the GPU for
-    /// another process, and for testing what a program does when its GPU is lost.
+    /// Ends the device, as a lost GPU would end: every later allocation, readback or wait
+    /// on it is a [`DeviceError::Fault`] (ops that allocate nothing, such as an optimizer's
+    /// step in place, report it at the next of those). The process's default GPU is opened
+    /// once, so it stays unusable. For testing what a program does when its GPU is lost.
     pub fn destroy(&self) {
         self.0.faults.record(DESTROYED.to_string());
         self.0.device.destroy();

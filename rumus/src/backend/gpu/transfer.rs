@@ -124,12 +124,19 @@ pub(crate) fn download(
         (range.start, range.end)
     };
     let bytes = (end_word - first_word) as u64 * WORD;
+    let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("rumus readback"),
         size: bytes,
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
+    if let Some(error) = pollster::block_on(scope.pop()) {
+        return Err(crate::Error::OutOfMemory {
+            op: "reading a GPU tensor back".to_string(),
+            message: format!("{bytes} bytes of host-visible memory: {error}"),
+        });
+    }
     let start = first_word as u64 * WORD;
     device.with_encoder(|encoder| {
         encoder.copy_buffer_to_buffer(buffer.raw(), start, &staging, 0, bytes)
@@ -142,10 +149,14 @@ pub(crate) fn download(
             let _ = sender.send(result);
         });
     device.wait_for_queue("a readback")?;
-    // The wait ran the mapping's callback (wgpu calls it, with an error if need be, once the
-    // copy is done); an empty channel would be a wgpu fault, not a reason to block forever.
-    receiver
-        .try_recv()
+    // The copy is done, so the mapping's callback has run, or is about to on another thread
+    // whose poll took it; within the wait limit, not forever.
+    let mapped = match device.wait_timeout() {
+        Some(limit) => receiver.recv_timeout(limit).map_err(|e| e.to_string()),
+        None => receiver.recv().map_err(|e| e.to_string()),
+    };
+    device.check_faults()?;
+    mapped
         .map_err(|e| gpu_error(format!("the readback was not mapped: {e}")))?
         .map_err(|e| gpu_error(format!("mapping the readback failed: {e}")))?;
     let words: Vec<u32> = {

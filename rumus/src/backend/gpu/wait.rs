@@ -108,11 +108,10 @@ impl GpuDevice {
     }
 
     fn poll_within(&self, what: &str, timeout: Option<Duration>) -> Result<()> {
-        let device = &self.0.device;
         let failed = |e: wgpu::PollError| gpu_error(format!("waiting for {what} failed: {e}"));
         let Some(timeout) = timeout else {
-            return device
-                .poll(wgpu::PollType::wait_indefinitely())
+            return self
+                .poll(wgpu::PollType::wait_indefinitely())?
                 .map(|_| ())
                 .map_err(failed);
         };
@@ -123,11 +122,11 @@ impl GpuDevice {
                 submission_index: None,
                 timeout: Some(timeout),
             };
-            match device.poll(wait) {
+            match self.poll(wait)? {
                 Ok(_) => return Ok(()),
                 Err(wgpu::PollError::Timeout) => {
                     // Runs the callbacks of submissions that finished during the wait.
-                    let _ = device.poll(wgpu::PollType::Poll);
+                    let _ = self.poll(wgpu::PollType::Poll)?;
                     if finished.load(Ordering::Acquire) == before {
                         return Err(DeviceError::Timeout {
                             waiting_for: what.to_string(),
@@ -139,6 +138,22 @@ impl GpuDevice {
                 Err(e) => return Err(failed(e)),
             }
         }
+    }
+}
+
+impl GpuDevice {
+    /// `wgpu::Device::poll`, whose panic when it finds the device lost (wgpu raises it after
+    /// the device's lost callback has recorded the fault) becomes that fault.
+    pub(crate) fn poll(
+        &self,
+        poll: wgpu::PollType,
+    ) -> Result<std::result::Result<wgpu::PollStatus, wgpu::PollError>> {
+        let device = &self.0.device;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(poll))).map_err(|_| {
+            self.check_faults()
+                .err()
+                .unwrap_or_else(|| gpu_error("wgpu panicked while waiting for the GPU".to_string()))
+        })
     }
 }
 
