@@ -33,6 +33,37 @@ fn split_k(jobs: usize, k: usize, min_jobs: usize) -> (usize, usize) {
     let chunk = k.div_ceil(splits).next_multiple_of(16);
     (k.div_ceil(chunk), chunk)
 }
+/// Loop iterations the tiled kernels (`matmul_tiled`, `matmul_wide`) are taken to run per
+/// element of K a job walks: on lavapipe `matmul_tiled` ran about 1.1 (its loops over a
+/// stage of 16 partly unrolled) and ended the loops of a job walking 60,000 of K early (a
+/// batch of 512 products `[1, 60000] @ [60000, 1]` came out 58,253). Lavapipe's 128 MiB
+/// bindings keep every invocation's K (over all its jobs) under ~62,000, so one split more
+/// is all this ever asks for there.
+const LOOPS_PER_K: usize = 2;
+
+/// `(splits, chunk)` from `split_k`, split further where the device ends an invocation's
+/// loops after `budget` iterations (lavapipe): every invocation walks at most
+/// `budget / LOOPS_PER_K` of K, over all the jobs (grid layers) it takes. `None` when even
+/// chunks of one stage do not fit (a batch of billions).
+fn split_k_within(
+    budget: usize,
+    batch: usize,
+    k: usize,
+    (mut splits, mut chunk): (usize, usize),
+) -> Option<(usize, usize)> {
+    let most = budget / LOOPS_PER_K;
+    let layers = |splits: usize| (batch * splits).div_ceil(MAX_GRID_LAYERS).max(1);
+    while chunk * layers(splits) > most {
+        let shorter = (most / layers(splits)) / 16 * 16;
+        if shorter == 0 || shorter >= chunk {
+            return None;
+        }
+        chunk = shorter;
+        splits = k.div_ceil(chunk);
+    }
+    Some((splits, chunk))
+}
+
 /// Split-K for the cooperative kernel's f32 products (autocast's): the split count whose
 /// jobs fill whole waves of `MIN_WIDE_JOBS` workgroups best. With `s` splits each job walks
 /// a `1/s` share of K, and `jobs * s` of them take `ceil(jobs * s / wave)` waves, so the time
@@ -337,6 +368,19 @@ impl GpuDevice {
             (_, "matmul_wide") => split_k(tiles * batch, k, MIN_WIDE_JOBS),
             _ => split_k(tiles * batch, k, MIN_WORKGROUPS),
         };
+        let (splits, chunk) = match self.loop_budget() {
+            Some(budget) if kernels != Kernels::Coop => {
+                split_k_within(budget, batch, k, (splits, chunk)).ok_or_else(|| {
+                    DeviceError::LoopBudget {
+                        op: "matmul",
+                        iterations: batch.div_ceil(MAX_GRID_LAYERS) * 16 * LOOPS_PER_K,
+                        budget,
+                        device: self.name().to_string(),
+                    }
+                })?
+            }
+            _ => (splits, chunk),
+        };
         let gz = (batch * splits).clamp(1, MAX_GRID_LAYERS) as u32;
         let (sa, sb) = (la.strides(), lb.strides());
         let mut params = vec![0u32; 29];
@@ -430,7 +474,10 @@ impl GpuDevice {
 
 #[cfg(test)]
 mod tests {
-    use super::{MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k_in_waves, tensor_operand};
+    use super::{
+        LOOPS_PER_K, MAX_GRID_LAYERS, MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k, split_k_in_waves,
+        split_k_within, tensor_operand,
+    };
     use crate::shape::Layout;
 
     /// `matmul_tensor` takes row- and column-major operands whose rows do not overlap, and
@@ -445,6 +492,26 @@ mod tests {
         assert!(!view(&[24, 16], &[0, 1]), "one row broadcast to 24");
         assert!(!view(&[24, 16], &[8, 1]), "rows overlapping by half");
         assert!(!view(&[24, 16], &[1, 8]), "columns overlapping by two thirds");
+    }
+
+    /// Under a loop budget (lavapipe's 65,535) every invocation walks at most its share of K,
+    /// over all the jobs it takes, and the splits still cover K exactly once in stages of 16.
+    #[test]
+    fn splits_within_a_loop_budget_bound_each_invocation() {
+        let budget = 65_535;
+        // Operands that fit lavapipe's bindings (batch x K up to 2^25 elements).
+        for (batch, k) in [(1, 16), (1, 1 << 25), (512, 60_000), (600, 55_000), (70_000, 479)] {
+            for jobs in [batch, 512 * batch] {
+                let (splits, chunk) = split_k_within(budget, batch, k, split_k(jobs, k, 512))
+                    .unwrap_or_else(|| panic!("batch {batch}, K {k}"));
+                assert!(splits * chunk >= k && (splits - 1) * chunk < k, "{batch} {k}");
+                assert!(chunk.is_multiple_of(16) || splits == 1, "{batch} {k}: {chunk}");
+                let layers = (batch * splits).div_ceil(MAX_GRID_LAYERS);
+                assert!(chunk * layers * LOOPS_PER_K <= budget, "{batch} {k}: {splits} x {chunk}");
+            }
+        }
+        assert_eq!(split_k_within(budget, 1, 1000, (1, 1000)), Some((1, 1000)));
+        assert_eq!(split_k_within(budget, 1 << 40, 1000, (1, 1000)), None);
     }
 
     /// The splits cover K exactly once in whole stages of the kernel (multiples of 32, none
