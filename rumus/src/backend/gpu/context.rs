@@ -29,6 +29,8 @@ pub(crate) struct Context {
     pub wait: WaitState,
     /// The first fault the device reported after the call that caused it (`fault.rs`).
     pub faults: Arc<Faults>,
+    /// See [`GpuDevice::loop_budget`].
+    pub loop_budget: Option<usize>,
     /// Host scalars (rank-0 tensors) that joined GPU ops, uploaded once each.
     pub constants: Mutex<std::collections::HashMap<(crate::DType, u32), Arc<super::GpuBuffer>>>,
 }
@@ -77,9 +79,9 @@ impl GpuDevice {
     /// Loop iterations one kernel invocation may run, all its loops together, before the
     /// device silently ends them: lavapipe (Mesa's CPU device) stops them after 65,535.
     /// Kernels whose loops grow with the input split their work into passes under it
-    /// (`attention.rs`). `None`: no such limit.
+    /// (`attention.rs`, `matmul.rs`) or refuse it. `None`: no such limit.
     pub(crate) fn loop_budget(&self) -> Option<usize> {
-        self.0.info.name.contains("llvmpipe").then_some(65_535)
+        self.0.loop_budget
     }
 
     /// An error when one invocation of `op`'s kernel would run more loop iterations than
@@ -228,9 +230,13 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
     let batch = Batch::new(&device, &limits);
     let wait = WaitState::from_env()?;
     let faults = Faults::watch(&device);
+    // Mesa's llvmpipe (lavapipe) counts every loop iteration of an invocation against one
+    // limit (LP_MAX_TGSI_LOOP_ITERATIONS) and leaves the loops when it runs out.
+    let loop_budget = info.name.contains("llvmpipe").then_some(65_535);
     Ok(GpuDevice(Arc::new(Context {
         wait,
         faults,
+        loop_budget,
         pipelines: PipelineCache::default(),
         pool: Mutex::new(BufferPool::default()),
         batch: Mutex::new(batch),
