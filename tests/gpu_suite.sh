@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs the GPU tests on a machine with a real GPU, from binaries built elsewhere (no cargo
+# needed there), each binary in its own process and time limit, every GPU test required to
+# find a GPU (RUMUS_REQUIRE_GPU) and every wait for the GPU limited (RUMUS_GPU_WAIT_TIMEOUT):
+# a kernel that hangs fails its binary with an error naming the wait instead of stopping
+# the run.
+#
+#   tests/gpu_suite.sh --stage DIR     build the test files that use a GPU (release) and
+#                                      examples/bench_gpu, and copy their binaries to DIR
+#   tests/gpu_suite.sh DIR [SECONDS]   run every test binary in DIR, each for at most
+#                                      SECONDS (default 300), from the repository root (the
+#                                      tests read its fixtures); one line per binary, and
+#                                      the failures' output under DIR/logs
+#
+# The environment passes through: RUMUS_GPU_COOPMAT2=1 runs the suite with the products on
+# VK_NV_cooperative_matrix2, RUMUS_GPU_TRACE=1 names each kernel as it runs. The wait limit
+# is RUMUS_GPU_WAIT_TIMEOUT if set, else 60 seconds.
+set -euo pipefail
+
+if [[ "${1:-}" == "--stage" ]]; then
+    dir=${2:?"--stage needs a folder"}
+    mkdir -p "$dir"
+    # The test files that open a GPU.
+    mapfile -t files < <(grep -l 'gpu()' tests/*.rs | xargs -n1 basename | sed 's/\.rs$//')
+    args=()
+    for file in "${files[@]}"; do
+        args+=(--test "$file")
+    done
+    cargo test --release --no-run "${args[@]}" 2>&1 |
+        sed -n 's/^ *Executable tests\/\([a-z0-9_]*\)\.rs (\(.*\))$/\1 \2/p' |
+        while read -r name path; do
+            cp "$path" "$dir/$name"
+        done
+    cargo build --release --example bench_gpu
+    cp target/release/examples/bench_gpu "$dir/"
+    echo "staged $(find "$dir" -maxdepth 1 -type f | wc -l) binaries in $dir"
+    exit 0
+fi
+
+dir=${1:?"usage: tests/gpu_suite.sh --stage DIR | tests/gpu_suite.sh DIR [SECONDS]"}
+seconds=${2:-300}
+mkdir -p "$dir/logs"
+export RUMUS_REQUIRE_GPU=1
+export RUMUS_GPU_WAIT_TIMEOUT=${RUMUS_GPU_WAIT_TIMEOUT:-60}
+failed=0
+for binary in "$dir"/*; do
+    name=$(basename "$binary")
+    if [[ ! -f "$binary" || ! -x "$binary" || "$name" == bench_gpu ]]; then
+        continue
+    fi
+    log="$dir/logs/$name.log"
+    start=$(date +%s)
+    status=0
+    timeout "$seconds" "$binary" --test-threads=1 >"$log" 2>&1 || status=$?
+    took=$(($(date +%s) - start))
+    summary=$(grep -E '^test result' "$log" | tail -1 || true)
+    if [[ $status -eq 0 ]]; then
+        echo "ok      $name (${took} s) $summary"
+        rm "$log"
+    else
+        failed=$((failed + 1))
+        if [[ $status -eq 124 ]]; then
+            echo "TIMEOUT $name after ${seconds} s: $log"
+        else
+            echo "FAILED  $name (${took} s, exit $status): $log"
+        fi
+        grep -E '^test .* FAILED$|panicked at' "$log" | head -5 | sed 's/^/        /' || true
+    fi
+done
+echo "$failed binaries failed"
+[[ $failed -eq 0 ]]
