@@ -278,7 +278,7 @@ fn gpu_attention_matches_the_fused_cpu_op() {
         ((130, 150), (8, 3), true, true, 0.3),
         ((33, 40), (40, 24), false, false, 0.5),
         // Long enough that lavapipe, which ends an invocation's loops after 65,535 iterations,
-        // gets the walk over the other side in several passes (3-5 each way).
+        // gets the walk over the other side in several passes (2 to 5 per kernel).
         ((600, 700), (64, 64), true, false, 0.0),
         ((700, 600), (128, 100), false, true, 0.3),
         // No queries; no keys (zeros, as a query row that sees no key).

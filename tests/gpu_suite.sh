@@ -8,9 +8,9 @@
 #   tests/gpu_suite.sh --stage DIR     build the test files that use a GPU (release) and
 #                                      examples/bench_gpu, and copy their binaries to DIR
 #   tests/gpu_suite.sh DIR [SECONDS]   run every test binary in DIR, each for at most
-#                                      SECONDS (default 300), from the repository root (the
-#                                      tests read its fixtures); one line per binary, and
-#                                      the failures' output under DIR/logs
+#                                      SECONDS (default 300), from the repository root (a
+#                                      test reads a fixture file under it); one line per
+#                                      binary, and the failures' output under DIR/logs
 #
 # The environment passes through: RUMUS_GPU_COOPMAT2=1 runs the suite with the products on
 # VK_NV_cooperative_matrix2, RUMUS_GPU_TRACE=1 names each kernel as it runs. The wait limit
@@ -26,14 +26,24 @@ if [[ "${1:-}" == "--stage" ]]; then
     for file in "${files[@]}"; do
         args+=(--test "$file")
     done
-    cargo test --release --no-run "${args[@]}" 2>&1 |
-        sed -n 's/^ *Executable tests\/\([a-z0-9_]*\)\.rs (\(.*\))$/\1 \2/p' |
-        while read -r name path; do
-            cp "$path" "$dir/$name"
-        done
-    cargo build --release --example bench_gpu
-    cp target/release/examples/bench_gpu "$dir/"
-    echo "staged $(find "$dir" -maxdepth 1 -type f | wc -l) binaries in $dir"
+    log="$dir/build.log"
+    if ! cargo test --release --no-run --color never "${args[@]}" >"$log" 2>&1; then
+        tail -30 "$log"
+        echo "the build failed (all of it in $log)"
+        exit 1
+    fi
+    staged=0
+    while read -r name path; do
+        cp "$path" "$dir/$name"
+        staged=$((staged + 1))
+    done < <(sed -n 's/^ *Executable tests\/\([a-z0-9_]*\)\.rs (\(.*\))$/\1 \2/p' "$log")
+    if [[ $staged -ne ${#files[@]} ]]; then
+        echo "staged $staged test binaries of ${#files[@]} (cargo's output: $log)"
+        exit 1
+    fi
+    cargo build --release --color never --example bench_gpu
+    cp "${CARGO_TARGET_DIR:-target}/release/examples/bench_gpu" "$dir/"
+    echo "staged $staged test binaries and bench_gpu in $dir"
     exit 0
 fi
 
@@ -42,6 +52,8 @@ seconds=${2:-300}
 mkdir -p "$dir/logs"
 export RUMUS_REQUIRE_GPU=1
 export RUMUS_GPU_WAIT_TIMEOUT=${RUMUS_GPU_WAIT_TIMEOUT:-60}
+# Where the tests find their fixture files: this checkout, not the one they were built in.
+export CARGO_MANIFEST_DIR=$PWD
 failed=0
 for binary in "$dir"/*; do
     name=$(basename "$binary")
@@ -51,7 +63,7 @@ for binary in "$dir"/*; do
     log="$dir/logs/$name.log"
     start=$(date +%s)
     status=0
-    timeout "$seconds" "$binary" --test-threads=1 >"$log" 2>&1 || status=$?
+    timeout -k 10 "$seconds" "$binary" --test-threads=1 >"$log" 2>&1 || status=$?
     took=$(($(date +%s) - start))
     summary=$(grep -E '^test result' "$log" | tail -1 || true)
     if [[ $status -eq 0 ]]; then

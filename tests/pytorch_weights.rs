@@ -15,10 +15,14 @@ use rumus::io::{load_safetensors, load_safetensors_with, read_state, save_safete
 use rumus::nn::{LoadOptions, LoadReport};
 use rumus::prelude::*;
 
-const WEIGHTS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/small_resnet.safetensors"
-);
+/// The fixture's weights, under the package's folder: `CARGO_MANIFEST_DIR` at run time where
+/// it is set (cargo sets it; `tests/gpu_suite.sh` too, for binaries built in another
+/// checkout), else the folder the binary was built in.
+static WEIGHTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let root = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+    format!("{root}/tests/fixtures/small_resnet.safetensors")
+});
 
 fn fixture() -> BTreeMap<String, FixtureTensor> {
     read_cases(include_str!("fixtures/small_resnet.txt"))
@@ -45,7 +49,7 @@ fn assert_close(what: &str, actual: &DynTensor, expected: &FixtureTensor, tolera
 
 fn loaded_resnet() -> SmallResNet {
     let mut model = SmallResNet::new().unwrap();
-    load_safetensors(&model, WEIGHTS).unwrap();
+    load_safetensors(&model, WEIGHTS.as_str()).unwrap();
     model.eval();
     model
 }
@@ -68,7 +72,7 @@ fn parameters_and_buffers_are_counted_apart_as_in_pytorch() {
         "trainable parameters, as PyTorch's sum(p.numel() for p in model.parameters())"
     );
     // Every name of the file, and nothing else, is a parameter or a buffer.
-    let file: Vec<String> = read_state(WEIGHTS)
+    let file: Vec<String> = read_state(WEIGHTS.as_str())
         .unwrap()
         .into_iter()
         .map(|(name, _)| name)
@@ -94,7 +98,7 @@ fn parameters_and_buffers_are_counted_apart_as_in_pytorch() {
         "no buffer is a parameter"
     );
     // The counter came in with its value and dtype.
-    let saved = read_state(WEIGHTS).unwrap();
+    let saved = read_state(WEIGHTS.as_str()).unwrap();
     let (_, file_count) = saved
         .iter()
         .find(|(name, _)| name == "bn1.num_batches_tracked")
@@ -110,8 +114,12 @@ fn parameters_and_buffers_are_counted_apart_as_in_pytorch() {
 fn one_stage_loads_alone_from_the_whole_models_file() {
     let case = fixture();
     let mut stage = Layer2::new().unwrap();
-    let report =
-        load_safetensors_with(&stage, WEIGHTS, &LoadOptions::new().prefix("layer2")).unwrap();
+    let report = load_safetensors_with(
+        &stage,
+        WEIGHTS.as_str(),
+        &LoadOptions::new().prefix("layer2"),
+    )
+    .unwrap();
     assert_eq!(report, LoadReport::default(), "every key under layer2.");
     stage.eval();
     let out = stage
@@ -126,7 +134,7 @@ fn non_strict_loading_reports_what_did_not_match() {
     let case = fixture();
     let backbone = Backbone::new().unwrap();
     let before = backbone.state_dict();
-    let message = load_safetensors(&backbone, WEIGHTS)
+    let message = load_safetensors(&backbone, WEIGHTS.as_str())
         .unwrap_err()
         .to_string();
     assert!(
@@ -143,8 +151,12 @@ fn non_strict_loading_reports_what_did_not_match() {
         );
     }
 
-    let report =
-        load_safetensors_with(&backbone, WEIGHTS, &LoadOptions::new().strict(false)).unwrap();
+    let report = load_safetensors_with(
+        &backbone,
+        WEIGHTS.as_str(),
+        &LoadOptions::new().strict(false),
+    )
+    .unwrap();
     assert_eq!(report.missing_keys, Vec::<String>::new());
     assert_eq!(report.unexpected_keys, vec!["fc.bias", "fc.weight"]);
 
@@ -152,7 +164,7 @@ fn non_strict_loading_reports_what_did_not_match() {
     let mut model = SmallResNet::new().unwrap();
     let stem = LoadOptions::new().strict(false);
     let fc_before = model.fc.weight.to_f64_vec();
-    let state: Vec<_> = read_state(WEIGHTS)
+    let state: Vec<_> = read_state(WEIGHTS.as_str())
         .unwrap()
         .into_iter()
         .filter(|(name, _)| !name.starts_with("fc."))
@@ -162,7 +174,12 @@ fn non_strict_loading_reports_what_did_not_match() {
     assert!(report.unexpected_keys.is_empty());
     assert_eq!(model.fc.weight.to_f64_vec(), fc_before);
     // And what it loaded is PyTorch's backbone: with the file's fc the logits are torch's.
-    load_safetensors_with(&model.fc, WEIGHTS, &LoadOptions::new().prefix("fc")).unwrap();
+    load_safetensors_with(
+        &model.fc,
+        WEIGHTS.as_str(),
+        &LoadOptions::new().prefix("fc"),
+    )
+    .unwrap();
     model.eval();
     let logits = model.forward(&input(&case, "x", DType::F32)).unwrap();
     assert_close("logits", &logits, &case["logits"], 1e-5);
@@ -256,7 +273,7 @@ fn on_the_gpu_the_same_weights_load_count_and_pool() {
     let mut model = SmallResNet::new().unwrap();
     model.to_device(device.clone()).unwrap();
     // Loaded into GPU tensors, the i64 counters included.
-    load_safetensors(&model, WEIGHTS).unwrap();
+    load_safetensors(&model, WEIGHTS.as_str()).unwrap();
     let before = model.bn1.num_batches_tracked.to_vec::<i64>().unwrap()[0];
     let x = input(&case, "x", DType::F32).to(&device).unwrap();
     model.eval();

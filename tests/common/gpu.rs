@@ -29,7 +29,8 @@ pub fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str
 }
 
 /// Whether `device` is lavapipe, which ends every kernel invocation's loops after 65,535
-/// iterations in all: ops whose loops would run longer are errors there.
+/// iterations in all: ops whose loops would run longer split their work there (attention,
+/// products) or are errors (pooling windows, reductions, int8 rows).
 pub fn ends_long_loops(device: &Device) -> bool {
     matches!(device, Device::Gpu(gpu) if gpu.name().contains("llvmpipe"))
 }

@@ -33,35 +33,37 @@ fn split_k(jobs: usize, k: usize, min_jobs: usize) -> (usize, usize) {
     let chunk = k.div_ceil(splits).next_multiple_of(16);
     (k.div_ceil(chunk), chunk)
 }
-/// Loop iterations the tiled kernels (`matmul_tiled`, `matmul_wide`) are taken to run per
-/// element of K a job walks: on lavapipe `matmul_tiled` ran about 1.1 (its loops over a
-/// stage of 16 partly unrolled) and ended the loops of a job walking 60,000 of K early (a
-/// batch of 512 products `[1, 60000] @ [60000, 1]` came out 58,253). Lavapipe's 128 MiB
-/// bindings keep every invocation's K (over all its jobs) under ~62,000, so one split more
-/// is all this ever asks for there.
-const LOOPS_PER_K: usize = 2;
+/// Loop iterations product kernel `entry` is taken to run per element of K a job walks, for
+/// devices that end long loops (lavapipe). `matmul_tiled` ran about 1.1 there (its loops over
+/// a stage of 16 partly unrolled): a batch of 512 products `[1, 60000] @ [60000, 1]` came
+/// out 58,253, its loops ended early. `matmul_wide`'s loops, counted as if none were
+/// unrolled, come to about 7 (113 per stage of 16).
+fn loops_per_k(entry: &str) -> usize {
+    if entry == "matmul_wide" { 8 } else { 2 }
+}
 
-/// `(splits, chunk)` from `split_k`, split further where the device ends an invocation's
-/// loops after `budget` iterations (lavapipe): every invocation walks at most
-/// `budget / LOOPS_PER_K` of K, over all the jobs (grid layers) it takes. `None` when even
-/// chunks of one stage do not fit (a batch of billions).
+/// `(splits, chunk)` from `split_k`, split further so that no invocation walks more than
+/// `most` of K, over all the jobs (grid layers) it takes: for devices that end an
+/// invocation's loops after a budget of iterations (lavapipe). Chunks stay whole stages of
+/// 16. The error is the K an invocation would walk at any split, when the grid's layers
+/// alone give it more than `most` (batches of over 65,535 x `most` / 16 matrices).
 fn split_k_within(
-    budget: usize,
+    most: usize,
     batch: usize,
     k: usize,
     (mut splits, mut chunk): (usize, usize),
-) -> Option<(usize, usize)> {
-    let most = budget / LOOPS_PER_K;
+) -> std::result::Result<(usize, usize), usize> {
     let layers = |splits: usize| (batch * splits).div_ceil(MAX_GRID_LAYERS).max(1);
     while chunk * layers(splits) > most {
+        // Shorter than `chunk`, since `chunk * layers > most`.
         let shorter = (most / layers(splits)) / 16 * 16;
-        if shorter == 0 || shorter >= chunk {
-            return None;
+        if shorter == 0 {
+            return Err((batch * k).div_ceil(MAX_GRID_LAYERS));
         }
         chunk = shorter;
         splits = k.div_ceil(chunk);
     }
-    Some((splits, chunk))
+    Ok((splits, chunk))
 }
 
 /// Split-K for the cooperative kernel's f32 products (autocast's): the split count whose
@@ -370,10 +372,11 @@ impl GpuDevice {
         };
         let (splits, chunk) = match self.loop_budget() {
             Some(budget) if kernels != Kernels::Coop => {
-                split_k_within(budget, batch, k, (splits, chunk)).ok_or_else(|| {
+                let loops = loops_per_k(entry);
+                split_k_within(budget / loops, batch, k, (splits, chunk)).map_err(|walked| {
                     DeviceError::LoopBudget {
                         op: "matmul",
-                        iterations: batch.div_ceil(MAX_GRID_LAYERS) * 16 * LOOPS_PER_K,
+                        iterations: walked * loops,
                         budget,
                         device: self.name().to_string(),
                     }
@@ -475,8 +478,8 @@ impl GpuDevice {
 #[cfg(test)]
 mod tests {
     use super::{
-        LOOPS_PER_K, MAX_GRID_LAYERS, MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k, split_k_in_waves,
-        split_k_within, tensor_operand,
+        MAX_GRID_LAYERS, MIN_COOP_SPLIT_K, MIN_WIDE_JOBS, split_k, split_k_in_waves, split_k_within,
+        tensor_operand,
     };
     use crate::shape::Layout;
 
@@ -494,24 +497,30 @@ mod tests {
         assert!(!view(&[24, 16], &[1, 8]), "columns overlapping by two thirds");
     }
 
-    /// Under a loop budget (lavapipe's 65,535) every invocation walks at most its share of K,
-    /// over all the jobs it takes, and the splits still cover K exactly once in stages of 16.
+    /// Under a loop budget every invocation walks at most `most` of K, over all the jobs it
+    /// takes, and the splits still cover K exactly once in stages of 16.
     #[test]
     fn splits_within_a_loop_budget_bound_each_invocation() {
-        let budget = 65_535;
-        // Operands that fit lavapipe's bindings (batch x K up to 2^25 elements).
-        for (batch, k) in [(1, 16), (1, 1 << 25), (512, 60_000), (600, 55_000), (70_000, 479)] {
-            for jobs in [batch, 512 * batch] {
-                let (splits, chunk) = split_k_within(budget, batch, k, split_k(jobs, k, 512))
-                    .unwrap_or_else(|| panic!("batch {batch}, K {k}"));
-                assert!(splits * chunk >= k && (splits - 1) * chunk < k, "{batch} {k}");
-                assert!(chunk.is_multiple_of(16) || splits == 1, "{batch} {k}: {chunk}");
-                let layers = (batch * splits).div_ceil(MAX_GRID_LAYERS);
-                assert!(chunk * layers * LOOPS_PER_K <= budget, "{batch} {k}: {splits} x {chunk}");
+        // Lavapipe's 65,535 iterations at 2 and 8 loops per element of K; operands that fit
+        // its bindings (batch x K up to 2^26 f16 elements).
+        for most in [32_767, 8_191] {
+            for (batch, k) in [(1, 16), (1, 1 << 26), (512, 131_072), (600, 55_000), (70_000, 958)] {
+                for jobs in [batch, 512 * batch] {
+                    let (splits, chunk) = split_k_within(most, batch, k, split_k(jobs, k, 512))
+                        .unwrap_or_else(|_| panic!("batch {batch}, K {k}"));
+                    assert!(splits * chunk >= k && (splits - 1) * chunk < k, "{batch} {k}");
+                    assert!(chunk.is_multiple_of(16) || splits == 1, "{batch} {k}: {chunk}");
+                    let layers = (batch * splits).div_ceil(MAX_GRID_LAYERS);
+                    assert!(chunk * layers <= most, "{batch} {k}: {splits} x {chunk}");
+                }
             }
         }
-        assert_eq!(split_k_within(budget, 1, 1000, (1, 1000)), Some((1, 1000)));
-        assert_eq!(split_k_within(budget, 1 << 40, 1000, (1, 1000)), None);
+        assert_eq!(split_k_within(32_767, 1, 1000, (1, 1000)), Ok((1, 1000)));
+        // 2^31 matrices: every invocation takes 32,769 of them whatever the split.
+        assert_eq!(
+            split_k_within(32_767, 1 << 31, 1000, (1, 1000)),
+            Err((1000usize << 31).div_ceil(MAX_GRID_LAYERS))
+        );
     }
 
     /// The splits cover K exactly once in whole stages of the kernel (multiples of 32, none
