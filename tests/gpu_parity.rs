@@ -694,6 +694,12 @@ fn lost_device() {
         shown.contains("<unreadable: the GPU reported a fault"),
         "{shown}"
     );
+    // Host code reading GPU tensors (saving them) gets the fault as its error.
+    let file =
+        std::env::temp_dir().join(format!("rumus-lost-gpu-{}.safetensors", std::process::id()));
+    let state = vec![("x".to_string(), x.clone())];
+    lost("saving", rumus::io::write_state(&state, &file).unwrap_err());
+    assert!(!file.exists(), "nothing written");
     lost("synchronize", gpu_device.synchronize().unwrap_err());
     lost("upload", tensor(&[2], 71).to(&device).unwrap_err());
     let again = Device::gpu().unwrap();

@@ -287,14 +287,15 @@ impl Storage {
     }
 
     /// Host elements. For GPU memory this reads the whole buffer back (a counted fallback
-    /// transfer); ops with GPU kernels never get here.
+    /// transfer; ops with GPU kernels never get here), which fails when the GPU does (a
+    /// lost device, a wait past its limit).
     #[inline]
-    pub fn read(&self) -> HostView<'_> {
+    pub fn read(&self) -> Result<HostView<'_>> {
         let guard = self.lock();
-        match &*guard {
+        Ok(match &*guard {
             Memory::Host(_) => HostView::Borrowed(guard),
-            Memory::Gpu(buffer) => HostView::Downloaded(buffer.read_back_fallback()),
-        }
+            Memory::Gpu(buffer) => HostView::Downloaded(buffer.read_back_fallback()?),
+        })
     }
 
     /// Write access to host memory; bumps the version so saved copies of this memory become

@@ -332,10 +332,10 @@ impl Checkpoint {
         )?;
         let mut tensors: Vec<Encoded> = Vec::new();
         for (name, t) in &self.model {
-            tensors.push(Encoded::new(format!("{MODEL_PREFIX}{name}"), t));
+            tensors.push(Encoded::new(format!("{MODEL_PREFIX}{name}"), t)?);
         }
         for (name, t) in &self.optimizer.buffers {
-            tensors.push(Encoded::new(format!("{OPTIMIZER_PREFIX}{name}"), t));
+            tensors.push(Encoded::new(format!("{OPTIMIZER_PREFIX}{name}"), t)?);
         }
         let mut meta = HashMap::new();
         let mut put = |key: &str, value: String| meta.insert(key.to_string(), value);

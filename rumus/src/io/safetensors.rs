@@ -27,14 +27,14 @@ pub(super) fn format_error(path: &Path, message: String) -> Error {
 }
 
 /// Little-endian bytes of a tensor's elements.
-pub(super) fn bytes_of(t: &DynTensor) -> (Dtype, Vec<u8>) {
-    match t.to_contiguous_buffer() {
+pub(super) fn bytes_of(t: &DynTensor) -> Result<(Dtype, Vec<u8>)> {
+    Ok(match t.to_contiguous_buffer()? {
         CpuBuffer::F32(v) => (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::F64(v) => (Dtype::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::F16(v) => (Dtype::F16, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::I64(v) => (Dtype::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::Bool(v) => (Dtype::Bool, v.iter().map(|&b| b as u8).collect()),
-    }
+    })
 }
 
 /// A tensor ready to be written: its name, dtype, dims and little-endian bytes.
@@ -56,14 +56,15 @@ impl Encoded {
         }
     }
 
-    pub fn new(name: String, t: &DynTensor) -> Self {
-        let (dtype, bytes) = bytes_of(t);
-        Encoded {
+    /// An error when a GPU tensor cannot be read back (a lost device).
+    pub fn new(name: String, t: &DynTensor) -> Result<Self> {
+        let (dtype, bytes) = bytes_of(t)?;
+        Ok(Encoded {
             name,
             dtype,
             dims: t.dims().to_vec(),
             bytes,
-        }
+        })
     }
 }
 
@@ -80,7 +81,7 @@ pub fn write_state(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
     let encoded: Vec<Encoded> = state
         .iter()
         .map(|(name, t)| Encoded::new(name.clone(), t))
-        .collect();
+        .collect::<Result<_>>()?;
     write_atomic(path, &serialize(&encoded, &HashMap::new()))
 }
 

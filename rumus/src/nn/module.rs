@@ -106,12 +106,15 @@ pub trait Module {
     }
 
     /// A snapshot of every parameter's and buffer's values (detached copies), by dotted
-    /// name.
+    /// name. Panics when a GPU tensor cannot be read back (a lost device).
     fn state_dict(&self) -> StateDict {
         self.named_tensors()
             .into_iter()
             .map(|(name, t)| {
-                let copy = DynTensor::from_buffer(t.to_contiguous_buffer(), t.dims());
+                let values = t
+                    .to_contiguous_buffer()
+                    .unwrap_or_else(|e| panic!("state_dict: {name}: {e}"));
+                let copy = DynTensor::from_buffer(values, t.dims());
                 (name, copy)
             })
             .collect()

@@ -236,7 +236,7 @@ impl Emit<'_> {
 /// `tensor`'s values as an initializer named `name`.
 pub(super) fn initializer(name: &str, tensor: &DynTensor) -> Result<Initializer> {
     use crate::storage::CpuBuffer;
-    let raw = match tensor.to_contiguous_buffer() {
+    let raw = match tensor.to_contiguous_buffer()? {
         CpuBuffer::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuBuffer::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuBuffer::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),

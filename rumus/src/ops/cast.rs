@@ -65,7 +65,7 @@ impl DynTensor {
             CpuBuffer::F16(v) => convert_to(v, layout, dtype),
             CpuBuffer::I64(v) => convert_to(v, layout, dtype),
             CpuBuffer::Bool(v) => convert_to(v, layout, dtype),
-        });
+        })?;
         Ok(DynTensor::from_buffer(buffer, self.dims()))
     }
 }

@@ -191,7 +191,7 @@ pub(crate) fn read_float<R>(
                 found: other.dtype(),
             }),
         }
-    })
+    })?
 }
 
 /// Contiguous elements of a float tensor.

@@ -312,7 +312,7 @@ struct HostInputs<'a> {
 }
 
 impl<'a> HostInputs<'a> {
-    fn read(tensors: &'a [DynTensor]) -> Self {
+    fn read(tensors: &'a [DynTensor]) -> Result<Self> {
         let mut storages: Vec<&'a crate::storage::Storage> = Vec::new();
         let mut slots = Vec::with_capacity(tensors.len());
         for tensor in tensors {
@@ -329,10 +329,10 @@ impl<'a> HostInputs<'a> {
                 .expect("custom-op inputs are made contiguous");
             slots.push((view, range));
         }
-        HostInputs {
-            views: storages.iter().map(|s| s.read()).collect(),
+        Ok(HostInputs {
+            views: storages.iter().map(|s| s.read()).collect::<Result<_>>()?,
             slots,
-        }
+        })
     }
 
     /// Tensor `k`'s elements as `T`, which is the dtype every input was checked to have.
@@ -383,7 +383,7 @@ fn run_forward(
     }
     crate::alloc::ensure_output(name, out_dims, dtype.size_in_bytes())?;
     let numel: usize = out_dims.iter().product();
-    let host = HostInputs::read(inputs);
+    let host = HostInputs::read(inputs)?;
     let buffer = match dtype {
         DType::F64 => cpu_forward::<f64>(op, &host, inputs, numel)?,
         _ => cpu_forward::<f32>(op, &host, inputs, numel)?,
@@ -433,7 +433,7 @@ pub(crate) fn custom_backward(
     }
     let mut tensors = inputs;
     tensors.extend([output, grad]);
-    let host = HostInputs::read(&tensors);
+    let host = HostInputs::read(&tensors)?;
     match tensors[0].dtype() {
         DType::F64 => cpu_backward::<f64>(op, &host, &tensors, needs),
         _ => cpu_backward::<f32>(op, &host, &tensors, needs),

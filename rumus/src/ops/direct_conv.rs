@@ -50,7 +50,7 @@ fn with_f32_pair<R>(
             expected: "f32",
             found: other.dtype(),
         }),
-    })
+    })?
 }
 
 /// The direct kernels' view of `x * w` with window `window`, if they cover it.

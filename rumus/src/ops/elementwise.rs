@@ -98,13 +98,13 @@ pub(crate) fn read_pair<R>(
     a: &DynTensor,
     b: &DynTensor,
     f: impl FnOnce(&CpuBuffer, &CpuBuffer) -> R,
-) -> R {
+) -> Result<R> {
     if a.shares_storage_with(b) {
         a.with_buffer(|buffer, _| f(buffer, buffer))
     } else if a.storage().lock_order() < b.storage().lock_order() {
-        a.with_buffer(|ba, _| b.with_buffer(|bb, _| f(ba, bb)))
+        a.with_buffer(|ba, _| b.with_buffer(|bb, _| f(ba, bb)))?
     } else {
-        b.with_buffer(|bb, _| a.with_buffer(|ba, _| f(ba, bb)))
+        b.with_buffer(|bb, _| a.with_buffer(|ba, _| f(ba, bb)))?
     }
 }
 
@@ -166,7 +166,7 @@ fn binary_untracked(
                 });
             }
         })
-    })?;
+    })??;
     Ok(DynTensor::from_buffer(buffer, dims))
 }
 
@@ -188,7 +188,7 @@ fn select_untracked(
     crate::alloc::ensure_output("where", dims, on_true.dtype().size_in_bytes())?;
     // The mask is copied out so no lock on it is held while the values are read (a bool
     // `masked_fill(&m, ..)` of `m` would otherwise read-lock one storage twice).
-    let CpuBuffer::Bool(c) = condition.to_contiguous_buffer() else {
+    let CpuBuffer::Bool(c) = condition.to_contiguous_buffer()? else {
         unreachable!("checked bool")
     };
     let (lc, lt, lf) = (
@@ -227,7 +227,7 @@ fn select_untracked(
             CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf)))
         }
         _ => unreachable!("dtypes checked equal"),
-    });
+    })?;
     Ok(DynTensor::from_buffer(buffer, dims))
 }
 
@@ -332,7 +332,7 @@ impl DynTensor {
             (CpuBuffer::I64(a), CpuBuffer::I64(b)) => compare(a, &la, b, &lb, op),
             (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => compare(a, &la, b, &lb, op),
             _ => unreachable!("dtypes checked equal"),
-        });
+        })?;
         Ok(DynTensor::from_buffer(CpuBuffer::Bool(mask), &dims))
     }
 
@@ -457,7 +457,7 @@ impl DynTensor {
                 expected: "bool masks",
                 found: other.dtype(),
             }),
-        })?;
+        })??;
         Ok(DynTensor::from_buffer(CpuBuffer::Bool(out), &dims))
     }
 
@@ -485,7 +485,7 @@ impl DynTensor {
                 expected: "a bool mask",
                 found: other.dtype(),
             }),
-        })
+        })?
     }
 
     /// `value` where `mask` holds, `self` elsewhere.

@@ -49,7 +49,7 @@ fn check_index_dtype(indices: &DynTensor, op: &'static str) -> Result<()> {
     Ok(())
 }
 
-fn contiguous_buffer(t: &DynTensor) -> CpuBuffer {
+fn contiguous_buffer(t: &DynTensor) -> Result<CpuBuffer> {
     t.to_contiguous_buffer()
 }
 
@@ -110,7 +110,7 @@ fn add_into_copy(
     op: &'static str,
     add: impl FnOnce(&mut dyn AddInto),
 ) -> Result<CpuBuffer> {
-    match (contiguous_buffer(base), contiguous_buffer(source)) {
+    match (contiguous_buffer(base)?, contiguous_buffer(source)?) {
         (CpuBuffer::F32(mut dst), CpuBuffer::F32(src)) => {
             add(&mut Accumulation {
                 dst: &mut dst,
@@ -176,7 +176,7 @@ impl DynTensor {
                 crate::alloc::ensure_output("index_select", self.dims(), element)?;
                 crate::alloc::ensure_output("index_select", &dims, element)?;
                 let split = kernel::split_at_axis(self.dims(), a);
-                let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::index_select(
+                let buffer = map_buffer!(contiguous_buffer(self)?, |v| kernel::index_select(
                     &v, split, &idx
                 ));
                 DynTensor::from_buffer(buffer, &dims)
@@ -256,7 +256,7 @@ impl DynTensor {
                 let element = self.dtype().size_in_bytes();
                 crate::alloc::ensure_output("gather", dims, element)?;
                 crate::alloc::ensure_output("gather", index_dims, element)?;
-                let buffer = map_buffer!(contiguous_buffer(self), |v| kernel::gather(
+                let buffer = map_buffer!(contiguous_buffer(self)?, |v| kernel::gather(
                     &v, dims, a, &idx, index_dims
                 ));
                 DynTensor::from_buffer(buffer, index_dims)

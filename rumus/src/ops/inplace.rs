@@ -68,7 +68,7 @@ impl DynTensor {
         }
         // Copy the source first so no read lock is held while the write lock is taken: two
         // threads updating `x` from `y` and `y` from `x` would otherwise deadlock.
-        let source_buffer = source.to_contiguous_buffer();
+        let source_buffer = source.to_contiguous_buffer()?;
         let ls = Layout::contiguous(source.dims()).broadcast_to(self.dims());
         let ld = self.layout().clone();
         let mut dst = self.storage().write()?;
@@ -123,7 +123,7 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of(OP, &[self, source])? {
             return gpu.copy_into(self, (source, source.layout()));
         }
-        let source_buffer = source.to_contiguous_buffer();
+        let source_buffer = source.to_contiguous_buffer()?;
         let ls = Layout::contiguous(source.dims());
         let ld = self.layout().clone();
         let mut dst = self.storage().write()?;

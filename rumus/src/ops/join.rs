@@ -179,7 +179,10 @@ fn cat_untracked(
     let first = tensors[0];
     let outer: usize = first.dims()[..a].iter().product();
     let inner: usize = first.dims()[a + 1..].iter().product();
-    let buffers: Vec<CpuBuffer> = tensors.iter().map(|t| t.to_contiguous_buffer()).collect();
+    let buffers: Vec<CpuBuffer> = tensors
+        .iter()
+        .map(|t| t.to_contiguous_buffer())
+        .collect::<Result<_>>()?;
     let buffer = match first.dtype() {
         crate::DType::F32 => concat_variant!(F32, buffers, lens, outer, inner),
         crate::DType::F64 => concat_variant!(F64, buffers, lens, outer, inner),

@@ -213,7 +213,7 @@ fn matmul_untracked(
             expected: "a floating-point tensor",
             found: a.dtype(),
         }),
-    })?;
+    })??;
     Ok(DynTensor::from_buffer(buffer, out_dims))
 }
 

@@ -109,7 +109,7 @@ fn with_elements<T: Float, R>(t: &DynTensor, f: impl FnOnce(&[T]) -> R) -> Resul
             expected: std::any::type_name::<T>(),
             found: buffer.dtype(),
         }),
-    })
+    })?
 }
 
 /// Gradients of the input, the weight and the bias (those present, in that order) of a

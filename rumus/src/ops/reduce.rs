@@ -40,7 +40,7 @@ impl DynTensor {
             Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(
                 data, layout, axes, kind
             ))))
-        })?;
+        })??;
         Ok(DynTensor::from_buffer(buffer, &out_dims))
     }
 
@@ -153,7 +153,7 @@ impl DynTensor {
             Ok(with_float!(buffer, op, |data: T| arg_extremum(
                 data, layout, axis, max
             )))
-        })?;
+        })??;
         Ok(DynTensor::from_buffer(
             CpuBuffer::I64(indices),
             &reduced_dims(self.dims(), &[axis], keepdim),

@@ -45,16 +45,18 @@ impl DynTensor {
         let n = self.dims()[axis];
         // The gradient's rows are copied out before the input is read, so this op never
         // holds two storages' locks at once (no lock-order deadlock with other threads).
-        let grad_rows = grad.map(|grad| {
-            grad.with_buffer(|buffer, layout| {
-                let rows = layout.permute(&perm);
-                crate::storage::map_buffer!(buffer, |g| crate::backend::cpu::strided::map(
-                    g,
-                    &rows,
-                    |x| x
-                ))
+        let grad_rows = grad
+            .map(|grad| {
+                grad.with_buffer(|buffer, layout| {
+                    let rows = layout.permute(&perm);
+                    crate::storage::map_buffer!(buffer, |g| crate::backend::cpu::strided::map(
+                        g,
+                        &rows,
+                        |x| x
+                    ))
+                })
             })
-        });
+            .transpose()?;
         let buffer = self.with_buffer(|buffer, _| -> Result<CpuBuffer> {
             Ok(with_float!(buffer, op, |data: T| {
                 let rows = crate::backend::cpu::strided::map(data, &moved, |x| x);
@@ -71,7 +73,7 @@ impl DynTensor {
                 };
                 T::into_buffer(values)
             }))
-        })?;
+        })??;
         let moved_dims: Vec<usize> = perm.iter().map(|&p| self.dims()[p]).collect();
         let mut out = DynTensor::from_buffer(buffer, &moved_dims);
         if axis != last {

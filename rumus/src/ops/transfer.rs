@@ -17,7 +17,7 @@ impl DynTensor {
             Device::Cpu => DynTensor::from_buffer(self.host_copy()?, self.dims()),
             Device::Gpu(gpu) => {
                 let host = match here {
-                    Device::Cpu => self.to_contiguous_buffer(),
+                    Device::Cpu => self.to_contiguous_buffer()?,
                     Device::Gpu(_) => self.host_copy()?,
                 };
                 crate::backend::gpu::upload_asked(gpu, &host, self.dims())?

@@ -242,7 +242,7 @@ impl DynTensor {
             Ok(with_float!(buffer, op.name(), |data: T| T::into_buffer(
                 unary_kernel(data, layout, op)
             )))
-        })?;
+        })??;
         Ok(DynTensor::from_buffer(buffer, self.dims()))
     }
 
@@ -404,7 +404,10 @@ fn fused_backward(grad: &DynTensor, op: UnaryOp, x: &DynTensor) -> Option<DynTen
         (CpuBuffer::F32(g), CpuBuffer::F32(x)) => Some(f32::into_buffer(chain(g, &lg, x, &lx, op))),
         (CpuBuffer::F64(g), CpuBuffer::F64(x)) => Some(f64::into_buffer(chain(g, &lg, x, &lx, op))),
         _ => None,
-    })?;
+    })
+    // A failed read leaves the gradient to the unfused path, which reports it.
+    .ok()
+    .flatten()?;
     Some(DynTensor::from_buffer(buffer, grad.dims()))
 }
 

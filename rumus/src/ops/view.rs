@@ -10,7 +10,7 @@ use crate::tensor::DynTensor;
 
 impl DynTensor {
     /// A fresh row-major copy of exactly this view's elements.
-    pub(crate) fn to_contiguous_buffer(&self) -> CpuBuffer {
+    pub(crate) fn to_contiguous_buffer(&self) -> Result<CpuBuffer> {
         self.with_buffer(|buffer, layout| map_buffer!(buffer, |v| map(v, layout, |x| x)))
     }
 
@@ -26,7 +26,7 @@ impl DynTensor {
         // A broadcast view holds few values; its copy holds every element.
         crate::alloc::ensure_output("contiguous", self.dims(), self.dtype().size_in_bytes())?;
         Ok(DynTensor::from_buffer(
-            self.to_contiguous_buffer(),
+            self.to_contiguous_buffer()?,
             self.dims(),
         ))
     }

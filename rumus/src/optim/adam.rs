@@ -199,7 +199,7 @@ fn fused_step(
     let (mut writes, mut read) = ([None, None, None], None);
     for i in order {
         match i {
-            3 => read = Some(storages[3].read()),
+            3 => read = Some(storages[3].read()?),
             _ => writes[i] = Some(storages[i].write()?),
         }
     }

@@ -135,12 +135,12 @@ fn first_invalid(t: &DynTensor, valid: fn(f64) -> bool) -> Result<Option<(usize,
     }
     let host = t.to(&Device::Cpu)?.contiguous_untracked()?;
     let range = host.contiguous_range().unwrap_or(0..0);
-    Ok(host.with_buffer(|buffer, _| match buffer {
+    host.with_buffer(|buffer, _| match buffer {
         CpuBuffer::F32(v) => scan(&v[range], f64::from, valid),
         CpuBuffer::F64(v) => scan(&v[range], |x| x, valid),
         CpuBuffer::F16(v) => scan(&v[range], half::f16::to_f64, valid),
         CpuBuffer::I64(_) | CpuBuffer::Bool(_) => None,
-    }))
+    })
 }
 
 #[cfg(test)]

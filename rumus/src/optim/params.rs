@@ -153,6 +153,7 @@ impl Params {
     }
 
     /// A snapshot of the learning rates, step counts and buffers; the buffers are copies.
+    /// Panics when a GPU buffer cannot be read back (a lost device).
     pub fn state_dict(&self) -> OptimizerState {
         let mut out = OptimizerState {
             lrs: self.groups.iter().map(|g| g.lr).collect(),
@@ -162,7 +163,10 @@ impl Params {
             for (i, state) in states.iter().enumerate() {
                 out.steps.push((format!("{g}.{i}"), state.step));
                 for (name, t) in &state.buffers {
-                    let copy = DynTensor::from_buffer(t.to_contiguous_buffer(), t.dims());
+                    let values = t
+                        .to_contiguous_buffer()
+                        .unwrap_or_else(|e| panic!("state_dict: {name}: {e}"));
+                    let copy = DynTensor::from_buffer(values, t.dims());
                     out.buffers.push((format!("{g}.{i}.{name}"), copy));
                 }
             }

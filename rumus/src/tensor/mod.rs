@@ -123,16 +123,18 @@ impl DynTensor {
     }
 
     /// Runs `f` on the raw buffer and this tensor's layout under a read lock. A GPU tensor
-    /// reaching a CPU kernel is read back first (a counted fallback transfer).
-    pub(crate) fn with_buffer<R>(&self, f: impl FnOnce(&CpuBuffer, &Layout) -> R) -> R {
-        f(&self.0.storage.read(), &self.0.layout)
+    /// reaching a CPU kernel is read back first (a counted fallback transfer, an error if
+    /// the GPU fails).
+    pub(crate) fn with_buffer<R>(&self, f: impl FnOnce(&CpuBuffer, &Layout) -> R) -> Result<R> {
+        let view = self.0.storage.read()?;
+        Ok(f(&view, &self.0.layout))
     }
 
     /// Runs `f` on the elements in host memory: in place for a CPU tensor, a copy read back
     /// (because the caller asked for the data) for a GPU tensor.
     fn with_host_elements<R>(&self, f: impl FnOnce(&CpuBuffer, &Layout) -> R) -> Result<R> {
         if !self.device().is_gpu() {
-            return Ok(self.with_buffer(f));
+            return self.with_buffer(f);
         }
         if let Some(host) = self.0.storage.uploaded_elements() {
             return Ok(f(host, &self.0.layout));

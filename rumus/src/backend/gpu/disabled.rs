@@ -70,7 +70,7 @@ impl GpuBuffer {
         match self.0 {}
     }
 
-    pub(crate) fn read_back_fallback(&self) -> CpuBuffer {
+    pub(crate) fn read_back_fallback(&self) -> Result<CpuBuffer> {
         match self.0 {}
     }
 }

@@ -44,7 +44,7 @@ impl GpuDevice {
             return Ok(Memory::Tensor(buffer));
         }
         debug_assert_eq!(tensor.rank(), 0, "gpu_of admits only host scalars");
-        let value = tensor.to_contiguous_buffer();
+        let value = tensor.to_contiguous_buffer()?;
         let key = (tensor.dtype(), scalar_bits(&value));
         let mut constants = self.0.constants.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(buffer) = constants.get(&key) {
