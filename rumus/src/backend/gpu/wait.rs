@@ -139,9 +139,7 @@ impl GpuDevice {
             }
         }
     }
-}
 
-impl GpuDevice {
     /// `wgpu::Device::poll`, whose panic when it finds the device lost (wgpu raises it after
     /// the device's lost callback has recorded the fault) becomes that fault.
     pub(crate) fn poll(
