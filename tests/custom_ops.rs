@@ -334,9 +334,8 @@ fn xorshift(seed: u32, iterations: u32) -> f32 {
 #[test]
 fn a_gpu_kernel_past_the_wait_limit_is_an_error_not_a_hang() {
     let _serial = serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu_device) = &device else {
-        unreachable!("gpu() gives a GPU")
+    let Some((device, gpu_device)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     if std::env::var_os("RUMUS_GPU_TRACE").is_some() {
         eprintln!("skipped: RUMUS_GPU_TRACE waits for every kernel as it is dispatched");
@@ -367,7 +366,7 @@ fn a_gpu_kernel_past_the_wait_limit_is_an_error_not_a_hang() {
             self.0.set_wait_timeout(self.1);
         }
     }
-    let restore = Restore(gpu_device, gpu_device.wait_timeout());
+    let restore = Restore(&gpu_device, gpu_device.wait_timeout());
     gpu_device.set_wait_timeout(Some(std::time::Duration::from_millis(20)));
     let y = custom::apply(&op, &[&x]).unwrap();
     let read = y.to(&Device::Cpu);

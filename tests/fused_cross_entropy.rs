@@ -148,9 +148,8 @@ fn the_backward_pass_holds_one_class_matrix_less() {
 #[test]
 fn on_a_gpu_one_kernel_gives_the_cpu_gradient_and_holds_less() {
     let _serial = serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu_device) = &device else {
-        unreachable!("gpu() returns a GPU")
+    let Some((device, gpu_device)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     for (dims, reduction, ignore) in CASES {
         let logits = tensor(dims, 3);

@@ -3,15 +3,13 @@
 
 mod common;
 
-use common::gpu::{TinyMlp, gpu};
-use rumus::Device;
+use common::gpu::TinyMlp;
 
 #[test]
 fn a_steady_training_loop_reuses_its_buffers() {
     let _serial = common::gpu::serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu) = &device else {
-        unreachable!()
+    let Some((device, gpu)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     let mut mlp = TinyMlp::new(&device);
     let mut step = || mlp.step().item::<f32>().unwrap();
@@ -35,9 +33,8 @@ fn a_steady_training_loop_reuses_its_buffers() {
 #[test]
 fn the_in_use_peak_counts_live_tensors_at_their_busiest() {
     let _serial = common::gpu::serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu) = &device else {
-        unreachable!()
+    let Some((device, gpu)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     gpu.reset_memory_peak();
     let base = gpu.memory().in_use;

@@ -671,9 +671,8 @@ fn lost_device() {
         eprintln!("skipped: ends the process's GPU; a_lost_gpu_is_an_error_not_a_panic runs it");
         return;
     }
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu_device) = &device else {
-        unreachable!("gpu() gives a GPU")
+    let Some((device, gpu_device)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     let x = tensor(&[3, 4], 70).to(&device).unwrap();
     let doubled = x.add(&x).unwrap();
@@ -874,9 +873,8 @@ fn a_model_moves_between_devices_in_place() {
 #[test]
 fn tensors_past_128_mib_work_where_the_adapter_allows_them() {
     let _serial = serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu) = &device else {
-        unreachable!()
+    let Some((device, gpu)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     // 136 MB: past wgpu's default binding limit of 128 MiB, which rumus lifts to the
     // adapter's own (lavapipe's is 128 MiB; discrete GPUs allow gigabytes)
@@ -899,9 +897,8 @@ fn tensors_past_128_mib_work_where_the_adapter_allows_them() {
 #[test]
 fn convolutions_whose_columns_pass_the_binding_limit_run_in_batch_slices() {
     let _serial = serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu) = &device else {
-        unreachable!()
+    let Some((device, gpu)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     // [1000, 32, 13, 13] with a 3x3 kernel: 139 MB of im2col columns, past lavapipe's
     // 128 MiB binding limit (the slicing only starts where the adapter needs it)

@@ -5,15 +5,13 @@
 mod common;
 
 use common::gpu::{gpu, tensor};
-use rumus::Device;
 
 /// Kernel profiling counts each dispatch under its entry point and times it on the GPU.
 #[test]
 fn kernel_profile_counts_each_dispatch() {
     let _serial = common::gpu::serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu_device) = &device else {
-        unreachable!("gpu() returns a GPU")
+    let Some((device, gpu_device)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     let (a, b) = (
         tensor(&[40, 30], 90).to(&device).unwrap(),
@@ -46,9 +44,8 @@ fn kernel_profile_counts_each_dispatch() {
 #[test]
 fn products_on_the_matrix_units_are_profiled_by_shape() {
     let _serial = common::gpu::serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu_device) = &device else {
-        unreachable!("gpu() returns a GPU")
+    let Some((device, gpu_device)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     let half = |dims: &[usize], seed| {
         tensor(dims, seed)

@@ -277,9 +277,8 @@ fn gpu_products_under_autocast_match_the_cpu() {
 #[test]
 fn gpu_products_under_autocast_take_the_fastest_matrix_kernel() {
     let _serial = common::gpu::serial();
-    let Some(device) = gpu() else { return };
-    let Device::Gpu(gpu) = &device else {
-        unreachable!("gpu() opens a GPU")
+    let Some((device, gpu)) = common::gpu::gpu_and_handle() else {
+        return;
     };
     if !gpu.has_coop_matmul() {
         return;

@@ -48,6 +48,17 @@ pub fn gpu() -> Option<Device> {
     }
 }
 
+/// [`gpu`] with the GPU's own handle, for tests of what only a `GpuDevice` offers (its
+/// memory, profiling, limits).
+pub fn gpu_and_handle() -> Option<(Device, rumus::backend::gpu::GpuDevice)> {
+    let device = gpu()?;
+    let Device::Gpu(handle) = &device else {
+        unreachable!("gpu() gives a GPU")
+    };
+    let handle = handle.clone();
+    Some((device, handle))
+}
+
 /// Deterministic values in [-2, 2) without the global generator (tests run in parallel).
 pub fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed
