@@ -193,7 +193,9 @@ fn a_checkpointed_layer_in_a_model_keeps_its_names_and_gradients() {
     let _serial = serial();
     let plain = Plain::new().unwrap();
     let wrapped = Wrapped::new().unwrap();
-    wrapped.load_state_dict(&plain.state_dict()).unwrap();
+    wrapped
+        .load_state_dict(&plain.state_dict().unwrap())
+        .unwrap();
     let names = |m: &dyn Module| -> Vec<String> {
         m.named_parameters().into_iter().map(|(n, _)| n).collect()
     };

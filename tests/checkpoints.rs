@@ -205,7 +205,10 @@ fn train_steps(
 
 /// Parameters and optimizer state at the end of the run.
 fn outcome(run: &Run) -> (StateDict, OptimizerState) {
-    (run.model.state_dict(), run.optimizer.state_dict())
+    (
+        run.model.state_dict().unwrap(),
+        run.optimizer.state_dict().unwrap(),
+    )
 }
 
 fn uninterrupted() -> (StateDict, OptimizerState) {
@@ -229,6 +232,7 @@ fn interrupted(path: &Path, tamper: impl FnOnce()) -> (StateDict, OptimizerState
             epoch,
             stop,
         )
+        .unwrap()
         .with_metadata("run", "resume-test")
         .save(path)
         .unwrap();
@@ -236,7 +240,7 @@ fn interrupted(path: &Path, tamper: impl FnOnce()) -> (StateDict, OptimizerState
     let mut run = fresh_run(999);
     let checkpoint = Checkpoint::load(path).unwrap();
     assert_ne!(
-        bits(&run.model.state_dict()[0].1),
+        bits(&run.model.state_dict().unwrap()[0].1),
         bits(&checkpoint.model[0].1),
         "the fresh model starts elsewhere"
     );
@@ -291,7 +295,8 @@ fn rich_checkpoint() -> Checkpoint {
         Some(run.scheduler.epoch()),
         0,
         2,
-    );
+    )
+    .unwrap();
     checkpoint.model.extend([
         (
             "extra.f64".to_string(),
@@ -400,6 +405,7 @@ fn small_checkpoint_bytes() -> Vec<u8> {
     let mut run = fresh_run(4);
     train_steps(&mut run, &mut loader(), 0, 1);
     Checkpoint::capture(&run.model, &run.optimizer, Some(1), 0, 1)
+        .unwrap()
         .with_metadata("k", "v")
         .to_bytes()
         .unwrap()
@@ -679,7 +685,7 @@ fn restoring_values_no_run_can_be_in_is_an_error_that_changes_nothing() {
     let _rng = lock_rng();
     let mut run = fresh_run(8);
     train_steps(&mut run, &mut loader(), 0, 2);
-    let mut good = Checkpoint::capture(&run.model, &run.optimizer, Some(2), 0, 2);
+    let mut good = Checkpoint::capture(&run.model, &run.optimizer, Some(2), 0, 2).unwrap();
     good.source = Some("runs/exp/checkpoint-2.safetensors".into());
 
     let tampered: Vec<(Checkpoint, &[&str])> = vec![
@@ -736,7 +742,11 @@ fn restoring_values_no_run_can_be_in_is_an_error_that_changes_nothing() {
     manual_seed(9);
     let model = Mlp::new().unwrap();
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam()).unwrap();
-    let before = (model.state_dict(), optimizer.state_dict(), global_state());
+    let before = (
+        model.state_dict().unwrap(),
+        optimizer.state_dict().unwrap(),
+        global_state(),
+    );
     for (checkpoint, expected) in &tampered {
         let message = checkpoint
             .restore(&model, &mut optimizer)
@@ -751,10 +761,10 @@ fn restoring_values_no_run_can_be_in_is_an_error_that_changes_nothing() {
         }
         assert_same_tensors(
             &before.0,
-            &model.state_dict(),
+            &model.state_dict().unwrap(),
             "model after a failed restore",
         );
-        assert_same_optimizer(&before.1, &optimizer.state_dict());
+        assert_same_optimizer(&before.1, &optimizer.state_dict().unwrap());
         assert_eq!(before.2, global_state(), "the generator is untouched");
 
         // Nor is such a checkpoint saved, so a file rumus writes always loads.
@@ -762,7 +772,7 @@ fn restoring_values_no_run_can_be_in_is_an_error_that_changes_nothing() {
         assert!(message.contains(expected[0]), "{message}");
     }
     good.restore(&model, &mut optimizer).unwrap();
-    assert_same_optimizer(&good.optimizer, &optimizer.state_dict());
+    assert_same_optimizer(&good.optimizer, &optimizer.state_dict().unwrap());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -773,12 +783,16 @@ fn restoring_into_another_architecture_is_an_error_and_changes_nothing() {
     let _rng = lock_rng();
     let mut run = fresh_run(5);
     train_steps(&mut run, &mut loader(), 0, 1);
-    let checkpoint = Checkpoint::capture(&run.model, &run.optimizer, None, 0, 1);
+    let checkpoint = Checkpoint::capture(&run.model, &run.optimizer, None, 0, 1).unwrap();
 
     manual_seed(6);
     let wider = WiderMlp::new().unwrap();
     let mut optimizer = Adam::new(wider.parameters(), AdamConfig::adam()).unwrap();
-    let before = (wider.state_dict(), optimizer.state_dict(), global_state());
+    let before = (
+        wider.state_dict().unwrap(),
+        optimizer.state_dict().unwrap(),
+        global_state(),
+    );
     let err = checkpoint
         .restore(&wider, &mut optimizer)
         .unwrap_err()
@@ -805,17 +819,21 @@ fn restoring_into_another_architecture_is_an_error_and_changes_nothing() {
     );
     assert_same_tensors(
         &before.0,
-        &wider.state_dict(),
+        &wider.state_dict().unwrap(),
         "model after a failed restore",
     );
-    assert_same_optimizer(&before.1, &optimizer.state_dict());
+    assert_same_optimizer(&before.1, &optimizer.state_dict().unwrap());
     assert_eq!(before.2, global_state(), "the generator is untouched");
 
     // The model matches but the optimizer does not (it holds only fc1): checked before the
     // model changes.
     let model = Mlp::new().unwrap();
     let mut partial = Adam::new(model.parameters()[..2].to_vec(), AdamConfig::adam()).unwrap();
-    let before = (model.state_dict(), partial.state_dict(), global_state());
+    let before = (
+        model.state_dict().unwrap(),
+        partial.state_dict().unwrap(),
+        global_state(),
+    );
     let err = checkpoint
         .restore(&model, &mut partial)
         .unwrap_err()
@@ -823,17 +841,21 @@ fn restoring_into_another_architecture_is_an_error_and_changes_nothing() {
     assert!(err.contains("optimizer"), "{err}");
     assert_same_tensors(
         &before.0,
-        &model.state_dict(),
+        &model.state_dict().unwrap(),
         "model after a failed restore",
     );
-    assert_same_optimizer(&before.1, &partial.state_dict());
+    assert_same_optimizer(&before.1, &partial.state_dict().unwrap());
     assert_eq!(before.2, global_state());
 
     // And the right pair restores.
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam()).unwrap();
     checkpoint.restore(&model, &mut optimizer).unwrap();
-    assert_same_tensors(&checkpoint.model, &model.state_dict(), "restored model");
-    assert_same_optimizer(&checkpoint.optimizer, &optimizer.state_dict());
+    assert_same_tensors(
+        &checkpoint.model,
+        &model.state_dict().unwrap(),
+        "restored model",
+    );
+    assert_same_optimizer(&checkpoint.optimizer, &optimizer.state_dict().unwrap());
     assert_eq!(checkpoint.rng, global_state());
 }
 

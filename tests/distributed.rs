@@ -381,7 +381,7 @@ fn rank_save(comm: Arc<dyn Collective>, out: &Path, sharded: bool) {
     } else {
         let mut optimizer = adam(&model);
         train_steps(&comm, &model, |g| optimizer.step(g).unwrap(), 0, HALF);
-        Checkpoint::capture(&model, &optimizer, None, 0, HALF as u64)
+        Checkpoint::capture(&model, &optimizer, None, 0, HALF as u64).unwrap()
     };
     save_checkpoint(&*comm, &checkpoint, out.join("run.ckpt")).unwrap();
     // A failure on rank 0 is an error on every rank.

@@ -12,8 +12,10 @@ mod common;
 
 use common::gpu::{TinyMlp, assert_close, check, gpu, serial, tensor};
 use rumus::backend::gpu::transfer_counts;
+use rumus::io::Checkpoint;
 use rumus::nn::{CrossEntropyOptions, cross_entropy};
 use rumus::nn::{Linear, Module};
+use rumus::optim::{Adam, AdamConfig, Optimizer};
 use rumus::{DType, Device, DynTensor};
 
 type UnaryCase = Box<dyn Fn(&DynTensor) -> DynTensor>;
@@ -678,6 +680,20 @@ fn lost_device() {
     let doubled = x.add(&x).unwrap();
     let saved = doubled.to(&Device::Cpu).unwrap();
     let pending = x.mul(&x).unwrap();
+    // A model with an optimizer's state on the GPU, and a batch's logits, for the paths that
+    // snapshot or summarize GPU tensors (saving a model, a checkpoint, a batch's metrics).
+    let mut model = Linear::<4, 3>::new().unwrap();
+    model.to_device(device.clone()).unwrap();
+    let mut adam = Adam::new(model.parameters(), AdamConfig::adam()).unwrap();
+    let labels = DynTensor::from_vec(vec![0i64, 2, 1], &[3]).unwrap();
+    let loss = cross_entropy(
+        &model.forward_dyn(&x).unwrap(),
+        &labels.to(&device).unwrap(),
+        &CrossEntropyOptions::default(),
+    )
+    .unwrap();
+    adam.step(&mut loss.backward().unwrap()).unwrap();
+    let logits = model.forward_dyn(&x).unwrap();
     gpu_device.destroy();
     let lost = |what: &str, error: rumus::Error| {
         let message = error.to_string();
@@ -699,6 +715,21 @@ fn lost_device() {
     let state = vec![("x".to_string(), x.clone())];
     lost("saving", rumus::io::write_state(&state, &file).unwrap_err());
     assert!(!file.exists(), "nothing written");
+    lost("a model's state", model.state_dict().unwrap_err());
+    lost("an optimizer's state", adam.state_dict().unwrap_err());
+    lost(
+        "saving a model",
+        rumus::io::save_safetensors(&model, &file).unwrap_err(),
+    );
+    assert!(!file.exists(), "no model written");
+    lost(
+        "a checkpoint",
+        Checkpoint::capture(&model, &adam, None, 0, 1).unwrap_err(),
+    );
+    lost(
+        "a batch's metrics",
+        rumus::train::classification(&logits, &labels).unwrap_err(),
+    );
     lost("synchronize", gpu_device.synchronize().unwrap_err());
     lost("upload", tensor(&[2], 71).to(&device).unwrap_err());
     let again = Device::gpu().unwrap();

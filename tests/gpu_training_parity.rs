@@ -422,7 +422,7 @@ fn optimizer_state_moves_back_to_the_parameters_device_on_load() {
     step(&w, &mut adam);
     step(&w, &mut adam);
     // a snapshot (host copies, as a checkpoint holds them) restored into a new optimizer
-    let snapshot = adam.state_dict();
+    let snapshot = adam.state_dict().unwrap();
     let resumed_w = w
         .detach()
         .to(&Device::Cpu)

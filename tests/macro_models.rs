@@ -150,14 +150,14 @@ fn module_machinery() {
     assert_eq!(model.num_parameters(), 6 * 16 + 16 + 16 * 3 + 3);
 
     let other = Mlp::new().unwrap();
-    other.load_state_dict(&model.state_dict()).unwrap();
+    other.load_state_dict(&model.state_dict().unwrap()).unwrap();
     let x = Tensor::<(Dyn, D<6>)>::randn_with_dims(&[2, 6]).unwrap();
     assert_eq!(
         other.forward(&x).unwrap().to_vec().unwrap(),
         model.forward(&x).unwrap().to_vec().unwrap()
     );
 
-    let mut state = model.state_dict();
+    let mut state = model.state_dict().unwrap();
     state.pop();
     let err = other.load_state_dict(&state).unwrap_err().to_string();
     assert!(err.contains("fc2.bias"), "{err}");

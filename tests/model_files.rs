@@ -78,7 +78,7 @@ fn save_then_load_round_trips() {
 #[test]
 fn a_wrong_shape_or_missing_key_is_an_error_and_changes_nothing() {
     let model = SmallCnn::new().unwrap();
-    let before = model.state_dict();
+    let before = model.state_dict().unwrap();
     let mut state = read_state(WEIGHTS).unwrap();
     let fc = state.iter_mut().find(|(n, _)| n == "fc.weight").unwrap();
     fc.1 = DynTensor::zeros(&[10, 31], DType::F32).unwrap();
@@ -94,7 +94,7 @@ fn a_wrong_shape_or_missing_key_is_an_error_and_changes_nothing() {
     write_state(&state, &path).unwrap();
     let err = load_safetensors(&model, &path).unwrap_err().to_string();
     assert!(err.contains("missing keys [\"fc.weight\"]"), "{err}");
-    for ((_, a), (_, b)) in before.iter().zip(model.state_dict().iter()) {
+    for ((_, a), (_, b)) in before.iter().zip(model.state_dict().unwrap().iter()) {
         assert_eq!(
             a.to_vec::<f32>().unwrap(),
             b.to_vec::<f32>().unwrap(),

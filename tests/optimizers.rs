@@ -71,7 +71,7 @@ fn restored_state_continues_identically() {
         let mut optimizer = Adam::new(ps.clone(), AdamConfig::adam()).unwrap();
         for step in 0..6 {
             if restore_at == Some(step) {
-                let state = optimizer.state_dict();
+                let state = optimizer.state_dict().unwrap();
                 let mut fresh = Adam::new(ps.clone(), AdamConfig::adam()).unwrap();
                 fresh.load_state_dict(&state).unwrap();
                 optimizer = fresh;

@@ -133,7 +133,7 @@ fn one_stage_loads_alone_from_the_whole_models_file() {
 fn non_strict_loading_reports_what_did_not_match() {
     let case = fixture();
     let backbone = Backbone::new().unwrap();
-    let before = backbone.state_dict();
+    let before = backbone.state_dict().unwrap();
     let message = load_safetensors(&backbone, WEIGHTS.as_str())
         .unwrap_err()
         .to_string();
@@ -143,7 +143,7 @@ fn non_strict_loading_reports_what_did_not_match() {
             && message.contains("strict(false)"),
         "{message}"
     );
-    for ((name, a), (_, b)) in before.iter().zip(backbone.state_dict().iter()) {
+    for ((name, a), (_, b)) in before.iter().zip(backbone.state_dict().unwrap().iter()) {
         assert_eq!(
             a.to_f64_vec(),
             b.to_f64_vec(),

@@ -150,7 +150,7 @@ fn train(trainer: Trainer, csv: &Path, mut after_epoch: impl FnMut(usize, Checkp
                 Ok(measure(&eval, false)?.1)
             },
             |end| {
-                after_epoch(end.summary.epoch, end.checkpoint());
+                after_epoch(end.summary.epoch, end.checkpoint().unwrap());
                 Ok(())
             },
         )
@@ -160,7 +160,7 @@ fn train(trainer: Trainer, csv: &Path, mut after_epoch: impl FnMut(usize, Checkp
             .iter()
             .map(|s| (s.epoch, s.train, s.eval, s.lr.to_bits()))
             .collect(),
-        model: bits(&model.state_dict()),
+        model: bits(&model.state_dict().unwrap()),
         lrs: optimizer.lrs().iter().map(|v| v.to_bits()).collect(),
         csv: csv_without_seconds(csv),
     }
@@ -220,7 +220,7 @@ fn resuming_from_a_checkpoint_the_trainer_did_not_write_is_an_error() {
     let _rng = lock_rng();
     let model = Linear::<2, 2>::new().unwrap();
     let mut optimizer = Sgd::new(model.parameters(), SgdConfig::default()).unwrap();
-    let checkpoint = Checkpoint::capture(&model, &optimizer, None, 1, 0);
+    let checkpoint = Checkpoint::capture(&model, &optimizer, None, 1, 0).unwrap();
     let err = Trainer::new(2)
         .quiet()
         .resume_from(checkpoint)
@@ -350,7 +350,7 @@ fn callbacks_use_the_lent_optimizer_and_scheduler() {
                 let scheduler = end.scheduler.as_deref().expect("the run's scheduler");
                 assert_eq!(scheduler.epoch(), end.summary.epoch as u64);
                 if end.summary.epoch == 2 {
-                    end.checkpoint().save(&saved)?;
+                    end.checkpoint()?.save(&saved)?;
                     // Set a rate by hand for epoch 3 (a scheduler would do the same).
                     end.optimizer.set_lrs(&[0.1]);
                 }

@@ -57,10 +57,10 @@ fn resume(checkpoint: &Checkpoint) -> rumus::Result<()> {
         ));
     }
     let (model, mut optimizer) = model_and_optimizer()?;
-    let (before, lrs) = (model.state_dict(), optimizer.lrs());
+    let (before, lrs) = (model.state_dict()?, optimizer.lrs());
     if let Err(e) = checkpoint.restore(&model, &mut optimizer) {
         assert!(
-            same_state(&model.state_dict(), &before),
+            same_state(&model.state_dict()?, &before),
             "a failed restore changed the model"
         );
         assert_eq!(
@@ -70,7 +70,7 @@ fn resume(checkpoint: &Checkpoint) -> rumus::Result<()> {
         );
         return Err(e);
     }
-    assert!(same_state(&model.state_dict(), &checkpoint.model));
+    assert!(same_state(&model.state_dict()?, &checkpoint.model));
     train_step(&model, &mut optimizer)
 }
 

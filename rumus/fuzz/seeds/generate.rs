@@ -168,7 +168,7 @@ pub fn write_all(root: &Path) {
 
     // Checkpoints of the model and optimizer `drive::checkpoint` restores into.
     let (model, mut optimizer) = model_and_optimizer().unwrap();
-    let fresh = Checkpoint::capture(&model, &optimizer, None, 0, 0);
+    let fresh = Checkpoint::capture(&model, &optimizer, None, 0, 0).unwrap();
     put(
         root,
         "checkpoint_structure",
@@ -176,7 +176,7 @@ pub fn write_all(root: &Path) {
         &fresh.to_bytes().unwrap(),
     );
     train_step(&model, &mut optimizer).unwrap();
-    let stepped = Checkpoint::capture(&model, &optimizer, None, 0, 1);
+    let stepped = Checkpoint::capture(&model, &optimizer, None, 0, 1).unwrap();
     put(
         root,
         "checkpoint_structure",
@@ -192,6 +192,7 @@ pub fn write_all(root: &Path) {
     train_step(&model, &mut optimizer).unwrap();
     rumus::rng::with_global(|g| g.next_normal()); // leaves a spare normal in the state
     let full = Checkpoint::capture(&model, &optimizer, Some(3), 2, 17)
+        .unwrap()
         .with_metadata("run", "seed")
         .with_metadata("best_loss", "0.25");
     put(

@@ -152,7 +152,9 @@ impl<O: Optimizer> ZeroRedundancyOptimizer<O> {
                     inner.param_groups().len()
                 ),
             )),
-            Some(inner) => shard_checkpoint(inner.state_dict()).to_bytes(),
+            Some(inner) => inner
+                .state_dict()
+                .and_then(|state| shard_checkpoint(state).to_bytes()),
         };
         // Every rank learns every length first, a failed rank sending -1, so that a failure
         // anywhere is an error everywhere instead of a wait in the next collective.
@@ -297,13 +299,13 @@ impl<O: Optimizer> ZeroRedundancyOptimizer<O> {
         epoch: u64,
         step: u64,
     ) -> Result<Checkpoint> {
-        Ok(Checkpoint::with_optimizer_state(
+        Checkpoint::with_optimizer_state(
             model,
             self.consolidated_state()?,
             scheduler_epoch,
             epoch,
             step,
-        ))
+        )
     }
 
     /// [`Checkpoint::restore`] for a sharded optimizer: loads the model, this rank's shard

@@ -87,7 +87,7 @@ const NONE: &str = "none";
 /// let model = Linear::<2, 1>::new()?;
 /// let adam = Adam::new(model.parameters(), AdamConfig::adam())?;
 /// // ... training; then, at epoch 3 after 120 steps:
-/// let checkpoint = Checkpoint::capture(&model, &adam, None, 3, 120).with_metadata("run", "a");
+/// let checkpoint = Checkpoint::capture(&model, &adam, None, 3, 120)?.with_metadata("run", "a");
 /// // `save(path)` writes these bytes atomically; `load(path)` reads them back.
 /// let bytes = checkpoint.to_bytes()?;
 ///
@@ -163,16 +163,17 @@ impl fmt::Debug for Checkpoint {
 impl Checkpoint {
     /// Snapshots `model`, `optimizer` and the process-wide generator. `scheduler_epoch` is
     /// `scheduler.epoch()` (or `None`); `epoch` and `step` are the position to resume at.
+    /// Fails only when a GPU cannot copy the tensors (a lost device, or memory exhausted).
     pub fn capture(
         model: &dyn Module,
         optimizer: &dyn Optimizer,
         scheduler_epoch: Option<u64>,
         epoch: u64,
         step: u64,
-    ) -> Self {
+    ) -> Result<Self> {
         Checkpoint::with_optimizer_state(
             model,
-            optimizer.state_dict(),
+            optimizer.state_dict()?,
             scheduler_epoch,
             epoch,
             step,
@@ -189,9 +190,9 @@ impl Checkpoint {
         scheduler_epoch: Option<u64>,
         epoch: u64,
         step: u64,
-    ) -> Self {
-        Checkpoint {
-            model: model.state_dict(),
+    ) -> Result<Self> {
+        Ok(Checkpoint {
+            model: model.state_dict()?,
             optimizer,
             scheduler_epoch,
             rng: global_state(),
@@ -200,7 +201,7 @@ impl Checkpoint {
             metadata: BTreeMap::new(),
             loop_state: BTreeMap::new(),
             source: None,
-        }
+        })
     }
 
     /// Adds a user field (stored as `user.<key>` in the file).
@@ -249,7 +250,9 @@ impl Checkpoint {
         check_model(model, &self.model)
             .and(optimizer_fits)
             .map_err(|message| self.restore_error(another_model(message)))?;
-        let previous = model.state_dict();
+        let previous = model
+            .state_dict()
+            .map_err(|e| self.restore_error(e.to_string()))?;
         model
             .load_state_dict(&self.model)
             .map_err(|e| self.restore_error(e.to_string()))?;

@@ -160,7 +160,7 @@ pub fn read_state(path: impl AsRef<Path>) -> Result<StateDict> {
 
 /// Saves every parameter and buffer of `module` under its dotted name.
 pub fn save_safetensors(module: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
-    write_state(&module.state_dict(), path)
+    write_state(&module.state_dict()?, path)
 }
 
 /// Loads a file written by [`save_safetensors`] or by PyTorch (`safetensors.torch.save_file`

@@ -72,7 +72,7 @@ impl FixedTensor {
     /// An f32/f64 tensor in Q7.8 (values beyond the range saturate; NaN becomes 0).
     pub fn from_f32(x: &DynTensor) -> Result<FixedTensor> {
         let values = x
-            .to_f64_vec()
+            .try_to_f64_vec()?
             .into_iter()
             .map(|v| to_fixed(if v.is_nan() { 0.0 } else { v }, ACT_FRAC_BITS))
             .collect();
@@ -172,7 +172,7 @@ impl FixedWeights {
     fn new(weight: &DynTensor, bias: Option<&DynTensor>) -> Result<FixedWeights> {
         let rows = weight.dims().first().copied().unwrap_or(0);
         let cols = weight.numel().checked_div(rows).unwrap_or(0);
-        let values = weight.to_f64_vec();
+        let values = weight.try_to_f64_vec()?;
         if values.iter().any(|v| !v.is_finite()) {
             return Err(Error::InvalidArgument {
                 op: "fixed_point",
@@ -192,7 +192,7 @@ impl FixedWeights {
         let weights = values.iter().map(|&v| to_fixed(v, frac)).collect();
         let biases = match bias {
             Some(b) => b
-                .to_f64_vec()
+                .try_to_f64_vec()?
                 .iter()
                 .map(|&v| {
                     (v * f64::from(1u32 << (frac + ACT_FRAC_BITS)))

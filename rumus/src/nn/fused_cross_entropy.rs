@@ -146,7 +146,7 @@ fn on_host(
     gather_index: &DynTensor,
 ) -> Result<DynTensor> {
     // Per row (N x d1 x ...): small.
-    let (lse, weights) = (lse.to_f64_vec(), weights.to_f64_vec());
+    let (lse, weights) = (lse.try_to_f64_vec()?, weights.try_to_f64_vec()?);
     let targets = gather_index.to_vec::<i64>()?;
     let dims = logits.dims();
     let rows = Rows {

@@ -457,7 +457,7 @@ pub fn binary_cross_entropy(
 ) -> Result<DynTensor> {
     const OP: &str = "binary_cross_entropy";
     check_pair(OP, probs, target)?;
-    let values = probs.to_f64_vec();
+    let values = probs.try_to_f64_vec()?;
     if let Some((flat, value)) = values
         .iter()
         .enumerate()

@@ -39,6 +39,7 @@ pub use loss::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div, l1_loss, mse_loss,
     nll_loss, smooth_l1_loss,
 };
+pub(crate) use module::snapshot;
 pub use module::{Device, Module, StateDict, group_digits};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RmsNorm};
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d};

@@ -34,7 +34,7 @@ pub type StateDict = Vec<(String, DynTensor)>;
 ///
 ///     // A state dict moves the values into another model of the same structure.
 ///     let copy = Mlp::new()?;
-///     copy.load_state_dict(&mlp.state_dict())?;
+///     copy.load_state_dict(&mlp.state_dict()?)?;
 ///     mlp.eval();
 ///     let x = Tensor::<(D<3>, D<4>)>::randn();
 ///     assert_eq!(copy.forward(&x)?.to_vec()?, mlp.forward(&x)?.to_vec()?);
@@ -105,19 +105,11 @@ pub trait Module {
         self.parameters().iter().map(DynTensor::numel).sum()
     }
 
-    /// A snapshot of every parameter's and buffer's values (detached copies), by dotted
-    /// name. Panics when a GPU tensor cannot be read back (a lost device).
-    fn state_dict(&self) -> StateDict {
-        self.named_tensors()
-            .into_iter()
-            .map(|(name, t)| {
-                let values = t
-                    .to_contiguous_buffer()
-                    .unwrap_or_else(|e| panic!("state_dict: {name}: {e}"));
-                let copy = DynTensor::from_buffer(values, t.dims());
-                (name, copy)
-            })
-            .collect()
+    /// A snapshot of every parameter's and buffer's values (detached copies, on the
+    /// tensors' devices), by dotted name. Fails only when a GPU cannot make the copies (a
+    /// lost device, or memory exhausted).
+    fn state_dict(&self) -> Result<StateDict> {
+        snapshot(self.named_tensors())
     }
 
     /// Copies values from `state` into the parameters and buffers in place (their
@@ -198,4 +190,16 @@ pub fn group_digits(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+/// Detached copies of `tensors` under the same names, on the same devices: the snapshot a
+/// state dict hands out, which later training steps must not change.
+pub(crate) fn snapshot(tensors: Vec<(String, DynTensor)>) -> Result<StateDict> {
+    tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let values = t.to_contiguous_buffer()?;
+            Ok((name, DynTensor::from_buffer(values, t.dims())))
+        })
+        .collect()
 }

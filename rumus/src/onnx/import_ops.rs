@@ -168,7 +168,7 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         "Clip" => {
             let bound = |k: usize, default: f64| -> Result<f64> {
                 match args.get(k).copied().flatten() {
-                    Some(t) => Ok(t.to_f64_vec().first().copied().unwrap_or(default)),
+                    Some(t) => Ok(t.try_to_f64_vec()?.first().copied().unwrap_or(default)),
                     None => Ok(default),
                 }
             };
@@ -283,7 +283,10 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
             let (value, dtype) = match a.get("value") {
                 Some(AttributeValue::Tensor(t)) => {
                     let t = tensor_of(t.clone())?;
-                    (t.to_f64_vec().first().copied().unwrap_or(0.0), t.dtype())
+                    (
+                        t.try_to_f64_vec()?.first().copied().unwrap_or(0.0),
+                        t.dtype(),
+                    )
                 }
                 _ => (0.0, DType::F32),
             };

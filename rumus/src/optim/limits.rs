@@ -253,7 +253,7 @@ mod tests {
         use crate::optim::{Adam, AdamConfig, Optimizer};
         let p = DynTensor::zeros(&[2], DType::F32).unwrap();
         let mut adam = Adam::new(vec![p.requires_grad_().unwrap()], AdamConfig::adam()).unwrap();
-        let mut state = adam.state_dict();
+        let mut state = adam.state_dict().unwrap();
         state.lrs = vec![f64::NAN];
         let message = adam.load_state_dict(&state).unwrap_err().to_string();
         assert!(

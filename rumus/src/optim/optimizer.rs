@@ -39,8 +39,9 @@ pub trait Optimizer {
         }
     }
 
-    /// A snapshot of learning rates, step counts and buffers.
-    fn state_dict(&self) -> OptimizerState {
+    /// A snapshot of learning rates, step counts and buffers (copies); fails only when a GPU
+    /// cannot make the copies.
+    fn state_dict(&self) -> Result<OptimizerState> {
         self.params().state_dict()
     }
 

@@ -63,7 +63,7 @@ impl ParamState {
 
 /// A snapshot of an optimizer: learning rates, step counts and buffers by name
 /// (`"0.1.exp_avg"` is buffer `exp_avg` of parameter 1 in group 0).
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct OptimizerState {
     /// Learning rate of each group, in group order.
     pub lrs: Vec<f64>,
@@ -153,25 +153,26 @@ impl Params {
     }
 
     /// A snapshot of the learning rates, step counts and buffers; the buffers are copies.
-    /// Panics when a GPU buffer cannot be read back (a lost device).
-    pub fn state_dict(&self) -> OptimizerState {
-        let mut out = OptimizerState {
-            lrs: self.groups.iter().map(|g| g.lr).collect(),
-            ..Default::default()
-        };
+    /// Fails only when a GPU cannot make the copies (a lost device, or memory exhausted).
+    pub fn state_dict(&self) -> Result<OptimizerState> {
+        let mut steps = Vec::new();
+        let mut buffers = Vec::new();
         for (g, states) in self.state.iter().enumerate() {
             for (i, state) in states.iter().enumerate() {
-                out.steps.push((format!("{g}.{i}"), state.step));
-                for (name, t) in &state.buffers {
-                    let values = t
-                        .to_contiguous_buffer()
-                        .unwrap_or_else(|e| panic!("state_dict: {name}: {e}"));
-                    let copy = DynTensor::from_buffer(values, t.dims());
-                    out.buffers.push((format!("{g}.{i}.{name}"), copy));
-                }
+                steps.push((format!("{g}.{i}"), state.step));
+                buffers.extend(
+                    state
+                        .buffers
+                        .iter()
+                        .map(|(name, t)| (format!("{g}.{i}.{name}"), t.clone())),
+                );
             }
         }
-        out
+        Ok(OptimizerState {
+            lrs: self.groups.iter().map(|g| g.lr).collect(),
+            steps,
+            buffers: crate::nn::snapshot(buffers)?,
+        })
     }
 
     /// Restores a snapshot taken from an optimizer of the same kind over the same parameters.

@@ -440,9 +440,9 @@ impl<S: StaticShape, E: Float> Tensor<S, E> {
 }
 
 impl<E: Element> Tensor<(), E> {
-    /// The value of a scalar tensor as `f64`.
-    pub fn value(&self) -> f64 {
-        self.inner.to_f64_vec()[0]
+    /// The value of a scalar tensor as `f64` (an error only when a GPU cannot read it back).
+    pub fn value(&self) -> Result<f64> {
+        Ok(self.inner.try_to_f64_vec()?[0])
     }
 }
 

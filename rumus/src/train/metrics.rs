@@ -55,7 +55,7 @@ pub fn classification(logits: &DynTensor, labels: &DynTensor) -> Result<(DynTens
         .iter()
         .filter(|&&c| c)
         .count();
-    let metrics = Metrics::batch(loss.to_f64_vec()[0], correct, labels.numel());
+    let metrics = Metrics::batch(loss.try_to_f64_vec()?[0], correct, labels.numel());
     Ok((loss, metrics))
 }
 

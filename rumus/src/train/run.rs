@@ -6,6 +6,7 @@
 use super::early_stopping::EarlyStopping;
 use super::loop_state;
 use super::metrics::{EpochSummary, Metric};
+use crate::error::Result;
 use crate::io::Checkpoint;
 use crate::nn::Module;
 use crate::optim::{Optimizer, Scheduler};
@@ -72,8 +73,8 @@ impl EpochEnd<'_> {
     /// Everything needed to resume after this epoch, with
     /// [`Trainer::resume_from`](super::Trainer::resume_from): model, optimizer, scheduler,
     /// the process-wide generator, early stopping and the history. Save it with
-    /// [`Checkpoint::save`].
-    pub fn checkpoint(&self) -> Checkpoint {
+    /// [`Checkpoint::save`]. Fails only when a GPU cannot copy the tensors.
+    pub fn checkpoint(&self) -> Result<Checkpoint> {
         let scheduler = self.scheduler.as_deref();
         let mut checkpoint = Checkpoint::capture(
             self.model,
@@ -81,9 +82,9 @@ impl EpochEnd<'_> {
             scheduler.map(|s| s.epoch()),
             self.summary.epoch as u64,
             self.steps,
-        );
+        )?;
         checkpoint.loop_state = loop_state::capture(self.history, scheduler, self.early_stopping);
-        checkpoint
+        Ok(checkpoint)
     }
 
     /// Ends training after this epoch (the history so far is returned).

@@ -46,7 +46,7 @@ use crate::optim::{Optimizer, Scheduler};
 ///         let _guard = rumus::no_grad();
 ///         Ok(classification(&model.forward_dyn(&x)?, &y)?.1)
 ///     },
-///     // After each epoch: `end.checkpoint().save(..)`, `end.stop()`, ...
+///     // After each epoch: `end.checkpoint()?.save(..)`, `end.stop()`, ...
 ///     |_end| Ok(()),
 /// )?;
 /// assert_eq!(history.len(), 20);
@@ -242,7 +242,7 @@ impl Trainer {
             };
             after_epoch(&mut end)?;
             if let Some(path) = &self.checkpoint_path {
-                end.checkpoint().save(path)?;
+                end.checkpoint()?.save(path)?;
             }
             if end.stop || stop_reason.is_some() {
                 if self.verbose {
