@@ -94,11 +94,7 @@ impl Optimizer for Adagrad {
     fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
         let c = self.config;
         self.params.step(grads, |p, g, state, group| {
-            let g = if group.weight_decay != 0.0 {
-                g.add(&p.mul_scalar(group.weight_decay)?)?
-            } else {
-                g
-            };
+            let g = group.l2_gradient(p, g)?;
             let clr = group.lr / (1.0 + (state.step - 1) as f64 * c.lr_decay);
             let sum = state.buffer("sum", || {
                 crate::DynTensor::full_on(

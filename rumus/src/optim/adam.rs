@@ -223,10 +223,10 @@ impl Optimizer for Adam {
             if !c.amsgrad && fused_step(p, &g, state, group, &c)? {
                 return Ok(());
             }
-            let g = if group.weight_decay != 0.0 && !c.decoupled {
-                g.add(&p.mul_scalar(group.weight_decay)?)?
-            } else {
+            let g = if c.decoupled {
                 g
+            } else {
+                group.l2_gradient(p, g)?
             };
             if c.decoupled && group.weight_decay != 0.0 {
                 p.mul_scalar_(1.0 - group.lr * group.weight_decay)?;

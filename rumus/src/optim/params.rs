@@ -34,6 +34,15 @@ impl ParamGroup {
         self.weight_decay = weight_decay;
         self
     }
+
+    /// `grad + weight_decay * param`: weight decay as an L2 term folded into the gradient
+    /// (PyTorch's SGD, Adagrad, RMSprop and Adam; AdamW decays the parameter instead).
+    pub(crate) fn l2_gradient(&self, param: &DynTensor, grad: DynTensor) -> Result<DynTensor> {
+        if self.weight_decay == 0.0 {
+            return Ok(grad);
+        }
+        grad.add(&param.mul_scalar(self.weight_decay)?)
+    }
 }
 
 /// Running state of one parameter: its step count and named buffers (momentum, moments).

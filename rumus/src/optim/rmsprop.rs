@@ -94,11 +94,7 @@ impl Optimizer for Rmsprop {
     fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
         let c = self.config;
         self.params.step(grads, |p, g, state, group| {
-            let g = if group.weight_decay != 0.0 {
-                g.add(&p.mul_scalar(group.weight_decay)?)?
-            } else {
-                g
-            };
+            let g = group.l2_gradient(p, g)?;
             let square_avg = state.buffer("square_avg", || p.zeros_like())?;
             square_avg.scale_add_(c.alpha, 1.0 - c.alpha, &g.mul(&g)?)?;
             let avg = if c.centered {

@@ -92,11 +92,7 @@ impl Optimizer for Sgd {
     fn step(&mut self, grads: &mut GradientStore) -> Result<()> {
         let c = self.config;
         self.params.step(grads, |p, g, state, group| {
-            let mut g = if group.weight_decay != 0.0 {
-                g.add(&p.mul_scalar(group.weight_decay)?)?
-            } else {
-                g
-            };
+            let mut g = group.l2_gradient(p, g)?;
             if c.momentum != 0.0 {
                 let first = state.step == 1;
                 let buf = state.buffer("momentum_buffer", || p.zeros_like())?;
