@@ -213,6 +213,21 @@ fn degenerate_shapes_are_handled_or_refused() {
         view.add_scaled_(1.0, &DynTensor::ones(&[3, 4], rumus::DType::F32).unwrap())
             .is_err()
     );
+    // So would a copy into one, in dtypes without arithmetic too (PyTorch refuses both).
+    let counts = DynTensor::zeros(&[4], rumus::DType::I64).unwrap();
+    let rows = DynTensor::from_vec((0..12i64).collect::<Vec<_>>(), &[3, 4]).unwrap();
+    let error = counts
+        .broadcast_to(&[3, 4])
+        .unwrap()
+        .copy_(&rows)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("broadcast view"), "{error}");
+    assert_eq!(
+        counts.to_vec::<i64>().unwrap(),
+        [0, 0, 0, 0],
+        "nothing written"
+    );
     // sum_to refuses a target the tensor does not broadcast from.
     assert!(randn(&[3, 2], 2).sum_to(&[2, 3]).is_err());
     assert!(randn(&[3], 3).sum_to(&[1, 3]).is_err());

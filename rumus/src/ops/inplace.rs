@@ -21,32 +21,39 @@ fn apply<T: Float>(dst: &mut [T], ld: &Layout, src: &[T], ls: &Layout, alpha: f6
     }
 }
 
+/// What every in-place write requires of its destination `dst` and `source`: no gradient
+/// being recorded through `dst`, one dtype, and no two elements of `dst` in one memory
+/// location (a broadcast view), where the written value would depend on the order of writes.
+fn check_writable(op: &'static str, dst: &DynTensor, source: &DynTensor) -> Result<()> {
+    if is_grad_enabled() && dst.requires_grad() {
+        return Err(AutogradError::InPlaceOnTracked { op }.into());
+    }
+    if source.dtype() != dst.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            lhs: dst.dtype(),
+            rhs: source.dtype(),
+        });
+    }
+    let aliased = dst
+        .dims()
+        .iter()
+        .zip(dst.layout().strides())
+        .any(|(&d, &s)| d > 1 && s == 0);
+    if aliased {
+        return Err(Error::InvalidArgument {
+            op,
+            message: "the destination is a broadcast view (several elements share memory); update a contiguous tensor instead".into(),
+        });
+    }
+    Ok(())
+}
+
 impl DynTensor {
     /// `self = self * scale + alpha * source` in place (`source` broadcasts to `self`).
     pub fn scale_add_(&self, scale: f64, alpha: f64, source: &DynTensor) -> Result<()> {
         const OP: &str = "in-place update";
-        if is_grad_enabled() && self.requires_grad() {
-            return Err(AutogradError::InPlaceOnTracked { op: OP }.into());
-        }
-        if source.dtype() != self.dtype() {
-            return Err(Error::DTypeMismatch {
-                op: OP,
-                lhs: self.dtype(),
-                rhs: source.dtype(),
-            });
-        }
-        // A broadcast destination has several elements in one memory location.
-        let aliased = self
-            .dims()
-            .iter()
-            .zip(self.layout().strides())
-            .any(|(&d, &s)| d > 1 && s == 0);
-        if aliased {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                message: "the destination is a broadcast view (several elements share memory); update a contiguous tensor instead".into(),
-            });
-        }
+        check_writable(OP, self, source)?;
         let context = format!(
             "in-place update of {:?} from {:?}",
             self.dims(),
@@ -102,16 +109,7 @@ impl DynTensor {
     /// `copy_` for dtypes without arithmetic (`i64`, `bool`, `f16`): a plain overwrite.
     fn copy_exact_(&self, source: &DynTensor) -> Result<()> {
         const OP: &str = "copy_";
-        if is_grad_enabled() && self.requires_grad() {
-            return Err(AutogradError::InPlaceOnTracked { op: OP }.into());
-        }
-        if source.dtype() != self.dtype() {
-            return Err(Error::DTypeMismatch {
-                op: OP,
-                lhs: self.dtype(),
-                rhs: source.dtype(),
-            });
-        }
+        check_writable(OP, self, source)?;
         if source.dims() != self.dims() {
             return Err(ShapeError::Invalid {
                 context: format!("copy_ of {:?} into {:?}", source.dims(), self.dims()),
