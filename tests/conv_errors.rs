@@ -150,6 +150,26 @@ fn zero_stride_dilation_or_kernel() {
     );
     error_naming(x.max_pool2d((2, 2), (0, 0), (0, 0)), &["stride"]);
     error_naming(x.adaptive_avg_pool2d((0, 3)), &["(0, 3)"]);
+    let transpose = |x: &DynTensor, weight: &[usize], stride, dilation| {
+        x.conv_transpose2d(&zeros(weight), None, stride, (0, 0), (0, 0), dilation)
+    };
+    error_naming(
+        transpose(&x, &[1, 1, 2, 2], (0, 1), (1, 1)),
+        &["conv_transpose2d", "stride", "(0, 1)"],
+    );
+    error_naming(
+        transpose(&x, &[1, 1, 2, 2], (1, 1), (1, 0)),
+        &["conv_transpose2d", "dilation", "(1, 0)"],
+    );
+    error_naming(
+        transpose(&x, &[1, 1, 0, 2], (1, 1), (1, 1)),
+        &["conv_transpose2d", "kernel size", "(0, 2)"],
+    );
+    // An empty image has no transposed convolution: its output size would underflow.
+    error_naming(
+        transpose(&zeros(&[1, 1, 0, 6]), &[1, 1, 2, 2], (1, 1), (1, 1)),
+        &["conv_transpose2d", "input size", "(0, 6)"],
+    );
 }
 
 #[test]
@@ -213,4 +233,11 @@ fn oversized_arguments_do_not_overflow() {
     let x = zeros(&[1, 1, 4, 4]);
     assert!(x.unfold2d((2, 2), (1, 1), (usize::MAX, 0), (1, 1)).is_err());
     assert!(x.unfold2d((3, 2), (1, 1), (0, 0), (usize::MAX, 1)).is_err());
+    let w = zeros(&[1, 1, 3, 3]);
+    for (stride, dilation) in [((usize::MAX / 2, 1), (1, 1)), ((1, 1), (1, usize::MAX / 2))] {
+        error_naming(
+            x.conv_transpose2d(&w, None, stride, (0, 0), (0, 0), dilation),
+            &["conv_transpose2d", "overflow"],
+        );
+    }
 }

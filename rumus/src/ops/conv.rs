@@ -405,24 +405,45 @@ impl DynTensor {
             }
             .into());
         }
+        let invalid = |message: String| Error::InvalidArgument {
+            op: "conv_transpose2d",
+            message,
+        };
+        for (name, value) in [
+            ("input size", (h, w)),
+            ("kernel size", (kh, kw)),
+            ("stride", stride),
+            ("dilation", dilation),
+        ] {
+            if value.0 == 0 || value.1 == 0 {
+                return Err(invalid(format!(
+                    "{name} must be positive in both dims, got ({}, {})",
+                    value.0, value.1
+                )));
+            }
+        }
         if output_padding.0 >= stride.0.max(dilation.0)
             || output_padding.1 >= stride.1.max(dilation.1)
         {
-            return Err(Error::InvalidArgument {
-                op: "conv_transpose2d",
-                message: format!(
-                    "output padding {output_padding:?} must be smaller than the stride {stride:?} or the dilation {dilation:?}"
-                ),
-            });
+            return Err(invalid(format!(
+                "output padding {output_padding:?} must be smaller than the stride {stride:?} or the dilation {dilation:?}"
+            )));
         }
+        // (input - 1) * s + d * (k - 1) + op + 1 - 2 * p, every size positive (checked above).
         let size =
             |input: usize, s: usize, p: usize, d: usize, k: usize, op: usize| -> Result<usize> {
-                ((input - 1) * s + d * (k - 1) + op + 1)
-                    .checked_sub(2 * p)
+                let full = (input - 1)
+                    .checked_mul(s)
+                    .and_then(|x| x.checked_add(d.checked_mul(k - 1)?))
+                    .and_then(|x| x.checked_add(op + 1))
+                    .ok_or_else(|| invalid("output sizes overflow usize".into()))?;
+                p.checked_mul(2)
+                    .and_then(|p2| full.checked_sub(p2))
                     .filter(|&o| o > 0)
-                    .ok_or_else(|| Error::InvalidArgument {
-                        op: "conv_transpose2d",
-                        message: format!("padding {p} leaves no output for input size {input}"),
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "padding {p} leaves no output for input size {input}"
+                        ))
                     })
             };
         let oh = size(h, stride.0, padding.0, dilation.0, kh, output_padding.0)?;
