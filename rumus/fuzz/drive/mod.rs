@@ -15,6 +15,7 @@ pub mod csv;
 pub mod idx;
 pub mod images;
 pub mod loader;
+pub mod onnx;
 pub mod records;
 pub mod scratch;
 pub mod weights;
@@ -35,6 +36,7 @@ pub const TARGETS: &[(&str, Driver)] = &[
     ("csv_reader", csv::run),
     ("image_set", images::run),
     ("data_loader", loader::run),
+    ("onnx_import", onnx::run),
 ];
 
 /// The error for an input too short for a driver's framing (option bytes, part lengths).

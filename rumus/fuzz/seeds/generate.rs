@@ -204,4 +204,17 @@ pub fn write_all(root: &Path) {
     // Plain weights are no checkpoint, but a good start for one.
     let plain = written(|p| save_safetensors(&model, p).unwrap());
     put(root, "checkpoint_loader", "weights.safetensors", &plain);
+
+    // ONNX models: the PyTorch exports the import tests run (an MLP, a CNN with and without
+    // folded batch norms, a transformer encoder taking token ids), as they are.
+    let exports = root.join("../../../tests/fixtures/onnx");
+    for name in [
+        "mlp.onnx",
+        "cnn.onnx",
+        "cnn_unfolded.onnx",
+        "transformer.onnx",
+    ] {
+        let bytes = std::fs::read(exports.join(name)).unwrap();
+        put(root, "onnx_import", name, &bytes);
+    }
 }

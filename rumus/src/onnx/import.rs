@@ -125,6 +125,15 @@ impl OnnxModel {
         self.inputs.iter().map(|(name, _)| name.as_str()).collect()
     }
 
+    /// The dims the file gives each input of [`run`](Self::run), in order: `None` where an
+    /// axis is symbolic (a batch or sequence length any size fits).
+    pub fn input_shapes(&self) -> Vec<(&str, &[Option<usize>])> {
+        self.inputs
+            .iter()
+            .map(|(name, dims)| (name.as_str(), dims.as_slice()))
+            .collect()
+    }
+
     /// The names of the outputs [`run`](Self::run) returns, in order.
     pub fn output_names(&self) -> Vec<&str> {
         self.outputs.iter().map(String::as_str).collect()

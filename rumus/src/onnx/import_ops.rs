@@ -333,18 +333,18 @@ fn cast_target(code: i64) -> Result<DType> {
 fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> {
     if lhs.dtype() == DType::I64 && rhs.dtype() == DType::I64 {
         let (l, r) = (ints_of(lhs)?, ints_of(rhs)?);
-        let (dims, len) = if l.len() >= r.len() {
+        // Equal lengths, or one value against any number (none included).
+        let (dims, len) = if l.len() == r.len() || r.len() == 1 {
             (lhs.dims(), l.len())
-        } else {
+        } else if l.len() == 1 {
             (rhs.dims(), r.len())
-        };
-        if !(l.len() == r.len() || l.len() == 1 || r.len() == 1) {
+        } else {
             return Err(invalid(format!(
                 "integer {op} of shapes {:?} and {:?}",
                 lhs.dims(),
                 rhs.dims()
             )));
-        }
+        };
         let at = |v: &[i64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
         let values = (0..len)
             .map(|i| {
@@ -353,7 +353,9 @@ fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> 
                     "Add" => Ok(a.wrapping_add(b)),
                     "Sub" => Ok(a.wrapping_sub(b)),
                     "Mul" => Ok(a.wrapping_mul(b)),
-                    "Div" if b != 0 => Ok(a.div_euclid(b)),
+                    "Div" => a
+                        .checked_div_euclid(b)
+                        .ok_or_else(|| invalid(format!("integer Div of {a} by {b}"))),
                     _ => Err(invalid(format!("integer {op} of {a} and {b}"))),
                 }
             })
