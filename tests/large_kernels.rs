@@ -293,3 +293,113 @@ fn sums_over_leading_axes_match_a_naive_sum() {
     let no_columns = DynTensor::zeros(&[5, 0], rumus::DType::F32).unwrap();
     assert_eq!(no_columns.sum(&[0], false).unwrap().dims(), &[0]);
 }
+
+/// Sizes past an address space, empty tensors whose other dims multiply past `usize`, and
+/// views broadcast to 2^62 elements: every op gives a result or an error, never a panic or an
+/// aborted allocation. (Sizes are chosen so that the answer does not depend on how much
+/// memory the machine would lend: every refused request overflows or exceeds `isize::MAX`.)
+#[test]
+fn huge_and_empty_sizes_give_results_or_errors() {
+    use rumus::DType;
+    const HALF: usize = usize::MAX / 2;
+    let zeros = |dims: &[usize]| DynTensor::zeros(dims, DType::F32).unwrap();
+
+    // Windows are walked in signed offsets: spans and padded sizes past isize are refused.
+    let one = zeros(&[1, 1, 1, 1]);
+    let (pad, dilation) = (((1usize << 62) + 1, 0), (1usize << 63, 1));
+    assert!(one.unfold2d((2, 1), (1, 1), pad, dilation).is_err());
+    let weight = zeros(&[1, 1, 2, 1]);
+    assert!(one.conv2d(&weight, None, (1, 1), pad, dilation, 1).is_err());
+    assert!(
+        one.fold2d((1, 1), (1, 1), (usize::MAX, 1), (HALF, 0), (1, 1))
+            .is_err()
+    );
+    assert!(one.max_pool2d((usize::MAX, 1), (1, 1), (HALF, 0)).is_err());
+    assert!(
+        one.avg_pool2d((usize::MAX, 1), (1, 1), (HALF, 0), true)
+            .is_err()
+    );
+    // Planes without pixels have no windows, even padded.
+    let flat = zeros(&[1, 1, 0, 2]);
+    let error = flat
+        .max_pool2d((2, 2), (1, 1), (1, 1))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("non-empty"), "{error}");
+    assert!(flat.avg_pool2d((2, 2), (1, 1), (1, 1), false).is_err());
+    assert!(flat.unfold2d((2, 2), (1, 1), (1, 1), (1, 1)).is_err());
+    // Zero channels divide into any number of groups, but 2^63 groups of them do not fit.
+    let no_channels = zeros(&[1, 0, 4, 4]);
+    assert!(
+        no_channels
+            .conv2d(&zeros(&[0, 2, 3, 3]), None, (1, 1), (0, 0), (1, 1), 1 << 63)
+            .is_err()
+    );
+    assert!(one.adaptive_avg_pool2d((HALF, 1)).is_err());
+
+    // An empty tensor whose other axes multiply to 2^80.
+    let empty = zeros(&[0, 1 << 40, 1 << 40]);
+    assert_eq!(empty.numel(), 0);
+    assert!(empty.flatten(1, 2).is_err(), "a merged axis of 2^80");
+    assert!(
+        zeros(&[2, 3])
+            .reshape_infer(&[-1, isize::MAX, isize::MAX])
+            .is_err()
+    );
+    // Reductions of it are empty, as PyTorch's are.
+    let reduced = [
+        empty.sum(&[1, 2], false),
+        empty.mean(&[1, 2], false),
+        empty.max(&[1, 2], false),
+        empty.var(&[1, 2], 1, false),
+        empty.logsumexp(&[1, 2], false),
+    ];
+    for result in reduced {
+        assert_eq!(result.unwrap().dims(), &[0]);
+    }
+    assert_eq!(empty.transpose(0, 2).unwrap().exp().unwrap().numel(), 0);
+    assert_eq!(
+        rumus::nn::causal_mask(usize::MAX, 0).unwrap().dims(),
+        &[usize::MAX, 0]
+    );
+    assert!(rumus::nn::causal_mask(1 << 40, 1 << 40).is_err());
+
+    // A joined axis past usize.
+    let long = zeros(&[1]).broadcast_to(&[HALF]).unwrap();
+    assert!(DynTensor::cat(&[&long, &long, &long], 0).is_err());
+    // Ops that copy a broadcast view of 2^62 elements (2^64 bytes) first.
+    let view = zeros(&[1]).broadcast_to(&[1 << 62]).unwrap();
+    assert!(view.sum_all().is_err());
+    assert!(view.sum_to(&[1]).is_err());
+    assert!(view.softmax(0).is_err());
+    assert!(view.try_to_f64_vec().is_err());
+    let none = DynTensor::from_vec(Vec::<i64>::new(), &[0]).unwrap();
+    assert!(view.index_add(0, &none, &zeros(&[0])).is_err());
+    let mask = DynTensor::zeros(&[1], DType::Bool).unwrap();
+    assert!(
+        mask.broadcast_to(&[1 << 62])
+            .unwrap()
+            .logical_not()
+            .is_err()
+    );
+}
+
+/// `clamp` with `min > max` gives `max` everywhere (PyTorch computes `min(max(x, min), max)`),
+/// and `uniform` refuses ranges it cannot draw from.
+#[test]
+fn crossed_bounds_behave_as_in_pytorch() {
+    use rumus::DType;
+    let x = DynTensor::from_vec(vec![-3.0f32, 0.5, 4.0], &[3]).unwrap();
+    assert_eq!(
+        x.clamp(2.0, 1.0).unwrap().to_vec::<f32>().unwrap(),
+        [1.0, 1.0, 1.0]
+    );
+    for (low, high) in [(1.0, 0.0), (f64::NEG_INFINITY, 0.0), (0.0, f64::NAN)] {
+        let error = DynTensor::uniform(&[3], low, high, DType::F32).unwrap_err();
+        assert!(error.to_string().contains("finite bounds"), "{error}");
+    }
+    // Nothing to draw: any bounds do (a layer with no inputs has an init bound of 1/sqrt(0)).
+    assert!(DynTensor::uniform(&[0, 3], f64::NEG_INFINITY, f64::INFINITY, DType::F32).is_ok());
+    let drawn = DynTensor::uniform(&[100], -2.0, -2.0, DType::F32).unwrap();
+    assert!(drawn.to_vec::<f32>().unwrap().iter().all(|&v| v == -2.0));
+}

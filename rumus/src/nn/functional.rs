@@ -107,7 +107,11 @@ pub fn group_norm(
         .into());
     }
     let n = x.dims()[0];
-    let grouped = x.reshape(&[n, groups, x.numel() / (n * groups).max(1)])?;
+    // Channels divide into the groups, so n * groups overflows only when x is empty.
+    let per_group = n
+        .checked_mul(groups)
+        .map_or(0, |rows| x.numel() / rows.max(1));
+    let grouped = x.reshape(&[n, groups, per_group])?;
     let normed = layer_norm(&grouped, None, None, eps)?.reshape(x.dims())?;
     channel_affine(&normed, weight, bias)
 }

@@ -81,17 +81,27 @@ fn window_of(
             )));
         }
     }
-    let overflow = || invalid("window sizes overflow usize".into());
+    if input.contains(&0) {
+        return Err(invalid(format!(
+            "the input planes ({}, {}) must be non-empty (input {x:?})",
+            input[0], input[1]
+        )));
+    }
+    // The kernels walk windows in signed offsets (a window may start in the padding).
+    let overflow = || invalid("window sizes overflow isize".into());
+    let fits = |size: usize| (size <= isize::MAX as usize).then_some(size);
     let mut span = [0; 2];
     let mut padded = [0; 2];
     for a in 0..2 {
         span[a] = dilation[a]
             .checked_mul(kernel[a] - 1)
             .and_then(|s| s.checked_add(1))
+            .and_then(fits)
             .ok_or_else(overflow)?;
         padded[a] = padding[a]
             .checked_mul(2)
             .and_then(|p| p.checked_add(input[a]))
+            .and_then(fits)
             .ok_or_else(overflow)?;
     }
     if span[0] > padded[0] || span[1] > padded[1] {
@@ -538,13 +548,13 @@ impl DynTensor {
                 weight.dims()
             )));
         }
-        if wc * groups != c {
+        if wc.checked_mul(groups) != Some(c) {
             return Err(shape_error(format!(
                 "input {:?} has {c} channels but weight {:?} expects {} ({wc} per group x \
                  {groups} groups)",
                 self.dims(),
                 weight.dims(),
-                wc * groups
+                wc as u128 * groups as u128
             )));
         }
         if let Some(b) = bias
@@ -766,6 +776,14 @@ impl DynTensor {
         }
         // Windows of unequal lengths: average rows, then columns, with two averaging matrices
         // (`rows @ x @ cols`, `rows[i, y] = 1 / len_i` for the rows `y` of window `i`).
+        let element_bytes = self.dtype().size_in_bytes();
+        for dims in [
+            &[self.dims()[0], self.dims()[1], oh, ow][..],
+            &[oh, h],
+            &[w, ow],
+        ] {
+            crate::alloc::ensure_output(OP, dims, element_bytes)?;
+        }
         let averaging = |size: usize, out: usize, transposed: bool| -> Result<DynTensor> {
             let mut m = vec![0.0; out * size];
             for i in 0..out {

@@ -475,6 +475,7 @@ impl DynTensor {
             check_mask(self, "logical_not")?;
             return gpu.logical(&[(self, self.layout()), (self, self.layout())], 2);
         }
+        crate::alloc::ensure_output("logical_not", self.dims(), 1)?;
         self.with_buffer(|buffer, layout| match buffer {
             CpuBuffer::Bool(v) => Ok(DynTensor::from_buffer(
                 CpuBuffer::Bool(crate::backend::cpu::strided::map(v, layout, |x: bool| !x)),

@@ -72,7 +72,13 @@ impl DynTensor {
         }
         let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[a]).collect();
         let mut dims = first.dims().to_vec();
-        dims[a] = lens.iter().sum();
+        dims[a] = lens
+            .iter()
+            .try_fold(0usize, |total, &len| total.checked_add(len))
+            .ok_or_else(|| ShapeError::Invalid {
+                context: "cat".into(),
+                message: format!("the joined axis {a} would be longer than fits in memory"),
+            })?;
         let out = cat_untracked(tensors, a, &lens, &dims)?;
         Ok(record(out, tensors, || BackwardOp::Cat {
             axis: a,

@@ -35,7 +35,18 @@ impl DynTensor {
         }
         // The sum over the empty axis of [0, 2^62] is 2^62 zeros.
         let out_dims = reduced_dims(self.dims(), axes, keepdim);
-        crate::alloc::ensure_output(op, &out_dims, self.dtype().size_in_bytes())?;
+        let element_bytes = self.dtype().size_in_bytes();
+        crate::alloc::ensure_output(op, &out_dims, element_bytes)?;
+        if self.numel() == 0 {
+            // Only sums reach here with elements to produce (extrema of empty axes are
+            // refused first), and the groups' sizes may overflow even though none exists.
+            return DynTensor::zeros(&out_dims, self.dtype());
+        }
+        if !self.is_contiguous() {
+            // The kernel copies a strided input (a broadcast view holds few values but its
+            // copy holds every element).
+            crate::alloc::ensure_output(op, self.dims(), element_bytes)?;
+        }
         let buffer = self.with_buffer(|buffer, layout| -> Result<CpuBuffer> {
             Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(
                 data, layout, axes, kind
@@ -82,9 +93,8 @@ impl DynTensor {
     }
 
     fn mean_untraced(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
-        let normalized = normalize_axes(axes, self.rank(), "mean")?;
-        let count: usize = normalized.iter().map(|&a| self.dims()[a]).product();
-        self.sum(axes, keepdim)?.mul_scalar(1.0 / count as f64)
+        let count = reduced_count(self.dims(), axes, "mean")?;
+        self.sum(axes, keepdim)?.mul_scalar(1.0 / count)
     }
 
     /// Mean of every element.
@@ -173,10 +183,9 @@ impl DynTensor {
     /// Variance over `axes` with `correction` subtracted from the count (1 = unbiased, as
     /// PyTorch's default).
     pub fn var(&self, axes: &[isize], correction: usize, keepdim: bool) -> Result<DynTensor> {
-        let normalized = normalize_axes(axes, self.rank(), "var")?;
-        let count: usize = normalized.iter().map(|&a| self.dims()[a]).product();
+        let count = reduced_count(self.dims(), axes, "var")?;
         let centered = self.sub(&self.mean(axes, true)?)?;
-        let dof = count.saturating_sub(correction) as f64;
+        let dof = (count - correction as f64).max(0.0);
         centered
             .mul(&centered)?
             .sum(axes, keepdim)?
@@ -230,6 +239,14 @@ impl DynTensor {
             .collect();
         self.sum(&axes, true)?.reshape(dims)
     }
+}
+
+/// How many elements each output of a reduction over `axes` of `dims` combines, as a float:
+/// the reduced axes of an empty tensor may multiply past `usize` ([0, 2^40, 2^40] over its
+/// last two), and the count only ever divides.
+fn reduced_count(dims: &[usize], axes: &[isize], op: &str) -> Result<f64> {
+    let axes = normalize_axes(axes, dims.len(), op)?;
+    Ok(axes.iter().map(|&a| dims[a] as f64).product())
 }
 
 /// Extrema of zero elements do not exist (PyTorch raises too).

@@ -38,6 +38,8 @@ impl DynTensor {
         log: bool,
         op: &'static str,
     ) -> Result<DynTensor> {
+        // The rows are copied out, and the result holds as many elements again.
+        crate::alloc::ensure_output(op, self.dims(), self.dtype().size_in_bytes())?;
         let last = self.rank() - 1;
         let mut perm: Vec<usize> = (0..self.rank()).filter(|&a| a != axis).collect();
         perm.push(axis);

@@ -316,6 +316,9 @@ impl DynTensor {
     }
     /// Limits every element to `[min, max]`.
     pub fn clamp(&self, min: f64, max: f64) -> Result<DynTensor> {
+        // `min(max(x, min), max)` as PyTorch computes it: with `min > max` every element is
+        // `max`.
+        let min = if min > max { max } else { min };
         self.unary(UnaryOp::Clamp { min, max })
     }
     /// `self + scalar`.

@@ -11,6 +11,8 @@ use crate::tensor::DynTensor;
 impl DynTensor {
     /// A fresh row-major copy of exactly this view's elements.
     pub(crate) fn to_contiguous_buffer(&self) -> Result<CpuBuffer> {
+        // A broadcast view holds few values; its copy holds every element.
+        crate::alloc::ensure_output("contiguous", self.dims(), self.dtype().size_in_bytes())?;
         self.with_buffer(|buffer, layout| map_buffer!(buffer, |v| map(v, layout, |x| x)))
     }
 
@@ -23,8 +25,6 @@ impl DynTensor {
         if let Some(gpu) = crate::device::gpu_of("contiguous", &[self])? {
             return gpu.copy(self);
         }
-        // A broadcast view holds few values; its copy holds every element.
-        crate::alloc::ensure_output("contiguous", self.dims(), self.dtype().size_in_bytes())?;
         Ok(DynTensor::from_buffer(
             self.to_contiguous_buffer()?,
             self.dims(),
@@ -93,11 +93,12 @@ impl DynTensor {
         if inferred.len() > 1 || dims.iter().any(|&d| d < -1) {
             return Err(invalid("use non-negative sizes and at most one -1".into()).into());
         }
-        let known: usize = dims
+        let given: Vec<usize> = dims
             .iter()
             .filter(|&&d| d >= 0)
             .map(|&d| d as usize)
-            .product();
+            .collect();
+        let known = crate::shape::checked_numel(&given, "reshape")?;
         let mut out: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
         if let Some(&slot) = inferred.first() {
             if known == 0 || !self.numel().is_multiple_of(known) {
@@ -129,10 +130,11 @@ impl DynTensor {
             .into());
         }
         let d = self.dims();
+        let merged = crate::shape::checked_numel(&d[s..=e], "flatten")?;
         let dims: Vec<usize> = d[..s]
             .iter()
             .copied()
-            .chain([d[s..=e].iter().product()])
+            .chain([merged])
             .chain(d[e + 1..].iter().copied())
             .collect();
         self.reshape(&dims)

@@ -108,8 +108,12 @@ impl Layout {
         self.dims.len()
     }
 
-    /// Number of elements: the product of the sizes (1 for a scalar).
+    /// Number of elements: the product of the sizes (1 for a scalar). A zero anywhere makes
+    /// it 0 however large the other sizes ([2^40, 2^40, 0] holds nothing).
     pub fn numel(&self) -> usize {
+        if self.dims.contains(&0) {
+            return 0;
+        }
         self.dims.iter().product()
     }
 
@@ -183,6 +187,14 @@ impl Layout {
     /// then run long inner rows: a gradient broadcast from a scalar to `[64, 64, 28, 28]`
     /// becomes one row of 3.2 million elements instead of 114,688 rows of 28.
     pub fn coalesced(&self) -> Layout {
+        if self.numel() == 0 {
+            // No elements: one empty axis (merging the others could overflow their sizes).
+            return Layout {
+                dims: smallvec::smallvec![0],
+                strides: smallvec::smallvec![1],
+                offset: self.offset,
+            };
+        }
         let mut dims = Dims::new();
         let mut strides = Dims::new();
         for (&size, &stride) in self.dims.iter().zip(&self.strides) {
@@ -221,6 +233,11 @@ impl Layout {
 /// Number of elements of `dims`, or an error when the product does not fit in `usize`
 /// (such a shape could never be allocated; wrapping would corrupt every size computed later).
 pub fn checked_numel(dims: &[usize], context: &str) -> Result<usize, ShapeError> {
+    // A zero anywhere makes an empty tensor, however large the other dims: [0, 2^40, 2^40]
+    // holds nothing, as [2^40, 2^40, 0] does.
+    if dims.contains(&0) {
+        return Ok(0);
+    }
     dims.iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| ShapeError::Invalid {

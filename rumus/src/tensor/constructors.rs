@@ -205,8 +205,11 @@ impl DynTensor {
         Self::random(dims, dtype, None, Generator::next_normal)
     }
 
-    /// Uniform samples in `[low, high)` from the global generator.
+    /// Uniform samples in `[low, high)` from the global generator. The bounds must be finite
+    /// with `low <= high` (PyTorch's `uniform_` refuses the others too), unless there is
+    /// nothing to draw.
     pub fn uniform(dims: &[usize], low: f64, high: f64, dtype: DType) -> Result<DynTensor> {
+        check_uniform_bounds(dims, low, high)?;
         Self::random(dims, dtype, None, |g| low + (high - low) * g.next_f64())
     }
 
@@ -231,8 +234,23 @@ impl DynTensor {
         dtype: DType,
         generator: &mut Generator,
     ) -> Result<DynTensor> {
+        check_uniform_bounds(dims, low, high)?;
         Self::random(dims, dtype, Some(generator), |g| {
             low + (high - low) * g.next_f64()
         })
     }
+}
+
+/// `[low, high)` must be a range of finite numbers to draw from; bounds an empty tensor never
+/// uses (a layer's init bound of 1/sqrt(0) for zero inputs) are let through.
+fn check_uniform_bounds(dims: &[usize], low: f64, high: f64) -> Result<()> {
+    if crate::shape::checked_numel(dims, "uniform")? == 0
+        || (low.is_finite() && high.is_finite() && low <= high)
+    {
+        return Ok(());
+    }
+    Err(crate::Error::InvalidArgument {
+        op: "uniform",
+        message: format!("the range [{low}, {high}) must have finite bounds with low <= high"),
+    })
 }

@@ -67,8 +67,9 @@ impl DynTensor {
     /// A fresh contiguous tensor over `buffer` (whose length the caller matched to `dims`).
     #[inline]
     pub(crate) fn from_buffer(buffer: CpuBuffer, dims: &[usize]) -> Self {
-        debug_assert_eq!(buffer.len(), dims.iter().product::<usize>());
-        Self::from_storage(Arc::new(Storage::new(buffer)), Layout::contiguous(dims))
+        let layout = Layout::contiguous(dims);
+        debug_assert_eq!(buffer.len(), layout.numel());
+        Self::from_storage(Arc::new(Storage::new(buffer)), layout)
     }
 
     /// Another view of the same storage, not attached to the graph.
@@ -276,6 +277,7 @@ impl DynTensor {
         fn convert<T: Element + Default>(data: &[T], layout: &Layout) -> Vec<f64> {
             crate::backend::cpu::strided::map(data, layout, |x: T| x.to_f64())
         }
+        crate::alloc::ensure_output("to_f64_vec", self.dims(), std::mem::size_of::<f64>())?;
         self.with_host_elements(|buffer, layout| match buffer {
             CpuBuffer::F32(v) => convert(v, layout),
             CpuBuffer::F64(v) => convert(v, layout),
