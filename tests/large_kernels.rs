@@ -358,6 +358,8 @@ fn huge_and_empty_sizes_give_results_or_errors() {
         assert_eq!(result.unwrap().dims(), &[0]);
     }
     assert_eq!(empty.transpose(0, 2).unwrap().exp().unwrap().numel(), 0);
+    let batches = zeros(&[1 << 32, 1, 0, 0]).matmul(&zeros(&[1, 1 << 32, 0, 0]));
+    assert_eq!(batches.unwrap().dims(), &[1 << 32, 1 << 32, 0, 0]);
     assert_eq!(
         rumus::nn::causal_mask(usize::MAX, 0).unwrap().dims(),
         &[usize::MAX, 0]

@@ -144,10 +144,11 @@ pub fn matmul<T: Float + Default>(
         lb.dims()[rank - 1],
     );
     let batch_rank = rank - 2;
-    let batches: usize = la.dims()[..batch_rank].iter().product();
-    if m == 0 || n == 0 || batches == 0 {
+    // An empty result first: its batch dims may multiply past usize ([2^32, 2^32, 0, 0]).
+    if m == 0 || n == 0 || la.dims()[..batch_rank].contains(&0) {
         return Vec::new();
     }
+    let batches: usize = la.dims()[..batch_rank].iter().product();
     // gemm overwrites every element (it does not read the destination) unless it adds onto
     // the bias.
     let mut out = super::pool::reused(batches * m * n, T::ZERO);
