@@ -360,6 +360,18 @@ fn huge_and_empty_sizes_give_results_or_errors() {
     assert_eq!(empty.transpose(0, 2).unwrap().exp().unwrap().numel(), 0);
     let batches = zeros(&[1 << 32, 1, 0, 0]).matmul(&zeros(&[1, 1 << 32, 0, 0]));
     assert_eq!(batches.unwrap().dims(), &[1 << 32, 1 << 32, 0, 0]);
+    let joined = DynTensor::cat(&[&empty, &empty], 0).unwrap();
+    assert_eq!(joined.dims(), &[0, 1 << 40, 1 << 40]);
+    // Empty or not, a sum of integers is refused alike (sums are of floats).
+    let ints = |n: usize| DynTensor::zeros(&[n], DType::I64).unwrap();
+    assert!(ints(0).sum_all().is_err() && ints(2).sum_all().is_err());
+    // No images: 0 windows in all, but (2^32 + 1)^2 positions per plane still overflow.
+    let no_images = zeros(&[0, 1, 1, 1]);
+    assert!(
+        no_images
+            .unfold2d((1, 1), (1, 1), (1 << 31, 1 << 31), (1, 1))
+            .is_err()
+    );
     assert_eq!(
         rumus::nn::causal_mask(usize::MAX, 0).unwrap().dims(),
         &[usize::MAX, 0]
@@ -400,8 +412,12 @@ fn crossed_bounds_behave_as_in_pytorch() {
         let error = DynTensor::uniform(&[3], low, high, DType::F32).unwrap_err();
         assert!(error.to_string().contains("finite bounds"), "{error}");
     }
-    // Nothing to draw: any bounds do (a layer with no inputs has an init bound of 1/sqrt(0)).
+    // Nothing to draw: any bounds do.
     assert!(DynTensor::uniform(&[0, 3], f64::NEG_INFINITY, f64::INFINITY, DType::F32).is_ok());
+    // A layer without inputs draws its bias from U(0, 0), as PyTorch's `fan_in > 0 else 0`.
+    let no_inputs = rumus::nn::Linear::<0, 3>::new().unwrap();
+    let bias = no_inputs.bias.as_ref().unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(bias, [0.0, 0.0, 0.0]);
     let drawn = DynTensor::uniform(&[100], -2.0, -2.0, DType::F32).unwrap();
     assert!(drawn.to_vec::<f32>().unwrap().iter().all(|&v| v == -2.0));
 }

@@ -118,7 +118,7 @@ pub fn gradcheck(
         .enumerate()
         .map(|(i, x)| {
             if x.dtype() == DType::F64 {
-                Ok(x.to_f64_vec())
+                Ok(x.try_to_f64_vec()?)
             } else {
                 Err(GradcheckError::NotF64 {
                     input: i,
@@ -152,7 +152,7 @@ pub fn gradcheck(
                 found: analytic.dims().to_vec(),
             });
         }
-        let analytic = analytic.to_f64_vec();
+        let analytic = analytic.try_to_f64_vec()?;
         for index in 0..values[input].len() {
             let mut at = |delta: f64| -> crate::Result<f64> {
                 let mut shifted = values.clone();

@@ -163,7 +163,8 @@ impl fmt::Debug for Checkpoint {
 impl Checkpoint {
     /// Snapshots `model`, `optimizer` and the process-wide generator. `scheduler_epoch` is
     /// `scheduler.epoch()` (or `None`); `epoch` and `step` are the position to resume at.
-    /// Fails only when a GPU cannot copy the tensors (a lost device, or memory exhausted).
+    /// Fails when a GPU tensor cannot be read back (a lost device) or a copy cannot be
+    /// allocated.
     pub fn capture(
         model: &dyn Module,
         optimizer: &dyn Optimizer,
@@ -250,9 +251,9 @@ impl Checkpoint {
         check_model(model, &self.model)
             .and(optimizer_fits)
             .map_err(|message| self.restore_error(another_model(message)))?;
-        let previous = model
-            .state_dict()
-            .map_err(|e| self.restore_error(e.to_string()))?;
+        // The model's own values, to put back if loading the optimizer fails: not reading
+        // them is the model's error (its GPU), not the checkpoint's.
+        let previous = model.state_dict()?;
         model
             .load_state_dict(&self.model)
             .map_err(|e| self.restore_error(e.to_string()))?;

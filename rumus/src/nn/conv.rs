@@ -57,7 +57,7 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv2d<IN, OUT, K> {
                 ),
             });
         }
-        let bound = 1.0 / ((IN / groups * K * K) as f64).sqrt();
+        let bound = super::init::fan_in_bound(IN / groups * K * K);
         Ok(Conv2d {
             weight: DynTensor::uniform(&[OUT, IN / groups, K, K], -bound, bound, DType::F32)?
                 .requires_grad_()?,
@@ -147,7 +147,7 @@ impl<const IN: usize, const OUT: usize, const K: usize> Conv1d<IN, OUT, K> {
     /// Weights and bias from U(-1/sqrt(IN * K), 1/sqrt(IN * K)), as PyTorch.
     pub fn with_options(stride: usize, padding: usize, dilation: usize) -> Result<Self> {
         let inner = Conv2d::<IN, OUT, K>::with_options(stride, padding, dilation)?;
-        let bound = 1.0 / ((IN * K) as f64).sqrt();
+        let bound = super::init::fan_in_bound(IN * K);
         Ok(Conv1d {
             weight: DynTensor::uniform(&[OUT, IN, K], -bound, bound, DType::F32)?
                 .requires_grad_()?,
@@ -218,7 +218,7 @@ impl<const IN: usize, const OUT: usize, const K: usize> ConvTranspose2d<IN, OUT,
                 message: "kernel size and stride must be at least 1".into(),
             });
         }
-        let bound = 1.0 / ((OUT * K * K) as f64).sqrt();
+        let bound = super::init::fan_in_bound(OUT * K * K);
         Ok(ConvTranspose2d {
             weight: DynTensor::uniform(&[IN, OUT, K, K], -bound, bound, DType::F32)?
                 .requires_grad_()?,

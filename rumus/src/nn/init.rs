@@ -15,8 +15,23 @@ pub fn fans(t: &DynTensor) -> Result<(usize, usize)> {
             message: format!("fans need a weight of rank >= 2, got {dims:?}"),
         });
     }
-    let receptive: usize = dims[2..].iter().product();
-    Ok((dims[1] * receptive, dims[0] * receptive))
+    // Saturating: an empty weight's other dims may multiply past usize, and a fan that
+    // large only ever divides.
+    let receptive = dims[2..].iter().fold(1usize, |n, &d| n.saturating_mul(d));
+    Ok((
+        dims[1].saturating_mul(receptive),
+        dims[0].saturating_mul(receptive),
+    ))
+}
+
+/// `1 / sqrt(fan_in)`, the bound of PyTorch's default U(-bound, bound) init of layers'
+/// weights and biases, and 0 for a layer without inputs (PyTorch's `if fan_in > 0 else 0`).
+pub(crate) fn fan_in_bound(fan_in: usize) -> f64 {
+    if fan_in == 0 {
+        0.0
+    } else {
+        1.0 / (fan_in as f64).sqrt()
+    }
 }
 
 /// Copies `values` (drawn on the host) into `t`, wherever `t` lives.

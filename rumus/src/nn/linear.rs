@@ -23,7 +23,7 @@ impl<const IN: usize, const OUT: usize> Linear<IN, OUT> {
     /// PyTorch's default initialisation.
     pub fn new() -> Result<Self> {
         let mut layer = Self::without_bias()?;
-        let bound = 1.0 / (IN as f64).sqrt();
+        let bound = super::init::fan_in_bound(IN);
         layer.bias = Some(DynTensor::uniform(&[OUT], -bound, bound, DType::F32)?.requires_grad_()?);
         Ok(layer)
     }

@@ -105,9 +105,9 @@ pub trait Module {
         self.parameters().iter().map(DynTensor::numel).sum()
     }
 
-    /// A snapshot of every parameter's and buffer's values (detached copies, on the
-    /// tensors' devices), by dotted name. Fails only when a GPU cannot make the copies (a
-    /// lost device, or memory exhausted).
+    /// A snapshot of every parameter's and buffer's values (detached host copies: GPU
+    /// tensors are read back), by dotted name. Fails when a GPU tensor cannot be read back
+    /// (a lost device) or a copy cannot be allocated.
     fn state_dict(&self) -> Result<StateDict> {
         snapshot(self.named_tensors())
     }
@@ -192,8 +192,8 @@ pub fn group_digits(n: usize) -> String {
     out
 }
 
-/// Detached copies of `tensors` under the same names, on the same devices: the snapshot a
-/// state dict hands out, which later training steps must not change.
+/// Detached host copies of `tensors` under the same names (GPU tensors read back): the
+/// snapshot a state dict hands out, which later training steps must not change.
 pub(crate) fn snapshot(tensors: Vec<(String, DynTensor)>) -> Result<StateDict> {
     tensors
         .into_iter()

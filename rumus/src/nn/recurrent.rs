@@ -222,7 +222,7 @@ pub fn gru(
 
 /// `[rows, cols]` drawn from U(-1/sqrt(hidden), 1/sqrt(hidden)) and tracked.
 fn uniform_param(dims: &[usize], hidden: usize) -> Result<DynTensor> {
-    let bound = 1.0 / (hidden as f64).sqrt();
+    let bound = super::init::fan_in_bound(hidden);
     DynTensor::uniform(dims, -bound, bound, DType::F32)?.requires_grad_()
 }
 

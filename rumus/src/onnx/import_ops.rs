@@ -208,8 +208,8 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         "Flatten" => {
             let x = x()?;
             let at = axis(a.int("axis", 1), x.rank() + 1)?;
-            let outer: usize = x.dims()[..at].iter().product();
-            let inner: usize = x.dims()[at..].iter().product();
+            let outer = crate::shape::checked_numel(&x.dims()[..at], "Flatten")?;
+            let inner = crate::shape::checked_numel(&x.dims()[at..], "Flatten")?;
             one(x.reshape(&[outer, inner])?)
         }
         "Transpose" => {
@@ -353,8 +353,9 @@ fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> 
                     "Add" => Ok(a.wrapping_add(b)),
                     "Sub" => Ok(a.wrapping_sub(b)),
                     "Mul" => Ok(a.wrapping_mul(b)),
+                    // Truncating, as ONNX runtimes divide integers (C's `/`).
                     "Div" => a
-                        .checked_div_euclid(b)
+                        .checked_div(b)
                         .ok_or_else(|| invalid(format!("integer Div of {a} by {b}"))),
                     _ => Err(invalid(format!("integer {op} of {a} and {b}"))),
                 }
@@ -586,7 +587,7 @@ fn reshape(x: &DynTensor, shape: &[i64], allow_zero: bool) -> Result<Vec<DynTens
         }
     }
     if let Some(k) = inferred {
-        let known: usize = dims.iter().product();
+        let known = crate::shape::checked_numel(&dims, "Reshape")?;
         if known == 0 || !x.numel().is_multiple_of(known) {
             return Err(invalid(format!(
                 "cannot reshape {:?} to {shape:?}",

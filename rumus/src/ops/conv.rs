@@ -133,7 +133,15 @@ fn window_of(
         dilation,
     };
     let [oh, ow] = window.output();
-    crate::shape::checked_numel(&[x[0], x[1], kernel[0], kernel[1], oh, ow], op)?;
+    // Each product on its own too: with no images or channels the whole one is 0 whatever
+    // the others, yet the kernels multiply taps and positions.
+    for dims in [
+        &[kernel[0], kernel[1]][..],
+        &[oh, ow],
+        &[x[0], x[1], kernel[0], kernel[1], oh, ow],
+    ] {
+        crate::shape::checked_numel(dims, op)?;
+    }
     Ok(window)
 }
 
@@ -776,11 +784,14 @@ impl DynTensor {
         }
         // Windows of unequal lengths: average rows, then columns, with two averaging matrices
         // (`rows @ x @ cols`, `rows[i, y] = 1 / len_i` for the rows `y` of window `i`).
-        let element_bytes = self.dtype().size_in_bytes();
-        for dims in [
-            &[self.dims()[0], self.dims()[1], oh, ow][..],
-            &[oh, h],
-            &[w, ow],
+        // The averaging matrices are built in f64 before they take the input's dtype.
+        for (dims, element_bytes) in [
+            (
+                &[self.dims()[0], self.dims()[1], oh, ow][..],
+                self.dtype().size_in_bytes(),
+            ),
+            (&[oh, h], 8),
+            (&[w, ow], 8),
         ] {
             crate::alloc::ensure_output(OP, dims, element_bytes)?;
         }

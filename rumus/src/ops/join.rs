@@ -183,6 +183,10 @@ fn cat_untracked(
     }
     crate::alloc::ensure_output("cat", dims, tensors[0].dtype().size_in_bytes())?;
     let first = tensors[0];
+    if crate::shape::checked_numel(dims, "cat")? == 0 {
+        // Nothing to copy (and the sizes around the axis may multiply past usize).
+        return DynTensor::zeros(dims, first.dtype());
+    }
     let outer: usize = first.dims()[..a].iter().product();
     let inner: usize = first.dims()[a + 1..].iter().product();
     let buffers: Vec<CpuBuffer> = tensors

@@ -37,7 +37,7 @@ impl DynTensor {
         let out_dims = reduced_dims(self.dims(), axes, keepdim);
         let element_bytes = self.dtype().size_in_bytes();
         crate::alloc::ensure_output(op, &out_dims, element_bytes)?;
-        if self.numel() == 0 {
+        if self.numel() == 0 && self.dtype().is_float() {
             // Only sums reach here with elements to produce (extrema of empty axes are
             // refused first), and the groups' sizes may overflow even though none exists.
             return DynTensor::zeros(&out_dims, self.dtype());

@@ -314,10 +314,10 @@ impl DynTensor {
     pub fn powf(&self, exponent: f64) -> Result<DynTensor> {
         self.unary(UnaryOp::Powf(exponent))
     }
-    /// Limits every element to `[min, max]`.
+    /// Limits every element to `[min, max]`. With `min > max` every element is `max`, as in
+    /// PyTorch (`min(max(x, min), max)`); the gradient then passes only where `x == max`
+    /// (PyTorch's passes nowhere).
     pub fn clamp(&self, min: f64, max: f64) -> Result<DynTensor> {
-        // `min(max(x, min), max)` as PyTorch computes it: with `min > max` every element is
-        // `max`.
         let min = if min > max { max } else { min };
         self.unary(UnaryOp::Clamp { min, max })
     }

@@ -39,8 +39,8 @@ pub trait Optimizer {
         }
     }
 
-    /// A snapshot of learning rates, step counts and buffers (copies); fails only when a GPU
-    /// cannot make the copies.
+    /// A snapshot of learning rates, step counts and buffers (host copies); fails when a GPU
+    /// buffer cannot be read back or a copy cannot be allocated.
     fn state_dict(&self) -> Result<OptimizerState> {
         self.params().state_dict()
     }

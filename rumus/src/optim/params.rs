@@ -161,8 +161,9 @@ impl Params {
         Ok(())
     }
 
-    /// A snapshot of the learning rates, step counts and buffers; the buffers are copies.
-    /// Fails only when a GPU cannot make the copies (a lost device, or memory exhausted).
+    /// A snapshot of the learning rates, step counts and buffers; the buffers are host
+    /// copies. Fails when a GPU buffer cannot be read back (a lost device) or a copy cannot
+    /// be allocated.
     pub fn state_dict(&self) -> Result<OptimizerState> {
         let mut steps = Vec::new();
         let mut buffers = Vec::new();

@@ -265,14 +265,15 @@ impl DynTensor {
     }
 
     /// The elements in row-major order converted to `f64`, whatever the dtype. Panics when
-    /// a GPU tensor cannot be read back (a lost device); [`DynTensor::try_to_f64_vec`] says
-    /// so as an error.
+    /// a GPU tensor cannot be read back (a lost device) or the copy cannot be allocated;
+    /// [`DynTensor::try_to_f64_vec`] says so as an error.
     pub fn to_f64_vec(&self) -> Vec<f64> {
         self.try_to_f64_vec()
-            .unwrap_or_else(|e| panic!("reading a GPU tensor back failed: {e}"))
+            .unwrap_or_else(|e| panic!("to_f64_vec: {e}"))
     }
 
-    /// [`DynTensor::to_f64_vec`], with a failed readback from a GPU as the error.
+    /// [`DynTensor::to_f64_vec`], with a failed readback from a GPU or an allocation the
+    /// memory cannot hold as the error.
     pub fn try_to_f64_vec(&self) -> Result<Vec<f64>> {
         fn convert<T: Element + Default>(data: &[T], layout: &Layout) -> Vec<f64> {
             crate::backend::cpu::strided::map(data, layout, |x: T| x.to_f64())

@@ -422,7 +422,8 @@ impl<S: StaticShape, E: Float> Tensor<S, E> {
         proven(Self::try_randn())
     }
 
-    /// Uniform samples in `[low, high)` from the global generator.
+    /// Uniform samples in `[low, high)` from the global generator; non-finite or crossed
+    /// bounds are an error (see [`DynTensor::uniform`]).
     pub fn try_uniform(low: f64, high: f64) -> Result<Self> {
         Ok(Tensor::wrap(DynTensor::uniform(
             &S::dims(),
@@ -432,7 +433,8 @@ impl<S: StaticShape, E: Float> Tensor<S, E> {
         )?))
     }
 
-    /// [`try_uniform`](Self::try_uniform), panicking on its error.
+    /// [`try_uniform`](Self::try_uniform), panicking on its error (bounds that are not
+    /// finite, or `low > high`).
     #[track_caller]
     pub fn uniform(low: f64, high: f64) -> Self {
         proven(Self::try_uniform(low, high))

@@ -73,7 +73,8 @@ impl EpochEnd<'_> {
     /// Everything needed to resume after this epoch, with
     /// [`Trainer::resume_from`](super::Trainer::resume_from): model, optimizer, scheduler,
     /// the process-wide generator, early stopping and the history. Save it with
-    /// [`Checkpoint::save`]. Fails only when a GPU cannot copy the tensors.
+    /// [`Checkpoint::save`]. Fails when a GPU tensor cannot be read back or a copy cannot be
+    /// allocated.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
         let scheduler = self.scheduler.as_deref();
         let mut checkpoint = Checkpoint::capture(
