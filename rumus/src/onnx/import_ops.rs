@@ -499,6 +499,11 @@ fn pool(op: &str, a: &Attributes<'_>, x: &DynTensor) -> Result<Vec<DynTensor>> {
 
 /// `[C]` reshaped to broadcast over axis 1 of a rank-`rank` input.
 fn per_channel(t: &DynTensor, rank: usize) -> Result<DynTensor> {
+    if rank < 2 {
+        return Err(invalid(format!(
+            "per-channel values need an input of rank 2 or more ([N, C, ...]), got rank {rank}"
+        )));
+    }
     let mut dims = vec![1; rank];
     dims[1] = t.numel();
     t.reshape(&dims)
