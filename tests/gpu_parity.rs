@@ -1075,3 +1075,36 @@ fn activation_gradients_take_their_limits_at_huge_inputs() {
         }
     }
 }
+
+/// An empty tensor whose other dims multiply past `usize` ([0, 2^40, 2^40]) goes through the
+/// GPU's ops as through the CPU's: empty results of the same shapes, no kernel arithmetic on
+/// its sizes (which panicked on overflow before).
+#[test]
+fn empty_tensors_with_huge_dims_work_as_on_the_cpu() {
+    let _serial = serial();
+    let Some(device) = gpu() else { return };
+    let big = 1usize << 40;
+    let on_cpu = DynTensor::zeros(&[0, big, big], DType::F32).unwrap();
+    let on_gpu = on_cpu.to(&device).unwrap();
+    type Op = fn(&DynTensor) -> rumus::Result<DynTensor>;
+    let ops: [(&str, Op); 7] = [
+        ("sum", |t| t.sum(&[1, 2], false)),
+        ("max", |t| t.max(&[1, 2], false)),
+        ("exp of a transpose", |t| t.transpose(0, 2)?.exp()),
+        ("contiguous transpose", |t| t.transpose(0, 2)?.contiguous()),
+        ("cat", |t| DynTensor::cat(&[t, t], 0)),
+        ("softmax", |t| t.softmax(2)),
+        ("batched matmul", |t| {
+            let big = 1usize << 40;
+            t.reshape(&[big, big, 0, 1])?
+                .matmul(&t.reshape(&[big, 1, 1, 0])?)
+        }),
+    ];
+    for (name, op) in ops {
+        let expected = op(&on_cpu).unwrap();
+        let result = op(&on_gpu).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(result.device().is_gpu(), "{name}");
+        assert_eq!(result.dims(), expected.dims(), "{name}");
+        assert_eq!(result.numel(), 0, "{name}");
+    }
+}

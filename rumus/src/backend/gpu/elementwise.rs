@@ -96,7 +96,7 @@ impl GpuDevice {
         operands: &[(&DynTensor, &Layout)],
         out_dtype: DType,
     ) -> Result<DynTensor> {
-        let numel: usize = dims.iter().product();
+        let numel = crate::shape::checked_numel(dims, launch.entry)?;
         let out = GpuBuffer::uninit(self, numel, out_dtype, launch.entry)?;
         let layouts: Vec<&Layout> = operands.iter().map(|(_, layout)| *layout).collect();
         let strided = Strided::new(launch.entry, dims, &layouts)?;
@@ -291,7 +291,7 @@ impl GpuDevice {
 
     /// A new contiguous tensor with every element `value`.
     pub(crate) fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
-        let numel: usize = dims.iter().product();
+        let numel = crate::shape::checked_numel(dims, "full")?;
         let out = GpuBuffer::uninit(self, numel, dtype, "full")?;
         // The kernel fills words; packed f16 holds two elements per word.
         let filled_words = super::memory::words(numel, dtype);

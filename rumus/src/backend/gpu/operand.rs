@@ -80,6 +80,14 @@ impl Strided {
     /// Merges axis `d` into `d + 1` wherever every operand has `stride[d] == stride[d+1] *
     /// dims[d+1]`, and drops axes of size 1.
     pub fn new(op: &'static str, dims: &[usize], layouts: &[&Layout]) -> Result<Strided> {
+        if dims.contains(&0) {
+            // No elements: one empty axis (merging the others could overflow their sizes).
+            return Ok(Strided {
+                dims: vec![0],
+                strides: vec![vec![1]; layouts.len()],
+                offsets: layouts.iter().map(|layout| layout.offset()).collect(),
+            });
+        }
         let mut out_dims: Vec<usize> = Vec::new();
         let mut out_strides: Vec<Vec<usize>> = vec![Vec::new(); layouts.len()];
         for (axis, &size) in dims.iter().enumerate() {
@@ -170,10 +178,11 @@ pub(crate) fn spread_params(strided: &Strided, numel: usize) -> (Vec<u32>, [u32;
 impl DynTensor {
     /// A fresh contiguous tensor over a GPU buffer of exactly `dims` elements.
     pub(crate) fn from_gpu(buffer: GpuBuffer, dims: &[usize]) -> DynTensor {
-        debug_assert_eq!(buffer.len(), dims.iter().product::<usize>());
+        let layout = Layout::contiguous(dims);
+        debug_assert_eq!(buffer.len(), layout.numel());
         DynTensor::from_storage(
             triomphe::Arc::new(crate::storage::Storage::on_gpu(buffer)),
-            Layout::contiguous(dims),
+            layout,
         )
     }
 }

@@ -89,6 +89,11 @@ impl GpuDevice {
         out_dims: &[usize],
     ) -> Result<DynTensor> {
         check_float(x.dtype(), "reduction")?;
+        if x.numel() == 0 {
+            // Sums of nothing (extrema of empty axes are refused before): no kernel, and the
+            // groups' sizes may multiply past usize.
+            return self.full(out_dims, 0.0, x.dtype());
+        }
         let leading = axes.iter().enumerate().all(|(i, &a)| i == a);
         if kind == Reduction::Sum && leading && !axes.is_empty() && x.is_contiguous() {
             let rows = x.dims()[..axes.len()].iter().product();
@@ -213,6 +218,10 @@ impl GpuDevice {
         log: bool,
     ) -> Result<DynTensor> {
         check_float(x.dtype(), "softmax")?;
+        if x.numel() == 0 {
+            // No rows to normalise (and their sizes may multiply past usize).
+            return self.full(x.dims(), 0.0, DType::F32);
+        }
         let (rows_input, rows, len) = grouped(self, x, &[axis])?;
         let grad_rows = grad.map(|g| grouped(self, g, &[axis])).transpose()?;
         check_row_loops(self, entry, len)?;
