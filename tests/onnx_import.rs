@@ -1,6 +1,8 @@
 //! ONNX import: models exported by PyTorch's `torch.onnx.export` (committed fixtures, from
 //! tests/fixtures/make_onnx_imports.py) run in rumus with PyTorch's outputs, models exported
-//! by rumus come back equal, and unsupported ops or damaged files are errors, not panics.
+//! by rumus come back equal, integer arithmetic gives onnxruntime's values (a graph and its
+//! outputs from tests/fixtures/make_onnx_integer_ops.py), and unsupported ops or damaged
+//! files are errors, not panics.
 
 mod common;
 
@@ -154,5 +156,27 @@ fn rumus_exports_come_back_equal() {
                 "case {k}: {a} against {b}"
             );
         }
+    }
+}
+
+/// Integer arithmetic (the shape computations exported graphs carry) as onnxruntime does it:
+/// `Div` truncates toward zero (-7 / 2 is -3, not the floor's -4).
+#[test]
+fn integer_arithmetic_matches_onnxruntime() {
+    let text = std::fs::read_to_string(fixture("integer_ops.txt")).unwrap();
+    let values: std::collections::HashMap<&str, Vec<i64>> = text
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| {
+            let mut words = line.split_whitespace();
+            let name = words.next().unwrap();
+            (name, words.map(|w| w.parse().unwrap()).collect())
+        })
+        .collect();
+    let model = OnnxModel::load(fixture("integer_ops.onnx")).unwrap();
+    let input = |name: &str| DynTensor::from_vec(values[name].clone(), &[6]).unwrap();
+    let outputs = model.run(&[&input("a"), &input("b")]).unwrap();
+    for (name, output) in model.output_names().into_iter().zip(&outputs) {
+        assert_eq!(output.to_vec::<i64>().unwrap(), values[name], "{name}");
     }
 }
