@@ -1087,12 +1087,13 @@ fn empty_tensors_with_huge_dims_work_as_on_the_cpu() {
     let on_cpu = DynTensor::zeros(&[0, big, big], DType::F32).unwrap();
     let on_gpu = on_cpu.to(&device).unwrap();
     type Op = fn(&DynTensor) -> rumus::Result<DynTensor>;
-    let ops: [(&str, Op); 7] = [
+    let ops: [(&str, Op); 8] = [
         ("sum", |t| t.sum(&[1, 2], false)),
         ("max", |t| t.max(&[1, 2], false)),
         ("exp of a transpose", |t| t.transpose(0, 2)?.exp()),
         ("contiguous transpose", |t| t.transpose(0, 2)?.contiguous()),
         ("cat", |t| DynTensor::cat(&[t, t], 0)),
+        ("cat along a huge axis", |t| DynTensor::cat(&[t, t], 1)),
         ("softmax", |t| t.softmax(2)),
         ("batched matmul", |t| {
             let big = 1usize << 40;
@@ -1107,4 +1108,25 @@ fn empty_tensors_with_huge_dims_work_as_on_the_cpu() {
         assert_eq!(result.dims(), expected.dims(), "{name}");
         assert_eq!(result.numel(), 0, "{name}");
     }
+    // Results past any GPU buffer are errors, however their sizes multiply.
+    let long = DynTensor::zeros(&[0, 1 << 62], DType::F32)
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    assert!(long.sum(&[0], false).is_err(), "2^62 sums of nothing");
+    let view = tensor(&[1], 72)
+        .to(&device)
+        .unwrap()
+        .broadcast_to(&[1 << 62])
+        .unwrap();
+    assert!(DynTensor::cat(&[&view, &view], 0).is_err());
+    let rows = DynTensor::zeros(&[1 << 62, 1, 0], DType::F32)
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    let cols = DynTensor::zeros(&[1, 0, 1], DType::F32)
+        .unwrap()
+        .to(&device)
+        .unwrap();
+    assert!(rows.matmul(&cols).is_err(), "a [2^62, 1, 1] product");
 }

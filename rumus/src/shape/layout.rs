@@ -143,10 +143,17 @@ impl Layout {
     pub fn narrow(&self, axis: usize, start: usize, len: usize) -> Layout {
         let mut dims = self.dims.clone();
         dims[axis] = len;
+        // A view of no elements reads nothing, and its strides may be saturated ([0, 2^40,
+        // 2^40]): its offset stays.
+        let offset = if dims.contains(&0) {
+            self.offset
+        } else {
+            self.offset + start * self.strides[axis]
+        };
         Layout {
             dims,
             strides: self.strides.clone(),
-            offset: self.offset + start * self.strides[axis],
+            offset,
         }
     }
 

@@ -163,7 +163,8 @@ impl GpuBuffer {
     ) -> Result<Self> {
         check_dtype(dtype, op)?;
         device.check_faults()?;
-        let bytes = (words(len, dtype) as u64).max(1) * WORD;
+        // Saturating: a count past any device's binding limit is refused just below.
+        let bytes = (words(len, dtype) as u64).max(1).saturating_mul(WORD);
         let limit = device.max_binding_bytes();
         if bytes > limit {
             return Err(DeviceError::TooLarge { op, bytes, limit }.into());
