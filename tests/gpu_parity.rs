@@ -1087,13 +1087,22 @@ fn empty_tensors_with_huge_dims_work_as_on_the_cpu() {
     let on_cpu = DynTensor::zeros(&[0, big, big], DType::F32).unwrap();
     let on_gpu = on_cpu.to(&device).unwrap();
     type Op = fn(&DynTensor) -> rumus::Result<DynTensor>;
-    let ops: [(&str, Op); 8] = [
+    let ops: [(&str, Op); 10] = [
         ("sum", |t| t.sum(&[1, 2], false)),
         ("max", |t| t.max(&[1, 2], false)),
         ("exp of a transpose", |t| t.transpose(0, 2)?.exp()),
         ("contiguous transpose", |t| t.transpose(0, 2)?.contiguous()),
         ("cat", |t| DynTensor::cat(&[t, t], 0)),
         ("cat along a huge axis", |t| DynTensor::cat(&[t, t], 1)),
+        ("cat of transposes", |t| {
+            let last_empty = t.transpose(0, 2)?;
+            DynTensor::cat(&[&last_empty, &last_empty], 0)
+        }),
+        ("copy into a transpose", |t| {
+            let target = t.zeros_like()?.transpose(0, 2)?;
+            target.copy_(&t.transpose(0, 2)?)?;
+            Ok(target)
+        }),
         ("softmax", |t| t.softmax(2)),
         ("batched matmul", |t| {
             let big = 1usize << 40;
@@ -1129,4 +1138,12 @@ fn empty_tensors_with_huge_dims_work_as_on_the_cpu() {
         .to(&device)
         .unwrap();
     assert!(rows.matmul(&cols).is_err(), "a [2^62, 1, 1] product");
+    // An empty product is still refused for operands no product takes, as a full one is.
+    let ints = |dims: &[usize]| {
+        DynTensor::zeros(dims, DType::I64)
+            .unwrap()
+            .to(&device)
+            .unwrap()
+    };
+    assert!(ints(&[0, 2]).matmul(&ints(&[2, 3])).is_err());
 }

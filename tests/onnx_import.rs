@@ -176,6 +176,8 @@ fn integer_arithmetic_matches_onnxruntime() {
     let model = OnnxModel::load(fixture("integer_ops.onnx")).unwrap();
     let input = |name: &str| DynTensor::from_vec(values[name].clone(), &[6]).unwrap();
     let outputs = model.run(&[&input("a"), &input("b")]).unwrap();
+    assert_eq!(model.output_names(), ["add", "sub", "mul", "div"]);
+    assert_eq!(outputs.len(), 4);
     for (name, output) in model.output_names().into_iter().zip(&outputs) {
         assert_eq!(output.to_vec::<i64>().unwrap(), values[name], "{name}");
     }

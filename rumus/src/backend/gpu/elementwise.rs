@@ -440,7 +440,7 @@ impl GpuDevice {
         flags: u32,
     ) -> Result<()> {
         let dims = dst.dims();
-        let numel: usize = dims.iter().product();
+        let numel = dst.numel();
         let target = self.memory_of(dst)?;
         // Operand slots: 0 the source, 3 the destination view (slots 1-2 unused).
         let unused = Layout::contiguous(dims);
@@ -486,7 +486,7 @@ impl GpuDevice {
         dims: &[usize],
     ) -> Result<DynTensor> {
         let dtype = tensors[0].dtype();
-        let numel: usize = dims.iter().product();
+        let numel = crate::shape::checked_numel(dims, "cat")?;
         let out = DynTensor::from_gpu(GpuBuffer::uninit(self, numel, dtype, "cat")?, dims);
         let mut start = 0;
         for tensor in tensors {

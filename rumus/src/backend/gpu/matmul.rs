@@ -251,11 +251,6 @@ impl GpuDevice {
         out_dims: &[usize],
         widen: bool,
     ) -> Result<DynTensor> {
-        if crate::shape::checked_numel(out_dims, "matmul")? == 0 {
-            // Nothing to compute (and the batch dims may multiply past usize).
-            let dtype = if widen { DType::F32 } else { a.dtype() };
-            return self.full(out_dims, 0.0, dtype);
-        }
         let kernels = match a.dtype() {
             DType::F16 if self.has_coop_matmul() => Kernels::Coop,
             DType::F16 => Kernels::Half,
@@ -276,6 +271,11 @@ impl GpuDevice {
             None => None,
         };
         let widen = widen && kernels != Kernels::F32;
+        if crate::shape::checked_numel(out_dims, "matmul")? == 0 {
+            // Nothing to compute (and the batch dims may multiply past usize).
+            let dtype = if widen { DType::F32 } else { a.dtype() };
+            return self.full(out_dims, 0.0, dtype);
+        }
         self.product(kernels, (a, la), (b, lb), bias.as_ref(), (out_dims, widen))
     }
 
