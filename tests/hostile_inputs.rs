@@ -227,3 +227,32 @@ fn errors_debug_print_their_message_and_alternate_debug_their_structure() {
         "{structured}"
     );
 }
+
+/// Layer sizes PyTorch refuses when the layer is made are errors here too, not panics in the
+/// first forward pass: a recurrent layer without hidden units (whose gates could not be
+/// split), a group norm whose groups do not divide its channels.
+#[test]
+fn layers_without_a_valid_size_are_errors_when_made() {
+    use rumus::nn::{GroupNorm, Gru, Lstm, RnnWeights, lstm};
+    let hidden = Lstm::<2, 0>::new().err().unwrap().to_string();
+    assert!(hidden.contains("hidden size must be positive"), "{hidden}");
+    assert!(Gru::<2, 0>::new().is_err());
+    // The functional form refuses hand-made weights of no hidden units the same way.
+    let empty = DynTensor::zeros(&[0, 2], DType::F32).unwrap();
+    let weights = RnnWeights {
+        weight_ih: &empty,
+        weight_hh: &DynTensor::zeros(&[0, 0], DType::F32).unwrap(),
+        bias_ih: None,
+        bias_hh: None,
+    };
+    let x = DynTensor::zeros(&[1, 3, 2], DType::F32).unwrap();
+    let refused = lstm(&x, weights, None).err().unwrap().to_string();
+    assert!(refused.contains("hidden > 0"), "{refused}");
+    let groups = GroupNorm::<3, 4>::new().err().unwrap().to_string();
+    assert!(
+        groups.contains("3 groups must divide the 4 channels"),
+        "{groups}"
+    );
+    assert!(GroupNorm::<0, 4>::new().is_err());
+    assert!(GroupNorm::<2, 4>::new().is_ok());
+}

@@ -95,8 +95,15 @@ pub struct GroupNorm<const G: usize, const C: usize> {
 }
 
 impl<const G: usize, const C: usize> GroupNorm<G, C> {
-    /// Weight 1, bias 0, eps 1e-5 (PyTorch's defaults).
+    /// Weight 1, bias 0, eps 1e-5 (PyTorch's defaults). `G` must divide `C` (PyTorch
+    /// refuses other group counts when the layer is made, too).
     pub fn new() -> Result<Self> {
+        if G == 0 || !C.is_multiple_of(G) {
+            return Err(crate::error::Error::InvalidArgument {
+                op: "GroupNorm",
+                message: format!("{G} groups must divide the {C} channels"),
+            });
+        }
         Ok(GroupNorm {
             weight: param(&[C], 1.0)?,
             bias: param(&[C], 0.0)?,

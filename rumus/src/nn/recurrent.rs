@@ -42,10 +42,11 @@ fn check_shapes(
     gates: usize,
 ) -> Result<(usize, usize, usize)> {
     let wi = w.weight_ih.dims();
-    if wi.len() != 2 || !wi[0].is_multiple_of(gates) {
+    // A hidden size of 0 has no gates to split (PyTorch refuses `hidden_size=0` too).
+    if wi.len() != 2 || wi[0] == 0 || !wi[0].is_multiple_of(gates) {
         return Err(invalid(
             op,
-            format!("weight_ih must be [{gates} * hidden, input], got {wi:?}"),
+            format!("weight_ih must be [{gates} * hidden, input] with hidden > 0, got {wi:?}"),
         ));
     }
     let (hidden, input) = (wi[0] / gates, wi[1]);
@@ -235,6 +236,12 @@ fn recurrent_params(
     hidden: usize,
     bias: bool,
 ) -> Result<RecurrentParams> {
+    if hidden == 0 {
+        return Err(invalid(
+            "recurrent layer",
+            "the hidden size must be positive (PyTorch refuses hidden_size=0 too)".into(),
+        ));
+    }
     let weight_ih = uniform_param(&[gates * hidden, input], hidden)?;
     let weight_hh = uniform_param(&[gates * hidden, hidden], hidden)?;
     let (bias_ih, bias_hh) = if bias {
