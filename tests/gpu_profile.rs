@@ -72,8 +72,8 @@ fn products_on_the_matrix_units_are_profiled_by_shape() {
     }
 }
 
-/// `RUMUS_GPU_TRACE` prints each kernel as it submits it alone and waits for it, and the
-/// results stay right: this binary's ignored `traced_product`, run again with it set.
+/// `RUMUS_GPU_TRACE` prints each kernel as it submits it alone and waits for it, and each
+/// pipeline it builds, and the results stay right: this binary's ignored `traced_product`, run again with it set.
 #[test]
 fn tracing_prints_every_kernel_and_waits_for_it() {
     let _serial = common::gpu::serial();
@@ -92,13 +92,16 @@ fn tracing_prints_every_kernel_and_waits_for_it() {
         .lines()
         .filter(|line| line.starts_with("rumus gpu trace: "))
         .collect();
-    // The product (tiled, or on the matrix units), with its grid.
+    // The product (tiled, or on the matrix units) with its grid, and before it the build
+    // of its pipeline (new in this process) with how long that took.
+    let dispatched = traced
+        .iter()
+        .position(|line| line.contains("matmul") && line.contains("groups ["));
+    let built = traced.iter().position(|line| {
+        line.starts_with("rumus gpu trace: built matmul") && line.contains(" in ")
+    });
     assert!(
-        traced.iter().any(|line| line.contains("matmul")),
-        "{stderr}"
-    );
-    assert!(
-        traced.iter().any(|line| line.contains("groups [")),
+        matches!((built, dispatched), (Some(b), Some(d)) if b < d),
         "{stderr}"
     );
     assert!(!stderr.contains("did not finish"), "{stderr}");

@@ -170,8 +170,9 @@ impl GpuDevice {
 /// Whether `RUMUS_GPU_TRACE` is set: then every dispatch is printed to stderr (entry point,
 /// grid, first parameters), submitted alone and waited for, up to `TRACE_WAIT`. A kernel
 /// that hangs the GPU is the last one printed, followed by a line saying it did not finish;
-/// everything runs far slower, since nothing is batched.
-fn tracing() -> bool {
+/// everything runs far slower, since nothing is batched. Each pipeline's build is printed
+/// too, with how long the driver took (pipelines.rs).
+pub(crate) fn tracing() -> bool {
     static TRACING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *TRACING.get_or_init(|| std::env::var_os("RUMUS_GPU_TRACE").is_some())
 }

@@ -172,6 +172,12 @@ impl PipelineCache {
         if let Some(compiled) = pipelines.get(&(module, entry)) {
             return compiled.clone();
         }
+        // The driver compiles here, which can take long: under `RUMUS_GPU_TRACE` a run that
+        // stops in a compile is told from one that stops in a kernel.
+        let started = super::batch::tracing().then(|| {
+            eprintln!("rumus gpu trace: building {entry} ({module:?})");
+            std::time::Instant::now()
+        });
         let compiled = Arc::new(if let Module::MatmulTensor { a_row_major, b_row_major } = module {
             let spirv = super::coopmat2::matmul_tensor_spirv(a_row_major, b_row_major);
             passthrough_pipeline(device, entry, spirv)
@@ -182,6 +188,9 @@ impl PipelineCache {
                 .or_insert_with(|| wgsl_module(device, module, entry));
             wgsl_pipeline(device, module, shader, entry)
         });
+        if let Some(started) = started {
+            eprintln!("rumus gpu trace: built {entry} in {:?}", started.elapsed());
+        }
         pipelines.insert((module, entry), compiled.clone());
         compiled
     }
