@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example bench_gpu            # every workload
 //! cargo run --release --example bench_gpu hgemm      # the matrix products alone
+//! cargo run --release --example bench_gpu layouts    # and f16 at 4096 with transposed operands
 //! cargo run --release --example bench_gpu ops        # each op of one encoder block
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
 //!                                                    # (`profile autocast`, `profile gpt`)
@@ -73,15 +74,26 @@ fn seconds_per_call_settled(device: &Device, warm_calls: usize, mut f: impl FnMu
 
 /// GFLOP/s of an `n x n x n` product of `dtype` operands (f16 products accumulate in f32).
 fn matmul_rate(device: &Device, n: usize, dtype: DType) -> f64 {
-    let operand = || {
-        DynTensor::randn(&[n, n], DType::F32)
+    matmul_rate_of_layouts(device, n, dtype, [false, false])
+}
+
+/// [`matmul_rate`] with either operand a transposed view (column-major), as a linear
+/// layer's products read them: `x @ W^T` forward, `g^T @ x` for the weight's gradient.
+fn matmul_rate_of_layouts(device: &Device, n: usize, dtype: DType, transposed: [bool; 2]) -> f64 {
+    let operand = |transposed: bool| {
+        let stored = DynTensor::randn(&[n, n], DType::F32)
             .unwrap()
             .to(device)
             .unwrap()
             .to_dtype(dtype)
-            .unwrap()
+            .unwrap();
+        if transposed {
+            stored.transpose(0, 1).unwrap()
+        } else {
+            stored
+        }
     };
-    let (a, b) = (operand(), operand());
+    let (a, b) = (operand(transposed[0]), operand(transposed[1]));
     let s = seconds_per_call_settled(device, 1, || {
         a.matmul(&b).unwrap();
     });
@@ -638,8 +650,20 @@ fn main() -> rumus::Result<()> {
             matmul_rate(&device, n, DType::F16)
         );
     }
-    // `hgemm`: the matrix products alone.
-    if std::env::args().any(|a| a == "hgemm") {
+    // `hgemm`: the matrix products alone; `layouts`: then the f16 product at 4096 (256 with
+    // `small`) with either operand column-major.
+    if std::env::args().any(|a| a == "layouts") {
+        let n = if small { 256 } else { 4096 };
+        for (name, transposed) in [
+            ("ab_t", [false, true]),
+            ("at_b", [true, false]),
+            ("at_b_t", [true, true]),
+        ] {
+            let rate = matmul_rate_of_layouts(&device, n, DType::F16, transposed);
+            println!("hgemm_{n}_{name} {rate:.1} GFLOP/s");
+        }
+    }
+    if std::env::args().any(|a| a == "hgemm" || a == "layouts") {
         return Ok(());
     }
     println!("mlp_step_b{batch} {:.3} ms", mlp_step(&device, batch));

@@ -5,7 +5,8 @@
 Runs the rumus binary (its output: `name value unit` lines), then the same workloads in
 PyTorch, and prints a markdown table with both values and their ratio. SGEMM ratios are
 rumus GFLOP/s over PyTorch's (higher is better; `hgemm` is the f16 product, accumulated in f32
-on both sides); step ratios are rumus time over PyTorch's
+on both sides; `hgemm_4096_at_b` and the like have the operands after `t` transposed
+views); step ratios are rumus time over PyTorch's
 (lower is better). `transformer_step_autocast` is the step under f16 autocast with dynamic
 loss scaling on both sides (`torch.autocast` + `torch.amp.GradScaler`). `attention_t4096` is
 causal attention forward and backward on [4, 8, 4096, 64] f32 (rumus's fused kernels against
@@ -51,10 +52,15 @@ def per_call_settled(fn, warm_calls=1):
     return per_call(fn, 0, reps)
 
 
-def matmul_rate(n, dtype=torch.float32):
+def matmul_rate(n, dtype=torch.float32, layouts=""):
+    """`layouts` as bench_gpu names them: `ab_t`, `at_b`, `at_b_t` for transposed views."""
     torch.backends.cuda.matmul.allow_tf32 = False
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
+    if layouts.startswith("at"):
+        a = a.t()
+    if layouts.endswith("b_t"):
+        b = b.t()
     return 2 * n**3 / per_call_settled(lambda: a @ b) / 1e9
 
 
@@ -213,7 +219,8 @@ def main():
         if name.startswith("sgemm_"):
             torch_values[name] = matmul_rate(int(name.split("_")[1]))
         elif name.startswith("hgemm_"):
-            torch_values[name] = matmul_rate(int(name.split("_")[1]), torch.float16)
+            size, _, layouts = name.removeprefix("hgemm_").partition("_")
+            torch_values[name] = matmul_rate(int(size), torch.float16, layouts)
         elif name == "mlp_step_b256":
             torch_values[name] = mlp_step(256)
         elif name == "cnn_step_b256":
