@@ -83,8 +83,9 @@ impl AttentionKernels {
         Ok((buffer, layout))
     }
 
-    /// The module and entry point of `kernel` in this family.
-    fn entry(self, kernel: Kernel, g: &Geometry) -> (Module, &'static str) {
+    /// The module and entry point of `kernel` in this family, walking the other side in
+    /// several passes or (`in_passes` false) in one.
+    fn entry(self, kernel: Kernel, g: &Geometry, in_passes: bool) -> (Module, &'static str) {
         let dropout = g.dropout.is_some();
         match self {
             AttentionKernels::F32 => {
@@ -94,7 +95,12 @@ impl AttentionKernels {
                     Kernel::Dq => "attention_backward_dq",
                     Kernel::Dkv => "attention_backward_dkv",
                 };
-                (Module::Attention { width, dropout }, entry)
+                let module = Module::Attention {
+                    width,
+                    dropout,
+                    in_passes,
+                };
+                (module, entry)
             }
             AttentionKernels::Half => (Module::AttentionCoop { dropout }, kernel.coop_entry()),
         }
@@ -333,8 +339,9 @@ impl Operands {
                 }
             }
         }
-        let (module, entry) = kernels.entry(kernel, g);
-        for walk in Walk::passes(gpu, kernels, g, walked) {
+        let passes = Walk::passes(gpu, kernels, g, walked);
+        let (module, entry) = kernels.entry(kernel, g, passes.len() > 1);
+        for walk in passes {
             let params = self.params((g, walk), x, grad, results);
             gpu.dispatch(module, entry, &params, &all, groups);
         }

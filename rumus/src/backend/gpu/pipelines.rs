@@ -26,9 +26,14 @@ pub(crate) enum Module {
     /// `norm.wgsl`: layer normalisation forward and backward.
     Norm,
     /// `attention.wgsl`: fused scaled dot-product attention forward and backward,
-    /// specialised to a row width (16, 32, 64 or 128) so its per-row loops unroll, and to
-    /// whether it draws dropout (`WITH_DROPOUT`).
-    Attention { width: u32, dropout: bool },
+    /// specialised to a row width (16, 32, 64 or 128) so its per-row loops unroll, to
+    /// whether it draws dropout (`WITH_DROPOUT`), and to whether it walks in several passes
+    /// (`IN_PASSES`, on devices that end long loops).
+    Attention {
+        width: u32,
+        dropout: bool,
+        in_passes: bool,
+    },
     /// `attention_coop.wgsl`: fused attention on cooperative matrices (autocast's, rows of
     /// 64), made only where `matmul_coop.wgsl` is; specialised to dropout as `Attention` is.
     AttentionCoop { dropout: bool },
@@ -129,9 +134,15 @@ impl Module {
         let flag = |on: bool| if on { 1.0 } else { 0.0 };
         match self {
             Module::MatmulHalf => vec![("HALF", 1.0)],
-            Module::Attention { width, dropout } => {
-                vec![("WIDTH", f64::from(width)), ("WITH_DROPOUT", flag(dropout))]
-            }
+            Module::Attention {
+                width,
+                dropout,
+                in_passes,
+            } => vec![
+                ("WIDTH", f64::from(width)),
+                ("WITH_DROPOUT", flag(dropout)),
+                ("IN_PASSES", flag(in_passes)),
+            ],
             // Without dropout the kernels carry no hashing code: on an H200 its mere presence
             // in the probability loops (never run) made GPT-2 small's forward attention
             // 2.7x slower.
@@ -361,7 +372,13 @@ mod tests {
         for dropout in [false, true] {
             modules.push(Module::AttentionCoop { dropout });
             for width in [16, 32, 64, 128] {
-                modules.push(Module::Attention { width, dropout });
+                for in_passes in [false, true] {
+                    modules.push(Module::Attention {
+                        width,
+                        dropout,
+                        in_passes,
+                    });
+                }
             }
         }
         for a_row_major in [false, true] {
