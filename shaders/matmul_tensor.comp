@@ -1,6 +1,6 @@
 // f16 matrix products on workgroup-scope cooperative matrices with tensor addressing
 // (VK_NV_cooperative_matrix2): out[b] = A[b] @ B[b] (+ bias), f16 operands accumulated in
-// f32, the result rounded to f16 or (flag 8) written as f32. The same products as
+// f32, the result rounded to f16 or (built with F32_OUT) written as f32. The same products as
 // matmul_coop.wgsl, with the same parameters and bindings, for adapters that offer the
 // extension: WGSL cannot express it, so this kernel is GLSL compiled to SPIR-V
 // (`shaders/spirv/build.sh`) and handed to the driver as it is.
@@ -12,8 +12,12 @@
 // same H200, 137-142 TFLOP/s at 4096 and 8192 (`bench_gpu hgemm`), against about 100.
 //
 // A workgroup is 128 invocations and computes one 128x128 output tile of one job (a batch
-// entry, or a split of its K range), walking K in steps of 32. Built four times, for A and B
-// each row- or column-major (A_ROW_MAJOR, B_ROW_MAJOR). Bounds are the tensor layouts', all
+// entry, or a split of its K range), walking K in steps of 32. Built eight times, for A and B
+// each row- or column-major (A_ROW_MAJOR, B_ROW_MAJOR) and for an f16 or f32 output
+// (F32_OUT). The output's type is fixed when the kernel is built because one buffer bound
+// twice, as f16 and as f32, failed on an H200 (driver 580.159.04): stores through the second
+// binding were lost (a widened product came back wrong) or never ended (a 16x8 product hung
+// the GPU). Bounds are the tensor layouts', all
 // in clamp mode Constant: loads outside an operand read zeros, and stores outside the output
 // are dropped (with the default mode the driver wrote a partial tile's columns past N into
 // the next rows). So any M, N, K work; the host still
@@ -25,8 +29,8 @@
 // Parameters (those of matmul.wgsl): 0 M, 1 N, 2 K, 3 batch count, 4 batch rank, 5-6 offsets
 // of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15
 // batch dims, 16-19 and 20-23 batch strides of A and B, 24 K splits, 25 K per split, 26
-// flags (4: a bias, whose offset and stride are 27-28; 8: an f32 output). With several
-// splits, job j = batch * splits + split writes its f32 partial product to [M, N] block j of
+// flags (4: a bias, whose offset and stride are 27-28). With several splits (an F32_OUT
+// build), job j = batch * splits + split writes its f32 partial product to [M, N] block j of
 // the output, for `sum_splits` (matmul.wgsl) to add up with the bias.
 
 #version 460
@@ -43,9 +47,12 @@ layout(local_size_x = 128) in;
 layout(set = 0, binding = 0, std430) readonly buffer Params { uint p[]; };
 layout(set = 0, binding = 1, std430) readonly buffer OperandA { float16_t a[]; };
 layout(set = 0, binding = 2, std430) readonly buffer OperandB { float16_t b[]; };
-// The output as f16 and (flag 8, or split partial products) as f32: one buffer, two views.
-layout(set = 0, binding = 3, std430) writeonly buffer OutHalf { float16_t out_half[]; };
-layout(set = 0, binding = 7, std430) writeonly buffer OutFloat { float out_float[]; };
+// The output: f32 products (autocast's, and split partial products) or f16 ones.
+#if F32_OUT
+layout(set = 0, binding = 3, std430) writeonly buffer Out { float out_float[]; };
+#else
+layout(set = 0, binding = 3, std430) writeonly buffer Out { float16_t out_half[]; };
+#endif
 // The f32 bias (flag 4); bound to A otherwise, and then never read.
 layout(set = 0, binding = 6, std430) readonly buffer Bias { float bias[]; };
 
@@ -152,13 +159,12 @@ void main() {
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     lo = setTensorLayoutDimensionNV(lo, m, n);
     const uint at = job * m * n;
-    if (splits > 1 || (p[26] & 8) != 0) {
-        coopMatStoreTensorNV(acc, out_float, at, sliceTensorLayoutNV(lo, row0, TILE, col0, TILE));
-    } else {
-        coopMatPerElementNV(acc, acc, overflow_to_infinity);
-        coopmat<float16_t, gl_ScopeWorkgroup, TILE, TILE, gl_MatrixUseAccumulator> rounded =
-            coopmat<float16_t, gl_ScopeWorkgroup, TILE, TILE, gl_MatrixUseAccumulator>(acc);
-        coopMatStoreTensorNV(
-            rounded, out_half, at, sliceTensorLayoutNV(lo, row0, TILE, col0, TILE));
-    }
+#if F32_OUT
+    coopMatStoreTensorNV(acc, out_float, at, sliceTensorLayoutNV(lo, row0, TILE, col0, TILE));
+#else
+    coopMatPerElementNV(acc, acc, overflow_to_infinity);
+    coopmat<float16_t, gl_ScopeWorkgroup, TILE, TILE, gl_MatrixUseAccumulator> rounded =
+        coopmat<float16_t, gl_ScopeWorkgroup, TILE, TILE, gl_MatrixUseAccumulator>(acc);
+    coopMatStoreTensorNV(rounded, out_half, at, sliceTensorLayoutNV(lo, row0, TILE, col0, TILE));
+#endif
 }

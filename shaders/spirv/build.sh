@@ -42,7 +42,9 @@ PY
 
 for a in 0 1; do
     for b in 0 1; do
-        build matmul_tensor "matmul_tensor_a${a}_b${b}" -DA_ROW_MAJOR=$a -DB_ROW_MAJOR=$b
+        for f in 0 1; do
+            build matmul_tensor "matmul_tensor_a${a}_b${b}_f${f}" -DA_ROW_MAJOR=$a -DB_ROW_MAJOR=$b -DF32_OUT=$f
+        done
     done
 done
 record matmul_tensor

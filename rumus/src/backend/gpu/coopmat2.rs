@@ -253,14 +253,23 @@ pub(crate) unsafe fn open(
     unsafe { adapter.create_device_from_hal(opened, &descriptor) }.ok()
 }
 
-/// The SPIR-V of `shaders/matmul_tensor.comp` for A and B each row-major or column-major
-/// (built by `shaders/spirv/build.sh`).
-pub(crate) fn matmul_tensor_spirv(a_row_major: bool, b_row_major: bool) -> Vec<u32> {
-    let bytes: &[u8] = match (a_row_major, b_row_major) {
-        (false, false) => include_bytes!("../../../../shaders/spirv/matmul_tensor_a0_b0.spv"),
-        (false, true) => include_bytes!("../../../../shaders/spirv/matmul_tensor_a0_b1.spv"),
-        (true, false) => include_bytes!("../../../../shaders/spirv/matmul_tensor_a1_b0.spv"),
-        (true, true) => include_bytes!("../../../../shaders/spirv/matmul_tensor_a1_b1.spv"),
+/// The SPIR-V of `shaders/matmul_tensor.comp` for A and B each row-major or column-major,
+/// writing f16 or (`f32_out`) f32 results (built by `shaders/spirv/build.sh`).
+pub(crate) fn matmul_tensor_spirv(a_row_major: bool, b_row_major: bool, f32_out: bool) -> Vec<u32> {
+    macro_rules! built {
+        ($name:literal) => {
+            include_bytes!(concat!("../../../../shaders/spirv/matmul_tensor_", $name, ".spv"))
+        };
+    }
+    let bytes: &[u8] = match (a_row_major, b_row_major, f32_out) {
+        (false, false, false) => built!("a0_b0_f0"),
+        (false, false, true) => built!("a0_b0_f1"),
+        (false, true, false) => built!("a0_b1_f0"),
+        (false, true, true) => built!("a0_b1_f1"),
+        (true, false, false) => built!("a1_b0_f0"),
+        (true, false, true) => built!("a1_b0_f1"),
+        (true, true, false) => built!("a1_b1_f0"),
+        (true, true, true) => built!("a1_b1_f1"),
     };
     bytes
         .chunks_exact(4)
@@ -290,8 +299,8 @@ mod tests {
             format!("{:016x}", fnv1a(source.as_bytes())),
             "shaders/matmul_tensor.comp changed since its SPIR-V was built: run shaders/spirv/build.sh"
         );
-        for (a, b) in [(false, false), (false, true), (true, false), (true, true)] {
-            let words = matmul_tensor_spirv(a, b);
+        for variant in 0..8 {
+            let words = matmul_tensor_spirv(variant & 1 != 0, variant & 2 != 0, variant & 4 != 0);
             assert_eq!(words.first(), Some(&0x0723_0203), "SPIR-V magic");
         }
     }

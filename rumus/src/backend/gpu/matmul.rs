@@ -203,11 +203,11 @@ fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize
 
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
 /// operands through its vector bindings, `matmul_coop` writes the output and reads the bias
-/// through f32 bindings too, `matmul_tensor` writes the output through an f32 binding too.
-/// Every kernel reads the bias at binding 6, which is bound to A when there is none (the
-/// kernel then never reads it). (wgpu merges a buffer's uses within a dispatch, so the
-/// output may be bound writable twice; each tile of the two cooperative kernels writes
-/// through one of the two bindings only, so no word is written through both.)
+/// through f32 bindings too. Every kernel reads the bias at binding 6, which is bound to A
+/// when there is none (the kernel then never reads it). (wgpu merges a buffer's uses within a
+/// dispatch, so the output may be bound writable twice; each tile of `matmul_coop` writes
+/// through one of the two bindings only, so no word is written through both. `matmul_tensor`
+/// has one output binding, of the type it was built for: see its header.)
 fn product_bindings<'a>(
     entry: &str,
     a: &'a wgpu::Buffer,
@@ -221,9 +221,6 @@ fn product_bindings<'a>(
     }
     if entry == "matmul_coop" {
         bindings.extend([(7, written), (8, bias.unwrap_or(a))]);
-    }
-    if entry == "matmul_tensor" {
-        bindings.push((7, written));
     }
     bindings.push((6, bias.unwrap_or(a)));
     bindings
@@ -336,6 +333,7 @@ impl GpuDevice {
                     let module = Module::MatmulTensor {
                         a_row_major,
                         b_row_major,
+                        f32_out: widen,
                     };
                     (module, "matmul_tensor", COOP_TILE)
                 } else {

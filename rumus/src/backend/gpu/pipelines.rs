@@ -20,8 +20,12 @@ pub(crate) enum Module {
     MatmulCoop { a_row_major: bool, b_row_major: bool },
     /// `matmul_tensor.comp`: the same products on `VK_NV_cooperative_matrix2`, made only on
     /// devices opened with it (`GpuDevice::has_tensor_matmul`). SPIR-V, not WGSL, built once
-    /// per operand layout (see [`PipelineCache::get`]).
-    MatmulTensor { a_row_major: bool, b_row_major: bool },
+    /// per operand layout and output type, f16 or (`f32_out`) f32 (see [`PipelineCache::get`]).
+    MatmulTensor {
+        a_row_major: bool,
+        b_row_major: bool,
+        f32_out: bool,
+    },
     Index,
     /// `norm.wgsl`: layer normalisation forward and backward.
     Norm,
@@ -189,8 +193,13 @@ impl PipelineCache {
             eprintln!("rumus gpu trace: building {entry} ({module:?})");
             std::time::Instant::now()
         });
-        let compiled = Arc::new(if let Module::MatmulTensor { a_row_major, b_row_major } = module {
-            let spirv = super::coopmat2::matmul_tensor_spirv(a_row_major, b_row_major);
+        let compiled = Arc::new(if let Module::MatmulTensor {
+            a_row_major,
+            b_row_major,
+            f32_out,
+        } = module
+        {
+            let spirv = super::coopmat2::matmul_tensor_spirv(a_row_major, b_row_major, f32_out);
             passthrough_pipeline(device, entry, spirv)
         } else {
             let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
@@ -305,8 +314,7 @@ fn storage_layout(device: &wgpu::Device, label: &str, bindings: &[(u32, bool)]) 
 
 /// The pipeline of `matmul_tensor.comp`'s SPIR-V (`spirv`), passed to the driver unchanged (wgpu
 /// cannot read the extension's instructions), so its bind group layout is written out here:
-/// the parameters, A, B and the bias read; the output written through its f16 (3) and f32
-/// (7) views.
+/// the parameters, A, B and the bias read; the output (3) written.
 fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u32>) -> Compiled {
     // SAFETY: the SPIR-V is built from shaders/matmul_tensor.comp, validated by spirv-val
     // when built, and needs only the features the device was opened with (coopmat2.rs); it
@@ -323,7 +331,7 @@ fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u
             ..Default::default()
         })
     };
-    let bindings = [(0, false), (1, false), (2, false), (3, true), (6, false), (7, true)];
+    let bindings = [(0, false), (1, false), (2, false), (3, true), (6, false)];
     pipeline_with_layout(device, &shader, entry, &bindings)
 }
 

@@ -87,6 +87,7 @@ impl Profiler {
                 | Module::MatmulTensor {
                     a_row_major,
                     b_row_major,
+                    ..
                 },
                 _,
             ) => format!(
