@@ -8,17 +8,13 @@
 //! Vulkan hook and runs the kernel as SPIR-V passed through unchanged. Every step checks
 //! what the adapter reports first, and any refusal leaves the ordinary device path to run.
 //!
-//! Experimental, so opt-in (`RUMUS_GPU_COOPMAT2`): on an H200 (driver 580.159.04) with it on,
-//! `mixed_precision`'s `gpu_loss_scaling_skips_an_overflow_and_steps_like_the_cpu` never
-//! returned, and `gpt`'s `the_decoder_trains_on_a_gpu_under_autocast_as_on_the_cpu` did not
-//! finish within a minute (it may only have been slow); both train with loss scaling whose
-//! first step overflows (so the products' operands hold infinities). An
-//! earlier build of the kernel, which chose the operand layouts by a run-time branch, passed
-//! `half_precision`, `gpu_parity`, `fused_attention`, `char_transformer`,
-//! `fused_cross_entropy` and `gpu_training_parity` there (products in every layout against
-//! the CPU); the kernel's loop alone, outside rumus, returned with infinities and NaNs in its
-//! operands. The cause is not found yet; `RUMUS_GPU_TRACE` (batch.rs) names the kernel a
-//! hang is in.
+//! Experimental, so opt-in (`RUMUS_GPU_COOPMAT2`). Its first builds wrote the output through
+//! one buffer bound twice, as f16 and as f32; on an H200 (driver 580.159.04) the f32 stores
+//! were lost or hung the GPU, so autocast's products came back wrong and
+//! `mixed_precision`'s loss-scaling test never returned. Each build now has one output
+//! binding of its own type (`matmul_tensor.comp`'s header); with that, the products and the
+//! loss-scaling test matched the CPU on the H200. `RUMUS_GPU_TRACE` (batch.rs) names the
+//! kernel a hang is in, and how long each pipeline took to build.
 
 use std::ffi::{CStr, c_void};
 
