@@ -205,6 +205,8 @@ const LONG_K: Case = Case::new(1, 16, 1024, 8);
 const TALL_K: Case = Case::new(1, 256, 2048, 256);
 /// A linear layer whose last column of tiles is partial.
 const LINEAR: Case = Case::new(1, 256, 384, 320);
+/// A K shorter than one of the kernels' K steps (the gradients of a layer of 8 or 16).
+const SHORT_K: Case = Case::new(1, 16, 8, 1024);
 const BATCHED: Case = Case::new(2, 128, 256, 128);
 
 cases! {
@@ -238,6 +240,11 @@ cases! {
     linear_bias_at_4: LINEAR.laid_out("rc", true).biased(4);
     linear_row_major_weight_bias_at_2: LINEAR.laid_out("rr", true).biased(2);
     edges_linear_bias_at_4: EDGES.laid_out("rc", true).biased(4);
+    small_linear_k32_bias: Case::new(1, 24, 32, 40).laid_out("rc", true).biased(0);
+    short_k_rr_f16: SHORT_K.laid_out("rr", false);
+    short_k_rr_f32: SHORT_K.laid_out("rr", true);
+    short_k_cr_f32: Case::new(1, 8, 16, 1024).laid_out("cr", true);
+    tall_linear_bias: Case::new(1, 2048, 256, 256).laid_out("rc", true).biased(0);
     batched_rr_f16: BATCHED.laid_out("rr", false);
     batched_rr_f32: BATCHED.laid_out("rr", true);
     batched_cc_f32: BATCHED.laid_out("cc", true);
