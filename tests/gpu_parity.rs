@@ -641,7 +641,8 @@ fn loops_past_a_device_loop_limit_are_errors_not_wrong_numbers() {
 /// so, not a panic inside wgpu, and what was copied to the CPU before stays usable. This
 /// binary's ignored `lost_device`, run alone in a child process: it ends the process's GPU.
 /// (A loss the driver reports first reaches rumus through wgpu's lost callback and a panic
-/// inside `poll` that rumus catches; no test here can make a driver lose its device.)
+/// inside `poll` that rumus catches without printing it, `fault::catch_quietly`, tested on
+/// its own; no test here can make a driver lose its device.)
 #[test]
 fn a_lost_gpu_is_an_error_not_a_panic() {
     if gpu().is_none() {

@@ -6,8 +6,9 @@
 //! later wait and every later allocation on the device. Like a CUDA error, it is sticky:
 //! work queued after a fault cannot be trusted, so the device stays unusable.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 
 use super::context::GpuDevice;
 use crate::error::{DeviceError, Result};
@@ -81,5 +82,68 @@ impl GpuDevice {
     /// An error once the device has reported a fault (see the module docs).
     pub(crate) fn check_faults(&self) -> Result<()> {
         self.0.faults.check()
+    }
+}
+
+thread_local! {
+    /// Set while this thread runs [`catch_quietly`]'s closure.
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `f()`, its panic caught and not printed. wgpu reports a device the driver lost by
+/// panicking inside `poll` (after the lost callback has recorded the fault, which rumus then
+/// returns as the error): caught as it is, the default hook would still print "thread
+/// panicked at ..." with a backtrace, which reads as a crash of a program that goes on.
+///
+/// The first call installs a panic hook that stays silent for panics of a thread inside
+/// this function and hands every other panic to the hook that was there before, so panics
+/// elsewhere print as they did (and a hook the program installs later replaces this one).
+pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let earlier = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                earlier(info);
+            }
+        }));
+    });
+    let was_quiet = QUIET.with(|quiet| quiet.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|quiet| quiet.set(was_quiet));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::catch_quietly;
+
+    /// Set for the child process of `a_caught_panic_prints_nothing`.
+    const CHILD: &str = "RUMUS_TEST_QUIET_PANIC_CHILD";
+
+    /// Run alone in a child process (the hook is process-wide): a panic inside
+    /// `catch_quietly` is returned and prints nothing, one after it prints as before.
+    #[test]
+    fn a_caught_panic_prints_nothing() {
+        if std::env::var_os(CHILD).is_some() {
+            let caught = catch_quietly(|| -> u32 { panic!("quiet panic inside") });
+            assert!(caught.is_err());
+            assert_eq!(catch_quietly(|| 7).ok(), Some(7));
+            let loud = std::panic::catch_unwind(|| panic!("loud panic outside"));
+            assert!(loud.is_err());
+            return;
+        }
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "backend::gpu::fault::tests::a_caught_panic_prints_nothing"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&child.stdout);
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        assert!(child.status.success(), "{stdout}{stderr}");
+        assert!(stdout.contains("1 passed"), "{stdout}");
+        assert!(!stderr.contains("quiet panic inside"), "{stderr}");
+        assert!(stderr.contains("loud panic outside"), "{stderr}");
     }
 }

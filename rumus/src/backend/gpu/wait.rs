@@ -141,13 +141,13 @@ impl GpuDevice {
     }
 
     /// `wgpu::Device::poll`, whose panic when it finds the device lost (wgpu raises it after
-    /// the device's lost callback has recorded the fault) becomes that fault.
+    /// the device's lost callback has recorded the fault) becomes that fault, unprinted.
     pub(crate) fn poll(
         &self,
         poll: wgpu::PollType,
     ) -> Result<std::result::Result<wgpu::PollStatus, wgpu::PollError>> {
         let device = &self.0.device;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| device.poll(poll))).map_err(|_| {
+        super::fault::catch_quietly(|| device.poll(poll)).map_err(|_| {
             self.check_faults()
                 .err()
                 .unwrap_or_else(|| gpu_error("wgpu panicked while waiting for the GPU".to_string()))
