@@ -11,6 +11,12 @@
 #                                      SECONDS (default 300), from the repository root (a
 #                                      test reads a fixture file under it); one line per
 #                                      binary, and the failures' output under DIR/logs
+#   tests/gpu_suite.sh --each BINARY [SECONDS]
+#                                      run each test of one staged binary in a process of
+#                                      its own, for at most SECONDS (default 60) each: a
+#                                      kernel that hangs the GPU fails its own test only
+#                                      (e.g. DIR/gpu_products, one test per product kernel
+#                                      variant); one line per test
 #
 # The environment passes through: RUMUS_GPU_COOPMAT2=1 runs the suite with the products on
 # VK_NV_cooperative_matrix2, RUMUS_GPU_TRACE=1 names each kernel as it runs. The wait limit
@@ -47,13 +53,36 @@ if [[ "${1:-}" == "--stage" ]]; then
     exit 0
 fi
 
-dir=${1:?"usage: tests/gpu_suite.sh --stage DIR | tests/gpu_suite.sh DIR [SECONDS]"}
-seconds=${2:-300}
-mkdir -p "$dir/logs"
 export RUMUS_REQUIRE_GPU=1
 export RUMUS_GPU_WAIT_TIMEOUT=${RUMUS_GPU_WAIT_TIMEOUT:-60}
 # Where the tests find their fixture files: this checkout, not the one they were built in.
 export CARGO_MANIFEST_DIR=$PWD
+
+if [[ "${1:-}" == "--each" ]]; then
+    binary=${2:?"--each needs a test binary"}
+    seconds=${3:-60}
+    failed=0
+    log=$(mktemp)
+    while read -r test; do
+        status=0
+        timeout -k 5 "$seconds" "$binary" --exact "$test" --test-threads=1 >"$log" 2>&1 || status=$?
+        if [[ $status -eq 0 ]]; then
+            echo "ok      $test"
+        else
+            failed=$((failed + 1))
+            echo "FAILED  $test (exit $status$([[ $status -eq 124 ]] && echo ", after $seconds s"))"
+            grep -A1 'panicked at' "$log" | head -4 | sed 's/^/        /' || true
+        fi
+    done < <("$binary" --list 2>/dev/null | sed -n 's/: test$//p')
+    rm -f "$log"
+    echo "$failed tests failed"
+    [[ $failed -eq 0 ]]
+    exit
+fi
+
+dir=${1:?"usage: tests/gpu_suite.sh --stage DIR | DIR [SECONDS] | --each BINARY [SECONDS]"}
+seconds=${2:-300}
+mkdir -p "$dir/logs"
 failed=0
 for binary in "$dir"/*; do
     name=$(basename "$binary")
