@@ -742,6 +742,22 @@ fn lost_device() {
     assert_eq!(saved.to_f64_vec(), expected, "saved before the loss");
 }
 
+/// The longest K the wide product kernel walks in one job on lavapipe, whose loops end after
+/// 65,535 iterations: the host takes it to loop under 4 times per element of K (measured),
+/// so `[2048, 16383] @ [16383, 2048]` (256 wide tiles, enough not to split K for speed)
+/// runs unsplit there. Positive operands, so a walk ended early would come out visibly short.
+#[test]
+fn wide_products_as_long_as_the_loop_budget_allows_are_right() {
+    let _serial = serial();
+    let Some(device) = gpu() else { return };
+    let k = 16_383;
+    let a = tensor(&[2048, k], 73).abs().unwrap();
+    let b = tensor(&[k, 2048], 74).abs().unwrap();
+    check("[2048, 16383] @ [16383, 2048]", &device, &[a, b], |t| {
+        t[0].matmul(&t[1]).unwrap()
+    });
+}
+
 #[test]
 fn tensors_beyond_one_grid_dimension_work() {
     let _serial = serial();
