@@ -116,6 +116,15 @@ fn product_on(device: &Device, case: Case) -> (Vec<f64>, Vec<(f64, f64)>) {
     }
     let on = |t: &DynTensor| t.to(device).unwrap();
     let (a, b) = (on(&a), on(&b));
+    // Buffers the product's result may be taken from, left full of NaN (the pool hands a
+    // freed buffer to the next request of its size): an element the kernel fails to write
+    // reads NaN, not a fresh buffer's zero.
+    let stale = DynTensor::zeros_on(&[batch * m * n], DType::F32, device)
+        .unwrap()
+        .add_scalar(f64::NAN)
+        .unwrap();
+    drop(stale.to_dtype(DType::F16).unwrap());
+    drop(stale);
     let product = if case.f32_out {
         let _autocast = autocast();
         match &bias {
