@@ -18,8 +18,10 @@
 //! CPU; but `mixed_precision`'s `gpu_products_under_autocast_match_the_cpu` and
 //! `gpu_products_of_whole_tiles_under_autocast_match_the_cpu` still get a wrong loss. What
 //! they have that the probe had not: linear layers with a bias whose output's last tile is
-//! partial, biases at an offset, split-K products with a bias, a batch of two. So it stays
-//! opt-in. `RUMUS_GPU_TRACE` (batch.rs) names the kernel a hang is in, and how long each
+//! partial, biases at an offset, split-K products with a bias, a batch of two, and many
+//! ops before them in one process. `tests/gpu_products.rs` has each such product as a case
+//! of its own (`tests/gpu_suite.sh --each`, and the whole binary in one process). So it
+//! stays opt-in. `RUMUS_GPU_TRACE` (batch.rs) names the kernel a hang is in, and how long each
 //! pipeline took to build.
 
 use std::ffi::{CStr, c_void};
