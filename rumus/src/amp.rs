@@ -39,7 +39,7 @@ use std::cell::{Cell, RefCell};
 
 pub use crate::optim::{GradScaler, GradScalerConfig};
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use crate::autograd::{BackwardOp, GradMeta, is_grad_enabled, record};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::matmul::{
@@ -160,20 +160,47 @@ fn round_to_half(t: &DynTensor) -> Result<DynTensor> {
 }
 
 /// What the backward pass of an autocast product keeps: the `f16` operands the product read
-/// (its own backward products read them again instead of rounding the operands anew), and the
-/// operands themselves, for version checks and for a recorded backward pass.
+/// (its own backward products read them again instead of rounding the operands anew), and
+/// where on the graph the operands are, but not the `f32` operands themselves. As with
+/// PyTorch's autocast, which saves the cast copies, an activation that only products read
+/// (a norm's output, an activation function's) is freed as soon as the forward pass drops
+/// it: three of each GPT-2 block's activations (BENCHMARKS.md has the peak it saved). So a
+/// write into an operand after the product no longer affects its gradients.
 pub struct HalfProductRecord {
-    lhs: Saved,
-    rhs: Saved,
     lhs_half: DynTensor,
     rhs_half: DynTensor,
+    /// The operands' places on the graph (`None` for one that takes no gradient), for a
+    /// recorded backward pass, whose products must reach them.
+    lhs_meta: Option<GradMeta>,
+    rhs_meta: Option<GradMeta>,
     /// The bias's shape, when the product added one (the third input).
     bias_dims: Option<Dims>,
 }
 
 impl HalfProductRecord {
+    /// The `f16` operands carrying the operands' graph places: what a dropping graph frees
+    /// iteratively.
     pub(crate) fn take_saved(self) -> impl Iterator<Item = DynTensor> {
-        [self.lhs, self.rhs].into_iter().map(Saved::into_tensor)
+        [
+            (self.lhs_half, self.lhs_meta),
+            (self.rhs_half, self.rhs_meta),
+        ]
+        .into_iter()
+        .filter_map(|(half, meta)| Some(half.with_grad_meta(meta?)))
+    }
+
+    /// An operand as a recorded backward pass multiplies it: the `f16` copy widened (the
+    /// values autocast rounds the operand to, so its products round it to the same), whose
+    /// gradient goes unchanged to the operand, as autocast's products treat the rounding.
+    fn operand_on_graph(half: &DynTensor, meta: &Option<GradMeta>) -> Result<DynTensor> {
+        let widened = half.to_dtype(DType::F32)?;
+        Ok(match meta {
+            Some(meta) => {
+                let operand = half.clone().with_grad_meta(meta.clone());
+                record(widened, &[&operand], || BackwardOp::Contiguous)
+            }
+            None => widened,
+        })
     }
 }
 
@@ -189,10 +216,10 @@ pub(crate) fn product(
     let inputs: Vec<&DynTensor> = [lhs, rhs].into_iter().chain(bias).collect();
     Ok(record(out, &inputs, || {
         BackwardOp::HalfProduct(Box::new(HalfProductRecord {
-            lhs: Saved::new(lhs),
-            rhs: Saved::new(rhs),
             lhs_half,
             rhs_half,
+            lhs_meta: lhs.grad_meta().cloned(),
+            rhs_meta: rhs.grad_meta().cloned(),
             bias_dims: bias.map(|b| Dims::from_slice(b.dims())),
         }))
     }))
@@ -200,17 +227,18 @@ pub(crate) fn product(
 
 /// The gradients of an autocast product's operands (and bias): `f16` products of the
 /// gradient rounded once and the saved `f16` operands, widened to `f32`. A recorded backward
-/// pass (`create_graph`) runs the `f32` formula on the operands under autocast instead, so its
-/// gradients stay differentiable.
+/// pass (`create_graph`) runs the `f32` formula under autocast instead, on the saved operands
+/// tracked back to the operands, so its gradients stay differentiable.
 pub(crate) fn half_product_backward(
     record: &HalfProductRecord,
     grad: &DynTensor,
     needs: &[bool],
 ) -> Result<Vec<Option<DynTensor>>> {
-    let (lhs, rhs) = (record.lhs.get("matmul")?, record.rhs.get("matmul")?);
     let mut grads = if is_grad_enabled() {
+        let lhs = HalfProductRecord::operand_on_graph(&record.lhs_half, &record.lhs_meta)?;
+        let rhs = HalfProductRecord::operand_on_graph(&record.rhs_half, &record.rhs_meta)?;
         let _autocast = autocast();
-        product_gradients(grad, (lhs, rhs), &needs[..2], &|x, y| x.matmul(y))?
+        product_gradients(grad, (&lhs, &rhs), &needs[..2], &|x, y| x.matmul(y))?
     } else {
         let grad_half = grad.detach().to_dtype(DType::F16)?;
         let operands = (&record.lhs_half, &record.rhs_half);
