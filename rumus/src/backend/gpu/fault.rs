@@ -114,9 +114,18 @@ pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> 
     result
 }
 
+/// The message a panic was raised with (`panic!`'s text), for an error that replaces it.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::catch_quietly;
+    use super::{catch_quietly, panic_message};
 
     /// Set for the child process of `a_caught_panic_prints_nothing`.
     const CHILD: &str = "RUMUS_TEST_QUIET_PANIC_CHILD";
@@ -127,7 +136,9 @@ mod tests {
     fn a_caught_panic_prints_nothing() {
         if std::env::var_os(CHILD).is_some() {
             let caught = catch_quietly(|| -> u32 { panic!("quiet panic inside") });
-            assert!(caught.is_err());
+            assert_eq!(panic_message(&*caught.unwrap_err()), "quiet panic inside");
+            let formatted = catch_quietly(|| -> u32 { panic!("formatted {}", 7) });
+            assert_eq!(panic_message(&*formatted.unwrap_err()), "formatted 7");
             assert_eq!(catch_quietly(|| 7).ok(), Some(7));
             let loud = std::panic::catch_unwind(|| panic!("loud panic outside"));
             assert!(loud.is_err());

@@ -141,16 +141,18 @@ impl GpuDevice {
     }
 
     /// `wgpu::Device::poll`, whose panic when it finds the device lost (wgpu raises it after
-    /// the device's lost callback has recorded the fault) becomes that fault, unprinted.
+    /// the device's lost callback has recorded the fault) becomes that fault, unprinted; any
+    /// other panic of wgpu's becomes an error that carries its message.
     pub(crate) fn poll(
         &self,
         poll: wgpu::PollType,
     ) -> Result<std::result::Result<wgpu::PollStatus, wgpu::PollError>> {
         let device = &self.0.device;
-        super::fault::catch_quietly(|| device.poll(poll)).map_err(|_| {
-            self.check_faults()
-                .err()
-                .unwrap_or_else(|| gpu_error("wgpu panicked while waiting for the GPU".to_string()))
+        super::fault::catch_quietly(|| device.poll(poll)).map_err(|payload| {
+            self.check_faults().err().unwrap_or_else(|| {
+                let message = super::fault::panic_message(&*payload);
+                gpu_error(format!("wgpu panicked while waiting for the GPU: {message}"))
+            })
         })
     }
 }
