@@ -473,3 +473,12 @@ fn half_hint(dtype: DType) -> &'static str {
         ""
     }
 }
+
+/// The message a panic was raised with (`panic!`'s text), for the error that replaces it.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)")
+}

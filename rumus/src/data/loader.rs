@@ -254,11 +254,7 @@ where
         D::Item::collate(items)
     };
     catch_unwind(AssertUnwindSafe(load)).unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into());
+        let what = crate::error::panic_message(&*panic);
         Err(Error::InvalidArgument {
             op: "DataLoader",
             message: format!(

@@ -114,18 +114,10 @@ pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> 
     result
 }
 
-/// The message a panic was raised with (`panic!`'s text), for an error that replaces it.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("(no message)")
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{catch_quietly, panic_message};
+    use super::catch_quietly;
+    use crate::error::panic_message;
 
     /// Set for the child process of `a_caught_panic_prints_nothing`.
     const CHILD: &str = "RUMUS_TEST_QUIET_PANIC_CHILD";

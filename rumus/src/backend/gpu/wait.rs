@@ -150,7 +150,7 @@ impl GpuDevice {
         let device = &self.0.device;
         super::fault::catch_quietly(|| device.poll(poll)).map_err(|payload| {
             self.check_faults().err().unwrap_or_else(|| {
-                let message = super::fault::panic_message(&*payload);
+                let message = crate::error::panic_message(&*payload);
                 gpu_error(format!("wgpu panicked while waiting for the GPU: {message}"))
             })
         })
