@@ -6,9 +6,9 @@
 //! cargo run --release --example gpt -- --size gpt2-small --device gpu --autocast
 //! ```
 //!
-//! Options: `--size tiny|gpt2-small` (2 blocks of width 64 and 64-byte contexts, or GPT-2
-//! small: 12 blocks of width 768, 12 heads, 1,024-token contexts, the vocabulary padded to
-//! 50,304), `--device cpu|gpu`, `--autocast` (f16 products with dynamic loss scaling,
+//! Options: `--size tiny|gpt2-small|gpt2-small-8k` (2 blocks of width 64 and 64-byte
+//! contexts, or GPT-2 small: 12 blocks of width 768, 12 heads, 1,024-token contexts, the
+//! vocabulary padded to 50,304, or cut to 8,192 so that it runs on lavapipe), `--device cpu|gpu`, `--autocast` (f16 products with dynamic loss scaling,
 //! `rumus::amp`), `--steps N` (default 200), `--batch N` (default 16; GPT-2's runs use 8).
 //! AdamW (lr 3e-4 for GPT-2 small, 3e-3 for the tiny one; weight decay 0.1).
 //!
@@ -16,7 +16,7 @@
 
 mod model;
 
-use model::{Gpt, Gpt2Small, TinyGpt, sample_batch};
+use model::{Gpt, Gpt2Small, Gpt2Small8k, TinyGpt, sample_batch};
 use rumus::amp::GradScaler;
 use rumus::nn::Module;
 use rumus::optim::{Adam, AdamConfig};
@@ -25,9 +25,17 @@ use rumus::rng::Generator;
 
 const TEXT: &str = include_str!("../data/lighthouse.txt");
 
+/// Which decoder `--size` names.
+#[derive(Clone, Copy)]
+enum Size {
+    Tiny,
+    Gpt2Small,
+    Gpt2Small8k,
+}
+
 /// The command line.
 struct Options {
-    gpt2_small: bool,
+    size: Size,
     device: Device,
     autocast: bool,
     steps: usize,
@@ -36,7 +44,7 @@ struct Options {
 
 fn options() -> rumus::Result<Options> {
     let mut options = Options {
-        gpt2_small: false,
+        size: Size::Tiny,
         device: Device::Cpu,
         autocast: false,
         steps: 200,
@@ -53,11 +61,12 @@ fn options() -> rumus::Result<Options> {
         match arg.as_str() {
             "--autocast" => options.autocast = true,
             "--size" => match args.next().as_deref() {
-                Some("tiny") => options.gpt2_small = false,
-                Some("gpt2-small") => options.gpt2_small = true,
+                Some("tiny") => options.size = Size::Tiny,
+                Some("gpt2-small") => options.size = Size::Gpt2Small,
+                Some("gpt2-small-8k") => options.size = Size::Gpt2Small8k,
                 other => {
                     return Err(invalid(format!(
-                        "--size takes tiny or gpt2-small, got {other:?}"
+                        "--size takes tiny, gpt2-small or gpt2-small-8k, got {other:?}"
                     )));
                 }
             },
@@ -70,7 +79,7 @@ fn options() -> rumus::Result<Options> {
             "--batch" => options.batch = number(args.next(), "--batch")?,
             other => {
                 return Err(invalid(format!(
-                    "unknown argument {other:?}; use --size tiny|gpt2-small, --device cpu|gpu, \
+                    "unknown argument {other:?}; use --size tiny|gpt2-small|gpt2-small-8k, --device cpu|gpu, \
                      --autocast, --steps N, --batch N"
                 )));
             }
@@ -85,19 +94,18 @@ fn options() -> rumus::Result<Options> {
 fn main() -> rumus::Result<()> {
     let options = options()?;
     manual_seed(7);
-    if options.gpt2_small {
-        let model = {
-            let _on = options.device.set_default();
-            Gpt2Small::new(12)?
-        };
-        train(model, &options, 3e-4)
-    } else {
-        let model = {
-            let _on = options.device.set_default();
-            TinyGpt::new(2)?
-        };
-        train(model, &options, 3e-3)
+    let device = &options.device;
+    match options.size {
+        Size::Tiny => train(built_on(device, || TinyGpt::new(2))?, &options, 3e-3),
+        Size::Gpt2Small => train(built_on(device, || Gpt2Small::new(12))?, &options, 3e-4),
+        Size::Gpt2Small8k => train(built_on(device, || Gpt2Small8k::new(12))?, &options, 3e-4),
     }
+}
+
+/// What `build` makes, its tensors created on `device`.
+fn built_on<T>(device: &Device, build: impl FnOnce() -> rumus::Result<T>) -> rumus::Result<T> {
+    let _on = device.set_default();
+    build()
 }
 
 /// Trains `model` (already on the options' device) and prints its progress.

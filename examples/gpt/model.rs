@@ -30,6 +30,9 @@ pub struct Gpt<
 
 /// GPT-2 small: 12 blocks of width 768 with 12 heads, contexts of 1,024 tokens.
 pub type Gpt2Small = Gpt<50304, 1024, 768, 12, 3072>;
+/// GPT-2 small with its vocabulary cut to 8,192 tokens: every tensor fits a device whose
+/// bindings stop at 128 MiB (lavapipe), where the 50,304-row embedding does not.
+pub type Gpt2Small8k = Gpt<8192, 1024, 768, 12, 3072>;
 /// A small decoder over bytes: 2 blocks of width 64, contexts of 64 bytes.
 pub type TinyGpt = Gpt<256, 64, 64, 4, 256>;
 
