@@ -1,8 +1,8 @@
 // f16 matrix products on workgroup-scope cooperative matrices with tensor addressing
-// (VK_NV_cooperative_matrix2): out[b] = A[b] @ B[b] (+ bias), f16 operands accumulated in
-// f32, the result rounded to f16 or (built with F32_OUT) written as f32. The same products as
-// matmul_coop.wgsl, with the same parameters and bindings, for adapters that offer the
-// extension: WGSL cannot express it, so this kernel is GLSL compiled to SPIR-V
+// (VK_NV_cooperative_matrix2): out[b] = A[b] @ B[b], f16 operands accumulated in f32, the
+// result rounded to f16 or (built with F32_OUT) written as f32. The same products as
+// matmul_coop.wgsl, with its parameters and bindings but the bias's, for adapters that offer
+// the extension: WGSL cannot express it, so this kernel is GLSL compiled to SPIR-V
 // (`shaders/spirv/build.sh`) and handed to the driver as it is.
 //
 // Why: matmul_coop.wgsl must stage every operand through workgroup memory itself, in
@@ -26,12 +26,15 @@
 // aligned, and only operands whose rows do not overlap (a layout's stride must span its
 // row: no stride-0 broadcasts).
 //
-// Parameters (those of matmul.wgsl): 0 M, 1 N, 2 K, 3 batch count, 4 batch rank, 5-6 offsets
-// of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups per grid row, 12-15
-// batch dims, 16-19 and 20-23 batch strides of A and B, 24 K splits, 25 K per split, 26
-// flags (4: a bias, whose offset and stride are 27-28). With several splits (an F32_OUT
-// build), job j = batch * splits + split writes its f32 partial product to [M, N] block j of
-// the output, for `sum_splits` (matmul.wgsl) to add up with the bias.
+// No bias: added here element by element (coopMatPerElementNV reading the bias buffer), it
+// came back wrong in every element on an H200 while the same products without it were
+// right. The host has `sum_splits` (matmul.wgsl) add an f32 product's bias instead.
+//
+// Parameters (those of matmul.wgsl, less the bias's): 0 M, 1 N, 2 K, 3 batch count, 4 batch
+// rank, 5-6 offsets of A and B, 7-8 row and column strides of A, 9-10 of B, 11 workgroups
+// per grid row, 12-15 batch dims, 16-19 and 20-23 batch strides of A and B, 24 K splits, 25
+// K per split. With several splits (an F32_OUT build), job j = batch * splits + split writes
+// its f32 partial product to [M, N] block j of the output, for `sum_splits` to add up.
 
 #version 460
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -53,8 +56,6 @@ layout(set = 0, binding = 3, std430) writeonly buffer Out { float out_float[]; }
 #else
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float16_t out_half[]; };
 #endif
-// The f32 bias (flag 4); bound to A otherwise, and then never read.
-layout(set = 0, binding = 6, std430) readonly buffer Bias { float bias[]; };
 
 // Offsets of matrix `batch` in A and B (batch dims and strides from the parameters).
 uvec2 batch_bases(uint batch) {
@@ -69,12 +70,6 @@ uvec2 batch_bases(uint batch) {
         bases += coord * uvec2(p[16 + d], p[20 + d]);
     }
     return bases;
-}
-
-// The bias of output column `col0 + col`, added to one accumulator element.
-float add_bias(const in uint row, const in uint col, const in float x, const in uint col0) {
-    uint c = col0 + col;
-    return c < p[1] ? x + bias[p[27] + c * p[28]] : x;
 }
 
 // Rounding to f16 must give infinities past f16's range, as any f16 cast does: a loss
@@ -152,9 +147,6 @@ void main() {
         acc = coopMatMulAdd(ma, mb, acc);
     }
 
-    if ((p[26] & 4) != 0) {
-        coopMatPerElementNV(acc, acc, add_bias, col0);
-    }
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lo =
         createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
     lo = setTensorLayoutDimensionNV(lo, m, n);

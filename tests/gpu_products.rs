@@ -91,9 +91,10 @@ fn rounded(t: &DynTensor) -> Vec<f64> {
     t.to_dtype(DType::F16).unwrap().to_f64_vec()
 }
 
-/// The product `case` asks for, computed on `device`: its values, and the host's `f64` sums
-/// of the same rounded operands with, per element, the sum of the terms' magnitudes.
-fn product_on(device: &Device, case: Case) -> (Vec<f64>, Vec<(f64, f64)>) {
+/// The product `case` asks for, computed on `device`: its values as read back, the same
+/// values as a kernel after it read them (see below), and the host's `f64` sums of the same
+/// rounded operands with, per element, the sum of the terms' magnitudes.
+fn product_on(device: &Device, case: Case) -> (Vec<f64>, Vec<f64>, Vec<(f64, f64)>) {
     let Case { batch, m, k, n, .. } = case;
     let a = operand(batch, (m, k), case.a_row_major, 1 + m as u64);
     let b = operand(batch, (k, n), case.b_row_major, 2 + n as u64);
@@ -156,18 +157,35 @@ fn product_on(device: &Device, case: Case) -> (Vec<f64>, Vec<(f64, f64)>) {
         .skip(usize::from(batch == 1))
         .collect();
     assert_eq!(product.dims(), dims);
-    (product.to_f64_vec(), expected)
+    // A kernel that reads the product in the same submission as the product's own (an
+    // exact widening of an f16 result, a multiplication by one of an f32 one), read back
+    // first: a store that lands too late for the next kernel on the GPU would still be in
+    // place by the time the host reads.
+    let read_by_a_kernel = if case.f32_out {
+        product.mul_scalar(1.0).unwrap()
+    } else {
+        product.to_dtype(DType::F32).unwrap()
+    };
+    let read_by_a_kernel = read_by_a_kernel.to_f64_vec();
+    (product.to_f64_vec(), read_by_a_kernel, expected)
 }
 
-/// Runs `case` on the GPU (if there is one) and checks every element: within the `f32`
-/// rounding of its sum (relative to the terms' magnitudes), plus the `f16` rounding of the
-/// result for `f16` products. The message counts the wrong elements and shows the first.
+/// Runs `case` on the GPU (if there is one) and checks every element, as read back and as
+/// the next kernel read it: within the `f32` rounding of its sum (relative to the terms'
+/// magnitudes), plus the `f16` rounding of the result for `f16` products. The message counts
+/// the wrong elements and shows the first.
 fn check(case: Case) {
     let Some(device) = gpu() else { return };
-    let (actual, expected) = product_on(&device, case);
+    let (read_back, read_by_a_kernel, expected) = product_on(&device, case);
+    check_values(case, "read back", &read_back, &expected);
+    check_values(case, "read by a kernel", &read_by_a_kernel, &expected);
+}
+
+/// Checks the values of `case`'s product (`how` they were read) against `expected`.
+fn check_values(case: Case, how: &str, actual: &[f64], expected: &[(f64, f64)]) {
     let wrong: Vec<(usize, f64, f64)> = actual
         .iter()
-        .zip(&expected)
+        .zip(expected)
         .enumerate()
         .filter(|(_, (got, (want, magnitude)))| {
             let f16_rounding = if case.f32_out {
@@ -183,7 +201,7 @@ fn check(case: Case) {
     if let Some(&(at, got, want)) = wrong.first() {
         let (entry, row, col) = (at / (case.m * case.n), at / case.n % case.m, at % case.n);
         panic!(
-            "{} of {} elements wrong; the first, batch {entry} row {row} column {col}: got {got}, expected {want}",
+            "{how}: {} of {} elements wrong; the first, batch {entry} row {row} column {col}: got {got}, expected {want}",
             wrong.len(),
             actual.len()
         );

@@ -188,6 +188,17 @@ fn tensor_operand(layout: &Layout) -> bool {
     }
 }
 
+/// Whether `matmul_tensor` may run a product that has a bias (`biased`) and an `f32`
+/// (`widen`) or `f16` result. The kernel adds no bias itself: on an H200 its bias, added
+/// element by element inside the kernel (`coopMatPerElementNV`), came back wrong in every
+/// element while the same products without a bias were right. So an `f32` product with a
+/// bias writes its product as split-K partial products are written and `sum_splits` adds
+/// the bias (one more pass over the result, as split products already take); an `f16` one,
+/// which `sum_splits` cannot write, runs on `matmul_coop`.
+fn tensor_takes_bias(biased: bool, widen: bool) -> bool {
+    !biased || widen
+}
+
 /// Whether `matmul_wide` may read an operand four elements at a time: contiguous along one
 /// of its two axes, with the other stride, the offset, the batch strides and the extent of
 /// the contiguous axis multiples of four (so every vector is aligned and wholly inside or
@@ -205,11 +216,11 @@ fn vector_operand(layout: &Layout, batch_strides: &[usize], (rows, cols): (usize
 
 /// The bindings of product kernel `entry` writing `written`: `matmul_wide` also reads both
 /// operands through its vector bindings, `matmul_coop` writes the output and reads the bias
-/// through f32 bindings too. Every kernel reads the bias at binding 6, which is bound to A
+/// through f32 bindings too. The others read the bias at binding 6, which is bound to A
 /// when there is none (the kernel then never reads it). (wgpu merges a buffer's uses within a
 /// dispatch, so the output may be bound writable twice; each tile of `matmul_coop` writes
 /// through one of the two bindings only, so no word is written through both. `matmul_tensor`
-/// has one output binding, of the type it was built for: see its header.)
+/// has one output binding, of the type it was built for (see its header), and no bias.)
 fn product_bindings<'a>(
     entry: &str,
     a: &'a wgpu::Buffer,
@@ -224,7 +235,9 @@ fn product_bindings<'a>(
     if entry == "matmul_coop" {
         bindings.extend([(7, written), (8, bias.unwrap_or(a))]);
     }
-    bindings.push((6, bias.unwrap_or(a)));
+    if entry != "matmul_tensor" {
+        bindings.push((6, bias.unwrap_or(a)));
+    }
     bindings
 }
 
@@ -328,10 +341,15 @@ impl GpuDevice {
             Kernels::Coop => {
                 let (a_row_major, b_row_major) = (la.strides()[r - 1] == 1, lb.strides()[r - 1] == 1);
                 // `matmul_tensor` takes the same parameters, bindings and 128x128 tiles as
-                // `matmul_coop`, but one job (batch entry or split) per grid layer.
+                // `matmul_coop`, but one job (batch entry or split) per grid layer, and adds
+                // no bias (`tensor_takes_bias`): an `f16` product with one stays here.
                 let jobs = batch * coop_splits(batch * m.div_ceil(COOP_TILE) * n.div_ceil(COOP_TILE), k, widen).0;
                 let tensor_layouts = tensor_operand(la) && tensor_operand(lb);
-                if self.has_tensor_matmul() && tensor_layouts && jobs <= MAX_GRID_LAYERS {
+                if self.has_tensor_matmul()
+                    && tensor_layouts
+                    && jobs <= MAX_GRID_LAYERS
+                    && tensor_takes_bias(bias.is_some(), widen)
+                {
                     let module = Module::MatmulTensor {
                         a_row_major,
                         b_row_major,
@@ -419,9 +437,10 @@ impl GpuDevice {
             params[26] = u32::from(a_vectors) | (u32::from(b_vectors) << 1);
         }
         // Without split-K the product's epilogue adds the bias; with it, the sum of the
-        // partial products does.
+        // partial products does, and so it does after `matmul_tensor` (which adds none).
+        let summed = splits > 1 || (bias.is_some() && entry == "matmul_tensor");
         if let Some(bias) = bias
-            && splits == 1
+            && !summed
         {
             params[26] |= 4;
             params[27] = bias.offset;
@@ -444,7 +463,7 @@ impl GpuDevice {
         };
         let out = GpuBuffer::uninit(self, batch * m * n, out_dtype, "matmul")?;
         let operands = |written| product_bindings(entry, ma.raw(), mb.raw(), bias_memory, written);
-        if splits == 1 {
+        if !summed {
             self.dispatch(module, entry, &params, &operands(out.raw()), groups);
         } else {
             let partial = GpuBuffer::uninit(self, batch * splits * m * n, DType::F32, "matmul")?;

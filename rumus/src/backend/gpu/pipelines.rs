@@ -314,7 +314,7 @@ fn storage_layout(device: &wgpu::Device, label: &str, bindings: &[(u32, bool)]) 
 
 /// The pipeline of `matmul_tensor.comp`'s SPIR-V (`spirv`), passed to the driver unchanged (wgpu
 /// cannot read the extension's instructions), so its bind group layout is written out here:
-/// the parameters, A, B and the bias read; the output (3) written.
+/// the parameters, A and B read; the output (3) written.
 fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u32>) -> Compiled {
     // SAFETY: the SPIR-V is built from shaders/matmul_tensor.comp, validated by spirv-val
     // when built, and needs only the features the device was opened with (coopmat2.rs); it
@@ -331,7 +331,7 @@ fn passthrough_pipeline(device: &wgpu::Device, entry: &'static str, spirv: Vec<u
             ..Default::default()
         })
     };
-    let bindings = [(0, false), (1, false), (2, false), (3, true), (6, false)];
+    let bindings = [(0, false), (1, false), (2, false), (3, true)];
     pipeline_with_layout(device, &shader, entry, &bindings)
 }
 
