@@ -227,99 +227,111 @@ fn uniform_param(dims: &[usize], hidden: usize) -> Result<DynTensor> {
     DynTensor::uniform(dims, -bound, bound, DType::F32)?.requires_grad_()
 }
 
-/// The four parameters of a layer with `gates` gates, drawn in PyTorch's order.
-type RecurrentParams = (DynTensor, DynTensor, Option<DynTensor>, Option<DynTensor>);
+/// One recurrent layer type: the struct with PyTorch's parameter names, its constructors,
+/// [`RnnWeights`] view and [`Module`] impl. LSTM and GRU differ only in their gate count,
+/// gate order and PyTorch name here; each writes its own `forward_dyn`, whose state differs.
+macro_rules! recurrent_layer {
+    ($layer:ident, $gates:literal, $order:literal, $torch:literal, $function:literal) => {
+        #[doc = concat!("`", stringify!($layer), "<IN, HIDDEN>`: `[B, T, IN] -> [B, T, HIDDEN]` ")]
+        #[doc = concat!("plus the final state; see [`", $function, "`].")]
+        #[doc = concat!("Parameters as PyTorch names them: `weight_ih_l0` `[", $gates, "H, IN]`, ")]
+        #[doc = concat!("`weight_hh_l0` `[", $gates, "H, H]`, `bias_ih_l0` and `bias_hh_l0` `[")]
+        #[doc = concat!($gates, "H]`, the rows in gate order ", $order, ".")]
+        pub struct $layer<const IN: usize, const HIDDEN: usize> {
+            #[doc = concat!("Input-to-hidden weights of the ", $gates, " gates stacked along ")]
+            #[doc = concat!("the rows, `[", $gates, "H, IN]`.")]
+            pub weight_ih_l0: DynTensor,
+            #[doc = concat!("Hidden-to-hidden weights of the ", $gates, " gates stacked along ")]
+            #[doc = concat!("the rows, `[", $gates, "H, H]`.")]
+            pub weight_hh_l0: DynTensor,
+            #[doc = concat!("Input-to-hidden bias, `[", $gates, "H]`; absent without biases.")]
+            pub bias_ih_l0: Option<DynTensor>,
+            #[doc = concat!("Hidden-to-hidden bias, `[", $gates, "H]`; absent without biases.")]
+            pub bias_hh_l0: Option<DynTensor>,
+        }
 
-fn recurrent_params(
-    gates: usize,
-    input: usize,
-    hidden: usize,
-    bias: bool,
-) -> Result<RecurrentParams> {
-    if hidden == 0 {
-        return Err(invalid(
-            "recurrent layer",
-            "the hidden size must be positive (PyTorch refuses hidden_size=0 too)".into(),
-        ));
-    }
-    let weight_ih = uniform_param(&[gates * hidden, input], hidden)?;
-    let weight_hh = uniform_param(&[gates * hidden, hidden], hidden)?;
-    let (bias_ih, bias_hh) = if bias {
-        (
-            Some(uniform_param(&[gates * hidden], hidden)?),
-            Some(uniform_param(&[gates * hidden], hidden)?),
-        )
-    } else {
-        (None, None)
+        impl<const IN: usize, const HIDDEN: usize> $layer<IN, HIDDEN> {
+            /// Every parameter drawn from U(-1/sqrt(HIDDEN), 1/sqrt(HIDDEN)) with the global
+            /// generator, as PyTorch initialises them.
+            pub fn new() -> Result<Self> {
+                Self::build(true)
+            }
+
+            /// A layer without the two bias vectors (PyTorch's `bias=False`).
+            pub fn without_bias() -> Result<Self> {
+                Self::build(false)
+            }
+
+            /// The parameters drawn in PyTorch's order.
+            fn build(bias: bool) -> Result<Self> {
+                if HIDDEN == 0 {
+                    return Err(invalid(
+                        "recurrent layer",
+                        "the hidden size must be positive (PyTorch refuses hidden_size=0 too)"
+                            .into(),
+                    ));
+                }
+                let rows = $gates * HIDDEN;
+                let weight_ih_l0 = uniform_param(&[rows, IN], HIDDEN)?;
+                let weight_hh_l0 = uniform_param(&[rows, HIDDEN], HIDDEN)?;
+                let (bias_ih_l0, bias_hh_l0) = if bias {
+                    (
+                        Some(uniform_param(&[rows], HIDDEN)?),
+                        Some(uniform_param(&[rows], HIDDEN)?),
+                    )
+                } else {
+                    (None, None)
+                };
+                Ok($layer {
+                    weight_ih_l0,
+                    weight_hh_l0,
+                    bias_ih_l0,
+                    bias_hh_l0,
+                })
+            }
+
+            /// The parameters as the functional form takes them.
+            pub fn weights(&self) -> RnnWeights<'_> {
+                RnnWeights {
+                    weight_ih: &self.weight_ih_l0,
+                    weight_hh: &self.weight_hh_l0,
+                    bias_ih: self.bias_ih_l0.as_ref(),
+                    bias_hh: self.bias_hh_l0.as_ref(),
+                }
+            }
+        }
+
+        impl<const IN: usize, const HIDDEN: usize> Module for $layer<IN, HIDDEN> {
+            fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
+                f(&format!("{prefix}weight_ih_l0"), &self.weight_ih_l0);
+                f(&format!("{prefix}weight_hh_l0"), &self.weight_hh_l0);
+                if let Some(b) = &self.bias_ih_l0 {
+                    f(&format!("{prefix}bias_ih_l0"), b);
+                }
+                if let Some(b) = &self.bias_hh_l0 {
+                    f(&format!("{prefix}bias_hh_l0"), b);
+                }
+            }
+
+            fn describe(&self) -> String {
+                let bias = if self.bias_ih_l0.is_some() {
+                    ""
+                } else {
+                    ", bias=False"
+                };
+                format!(
+                    concat!($torch, "({}, {}{}, batch_first=True)"),
+                    IN, HIDDEN, bias
+                )
+            }
+        }
     };
-    Ok((weight_ih, weight_hh, bias_ih, bias_hh))
 }
 
-fn visit_recurrent(
-    prefix: &str,
-    f: &mut dyn FnMut(&str, &DynTensor),
-    weight_ih: &DynTensor,
-    weight_hh: &DynTensor,
-    bias_ih: Option<&DynTensor>,
-    bias_hh: Option<&DynTensor>,
-) {
-    f(&format!("{prefix}weight_ih_l0"), weight_ih);
-    f(&format!("{prefix}weight_hh_l0"), weight_hh);
-    if let Some(b) = bias_ih {
-        f(&format!("{prefix}bias_ih_l0"), b);
-    }
-    if let Some(b) = bias_hh {
-        f(&format!("{prefix}bias_hh_l0"), b);
-    }
-}
-
-/// `Lstm<IN, HIDDEN>`: `[B, T, IN] -> [B, T, HIDDEN]` plus the final `(h, c)`; see [`lstm`].
-/// Parameters as PyTorch names them: `weight_ih_l0` `[4H, IN]`, `weight_hh_l0` `[4H, H]`,
-/// `bias_ih_l0` and `bias_hh_l0` `[4H]`, the rows in gate order `i, f, g, o`.
-pub struct Lstm<const IN: usize, const HIDDEN: usize> {
-    /// Input-to-hidden weights of the 4 gates stacked along the rows, `[4H, IN]`.
-    pub weight_ih_l0: DynTensor,
-    /// Hidden-to-hidden weights of the 4 gates stacked along the rows, `[4H, H]`.
-    pub weight_hh_l0: DynTensor,
-    /// Input-to-hidden bias, `[4H]`; absent without biases.
-    pub bias_ih_l0: Option<DynTensor>,
-    /// Hidden-to-hidden bias, `[4H]`; absent without biases.
-    pub bias_hh_l0: Option<DynTensor>,
-}
+recurrent_layer!(Lstm, 4, "`i, f, g, o`", "LSTM", "lstm");
+recurrent_layer!(Gru, 3, "`r, z, n`", "GRU", "gru");
 
 impl<const IN: usize, const HIDDEN: usize> Lstm<IN, HIDDEN> {
-    /// Every parameter drawn from U(-1/sqrt(HIDDEN), 1/sqrt(HIDDEN)) with the global
-    /// generator, as PyTorch initialises them.
-    pub fn new() -> Result<Self> {
-        Self::build(true)
-    }
-
-    /// A layer without the two bias vectors (PyTorch's `bias=False`).
-    pub fn without_bias() -> Result<Self> {
-        Self::build(false)
-    }
-
-    fn build(bias: bool) -> Result<Self> {
-        let (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0) =
-            recurrent_params(4, IN, HIDDEN, bias)?;
-        Ok(Lstm {
-            weight_ih_l0,
-            weight_hh_l0,
-            bias_ih_l0,
-            bias_hh_l0,
-        })
-    }
-
-    /// The parameters as the functional form takes them.
-    pub fn weights(&self) -> RnnWeights<'_> {
-        RnnWeights {
-            weight_ih: &self.weight_ih_l0,
-            weight_hh: &self.weight_hh_l0,
-            bias_ih: self.bias_ih_l0.as_ref(),
-            bias_hh: self.bias_hh_l0.as_ref(),
-        }
-    }
-
     /// `x` `[B, T, IN]`, optional `(h0, c0)` each `[1, B, HIDDEN]` (zeros when absent) ->
     /// `(output [B, T, HIDDEN], (h_n, c_n))`, like PyTorch's `output, (h_n, c_n) = lstm(x)`.
     pub fn forward_dyn(
@@ -331,75 +343,7 @@ impl<const IN: usize, const HIDDEN: usize> Lstm<IN, HIDDEN> {
     }
 }
 
-impl<const IN: usize, const HIDDEN: usize> Module for Lstm<IN, HIDDEN> {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
-        visit_recurrent(
-            prefix,
-            f,
-            &self.weight_ih_l0,
-            &self.weight_hh_l0,
-            self.bias_ih_l0.as_ref(),
-            self.bias_hh_l0.as_ref(),
-        );
-    }
-
-    fn describe(&self) -> String {
-        let bias = if self.bias_ih_l0.is_some() {
-            ""
-        } else {
-            ", bias=False"
-        };
-        format!("LSTM({IN}, {HIDDEN}{bias}, batch_first=True)")
-    }
-}
-
-/// `Gru<IN, HIDDEN>`: `[B, T, IN] -> [B, T, HIDDEN]` plus the final `h`; see [`gru`].
-/// Parameters as PyTorch names them: `weight_ih_l0` `[3H, IN]`, `weight_hh_l0` `[3H, H]`,
-/// `bias_ih_l0` and `bias_hh_l0` `[3H]`, the rows in gate order `r, z, n`.
-pub struct Gru<const IN: usize, const HIDDEN: usize> {
-    /// Input-to-hidden weights of the 3 gates stacked along the rows, `[3H, IN]`.
-    pub weight_ih_l0: DynTensor,
-    /// Hidden-to-hidden weights of the 3 gates stacked along the rows, `[3H, H]`.
-    pub weight_hh_l0: DynTensor,
-    /// Input-to-hidden bias, `[3H]`; absent without biases.
-    pub bias_ih_l0: Option<DynTensor>,
-    /// Hidden-to-hidden bias, `[3H]`; absent without biases.
-    pub bias_hh_l0: Option<DynTensor>,
-}
-
 impl<const IN: usize, const HIDDEN: usize> Gru<IN, HIDDEN> {
-    /// Every parameter drawn from U(-1/sqrt(HIDDEN), 1/sqrt(HIDDEN)) with the global
-    /// generator, as PyTorch initialises them.
-    pub fn new() -> Result<Self> {
-        Self::build(true)
-    }
-
-    /// A layer without the two bias vectors (PyTorch's `bias=False`).
-    pub fn without_bias() -> Result<Self> {
-        Self::build(false)
-    }
-
-    fn build(bias: bool) -> Result<Self> {
-        let (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0) =
-            recurrent_params(3, IN, HIDDEN, bias)?;
-        Ok(Gru {
-            weight_ih_l0,
-            weight_hh_l0,
-            bias_ih_l0,
-            bias_hh_l0,
-        })
-    }
-
-    /// The parameters as the functional form takes them.
-    pub fn weights(&self) -> RnnWeights<'_> {
-        RnnWeights {
-            weight_ih: &self.weight_ih_l0,
-            weight_hh: &self.weight_hh_l0,
-            bias_ih: self.bias_ih_l0.as_ref(),
-            bias_hh: self.bias_hh_l0.as_ref(),
-        }
-    }
-
     /// `x` `[B, T, IN]`, optional `h0` `[1, B, HIDDEN]` (zeros when absent) ->
     /// `(output [B, T, HIDDEN], h_n [1, B, HIDDEN])`, like PyTorch's `output, h_n = gru(x)`.
     pub fn forward_dyn(
@@ -408,27 +352,5 @@ impl<const IN: usize, const HIDDEN: usize> Gru<IN, HIDDEN> {
         h0: Option<&DynTensor>,
     ) -> Result<(DynTensor, DynTensor)> {
         gru(x, self.weights(), h0)
-    }
-}
-
-impl<const IN: usize, const HIDDEN: usize> Module for Gru<IN, HIDDEN> {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &DynTensor)) {
-        visit_recurrent(
-            prefix,
-            f,
-            &self.weight_ih_l0,
-            &self.weight_hh_l0,
-            self.bias_ih_l0.as_ref(),
-            self.bias_hh_l0.as_ref(),
-        );
-    }
-
-    fn describe(&self) -> String {
-        let bias = if self.bias_ih_l0.is_some() {
-            ""
-        } else {
-            ", bias=False"
-        };
-        format!("GRU({IN}, {HIDDEN}{bias}, batch_first=True)")
     }
 }
