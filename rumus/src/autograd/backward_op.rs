@@ -420,19 +420,27 @@ impl BackwardOp {
                 input_dims,
                 axis,
                 indices,
-            } => one(index::index_select_backward(
-                grad, input_dims, *axis, indices,
+            } => one(index::indexed_read_backward(
+                grad,
+                input_dims,
+                (*axis, indices),
+                DynTensor::index_add,
             )),
             BackwardOp::IndexAdd { axis, indices } => {
-                index::index_add_backward(grad, *axis, indices, needs)
+                index::indexed_add_backward(grad, (*axis, indices), needs, DynTensor::index_select)
             }
             BackwardOp::Gather {
                 input_dims,
                 axis,
                 indices,
-            } => one(index::gather_backward(grad, input_dims, *axis, indices)),
+            } => one(index::indexed_read_backward(
+                grad,
+                input_dims,
+                (*axis, indices),
+                DynTensor::scatter_add,
+            )),
             BackwardOp::ScatterAdd { axis, indices } => {
-                index::scatter_add_backward(grad, *axis, indices, needs)
+                index::indexed_add_backward(grad, (*axis, indices), needs, DynTensor::gather)
             }
             BackwardOp::Cat { axis, sizes } => join::cat_backward(grad, *axis, sizes, needs),
             BackwardOp::Cast { from } => one(grad.to_dtype(*from)),

@@ -312,54 +312,35 @@ impl DynTensor {
     }
 }
 
-pub(crate) fn index_select_backward(
+/// An indexed read along an axis, `(tensor, axis, indices)`: `index_select` or `gather`.
+pub(crate) type IndexedRead = fn(&DynTensor, isize, &DynTensor) -> Result<DynTensor>;
+/// Its adjoint, the indexed add `(tensor, axis, indices, source)`: `index_add` or
+/// `scatter_add`.
+pub(crate) type IndexedAdd = fn(&DynTensor, isize, &DynTensor, &DynTensor) -> Result<DynTensor>;
+
+/// The gradient of an indexed read (`index_select`, `gather`) of an input of `input_dims`:
+/// `grad` added into zeros at the indices it was read from, by the read's adjoint `add`.
+pub(crate) fn indexed_read_backward(
     grad: &DynTensor,
     input_dims: &[usize],
-    axis: usize,
-    indices: &DynTensor,
+    (axis, indices): (usize, &DynTensor),
+    add: IndexedAdd,
 ) -> Result<DynTensor> {
-    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.index_add(
-        axis as isize,
-        indices,
-        grad,
-    )
+    let zeros = DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?;
+    add(&zeros, axis as isize, indices, grad)
 }
 
-pub(crate) fn index_add_backward(
+/// The gradients of an indexed add (`index_add`, `scatter_add`) into a tensor: `grad` itself,
+/// and (if `needs[1]`) for the added source `grad` read at the indices by the add's adjoint
+/// `read`.
+pub(crate) fn indexed_add_backward(
     grad: &DynTensor,
-    axis: usize,
-    indices: &DynTensor,
+    (axis, indices): (usize, &DynTensor),
     needs: &[bool],
+    read: IndexedRead,
 ) -> Result<Vec<Option<DynTensor>>> {
     let source = if needs[1] {
-        Some(grad.index_select(axis as isize, indices)?)
-    } else {
-        None
-    };
-    Ok(vec![Some(grad.clone()), source])
-}
-
-pub(crate) fn gather_backward(
-    grad: &DynTensor,
-    input_dims: &[usize],
-    axis: usize,
-    indices: &DynTensor,
-) -> Result<DynTensor> {
-    DynTensor::zeros_on(input_dims, grad.dtype(), &grad.device())?.scatter_add(
-        axis as isize,
-        indices,
-        grad,
-    )
-}
-
-pub(crate) fn scatter_add_backward(
-    grad: &DynTensor,
-    axis: usize,
-    indices: &DynTensor,
-    needs: &[bool],
-) -> Result<Vec<Option<DynTensor>>> {
-    let source = if needs[1] {
-        Some(grad.gather(axis as isize, indices)?)
+        Some(read(grad, axis as isize, indices)?)
     } else {
         None
     };
