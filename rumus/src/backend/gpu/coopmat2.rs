@@ -15,11 +15,11 @@
 //! binding of its own type (`matmul_tensor.comp`'s header). With that on the H200 nothing
 //! hangs, the loss-scaling test and `half_precision`, `gpu_parity` and
 //! `gpu_training_parity` pass, and widened and split-K products of a probe match the CPU;
-//! but `mixed_precision`'s two autocast product tests got a wrong loss. Their losses say
-//! which outputs were wrong: every element of every product whose bias the kernel added
-//! (`coopMatPerElementNV`), and none of the others (products without a bias, and split-K
-//! products, whose bias `sum_splits` adds). So the kernel adds no bias any more
-//! (`matmul.rs`, `tensor_takes_bias`); that change is not yet run on an H200.
+//! but `mixed_precision`'s two autocast product tests got a wrong loss. Their losses fit
+//! one explanation: every element of every product whose bias the kernel added
+//! (`coopMatPerElementNV`) came out strongly negative, and the other products (without a
+//! bias, or split along K, whose bias `sum_splits` adds) were right. So the kernel adds no
+//! bias any more (`matmul.rs`, `tensor_takes_bias`); that change is not yet run on an H200.
 //! `tests/gpu_products.rs` has every such product as a case of its own, read back and read
 //! by a following kernel (`tests/gpu_suite.sh --each`, and the whole binary in one process).
 //! Until those pass there it stays opt-in. `RUMUS_GPU_TRACE` (batch.rs) names the kernel a

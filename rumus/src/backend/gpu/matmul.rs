@@ -189,9 +189,9 @@ fn tensor_operand(layout: &Layout) -> bool {
 }
 
 /// Whether `matmul_tensor` may run a product that has a bias (`biased`) and an `f32`
-/// (`widen`) or `f16` result. The kernel adds no bias itself: on an H200 its bias, added
-/// element by element inside the kernel (`coopMatPerElementNV`), came back wrong in every
-/// element while the same products without a bias were right. So an `f32` product with a
+/// (`widen`) or `f16` result. The kernel adds no bias itself: on an H200 the outputs whose
+/// bias it added element by element (`coopMatPerElementNV`) were, as far as two tests' losses
+/// tell, wrong in every element, while products without a bias were right. So an `f32` product with a
 /// bias writes its product as split-K partial products are written and `sum_splits` adds
 /// the bias (one more pass over the result, as split products already take); an `f16` one,
 /// which `sum_splits` cannot write, runs on `matmul_coop`.
