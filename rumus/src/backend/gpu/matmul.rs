@@ -190,11 +190,11 @@ fn tensor_operand(layout: &Layout) -> bool {
 
 /// Whether `matmul_tensor` may run a product that has a bias (`biased`) and an `f32`
 /// (`widen`) or `f16` result. The kernel adds no bias itself: on an H200 the outputs whose
-/// bias it added element by element (`coopMatPerElementNV`) were, as far as two tests' losses
-/// tell, wrong in every element, while products without a bias were right. So an `f32` product with a
-/// bias writes its product as split-K partial products are written and `sum_splits` adds
-/// the bias (one more pass over the result, as split products already take); an `f16` one,
-/// which `sum_splits` cannot write, runs on `matmul_coop`.
+/// bias it added element by element (`coopMatPerElementNV`) were, as far as two tests'
+/// losses tell, wrong in every element, while products without a bias were right. So an
+/// `f32` product with a bias writes its product as split-K partial products are written,
+/// and `sum_splits` adds the bias (one more pass over the result, as split products already
+/// take); an `f16` one, which `sum_splits` cannot write, runs on `matmul_coop`.
 fn tensor_takes_bias(biased: bool, widen: bool) -> bool {
     !biased || widen
 }
