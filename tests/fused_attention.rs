@@ -25,6 +25,13 @@ fn padding(s: usize) -> DynTensor {
     DynTensor::from_vec(values, &[2, s]).unwrap()
 }
 
+/// Padding on the last two keys of sample 0 and on every key of sample 1, whose queries
+/// see no key at all.
+fn sample_1_sees_no_key(s: usize) -> DynTensor {
+    let values: Vec<bool> = (0..2 * s).map(|i| i >= s || i + 2 >= s).collect();
+    DynTensor::from_vec(values, &[2, s]).unwrap()
+}
+
 /// The attention written out: `softmax(scale q k^T + masks) v` with the scores in memory.
 fn spelled_out(
     q: &DynTensor,
@@ -79,6 +86,25 @@ fn gradients_match_finite_differences_to_second_order() {
             randn(&[2, 2, 5, 3], 1),
             randn(&[2, 2, 7, 3], 2),
             randn(&[2, 2, 7, 4], 3),
+        ],
+    );
+    // The second order runs the recorded backward pass, which forms the probabilities:
+    // zeros, not softmax's NaN, for the queries that see no key.
+    let unseen = sample_1_sees_no_key(7);
+    check_first_and_second_order(
+        "attention where sample 1 sees no key",
+        |x: &[DynTensor]| {
+            let options = SdpaOptions {
+                key_padding_mask: Some(&unseen),
+                causal: true,
+                ..Default::default()
+            };
+            x[0].scaled_dot_product_attention(&x[1], &x[2], options)
+        },
+        vec![
+            randn(&[2, 2, 5, 3], 14),
+            randn(&[2, 2, 7, 3], 15),
+            randn(&[2, 2, 7, 4], 16),
         ],
     );
     check_first_and_second_order(
@@ -251,6 +277,47 @@ fn mismatched_operands_and_masks_are_errors_that_say_what_is_expected() {
     }
 }
 
+/// A query that sees no key gives zeros and passes no gradient back, as PyTorch's
+/// `scaled_dot_product_attention` (since 2.5); the queries that see keys are untouched by
+/// the others.
+#[test]
+fn a_query_that_sees_no_key_gives_zeros_and_no_gradient() {
+    let _serial = serial();
+    let leaf = |dims: &[usize], seed| randn(dims, seed).requires_grad_().unwrap();
+    let (q, k, v) = (
+        leaf(&[2, 3, 6, 4], 31),
+        leaf(&[2, 3, 9, 4], 32),
+        leaf(&[2, 3, 9, 5], 33),
+    );
+    let options = |mask| SdpaOptions {
+        key_padding_mask: Some(mask),
+        ..Default::default()
+    };
+    let unseen = sample_1_sees_no_key(9);
+    let out = q
+        .scaled_dot_product_attention(&k, &v, options(&unseen))
+        .unwrap();
+    let grads = out.tanh().unwrap().sum_all().unwrap().backward().unwrap();
+    let sample = |x: &DynTensor, i: usize| x.narrow(0, i, 1).unwrap().to_f64_vec();
+    assert!(
+        sample(&out, 1).iter().all(|&x| x == 0.0),
+        "output of sample 1"
+    );
+    for (name, x) in [("dq", &q), ("dk", &k), ("dv", &v)] {
+        let grad = grads.grad(x).unwrap();
+        assert!(
+            sample(grad, 1).iter().all(|&g| g == 0.0),
+            "{name} of sample 1"
+        );
+    }
+    // Sample 0 alone, with its own padding: the same numbers.
+    let first = |x: &DynTensor| x.narrow(0, 0, 1).unwrap();
+    let alone = first(&q)
+        .scaled_dot_product_attention(&first(&k), &first(&v), options(&first(&unseen)))
+        .unwrap();
+    assert_eq!(sample(&out, 0), alone.to_f64_vec());
+}
+
 #[test]
 fn gpu_attention_matches_the_fused_cpu_op() {
     let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
@@ -269,40 +336,46 @@ fn gpu_attention_matches_the_fused_cpu_op() {
     // Padding; causal over more than one workgroup of rows and several staged tiles; both,
     // with rows of other widths (the kernels pad them to 16, 32, 64 or 128).
     // The last two with dropout, which draws the same elements on the CPU and the GPU.
+    let padded: Option<fn(usize) -> DynTensor> = Some(padding);
+    let unseen: Option<fn(usize) -> DynTensor> = Some(sample_1_sees_no_key);
     let cases = [
-        ((9, 11), (8, 3), true, false, 0.0),
-        ((130, 150), (8, 3), false, true, 0.0),
-        ((70, 150), (8, 3), true, true, 0.0),
-        ((33, 40), (40, 24), true, true, 0.0),
-        ((20, 17), (128, 100), false, false, 0.0),
-        ((130, 150), (8, 3), true, true, 0.3),
-        ((33, 40), (40, 24), false, false, 0.5),
+        ((9, 11), (8, 3), padded, false, 0.0),
+        ((130, 150), (8, 3), None, true, 0.0),
+        ((70, 150), (8, 3), padded, true, 0.0),
+        ((33, 40), (40, 24), padded, true, 0.0),
+        ((20, 17), (128, 100), None, false, 0.0),
+        ((130, 150), (8, 3), padded, true, 0.3),
+        ((33, 40), (40, 24), None, false, 0.5),
         // Long enough that lavapipe, which ends an invocation's loops after 65,535 iterations,
         // gets the walk over the other side in several passes (2 to 5 per kernel).
-        ((600, 700), (64, 64), true, false, 0.0),
-        ((700, 600), (128, 100), false, true, 0.3),
+        ((600, 700), (64, 64), padded, false, 0.0),
+        ((700, 600), (128, 100), None, true, 0.3),
         // No queries; no keys (zeros, as a query row that sees no key).
-        ((0, 11), (8, 3), false, true, 0.0),
-        ((9, 0), (8, 3), false, false, 0.0),
+        ((0, 11), (8, 3), None, true, 0.0),
+        ((9, 0), (8, 3), None, false, 0.0),
+        // Queries that see no key, in the kernels and in the composite form (rows wider
+        // than the kernels keep).
+        ((9, 11), (8, 3), unseen, true, 0.0),
+        ((9, 11), (136, 3), unseen, false, 0.3),
     ];
-    for (lengths, (d, dv), masked, causal, dropout_p) in cases {
+    for (lengths, (d, dv), mask, causal, dropout_p) in cases {
         let (q, k, v) = (
             t(&[2, 2, lengths.0, d], 1),
             t(&[2, 2, lengths.1, d], 2),
             t(&[2, 2, lengths.1, dv], 3),
         );
-        let mask = padding(lengths.1);
-        let gpu_mask = mask.to(&device).unwrap();
+        let mask = mask.map(|mask| mask(lengths.1));
+        let gpu_mask = mask.as_ref().map(|mask| mask.to(&device).unwrap());
         let options = |mask| SdpaOptions {
-            key_padding_mask: masked.then_some(mask),
+            key_padding_mask: mask,
             causal,
             scale: None,
             dropout_p,
         };
         rumus::manual_seed(29);
-        let cpu = run(&q, &k, &v, options(&mask));
+        let cpu = run(&q, &k, &v, options(mask.as_ref()));
         rumus::manual_seed(29);
-        let gpu = run(&on(&q), &on(&k), &on(&v), options(&gpu_mask));
+        let gpu = run(&on(&q), &on(&k), &on(&v), options(gpu_mask.as_ref()));
         for (name, (c, g)) in ["out", "dq", "dk", "dv"].iter().zip(cpu.iter().zip(&gpu)) {
             let what = format!("{name} {lengths:?} causal {causal} dropout {dropout_p}");
             common::gpu::assert_close(&what, c, g);

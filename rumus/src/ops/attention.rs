@@ -171,8 +171,9 @@ impl DynTensor {
     /// `softmax(scale self key^T + masks) value` over the last two axes: `self` `[.., T, D]`,
     /// `key` `[.., S, D]`, `value` `[.., S, Dv]`, the result `[.., T, Dv]`. A query row that
     /// sees no key at all (every key padding) gives zeros and no gradient, as PyTorch's
-    /// `scaled_dot_product_attention` does (since 2.5); the composite form (an explicit
-    /// softmax) gives NaN. On a GPU's matrix units (autocast) the result and the
+    /// `scaled_dot_product_attention` does (since 2.5), in every form (the fused kernels,
+    /// the composite form with the scores in memory, the recorded backward pass). On a GPU's
+    /// matrix units (autocast) the result and the
     /// gradients keep their operands' memory layout: for heads split from a `[B, T, H, D]`
     /// projection as a `[B, H, T, D]` view, they are such views too, and merging the heads
     /// back (`transpose(1, 2)`, `reshape`) copies nothing.
@@ -305,7 +306,10 @@ fn dropped_out(p: &DynTensor, g: &Geometry) -> Result<DynTensor> {
     }
 }
 
-/// `softmax(scale q k^T + masks)`, `[.., T, S]`.
+/// `softmax(scale q k^T + masks)`, `[.., T, S]`, with zeros in a row whose every score is
+/// `-inf` (a query that sees no key) where softmax gives NaN: what the fused kernels give,
+/// and PyTorch's `scaled_dot_product_attention` (its `_safe_softmax`, since 2.5). Such rows
+/// pass no gradient back.
 fn probabilities(
     q: &DynTensor,
     k: &DynTensor,
@@ -328,7 +332,17 @@ fn probabilities(
         let hidden = crate::nn::causal_mask(g.t, g.s)?.to(&scores.device())?;
         scores = scores.masked_fill(&hidden, f64::NEG_INFINITY)?;
     }
-    scores.softmax(-1)
+    if g.s == 0 {
+        // (no keys: no probabilities)
+        return scores.softmax(-1);
+    }
+    let unseen = scores.detach().eq_scalar(f64::NEG_INFINITY)?;
+    // (a NaN score is not -inf: its row stays NaN, as in PyTorch)
+    let sees_nothing = unseen
+        .to_dtype(DType::F32)?
+        .min(&[-1], true)?
+        .eq_scalar(1.0)?;
+    scores.softmax(-1)?.masked_fill(&sees_nothing, 0.0)
 }
 
 /// The gradients of query, key and value (those `needs` asks for).
