@@ -6,7 +6,9 @@
 //! ```text
 //! cargo run --release --example bench_gpu            # every workload
 //! cargo run --release --example bench_gpu hgemm      # the matrix products alone
-//! cargo run --release --example bench_gpu layouts    # and f16 at 4096 with transposed operands
+//! cargo run --release --example bench_gpu layouts    # and f16 with transposed operands, as
+//!                                                    # they are and copied to row-major
+//!                                                    # (at 4096 and GPT-2 small's layers)
 //! cargo run --release --example bench_gpu ops        # each op of one encoder block
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
 //!                                                    # (`profile autocast`, `profile gpt`)
@@ -74,14 +76,28 @@ fn seconds_per_call_settled(device: &Device, warm_calls: usize, mut f: impl FnMu
 
 /// GFLOP/s of an `n x n x n` product of `dtype` operands (f16 products accumulate in f32).
 fn matmul_rate(device: &Device, n: usize, dtype: DType) -> f64 {
-    matmul_rate_of_layouts(device, n, dtype, [false, false])
+    matmul_rate_of_layouts(device, (n, n, n), dtype, [false, false], false)
 }
 
-/// [`matmul_rate`] with either operand a transposed view (column-major), as a linear
-/// layer's products read them: `x @ W^T` forward, `g^T @ x` for the weight's gradient.
-fn matmul_rate_of_layouts(device: &Device, n: usize, dtype: DType, transposed: [bool; 2]) -> f64 {
-    let operand = |transposed: bool| {
-        let stored = DynTensor::randn(&[n, n], DType::F32)
+/// The rate of an `m x k x n` product (`mkn`) with either operand a transposed view
+/// (column-major), as a linear layer's products read them: `x @ W^T` forward, `g^T @ x` for
+/// the weight's gradient. With `copied`, each transposed operand is first copied into a
+/// row-major tensor inside the timed call (the rate still counts the product's operations
+/// only): whether such a copy pays for a kernel that is faster on row-major operands.
+fn matmul_rate_of_layouts(
+    device: &Device,
+    (m, k, n): (usize, usize, usize),
+    dtype: DType,
+    transposed: [bool; 2],
+    copied: bool,
+) -> f64 {
+    let operand = |(rows, cols): (usize, usize), transposed: bool| {
+        let dims = if transposed {
+            [cols, rows]
+        } else {
+            [rows, cols]
+        };
+        let stored = DynTensor::randn(&dims, DType::F32)
             .unwrap()
             .to(device)
             .unwrap()
@@ -93,11 +109,70 @@ fn matmul_rate_of_layouts(device: &Device, n: usize, dtype: DType, transposed: [
             stored
         }
     };
-    let (a, b) = (operand(transposed[0]), operand(transposed[1]));
+    let (a, b) = (
+        operand((m, k), transposed[0]),
+        operand((k, n), transposed[1]),
+    );
+    let row_major = |x: &DynTensor, transposed: bool| {
+        if copied && transposed {
+            x.contiguous().unwrap()
+        } else {
+            x.clone()
+        }
+    };
     let s = seconds_per_call_settled(device, 1, || {
-        a.matmul(&b).unwrap();
+        row_major(&a, transposed[0])
+            .matmul(&row_major(&b, transposed[1]))
+            .unwrap();
     });
-    2.0 * (n as f64).powi(3) / s / 1e9
+    2.0 * (m * k * n) as f64 / s / 1e9
+}
+
+/// `bench_gpu layouts`: the f16 product at `n` with either operand column-major, as is and
+/// copied to row-major first, then the same for GPT-2 small's linear layers at a batch of
+/// 8 x 1,024 tokens (`shrink` divides their sizes, for a slow adapter): each layer's
+/// forward product `x @ W^T`, its input gradient `g @ W` and its weight gradient `g^T @ x`.
+fn print_layouts(device: &Device, n: usize, shrink: usize) {
+    for (name, transposed) in [
+        ("ab_t", [false, true]),
+        ("at_b", [true, false]),
+        ("at_b_t", [true, true]),
+    ] {
+        for copied in [false, true] {
+            let rate = matmul_rate_of_layouts(device, (n, n, n), DType::F16, transposed, copied);
+            let suffix = if copied { "_copied" } else { "" };
+            println!("hgemm_{n}_{name}{suffix} {rate:.1} GFLOP/s");
+        }
+    }
+    let tokens = 8 * 1024 / shrink;
+    // (name, inputs, outputs) of the layers of one block, and the tied output layer.
+    let layers = [
+        ("qkv", 768, 2304),
+        ("proj", 768, 768),
+        ("fc", 768, 3072),
+        ("fc_proj", 3072, 768),
+        ("logits", 768, 50304),
+    ];
+    for (layer, inputs, outputs) in layers {
+        let (inputs, outputs) = (inputs / shrink, outputs / shrink);
+        let products = [
+            ("forward", (tokens, inputs, outputs), [false, true]),
+            ("input_grad", (tokens, outputs, inputs), [false, false]),
+            ("weight_grad", (outputs, tokens, inputs), [true, false]),
+        ];
+        for (product, mkn, transposed) in products {
+            let copies: &[bool] = if transposed.contains(&true) {
+                &[false, true]
+            } else {
+                &[false]
+            };
+            for &copied in copies {
+                let rate = matmul_rate_of_layouts(device, mkn, DType::F16, transposed, copied);
+                let suffix = if copied { "_copied" } else { "" };
+                println!("hgemm_gpt2_{layer}_{product}{suffix} {rate:.1} GFLOP/s");
+            }
+        }
+    }
 }
 
 fn mlp_step(device: &Device, batch: usize) -> f64 {
@@ -650,18 +725,11 @@ fn main() -> rumus::Result<()> {
             matmul_rate(&device, n, DType::F16)
         );
     }
-    // `hgemm`: the matrix products alone; `layouts`: then the f16 product at 4096 (256 with
-    // `small`) with either operand column-major.
+    // `hgemm`: the matrix products alone; `layouts`: then the f16 products with either
+    // operand column-major (256 and GPT-2's sizes / 16 with `small`).
     if std::env::args().any(|a| a == "layouts") {
-        let n = if small { 256 } else { 4096 };
-        for (name, transposed) in [
-            ("ab_t", [false, true]),
-            ("at_b", [true, false]),
-            ("at_b_t", [true, true]),
-        ] {
-            let rate = matmul_rate_of_layouts(&device, n, DType::F16, transposed);
-            println!("hgemm_{n}_{name} {rate:.1} GFLOP/s");
-        }
+        let (n, shrink) = if small { (256, 16) } else { (4096, 1) };
+        print_layouts(&device, n, shrink);
     }
     if std::env::args().any(|a| a == "hgemm" || a == "layouts") {
         return Ok(());

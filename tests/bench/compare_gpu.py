@@ -6,7 +6,8 @@ Runs the rumus binary (its output: `name value unit` lines), then the same workl
 PyTorch, and prints a markdown table with both values and their ratio. SGEMM ratios are
 rumus GFLOP/s over PyTorch's (higher is better; `hgemm` is the f16 product, accumulated in f32
 on both sides; `hgemm_4096_at_b` and the like have the operands after `t` transposed
-views); step ratios are rumus time over PyTorch's
+views, `hgemm_gpt2_...` are GPT-2 small's products (`bench_gpu layouts`), and on lines
+ending `_copied` rumus copies transposed operands to row-major first); step ratios are rumus time over PyTorch's
 (lower is better). `transformer_step_autocast` is the step under f16 autocast with dynamic
 loss scaling on both sides (`torch.autocast` + `torch.amp.GradScaler`). `attention_t4096` is
 causal attention forward and backward on [4, 8, 4096, 64] f32 (rumus's fused kernels against
@@ -52,16 +53,47 @@ def per_call_settled(fn, warm_calls=1):
     return per_call(fn, 0, reps)
 
 
-def matmul_rate(n, dtype=torch.float32, layouts=""):
-    """`layouts` as bench_gpu names them: `ab_t`, `at_b`, `at_b_t` for transposed views."""
+def matmul_rate(mkn, dtype=torch.float32, transposed=(False, False)):
+    """GFLOP/s of an `m x k x n` product, either operand a transposed view if `transposed`
+    says so."""
     torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(n, n, device="cuda", dtype=dtype)
-    b = torch.randn(n, n, device="cuda", dtype=dtype)
-    if layouts.startswith("at"):
-        a = a.t()
-    if layouts.endswith("b_t"):
-        b = b.t()
-    return 2 * n**3 / per_call_settled(lambda: a @ b) / 1e9
+    m, k, n = mkn
+
+    def operand(rows, cols, t):
+        if t:
+            return torch.randn(cols, rows, device="cuda", dtype=dtype).t()
+        return torch.randn(rows, cols, device="cuda", dtype=dtype)
+    a, b = operand(m, k, transposed[0]), operand(k, n, transposed[1])
+    return 2 * m * k * n / per_call_settled(lambda: a @ b) / 1e9
+
+
+# GPT-2 small's linear layers (inputs, outputs) as `bench_gpu layouts` names them, and each
+# one's three products at 8 x 1,024 tokens: (m, k, n) and which operand is transposed.
+GPT2_LAYERS = {"qkv": (768, 2304), "proj": (768, 768), "fc": (768, 3072),
+               "fc_proj": (3072, 768), "logits": (768, 50304)}
+GPT2_PRODUCTS = {
+    "forward": lambda t, i, o: ((t, i, o), (False, True)),
+    "input_grad": lambda t, i, o: ((t, o, i), (False, False)),
+    "weight_grad": lambda t, i, o: ((o, t, i), (True, False)),
+}
+
+
+def hgemm_case(name):
+    """The product of a `bench_gpu` `hgemm_...` line: `hgemm_N`, `hgemm_N_ab_t` (`at_b`,
+    `at_b_t`: transposed views) or `hgemm_gpt2_LAYER_PRODUCT`, each maybe ending `_copied`
+    (rumus copies the transposed operands to row-major first; PyTorch multiplies them as
+    they are). Returns ((m, k, n), transposed)."""
+    rest = name.removeprefix("hgemm_").removesuffix("_copied")
+    if rest.startswith("gpt2_"):
+        rest = rest.removeprefix("gpt2_")
+        for product, shape in GPT2_PRODUCTS.items():
+            if rest.endswith("_" + product):
+                inputs, outputs = GPT2_LAYERS[rest.removesuffix("_" + product)]
+                return shape(8 * 1024, inputs, outputs)
+        raise ValueError(f"no GPT-2 product in {name}")
+    size, _, layouts = rest.partition("_")
+    n = int(size)
+    return (n, n, n), (layouts.startswith("at"), layouts.endswith("b_t"))
 
 
 def mlp_step(batch):
@@ -217,10 +249,11 @@ def main():
     torch_values = {}
     for name in rumus:
         if name.startswith("sgemm_"):
-            torch_values[name] = matmul_rate(int(name.split("_")[1]))
+            n = int(name.split("_")[1])
+            torch_values[name] = matmul_rate((n, n, n))
         elif name.startswith("hgemm_"):
-            size, _, layouts = name.removeprefix("hgemm_").partition("_")
-            torch_values[name] = matmul_rate(int(size), torch.float16, layouts)
+            mkn, transposed = hgemm_case(name)
+            torch_values[name] = matmul_rate(mkn, torch.float16, transposed)
         elif name == "mlp_step_b256":
             torch_values[name] = mlp_step(256)
         elif name == "cnn_step_b256":
