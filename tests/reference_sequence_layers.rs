@@ -335,6 +335,62 @@ fn attention_rejects_bad_heads_and_shapes() {
     assert!(err.contains("[batch, length, 6]"), "{err}");
 }
 
+/// A query that the mask lets see no key, as PyTorch 2.5+ treats it: `need_weights=False`
+/// (rumus's `forward_dyn`) attends to nothing, so the output is `out_proj`'s bias;
+/// `need_weights=True` (`forward_with_weights`) gives NaN weights and output. The other
+/// queries are the same either way.
+#[test]
+fn a_query_that_sees_no_key() {
+    manual_seed(5);
+    let mut mha = MultiheadAttention::<4, 2>::new().unwrap();
+    let bias = vec![0.5f32, -1.0, 2.0, 0.25];
+    let out_bias = DynTensor::from_vec(bias.clone(), &[4]).unwrap();
+    mha.out_proj.bias = Some(out_bias.requires_grad_().unwrap());
+    let bias: Vec<f64> = bias.into_iter().map(f64::from).collect();
+    let x = DynTensor::randn(&[2, 3, 4], DType::F32).unwrap();
+    let y = DynTensor::randn(&[2, 5, 4], DType::F32).unwrap();
+    // Query 1 sees no key; query 2 sees keys 0 and 3.
+    let masked: Vec<bool> = (0..15)
+        .map(|i| i / 5 == 1 || (i / 5 == 2 && i % 5 != 0 && i % 5 != 3))
+        .collect();
+    let mask = DynTensor::from_vec(masked, &[3, 5]).unwrap();
+    let out = mha.forward_dyn(&x, &y, &y, Some(&mask), false).unwrap();
+    let (with_weights, weights) = mha
+        .forward_with_weights(&x, &y, &y, Some(&mask), false)
+        .unwrap();
+    let (out, with_weights, weights) = (
+        out.to_f64_vec(),
+        with_weights.to_f64_vec(),
+        weights.to_f64_vec(),
+    );
+    for batch in 0..2 {
+        for query in 0..3 {
+            let at = (batch * 3 + query) * 4;
+            let (a, b) = (&out[at..at + 4], &with_weights[at..at + 4]);
+            let row = &weights[(batch * 3 + query) * 5..][..5];
+            if query == 1 {
+                assert_eq!(a, bias, "batch {batch}: out_proj's bias alone");
+                assert!(
+                    b.iter().chain(row).all(|v| v.is_nan()),
+                    "batch {batch}: {b:?} {row:?}"
+                );
+            } else {
+                assert_eq!(a, b, "batch {batch} query {query}");
+                assert!(
+                    a.iter().all(|v| v.is_finite()),
+                    "batch {batch} query {query}"
+                );
+            }
+        }
+    }
+    // No gradient comes back through the query that sees nothing.
+    let x = x.requires_grad_().unwrap();
+    let out = mha.forward_dyn(&x, &y, &y, Some(&mask), false).unwrap();
+    let grads = out.tanh().unwrap().sum_all().unwrap().backward().unwrap();
+    let dx = grads.grad(&x).unwrap().to_f64_vec();
+    assert!(dx.iter().all(|g| g.is_finite()), "{dx:?}");
+}
+
 #[test]
 fn per_head_masks_and_modes() {
     manual_seed(3);

@@ -148,7 +148,10 @@ fn check_attention_shapes(
 /// split into `heads` heads of size `E / heads`; each head computes
 /// `softmax(q k^T / sqrt(E / heads) + mask) v`; the heads are concatenated and `out_proj`
 /// applied. Returns the output `[B, T, E]` and the attention weights of every head
-/// `[B, heads, T, S]` (after dropout, as PyTorch returns them).
+/// `[B, heads, T, S]` (after dropout, as PyTorch returns them). A query that `attn_mask`
+/// lets see no key gets NaN weights and output, as from PyTorch's `need_weights=True`
+/// (an explicit softmax); [`MultiheadAttention::forward_dyn`], which returns no weights,
+/// gives it zeros before `out_proj`, as PyTorch's `need_weights=False` does.
 pub fn multi_head_attention(
     query: &DynTensor,
     key: &DynTensor,
@@ -156,6 +159,27 @@ pub fn multi_head_attention(
     heads: usize,
     weights: AttentionWeights,
     options: AttentionOptions,
+) -> Result<(DynTensor, DynTensor)> {
+    attend(query, key, value, heads, weights, options, UnseenRows::Nan)
+}
+
+/// What a query that sees no key gets: softmax's NaN (PyTorch's `need_weights=True`) or
+/// zeros (its `need_weights=False`, which runs `scaled_dot_product_attention`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum UnseenRows {
+    Nan,
+    Zeros,
+}
+
+/// [`multi_head_attention`], a query that sees no key getting `unseen`.
+fn attend(
+    query: &DynTensor,
+    key: &DynTensor,
+    value: &DynTensor,
+    heads: usize,
+    weights: AttentionWeights,
+    options: AttentionOptions,
+    unseen: UnseenRows,
 ) -> Result<(DynTensor, DynTensor)> {
     let heads = Heads::project(query, key, value, heads, &weights, options.attn_mask)?;
     let mut scores = heads.q.matmul(&heads.k.transpose(-1, -2)?)?;
@@ -176,7 +200,13 @@ pub fn multi_head_attention(
         scores =
             scores.masked_fill(&causal_mask(t, s)?.to(&scores.device())?, f64::NEG_INFINITY)?;
     }
-    let attention = dropout(&scores.softmax(-1)?, options.dropout, options.training)?;
+    // (only an `attn_mask` hides every key from a query: the causal mask leaves it key 0)
+    let probabilities = if unseen == UnseenRows::Zeros && options.attn_mask.is_some() {
+        crate::ops::softmax::softmax_zeroing_unseen_rows(&scores)?
+    } else {
+        scores.softmax(-1)?
+    };
+    let attention = dropout(&probabilities, options.dropout, options.training)?;
     let out = heads.merge(&attention.matmul(&heads.v)?, &weights)?;
     Ok((out, attention))
 }
@@ -211,7 +241,16 @@ pub(crate) fn multi_head_attention_output(
                 && (!options.training
                     || options.dropout <= crate::ops::attention::MAX_HALF_DROPOUT)));
     if !fused {
-        return Ok(multi_head_attention(query, key, value, heads, weights, options)?.0);
+        return Ok(attend(
+            query,
+            key,
+            value,
+            heads,
+            weights,
+            options,
+            UnseenRows::Zeros,
+        )?
+        .0);
     }
     let heads = Heads::project(query, key, value, heads, &weights, None)?;
     let sdpa = crate::ops::attention::SdpaOptions {
@@ -393,6 +432,8 @@ impl<const EMBED: usize, const HEADS: usize> MultiheadAttention<EMBED, HEADS> {
     /// `query` `[B, T, EMBED]`, `key` and `value` `[B, S, EMBED]` -> `[B, T, EMBED]`.
     /// `attn_mask`: `[T, S]` or `[B * HEADS, T, S]`, `bool` with `true` = masked (PyTorch's
     /// convention) or float added to the scores; `causal` also masks keys after the query.
+    /// A query the mask lets see no key attends to nothing (its output is `out_proj`'s
+    /// bias), as with PyTorch's `need_weights=False`.
     pub fn forward_dyn(
         &self,
         query: &DynTensor,
@@ -407,6 +448,7 @@ impl<const EMBED: usize, const HEADS: usize> MultiheadAttention<EMBED, HEADS> {
 
     /// Like [`forward_dyn`](Self::forward_dyn), also returning the attention weights averaged
     /// over the heads, `[B, T, S]` (PyTorch's `need_weights=True`, `average_attn_weights=True`).
+    /// A query the mask lets see no key gets NaN weights and output, as there.
     pub fn forward_with_weights(
         &self,
         query: &DynTensor,

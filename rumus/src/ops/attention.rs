@@ -307,9 +307,8 @@ fn dropped_out(p: &DynTensor, g: &Geometry) -> Result<DynTensor> {
 }
 
 /// `softmax(scale q k^T + masks)`, `[.., T, S]`, with zeros in a row whose every score is
-/// `-inf` (a query that sees no key) where softmax gives NaN: what the fused kernels give,
-/// and PyTorch's `scaled_dot_product_attention` (its `_safe_softmax`, since 2.5). Such rows
-/// pass no gradient back.
+/// `-inf` (a query that sees no key), as the fused kernels give (see
+/// `softmax_zeroing_unseen_rows`).
 fn probabilities(
     q: &DynTensor,
     k: &DynTensor,
@@ -332,17 +331,7 @@ fn probabilities(
         let hidden = crate::nn::causal_mask(g.t, g.s)?.to(&scores.device())?;
         scores = scores.masked_fill(&hidden, f64::NEG_INFINITY)?;
     }
-    if g.s == 0 {
-        // (no keys: no probabilities)
-        return scores.softmax(-1);
-    }
-    let unseen = scores.detach().eq_scalar(f64::NEG_INFINITY)?;
-    // (a NaN score is not -inf: its row stays NaN, as in PyTorch)
-    let sees_nothing = unseen
-        .to_dtype(DType::F32)?
-        .min(&[-1], true)?
-        .eq_scalar(1.0)?;
-    scores.softmax(-1)?.masked_fill(&sees_nothing, 0.0)
+    crate::ops::softmax::softmax_zeroing_unseen_rows(&scores)
 }
 
 /// The gradients of query, key and value (those `needs` asks for).

@@ -118,6 +118,24 @@ impl DynTensor {
     }
 }
 
+/// Softmax along the last axis, with zeros instead of NaN in a row whose every element is
+/// `-inf` (an attention query that sees no key): PyTorch's `_safe_softmax`, which its
+/// `scaled_dot_product_attention` applies since 2.5, as rumus's fused attention kernels do.
+/// Such rows pass no gradient back. A NaN is not `-inf`: a row holding one stays NaN.
+pub(crate) fn softmax_zeroing_unseen_rows(scores: &DynTensor) -> Result<DynTensor> {
+    let probabilities = scores.softmax(-1)?;
+    if scores.dims().last() == Some(&0) {
+        // (no keys: no probabilities)
+        return Ok(probabilities);
+    }
+    let unseen = scores.detach().eq_scalar(f64::NEG_INFINITY)?;
+    let sees_nothing = unseen
+        .to_dtype(crate::DType::F32)?
+        .min(&[-1], true)?
+        .eq_scalar(1.0)?;
+    probabilities.masked_fill(&sees_nothing, 0.0)
+}
+
 pub(crate) fn softmax_backward(
     grad: &DynTensor,
     input: &Saved,
