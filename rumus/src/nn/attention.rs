@@ -160,7 +160,8 @@ pub fn multi_head_attention(
     weights: AttentionWeights,
     options: AttentionOptions,
 ) -> Result<(DynTensor, DynTensor)> {
-    attend(query, key, value, heads, weights, options, UnseenRows::Nan)
+    let projected = Heads::project(query, key, value, heads, &weights, options.attn_mask)?;
+    attend(projected, &weights, options, UnseenRows::Nan)
 }
 
 /// What a query that sees no key gets: softmax's NaN (PyTorch's `need_weights=True`) or
@@ -171,17 +172,14 @@ enum UnseenRows {
     Zeros,
 }
 
-/// [`multi_head_attention`], a query that sees no key getting `unseen`.
+/// [`multi_head_attention`] of the projected `heads`, a query that sees no key getting
+/// `unseen`.
 fn attend(
-    query: &DynTensor,
-    key: &DynTensor,
-    value: &DynTensor,
-    heads: usize,
-    weights: AttentionWeights,
+    heads: Heads,
+    weights: &AttentionWeights,
     options: AttentionOptions,
     unseen: UnseenRows,
 ) -> Result<(DynTensor, DynTensor)> {
-    let heads = Heads::project(query, key, value, heads, &weights, options.attn_mask)?;
     let mut scores = heads.q.matmul(&heads.k.transpose(-1, -2)?)?;
     let (b, t, s) = (heads.batch, heads.t, heads.s);
     if let Some(mask) = options.attn_mask {
@@ -207,7 +205,7 @@ fn attend(
         scores.softmax(-1)?
     };
     let attention = dropout(&probabilities, options.dropout, options.training)?;
-    let out = heads.merge(&attention.matmul(&heads.v)?, &weights)?;
+    let out = heads.merge(&attention.matmul(&heads.v)?, weights)?;
     Ok((out, attention))
 }
 
@@ -240,19 +238,10 @@ pub(crate) fn multi_head_attention_output(
                 // (past this dropout the fused attention runs its f32 kernels)
                 && (!options.training
                     || options.dropout <= crate::ops::attention::MAX_HALF_DROPOUT)));
+    let heads = Heads::project(query, key, value, heads, &weights, options.attn_mask)?;
     if !fused {
-        return Ok(attend(
-            query,
-            key,
-            value,
-            heads,
-            weights,
-            options,
-            UnseenRows::Zeros,
-        )?
-        .0);
+        return Ok(attend(heads, &weights, options, UnseenRows::Zeros)?.0);
     }
-    let heads = Heads::project(query, key, value, heads, &weights, None)?;
     let sdpa = crate::ops::attention::SdpaOptions {
         causal: options.causal,
         // The queries carry the scale already.
