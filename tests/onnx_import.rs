@@ -1,8 +1,9 @@
 //! ONNX import: models exported by PyTorch's `torch.onnx.export` (committed fixtures, from
 //! tests/fixtures/make_onnx_imports.py) run in rumus with PyTorch's outputs, models exported
 //! by rumus come back equal, integer arithmetic gives onnxruntime's values (a graph and its
-//! outputs from tests/fixtures/make_onnx_integer_ops.py), and unsupported ops or damaged
-//! files are errors, not panics.
+//! outputs from tests/fixtures/make_onnx_integer_ops.py), one node of each imported op gives
+//! onnxruntime's outputs (tests/fixtures/make_onnx_single_ops.py), and unsupported ops or
+//! damaged files are errors, not panics.
 
 mod common;
 
@@ -157,6 +158,65 @@ fn rumus_exports_come_back_equal() {
             );
         }
     }
+}
+
+/// A fixture tensor as the dtype it was written in.
+fn tensor_of(t: &common::fixture_file::FixtureTensor) -> DynTensor {
+    match t.dtype.as_str() {
+        "f32" => DynTensor::from_vec(t.values.iter().map(|&v| v as f32).collect(), &t.dims),
+        "i64" => DynTensor::from_vec(t.values.iter().map(|&v| v as i64).collect(), &t.dims),
+        "bool" => DynTensor::from_vec(t.values.iter().map(|&v| v != 0.0).collect(), &t.dims),
+        other => panic!("fixture dtype {other}"),
+    }
+    .unwrap()
+}
+
+/// One node of each imported op, over the attributes and edge cases that decide what it
+/// computes (negative axes, clamped slice bounds, steps of either sign, padding counted or
+/// not, broadcasting, keepdims, empty axes, ...), against onnxruntime's outputs
+/// (tests/fixtures/make_onnx_single_ops.py). Every failing graph is listed.
+#[test]
+fn single_ops_match_onnxruntime() {
+    let text = std::fs::read_to_string(fixture("single_ops.txt")).unwrap();
+    let cases = read_cases(&text);
+    assert_eq!(cases.len(), 70);
+    let mut failures = Vec::new();
+    for (name, tensors) in &cases {
+        let model = OnnxModel::load(fixture(&format!("single_ops/{name}.onnx"))).unwrap();
+        let listed = |prefix: &str| -> Vec<DynTensor> {
+            (0..)
+                .map_while(|k| tensors.get(&format!("{prefix}{k}")))
+                .map(tensor_of)
+                .collect()
+        };
+        let inputs = listed("in");
+        let outputs = match model.run(&inputs.iter().collect::<Vec<_>>()) {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        for (k, (got, want)) in outputs.iter().zip(listed("out")).enumerate() {
+            if got.dims() != want.dims() || got.dtype() != want.dtype() {
+                failures.push(format!(
+                    "{name} out{k}: {:?} {:?}, onnxruntime {:?} {:?}",
+                    got.dtype(),
+                    got.dims(),
+                    want.dtype(),
+                    want.dims()
+                ));
+                continue;
+            }
+            let values = got.to_f64_vec().into_iter().zip(want.to_f64_vec());
+            if let Some((i, (g, w))) = values.enumerate().find(|(_, (g, w))| {
+                !(g.is_nan() && w.is_nan()) && (g - w).abs() > 1e-5 + 1e-4 * w.abs()
+            }) {
+                failures.push(format!("{name} out{k}[{i}]: {g}, onnxruntime {w}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Integer arithmetic (the shape computations exported graphs carry) as onnxruntime does it:

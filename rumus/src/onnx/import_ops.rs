@@ -207,7 +207,13 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         "Reshape" => reshape(x()?, &ints_of(arg(args, 1)?)?, a.int("allowzero", 0) != 0),
         "Flatten" => {
             let x = x()?;
-            let at = axis(a.int("axis", 1), x.rank() + 1)?;
+            // An axis in [-rank, rank]: a negative one counts from the end of the dims, as
+            // for any other op (-1 keeps the last dim), not from the end of [0, rank].
+            let value = a.int("axis", 1);
+            let at = match value {
+                v if v < 0 => axis(v, x.rank())?,
+                v => axis(v, x.rank() + 1)?,
+            };
             let outer = crate::shape::checked_numel(&x.dims()[..at], "Flatten")?;
             let inner = crate::shape::checked_numel(&x.dims()[at..], "Flatten")?;
             one(x.reshape(&[outer, inner])?)
@@ -604,7 +610,9 @@ fn reshape(x: &DynTensor, shape: &[i64], allow_zero: bool) -> Result<Vec<DynTens
     one(x.reshape(&dims)?)
 }
 
-/// `Slice` with unit steps: starts and ends clamped to each axis as ONNX defines.
+/// `Slice`: starts and ends clamped to each axis as ONNX defines, steps of any sign (a
+/// negative one walks backwards: `x[::-1]`, `torch.flip`). Unit steps are views; others
+/// gather the elements they pick.
 fn slice(args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
     let x = arg(args, 0)?;
     let starts = ints_of(arg(args, 1)?)?;
@@ -613,21 +621,42 @@ fn slice(args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
         Some(t) => ints_of(t)?,
         None => (0..starts.len() as i64).collect(),
     };
-    if let Some(steps) = args.get(4).copied().flatten()
-        && ints_of(steps)?.iter().any(|&s| s != 1)
-    {
-        return Err(invalid("Slice with steps other than 1 is not supported"));
-    }
-    if starts.len() != ends.len() || starts.len() != axes.len() {
-        return Err(invalid("Slice: starts, ends and axes differ in length"));
+    let steps = match args.get(4).copied().flatten() {
+        Some(t) => ints_of(t)?,
+        None => vec![1; starts.len()],
+    };
+    if starts.len() != ends.len() || starts.len() != axes.len() || starts.len() != steps.len() {
+        return Err(invalid(
+            "Slice: starts, ends, axes and steps differ in length",
+        ));
     }
     let mut out = x.clone();
-    for ((&start, &end), &ax) in starts.iter().zip(&ends).zip(&axes) {
+    for (((&start, &end), &ax), &step) in starts.iter().zip(&ends).zip(&axes).zip(&steps) {
         let ax = axis(ax, x.rank())?;
         let size = x.dims()[ax] as i64;
-        let clamp = |v: i64| (if v < 0 { v + size } else { v }).clamp(0, size);
-        let (s, e) = (clamp(start), clamp(end));
-        out = out.narrow(ax as isize, s as usize, (e - s).max(0) as usize)?;
+        let from_end = |v: i64| if v < 0 { v.saturating_add(size) } else { v };
+        if step == 1 {
+            let (s, e) = (from_end(start).clamp(0, size), from_end(end).clamp(0, size));
+            out = out.narrow(ax as isize, s as usize, (e - s).max(0) as usize)?;
+            continue;
+        }
+        let picked: Vec<i64> = match step {
+            0 => return Err(invalid("Slice with a step of 0")),
+            _ if size == 0 => Vec::new(),
+            step if step > 0 => {
+                let (s, e) = (from_end(start).clamp(0, size), from_end(end).clamp(0, size));
+                (s..e).step_by(step as usize).collect()
+            }
+            step => {
+                // Backwards from `start` down to just above `end` (-1: through index 0).
+                let s = from_end(start).clamp(0, size - 1);
+                let e = from_end(end).clamp(-1, size - 1);
+                let stride = step.unsigned_abs() as usize;
+                (e + 1..=s).rev().step_by(stride).collect()
+            }
+        };
+        let count = picked.len();
+        out = out.index_select(ax as isize, &DynTensor::from_vec(picked, &[count])?)?;
     }
     one(out)
 }
