@@ -374,6 +374,9 @@ fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> 
         "Sub" => lhs.sub(rhs)?,
         "Mul" => lhs.mul(rhs)?,
         "Div" => lhs.div(rhs)?,
+        // Pow's exponent may be of another type than its base (an integer power of a float),
+        // and the result is the base's.
+        _ if rhs.dtype() != lhs.dtype() => lhs.pow(&rhs.to_dtype(lhs.dtype())?)?,
         _ => lhs.pow(rhs)?,
     })
 }
