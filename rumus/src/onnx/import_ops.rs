@@ -4,6 +4,7 @@
 
 use super::decode::{AttributeValue, NodeProto};
 use super::import::tensor_of;
+use super::import_tensor_ops as tensor_ops;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::DynTensor;
@@ -29,6 +30,7 @@ pub const SUPPORTED: &[&str] = &[
     "Expand",
     "Flatten",
     "Gather",
+    "Gelu",
     "Gemm",
     "GlobalAveragePool",
     "Greater",
@@ -42,6 +44,7 @@ pub const SUPPORTED: &[&str] = &[
     "LogSoftmax",
     "MatMul",
     "MaxPool",
+    "Mod",
     "Mul",
     "Neg",
     "Not",
@@ -57,11 +60,14 @@ pub const SUPPORTED: &[&str] = &[
     "Slice",
     "Softmax",
     "Softplus",
+    "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
     "Tanh",
+    "Tile",
     "Transpose",
+    "Trilu",
     "Unsqueeze",
     "Where",
 ];
@@ -152,6 +158,7 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
     match node.op_type.as_str() {
         "Identity" | "Dropout" => one(x()?.clone()),
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => binary(&node.op_type, x()?, arg(args, 1)?),
+        "Mod" => modulo(x()?, arg(args, 1)?, a.int("fmod", 0) != 0),
         "Neg" => one(x()?.neg()?),
         "Exp" => one(x()?.exp()?),
         "Log" => one(x()?.log()?),
@@ -161,6 +168,14 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         "Sigmoid" => one(x()?.sigmoid()?),
         "Tanh" => one(x()?.tanh()?),
         "Erf" => one(x()?.erf()?),
+        "Gelu" => match a.get("approximate") {
+            Some(AttributeValue::String(s)) if s == b"tanh" => one(x()?.gelu_tanh()?),
+            Some(AttributeValue::String(s)) if s != b"none" => Err(invalid(format!(
+                "Gelu with approximate={:?}",
+                String::from_utf8_lossy(s)
+            ))),
+            _ => one(x()?.gelu()?),
+        },
         "Reciprocal" => one(x()?.powf(-1.0)?),
         // ONNX's softplus has no threshold; PyTorch's 20 differs from it by under e^-20.
         "Softplus" => one(x()?.softplus(1.0, 20.0)?),
@@ -268,6 +283,20 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
             )?)
         }
         "Slice" => slice(args),
+        "Split" => {
+            let x = x()?;
+            let sizes = args.get(1).copied().flatten().map(ints_of).transpose()?;
+            let at = axis(a.int("axis", 0), x.rank())?;
+            tensor_ops::split(x, at, sizes, node.outputs.len())
+        }
+        "Tile" => one(tensor_ops::tile(x()?, &ints_of(arg(args, 1)?)?)?),
+        "Trilu" => {
+            let k = match args.get(1).copied().flatten() {
+                Some(k) => ints_of(k)?.first().copied().unwrap_or(0),
+                None => 0,
+            };
+            one(tensor_ops::trilu(x()?, k, a.int("upper", 1) != 0)?)
+        }
         "Gather" => gather(x()?, arg(args, 1)?, a.int("axis", 0)),
         "Shape" => {
             let dims: Vec<i64> = x()?.dims().iter().map(|&d| d as i64).collect();
@@ -338,36 +367,16 @@ fn cast_target(code: i64) -> Result<DType> {
 /// Arithmetic; on integer tensors (shape arithmetic) computed on the host.
 fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> {
     if lhs.dtype() == DType::I64 && rhs.dtype() == DType::I64 {
-        let (l, r) = (ints_of(lhs)?, ints_of(rhs)?);
-        // Equal lengths, or one value against any number (none included).
-        let (dims, len) = if l.len() == r.len() || r.len() == 1 {
-            (lhs.dims(), l.len())
-        } else if l.len() == 1 {
-            (rhs.dims(), r.len())
-        } else {
-            return Err(invalid(format!(
-                "integer {op} of shapes {:?} and {:?}",
-                lhs.dims(),
-                rhs.dims()
-            )));
-        };
-        let at = |v: &[i64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
-        let values = (0..len)
-            .map(|i| {
-                let (a, b) = (at(&l, i), at(&r, i));
-                match op {
-                    "Add" => Ok(a.wrapping_add(b)),
-                    "Sub" => Ok(a.wrapping_sub(b)),
-                    "Mul" => Ok(a.wrapping_mul(b)),
-                    // Truncating, as ONNX runtimes divide integers (C's `/`).
-                    "Div" => a
-                        .checked_div(b)
-                        .ok_or_else(|| invalid(format!("integer Div of {a} by {b}"))),
-                    _ => Err(invalid(format!("integer {op} of {a} and {b}"))),
-                }
-            })
-            .collect::<Result<Vec<i64>>>()?;
-        return one(DynTensor::from_vec(values, dims)?);
+        return integer_elementwise(op, lhs, rhs, |a, b| match op {
+            "Add" => Ok(a.wrapping_add(b)),
+            "Sub" => Ok(a.wrapping_sub(b)),
+            "Mul" => Ok(a.wrapping_mul(b)),
+            // Truncating, as ONNX runtimes divide integers (C's `/`).
+            "Div" => a
+                .checked_div(b)
+                .ok_or_else(|| invalid(format!("integer Div of {a} by {b}"))),
+            _ => Err(invalid(format!("integer {op} of {a} and {b}"))),
+        });
     }
     one(match op {
         "Add" => lhs.add(rhs)?,
@@ -378,6 +387,55 @@ fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> 
         // and the result is the base's.
         _ if rhs.dtype() != lhs.dtype() => lhs.pow(&rhs.to_dtype(lhs.dtype())?)?,
         _ => lhs.pow(rhs)?,
+    })
+}
+
+/// `f` of two integer tensors' elements, on the host: tensors of equal length, or one value
+/// against any number (none included), as shape arithmetic has them.
+fn integer_elementwise(
+    op: &str,
+    lhs: &DynTensor,
+    rhs: &DynTensor,
+    f: impl Fn(i64, i64) -> Result<i64>,
+) -> Result<Vec<DynTensor>> {
+    let (l, r) = (ints_of(lhs)?, ints_of(rhs)?);
+    let (dims, len) = if l.len() == r.len() || r.len() == 1 {
+        (lhs.dims(), l.len())
+    } else if l.len() == 1 {
+        (rhs.dims(), r.len())
+    } else {
+        return Err(invalid(format!(
+            "integer {op} of shapes {:?} and {:?}",
+            lhs.dims(),
+            rhs.dims()
+        )));
+    };
+    let at = |v: &[i64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
+    let values = (0..len)
+        .map(|i| f(at(&l, i), at(&r, i)))
+        .collect::<Result<Vec<i64>>>()?;
+    one(DynTensor::from_vec(values, dims)?)
+}
+
+/// ONNX `Mod` of integers: the remainder with the divisor's sign (Python's `%`), or with the
+/// dividend's when `fmod` (C's `%`). Floating-point `Mod` is not imported.
+fn modulo(lhs: &DynTensor, rhs: &DynTensor, fmod: bool) -> Result<Vec<DynTensor>> {
+    if lhs.dtype() != DType::I64 || rhs.dtype() != DType::I64 {
+        return Err(invalid(format!(
+            "Mod of {} and {}: rumus imports integer Mod only",
+            lhs.dtype(),
+            rhs.dtype()
+        )));
+    }
+    integer_elementwise("Mod", lhs, rhs, |a, b| {
+        let r = a
+            .checked_rem(b)
+            .ok_or_else(|| invalid(format!("integer Mod of {a} by {b}")))?;
+        Ok(if !fmod && r != 0 && (r < 0) != (b < 0) {
+            r + b
+        } else {
+            r
+        })
     })
 }
 
