@@ -25,7 +25,7 @@ fn fixture(name: &str) -> PathBuf {
 fn pytorch_exports_run_with_pytorchs_outputs() {
     let text = std::fs::read_to_string(fixture("expected.txt")).unwrap();
     let cases = read_cases(&text);
-    assert_eq!(cases.len(), 6);
+    assert_eq!(cases.len(), 8);
     for (name, tensors) in cases {
         let model = OnnxModel::load(fixture(&format!("{name}.onnx"))).unwrap();
         assert_eq!(model.input_names(), ["input"], "{name}");
@@ -179,7 +179,7 @@ fn tensor_of(t: &common::fixture_file::FixtureTensor) -> DynTensor {
 fn single_ops_match_onnxruntime() {
     let text = std::fs::read_to_string(fixture("single_ops.txt")).unwrap();
     let cases = read_cases(&text);
-    assert_eq!(cases.len(), 115);
+    assert_eq!(cases.len(), 126);
     let mut failures = Vec::new();
     for (name, tensors) in &cases {
         let model = OnnxModel::load(fixture(&format!("single_ops/{name}.onnx"))).unwrap();

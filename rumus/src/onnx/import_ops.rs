@@ -4,6 +4,7 @@
 
 use super::decode::{AttributeValue, NodeProto};
 use super::import::tensor_of;
+use super::import_norm_ops as norm_ops;
 use super::import_tensor_ops as tensor_ops;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -13,6 +14,7 @@ use crate::tensor::DynTensor;
 pub const SUPPORTED: &[&str] = &[
     "Abs",
     "Add",
+    "ArgMax",
     "AveragePool",
     "BatchNormalization",
     "Cast",
@@ -24,6 +26,7 @@ pub const SUPPORTED: &[&str] = &[
     "ConvTranspose",
     "Div",
     "Dropout",
+    "Elu",
     "Equal",
     "Erf",
     "Exp",
@@ -35,7 +38,10 @@ pub const SUPPORTED: &[&str] = &[
     "GlobalAveragePool",
     "Greater",
     "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
     "Identity",
+    "InstanceNormalization",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
@@ -43,7 +49,9 @@ pub const SUPPORTED: &[&str] = &[
     "Log",
     "LogSoftmax",
     "MatMul",
+    "Max",
     "MaxPool",
+    "Min",
     "Mod",
     "Mul",
     "Neg",
@@ -52,9 +60,11 @@ pub const SUPPORTED: &[&str] = &[
     "Reciprocal",
     "ReduceMax",
     "ReduceMean",
+    "ReduceMin",
     "ReduceSum",
     "Relu",
     "Reshape",
+    "Resize",
     "Shape",
     "Sigmoid",
     "Slice",
@@ -72,7 +82,7 @@ pub const SUPPORTED: &[&str] = &[
     "Where",
 ];
 
-fn invalid(message: impl Into<String>) -> Error {
+pub(super) fn invalid(message: impl Into<String>) -> Error {
     Error::InvalidArgument {
         op: "onnx import",
         message: message.into(),
@@ -114,7 +124,7 @@ impl Attributes<'_> {
 }
 
 /// Input `k`, which the op requires.
-fn arg<'a>(args: &[Option<&'a DynTensor>], k: usize) -> Result<&'a DynTensor> {
+pub(super) fn arg<'a>(args: &[Option<&'a DynTensor>], k: usize) -> Result<&'a DynTensor> {
     args.get(k)
         .copied()
         .flatten()
@@ -180,6 +190,32 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         // ONNX's softplus has no threshold; PyTorch's 20 differs from it by under e^-20.
         "Softplus" => one(x()?.softplus(1.0, 20.0)?),
         "LeakyRelu" => one(x()?.leaky_relu(f64::from(a.float("alpha", 0.01)))?),
+        "Elu" => {
+            // x for x > 0, alpha (e^x - 1) elsewhere
+            let x = x()?;
+            let alpha = f64::from(a.float("alpha", 1.0));
+            let negative = x.exp()?.add_scalar(-1.0)?.mul_scalar(alpha)?;
+            one(DynTensor::where_(&x.gt_scalar(0.0)?, x, &negative)?)
+        }
+        "HardSigmoid" => one(hard_sigmoid(
+            x()?,
+            f64::from(a.float("alpha", 0.2)),
+            f64::from(a.float("beta", 0.5)),
+        )?),
+        "HardSwish" => {
+            let x = x()?;
+            one(x.mul(&hard_sigmoid(x, 1.0 / 6.0, 0.5)?)?)
+        }
+        "Max" | "Min" => extremum_of(&node.op_type, args),
+        "ArgMax" => {
+            if a.int("select_last_index", 0) != 0 {
+                return Err(invalid("ArgMax with select_last_index=1 is not supported"));
+            }
+            let x = x()?;
+            let at = axis(a.int("axis", 0), x.rank())?;
+            one(x.argmax(at as isize, a.int("keepdims", 1) != 0)?)
+        }
+        "Resize" => resize(&a, args),
         "Clip" => {
             let bound = |k: usize, default: f64| -> Result<f64> {
                 match args.get(k).copied().flatten() {
@@ -207,8 +243,24 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
             let axes: Vec<isize> = (2..x.rank() as isize).collect();
             one(x.mean(&axes, true)?)
         }
-        "BatchNormalization" => batch_norm(&a, args),
-        "LayerNormalization" => layer_norm(&a, args),
+        "BatchNormalization" => one(norm_ops::batch_norm(
+            args,
+            a.int("training_mode", 0) != 0,
+            f64::from(a.float("epsilon", 1e-5)),
+        )?),
+        "InstanceNormalization" => one(norm_ops::instance_norm(
+            args,
+            f64::from(a.float("epsilon", 1e-5)),
+        )?),
+        "LayerNormalization" => {
+            let rank = arg(args, 0)?.rank();
+            let from = axis(a.int("axis", -1), rank)?;
+            one(norm_ops::layer_norm(
+                args,
+                from,
+                f64::from(a.float("epsilon", 1e-5)),
+            )?)
+        }
         "Softmax" | "LogSoftmax" => {
             let x = x()?;
             let axis = axis(a.int("axis", -1), x.rank())? as isize;
@@ -218,7 +270,7 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
                 x.log_softmax(axis)?
             })
         }
-        "ReduceMean" | "ReduceSum" | "ReduceMax" => reduce(&node.op_type, &a, args),
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" => reduce(&node.op_type, &a, args),
         "Reshape" => reshape(x()?, &ints_of(arg(args, 1)?)?, a.int("allowzero", 0) != 0),
         "Flatten" => {
             let x = x()?;
@@ -439,6 +491,86 @@ fn modulo(lhs: &DynTensor, rhs: &DynTensor, fmod: bool) -> Result<Vec<DynTensor>
     })
 }
 
+/// `max(0, min(1, alpha x + beta))`.
+fn hard_sigmoid(x: &DynTensor, alpha: f64, beta: f64) -> Result<DynTensor> {
+    x.mul_scalar(alpha)?.add_scalar(beta)?.clamp(0.0, 1.0)
+}
+
+/// Element-wise `Max` or `Min` of its inputs, broadcast; a NaN in any input gives NaN there.
+fn extremum_of(op: &str, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let mut inputs = args.iter().flatten();
+    let mut out = (*inputs
+        .next()
+        .ok_or_else(|| invalid(format!("{op} of no inputs")))?)
+    .clone();
+    for next in inputs {
+        // Keep `out` where it wins or is NaN; else take `next` (a NaN there wins too).
+        let wins = if op == "Max" {
+            out.ge(next)?
+        } else {
+            out.le(next)?
+        };
+        // (wins or NaN) = not (loses and is a number)
+        let keep = wins
+            .logical_not()?
+            .logical_and(&out.eq(&out)?)?
+            .logical_not()?;
+        out = DynTensor::where_(&keep, &out, next)?;
+    }
+    one(out)
+}
+
+/// `Resize` as nearest-neighbour upsampling by whole factors, in the coordinate and rounding
+/// modes for which that is what it computes: PyTorch's nearest export (`asymmetric`,
+/// `floor`), and `half_pixel` or `pytorch_half_pixel` with either rounding to nearest.
+fn resize(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    let text = |name: &str, default: &str| match a.get(name) {
+        Some(AttributeValue::String(s)) => String::from_utf8_lossy(s).into_owned(),
+        _ => default.to_string(),
+    };
+    let (mode, coordinates, rounding) = (
+        text("mode", "nearest"),
+        text("coordinate_transformation_mode", "half_pixel"),
+        text("nearest_mode", "round_prefer_floor"),
+    );
+    let whole_factors_repeat = mode == "nearest"
+        && match coordinates.as_str() {
+            "asymmetric" => rounding == "floor",
+            "half_pixel" | "pytorch_half_pixel" => rounding.starts_with("round_prefer"),
+            _ => false,
+        };
+    if !whole_factors_repeat || a.get("axes").is_some() {
+        return Err(invalid(format!(
+            "Resize in mode {mode} ({coordinates}, {rounding}): rumus imports nearest-neighbour \
+             upsampling by whole factors (asymmetric with floor, or half_pixel)"
+        )));
+    }
+    let x = arg(args, 0)?;
+    let given = |k: usize| args.get(k).copied().flatten().filter(|t| t.numel() > 0);
+    let factors: Vec<f64> = match (given(2), given(3)) {
+        (Some(scales), _) => scales.try_to_f64_vec()?,
+        (None, Some(sizes)) => ints_of(sizes)?
+            .iter()
+            .zip(x.dims())
+            .map(|(&size, &dim)| size as f64 / dim.max(1) as f64)
+            .collect(),
+        (None, None) => return Err(invalid("Resize without scales or sizes")),
+    };
+    let whole = factors
+        .iter()
+        .map(|&f| {
+            if f >= 1.0 && f.fract() == 0.0 && f <= f64::from(u32::MAX) {
+                Ok(f as usize)
+            } else {
+                Err(invalid(format!(
+                    "Resize by {factors:?}: rumus resizes by whole factors of 1 or more"
+                )))
+            }
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    one(tensor_ops::resize_nearest(x, &whole)?)
+}
+
 /// `alpha * A' @ B' + beta * C`, the primes being optional transposes.
 fn gemm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
     let mut lhs = arg(args, 0)?.clone();
@@ -564,58 +696,6 @@ fn pool(op: &str, a: &Attributes<'_>, x: &DynTensor) -> Result<Vec<DynTensor>> {
     })
 }
 
-/// `[C]` reshaped to broadcast over axis 1 of a rank-`rank` input.
-fn per_channel(t: &DynTensor, rank: usize) -> Result<DynTensor> {
-    if rank < 2 {
-        return Err(invalid(format!(
-            "per-channel values need an input of rank 2 or more ([N, C, ...]), got rank {rank}"
-        )));
-    }
-    let mut dims = vec![1; rank];
-    dims[1] = t.numel();
-    t.reshape(&dims)
-}
-
-/// Inference-mode batch normalisation with the running statistics.
-fn batch_norm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
-    if a.int("training_mode", 0) != 0 {
-        return Err(invalid(
-            "BatchNormalization in training mode; export the model in eval mode",
-        ));
-    }
-    let x = arg(args, 0)?;
-    let rank = x.rank();
-    let [scale, bias, mean, var] =
-        [1, 2, 3, 4].map(|k| arg(args, k).and_then(|t| per_channel(t, rank)));
-    let eps = f64::from(a.float("epsilon", 1e-5));
-    let inv_std = var?.add_scalar(eps)?.rsqrt()?;
-    one(x.sub(&mean?)?.mul(&inv_std.mul(&scale?)?)?.add(&bias?)?)
-}
-
-/// Normalisation over the axes from `axis` on, then the affine.
-fn layer_norm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
-    let x = arg(args, 0)?;
-    let from = axis(a.int("axis", -1), x.rank())?;
-    let eps = f64::from(a.float("epsilon", 1e-5));
-    let (scale, bias) = (arg(args, 1)?, args.get(2).copied().flatten());
-    if from + 1 == x.rank() {
-        return one(crate::nn::functional::layer_norm(
-            x,
-            Some(scale),
-            bias,
-            eps,
-        )?);
-    }
-    let axes: Vec<isize> = (from as isize..x.rank() as isize).collect();
-    let centered = x.sub(&x.mean(&axes, true)?)?;
-    let var = centered.mul(&centered)?.mean(&axes, true)?;
-    let mut out = centered.mul(&var.add_scalar(eps)?.rsqrt()?)?.mul(scale)?;
-    if let Some(bias) = bias {
-        out = out.add(bias)?;
-    }
-    one(out)
-}
-
 fn reduce(op: &str, a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
     let x = arg(args, 0)?;
     let keepdim = a.int("keepdims", 1) != 0;
@@ -635,6 +715,7 @@ fn reduce(op: &str, a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<V
     one(match op {
         "ReduceMean" => x.mean(&axes, keepdim)?,
         "ReduceSum" => x.sum(&axes, keepdim)?,
+        "ReduceMin" => x.min(&axes, keepdim)?,
         _ => x.max(&axes, keepdim)?,
     })
 }

@@ -1,16 +1,11 @@
-//! ONNX ops of exported transformers that cut, repeat or mask whole tensors: `Split`
-//! (`q, k, v = qkv.split(...)`, `chunk`, `unbind`), `Tile` (`repeat`) and `Trilu` (the causal
-//! masks `torch.triu` / `torch.tril` build), run with rumus's views and `where`.
+//! ONNX ops that cut, repeat, enlarge or mask whole tensors: `Split` (`q, k, v =
+//! qkv.split(...)`, `chunk`, `unbind`), `Tile` (`repeat`), `Resize` (nearest-neighbour
+//! upsampling by whole factors) and `Trilu` (the causal masks `torch.triu` / `torch.tril`
+//! build), run with rumus's views and `where`.
 
-use crate::error::{Error, Result};
+use super::import_ops::invalid;
+use crate::error::Result;
 use crate::tensor::DynTensor;
-
-fn invalid(message: impl Into<String>) -> Error {
-    Error::InvalidArgument {
-        op: "onnx import",
-        message: message.into(),
-    }
-}
 
 /// `Split` of `x` along `axis` (already resolved) into `outputs` pieces: of the `sizes` given
 /// (the `split` input), else `num_outputs` (opset 18) or one per output, the last piece the
@@ -58,32 +53,52 @@ pub(super) fn split(
 
 /// `Tile`: `x` repeated `repeats[k]` times along each axis `k`.
 pub(super) fn tile(x: &DynTensor, repeats: &[i64]) -> Result<DynTensor> {
-    if repeats.len() != x.rank() {
+    let times = repeats
+        .iter()
+        .map(|&t| usize::try_from(t).map_err(|_| invalid(format!("Tile repeats {repeats:?}"))))
+        .collect::<Result<Vec<_>>>()?;
+    repeated(x, &times, Repeat::WholeAxis, "Tile")
+}
+
+/// How [`repeated`] repeats an axis.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Repeat {
+    /// The axis's elements in order, that many times over (`Tile`).
+    WholeAxis,
+    /// Each element that many times in a row (nearest-neighbour upsampling).
+    EachElement,
+}
+
+/// `x` with each axis `k` repeated `times[k]` times as `how` says: `[d0, d1, ..]` viewed as
+/// `[1, d0, 1, d1, ..]` (or `[d0, 1, d1, 1, ..]`), broadcast to the repeats, and merged.
+fn repeated(x: &DynTensor, times: &[usize], how: Repeat, op: &str) -> Result<DynTensor> {
+    if times.len() != x.rank() {
         return Err(invalid(format!(
-            "Tile of a rank-{} input takes {} repeats, got {repeats:?}",
+            "{op} of a rank-{} input takes {} factors, got {times:?}",
             x.rank(),
             x.rank()
         )));
     }
-    // [d0, d1, ..] viewed as [1, d0, 1, d1, ..], broadcast to [r0, d0, r1, d1, ..], then
-    // merged pairwise.
     let mut spread = Vec::with_capacity(2 * x.rank());
-    let mut repeated = Vec::with_capacity(2 * x.rank());
-    let mut tiled = Vec::with_capacity(x.rank());
-    for (&dim, &times) in x.dims().iter().zip(repeats) {
-        let times = usize::try_from(times).map_err(|_| invalid(format!("Tile repeats {times}")))?;
-        spread.extend([1, dim]);
-        repeated.extend([times, dim]);
-        tiled.push(
-            dim.checked_mul(times)
-                .ok_or_else(|| invalid(format!("Tile of {:?} by {repeats:?}", x.dims())))?,
+    let mut broadcast = Vec::with_capacity(2 * x.rank());
+    let mut merged = Vec::with_capacity(x.rank());
+    for (&dim, &t) in x.dims().iter().zip(times) {
+        let (pair, unit) = match how {
+            Repeat::WholeAxis => ([t, dim], [1, dim]),
+            Repeat::EachElement => ([dim, t], [dim, 1]),
+        };
+        spread.extend(unit);
+        broadcast.extend(pair);
+        merged.push(
+            dim.checked_mul(t)
+                .ok_or_else(|| invalid(format!("{op} of {:?} by {times:?}", x.dims())))?,
         );
     }
-    crate::alloc::ensure_output("Tile", &tiled, x.dtype().size_in_bytes())?;
+    crate::alloc::ensure_output(op, &merged, x.dtype().size_in_bytes())?;
     x.reshape(&spread)?
-        .broadcast_to(&repeated)?
+        .broadcast_to(&broadcast)?
         .contiguous()?
-        .reshape(&tiled)
+        .reshape(&merged)
 }
 
 /// `Trilu`: the elements of each matrix (the last two axes) on and above the `k`-th
@@ -106,4 +121,11 @@ pub(super) fn trilu(x: &DynTensor, k: i64, upper: bool) -> Result<DynTensor> {
     let kept = DynTensor::from_vec(kept, &[rows, cols])?.to(&x.device())?;
     let zero = DynTensor::zeros(&[], x.dtype())?.to(&x.device())?;
     DynTensor::where_(&kept, x, &zero)
+}
+
+/// `Resize` in `nearest` mode by a whole factor along each axis (`F.interpolate(x,
+/// scale_factor=2)`, `nn.Upsample`): every element repeated `factors[k]` times along axis
+/// `k`. The caller checks that the coordinate and rounding modes give exactly that.
+pub(super) fn resize_nearest(x: &DynTensor, factors: &[usize]) -> Result<DynTensor> {
+    repeated(x, factors, Repeat::EachElement, "Resize")
 }

@@ -18,9 +18,11 @@
 //! - The graph has the example's shapes: one input `input`, one output `output`.
 //! - [`OnnxModel`] reads an ONNX file (from `torch.onnx.export` or anything else at opset
 //!   13 or later) and runs it with rumus's ops; an op outside [`IMPORTED_OPS`] is an error
-//!   naming it when the file is loaded. GPT-style decoders exported by either of PyTorch's
-//!   exporters (`nn.MultiheadAttention` under a `torch.triu` mask, `scaled_dot_product_attention`
-//!   over unbound heads, tanh-GELU) run with PyTorch's outputs (`tests/onnx_import.rs`).
+//!   naming it when the file is loaded. GPT-style decoders (`nn.MultiheadAttention` under a
+//!   `torch.triu` mask, `scaled_dot_product_attention` over unbound heads, tanh-GELU) and
+//!   MobileNet/U-Net-style convolutional networks (hardswish, squeeze-and-excitation,
+//!   GroupNorm, nearest upsampling) exported by either of PyTorch's exporters run with
+//!   PyTorch's outputs (`tests/onnx_import.rs`).
 //! - The trace follows the ops the pass runs (Rust control flow is unrolled), as
 //!   `torch.onnx.export` does. An op without an ONNX form is an error naming it, never a
 //!   value baked into the file; so is a model left in training mode where that matters
@@ -28,6 +30,7 @@
 
 mod decode;
 mod import;
+mod import_norm_ops;
 mod import_ops;
 mod import_tensor_ops;
 mod nodes;
