@@ -23,7 +23,8 @@ pub(super) fn split(
                 .iter()
                 .map(|&s| usize::try_from(s).map_err(|_| invalid(format!("Split size {s}"))))
                 .collect::<Result<_>>()?;
-            if sizes.iter().sum::<usize>() != length {
+            let total = sizes.iter().try_fold(0usize, |sum, &s| sum.checked_add(s));
+            if total != Some(length) {
                 return Err(invalid(format!(
                     "Split sizes {sizes:?} do not add up to the axis's {length}"
                 )));
