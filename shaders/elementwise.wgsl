@@ -145,6 +145,9 @@ fn unary_op(op: u32, x: f32, s0: f32, s1: f32) -> f32 {
         case 17u: { return min(max(x, s0), s1); }
         case 18u: { return x + s0; }
         case 19u: { return x * s0; }
+        case 20u: { return sin(x); }
+        case 21u: { return cos(x); }
+        case 22u: { return floor(x); }
         default: { return x; }
     }
 }

@@ -32,6 +32,12 @@ fn unary_ops_match_the_cpu() {
         ("abs", Box::new(|t| t.abs().unwrap())),
         ("sign", Box::new(|t| t.sign().unwrap())),
         ("erf", Box::new(|t| t.erf().unwrap())),
+        ("sin", Box::new(|t| t.sin().unwrap())),
+        ("cos", Box::new(|t| t.cos().unwrap())),
+        (
+            "floor",
+            Box::new(|t| t.mul_scalar(3.0).unwrap().floor().unwrap()),
+        ),
         ("relu", Box::new(|t| t.relu().unwrap())),
         ("leaky_relu", Box::new(|t| t.leaky_relu(0.1).unwrap())),
         ("sigmoid", Box::new(|t| t.sigmoid().unwrap())),

@@ -84,6 +84,12 @@ case!(silu, [randn(&[4, 3], 1)], |x| t(&x[0])?.silu());
 case!(softplus, [randn(&[4, 3], 1)], |x| t(&x[0])?
     .softplus(2.0, 1.0));
 case!(erf, [randn(&[4, 3], 1)], |x| t(&x[0])?.erf());
+case!(sin, [randn(&[4, 3], 1)], |x| t(&x[0])?
+    .mul_scalar(3.0)?
+    .sin());
+case!(cos, [randn(&[4, 3], 1)], |x| t(&x[0])?
+    .mul_scalar(3.0)?
+    .cos());
 
 // ---- reductions ----
 case!(sum_axis, [randn(&[3, 4], 1)], |x| x[0].sum(&[0], false));

@@ -284,6 +284,14 @@ fn recurrent_layers_rms_norm_and_views_export() {
             dropout.forward_dyn(&h)
         },
     );
+    // Sinusoids (positional encodings) and floor.
+    check_export("sin_cos_floor", &model, &random(&[3, 4], 18), |x| {
+        let angles = x.mul_scalar(4.0)?;
+        angles
+            .sin()?
+            .add(&angles.cos()?)?
+            .add(&x.mul_scalar(3.0)?.floor()?)
+    });
 }
 
 #[test]

@@ -250,6 +250,9 @@ fn implementation(name: &str) -> Option<Implementation> {
         "softplus" => |t| one(t["x"].softplus(1.0, 20.0)?),
         "softplus_beta_threshold" => |t| one(t["x"].softplus(2.0, 3.0)?),
         "erf" => |t| one(t["x"].erf()?),
+        "sin" => |t| one(t["x"].sin()?),
+        "cos" => |t| one(t["x"].cos()?),
+        "floor" => |t| one(t["x"].floor()?),
         // reductions
         "sum_axes" => |t| one(t["x"].sum(&[0, 2], false)?),
         "sum_keepdim" => |t| one(t["x"].sum(&[1], true)?),

@@ -82,6 +82,12 @@ pub trait Float: Element + num_ops::Arith {
     fn abs(self) -> Self;
     /// The Gauss error function (from `libm`), used by the exact GELU.
     fn erf(self) -> Self;
+    /// Sine (radians).
+    fn sin(self) -> Self;
+    /// Cosine (radians).
+    fn cos(self) -> Self;
+    /// The largest integer not above `self`.
+    fn floor(self) -> Self;
     /// `self` raised to a floating-point power.
     fn powf(self, exponent: Self) -> Self;
     /// The larger of two values; as `f32::max`, a NaN operand yields the other.
@@ -146,6 +152,18 @@ macro_rules! impl_float {
             #[inline(always)]
             fn erf(self) -> Self {
                 $erf(self)
+            }
+            #[inline(always)]
+            fn sin(self) -> Self {
+                <$ty>::sin(self)
+            }
+            #[inline(always)]
+            fn cos(self) -> Self {
+                <$ty>::cos(self)
+            }
+            #[inline(always)]
+            fn floor(self) -> Self {
+                <$ty>::floor(self)
             }
             #[inline(always)]
             fn powf(self, exponent: Self) -> Self {

@@ -24,6 +24,7 @@ pub const SUPPORTED: &[&str] = &[
     "ConstantOfShape",
     "Conv",
     "ConvTranspose",
+    "Cos",
     "Div",
     "Dropout",
     "Elu",
@@ -32,6 +33,7 @@ pub const SUPPORTED: &[&str] = &[
     "Exp",
     "Expand",
     "Flatten",
+    "Floor",
     "Gather",
     "Gelu",
     "Gemm",
@@ -67,6 +69,7 @@ pub const SUPPORTED: &[&str] = &[
     "Resize",
     "Shape",
     "Sigmoid",
+    "Sin",
     "Slice",
     "Softmax",
     "Softplus",
@@ -178,6 +181,9 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         "Sigmoid" => one(x()?.sigmoid()?),
         "Tanh" => one(x()?.tanh()?),
         "Erf" => one(x()?.erf()?),
+        "Sin" => one(x()?.sin()?),
+        "Cos" => one(x()?.cos()?),
+        "Floor" => one(x()?.floor()?),
         "Gelu" => match a.get("approximate") {
             Some(AttributeValue::String(s)) if s == b"tanh" => one(x()?.gelu_tanh()?),
             Some(AttributeValue::String(s)) if s != b"none" => Err(invalid(format!(

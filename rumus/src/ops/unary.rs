@@ -33,6 +33,12 @@ pub enum UnaryOp {
     Sign,
     /// The Gauss error function.
     Erf,
+    /// Sine (radians).
+    Sin,
+    /// Cosine (radians).
+    Cos,
+    /// The largest integer not above `x`; its gradient is zero everywhere.
+    Floor,
     /// `max(x, 0)`.
     Relu,
     /// `x` for `x > 0`, else `x` times the slope held.
@@ -81,6 +87,9 @@ impl UnaryOp {
             UnaryOp::Abs => "abs",
             UnaryOp::Sign => "sign",
             UnaryOp::Erf => "erf",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Floor => "floor",
             UnaryOp::Relu => "relu",
             UnaryOp::LeakyRelu(_) => "leaky_relu",
             UnaryOp::Sigmoid => "sigmoid",
@@ -150,6 +159,9 @@ fn unary_kernel<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -> Ve
             }
         }),
         UnaryOp::Erf => map(a, layout, |x: T| x.erf()),
+        UnaryOp::Sin => map(a, layout, |x: T| x.sin()),
+        UnaryOp::Cos => map(a, layout, |x: T| x.cos()),
+        UnaryOp::Floor => map(a, layout, |x: T| x.floor()),
         UnaryOp::Relu => map(a, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
         UnaryOp::LeakyRelu(slope) => {
             let slope = c(slope);
@@ -222,7 +234,8 @@ impl DynTensor {
 
     fn unary_untraced(&self, op: UnaryOp) -> Result<DynTensor> {
         let out = self.unary_untracked(op)?;
-        if op == UnaryOp::Sign {
+        if matches!(op, UnaryOp::Sign | UnaryOp::Floor) {
+            // (piecewise constant: no gradient to record)
             return Ok(out);
         }
         Ok(record(out, &[self], || BackwardOp::Unary {
@@ -277,6 +290,19 @@ impl DynTensor {
     /// The Gauss error function.
     pub fn erf(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Erf)
+    }
+    /// Sine per element (radians).
+    pub fn sin(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Sin)
+    }
+    /// Cosine per element (radians).
+    pub fn cos(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Cos)
+    }
+    /// The largest integer not above each element, as a float (not differentiable; never
+    /// tracked).
+    pub fn floor(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Floor)
     }
     /// `max(x, 0)` per element, as PyTorch's `F.relu`.
     pub fn relu(&self) -> Result<DynTensor> {
@@ -440,7 +466,9 @@ pub(crate) fn unary_backward(
         UnaryOp::Sqrt => grad.mul(&x().rsqrt()?.mul_scalar(0.5)?),
         UnaryOp::Rsqrt => grad.mul(&x().powf(-1.5)?.mul_scalar(-0.5)?),
         UnaryOp::Abs => grad.mul(&x().sign()?),
-        UnaryOp::Sign => grad.mul_scalar(0.0),
+        UnaryOp::Sign | UnaryOp::Floor => grad.mul_scalar(0.0),
+        UnaryOp::Sin => grad.mul(&x().cos()?),
+        UnaryOp::Cos => grad.mul(&x().sin()?.neg()?),
         UnaryOp::Erf => grad.mul(
             &x().mul(x())?
                 .neg()?

@@ -347,6 +347,12 @@ impl<S: Shape, E: Float> Tensor<S, E> {
         fn abs / try_abs(&self) -> Self = |t| t.abs();
         /// The Gauss error function per element.
         fn erf / try_erf(&self) -> Self = |t| t.erf();
+        /// Sine per element (radians).
+        fn sin / try_sin(&self) -> Self = |t| t.sin();
+        /// Cosine per element (radians).
+        fn cos / try_cos(&self) -> Self = |t| t.cos();
+        /// The largest integer not above each element (no gradient).
+        fn floor / try_floor(&self) -> Self = |t| t.floor();
         /// `max(x, 0)` per element.
         fn relu / try_relu(&self) -> Self = |t| t.relu();
         /// `1 / (1 + e^-x)` per element.

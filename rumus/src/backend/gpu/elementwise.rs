@@ -37,6 +37,9 @@ fn unary_code(op: UnaryOp) -> (u32, f32, f32) {
         UnaryOp::Clamp { min, max } => (17, min as f32, max as f32),
         UnaryOp::AddScalar(s) => (18, s as f32, 0.0),
         UnaryOp::MulScalar(s) => (19, s as f32, 0.0),
+        UnaryOp::Sin => (20, 0.0, 0.0),
+        UnaryOp::Cos => (21, 0.0, 0.0),
+        UnaryOp::Floor => (22, 0.0, 0.0),
     }
 }
 
