@@ -437,6 +437,28 @@ fn indexing_and_joining_match_the_cpu() {
         &[tensor(&[2, 3, 4], 22)],
         |t| t[0].permute(&[2, 0, 1]).unwrap().contiguous().unwrap(),
     );
+    let y = tensor(&[3, 4, 5], 25);
+    check("flip", &device, std::slice::from_ref(&y), |t| {
+        t[0].flip(&[0, 2]).unwrap()
+    });
+    check("roll", &device, std::slice::from_ref(&y), |t| {
+        t[0].roll(-3, 1).unwrap()
+    });
+    check("repeat", &device, std::slice::from_ref(&x), |t| {
+        t[0].repeat(&[2, 1, 3]).unwrap()
+    });
+    check("triu", &device, std::slice::from_ref(&y), |t| {
+        t[0].triu(1).unwrap()
+    });
+    check("tril", &device, std::slice::from_ref(&y), |t| {
+        t[0].tril(-1).unwrap()
+    });
+    check("maximum", &device, &[y.clone(), tensor(&[4, 5], 26)], |t| {
+        t[0].maximum(&t[1]).unwrap()
+    });
+    check("minimum", &device, &[y.clone(), tensor(&[5], 27)], |t| {
+        t[0].minimum(&t[1]).unwrap()
+    });
     // heads merged back ([B, H, T, d] read as [B, T, H, d]): the copy in runs of four
     // along the contiguous innermost axis, and the same with an innermost axis of 6
     for (d, seed) in [(8, 23), (6, 24)] {

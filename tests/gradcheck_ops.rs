@@ -84,6 +84,13 @@ case!(silu, [randn(&[4, 3], 1)], |x| t(&x[0])?.silu());
 case!(softplus, [randn(&[4, 3], 1)], |x| t(&x[0])?
     .softplus(2.0, 1.0));
 case!(erf, [randn(&[4, 3], 1)], |x| t(&x[0])?.erf());
+case!(flip, [randn(&[3, 4], 1)], |x| t(&x[0])?.flip(&[0, 1]));
+case!(roll, [randn(&[3, 4], 1)], |x| t(&x[0])?.roll(2, 1));
+case!(repeat, [randn(&[3, 2], 1)], |x| t(&x[0])?
+    .repeat(&[2, 1, 2]));
+case!(triu, [randn(&[3, 4], 1)], |x| t(&x[0])?.triu(-1));
+case!(maximum, [randn(&[3, 4], 1), randn(&[4], 2)], |x| x[0]
+    .maximum(&x[1]));
 case!(sin, [randn(&[4, 3], 1)], |x| t(&x[0])?
     .mul_scalar(3.0)?
     .sin());

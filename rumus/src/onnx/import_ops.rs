@@ -347,13 +347,31 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
             let at = axis(a.int("axis", 0), x.rank())?;
             tensor_ops::split(x, at, sizes, node.outputs.len())
         }
-        "Tile" => one(tensor_ops::tile(x()?, &ints_of(arg(args, 1)?)?)?),
+        "Tile" => {
+            let x = x()?;
+            let repeats = ints_of(arg(args, 1)?)?;
+            let times = repeats
+                .iter()
+                .map(|&t| usize::try_from(t).map_err(|_| invalid(format!("Tile by {repeats:?}"))))
+                .collect::<Result<Vec<_>>>()?;
+            if times.len() != x.rank() {
+                return Err(invalid(format!(
+                    "Tile of a rank-{} input by {repeats:?}: one count per axis",
+                    x.rank()
+                )));
+            }
+            one(x.repeat(&times)?)
+        }
         "Trilu" => {
             let k = match args.get(1).copied().flatten() {
                 Some(k) => ints_of(k)?.first().copied().unwrap_or(0),
                 None => 0,
             };
-            one(tensor_ops::trilu(x()?, k, a.int("upper", 1) != 0)?)
+            one(if a.int("upper", 1) != 0 {
+                x()?.triu(k)?
+            } else {
+                x()?.tril(k)?
+            })
         }
         "Gather" => gather(x()?, arg(args, 1)?, a.int("axis", 0)),
         "Shape" => {
@@ -505,23 +523,16 @@ fn hard_sigmoid(x: &DynTensor, alpha: f64, beta: f64) -> Result<DynTensor> {
 /// Element-wise `Max` or `Min` of its inputs, broadcast; a NaN in any input gives NaN there.
 fn extremum_of(op: &str, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
     let mut inputs = args.iter().flatten();
-    let mut out = (*inputs
+    let first = inputs
         .next()
-        .ok_or_else(|| invalid(format!("{op} of no inputs")))?)
-    .clone();
+        .ok_or_else(|| invalid(format!("{op} of no inputs")))?;
+    let mut out = (*first).clone();
     for next in inputs {
-        // Keep `out` where it wins or is NaN; else take `next` (a NaN there wins too).
-        let wins = if op == "Max" {
-            out.ge(next)?
+        out = if op == "Max" {
+            out.maximum(next)?
         } else {
-            out.le(next)?
+            out.minimum(next)?
         };
-        // (wins or NaN) = not (loses and is a number)
-        let keep = wins
-            .logical_not()?
-            .logical_and(&out.eq(&out)?)?
-            .logical_not()?;
-        out = DynTensor::where_(&keep, &out, next)?;
     }
     one(out)
 }

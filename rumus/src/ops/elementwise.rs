@@ -433,6 +433,33 @@ impl DynTensor {
         }))
     }
 
+    /// Element-wise OR of two `bool` masks (broadcast).
+    pub fn logical_or(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        // a or b = not (not a and not b)
+        self.logical_not()?
+            .logical_and(&rhs.logical_not()?)?
+            .logical_not()
+    }
+
+    /// The larger of the two values at each position (broadcast), as PyTorch's `maximum`: a
+    /// NaN on either side gives NaN; the gradient goes to the larger (`self` at a tie).
+    pub fn maximum(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.pick_with(rhs, CompareOp::Ge)
+    }
+
+    /// The smaller of the two values at each position (broadcast), as PyTorch's `minimum`,
+    /// NaN and ties as in [`maximum`](Self::maximum).
+    pub fn minimum(&self, rhs: &DynTensor) -> Result<DynTensor> {
+        self.pick_with(rhs, CompareOp::Le)
+    }
+
+    /// `self` where `self <op> rhs` holds or `self` is NaN, else `rhs` (NaN there too).
+    fn pick_with(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
+        let wins = self.compare(rhs, op)?;
+        let is_nan = self.ne(self)?;
+        DynTensor::where_(&wins.logical_or(&is_nan)?, self, rhs)
+    }
+
     /// Element-wise AND of two `bool` masks (broadcast).
     pub fn logical_and(&self, rhs: &DynTensor) -> Result<DynTensor> {
         crate::onnx::op(

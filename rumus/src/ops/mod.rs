@@ -13,6 +13,7 @@ pub mod inplace;
 pub mod join;
 pub mod matmul;
 pub(crate) mod norm;
+pub mod rearrange;
 pub mod reduce;
 pub mod softmax;
 pub mod transfer;
