@@ -456,6 +456,9 @@ fn indexing_and_joining_match_the_cpu() {
     check("maximum", &device, &[y.clone(), tensor(&[4, 5], 26)], |t| {
         t[0].maximum(&t[1]).unwrap()
     });
+    check("cumsum", &device, std::slice::from_ref(&y), |t| {
+        t[0].cumsum(1).unwrap()
+    });
     check("minimum", &device, &[y.clone(), tensor(&[5], 27)], |t| {
         t[0].minimum(&t[1]).unwrap()
     });

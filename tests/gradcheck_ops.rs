@@ -91,6 +91,7 @@ case!(repeat, [randn(&[3, 2], 1)], |x| t(&x[0])?
 case!(triu, [randn(&[3, 4], 1)], |x| t(&x[0])?.triu(-1));
 case!(maximum, [randn(&[3, 4], 1), randn(&[4], 2)], |x| x[0]
     .maximum(&x[1]));
+case!(cumsum, [randn(&[3, 4], 1)], |x| t(&x[0])?.cumsum(0));
 case!(sin, [randn(&[4, 3], 1)], |x| t(&x[0])?
     .mul_scalar(3.0)?
     .sin());

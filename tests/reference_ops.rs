@@ -262,6 +262,9 @@ fn implementation(name: &str) -> Option<Implementation> {
         "maximum_broadcast" | "maximum_nan" => |t| one(t["a"].maximum(&t["b"])?),
         "minimum_broadcast" => |t| one(t["a"].minimum(&t["b"])?),
         "logical_or" => |t| one(t["a"].logical_or(&t["b"])?),
+        "cumsum_last_axis" => |t| one(t["x"].cumsum(-1)?),
+        "cumsum_first_axis" => |t| one(t["x"].cumsum(0)?),
+        "cumsum_ints" => |t| one(t["i"].cumsum(1)?),
         // reductions
         "sum_axes" => |t| one(t["x"].sum(&[0, 2], false)?),
         "sum_keepdim" => |t| one(t["x"].sum(&[1], true)?),

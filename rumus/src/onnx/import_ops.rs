@@ -25,6 +25,7 @@ pub const SUPPORTED: &[&str] = &[
     "Conv",
     "ConvTranspose",
     "Cos",
+    "CumSum",
     "Div",
     "Dropout",
     "Elu",
@@ -341,6 +342,27 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
             )?)
         }
         "Slice" => slice(args),
+        "CumSum" => {
+            let x = x()?;
+            let at = axis(
+                ints_of(arg(args, 1)?)?.first().copied().unwrap_or(0),
+                x.rank(),
+            )? as isize;
+            // reverse: sums from the end; exclusive: without the element itself.
+            let reverse = a.int("reverse", 0) != 0;
+            let flipped = |t: &DynTensor| {
+                if reverse {
+                    t.flip(&[at])
+                } else {
+                    Ok(t.clone())
+                }
+            };
+            let mut sums = flipped(x)?.cumsum(at)?;
+            if a.int("exclusive", 0) != 0 {
+                sums = sums.sub(&flipped(x)?)?;
+            }
+            one(flipped(&sums)?)
+        }
         "Split" => {
             let x = x()?;
             let sizes = args.get(1).copied().flatten().map(ints_of).transpose()?;

@@ -1,7 +1,7 @@
-//! Ops that move, repeat or mask elements by position, as PyTorch has them: `flip`, `roll`,
-//! `repeat`, `tril` and `triu`. Each is written with views, `index_select`, `cat` and
-//! `where_`, so it runs on every device and its gradient (and ONNX form, where those ops
-//! have one) comes from theirs.
+//! Ops that move, repeat, mask or accumulate elements by position, as PyTorch has them:
+//! `flip`, `roll`, `repeat`, `tril`, `triu` and `cumsum`. Each is written with views,
+//! `index_select`, `cat`, `where_` and `matmul`, so it runs on every device and its gradient
+//! (and ONNX form, where those ops have one) comes from theirs.
 
 use crate::error::{Error, Result};
 use crate::shape::normalize_axis;
@@ -72,6 +72,39 @@ impl DynTensor {
             .broadcast_to(&broadcast)?
             .contiguous()?
             .reshape(&merged)
+    }
+
+    /// Running sums along `axis`, as PyTorch's `cumsum`: element `i` is the sum of elements
+    /// `0..=i`. One matrix product with a triangle of ones, so a `[.., n]` axis costs an
+    /// `[n, n]` matrix and `n` multiply-adds per element: meant for the axes it is used on
+    /// (positions, masks), not for millions of elements.
+    /// Integer tensors (position ids from a mask) are summed exactly on the host.
+    pub fn cumsum(&self, axis: isize) -> Result<DynTensor> {
+        let axis = normalize_axis(axis, self.rank(), "cumsum")?;
+        let n = self.dims()[axis];
+        if self.dtype() == crate::DType::I64 {
+            let mut values = self.to_vec::<i64>()?;
+            let inner: usize = self.dims()[axis + 1..].iter().product();
+            for start in 0..values.len() {
+                // every element past the first of its run along `axis` adds the one before
+                if !(start / inner).is_multiple_of(n) {
+                    values[start] = values[start].wrapping_add(values[start - inner]);
+                }
+            }
+            return DynTensor::from_vec(values, self.dims())?.to(&self.device());
+        }
+        crate::alloc::ensure_output("cumsum", &[n, n], self.dtype().size_in_bytes())?;
+        // ones[j][i] = 1 where j <= i: column i sums elements 0..=i.
+        let ones: Vec<f64> = (0..n * n)
+            .map(|at| if at / n <= at % n { 1.0 } else { 0.0 })
+            .collect();
+        let ones = DynTensor::from_vec(ones, &[n, n])?
+            .to_dtype(self.dtype())?
+            .to(&self.device())?;
+        let last = self.rank() as isize - 1;
+        self.transpose(axis as isize, last)?
+            .matmul(&ones)?
+            .transpose(axis as isize, last)
     }
 
     /// The elements of each matrix (the last two axes) on and below the `diagonal`-th
