@@ -559,10 +559,11 @@ fn extremum_of(op: &str, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> 
     one(out)
 }
 
-/// `Resize` as nearest-neighbour upsampling by whole factors, in the coordinate and rounding
-/// modes for which that is what it computes: PyTorch's nearest export (`asymmetric`,
-/// `floor`), and `half_pixel` or `pytorch_half_pixel` with either rounding to nearest.
+/// `Resize` in `nearest` or `linear` mode with the coordinate modes PyTorch's exporters and
+/// most others write (`half_pixel`, `pytorch_half_pixel`, `asymmetric`, `align_corners`), to
+/// `sizes` or by `scales`; cubic resampling, cropping and antialiasing are errors.
 fn resize(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+    use tensor_ops::{Coordinates, Sampling};
     let text = |name: &str, default: &str| match a.get(name) {
         Some(AttributeValue::String(s)) => String::from_utf8_lossy(s).into_owned(),
         _ => default.to_string(),
@@ -572,42 +573,74 @@ fn resize(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTens
         text("coordinate_transformation_mode", "half_pixel"),
         text("nearest_mode", "round_prefer_floor"),
     );
-    let whole_factors_repeat = mode == "nearest"
-        && match coordinates.as_str() {
-            "asymmetric" => rounding == "floor",
-            "half_pixel" | "pytorch_half_pixel" => rounding.starts_with("round_prefer"),
-            _ => false,
-        };
-    if !whole_factors_repeat || a.get("axes").is_some() {
-        return Err(invalid(format!(
-            "Resize in mode {mode} ({coordinates}, {rounding}): rumus imports nearest-neighbour \
-             upsampling by whole factors (asymmetric with floor, or half_pixel)"
-        )));
+    let unsupported = || {
+        invalid(format!(
+            "Resize in mode {mode} ({coordinates}, {rounding}): rumus imports nearest and linear \
+             resampling with half_pixel, pytorch_half_pixel, asymmetric or align_corners \
+             coordinates, without axes, antialias or a kept aspect ratio"
+        ))
+    };
+    let sampling = match (mode.as_str(), rounding.as_str()) {
+        ("linear", _) => Sampling::Linear,
+        ("nearest", "round_prefer_floor") => Sampling::NearestRoundPreferFloor,
+        ("nearest", "round_prefer_ceil") => Sampling::NearestRoundPreferCeil,
+        ("nearest", "floor") => Sampling::NearestFloor,
+        ("nearest", "ceil") => Sampling::NearestCeil,
+        _ => return Err(unsupported()),
+    };
+    let coordinates_mode = match coordinates.as_str() {
+        "half_pixel" => Coordinates::HalfPixel,
+        "pytorch_half_pixel" => Coordinates::PytorchHalfPixel,
+        "asymmetric" => Coordinates::Asymmetric,
+        "align_corners" => Coordinates::AlignCorners,
+        _ => return Err(unsupported()),
+    };
+    if a.get("axes").is_some()
+        || a.int("antialias", 0) != 0
+        || text("keep_aspect_ratio_policy", "stretch") != "stretch"
+    {
+        return Err(unsupported());
     }
     let x = arg(args, 0)?;
     let given = |k: usize| args.get(k).copied().flatten().filter(|t| t.numel() > 0);
-    let factors: Vec<f64> = match (given(2), given(3)) {
-        (Some(scales), _) => scales.try_to_f64_vec()?,
-        (None, Some(sizes)) => ints_of(sizes)?
-            .iter()
-            .zip(x.dims())
-            .map(|(&size, &dim)| size as f64 / dim.max(1) as f64)
-            .collect(),
+    let (sizes, scales): (Vec<usize>, Vec<f64>) = match (given(2), given(3)) {
+        (Some(scales), _) => {
+            let scales = scales.try_to_f64_vec()?;
+            let sizes = scales
+                .iter()
+                .zip(x.dims())
+                .map(|(&s, &d)| {
+                    let size = (d as f64 * s).floor();
+                    if size.is_finite() && size >= 0.0 && size <= u32::MAX as f64 {
+                        Ok(size as usize)
+                    } else {
+                        Err(invalid(format!("Resize of {:?} by {scales:?}", x.dims())))
+                    }
+                })
+                .collect::<Result<_>>()?;
+            (sizes, scales)
+        }
+        (None, Some(sizes)) => {
+            let sizes = ints_of(sizes)?
+                .iter()
+                .map(|&s| usize::try_from(s).map_err(|_| invalid(format!("Resize to size {s}"))))
+                .collect::<Result<Vec<usize>>>()?;
+            let scales = sizes
+                .iter()
+                .zip(x.dims())
+                .map(|(&s, &d)| s as f64 / d.max(1) as f64)
+                .collect();
+            (sizes, scales)
+        }
         (None, None) => return Err(invalid("Resize without scales or sizes")),
     };
-    let whole = factors
-        .iter()
-        .map(|&f| {
-            if f >= 1.0 && f.fract() == 0.0 && f <= f64::from(u32::MAX) {
-                Ok(f as usize)
-            } else {
-                Err(invalid(format!(
-                    "Resize by {factors:?}: rumus resizes by whole factors of 1 or more"
-                )))
-            }
-        })
-        .collect::<Result<Vec<usize>>>()?;
-    one(tensor_ops::resize_nearest(x, &whole)?)
+    one(tensor_ops::resize(
+        x,
+        &sizes,
+        &scales,
+        coordinates_mode,
+        sampling,
+    )?)
 }
 
 /// `alpha * A' @ B' + beta * C`, the primes being optional transposes.

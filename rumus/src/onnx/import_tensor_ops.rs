@@ -1,6 +1,7 @@
-//! ONNX ops that cut or enlarge whole tensors: `Split` (`q, k, v = qkv.split(...)`, `chunk`,
-//! `unbind`) and `Resize` (nearest-neighbour upsampling by whole factors), run with rumus's
-//! views. (`Tile` and `Trilu` are rumus's `repeat`, `triu` and `tril`.)
+//! ONNX ops that cut or resample whole tensors: `Split` (`q, k, v = qkv.split(...)`,
+//! `chunk`, `unbind`) and `Resize` (`F.interpolate`, `nn.Upsample`: nearest and linear),
+//! run with rumus's views and `index_select`. (`Tile` and `Trilu` are rumus's `repeat`,
+//! `triu` and `tril`.)
 
 use super::import_ops::invalid;
 use crate::error::Result;
@@ -51,40 +52,99 @@ pub(super) fn split(
         .collect()
 }
 
-/// `x` with each element repeated `times[k]` times in a row along each axis `k`:
-/// `[d0, d1, ..]` viewed as `[d0, 1, d1, 1, ..]`, broadcast to `[d0, t0, d1, t1, ..]`, merged.
-fn each_element_repeated(x: &DynTensor, times: &[usize]) -> Result<DynTensor> {
-    if times.len() != x.rank() {
+/// Where an output coordinate of `Resize` samples its input (ONNX's
+/// `coordinate_transformation_mode`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Coordinates {
+    HalfPixel,
+    PytorchHalfPixel,
+    Asymmetric,
+    AlignCorners,
+}
+
+/// How `Resize` samples: the nearest element (rounded as ONNX's `nearest_mode` says), or a
+/// linear blend of the two around the coordinate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sampling {
+    NearestRoundPreferFloor,
+    NearestRoundPreferCeil,
+    NearestFloor,
+    NearestCeil,
+    Linear,
+}
+
+/// `Resize` of `x` to `sizes` (one per axis), each axis's input coordinate `scales[k]` times
+/// smaller than its output one, one axis at a time (linear resampling is separable).
+pub(super) fn resize(
+    x: &DynTensor,
+    sizes: &[usize],
+    scales: &[f64],
+    coordinates: Coordinates,
+    sampling: Sampling,
+) -> Result<DynTensor> {
+    if sizes.len() != x.rank() || scales.len() != x.rank() {
         return Err(invalid(format!(
-            "Resize of a rank-{} input takes {} factors, got {times:?}",
-            x.rank(),
+            "Resize of a rank-{} input to {sizes:?}: one size per axis",
             x.rank()
         )));
     }
-    let spread: Vec<usize> = x.dims().iter().flat_map(|&d| [d, 1]).collect();
-    let broadcast: Vec<usize> = x
-        .dims()
-        .iter()
-        .zip(times)
-        .flat_map(|(&d, &t)| [d, t])
-        .collect();
-    let merged = x
-        .dims()
-        .iter()
-        .zip(times)
-        .map(|(&d, &t)| d.checked_mul(t))
-        .collect::<Option<Vec<usize>>>()
-        .ok_or_else(|| invalid(format!("Resize of {:?} by {times:?}", x.dims())))?;
-    crate::alloc::ensure_output("Resize", &merged, x.dtype().size_in_bytes())?;
-    x.reshape(&spread)?
-        .broadcast_to(&broadcast)?
-        .contiguous()?
-        .reshape(&merged)
-}
-
-/// `Resize` in `nearest` mode by a whole factor along each axis (`F.interpolate(x,
-/// scale_factor=2)`, `nn.Upsample`): every element repeated `factors[k]` times along axis
-/// `k`. The caller checks that the coordinate and rounding modes give exactly that.
-pub(super) fn resize_nearest(x: &DynTensor, factors: &[usize]) -> Result<DynTensor> {
-    each_element_repeated(x, factors)
+    let mut out = x.clone();
+    for (axis, (&size, &scale)) in sizes.iter().zip(scales).enumerate() {
+        let input = x.dims()[axis];
+        if size == input && scale == 1.0 {
+            continue;
+        }
+        if input == 0 || size == 0 || !(scale.is_finite() && scale > 0.0) {
+            return Err(invalid(format!(
+                "Resize of an axis of {input} to {size} (scale {scale})"
+            )));
+        }
+        let mut dims = out.dims().to_vec();
+        dims[axis] = size;
+        crate::alloc::ensure_output("Resize", &dims, x.dtype().size_in_bytes())?;
+        let last = (input - 1) as f64;
+        let source = |i: usize| -> f64 {
+            let i = i as f64;
+            match coordinates {
+                Coordinates::HalfPixel => (i + 0.5) / scale - 0.5,
+                Coordinates::PytorchHalfPixel if size > 1 => (i + 0.5) / scale - 0.5,
+                Coordinates::PytorchHalfPixel => 0.0,
+                Coordinates::Asymmetric => i / scale,
+                Coordinates::AlignCorners if size > 1 => i * last / (size - 1) as f64,
+                Coordinates::AlignCorners => 0.0,
+            }
+        };
+        let indices = |picked: Vec<i64>| DynTensor::from_vec(picked, &[size])?.to(&x.device());
+        out = if sampling == Sampling::Linear {
+            let at: Vec<f64> = (0..size).map(|i| source(i).clamp(0.0, last)).collect();
+            let low: Vec<i64> = at.iter().map(|&c| c.floor() as i64).collect();
+            let high: Vec<i64> = low.iter().map(|&l| (l + 1).min(last as i64)).collect();
+            let weights: Vec<f64> = at.iter().zip(&low).map(|(&c, &l)| c - l as f64).collect();
+            let mut shape = vec![1; x.rank()];
+            shape[axis] = size;
+            let weights = DynTensor::from_vec(weights, &shape)?
+                .to_dtype(x.dtype())?
+                .to(&x.device())?;
+            let (below, above) = (
+                out.index_select(axis as isize, &indices(low)?)?,
+                out.index_select(axis as isize, &indices(high)?)?,
+            );
+            below.add(&above.sub(&below)?.mul(&weights)?)?
+        } else {
+            let picked = (0..size)
+                .map(|i| {
+                    let c = source(i);
+                    let rounded = match sampling {
+                        Sampling::NearestRoundPreferFloor => (c - 0.5).ceil(),
+                        Sampling::NearestRoundPreferCeil => (c + 0.5).floor(),
+                        Sampling::NearestFloor => c.floor(),
+                        _ => c.ceil(),
+                    };
+                    rounded.clamp(0.0, last) as i64
+                })
+                .collect();
+            out.index_select(axis as isize, &indices(picked)?)?
+        };
+    }
+    Ok(out)
 }

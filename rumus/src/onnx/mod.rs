@@ -21,7 +21,7 @@
 //!   naming it when the file is loaded. GPT-style decoders (`nn.MultiheadAttention` under a
 //!   `torch.triu` mask, `scaled_dot_product_attention` over unbound heads, tanh-GELU) and
 //!   MobileNet/U-Net-style convolutional networks (hardswish, squeeze-and-excitation,
-//!   GroupNorm, nearest upsampling) exported by either of PyTorch's exporters run with
+//!   GroupNorm, nearest and bilinear resizing) exported by either of PyTorch's exporters run with
 //!   PyTorch's outputs (`tests/onnx_import.rs`).
 //! - The trace follows the ops the pass runs (Rust control flow is unrolled), as
 //!   `torch.onnx.export` does. An op without an ONNX form is an error naming it, never a
