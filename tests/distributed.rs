@@ -7,6 +7,9 @@
 #[path = "../examples/digits/training.rs"]
 mod training;
 
+#[path = "distributed/disagreement.rs"]
+mod disagreement;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -39,7 +42,7 @@ fn main() {
         println!("distributed tests skipped: no mpirun (apt-get install openmpi-bin)");
         return;
     };
-    let checks: [Check; 8] = [
+    let checks: [Check; 13] = [
         (
             "collectives match their definitions on 2 and 4 ranks",
             collectives_match,
@@ -61,6 +64,26 @@ fn main() {
             killed_rank_is_an_error,
         ),
         (
+            "a killed rank is noticed by the heartbeat with default settings",
+            disagreement::killed_rank_is_noticed_with_default_settings,
+        ),
+        (
+            "a rank busy for longer than the liveness limit is not taken for dead",
+            disagreement::slow_rank_is_not_taken_for_dead,
+        ),
+        (
+            "ranks passing different counts, dtypes or roots are refused on every rank",
+            disagreement::mismatched_calls_are_refused_on_every_rank,
+        ),
+        (
+            "ranks with different models fail at construction",
+            disagreement::mismatched_models_fail_at_construction,
+        ),
+        (
+            "ranks sharding with different seeds fail, naming both",
+            disagreement::mismatched_seeds_are_named,
+        ),
+        (
             "sharded Adam state (ZeRO 1) trains bit for bit like plain Adam",
             zero_matches_plain_adam,
         ),
@@ -73,12 +96,22 @@ fn main() {
             sharded_checkpoint_resumes_anywhere,
         ),
     ];
+    // `cargo test --test distributed -- WORDS` runs the checks whose names contain WORDS.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let mut passed = 0;
     for (name, check) in checks {
+        if !filter.iter().all(|f| name.contains(f.as_str())) {
+            continue;
+        }
         print!("test {name} ... ");
         check(&mpirun);
         println!("ok");
+        passed += 1;
     }
-    println!("\ntest result: ok. {} passed", checks.len());
+    println!("\ntest result: ok. {passed} passed");
 }
 
 /// A launcher check: its name, and the function that runs it with `mpirun`'s path.
@@ -135,7 +168,7 @@ fn launch_with(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    if scenario != "killed" {
+    if !scenario.starts_with("killed") {
         assert!(
             status.success(),
             "`{scenario}` on {ranks} ranks failed: {status}"
@@ -147,10 +180,21 @@ fn launch_with(
 // ----- what each rank runs -----
 
 fn rank_main(scenario: &str, out: &Path) {
-    let timeout = if scenario == "killed" { 3 } else { 120 };
-    let comm: Arc<dyn Collective> =
-        Arc::new(Mpi::init_with_timeout(Duration::from_secs(timeout)).unwrap());
+    let comm: Arc<dyn Collective> = Arc::new(
+        match scenario {
+            "killed" => Mpi::init_with_timeout(Duration::from_secs(3)),
+            "killed_default" => Mpi::init(),
+            "slow" => Mpi::init_with_limits(Duration::from_secs(120), Duration::from_secs(2)),
+            _ => Mpi::init_with_timeout(Duration::from_secs(120)),
+        }
+        .unwrap(),
+    );
     match scenario {
+        "killed_default" => disagreement::rank_killed_default(comm, out),
+        "slow" => disagreement::rank_slow(comm, out),
+        "mismatched_calls" => disagreement::rank_mismatched_calls(&*comm, out),
+        "mismatched_models" => disagreement::rank_mismatched_models(comm, out),
+        "mismatched_seeds" => disagreement::rank_mismatched_seeds(comm, out),
         "collectives" => rank_collectives(&*comm),
         "train" => rank_train(comm, out, 1),
         "accumulate" => rank_train(comm, out, 2),

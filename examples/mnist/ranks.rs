@@ -74,7 +74,7 @@ impl Ranks {
     {
         #[cfg(feature = "distributed")]
         if let Some(comm) = &self.comm {
-            return loader.shard(comm.rank(), comm.world_size());
+            return rumus::distributed::shard(loader, &**comm);
         }
         Ok(loader)
     }

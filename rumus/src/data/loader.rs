@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 
 use super::dataset::{Dataset, item_seed};
 use super::sample::Collate;
+use super::shard_order::{self, ShardOrder};
 use crate::error::{Error, Result};
 use crate::rng::Generator;
 
@@ -197,6 +198,16 @@ where
         Epoch::start(Arc::clone(&self.dataset), plan, self.workers, self.prefetch)
     }
 
+    /// What decides `epoch`'s order on every rank (sharded or not).
+    pub(crate) fn shard_order(&self, epoch: u64) -> ShardOrder {
+        ShardOrder {
+            items: self.dataset.len(),
+            global_batch: self.global_batch().0,
+            seed: self.shuffle.then_some(self.seed),
+            epoch,
+        }
+    }
+
     /// The index order of `epoch`, cut into batches.
     fn plan(&self, epoch: u64, first_batch: usize) -> Plan {
         let n = self.dataset.len();
@@ -207,6 +218,9 @@ where
         };
         let (batch, ranks) = self.global_batch();
         let rank = self.shard.map_or(0, |(rank, _)| rank);
+        if self.shard.is_some() {
+            shard_order::record(self.shard_order(epoch));
+        }
         let batches = (0..self.len())
             .skip(first_batch)
             .map(|b| {

@@ -36,6 +36,7 @@ pub mod loader;
 pub mod record;
 pub mod sample;
 pub mod sample_codec;
+pub mod shard_order;
 pub mod split;
 pub mod transform;
 

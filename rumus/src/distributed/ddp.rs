@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use super::collective::{Collective, distributed_error};
+use super::same_model::check_same_tensors;
 use super::tensors::{HostBuffer, broadcast_};
 use crate::autograd::{GradientStore, TensorId};
 use crate::dtype::DType;
@@ -76,8 +77,14 @@ impl DistributedDataParallel {
         model: &dyn Module,
         bucket_bytes: usize,
     ) -> Result<Self> {
+        let named = model.named_tensors();
+        check_same_tensors(
+            &*comm,
+            "DistributedDataParallel::new",
+            named.iter().map(|(name, t)| (name.clone(), t)),
+        )?;
         // Buffers too (BatchNorm's running statistics), as PyTorch's DDP does at start.
-        for (_, tensor) in model.named_tensors() {
+        for (_, tensor) in named {
             broadcast_(&*comm, &tensor, 0)?;
         }
         let params: Vec<DynTensor> = model

@@ -14,7 +14,7 @@
 //! // Every rank starts from rank 0's parameters.
 //! let ddp = DistributedDataParallel::new(comm.clone(), &model)?;
 //! // Each rank takes its own slice of every global batch:
-//! // DataLoader::new(data, 32)?.shuffle(seed).shard(comm.rank(), comm.world_size())?
+//! // rumus::distributed::shard(DataLoader::new(data, 32)?.shuffle(seed), &*comm)?
 //! # let x = rumus::Tensor::<(rumus::D<32>, rumus::D<784>)>::try_zeros()?;
 //! let loss = model.try_forward(&x)?.sum_all();
 //! // Gradients averaged over every rank, sent while the backward pass still runs.
@@ -33,21 +33,32 @@
 //! - [`ZeroRedundancyOptimizer`]: optimizer state sharded across ranks (ZeRO stage 1);
 //! - [`save_checkpoint`] and [`on_rank0`]: work one rank does for all, its failure an error
 //!   on every rank;
-//! - sharded loading is [`DataLoader::shard`](crate::data::DataLoader::shard).
+//! - sharded loading: [`shard`] (checked against every rank's loader) or
+//!   [`DataLoader::shard`](crate::data::DataLoader::shard).
 //!
-//! A collective that some rank never joins (it died, hangs, or called another one) fails
-//! on the others after the engine's timeout instead of hanging.
+//! Every collective first compares a small fingerprint of each rank's call (which
+//! collective, how many elements of which type, the latest sharded epoch's order), and the
+//! wrappers compare every rank's parameter names and shapes when they are built: ranks that
+//! disagree fail together with an error naming the first rank that differs, before any
+//! data moves. A collective that some rank never joins fails on the others: within
+//! [`DEFAULT_LIVENESS`] when the rank died (a heartbeat notices), after the engine's
+//! timeout when it is alive but elsewhere.
 
 mod collective;
 mod ddp;
+mod fingerprint;
 mod mpi_engine;
+mod mpi_heartbeat;
 mod rank0;
+mod same_model;
+mod shard;
 mod tensors;
 mod zero;
 
 pub use collective::{Collective, Elements, Solo};
 pub use ddp::{DEFAULT_BUCKET_BYTES, DistributedDataParallel};
-pub use mpi_engine::{DEFAULT_TIMEOUT, Mpi};
+pub use mpi_engine::{DEFAULT_LIVENESS, DEFAULT_TIMEOUT, Mpi};
 pub use rank0::{on_rank0, save_checkpoint};
+pub use shard::shard;
 pub use tensors::{Reduction, all_gather, all_reduce, broadcast_};
 pub use zero::ZeroRedundancyOptimizer;

@@ -9,11 +9,18 @@
 //! process leaves without `MPI_Finalize`, which would wait for the dead rank.
 //!
 //! OpenMPI's `mpirun` ends the whole job itself when one process dies, unless it is started
-//! with `--enable-recovery`; then the survivors keep running and see the error.
+//! with `--enable-recovery`; then the survivors keep running and see the error: within the
+//! liveness limit ([`DEFAULT_LIVENESS`]), through a heartbeat every rank answers from a
+//! thread of its own (`mpi_heartbeat.rs`), rather than after the much longer timeout a
+//! slow rank is allowed.
+//!
+//! Before moving data, every collective all-gathers a small fingerprint of each rank's
+//! call (`fingerprint.rs`): ranks that pass different counts, element types or roots fail
+//! together with an error naming the rank, instead of MPI writing past a buffer.
 
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mpi::ffi;
@@ -21,12 +28,18 @@ use mpi::ffi;
 use super::collective::{
     Collective, Elements, check_gather, check_root, check_summable, distributed_error,
 };
+use super::fingerprint::{self, Fingerprint, Op, WORDS};
+use super::mpi_heartbeat::Heartbeat;
 use crate::error::Result;
 
 /// How long a collective may wait for the slowest rank before [`Mpi`] gives up. Long
 /// enough for rank 0 to write a large checkpoint while the others wait at the next
 /// all-reduce.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long the heartbeat may go unanswered before a collective fails because a rank is
+/// gone. Every rank answers from a thread of its own, busy or not, so this can be short.
+pub const DEFAULT_LIVENESS: Duration = Duration::from_secs(10);
 
 /// How long a collective polls without sleeping.
 const SPIN: Duration = Duration::from_millis(50);
@@ -47,15 +60,20 @@ pub struct Mpi {
     rank: usize,
     world_size: usize,
     timeout: Duration,
-    /// Serialises MPI calls (the library is initialised for `MPI_THREAD_SERIALIZED`) and
+    /// Held for a whole collective, so that two threads' collectives never interleave, and
     /// remembers a failure.
     state: Mutex<Option<String>>,
+    /// Held around every single MPI call, by collectives and by the heartbeat thread alike
+    /// (the library is initialised for `MPI_THREAD_SERIALIZED`).
+    calls: Arc<Mutex<()>>,
+    /// The heartbeat's thread and its own communicator (none in a world of one).
+    heartbeat: Option<(Heartbeat, ffi::MPI_Comm)>,
     /// Buffers of finished collectives, reused so that a training step's all-reduces do not
     /// allocate (and page-fault) megabytes each time.
     spare: Mutex<Vec<Owned>>,
 }
 
-// SAFETY: the communicator handle is only used under `state`'s lock, which serialises every
+// SAFETY: the communicator handles are only used under `calls`' lock, which serialises every
 // MPI call as MPI_THREAD_SERIALIZED requires.
 unsafe impl Send for Mpi {}
 // SAFETY: as above.
@@ -69,8 +87,16 @@ impl Mpi {
     }
 
     /// Initialises MPI; a collective that has not finished on every rank after `timeout`
-    /// fails.
+    /// fails (and one whose ranks stopped answering the heartbeat, after
+    /// [`DEFAULT_LIVENESS`]).
     pub fn init_with_timeout(timeout: Duration) -> Result<Mpi> {
+        Self::init_with_limits(timeout, DEFAULT_LIVENESS)
+    }
+
+    /// Initialises MPI; a collective fails when it has not finished on every rank after
+    /// `timeout`, or sooner when some rank has not answered the heartbeat for `liveness`
+    /// (it died, or its process was stopped).
+    pub fn init_with_limits(timeout: Duration, liveness: Duration) -> Result<Mpi> {
         let Some((universe, threading)) =
             mpi::initialize_with_threading(mpi::Threading::Serialized)
         else {
@@ -87,22 +113,23 @@ impl Mpi {
                 ),
             ));
         }
-        // SAFETY: reading the library's null-communicator constant.
-        let mut comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
-        // SAFETY: MPI is initialised; `comm` receives a new communicator handle.
-        let code = unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm) };
-        if code != 0 {
-            return Err(distributed_error("Mpi::init", describe(code)));
-        }
-        // SAFETY: `comm` is the valid communicator made above. Errors come back as codes
-        // instead of aborting the process.
-        unsafe { ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN) };
+        let comm = duplicate_world()?;
         let (mut rank, mut size): (c_int, c_int) = (0, 0);
         // SAFETY: valid communicator, out-parameters on the stack.
         unsafe {
             ffi::MPI_Comm_rank(comm, &mut rank);
             ffi::MPI_Comm_size(comm, &mut size);
         }
+        let calls = Arc::new(Mutex::new(()));
+        let heartbeat = if size > 1 {
+            let beat_comm = duplicate_world()?;
+            Some((
+                Heartbeat::start(beat_comm, Arc::clone(&calls), liveness),
+                beat_comm,
+            ))
+        } else {
+            None
+        };
         Ok(Mpi {
             universe: ManuallyDrop::new(universe),
             comm,
@@ -110,6 +137,8 @@ impl Mpi {
             world_size: size as usize,
             timeout,
             state: Mutex::new(None),
+            calls,
+            heartbeat,
             spare: Mutex::new(Vec::new()),
         })
     }
@@ -119,50 +148,110 @@ impl Mpi {
         self.timeout
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<String>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Starts one non-blocking collective with `start` and polls it until it completes, the
-    /// deadline passes or MPI reports an error. `keep_alive` owns the buffers MPI reads and
-    /// writes; on failure they are leaked, because MPI may still touch them.
-    fn complete<K>(
-        &self,
-        op: &'static str,
-        keep_alive: K,
-        start: impl FnOnce(&K, ffi::MPI_Comm, *mut ffi::MPI_Request) -> c_int,
-    ) -> Result<K> {
-        let mut failure = self.lock();
+    /// Starts a collective: the lock that keeps collectives whole, or the error of an
+    /// earlier failure.
+    fn begin(&self, op: &'static str) -> Result<MutexGuard<'_, Option<String>>> {
+        let failure = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(message) = failure.as_ref() {
             return Err(distributed_error(
                 op,
                 format!("an earlier collective failed ({message}); the job cannot continue"),
             ));
         }
+        Ok(failure)
+    }
+
+    /// Runs one MPI call under the lock that serialises them.
+    fn call<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _mpi = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        f()
+    }
+
+    /// Checks, before any data moves, that every rank is about to run the same collective
+    /// over as many elements of the same type. `local` is this rank's own check of its
+    /// arguments: a rank whose arguments are wrong still takes part in the comparison, so
+    /// the others fail with it instead of waiting for it.
+    fn agree(
+        &self,
+        failure: &mut MutexGuard<'_, Option<String>>,
+        op: &'static str,
+        fingerprint: Fingerprint,
+        local: Result<()>,
+    ) -> Result<()> {
+        if self.world_size == 1 {
+            return local;
+        }
+        let send = fingerprint.valid(local.is_ok()).words();
+        let gathered = vec![0i64; WORDS * self.world_size];
+        let (_, gathered) = self.complete(
+            failure,
+            op,
+            (send, gathered),
+            |(send, gathered), comm, request| {
+                // SAFETY: every rank sends WORDS i64 words and receives WORDS per rank into
+                // a buffer of that size; both live until completion (or are leaked).
+                unsafe {
+                    ffi::MPI_Iallgather(
+                        send.as_ptr().cast(),
+                        WORDS as c_int,
+                        ffi::RSMPI_INT64_T,
+                        gathered.as_ptr().cast_mut().cast(),
+                        WORDS as c_int,
+                        ffi::RSMPI_INT64_T,
+                        comm,
+                        request,
+                    )
+                }
+            },
+        )?;
+        local?;
+        fingerprint::check_agreement(op, &gathered)
+    }
+
+    /// Starts one non-blocking collective with `start` and polls it until it completes, the
+    /// deadline passes, a rank stops answering the heartbeat or MPI reports an error.
+    /// `keep_alive` owns the buffers MPI reads and writes; on failure they are leaked,
+    /// because MPI may still touch them.
+    fn complete<K>(
+        &self,
+        failure: &mut MutexGuard<'_, Option<String>>,
+        op: &'static str,
+        keep_alive: K,
+        start: impl FnOnce(&K, ffi::MPI_Comm, *mut ffi::MPI_Request) -> c_int,
+    ) -> Result<K> {
         // SAFETY: reading the library's null-request constant.
         let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let code = start(&keep_alive, self.comm, &mut request);
+        let code = self.call(|| start(&keep_alive, self.comm, &mut request));
         if code != 0 {
-            return Err(self.fail(&mut failure, op, keep_alive, describe(code)));
+            return Err(self.fail(failure, op, keep_alive, describe(code)));
         }
         let started = Instant::now();
         let deadline = started + self.timeout;
         loop {
             let mut done: c_int = 0;
             // SAFETY: `request` came from the start call; the status is ignored.
-            let code = unsafe { ffi::MPI_Test(&mut request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+            let code = self.call(|| unsafe {
+                ffi::MPI_Test(&mut request, &mut done, ffi::RSMPI_STATUS_IGNORE)
+            });
             if code != 0 {
-                return Err(self.fail(&mut failure, op, keep_alive, describe(code)));
+                return Err(self.fail(failure, op, keep_alive, describe(code)));
             }
             if done != 0 {
                 return Ok(keep_alive);
+            }
+            if self.heartbeat.as_ref().is_some_and(|(beat, _)| beat.lost()) {
+                let message = format!(
+                    "a rank stopped answering the heartbeat every rank sends from a thread of its own: it died or its process was stopped (a rank that is only slow keeps answering). Restart the job from its last checkpoint; waited {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+                return Err(self.fail(failure, op, keep_alive, message));
             }
             if Instant::now() >= deadline {
                 let message = format!(
                     "not every one of the {} ranks took part within {:?}: a rank died, hangs, or called a different collective. Restart the job from its last checkpoint",
                     self.world_size, self.timeout
                 );
-                return Err(self.fail(&mut failure, op, keep_alive, message));
+                return Err(self.fail(failure, op, keep_alive, message));
             }
             // MPI advances a non-blocking collective only inside calls like this one, so
             // poll busily (as MPI's own blocking calls do: yielding to a busy machine's other
@@ -221,10 +310,26 @@ impl Mpi {
 
 impl Drop for Mpi {
     fn drop(&mut self) {
-        if self.lock().is_some() {
+        let failed = self
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if failed {
             // A collective never finished: freeing the communicator or finalising would wait
             // for the rank that is gone. Leave MPI as it is; the process is ending.
+            if let Some((beat, _)) = self.heartbeat.as_mut() {
+                beat.abandon();
+            }
             return;
+        }
+        if let Some((mut beat, mut beat_comm)) = self.heartbeat.take() {
+            if !beat.stop() {
+                // A rank is gone: finalising would wait for it forever.
+                return;
+            }
+            // SAFETY: the heartbeat's communicator, with no request pending on it.
+            unsafe { ffi::MPI_Comm_free(&mut beat_comm) };
         }
         // SAFETY: the communicator is ours and no request is pending on it.
         unsafe { ffi::MPI_Comm_free(&mut self.comm) };
@@ -293,7 +398,10 @@ impl Collective for Mpi {
     }
 
     fn all_reduce_sum(&self, mut data: Elements<'_>) -> Result<()> {
-        check_summable("all_reduce_sum", &data)?;
+        let op = "all_reduce_sum";
+        let mut failure = self.begin(op)?;
+        let fingerprint = Fingerprint::new(Op::AllReduceSum, Some(&data), 0);
+        self.agree(&mut failure, op, fingerprint, check_summable(op, &data))?;
         let kind = datatype(&data);
         let size = data.element_size();
         for (start, end) in chunks(data.len(), size) {
@@ -301,11 +409,13 @@ impl Collective for Mpi {
             let send = self.copy_of(&data.as_bytes()[start..end]);
             let recv = self.buffer(bytes);
             let (send, recv) = self.complete(
-                "all_reduce_sum",
+                &mut failure,
+                op,
                 (send, recv),
                 |(send, recv), comm, request| {
-                    // SAFETY: both buffers hold `bytes` bytes and live until completion (or are
-                    // leaked); the count fits a C int.
+                    // SAFETY: both buffers hold `bytes` bytes and live until completion (or
+                    // are leaked); the count fits a C int, and every rank passes the same
+                    // one (agreed above).
                     unsafe {
                         ffi::MPI_Iallreduce(
                             send.ptr(),
@@ -326,14 +436,19 @@ impl Collective for Mpi {
     }
 
     fn broadcast(&self, mut data: Elements<'_>, root: usize) -> Result<()> {
-        check_root("broadcast", root, self.world_size)?;
+        let op = "broadcast";
+        let mut failure = self.begin(op)?;
+        let fingerprint = Fingerprint::new(Op::Broadcast, Some(&data), root as u64);
+        let local = check_root(op, root, self.world_size);
+        self.agree(&mut failure, op, fingerprint, local)?;
         let kind = datatype(&data);
         let size = data.element_size();
         for (start, end) in chunks(data.len(), size) {
             let bytes = end - start;
             let buffer = self.copy_of(&data.as_bytes()[start..end]);
-            let buffer = self.complete("broadcast", buffer, |buffer, comm, request| {
-                // SAFETY: the buffer holds `bytes` bytes and lives until completion.
+            let buffer = self.complete(&mut failure, op, buffer, |buffer, comm, request| {
+                // SAFETY: the buffer holds `bytes` bytes and lives until completion; every
+                // rank passes the same count (agreed above).
                 unsafe {
                     ffi::MPI_Ibcast(
                         buffer.ptr(),
@@ -357,14 +472,18 @@ impl Collective for Mpi {
         mut gathered: Elements<'_>,
         counts: &[usize],
     ) -> Result<()> {
-        check_gather(&local, &gathered, counts, self.rank, self.world_size)?;
-        let total: usize = counts.iter().sum();
-        if total > MAX_COUNT {
-            return Err(distributed_error(
-                "all_gather",
-                format!("{total} elements in one all-gather; gather at most {MAX_COUNT} at a time"),
-            ));
-        }
+        let op = "all_gather";
+        let mut failure = self.begin(op)?;
+        // The ranks' local counts differ by design; what they must agree on is the total,
+        // and the counts themselves.
+        let fingerprint = Fingerprint::new(
+            Op::AllGather,
+            Some(&gathered),
+            fingerprint::counts_hash(counts),
+        );
+        let checked = check_gather(&local, &gathered, counts, self.rank, self.world_size)
+            .and_then(|()| check_gather_size(counts));
+        self.agree(&mut failure, op, fingerprint, checked)?;
         let mut displacements = Vec::with_capacity(counts.len());
         let mut offset = 0;
         for &count in counts {
@@ -378,11 +497,12 @@ impl Collective for Mpi {
         let own = counts[self.rank];
         let recv = self.buffer(bytes);
         let (send, recv, _, _) = self.complete(
-            "all_gather",
+            &mut failure,
+            op,
             (send, recv, counts, displacements),
             |(send, recv, counts, displacements), comm, request| {
-                // SAFETY: the buffers match the counts (checked above) and live until
-                // completion, as do the count and displacement arrays.
+                // SAFETY: the buffers match the counts, which every rank agreed on above,
+                // and live until completion, as do the count and displacement arrays.
                 unsafe {
                     ffi::MPI_Iallgatherv(
                         send.ptr(),
@@ -404,9 +524,44 @@ impl Collective for Mpi {
     }
 
     fn barrier(&self) -> Result<()> {
-        self.complete("barrier", (), |_, comm, request| {
-            // SAFETY: a barrier has no buffers.
-            unsafe { ffi::MPI_Ibarrier(comm, request) }
-        })
+        // The agreement is an all-gather, which no rank leaves before every rank joined it.
+        let mut failure = self.begin("barrier")?;
+        self.agree(
+            &mut failure,
+            "barrier",
+            Fingerprint::new(Op::Barrier, None, 0),
+            Ok(()),
+        )
     }
+}
+
+/// An all-gather moves at most [`MAX_COUNT`] elements (MPI counts and displacements are C
+/// ints).
+fn check_gather_size(counts: &[usize]) -> Result<()> {
+    let total = counts.iter().try_fold(0usize, |sum, &c| sum.checked_add(c));
+    match total {
+        Some(total) if total <= MAX_COUNT => Ok(()),
+        _ => Err(distributed_error(
+            "all_gather",
+            format!(
+                "{} elements in one all-gather; gather at most {MAX_COUNT} at a time",
+                counts.iter().fold(0u128, |s, &c| s + c as u128)
+            ),
+        )),
+    }
+}
+
+/// A duplicate of `MPI_COMM_WORLD` whose errors come back as codes instead of aborting the
+/// process.
+fn duplicate_world() -> Result<ffi::MPI_Comm> {
+    // SAFETY: reading the library's null-communicator constant.
+    let mut comm: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: MPI is initialised; `comm` receives a new communicator handle.
+    let code = unsafe { ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm) };
+    if code != 0 {
+        return Err(distributed_error("Mpi::init", describe(code)));
+    }
+    // SAFETY: `comm` is the valid communicator made above.
+    unsafe { ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN) };
+    Ok(comm)
 }

@@ -18,6 +18,7 @@
 use std::sync::Arc;
 
 use super::collective::{Collective, Elements, distributed_error};
+use super::same_model::check_same_tensors;
 use crate::autograd::{GradientStore, no_grad};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -56,6 +57,14 @@ impl<O: Optimizer> ZeroRedundancyOptimizer<O> {
                 ),
             ));
         }
+        check_same_tensors(
+            &*comm,
+            "ZeroRedundancyOptimizer::new",
+            params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (format!("parameter {i}"), p)),
+        )?;
         let bounds = split(&params, comm.world_size());
         let own = params[bounds[comm.rank()]..bounds[comm.rank() + 1]].to_vec();
         let inner = if own.is_empty() {
