@@ -42,7 +42,7 @@ fn main() {
         println!("distributed tests skipped: no mpirun (apt-get install openmpi-bin)");
         return;
     };
-    let checks: [Check; 13] = [
+    let checks: [Check; 14] = [
         (
             "collectives match their definitions on 2 and 4 ranks",
             collectives_match,
@@ -74,6 +74,10 @@ fn main() {
         (
             "ranks passing different counts, dtypes or roots are refused on every rank",
             disagreement::mismatched_calls_are_refused_on_every_rank,
+        ),
+        (
+            "random pairs of calls are right on both ranks or refused on both",
+            disagreement::random_calls_are_right_or_refused_on_both_ranks,
         ),
         (
             "ranks with different models fail at construction",
@@ -193,6 +197,7 @@ fn rank_main(scenario: &str, out: &Path) {
         "killed_default" => disagreement::rank_killed_default(comm, out),
         "slow" => disagreement::rank_slow(comm, out),
         "mismatched_calls" => disagreement::rank_mismatched_calls(&*comm, out),
+        "random_calls" => disagreement::rank_random_calls(&*comm, out),
         "mismatched_models" => disagreement::rank_mismatched_models(comm, out),
         "mismatched_seeds" => disagreement::rank_mismatched_seeds(comm, out),
         "collectives" => rank_collectives(&*comm),

@@ -270,3 +270,165 @@ pub fn slow_rank_is_not_taken_for_dead(mpirun: &Path) {
         assert_eq!(seen, "summed");
     }
 }
+
+/// One rank's call in [`rank_random_calls`].
+#[derive(Debug, Clone, PartialEq)]
+struct Call {
+    /// 0: all-reduce, 1: broadcast, 2: all-gather.
+    op: u64,
+    /// 0: f32, 1: f64, 2: i64, 3: u8.
+    dtype: u64,
+    /// Elements this rank passes (all-gather: both ranks' counts).
+    counts: [usize; 2],
+    /// A broadcast's root; 2 is no rank of a world of 2.
+    root: usize,
+}
+
+/// SplitMix64: the same stream on every rank from the same seed.
+fn mix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Case `case`'s calls on ranks 0 and 1: the same call, or with one field changed on rank 1.
+fn random_calls(case: u64) -> [Call; 2] {
+    let mut state = case;
+    let mut pick = |n: u64| mix(&mut state) % n;
+    let base = Call {
+        op: pick(3),
+        dtype: pick(4),
+        counts: [pick(40) as usize, pick(40) as usize],
+        root: pick(3) as usize,
+    };
+    let mut other = base.clone();
+    match pick(6) {
+        0 => other.op = (other.op + 1 + pick(2)) % 3,
+        1 => other.dtype = (other.dtype + 1 + pick(3)) % 4,
+        2 => other.counts[0] += 1 + pick(1000) as usize,
+        3 => other.counts[1] = (other.counts[1] + 1 + pick(5) as usize) % 50,
+        4 => other.root = (other.root + 1) % 3,
+        _ => {}
+    }
+    [base, other]
+}
+
+impl Call {
+    /// The call with the fields its collective ignores cleared, to tell whether two ranks'
+    /// calls really differ.
+    fn effective(&self) -> Call {
+        Call {
+            counts: [
+                self.counts[0],
+                if self.op == 2 { self.counts[1] } else { 0 },
+            ],
+            root: if self.op == 1 { self.root } else { 0 },
+            ..self.clone()
+        }
+    }
+}
+
+/// Whether `call` passes a rank's own checks in a world of 2.
+fn locally_valid(call: &Call) -> bool {
+    match call.op {
+        0 => call.dtype != 3,
+        1 => call.root < 2,
+        _ => true,
+    }
+}
+
+/// Rank `rank`'s element `i` in a case: distinct per rank, exact in every type.
+fn value(rank: usize, i: usize) -> f64 {
+    ((rank + 1) * 100 + i % 100) as f64
+}
+
+/// Runs `call` on `comm` with this rank's values, returning the result as f64s.
+fn run_call(comm: &dyn Collective, call: &Call) -> rumus::Result<Vec<f64>> {
+    let rank = comm.rank();
+    let own = if call.op == 2 {
+        call.counts[rank]
+    } else {
+        call.counts[0]
+    };
+    let total = call.counts[0] + call.counts[1];
+    let mine: Vec<f64> = (0..own).map(|i| value(rank, i)).collect();
+    macro_rules! run {
+        ($variant:ident, $t:ty) => {{
+            let mut data: Vec<$t> = mine.iter().map(|&v| v as $t).collect();
+            match call.op {
+                0 => comm.all_reduce_sum(Elements::$variant(&mut data))?,
+                1 => comm.broadcast(Elements::$variant(&mut data), call.root)?,
+                _ => {
+                    let mut gathered: Vec<$t> = vec![Default::default(); total];
+                    comm.all_gather(
+                        Elements::$variant(&mut data),
+                        Elements::$variant(&mut gathered),
+                        &call.counts,
+                    )?;
+                    data = gathered;
+                }
+            }
+            Ok(data.iter().map(|&v| v as f64).collect())
+        }};
+    }
+    match call.dtype {
+        0 => run!(F32, f32),
+        1 => run!(F64, f64),
+        2 => run!(I64, i64),
+        _ => run!(U8, u8),
+    }
+}
+
+/// What `call` gives when both ranks make it, computed without any collective.
+fn expected(call: &Call) -> Vec<f64> {
+    // `as u8` saturates.
+    let wrap = |v: f64| if call.dtype == 3 { v.min(255.0) } else { v };
+    match call.op {
+        0 => (0..call.counts[0])
+            .map(|i| value(0, i) + value(1, i))
+            .collect(),
+        1 => (0..call.counts[0])
+            .map(|i| wrap(value(call.root, i)))
+            .collect(),
+        _ => (0..2)
+            .flat_map(|r| (0..call.counts[r]).map(move |i| wrap(value(r, i))))
+            .collect(),
+    }
+}
+
+/// Hundreds of random pairs of calls, each the same on both ranks or differing in one
+/// argument: every pair either gives the right result on both ranks or an error on both,
+/// and the communicator stays usable (no buffer overrun, no rank left waiting).
+pub fn rank_random_calls(comm: &dyn Collective, out: &Path) {
+    let rank = comm.rank();
+    let (mut agreed, mut refused) = (0, 0);
+    for case in 0..400 {
+        let calls = random_calls(case);
+        let outcome = run_call(comm, &calls[rank]);
+        let valid = calls.iter().all(locally_valid);
+        if valid && calls[0].effective() == calls[1].effective() {
+            let found = outcome.unwrap_or_else(|e| panic!("case {case} {:?}: {e}", calls[0]));
+            assert_eq!(found, expected(&calls[0]), "case {case} {:?}", calls[0]);
+            agreed += 1;
+        } else {
+            assert!(outcome.is_err(), "case {case} {calls:?} was not refused");
+            refused += 1;
+        }
+    }
+    still_sums(comm);
+    report(out, rank, &format!("{agreed} agreed, {refused} refused"));
+}
+
+pub fn random_calls_are_right_or_refused_on_both_ranks(mpirun: &Path) {
+    let out = launch(mpirun, 2, "random_calls", &[]);
+    let seen = reports(&out, 2);
+    assert_eq!(seen[0], seen[1]);
+    // Both kinds of case were exercised.
+    let counts: Vec<usize> = seen[0]
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(counts.iter().all(|&n| n > 50), "{}", seen[0]);
+}
