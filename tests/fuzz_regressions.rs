@@ -14,11 +14,45 @@ mod generate;
 
 /// Seeds that start a fuzzer well but are not valid inputs of their target, and what the
 /// refusal says.
-const REFUSED_SEEDS: &[(&str, &str, &str)] = &[(
-    "checkpoint_loader",
-    "weights.safetensors",
-    "not a rumus checkpoint",
-)];
+const REFUSED_SEEDS: &[(&str, &str, &str)] = &[
+    (
+        "checkpoint_loader",
+        "weights.safetensors",
+        "not a rumus checkpoint",
+    ),
+    // Hostile models (`tests/hostile_onnx.rs`): each refused by the limit it breaks.
+    (
+        "onnx_import",
+        "hostile_cumsum_reversed_of_expanded.onnx",
+        "Limits::max_elements",
+    ),
+    (
+        "onnx_import",
+        "hostile_matmul_of_expanded.onnx",
+        "Limits::max_elements",
+    ),
+    (
+        "onnx_import",
+        "hostile_opset_huge.onnx",
+        "rumus runs opsets 13 to 22",
+    ),
+    (
+        "onnx_import",
+        "hostile_resize_of_empty_to_huge.onnx",
+        "Limits::max_elements",
+    ),
+    (
+        "onnx_import",
+        "hostile_slice_by_two_of_expanded.onnx",
+        "Limits::max_elements",
+    ),
+    (
+        "onnx_import",
+        "hostile_unsqueeze_many.onnx",
+        "Limits::max_rank",
+    ),
+    ("onnx_import", "hostile_unsqueeze_twice.onnx", "twice"),
+];
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("rumus/fuzz")

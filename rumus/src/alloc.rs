@@ -15,8 +15,71 @@
 //!   one `mmap`/`munmap` pair, nothing next to filling that much memory. A request that passes
 //!   and then fails because another thread took the memory in between still aborts, as any
 //!   allocation in any Rust program does.
+//!
+//! Work on untrusted input (an ONNX graph) can also set a [`Ceiling`] for its thread with
+//! [`with_ceiling`]: every request checked above, small ones included, is then refused past
+//! it, so a graph cannot take memory the machine could give but the graph has no business
+//! asking for.
+
+use std::cell::Cell;
 
 use crate::error::{Error, Result};
+
+/// The most one request may ask for while a ceiling is set, and the settings a user changes
+/// to raise it (named in the refusal).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ceiling {
+    pub elements: usize,
+    pub bytes: usize,
+    /// The setting `elements` comes from, e.g. `rumus::onnx::Limits::max_elements`.
+    pub elements_setting: &'static str,
+    /// The setting `bytes` comes from.
+    pub bytes_setting: &'static str,
+}
+
+thread_local! {
+    static CEILING: Cell<Option<Ceiling>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `ceiling` on every request checked on this thread, then puts back the
+/// ceiling that was there before (also when `f` panics).
+pub(crate) fn with_ceiling<R>(ceiling: Ceiling, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Ceiling>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CEILING.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CEILING.with(|c| c.replace(Some(ceiling))));
+    f()
+}
+
+/// Fails when the ceiling set on this thread, if any, is below `count` elements or `bytes`.
+fn within_ceiling(op: &str, what: &dyn Fn() -> String, count: usize, bytes: usize) -> Result<()> {
+    let Some(ceiling) = CEILING.with(Cell::get) else {
+        return Ok(());
+    };
+    let over = |amount: usize, unit: &str, limit: usize, setting: &str| Error::OutOfMemory {
+        op: op.to_string(),
+        message: format!(
+            "{} needs {amount} {unit}, over the limit of {limit} {unit} per allocation \
+             ({setting}); raise it if the input is trusted",
+            what()
+        ),
+    };
+    if count > ceiling.elements {
+        return Err(over(
+            count,
+            "elements",
+            ceiling.elements,
+            ceiling.elements_setting,
+        ));
+    }
+    if bytes > ceiling.bytes {
+        return Err(over(bytes, "bytes", ceiling.bytes, ceiling.bytes_setting));
+    }
+    Ok(())
+}
 
 /// Requests below this are left to the allocator: they cannot be absurd, and the check would
 /// cost more than it protects on the small ops that dominate a training step.
@@ -56,14 +119,15 @@ fn ensure_allocatable(
     count: usize,
     element_bytes: usize,
 ) -> Result<()> {
-    if count
-        .checked_mul(element_bytes)
-        .is_some_and(|bytes| bytes < CHECKED_FROM_BYTES)
-    {
+    let bytes = match count.checked_mul(element_bytes) {
+        Some(bytes) if bytes <= isize::MAX as usize => bytes,
+        _ => return bytes_of(op, &what(), count, element_bytes).map(|_| ()),
+    };
+    within_ceiling(op, &what, count, bytes)?;
+    if bytes < CHECKED_FROM_BYTES {
         return Ok(());
     }
     let what = what();
-    let bytes = bytes_of(op, &what, count, element_bytes)?;
     let mut probe: Vec<u8> = Vec::new();
     probe
         .try_reserve_exact(bytes)
@@ -80,6 +144,7 @@ pub fn ensure_output(op: &str, dims: &[usize], element_bytes: usize) -> Result<(
 /// An empty vector with room for `count` values, or the error that the memory cannot be had.
 pub fn try_with_capacity<T>(op: &str, what: &str, count: usize) -> Result<Vec<T>> {
     let bytes = bytes_of(op, what, count, std::mem::size_of::<T>())?;
+    within_ceiling(op, &|| what.to_string(), count, bytes)?;
     let mut out = Vec::new();
     out.try_reserve_exact(count)
         .map_err(|_| refused(op, what, bytes))?;
@@ -111,5 +176,28 @@ mod tests {
         assert!(ensure_output("t", &[1 << 20], 4).is_ok());
         assert!(try_with_capacity::<u64>("t", "labels", 1 << 57).is_err());
         assert_eq!(try_map("t", "x", &[1u8, 2], |&b| b as i64).unwrap(), [1, 2]);
+    }
+
+    #[test]
+    fn a_ceiling_refuses_small_requests_past_it_until_it_is_lifted() {
+        let ceiling = Ceiling {
+            elements: 100,
+            bytes: 256,
+            elements_setting: "max_elements",
+            bytes_setting: "max_bytes",
+        };
+        with_ceiling(ceiling, || {
+            let elements = ensure_output("t", &[101], 1).unwrap_err().to_string();
+            assert!(elements.contains("101 elements") && elements.contains("max_elements"));
+            let bytes = try_with_capacity::<u64>("t", "x", 33)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                bytes.contains("264 bytes") && bytes.contains("max_bytes"),
+                "{bytes}"
+            );
+            assert!(ensure_output("t", &[64], 4).is_ok());
+        });
+        assert!(ensure_output("t", &[101], 8).is_ok());
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::decode::{ModelProto, NodeProto, TensorData, TensorValues, decode_model};
 use super::import_ops::{SUPPORTED, evaluate};
+use super::limits::Limits;
 use crate::error::{Error, Result};
 use crate::tensor::DynTensor;
 
@@ -29,6 +30,7 @@ pub struct OnnxModel {
     inputs: Vec<(String, Vec<Option<usize>>)>,
     outputs: Vec<String>,
     opset: i64,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for OnnxModel {
@@ -48,24 +50,43 @@ impl std::fmt::Debug for OnnxModel {
 /// and later).
 pub const MIN_IMPORT_OPSET: i64 = 13;
 
+/// The newest default-domain opset the runner follows. Opset 18 moved the axes of the
+/// reductions to an input and gave `Split` `num_outputs`, 20 added `Gelu`; 21 and 22 only
+/// widened the element types of the imported ops (4-bit integers, bfloat16, which are
+/// refused by type). A later opset may change what an op computes, so it is refused.
+pub const MAX_IMPORT_OPSET: i64 = 22;
+
 impl OnnxModel {
-    /// Reads and checks the model at `path`.
+    /// Reads and checks the model at `path`, under the default [`Limits`].
     pub fn load(path: impl AsRef<Path>) -> Result<OnnxModel> {
+        OnnxModel::load_with_limits(path, Limits::default())
+    }
+
+    /// Reads and checks the model at `path`; loading and every [`run`](Self::run) stay
+    /// within `limits` (an error naming the limit otherwise).
+    pub fn load_with_limits(path: impl AsRef<Path>, limits: Limits) -> Result<OnnxModel> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| Error::Io {
             path: path.display().to_string(),
             message: format!("cannot read the ONNX model: {e}"),
         })?;
-        OnnxModel::from_bytes(&bytes, &path.display().to_string())
+        OnnxModel::from_bytes_with_limits(&bytes, &path.display().to_string(), limits)
     }
 
-    /// Reads and checks a model held in memory; `name` stands for the file in messages.
+    /// Reads and checks a model held in memory, under the default [`Limits`]; `name` stands
+    /// for the file in messages.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<OnnxModel> {
-        let proto = decode_model(bytes, name)?;
-        OnnxModel::from_proto(proto, name)
+        OnnxModel::from_bytes_with_limits(bytes, name, Limits::default())
     }
 
-    fn from_proto(proto: ModelProto, path: &str) -> Result<OnnxModel> {
+    /// [`from_bytes`](Self::from_bytes) under `limits`, as
+    /// [`load_with_limits`](Self::load_with_limits).
+    pub fn from_bytes_with_limits(bytes: &[u8], name: &str, limits: Limits) -> Result<OnnxModel> {
+        let proto = decode_model(bytes, name)?;
+        OnnxModel::from_proto(proto, name, limits)
+    }
+
+    fn from_proto(proto: ModelProto, path: &str, limits: Limits) -> Result<OnnxModel> {
         let format = |message: String| Error::Format {
             path: path.to_string(),
             message,
@@ -79,6 +100,18 @@ impl OnnxModel {
                  and later (re-export with `opset_version=17`)"
             )));
         }
+        if opset > MAX_IMPORT_OPSET {
+            return Err(format(format!(
+                "the model is written for opset {opset}; rumus runs opsets {MIN_IMPORT_OPSET} \
+                 to {MAX_IMPORT_OPSET} (re-export with `opset_version=17`)"
+            )));
+        }
+        Limits::check_count("nodes", proto.nodes.len(), limits.max_nodes, "max_nodes")
+            .and_then(|()| {
+                let inputs = proto.inputs.len();
+                Limits::check_count("inputs", inputs, limits.max_inputs, "max_inputs")
+            })
+            .map_err(format)?;
         let unsupported: Vec<String> = proto
             .nodes
             .iter()
@@ -102,14 +135,32 @@ impl OnnxModel {
         let initializers = proto
             .initializers
             .into_iter()
-            .map(|t| Ok((t.name.clone(), tensor_of(t)?)))
+            .map(|t| {
+                limits
+                    .check_dims(&format!("initializer {:?}", t.name), &t.dims)
+                    .map_err(format)?;
+                Ok((t.name.clone(), tensor_of(t)?))
+            })
             .collect::<Result<Vec<_>>>()?;
+        // Inputs that name an initializer are weights (older exporters list them all).
+        let weights: std::collections::HashSet<&str> =
+            initializers.iter().map(|(name, _)| name.as_str()).collect();
         let inputs = proto
             .inputs
             .into_iter()
-            .filter(|i| !initializers.iter().any(|(name, _)| *name == i.name))
-            .map(|i| (i.name, i.dims))
-            .collect();
+            .filter(|i| !weights.contains(i.name.as_str()))
+            .map(|i| {
+                if i.dims.len() > limits.max_rank {
+                    return Err(format(format!(
+                        "input {:?} has rank {}, over the limit of {} (Limits::max_rank)",
+                        i.name,
+                        i.dims.len(),
+                        limits.max_rank
+                    )));
+                }
+                Ok((i.name, i.dims))
+            })
+            .collect::<Result<_>>()?;
         Ok(OnnxModel {
             path: path.to_string(),
             nodes: proto.nodes,
@@ -117,6 +168,7 @@ impl OnnxModel {
             inputs,
             outputs: proto.outputs.into_iter().map(|o| o.name).collect(),
             opset,
+            limits,
         })
     }
 
@@ -145,14 +197,24 @@ impl OnnxModel {
         &self.initializers
     }
 
+    /// The limits loading checked and every run keeps to.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// The default-domain opset the file was written for.
     pub fn opset(&self) -> i64 {
         self.opset
     }
 
     /// Runs the graph on `inputs` (one per [`input_names`](Self::input_names), with the
-    /// file's static dims) and returns its outputs.
+    /// file's static dims) and returns its outputs. Every node's work and every allocation
+    /// its ops make stay within the model's [`Limits`].
     pub fn run(&self, inputs: &[&DynTensor]) -> Result<Vec<DynTensor>> {
+        crate::alloc::with_ceiling(self.limits.ceiling(), || self.run_within_limits(inputs))
+    }
+
+    fn run_within_limits(&self, inputs: &[&DynTensor]) -> Result<Vec<DynTensor>> {
         let op = "OnnxModel::run";
         if inputs.len() != self.inputs.len() {
             return Err(Error::InvalidArgument {
@@ -210,8 +272,14 @@ impl OnnxModel {
                     })
                 })
                 .collect::<Result<Vec<Option<&DynTensor>>>>()?;
-            let results =
-                evaluate(node, &args).map_err(|e| self.node_error(node, e.to_string()))?;
+            let results = evaluate(node, &args, &self.limits)
+                .map_err(|e| self.node_error(node, e.to_string()))?;
+            for (k, result) in results.iter().enumerate() {
+                let checked = self
+                    .limits
+                    .check_dims(&format!("output {k}"), result.dims());
+                checked.map_err(|message| self.node_error(node, message))?;
+            }
             for (name, value) in node.outputs.iter().zip(results) {
                 if !name.is_empty() {
                     values.insert(name.as_str(), value);

@@ -6,6 +6,7 @@ use super::decode::{AttributeValue, NodeProto};
 use super::import::tensor_of;
 use super::import_norm_ops as norm_ops;
 use super::import_tensor_ops as tensor_ops;
+use super::limits::{self, Limits};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::DynTensor;
@@ -165,8 +166,18 @@ fn one(t: DynTensor) -> Result<Vec<DynTensor>> {
     Ok(vec![t])
 }
 
-/// Runs one node on its inputs (`None` for an omitted optional input).
-pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+/// Fails when `op` needs more multiply-adds than `limits` allow.
+fn check_work(limits: &Limits, op: &str, multiply_adds: u64) -> Result<()> {
+    limits.check_work(op, multiply_adds).map_err(invalid)
+}
+
+/// Runs one node on its inputs (`None` for an omitted optional input), refusing work past
+/// `limits` before doing it.
+pub fn evaluate(
+    node: &NodeProto,
+    args: &[Option<&DynTensor>],
+    limits: &Limits,
+) -> Result<Vec<DynTensor>> {
     let a = Attributes(node);
     let x = || arg(args, 0);
     match node.op_type.as_str() {
@@ -240,11 +251,19 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         "GreaterOrEqual" => one(x()?.ge(arg(args, 1)?)?),
         "Not" => one(x()?.logical_not()?),
         "Where" => one(DynTensor::where_(x()?, arg(args, 1)?, arg(args, 2)?)?),
-        "MatMul" => one(x()?.matmul(arg(args, 1)?)?),
-        "Gemm" => gemm(&a, args),
-        "Conv" => conv(&a, args),
-        "ConvTranspose" => conv_transpose(&a, args),
-        "MaxPool" | "AveragePool" => pool(&node.op_type, &a, x()?),
+        "MatMul" => {
+            let (x, y) = (x()?, arg(args, 1)?);
+            check_work(
+                limits,
+                "MatMul",
+                limits::matmul_multiply_adds(x.dims(), y.dims()),
+            )?;
+            one(x.matmul(y)?)
+        }
+        "Gemm" => gemm(&a, args, limits),
+        "Conv" => conv(&a, args, limits),
+        "ConvTranspose" => conv_transpose(&a, args, limits),
+        "MaxPool" | "AveragePool" => pool(&node.op_type, &a, x()?, limits),
         "GlobalAveragePool" => {
             let x = x()?;
             let axes: Vec<isize> = (2..x.rank() as isize).collect();
@@ -305,12 +324,28 @@ pub fn evaluate(node: &NodeProto, args: &[Option<&DynTensor>]) -> Result<Vec<Dyn
         }
         "Unsqueeze" => {
             let x = x()?;
-            let rank = x.rank() + ints_of(arg(args, 1)?)?.len();
-            let mut axes = ints_of(arg(args, 1)?)?
+            let listed = ints_of(arg(args, 1)?)?;
+            let rank = x.rank().saturating_add(listed.len());
+            if rank > limits.max_rank {
+                return Err(invalid(format!(
+                    "Unsqueeze of a rank-{} input by {} axes gives rank {rank}, over the limit \
+                     of {} (Limits::max_rank)",
+                    x.rank(),
+                    listed.len(),
+                    limits.max_rank
+                )));
+            }
+            let mut axes = listed
                 .iter()
                 .map(|&v| axis(v, rank))
                 .collect::<Result<Vec<_>>>()?;
             axes.sort_unstable();
+            if let Some(twice) = axes.windows(2).find(|pair| pair[0] == pair[1]) {
+                return Err(invalid(format!(
+                    "Unsqueeze axes {listed:?} name axis {} twice",
+                    twice[0]
+                )));
+            }
             let mut out = x.clone();
             for a in axes {
                 out = out.unsqueeze(a as isize)?;
@@ -644,7 +679,11 @@ fn resize(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTens
 }
 
 /// `alpha * A' @ B' + beta * C`, the primes being optional transposes.
-fn gemm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+fn gemm(
+    a: &Attributes<'_>,
+    args: &[Option<&DynTensor>],
+    limits: &Limits,
+) -> Result<Vec<DynTensor>> {
     let mut lhs = arg(args, 0)?.clone();
     let mut rhs = arg(args, 1)?.clone();
     if a.int("transA", 0) != 0 {
@@ -657,6 +696,11 @@ fn gemm(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor
         f64::from(a.float("alpha", 1.0)),
         f64::from(a.float("beta", 1.0)),
     );
+    check_work(
+        limits,
+        "Gemm",
+        limits::matmul_multiply_adds(lhs.dims(), rhs.dims()),
+    )?;
     let mut out = lhs.matmul(&rhs)?;
     if alpha != 1.0 {
         out = out.mul_scalar(alpha)?;
@@ -703,7 +747,28 @@ fn pair(a: &Attributes<'_>, name: &str) -> Result<(usize, usize)> {
     }
 }
 
-fn conv(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+/// Multiply-adds of a 2-D window op on `x` ([n, c, h, w]): `per_output` for each of the
+/// `channels` x output positions of each image.
+fn window_work(
+    x: &DynTensor,
+    channels: usize,
+    per_output: usize,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+    dilation: (usize, usize),
+) -> u64 {
+    let d = x.dims();
+    let rows = limits::window_outputs(d[2], kernel.0, stride.0, padding.0, dilation.0);
+    let cols = limits::window_outputs(d[3], kernel.1, stride.1, padding.1, dilation.1);
+    limits::product(&[d[0], channels, rows, cols, per_output])
+}
+
+fn conv(
+    a: &Attributes<'_>,
+    args: &[Option<&DynTensor>],
+    limits: &Limits,
+) -> Result<Vec<DynTensor>> {
     let (x, w) = (arg(args, 0)?, arg(args, 1)?);
     if x.rank() != 4 {
         return Err(invalid(format!(
@@ -712,17 +777,35 @@ fn conv(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor
         )));
     }
     let groups = usize::try_from(a.int("group", 1)).map_err(|_| invalid("group < 0"))?;
+    let (stride, padding, dilation) = (pair(a, "strides")?, padding2d(a)?, pair(a, "dilations")?);
+    if let &[out_channels, in_per_group, kh, kw] = w.dims() {
+        let per_output = limits::product(&[in_per_group, kh, kw]) as usize;
+        let work = window_work(
+            x,
+            out_channels,
+            per_output,
+            (kh, kw),
+            stride,
+            padding,
+            dilation,
+        );
+        check_work(limits, "Conv", work)?;
+    }
     one(x.conv2d(
         w,
         args.get(2).copied().flatten(),
-        pair(a, "strides")?,
-        padding2d(a)?,
-        pair(a, "dilations")?,
+        stride,
+        padding,
+        dilation,
         groups,
     )?)
 }
 
-fn conv_transpose(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
+fn conv_transpose(
+    a: &Attributes<'_>,
+    args: &[Option<&DynTensor>],
+    limits: &Limits,
+) -> Result<Vec<DynTensor>> {
     let (x, w) = (arg(args, 0)?, arg(args, 1)?);
     if x.rank() != 4 || a.int("group", 1) != 1 || a.get("output_shape").is_some() {
         return Err(invalid(
@@ -734,6 +817,10 @@ fn conv_transpose(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec
         Some(&[h, w]) if h >= 0 && w >= 0 => (h as usize, w as usize),
         Some(v) => return Err(invalid(format!("output_padding {v:?}"))),
     };
+    // Every input element is spread over out_channels x kh x kw outputs.
+    let spread = w.dims().get(1..).map_or(0, limits::product);
+    let work = (x.numel() as u64).saturating_mul(spread);
+    check_work(limits, "ConvTranspose", work)?;
     one(x.conv_transpose2d(
         w,
         args.get(2).copied().flatten(),
@@ -744,7 +831,7 @@ fn conv_transpose(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec
     )?)
 }
 
-fn pool(op: &str, a: &Attributes<'_>, x: &DynTensor) -> Result<Vec<DynTensor>> {
+fn pool(op: &str, a: &Attributes<'_>, x: &DynTensor, limits: &Limits) -> Result<Vec<DynTensor>> {
     if a.int("ceil_mode", 0) != 0 {
         return Err(invalid("ceil_mode=1 is not supported"));
     }
@@ -758,6 +845,12 @@ fn pool(op: &str, a: &Attributes<'_>, x: &DynTensor) -> Result<Vec<DynTensor>> {
     };
     let stride = pair(a, "strides")?;
     let padding = padding2d(a)?;
+    if x.rank() == 4 {
+        let per_output = kernel.0.saturating_mul(kernel.1);
+        let (channels, dilation) = (x.dims()[1], pair(a, "dilations")?);
+        let work = window_work(x, channels, per_output, kernel, stride, padding, dilation);
+        check_work(limits, op, work)?;
+    }
     one(if op == "MaxPool" {
         if pair(a, "dilations")? != (1, 1) {
             return Err(invalid("dilated max pooling is not supported"));
@@ -854,21 +947,25 @@ fn slice(args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
             out = out.narrow(ax as isize, s as usize, (e - s).max(0) as usize)?;
             continue;
         }
-        let picked: Vec<i64> = match step {
+        // The first index and how many the step picks, counted before any is listed: the
+        // axis may be a broadcast view far longer than memory.
+        let (first, count) = match step {
             0 => return Err(invalid("Slice with a step of 0")),
-            _ if size == 0 => Vec::new(),
+            _ if size == 0 => (0, 0),
             step if step > 0 => {
                 let (s, e) = (from_end(start).clamp(0, size), from_end(end).clamp(0, size));
-                (s..e).step_by(step as usize).collect()
+                (s, if e > s { (e - s - 1) / step + 1 } else { 0 })
             }
             step => {
                 // Backwards from `start` down to just above `end` (-1: through index 0).
                 let s = from_end(start).clamp(0, size - 1);
                 let e = from_end(end).clamp(-1, size - 1);
-                let stride = step.unsigned_abs() as usize;
-                (e + 1..=s).rev().step_by(stride).collect()
+                let stride = step.saturating_neg();
+                (s, if s > e { (s - e - 1) / stride + 1 } else { 0 })
             }
         };
+        crate::alloc::ensure_output("Slice", &[count as usize], 8)?;
+        let picked: Vec<i64> = (0..count).map(|i| first + i * step).collect();
         let count = picked.len();
         out = out.index_select(ax as isize, &DynTensor::from_vec(picked, &[count])?)?;
     }

@@ -114,12 +114,19 @@ pub(super) fn resize(
                 Coordinates::AlignCorners => 0.0,
             }
         };
+        // The index lists and weights hold `size` values of 8 bytes each; an input with no
+        // elements passes the result's check with any size, so they are checked themselves.
+        crate::alloc::ensure_output("Resize", &[size], 8)?;
         let indices = |picked: Vec<i64>| DynTensor::from_vec(picked, &[size])?.to(&x.device());
         out = if sampling == Sampling::Linear {
-            let at: Vec<f64> = (0..size).map(|i| source(i).clamp(0.0, last)).collect();
-            let low: Vec<i64> = at.iter().map(|&c| c.floor() as i64).collect();
+            let at = |i: usize| source(i).clamp(0.0, last);
+            let low: Vec<i64> = (0..size).map(|i| at(i).floor() as i64).collect();
             let high: Vec<i64> = low.iter().map(|&l| (l + 1).min(last as i64)).collect();
-            let weights: Vec<f64> = at.iter().zip(&low).map(|(&c, &l)| c - l as f64).collect();
+            let weights: Vec<f64> = low
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| at(i) - l as f64)
+                .collect();
             let mut shape = vec![1; x.rank()];
             shape[axis] = size;
             let weights = DynTensor::from_vec(weights, &shape)?

@@ -17,8 +17,10 @@
 //!   (`fc1.weight`), so the file's weights are found by the same names as in PyTorch.
 //! - The graph has the example's shapes: one input `input`, one output `output`.
 //! - [`OnnxModel`] reads an ONNX file (from `torch.onnx.export` or anything else at opset
-//!   13 or later) and runs it with rumus's ops; an op outside [`IMPORTED_OPS`] is an error
-//!   naming it when the file is loaded. GPT-style decoders (`nn.MultiheadAttention` under a
+//!   13 to 22) and runs it with rumus's ops; an op outside [`IMPORTED_OPS`] is an error
+//!   naming it when the file is loaded. A file is untrusted input: loading and running
+//!   stay within [`Limits`] (elements, bytes, multiply-adds, nodes, inputs, rank), an error
+//!   naming the limit otherwise. GPT-style decoders (`nn.MultiheadAttention` under a
 //!   `torch.triu` mask, `scaled_dot_product_attention` over unbound heads, tanh-GELU) and
 //!   MobileNet/U-Net-style convolutional networks (hardswish, squeeze-and-excitation,
 //!   GroupNorm, nearest and bilinear resizing) exported by either of PyTorch's exporters run with
@@ -33,14 +35,16 @@ mod import;
 mod import_norm_ops;
 mod import_ops;
 mod import_tensor_ops;
+mod limits;
 mod nodes;
 mod proto;
 mod trace;
 
 use std::path::Path;
 
-pub use import::{MIN_IMPORT_OPSET, OnnxModel};
+pub use import::{MAX_IMPORT_OPSET, MIN_IMPORT_OPSET, OnnxModel};
 pub use import_ops::SUPPORTED as IMPORTED_OPS;
+pub use limits::Limits;
 pub(crate) use nodes::*;
 pub(crate) use trace::{op, tracing};
 

@@ -1,7 +1,8 @@
 //! Ops that move, repeat, mask or accumulate elements by position, as PyTorch has them:
 //! `flip`, `roll`, `repeat`, `tril`, `triu` and `cumsum`. Each is written with views,
-//! `index_select`, `cat`, `where_` and `matmul`, so it runs on every device and its gradient
-//! (and ONNX form, where those ops have one) comes from theirs.
+//! `index_select`, `cat`, `add` and `where_`, so it runs on every device and its gradient
+//! (and ONNX form, where those ops have one) comes from theirs; `cumsum` on the host scans
+//! the values directly when nothing records it.
 
 use crate::error::{Error, Result};
 use crate::shape::normalize_axis;
@@ -14,6 +15,9 @@ impl DynTensor {
         for &axis in axes {
             let axis = normalize_axis(axis, self.rank(), "flip")?;
             let len = self.dims()[axis];
+            // A broadcast view's axis can be far longer than its memory: the index list is
+            // checked before it is made (`index_select` checks the copy).
+            crate::alloc::ensure_output("flip", &[len], 8)?;
             let reversed: Vec<i64> = (0..len as i64).rev().collect();
             let indices = DynTensor::from_vec(reversed, &[len])?.to(&self.device())?;
             out = out.index_select(axis as isize, &indices)?;
@@ -75,36 +79,73 @@ impl DynTensor {
     }
 
     /// Running sums along `axis`, as PyTorch's `cumsum`: element `i` is the sum of elements
-    /// `0..=i`. One matrix product with a triangle of ones, so a `[.., n]` axis costs an
-    /// `[n, n]` matrix and `n` multiply-adds per element: meant for the axes it is used on
-    /// (positions, masks), not for millions of elements.
-    /// Integer tensors (position ids from a mask) are summed exactly on the host.
+    /// `0..=i`. On the host, with nothing recording the op (no gradient, no ONNX trace), one
+    /// pass over the values; integers are summed exactly there on every device. Otherwise
+    /// `ceil(log2 n)` shifted additions (each element adds the running sum `2^k` places
+    /// back), built from `narrow`, `add` and `cat`, so any device runs it, the gradient (the
+    /// reverse running sum of the incoming one) comes from those ops, and memory stays a few
+    /// copies of the tensor.
     pub fn cumsum(&self, axis: isize) -> Result<DynTensor> {
         let axis = normalize_axis(axis, self.rank(), "cumsum")?;
+        let recorded =
+            (self.requires_grad() && crate::autograd::is_grad_enabled()) || crate::onnx::tracing();
+        let on_host = matches!(self.device(), crate::Device::Cpu);
+        if self.dtype() == crate::DType::I64 || (on_host && !recorded) {
+            return self.scanned(axis);
+        }
         let n = self.dims()[axis];
-        if self.dtype() == crate::DType::I64 {
-            let mut values = self.to_vec::<i64>()?;
-            let inner: usize = self.dims()[axis + 1..].iter().product();
-            for start in 0..values.len() {
-                // every element past the first of its run along `axis` adds the one before
-                if !(start / inner).is_multiple_of(n) {
-                    values[start] = values[start].wrapping_add(values[start - inner]);
+        let mut sums = self.clone();
+        let mut shift = 1;
+        while shift < n {
+            let ahead = sums.narrow(axis as isize, shift, n - shift)?;
+            let behind = sums.narrow(axis as isize, 0, n - shift)?;
+            let head = sums.narrow(axis as isize, 0, shift)?;
+            sums = DynTensor::cat(&[&head, &ahead.add(&behind)?], axis as isize)?;
+            shift = shift.saturating_mul(2);
+        }
+        Ok(sums)
+    }
+
+    /// `cumsum` as one pass over host values, on `self`'s device; not recorded.
+    fn scanned(&self, axis: usize) -> Result<DynTensor> {
+        use crate::storage::CpuBuffer;
+        let n = self.dims()[axis];
+        let inner: usize = self.dims()[axis + 1..].iter().product();
+        // Every element past the first of its run along `axis` adds the sum before it.
+        fn scan<T: Copy>(values: &mut [T], n: usize, inner: usize, add: impl Fn(T, T) -> T) {
+            for (at, outer) in (0..values.len()).map(|at| (at, at / inner)) {
+                if !outer.is_multiple_of(n) {
+                    values[at] = add(values[at], values[at - inner]);
                 }
             }
-            return DynTensor::from_vec(values, self.dims())?.to(&self.device());
         }
-        crate::alloc::ensure_output("cumsum", &[n, n], self.dtype().size_in_bytes())?;
-        // ones[j][i] = 1 where j <= i: column i sums elements 0..=i.
-        let ones: Vec<f64> = (0..n * n)
-            .map(|at| if at / n <= at % n { 1.0 } else { 0.0 })
-            .collect();
-        let ones = DynTensor::from_vec(ones, &[n, n])?
-            .to_dtype(self.dtype())?
-            .to(&self.device())?;
-        let last = self.rank() as isize - 1;
-        self.transpose(axis as isize, last)?
-            .matmul(&ones)?
-            .transpose(axis as isize, last)
+        let mut buffer = self
+            .detach()
+            .to(&crate::Device::Cpu)?
+            .to_contiguous_buffer()?;
+        match &mut buffer {
+            CpuBuffer::F32(v) => scan(v, n, inner, |a, b| a + b),
+            CpuBuffer::F64(v) => scan(v, n, inner, |a, b| a + b),
+            CpuBuffer::F16(v) => {
+                // Summed in f32, as PyTorch accumulates half precision, rounded once.
+                let mut wide = crate::alloc::try_map("cumsum", "the f32 sums", v, |x| x.to_f32())?;
+                scan(&mut wide, n, inner, |a, b| a + b);
+                v.iter_mut()
+                    .zip(wide)
+                    .for_each(|(x, w)| *x = half::f16::from_f32(w));
+            }
+            CpuBuffer::I64(v) => scan(v, n, inner, i64::wrapping_add),
+            CpuBuffer::Bool(_) => {
+                return Err(Error::InvalidArgument {
+                    op: "cumsum",
+                    message: format!(
+                        "cumsum of a bool tensor {:?}: convert it to i64 first",
+                        self.dims()
+                    ),
+                });
+            }
+        }
+        DynTensor::from_buffer(buffer, self.dims()).to(&self.device())
     }
 
     /// The elements of each matrix (the last two axes) on and below the `diagonal`-th
