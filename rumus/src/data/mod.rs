@@ -34,6 +34,7 @@ pub mod idx;
 pub mod image_folder;
 pub mod loader;
 pub mod record;
+pub mod record_source;
 pub mod sample;
 pub mod sample_codec;
 pub mod split;
@@ -47,6 +48,7 @@ pub use idx::{IdxArray, ImageSet, decode_idx, read_idx, read_image_set, read_mni
 pub use image_folder::{ColorMode, ImageFolder, ResizeFilter};
 pub use loader::DataLoader;
 pub use record::{DecodedRecords, RecordDataset, RecordFile, RecordWriter};
+pub use record_source::{FileSource, RecordSource};
 pub use sample::{Batch, Collate, Features, Sample, Target};
 pub use split::{SplitSizes, Subset, random_split, split_lengths};
 
