@@ -43,7 +43,9 @@ pub mod transform;
 pub use cifar::{Cifar10, read_cifar10_batch, read_cifar10_dir};
 pub use csv::{CsvOptions, parse_csv, read_csv};
 pub use dataset::{Dataset, InMemory, Map, MapRandom};
-pub use idx::{IdxArray, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir};
+pub use idx::{
+    IdxArray, IdxReader, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir,
+};
 #[cfg(feature = "images")]
 pub use image_folder::{ColorMode, ImageFolder, ResizeFilter};
 pub use loader::DataLoader;
