@@ -130,7 +130,11 @@ fn untrusted_files_cost_what_their_headers_claim() {
     // it reserves the 4 GiB and inflates what follows before it can tell).
     let limited = IdxReader::new().max_bytes(MIB);
     let claims_4gib = gzip_bomb(&idx_header(&[4, 1024, 1024, 1024]), 16 * MIB);
-    assert!(claims_4gib.len() < 128 * 1024, "{} bytes", claims_4gib.len());
+    assert!(
+        claims_4gib.len() < 128 * 1024,
+        "{} bytes",
+        claims_4gib.len()
+    );
     let (result, peak) = peak_extra(|| limited.decode(&claims_4gib, Path::new("upload.idx.gz")));
     let message = result.unwrap_err().to_string();
     assert_eq!(
