@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs the GPU tests on a machine with a real GPU, from binaries built elsewhere (no cargo
 # needed there), each binary in its own process and time limit, every GPU test required to
-# find a GPU (RUMUS_REQUIRE_GPU) with timestamp queries and cooperative matrices
-# (RUMUS_REQUIRE_GPU_TIMING, RUMUS_REQUIRE_COOPMAT; not the latter under RUMUS_GPU_NO_COOP) and every wait for the GPU limited (RUMUS_GPU_WAIT_TIMEOUT):
-# a kernel that hangs fails its binary with an error naming the wait instead of stopping
-# the run.
+# find a GPU (RUMUS_REQUIRE_GPU) with timestamp queries (RUMUS_REQUIRE_GPU_TIMING) and
+# cooperative matrices (RUMUS_REQUIRE_COOPMAT, unless RUMUS_GPU_NO_COOP turns them off), and
+# every wait for the GPU limited (RUMUS_GPU_WAIT_TIMEOUT): a kernel that hangs fails its
+# binary with an error naming the wait instead of stopping the run.
 #
 #   tests/gpu_suite.sh --stage DIR     build the test files that use a GPU (release) and
 #                                      examples/bench_gpu, and copy their binaries to DIR
