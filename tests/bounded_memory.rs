@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod common;
 
-use rumus::data::{ColorMode, Dataset, ImageFolder, decode_idx, read_image_set};
+use rumus::data::{ColorMode, Dataset, IdxReader, ImageFolder, decode_idx, read_image_set};
 
 struct Counting;
 
@@ -124,6 +124,51 @@ fn untrusted_files_cost_what_their_headers_claim() {
     assert_eq!((set.len(), set.height, set.width), (2, 2, 3));
     assert_eq!(set.labels, [7, 1]);
     assert!(set.images.iter().all(|&p| p == 1.0));
+
+    // A reader limited to 1 MiB, as a service reading uploads would use: a 75 KB file whose
+    // header claims 4 GiB is refused from its header, reserving nothing (without the limit
+    // it reserves the 4 GiB and inflates what follows before it can tell).
+    let limited = IdxReader::new().max_bytes(MIB);
+    let claims_4gib = gzip_bomb(&idx_header(&[4, 1024, 1024, 1024]), 16 * MIB);
+    assert!(
+        claims_4gib.len() < 128 * 1024,
+        "{} bytes",
+        claims_4gib.len()
+    );
+    let (result, peak) = peak_extra(|| limited.decode(&claims_4gib, Path::new("upload.idx.gz")));
+    let message = result.unwrap_err().to_string();
+    assert_eq!(
+        message,
+        "upload.idx.gz: the header claims dims [4, 1024, 1024, 1024], 4294967296 bytes of \
+         values, more than this reader's limit of 1048576 bytes; if the file is trusted, raise \
+         the limit with IdxReader::max_bytes"
+    );
+    assert!(peak < MIB, "refusing the header allocated {peak} bytes");
+    // Exactly the limit reads, one byte more does not; files and image sets alike.
+    let at_limit = [idx_header(&[1024, 1024]), vec![9; MIB]].concat();
+    let array = limited.decode(&at_limit, Path::new("at.idx")).unwrap();
+    assert_eq!(
+        (array.dims.as_slice(), array.data.len()),
+        (&[1024, 1024][..], MIB)
+    );
+    assert!(array.data.iter().all(|&v| v == 9));
+    let over = [idx_header(&[MIB as u32 + 1]), vec![9; MIB + 1]].concat();
+    let message = limited.decode(&over, Path::new("over.idx")).unwrap_err();
+    assert!(message.to_string().contains("1048577 bytes"), "{message}");
+    let set = limited.read_image_set(&images, &labels).unwrap();
+    assert_eq!((set.len(), set.labels.as_slice()), (2, &[7, 1][..]));
+    let message = IdxReader::new()
+        .max_bytes(11)
+        .read_image_set(&images, &labels)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with(&format!(
+            "{}: the header claims dims [2, 2, 3], 12 bytes",
+            images.display()
+        )),
+        "{message}"
+    );
 
     // A PNG whose header announces 60,000 x 60,000 RGBA pixels (14 GB) in an image folder,
     // with the side limit lifted: the decoder's memory limit refuses it from the header.

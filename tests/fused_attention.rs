@@ -490,7 +490,7 @@ fn gpu_multi_head_attention_under_autocast_with_dropout_agrees_with_the_composit
     let Device::Gpu(gpu) = &device else {
         unreachable!()
     };
-    if gpu.has_coop_matmul()
+    if common::gpu::has_coop_matmul(gpu, "that autocast runs attention on matrix units")
         && let Some(kernels) = kernels
     {
         for entry in [
@@ -577,7 +577,10 @@ fn gpu_attention_under_autocast_matches_its_definition() {
     let Device::Gpu(gpu) = &device else {
         unreachable!()
     };
-    let on_matrix_units = gpu.has_coop_matmul();
+    // Without matrix units the checks of the matrix-unit kernels (no copies of the head
+    // views, results in their operands' layouts) are skipped, saying so.
+    let on_matrix_units =
+        common::gpu::has_coop_matmul(gpu, "that the matrix-unit kernels read head views in place");
     // `rising`: scores that grow by about 5 per tile of 64 keys, so that every tile moves
     // every row's running maximum (the forward kernel's rescaling path), where random scores
     // settle after the first tiles. `heads_view`: the operands and the output's gradient as

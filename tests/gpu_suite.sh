@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the GPU tests on a machine with a real GPU, from binaries built elsewhere (no cargo
 # needed there), each binary in its own process and time limit, every GPU test required to
-# find a GPU (RUMUS_REQUIRE_GPU) and every wait for the GPU limited (RUMUS_GPU_WAIT_TIMEOUT):
-# a kernel that hangs fails its binary with an error naming the wait instead of stopping
-# the run.
+# find a GPU (RUMUS_REQUIRE_GPU) with timestamp queries (RUMUS_REQUIRE_GPU_TIMING) and
+# cooperative matrices (RUMUS_REQUIRE_COOPMAT, unless RUMUS_GPU_NO_COOP turns them off), and
+# every wait for the GPU limited (RUMUS_GPU_WAIT_TIMEOUT): a kernel that hangs fails its
+# binary with an error naming the wait instead of stopping the run.
 #
 #   tests/gpu_suite.sh --stage DIR     build the test files that use a GPU (release) and
 #                                      examples/bench_gpu, and copy their binaries to DIR
@@ -54,6 +55,12 @@ if [[ "${1:-}" == "--stage" ]]; then
 fi
 
 export RUMUS_REQUIRE_GPU=1
+# A real GPU times kernels and, unless turned off, multiplies on cooperative matrices: the
+# checks of which kernels ran, and of the matrix-unit kernels, fail here instead of skipping.
+export RUMUS_REQUIRE_GPU_TIMING=1
+if [[ -z "${RUMUS_GPU_NO_COOP:-}" ]]; then
+    export RUMUS_REQUIRE_COOPMAT=1
+fi
 export RUMUS_GPU_WAIT_TIMEOUT=${RUMUS_GPU_WAIT_TIMEOUT:-60}
 # Where the tests find their fixture files: this checkout, not the one they were built in.
 export CARGO_MANIFEST_DIR=$PWD

@@ -273,14 +273,15 @@ fn gpu_products_under_autocast_match_the_cpu() {
 /// Autocast's products run on the fastest matrix kernel the device has: `matmul_tensor`
 /// where it was opened with `VK_NV_cooperative_matrix2`, `matmul_coop` on other cooperative
 /// matrices. The tests around this one check the numbers of whichever ran; this checks which
-/// one did (where the adapter can time kernels).
+/// one did (where the adapter has matrix units and can time kernels; elsewhere it says it
+/// skipped, or fails under `RUMUS_REQUIRE_COOPMAT` and `RUMUS_REQUIRE_GPU_TIMING`).
 #[test]
 fn gpu_products_under_autocast_take_the_fastest_matrix_kernel() {
     let _serial = common::gpu::serial();
     let Some((device, gpu)) = common::gpu::gpu_and_handle() else {
         return;
     };
-    if !gpu.has_coop_matmul() {
+    if !common::gpu::has_coop_matmul(&gpu, "the matrix kernel autocast picks") {
         return;
     }
     let x = tensor(&[128, 64], 30).to(&device).unwrap();

@@ -56,6 +56,12 @@ fn many_records_of_varied_sizes_round_trip() {
         assert_eq!(got.unwrap(), expected.as_slice(), "record {i}");
     }
     assert!(file.get(3000).is_err());
+    // SAFETY: nothing modifies the file while this test maps it.
+    let mapped = unsafe { RecordFile::open_mapped(&path) }.unwrap();
+    assert_eq!(mapped.len(), payloads.len());
+    for (i, (got, expected)) in mapped.iter().zip(&payloads).enumerate() {
+        assert_eq!(got.unwrap(), expected.as_slice(), "mapped record {i}");
+    }
 
     let empty = scratch.join("empty.rrec");
     write(&empty, &[]);
@@ -367,4 +373,86 @@ fn wrong_magic_and_missing_files_are_clear_errors() {
     let missing = scratch.join("missing.rrec");
     let err = RecordFile::open(&missing).unwrap_err();
     assert!(matches!(err, rumus::Error::Io { .. }), "{err}");
+}
+
+/// Set, with a directory, in the child process of
+/// `a_file_truncated_while_open_is_an_error_not_a_crash`.
+const TRUNCATING_CHILD: &str = "RUMUS_TEST_RECORD_TRUNCATED_WHILE_OPEN";
+
+/// Another process truncating a record file that a reader has open (a dataset regenerated in
+/// place while training reads it) makes the records it took away errors that say what
+/// happened. A memory-mapped reader died of `SIGBUS` here, taking every other test of the
+/// binary with it, so the reading runs in a child process whose death fails this test alone.
+#[test]
+fn a_file_truncated_while_open_is_an_error_not_a_crash() {
+    if let Some(dir) = std::env::var_os(TRUNCATING_CHILD) {
+        read_a_file_truncated_while_open(Path::new(&dir));
+        return;
+    }
+    let scratch = Scratch::new("record-files-truncated-while-open");
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_file_truncated_while_open_is_an_error_not_a_crash",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(TRUNCATING_CHILD, scratch.dir())
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "the reader of a truncated file did not finish ({}): {printed}",
+        output.status
+    );
+    // The child ran the reads, not an empty filter.
+    assert!(printed.contains("1 passed"), "{printed}");
+}
+
+/// The child's part: writes a file, opens it, truncates it through another handle and
+/// reads it.
+fn read_a_file_truncated_while_open(dir: &Path) {
+    let path = dir.join("rewritten.rrec");
+    let payloads: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 5000]).collect();
+    write(&path, &payloads);
+    let full = std::fs::metadata(&path).unwrap().len();
+    let file = RecordFile::open(&path).unwrap();
+    let dataset = RecordDataset::open(&path).unwrap();
+    assert_eq!(file.get(40).unwrap(), payloads[40].as_slice());
+
+    // The second half of the records and the index are gone: records 0 to 31 (12 + 32 x
+    // 5,012 bytes) remain whole.
+    let kept = full / 2;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(kept)
+        .unwrap();
+    for index in [0, 10, 31] {
+        assert_eq!(file.get(index).unwrap(), payloads[index].as_slice());
+        assert_eq!(dataset.get(index).unwrap(), payloads[index]);
+    }
+    let expected = format!("the file shrank from {full} to {kept} bytes while open");
+    for index in [32, 40, 63] {
+        let message = match file.get(index) {
+            Ok(payload) => panic!("record {index} read {} bytes", payload.len()),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            message.starts_with(&format!("{}: record {index}: ", path.display()))
+                && message.contains(&expected),
+            "{message}"
+        );
+        let message = match dataset.get(index) {
+            Ok(payload) => panic!("record {index} read {} bytes", payload.len()),
+            Err(e) => e.to_string(),
+        };
+        assert!(message.contains(&expected), "{message}");
+    }
 }

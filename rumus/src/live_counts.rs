@@ -1,5 +1,6 @@
 //! Process-wide counts that every small op changes: bytes held by live storages and live
-//! graph records. Tests read them to prove memory is released.
+//! graph records, and the key comparisons of the header readers. Tests read them to prove
+//! memory is released and that reading a header costs work in proportion to its size.
 //!
 //! A locked add to one shared counter costs tens of cycles, which showed as a visible share of
 //! an op on 16 elements. So each thread keeps its own share of every count, written only by
@@ -15,9 +16,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(crate) enum Count {
     StorageBytes = 0,
     GraphNodes = 1,
+    /// Equality comparisons of two keys of a JSON object (`io::json`): a count of work that,
+    /// unlike a duration, does not depend on the machine or its load.
+    KeyComparisons = 2,
 }
 
-const COUNTS: usize = 2;
+const COUNTS: usize = 3;
+const ALL: [Count; COUNTS] = [
+    Count::StorageBytes,
+    Count::GraphNodes,
+    Count::KeyComparisons,
+];
 
 /// One thread's share of each count.
 #[derive(Default)]
@@ -26,7 +35,7 @@ struct Shares([AtomicIsize; COUNTS]);
 /// The shares of every running thread.
 static RUNNING: Mutex<Vec<Arc<Shares>>> = Mutex::new(Vec::new());
 /// The shares of threads that have exited, and changes made while a thread was exiting.
-static RETIRED: [AtomicIsize; COUNTS] = [AtomicIsize::new(0), AtomicIsize::new(0)];
+static RETIRED: [AtomicIsize; COUNTS] = [const { AtomicIsize::new(0) }; COUNTS];
 
 fn running() -> MutexGuard<'static, Vec<Arc<Shares>>> {
     RUNNING
@@ -78,7 +87,7 @@ pub(crate) fn add(count: Count, delta: isize) {
 /// How many [`PeakWatch`]es are alive. While none is, `add` reads nothing but this.
 static PEAK_WATCHERS: AtomicUsize = AtomicUsize::new(0);
 /// The highest total of each count since the last [`PeakWatch`] started.
-static PEAK: [AtomicUsize; COUNTS] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static PEAK: [AtomicUsize; COUNTS] = [const { AtomicUsize::new(0) }; COUNTS];
 
 /// Keeps the high-water mark of every count while alive. Each increase then sums every
 /// thread's share under a lock, so this is for tests and measurements, not training loops.
@@ -88,10 +97,7 @@ pub(crate) struct PeakWatch(());
 impl PeakWatch {
     pub(crate) fn start() -> Self {
         PEAK_WATCHERS.fetch_add(1, Ordering::Relaxed);
-        for (count, peak) in [Count::StorageBytes, Count::GraphNodes]
-            .into_iter()
-            .zip(&PEAK)
-        {
+        for (count, peak) in ALL.into_iter().zip(&PEAK) {
             peak.store(total(count), Ordering::Relaxed);
         }
         PeakWatch(())

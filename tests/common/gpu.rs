@@ -13,15 +13,53 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Notes on stderr that the running test leaves `what` unchecked because `why`; or, where the
+/// environment variable `require` is set (by a run on hardware that has what the check
+/// needs), fails the test instead. A check that cannot run never passes in silence.
+pub fn skip(require: &str, what: &str, why: impl std::fmt::Display) {
+    // libtest runs each test on a thread named after it.
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
+    if std::env::var_os(require).is_some() {
+        panic!("{test}: {require} is set, but {what} cannot be checked: {why}");
+    }
+    // Straight to the process's stderr: libtest captures `eprintln!` of passing tests.
+    let note = format!("skipped in {test}: {what}: {why} (set {require}=1 to fail instead)\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), note.as_bytes());
+}
+
+/// Whether `gpu` runs `f16` products on cooperative matrices, which `what` needs; where it
+/// does not, a skip note, or a failure under `RUMUS_REQUIRE_COOPMAT` (see [`skip`]).
+pub fn has_coop_matmul(gpu: &rumus::backend::gpu::GpuDevice, what: &str) -> bool {
+    let has = gpu.has_coop_matmul();
+    if !has {
+        let why = format!(
+            "{} runs f16 products without cooperative matrices",
+            gpu.name()
+        );
+        skip("RUMUS_REQUIRE_COOPMAT", what, why);
+    }
+    has
+}
+
 /// The kernel entry points `f` dispatches on `device`'s GPU, where the adapter can time
-/// kernels (`None` elsewhere). Profiling counts every dispatch on the device, other tests'
-/// too: a test that asserts what is absent from the list must hold `serial()`, and so must
-/// every test of its file that could dispatch that kernel.
+/// kernels; elsewhere `None`, after a skip note naming the test, or a failure under
+/// `RUMUS_REQUIRE_GPU_TIMING` (see [`skip`]). Profiling counts every dispatch on the device,
+/// other tests' too: a test that asserts what is absent from the list must hold `serial()`,
+/// and so must every test of its file that could dispatch that kernel.
 pub fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str>> {
     let Device::Gpu(gpu) = device else {
+        skip(
+            "RUMUS_REQUIRE_GPU",
+            "which kernels ran",
+            "it ran on the CPU",
+        );
         return None;
     };
-    gpu.profile_kernels(true).ok()?;
+    if let Err(e) = gpu.profile_kernels(true) {
+        skip("RUMUS_REQUIRE_GPU_TIMING", "which kernels ran", e);
+        return None;
+    }
     f();
     let times = gpu.kernel_times().unwrap();
     gpu.profile_kernels(false).unwrap();
@@ -38,11 +76,8 @@ pub fn ends_long_loops(device: &Device) -> bool {
 pub fn gpu() -> Option<Device> {
     match Device::gpu() {
         Ok(device) => Some(device),
-        Err(e) if std::env::var_os("RUMUS_REQUIRE_GPU").is_some() => {
-            panic!("RUMUS_REQUIRE_GPU is set but no GPU is usable: {e}")
-        }
         Err(e) => {
-            eprintln!("skipped: {e}");
+            skip("RUMUS_REQUIRE_GPU", "the GPU", e);
             None
         }
     }

@@ -1,10 +1,10 @@
 //! Record files. `record_reader`: any bytes, read from memory, open or give an error, every
 //! record is a payload inside the file or an error, and decoding a payload as a sample never
-//! panics. `record_file_open`: the same through a real file (`RecordFile::open`, the
-//! memory-mapped path), after the checksums have been recomputed the way `RecordWriter`
+//! panics. `record_file_open`: the same through a real file (`RecordFile::open`, positioned
+//! reads), after the checksums have been recomputed the way `RecordWriter`
 //! writes them, so that mutated lengths, offsets and payloads get past the CRCs.
 
-use rumus::data::{RecordFile, Sample};
+use rumus::data::{RecordFile, RecordSource, Sample};
 
 use super::scratch::Scratch;
 
@@ -34,7 +34,7 @@ pub fn open(bytes: &[u8]) -> rumus::Result<()> {
 
 /// Reads every record of `file` (`file_len` bytes long) and decodes it as a sample; the
 /// first error, if any.
-pub fn read_all<B: AsRef<[u8]>>(file: &RecordFile<B>, file_len: usize) -> rumus::Result<()> {
+pub fn read_all<S: RecordSource>(file: &RecordFile<S>, file_len: usize) -> rumus::Result<()> {
     let mut first_error = None;
     for i in 0..file.len() {
         let decoded = file.get(i).and_then(|payload| {
@@ -42,7 +42,7 @@ pub fn read_all<B: AsRef<[u8]>>(file: &RecordFile<B>, file_len: usize) -> rumus:
                 payload.len() <= file_len,
                 "record {i} is longer than the file"
             );
-            Sample::from_bytes(payload)
+            Sample::from_bytes(&payload)
         });
         match decoded {
             Ok(sample) => round_trip(&sample),

@@ -1,6 +1,11 @@
 //! The IDX format of MNIST and Fashion-MNIST (plain or gzipped). Every size in the header is
 //! checked against the file length, so a truncated or corrupt file is an error naming the
 //! file, never a panic or garbage.
+//!
+//! A file costs the memory and time its header claims, which a gzipped file can make far more
+//! than its size (4 MB claiming 4 GB). An [`IdxReader`] with [`IdxReader::max_bytes`] refuses
+//! such a header before reading a byte of its values: what a service reading uploaded files
+//! should use. The free functions read without a limit.
 
 use std::io::Read;
 use std::path::Path;
@@ -39,12 +44,88 @@ fn read_up_to(source: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> 
     Ok(filled)
 }
 
+/// Reads IDX files, refusing those whose header claims more than a limit. The default has no
+/// limit (as [`read_idx`] and the other free functions):
+///
+/// ```no_run
+/// use rumus::data::IdxReader;
+///
+/// # fn main() -> rumus::Result<()> {
+/// // An uploaded file may claim at most 64 MiB of values (MNIST's training images are 47 MB).
+/// let reader = IdxReader::new().max_bytes(64 << 20);
+/// let images = reader.read("upload/train-images-idx3-ubyte.gz")?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdxReader {
+    max_bytes: usize,
+}
+
+impl Default for IdxReader {
+    fn default() -> Self {
+        IdxReader {
+            max_bytes: usize::MAX,
+        }
+    }
+}
+
+impl IdxReader {
+    /// A reader without a limit.
+    pub fn new() -> Self {
+        IdxReader::default()
+    }
+
+    /// Refuses any file whose header claims more than `bytes` values (one byte each), with
+    /// an error naming the claim and the limit, before reading or reserving memory for them:
+    /// a file costs at most about `bytes` of memory, and of decompression time, to read or
+    /// to refuse. [`IdxReader::read_image_set`] then holds up to 4 `bytes` of `f32` pixels.
+    pub fn max_bytes(self, bytes: usize) -> Self {
+        IdxReader { max_bytes: bytes }
+    }
+
+    /// Reads an IDX file, decompressing it on the fly when it is gzipped.
+    pub fn read(&self, path: impl AsRef<Path>) -> Result<IdxArray> {
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        self.decode_stream(std::io::BufReader::new(file), path)
+    }
+
+    /// Parses the bytes of an IDX file, gzipped or not; `path` names it in errors.
+    pub fn decode(&self, raw: &[u8], path: &Path) -> Result<IdxArray> {
+        self.decode_stream(raw, path)
+    }
+
+    /// Reads an IDX array from `source`, through a gzip decoder when it starts with gzip's
+    /// magic.
+    fn decode_stream(&self, mut source: impl std::io::BufRead, path: &Path) -> Result<IdxArray> {
+        let head = source.fill_buf().map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        if head.starts_with(&[0x1f, 0x8b]) {
+            let mut unzipped = flate2::bufread::GzDecoder::new(source);
+            read_stream(&mut unzipped, path, true, self.max_bytes)
+        } else {
+            read_stream(&mut source, path, false, self.max_bytes)
+        }
+    }
+}
+
 /// Reads one IDX array from a stream of its (decompressed) bytes. The header is read and
-/// checked first; then exactly the bytes its dims need are read into memory reserved
-/// fallibly, and one byte more proves the stream ends there. A gzip bomb (4 MB expanding to
-/// gigabytes) therefore costs what its header claims and no more, and a header asking for
-/// more memory than the machine has is an `Err`.
-fn read_stream(source: &mut impl Read, path: &Path, gzipped: bool) -> Result<IdxArray> {
+/// checked first, against `max_bytes` too; then exactly the bytes its dims need are read into
+/// memory reserved fallibly, and one byte more proves the stream ends there. A gzip bomb (4
+/// MB expanding to gigabytes) therefore costs what its header claims and no more, and a
+/// header asking for more memory than the machine has is an `Err`.
+fn read_stream(
+    source: &mut impl Read,
+    path: &Path,
+    gzipped: bool,
+    max_bytes: usize,
+) -> Result<IdxArray> {
     let read_error = |e: std::io::Error| {
         if gzipped {
             format_error(path, format!("corrupt gzip data: {e}"))
@@ -90,6 +171,14 @@ fn read_stream(source: &mut impl Read, path: &Path, gzipped: bool) -> Result<Idx
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| format_error(path, format!("dims {dims:?} overflow")))?;
+    if count > max_bytes {
+        return Err(format_error(
+            path,
+            format!(
+                "the header claims dims {dims:?}, {count} bytes of values, more than this reader's limit of {max_bytes} bytes; if the file is trusted, raise the limit with IdxReader::max_bytes"
+            ),
+        ));
+    }
     let mut data: Vec<u8> = crate::alloc::try_with_capacity(
         "read_idx",
         &format!("{}: the values of dims {dims:?}", path.display()),
@@ -117,37 +206,22 @@ fn read_stream(source: &mut impl Read, path: &Path, gzipped: bool) -> Result<Idx
     Ok(IdxArray { dims, data })
 }
 
-/// Parses IDX bytes (already decompressed).
+/// Parses IDX bytes (already decompressed), without a limit (the bytes are in memory already:
+/// their header cannot claim more than they hold and still parse).
 pub fn parse_idx(bytes: &[u8], path: &Path) -> Result<IdxArray> {
-    read_stream(&mut &bytes[..], path, false)
+    read_stream(&mut &bytes[..], path, false, usize::MAX)
 }
 
-/// Reads an IDX file, decompressing it on the fly when it is gzipped.
+/// Reads an IDX file, decompressing it on the fly when it is gzipped, without a limit on
+/// what its header may claim ([`IdxReader`] sets one).
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray> {
-    let path = path.as_ref();
-    let file = std::fs::File::open(path).map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    decode_stream(std::io::BufReader::new(file), path)
+    IdxReader::new().read(path)
 }
 
-/// Parses the bytes of an IDX file, gzipped or not; `path` names it in errors.
+/// Parses the bytes of an IDX file, gzipped or not, without a limit on what its header may
+/// claim ([`IdxReader`] sets one); `path` names it in errors.
 pub fn decode_idx(raw: &[u8], path: &Path) -> Result<IdxArray> {
-    decode_stream(raw, path)
-}
-
-/// Reads an IDX array from `source`, through a gzip decoder when it starts with gzip's magic.
-fn decode_stream(mut source: impl std::io::BufRead, path: &Path) -> Result<IdxArray> {
-    let head = source.fill_buf().map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    if head.starts_with(&[0x1f, 0x8b]) {
-        read_stream(&mut flate2::bufread::GzDecoder::new(source), path, true)
-    } else {
-        read_stream(&mut source, path, false)
-    }
+    IdxReader::new().decode(raw, path)
 }
 
 /// A labelled image set: `[N, C, H, W]` images scaled to [0, 1] and labels (MNIST's have one
@@ -218,68 +292,87 @@ impl Dataset for ImageSet {
 }
 
 /// Loads an MNIST-style pair of image and label files, checking they describe the same
-/// number of items.
+/// number of items; without a limit ([`IdxReader::read_image_set`] sets one).
 pub fn read_image_set(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<ImageSet> {
-    let (images_path, labels_path) = (images.as_ref(), labels.as_ref());
-    let images = read_idx(images_path)?;
-    let [n, height, width] = images.dims[..] else {
-        return Err(format_error(
-            images_path,
-            format!("expected images [N, H, W], found dims {:?}", images.dims),
-        ));
-    };
-    if height == 0 || width == 0 {
-        return Err(format_error(
-            images_path,
-            format!("images of {height} x {width} pixels hold nothing to learn from"),
-        ));
-    }
-    // Read only once the images are known to be sound: a label file is as large as the
-    // image count says, and that count is not worth reading for an empty image.
-    let labels = read_idx(labels_path)?;
-    if labels.dims != [n] {
-        return Err(format_error(
-            labels_path,
-            format!(
-                "expected {n} labels to match the images, found dims {:?}",
-                labels.dims
-            ),
-        ));
-    }
-    let op = "read_image_set";
-    let images_what = format!("{}: {n} images as f32", images_path.display());
-    let labels_what = format!("{}: {n} labels as i64", labels_path.display());
-    Ok(ImageSet {
-        images: crate::alloc::try_map(op, &images_what, &images.data, |&p| p as f32 / 255.0)?,
-        labels: crate::alloc::try_map(op, &labels_what, &labels.data, |&l| l as i64)?,
-        channels: 1,
-        height,
-        width,
-    })
+    IdxReader::new().read_image_set(images, labels)
 }
 
 /// Finds the four MNIST files in `dir`, under either naming scheme (`train-images-idx3-ubyte`
-/// with or without `.gz`, or `train-images.idx3-ubyte`), and loads the train and test sets.
+/// with or without `.gz`, or `train-images.idx3-ubyte`), and loads the train and test sets;
+/// without a limit ([`IdxReader::read_mnist_dir`] sets one).
 pub fn read_mnist_dir(dir: impl AsRef<Path>) -> Result<(ImageSet, ImageSet)> {
-    let dir = dir.as_ref();
-    let find = |stem: &str, kind: &str| -> Result<std::path::PathBuf> {
-        let candidates = [
-            format!("{stem}-{kind}-ubyte"),
-            format!("{stem}-{kind}-ubyte.gz"),
-            format!("{stem}.{kind}-ubyte"),
-        ];
-        candidates
-            .iter()
-            .map(|c| dir.join(c))
-            .find(|p| p.exists())
-            .ok_or_else(|| Error::Io {
-                path: dir.display().to_string(),
-                message: format!("no {stem}-{kind}-ubyte file (tried {candidates:?})"),
-            })
-    };
-    let train = read_image_set(find("train-images", "idx3")?, find("train-labels", "idx1")?)?;
-    let test = read_image_set(find("t10k-images", "idx3")?, find("t10k-labels", "idx1")?)?;
-    Ok((train, test))
+    IdxReader::new().read_mnist_dir(dir)
+}
+
+impl IdxReader {
+    /// [`read_image_set`] within this reader's limit, which applies to each file.
+    pub fn read_image_set(
+        &self,
+        images: impl AsRef<Path>,
+        labels: impl AsRef<Path>,
+    ) -> Result<ImageSet> {
+        let (images_path, labels_path) = (images.as_ref(), labels.as_ref());
+        let images = self.read(images_path)?;
+        let [n, height, width] = images.dims[..] else {
+            return Err(format_error(
+                images_path,
+                format!("expected images [N, H, W], found dims {:?}", images.dims),
+            ));
+        };
+        if height == 0 || width == 0 {
+            return Err(format_error(
+                images_path,
+                format!("images of {height} x {width} pixels hold nothing to learn from"),
+            ));
+        }
+        // Read only once the images are known to be sound: a label file is as large as the
+        // image count says, and that count is not worth reading for an empty image.
+        let labels = self.read(labels_path)?;
+        if labels.dims != [n] {
+            return Err(format_error(
+                labels_path,
+                format!(
+                    "expected {n} labels to match the images, found dims {:?}",
+                    labels.dims
+                ),
+            ));
+        }
+        let op = "read_image_set";
+        let images_what = format!("{}: {n} images as f32", images_path.display());
+        let labels_what = format!("{}: {n} labels as i64", labels_path.display());
+        Ok(ImageSet {
+            images: crate::alloc::try_map(op, &images_what, &images.data, |&p| p as f32 / 255.0)?,
+            labels: crate::alloc::try_map(op, &labels_what, &labels.data, |&l| l as i64)?,
+            channels: 1,
+            height,
+            width,
+        })
+    }
+
+    /// [`read_mnist_dir`] within this reader's limit, which applies to each file.
+    pub fn read_mnist_dir(&self, dir: impl AsRef<Path>) -> Result<(ImageSet, ImageSet)> {
+        let dir = dir.as_ref();
+        let find = |stem: &str, kind: &str| -> Result<std::path::PathBuf> {
+            let candidates = [
+                format!("{stem}-{kind}-ubyte"),
+                format!("{stem}-{kind}-ubyte.gz"),
+                format!("{stem}.{kind}-ubyte"),
+            ];
+            candidates
+                .iter()
+                .map(|c| dir.join(c))
+                .find(|p| p.exists())
+                .ok_or_else(|| Error::Io {
+                    path: dir.display().to_string(),
+                    message: format!("no {stem}-{kind}-ubyte file (tried {candidates:?})"),
+                })
+        };
+        let train =
+            self.read_image_set(find("train-images", "idx3")?, find("train-labels", "idx1")?)?;
+        let test =
+            self.read_image_set(find("t10k-images", "idx3")?, find("t10k-labels", "idx1")?)?;
+        Ok((train, test))
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod idx;
 pub mod image_folder;
 pub mod loader;
 pub mod record;
+pub mod record_source;
 pub mod sample;
 pub mod sample_codec;
 pub mod shard_order;
@@ -43,11 +44,14 @@ pub mod transform;
 pub use cifar::{Cifar10, read_cifar10_batch, read_cifar10_dir};
 pub use csv::{CsvOptions, parse_csv, read_csv};
 pub use dataset::{Dataset, InMemory, Map, MapRandom};
-pub use idx::{IdxArray, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir};
+pub use idx::{
+    IdxArray, IdxReader, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir,
+};
 #[cfg(feature = "images")]
 pub use image_folder::{ColorMode, ImageFolder, ResizeFilter};
 pub use loader::DataLoader;
 pub use record::{DecodedRecords, RecordDataset, RecordFile, RecordWriter};
+pub use record_source::{FileSource, RecordSource};
 pub use sample::{Batch, Collate, Features, Sample, Target};
 pub use split::{SplitSizes, Subset, random_split, split_lengths};
 

@@ -1,8 +1,12 @@
 //! Record files (`.rrec`): many variable-length records (encoded samples, images, token
 //! sequences) in one file, written once by an append-only [`RecordWriter`] and read with O(1)
-//! random access by a memory-mapped [`RecordFile`]. Opening costs one pass over the index, not
-//! over the data, and a loader that shuffles pages in only the records it reads, so a dataset
-//! larger than memory works like a small one. [`RecordDataset`] makes a file a [`Dataset`].
+//! random access by a [`RecordFile`]. Opening costs one pass over the index, not over the data,
+//! and a loader that shuffles reads only the records it draws, so a dataset larger than memory
+//! works like a small one. [`RecordDataset`] makes a file a [`Dataset`].
+//!
+//! [`RecordFile::open`] reads records with positioned reads, so a file truncated or rewritten
+//! by another process while open costs an `Err`, not the process; the memory-mapped reader,
+//! [`RecordFile::open_mapped`], saves a copy per record but is `unsafe` for that reason.
 //!
 //! Every record carries a CRC-32, and so does the index of record offsets: a corrupt or
 //! truncated file is an error naming the file and the record, never a panic or wrong bytes.
@@ -37,6 +41,7 @@
 //! (truncated in a copy, or a leftover temporary file opened by hand) is refused, saying so,
 //! instead of guessing where the records end.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -46,6 +51,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use super::dataset::{Dataset, index_error};
+use super::record_source::{FileSource, RecordSource};
 use crate::error::{Error, Result};
 use crate::io::AtomicFile;
 
@@ -226,28 +232,57 @@ impl fmt::Debug for RecordWriter {
     }
 }
 
-/// A finished record file, read in place. `B` holds the file's bytes: a memory map for
-/// [`RecordFile::open`], or anything byte-like (a `Vec<u8>`, a `&[u8]`) for
+/// A finished record file. `S` is where its bytes come from (see [`RecordSource`]): the file
+/// itself, read with positioned reads, for [`RecordFile::open`]; a memory map for
+/// [`RecordFile::open_mapped`]; anything byte-like (a `Vec<u8>`, a `&[u8]`) for
 /// [`RecordFile::from_bytes`], which is what tests and fuzzing use.
 ///
 /// Opening checks the header, the footer, the index checksum and that the index describes
 /// records laid end to end; [`get`](RecordFile::get) checks one record's frame and checksum.
-///
-/// A memory-mapped file must not be modified or truncated by anyone while it is open: the
-/// mapped bytes would change underneath the reader (on Linux, a truncated file even kills the
-/// process with `SIGBUS`). Record files are written once and then only read, which is the
-/// assumption this type rests on.
-pub struct RecordFile<B = Mmap> {
-    bytes: B,
+/// A file changed after opening therefore gives an error naming the record (and, where it
+/// shrank, saying so), never wrong bytes.
+pub struct RecordFile<S = FileSource> {
+    source: S,
     name: String,
     count: usize,
     index_offset: usize,
+    /// The index, where reading it from `source` made a copy (a file read with positioned
+    /// reads): kept, at 8 bytes a record, so that a record costs one read instead of two.
+    /// `None` where the source lends its bytes, which then hold the index.
+    index: Option<Vec<u8>>,
+}
+
+impl RecordFile<FileSource> {
+    /// Opens the file at `path` and validates its layout. The index stays in memory (8 bytes
+    /// a record) and each record is one positioned read into a buffer that
+    /// [`get`](RecordFile::get) hands back owned; the operating system's page cache keeps
+    /// the records read often in memory, as it would for a memory map.
+    ///
+    /// Another process truncating or rewriting the file while it is open makes the records
+    /// it damaged errors (the file shrank, a checksum does not match); nothing crashes.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let source =
+            FileSource::open(path).map_err(|e| io_error(&name, "cannot open the file", &e))?;
+        RecordFile::from_source(source, &name)
+    }
 }
 
 impl RecordFile<Mmap> {
-    /// Maps the file at `path` into memory and validates its layout (see [`RecordFile`] for
-    /// the requirement that nobody modifies it while it is open).
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+    /// Maps the file at `path` into memory and validates its layout; records are then
+    /// borrowed from the mapping, without a system call or a copy.
+    ///
+    /// # Safety
+    ///
+    /// Nothing may truncate or modify the file while the returned value (or a dataset
+    /// sharing it) is alive. A truncated mapped file kills the process with `SIGBUS` on the
+    /// first access past its new end (on Linux; other systems differ), and bytes modified
+    /// underneath change the `&[u8]` slices this type lends out, which Rust assumes
+    /// immutable. Replacing the file by renaming a new one over it, as [`RecordWriter`]
+    /// does, is fine: the mapping keeps the old file. Where another process may rewrite the
+    /// file in place, use [`RecordFile::open`].
+    pub unsafe fn open_mapped(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let name = path.display().to_string();
         let file = File::open(path).map_err(|e| io_error(&name, "cannot open the file", &e))?;
@@ -259,26 +294,37 @@ impl RecordFile<Mmap> {
             // Mapping zero bytes is an error on some systems.
             return Err(empty_file_error(&name));
         }
-        // SAFETY: `Mmap::map` is unsafe because the mapped bytes change if the file is
-        // modified while mapped, which would break the immutability of the `&[u8]` it hands
-        // out. Record files are written once by `RecordWriter` and only read afterwards; the
-        // type's documentation requires that nothing writes to or truncates the file while a
-        // `RecordFile` maps it. Every read still goes through bounds-checked slicing.
+        // SAFETY: the caller promises that nothing modifies or truncates the file while it
+        // is mapped (this function's contract), which is what `Mmap::map` requires. Every
+        // read still goes through bounds-checked slicing.
         let map = unsafe { Mmap::map(&file) }
             .map_err(|e| io_error(&name, "cannot memory-map the file", &e))?;
-        RecordFile::from_bytes(map, &name)
+        RecordFile::from_source(map, &name)
     }
 }
 
 impl<B: AsRef<[u8]>> RecordFile<B> {
     /// Validates `bytes` as a record file; `name` stands for the file in error messages.
     pub fn from_bytes(bytes: B, name: &str) -> Result<Self> {
-        let (index_offset, count) = check_layout(bytes.as_ref(), name)?;
+        RecordFile::from_source(bytes, name)
+    }
+}
+
+impl<S: RecordSource> RecordFile<S> {
+    /// Validates the bytes of `source` as a record file; `name` stands for the file in error
+    /// messages.
+    pub fn from_source(source: S, name: &str) -> Result<Self> {
+        let (index_offset, count, index) = check_layout(&source, name)?;
+        let index = match index {
+            Cow::Owned(copy) => Some(copy),
+            Cow::Borrowed(_) => None,
+        };
         Ok(RecordFile {
-            bytes,
+            source,
             name: name.to_string(),
             count,
             index_offset,
+            index,
         })
     }
 
@@ -297,27 +343,18 @@ impl<B: AsRef<[u8]>> RecordFile<B> {
         &self.name
     }
 
-    /// The payload of record `index`, borrowed from the file. Finding it costs two index
-    /// reads whatever the record count; the payload's checksum is verified on every call, so
-    /// corruption that happened after opening is caught too.
-    pub fn get(&self, index: usize) -> Result<&[u8]> {
+    /// The payload of record `index`: borrowed from a source held in memory, owned when read
+    /// from a file. Finding it costs two index lookups whatever the record count; the
+    /// payload's checksum is verified on every call, so corruption that happened after
+    /// opening is caught too.
+    pub fn get(&self, index: usize) -> Result<Cow<'_, [u8]>> {
         if index >= self.count {
             return Err(index_error("RecordFile::get", index, self.count));
         }
-        let data = self.bytes.as_ref();
-        let start = self.entry(data, index)?;
-        // `index < count`, so `index + 1` cannot overflow.
-        let (end, next) = if index + 1 < self.count {
-            (
-                self.entry(data, index + 1)?,
-                format!("record {}", index + 1),
-            )
-        } else {
-            (self.index_offset, "the index".to_string())
-        };
-        let payload_start = start
-            .checked_add(FRAME_LEN)
-            .filter(|&p| p <= end)
+        let (start, end, next) = self.extent(index)?;
+        let payload_len = end
+            .checked_sub(start)
+            .and_then(|n| n.checked_sub(FRAME_LEN))
             .ok_or_else(|| {
                 self.record_error(
                     index,
@@ -326,25 +363,18 @@ impl<B: AsRef<[u8]>> RecordFile<B> {
                     ),
                 )
             })?;
-        let (Some(stored_len), Some(stored_crc), Some(payload)) = (
-            read_u64(data, start),
-            read_u32(data, start + 8),
-            data.get(payload_start..end),
-        ) else {
+        let record = self
+            .source
+            .read(start, FRAME_LEN + payload_len)
+            .map_err(|e| self.read_error(index, &e))?;
+        let (frame, payload) = record.split_at(FRAME_LEN);
+        let stored_len = u64::from_le_bytes(frame[..8].try_into().unwrap_or_default());
+        let stored_crc = u32::from_le_bytes(frame[8..].try_into().unwrap_or_default());
+        if stored_len != payload_len as u64 {
             return Err(self.record_error(
                 index,
                 format!(
-                    "bytes {start}..{end} lie outside the file ({} bytes): it was modified or truncated while open",
-                    data.len()
-                ),
-            ));
-        };
-        if stored_len != payload.len() as u64 {
-            return Err(self.record_error(
-                index,
-                format!(
-                    "stored length {stored_len} does not match the {} bytes between its frame and {next}: the file is corrupted",
-                    payload.len()
+                    "stored length {stored_len} does not match the {payload_len} bytes between its frame and {next}: the file is corrupted"
                 ),
             ));
         }
@@ -357,7 +387,7 @@ impl<B: AsRef<[u8]>> RecordFile<B> {
                 ),
             ));
         }
-        Ok(payload)
+        Ok(without_frame(record))
     }
 
     /// Record `index` decoded by `decode` (e.g. [`Sample::from_bytes`]). A record that does
@@ -367,31 +397,63 @@ impl<B: AsRef<[u8]>> RecordFile<B> {
     /// [`Sample::from_bytes`]: super::Sample::from_bytes
     pub fn decode<T>(&self, index: usize, decode: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
         let payload = self.get(index)?;
-        decode(payload).map_err(|e| self.record_error(index, decoding_problem(e)))
+        decode(&payload).map_err(|e| self.record_error(index, decoding_problem(e)))
     }
 
     /// Every record in order.
-    pub fn iter(&self) -> impl Iterator<Item = Result<&[u8]>> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = Result<Cow<'_, [u8]>>> + '_ {
         (0..self.count).map(|i| self.get(i))
     }
 
-    /// The offset index entry `i` stores (validated when the file was opened, but read
-    /// defensively in case the bytes changed since).
-    fn entry(&self, data: &[u8], i: usize) -> Result<usize> {
-        i.checked_mul(ENTRY_LEN)
-            .and_then(|o| o.checked_add(self.index_offset))
-            .and_then(|at| read_u64(data, at))
-            .and_then(|offset| usize::try_from(offset).ok())
-            .ok_or_else(|| {
-                self.record_error(
-                    i,
-                    "its index entry lies outside the file: it was modified or truncated while open",
-                )
-            })
+    /// Where record `index` starts and ends, read from its index entry and the next one
+    /// (validated when the file was opened, but read defensively in case the file changed
+    /// since), and what follows it, for error messages.
+    fn extent(&self, index: usize) -> Result<(usize, usize, String)> {
+        let last = index + 1 == self.count;
+        let entries = if last { 1 } else { 2 };
+        // `index < count` and the index lies inside the file, so this cannot overflow.
+        let (at, len) = (index * ENTRY_LEN, entries * ENTRY_LEN);
+        let bytes = match &self.index {
+            Some(copy) => Cow::Borrowed(copy.get(at..at + len).unwrap_or_default()),
+            None => (self.source)
+                .read(self.index_offset + at, len)
+                .map_err(|e| self.read_error(index, &e))?,
+        };
+        let offset = |i: usize| {
+            read_u64(&bytes, i * ENTRY_LEN)
+                .and_then(|o| usize::try_from(o).ok())
+                .unwrap_or(usize::MAX)
+        };
+        Ok(if last {
+            (offset(0), self.index_offset, "the index".to_string())
+        } else {
+            (offset(0), offset(1), format!("record {}", index + 1))
+        })
+    }
+
+    /// A failed read of record `index`: bytes missing from the file are a damaged file,
+    /// anything else a failure of the device underneath.
+    fn read_error(&self, index: usize, error: &std::io::Error) -> Error {
+        if error.kind() == std::io::ErrorKind::UnexpectedEof {
+            self.record_error(index, error)
+        } else {
+            io_error(&self.name, &format!("cannot read record {index}"), error)
+        }
     }
 
     fn record_error(&self, index: usize, message: impl fmt::Display) -> Error {
         format_error(&self.name, format!("record {index}: {message}"))
+    }
+}
+
+/// The payload of a record read with its frame.
+fn without_frame(record: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    match record {
+        Cow::Borrowed(bytes) => Cow::Borrowed(&bytes[FRAME_LEN..]),
+        Cow::Owned(mut bytes) => {
+            bytes.drain(..FRAME_LEN);
+            Cow::Owned(bytes)
+        }
     }
 }
 
@@ -422,20 +484,36 @@ fn empty_file_error(name: &str) -> Error {
 }
 
 /// Checks everything about a record file that does not depend on one record, and returns
-/// where the index starts and how many records there are.
-fn check_layout(data: &[u8], name: &str) -> Result<(usize, usize)> {
-    let len = data.len();
+/// where the index starts, how many records there are and the index's bytes. Reads the
+/// header, the footer and the index, nothing else.
+fn check_layout<'s>(
+    source: &'s impl RecordSource,
+    name: &str,
+) -> Result<(usize, usize, Cow<'s, [u8]>)> {
+    let len = source.len();
     if len == 0 {
         return Err(empty_file_error(name));
     }
+    // Every read below lies inside the length at opening; one can still fail where the file
+    // shrinks meanwhile.
+    let read = |at: usize, n: usize| {
+        source.read(at, n).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                format_error(name, e.to_string())
+            } else {
+                io_error(name, "cannot read the file", &e)
+            }
+        })
+    };
+    let header = read(0, len.min(HEADER_LEN))?;
     let magic_len = len.min(MAGIC.len());
-    if data.get(..magic_len) != MAGIC.get(..magic_len) {
+    if header.get(..magic_len) != MAGIC.get(..magic_len) {
         return Err(format_error(
             name,
             "not a record file (the first bytes are not the magic \"RUMUSREC\")",
         ));
     }
-    let Some(version) = read_u32(data, MAGIC.len()) else {
+    let Some(version) = read_u32(&header, MAGIC.len()) else {
         return Err(format_error(
             name,
             format!("truncated: {len} bytes, shorter than the {HEADER_LEN}-byte header"),
@@ -449,12 +527,11 @@ fn check_layout(data: &[u8], name: &str) -> Result<(usize, usize)> {
             ),
         ));
     }
-    let footer_start = len.checked_sub(FOOTER_LEN).filter(|&s| s >= HEADER_LEN);
-    let footer = footer_start.and_then(|s| {
-        let magic = data.get(s + 20..)?;
-        (magic == FOOTER_MAGIC).then_some(s)
-    });
-    let Some(footer_start) = footer else {
+    let footer = match len.checked_sub(FOOTER_LEN).filter(|&s| s >= HEADER_LEN) {
+        Some(start) => Some((start, read(start, FOOTER_LEN)?)),
+        None => None,
+    };
+    let Some((footer_start, footer)) = footer.filter(|(_, f)| f[20..] == FOOTER_MAGIC) else {
         return Err(format_error(
             name,
             format!(
@@ -463,11 +540,11 @@ fn check_layout(data: &[u8], name: &str) -> Result<(usize, usize)> {
         ));
     };
     let (Some(index_offset), Some(count), Some(stored_crc)) = (
-        read_u64(data, footer_start),
-        read_u64(data, footer_start + 8),
-        read_u32(data, footer_start + 16),
+        read_u64(&footer, 0),
+        read_u64(&footer, 8),
+        read_u32(&footer, 16),
     ) else {
-        // Unreachable: the footer was checked to lie inside the file.
+        // Unreachable: the footer was read whole.
         return Err(format_error(name, "the index footer cannot be read"));
     };
     let index_end = count
@@ -483,8 +560,8 @@ fn check_layout(data: &[u8], name: &str) -> Result<(usize, usize)> {
     }
     // Both are below the file length now, so they fit in usize.
     let (index_offset, count) = (index_offset as usize, count as usize);
-    let index = data.get(index_offset..footer_start).unwrap_or_default();
-    let computed = crc32fast::hash(index);
+    let index = read(index_offset, footer_start - index_offset)?;
+    let computed = crc32fast::hash(&index);
     if computed != stored_crc {
         return Err(format_error(
             name,
@@ -526,48 +603,50 @@ fn check_layout(data: &[u8], name: &str) -> Result<(usize, usize)> {
         }
         previous = Some(offset);
     }
-    Ok((index_offset, count))
+    Ok((index_offset, count, index))
 }
 
 /// A record file as a [`Dataset`] of owned payloads (`Vec<u8>`: loader workers need items
-/// that do not borrow the file). Decode them with [`RecordDataset::decode`], e.g.
+/// that do not borrow the file; read from a file they are the buffers read into, not copies).
+/// Decode them with [`RecordDataset::decode`], e.g.
 /// `RecordDataset::open(path)?.decode(Sample::from_bytes)`, whose errors name the file and
 /// the record (a `map` over the payloads works too, but its errors know only the bytes).
 ///
-/// The file sits in an [`Arc`], so clones of the dataset share one mapping.
-pub struct RecordDataset<B = Mmap> {
-    file: Arc<RecordFile<B>>,
+/// The file sits in an [`Arc`], so clones of the dataset (and loader workers) share one open
+/// file.
+pub struct RecordDataset<S = FileSource> {
+    file: Arc<RecordFile<S>>,
 }
 
-impl RecordDataset<Mmap> {
+impl RecordDataset<FileSource> {
     /// Opens the record file at `path` (see [`RecordFile::open`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Ok(RecordDataset::new(RecordFile::open(path)?))
     }
 }
 
-impl<B> RecordDataset<B> {
+impl<S> RecordDataset<S> {
     /// A dataset whose items are the records of `file`, copied out as bytes.
-    pub fn new(file: RecordFile<B>) -> Self {
+    pub fn new(file: RecordFile<S>) -> Self {
         RecordDataset {
             file: Arc::new(file),
         }
     }
 
     /// A dataset over a file that is also used elsewhere.
-    pub fn from_shared(file: Arc<RecordFile<B>>) -> Self {
+    pub fn from_shared(file: Arc<RecordFile<S>>) -> Self {
         RecordDataset { file }
     }
 
     /// The underlying record file.
-    pub fn file(&self) -> &Arc<RecordFile<B>> {
+    pub fn file(&self) -> &Arc<RecordFile<S>> {
         &self.file
     }
 
     /// The records decoded by `decode`, as a dataset of what it returns; see
-    /// [`RecordFile::decode`] for the errors. Each record is decoded where it lies in the
-    /// file, without first copying it out.
-    pub fn decode<F, T>(self, decode: F) -> DecodedRecords<B, F>
+    /// [`RecordFile::decode`] for the errors. A record held in memory (a mapped file) is
+    /// decoded where it lies, without first copying it out.
+    pub fn decode<F, T>(self, decode: F) -> DecodedRecords<S, F>
     where
         F: Fn(&[u8]) -> Result<T> + Send + Sync,
     {
@@ -579,14 +658,14 @@ impl<B> RecordDataset<B> {
 }
 
 /// An index past the end of `file`, reported as the dataset's.
-fn check_index<B: AsRef<[u8]>>(file: &RecordFile<B>, index: usize) -> Result<()> {
+fn check_index<S: RecordSource>(file: &RecordFile<S>, index: usize) -> Result<()> {
     if index >= file.len() {
         return Err(index_error("RecordDataset::get", index, file.len()));
     }
     Ok(())
 }
 
-impl<B> Clone for RecordDataset<B> {
+impl<S> Clone for RecordDataset<S> {
     fn clone(&self) -> Self {
         RecordDataset {
             file: Arc::clone(&self.file),
@@ -594,13 +673,13 @@ impl<B> Clone for RecordDataset<B> {
     }
 }
 
-impl<B> fmt::Debug for RecordDataset<B> {
+impl<S> fmt::Debug for RecordDataset<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("RecordDataset").field(&self.file).finish()
     }
 }
 
-impl<B: AsRef<[u8]> + Send + Sync> Dataset for RecordDataset<B> {
+impl<S: RecordSource + Send + Sync> Dataset for RecordDataset<S> {
     type Item = Vec<u8>;
 
     fn len(&self) -> usize {
@@ -609,25 +688,25 @@ impl<B: AsRef<[u8]> + Send + Sync> Dataset for RecordDataset<B> {
 
     fn get(&self, index: usize) -> Result<Vec<u8>> {
         check_index(&self.file, index)?;
-        self.file.get(index).map(<[u8]>::to_vec)
+        self.file.get(index).map(Cow::into_owned)
     }
 }
 
 /// See [`RecordDataset::decode`].
-pub struct DecodedRecords<B, F> {
-    file: Arc<RecordFile<B>>,
+pub struct DecodedRecords<S, F> {
+    file: Arc<RecordFile<S>>,
     decode: F,
 }
 
-impl<B, F> fmt::Debug for DecodedRecords<B, F> {
+impl<S, F> fmt::Debug for DecodedRecords<S, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("DecodedRecords").field(&self.file).finish()
     }
 }
 
-impl<B, F, T> Dataset for DecodedRecords<B, F>
+impl<S, F, T> Dataset for DecodedRecords<S, F>
 where
-    B: AsRef<[u8]> + Send + Sync,
+    S: RecordSource + Send + Sync,
     F: Fn(&[u8]) -> Result<T> + Send + Sync,
     T: Send + 'static,
 {
@@ -683,9 +762,9 @@ mod tests {
         area.extend(frame(b"xy"));
         let file = RecordFile::from_bytes(assemble(&area, &[12, 27, 39]), "mem.rrec").unwrap();
         assert_eq!(file.len(), 3);
-        assert_eq!(file.get(2).unwrap(), b"xy");
-        assert_eq!(file.get(1).unwrap(), b"");
-        assert_eq!(file.get(0).unwrap(), b"abc");
+        assert_eq!(*file.get(2).unwrap(), *b"xy");
+        assert_eq!(*file.get(1).unwrap(), *b"");
+        assert_eq!(*file.get(0).unwrap(), *b"abc");
         assert!(matches!(
             file.get(3),
             Err(Error::IndexOutOfRange { index: 3, .. })
@@ -745,7 +824,7 @@ mod tests {
         let mut bytes = assemble(&area, &[12, 27]);
         bytes[12 + 15 + 12] ^= 1; // first payload byte of record 1
         let file = RecordFile::from_bytes(bytes, "mem.rrec").unwrap();
-        assert_eq!(file.get(0).unwrap(), b"abc");
+        assert_eq!(*file.get(0).unwrap(), *b"abc");
         let err = file.get(1).unwrap_err().to_string();
         assert!(
             err.starts_with("mem.rrec: record 1: checksum mismatch"),

@@ -12,6 +12,7 @@ pub(crate) use self::atomic::AtomicFile;
 pub use self::atomic::write_atomic;
 pub use self::checkpoint::Checkpoint;
 pub use self::checkpoint_dir::{CheckpointManager, CheckpointScan};
+pub use self::json::header_key_comparisons;
 pub use self::safetensors::{
     load_safetensors, load_safetensors_with, read_state, save_safetensors, write_state,
 };
