@@ -134,7 +134,7 @@ fn conv_kernel_rates() -> rumus::Result<()> {
 
 fn transformer_step() -> rumus::Result<f64> {
     manual_seed(0);
-    let mut model = Encoder::new()?;
+    let model = Encoder::new()?;
     model.train();
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;
     let x = DynTensor::randn(&[16, 64, 128], DType::F32)?;

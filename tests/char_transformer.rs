@@ -21,7 +21,7 @@ fn learns_the_story(mixed_precision: bool) {
     let vocabulary = Vocabulary::of(model::TEXT).unwrap();
     let distinct = vocabulary.len();
     let data = vocabulary.encode(model::TEXT);
-    let mut model = CharTransformer::new().unwrap();
+    let model = CharTransformer::new().unwrap();
     let mut optimizer = Adam::new(
         model.parameters(),
         AdamConfig {

@@ -886,7 +886,7 @@ fn a_transformer_block_and_a_cnn_match_the_cpu() {
     let build = |device: &Device| {
         rumus::manual_seed(11);
         let _on = device.set_default();
-        let mut block = TransformerEncoderBlock::<16, 4, 32>::new().unwrap();
+        let block = TransformerEncoderBlock::<16, 4, 32>::new().unwrap();
         block.eval();
         let conv = Conv2d::<2, 3, 3>::new().unwrap();
         (block, conv)

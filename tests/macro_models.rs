@@ -194,7 +194,7 @@ impl Probe {
 
 impl Module for Probe {
     fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &DynTensor)) {}
-    fn set_training(&mut self, training: bool) {
+    fn set_training(&self, training: bool) {
         self.training.set(Some(training));
     }
     fn describe(&self) -> String {

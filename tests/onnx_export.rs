@@ -166,7 +166,7 @@ fn the_mnist_cnn_exports() {
 #[test]
 fn a_resnet_with_batch_norm_exports_in_eval_mode() {
     manual_seed(5);
-    let mut model = SmallResNet::new().unwrap();
+    let model = SmallResNet::new().unwrap();
     // Running statistics worth exporting: a few training batches first.
     for seed in 0..3 {
         model.forward(&random(&[8, 3, 16, 16], seed)).unwrap();
@@ -183,7 +183,7 @@ fn a_resnet_with_batch_norm_exports_in_eval_mode() {
 #[test]
 fn the_char_transformer_exports() {
     manual_seed(7);
-    let mut model = char_model::CharTransformer::new().unwrap();
+    let model = char_model::CharTransformer::new().unwrap();
     model.eval();
     let ids =
         DynTensor::from_vec((0..2 * 16).map(|i| (i * 7 % 60) as i64).collect(), &[2, 16]).unwrap();
@@ -209,7 +209,7 @@ struct Layers {
 #[test]
 fn convolutions_norms_and_pools_export() {
     manual_seed(8);
-    let mut model = Layers::new().unwrap();
+    let model = Layers::new().unwrap();
     model.eval();
     check_export("conv1d_batch_norm", &model, &random(&[2, 3, 9], 9), |x| {
         let h = model.conv1d.forward_dyn(x)?;
@@ -232,7 +232,7 @@ fn convolutions_norms_and_pools_export() {
 #[test]
 fn attention_embedding_and_activations_export() {
     manual_seed(11);
-    let mut model = Layers::new().unwrap();
+    let model = Layers::new().unwrap();
     model.eval();
     let x = random(&[2, 5, 6], 12);
     check_export("attention", &model, &x, |x| {
@@ -263,7 +263,7 @@ struct MoreLayers {
 #[test]
 fn recurrent_layers_rms_norm_and_views_export() {
     manual_seed(15);
-    let mut model = MoreLayers::new().unwrap();
+    let model = MoreLayers::new().unwrap();
     model.eval();
     check_export("lstm_gru_rms_norm", &model, &random(&[2, 4, 4], 16), |x| {
         let (h, (_, c)) = model.lstm.forward_dyn(x, None)?;
@@ -272,7 +272,7 @@ fn recurrent_layers_rms_norm_and_views_export() {
         model.rms_norm.forward_dyn(&h)?.add(&c)
     });
     let (pool, flatten) = (AdaptiveAvgPool2d::new(2, 2), Flatten::new());
-    let mut dropout = Dropout::new(0.3).unwrap();
+    let dropout = Dropout::new(0.3).unwrap();
     dropout.eval();
     check_export(
         "conv_pool_flatten_dropout",

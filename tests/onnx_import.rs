@@ -117,7 +117,7 @@ type Forward<'a> = dyn Fn(&DynTensor) -> rumus::Result<DynTensor> + 'a;
 #[test]
 fn rumus_exports_come_back_equal() {
     manual_seed(3);
-    let mut model = Exported::new().unwrap();
+    let model = Exported::new().unwrap();
     model
         .bn
         .running_mean

@@ -48,7 +48,7 @@ fn assert_close(what: &str, actual: &DynTensor, expected: &FixtureTensor, tolera
 }
 
 fn loaded_resnet() -> SmallResNet {
-    let mut model = SmallResNet::new().unwrap();
+    let model = SmallResNet::new().unwrap();
     load_safetensors(&model, WEIGHTS.as_str()).unwrap();
     model.eval();
     model
@@ -113,7 +113,7 @@ fn parameters_and_buffers_are_counted_apart_as_in_pytorch() {
 #[test]
 fn one_stage_loads_alone_from_the_whole_models_file() {
     let case = fixture();
-    let mut stage = Layer2::new().unwrap();
+    let stage = Layer2::new().unwrap();
     let report = load_safetensors_with(
         &stage,
         WEIGHTS.as_str(),
@@ -161,7 +161,7 @@ fn non_strict_loading_reports_what_did_not_match() {
     assert_eq!(report.unexpected_keys, vec!["fc.bias", "fc.weight"]);
 
     // The other way round: a model with more than the file keeps what the file lacks.
-    let mut model = SmallResNet::new().unwrap();
+    let model = SmallResNet::new().unwrap();
     let stem = LoadOptions::new().strict(false);
     let fc_before = model.fc.weight.to_f64_vec();
     let state: Vec<_> = read_state(WEIGHTS.as_str())
@@ -188,7 +188,7 @@ fn non_strict_loading_reports_what_did_not_match() {
 #[test]
 fn training_counts_batches_and_saves_the_counter_as_pytorch_does() {
     let case = fixture();
-    let mut model = loaded_resnet();
+    let model = loaded_resnet();
     let before = model.bn1.num_batches_tracked.to_vec::<i64>().unwrap()[0];
     model.train();
     model.forward(&input(&case, "x", DType::F32)).unwrap();

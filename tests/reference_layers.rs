@@ -67,7 +67,7 @@ fn check_weighted_layer(
 }
 
 fn check_batch_norm<const C: usize>(name: &str, case: &Case) {
-    let mut layer = BatchNorm::<C>::new().unwrap();
+    let layer = BatchNorm::<C>::new().unwrap();
     load(&[
         (&layer.weight, &case["in.weight"]),
         (&layer.bias, &case["in.bias"]),
@@ -164,7 +164,7 @@ fn embedding_index_out_of_range_is_an_error() {
 #[test]
 fn dropout_scales_kept_values_and_is_the_identity_in_eval() {
     manual_seed(9);
-    let mut dropout = rumus::nn::Dropout::new(0.25).unwrap();
+    let dropout = rumus::nn::Dropout::new(0.25).unwrap();
     let x = DynTensor::ones(&[100_000], DType::F32).unwrap();
     let y = dropout.forward_dyn(&x).unwrap().to_vec::<f32>().unwrap();
     let dropped = y.iter().filter(|&&v| v == 0.0).count() as f64 / y.len() as f64;

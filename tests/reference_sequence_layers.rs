@@ -201,7 +201,7 @@ fn check_mha(name: &str, case: &Case) {
 }
 
 fn check_encoder(name: &str, case: &Case, activation: FeedForwardActivation) {
-    let mut layer = TransformerEncoderBlock::<8, 2, 16>::with_options(0.0, activation).unwrap();
+    let layer = TransformerEncoderBlock::<8, 2, 16>::with_options(0.0, activation).unwrap();
     layer.train();
     load(name, case, &layer, &ENCODER_NAMES);
     let causal = is_causal(case);
@@ -394,7 +394,7 @@ fn a_query_that_sees_no_key() {
 #[test]
 fn per_head_masks_and_modes() {
     manual_seed(3);
-    let mut mha = MultiheadAttention::<4, 2>::with_options(0.5, true).unwrap();
+    let mha = MultiheadAttention::<4, 2>::with_options(0.5, true).unwrap();
     let x = DynTensor::randn(&[2, 3, 4], DType::F32).unwrap();
     // A [B * heads, T, S] mask equal in every slice acts like the [T, S] mask.
     mha.eval();

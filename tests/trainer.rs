@@ -13,8 +13,8 @@ use std::sync::{Mutex, MutexGuard};
 use common::scratch::Scratch;
 use rumus::data::{Batch, Collate, DataLoader, Dataset, Features, InMemory, Sample};
 use rumus::io::Checkpoint;
-use rumus::nn::StateDict;
 use rumus::nn::functional::dropout;
+use rumus::nn::{BatchNorm1d, Dropout, ModeGuard, StateDict};
 use rumus::optim::{
     Adam, AdamConfig, LrScheduler, Optimizer, PlateauConfig, ReduceLrOnPlateau, Sgd, SgdConfig,
     StepLr,
@@ -164,6 +164,83 @@ fn train(trainer: Trainer, csv: &Path, mut after_epoch: impl FnMut(usize, Checkp
         lrs: optimizer.lrs().iter().map(|v| v.to_bits()).collect(),
         csv: csv_without_seconds(csv),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Training and evaluation mode.
+
+#[model]
+struct NormedMlp {
+    fc1: Linear<8, 16>,
+    norm: BatchNorm1d<16>,
+    #[dropout(p = 0.5)]
+    drop: Dropout,
+    fc2: Linear<16, 3>,
+}
+
+impl NormedMlp {
+    fn logits(&self, x: &DynTensor) -> rumus::Result<DynTensor> {
+        let h = self.norm.forward_dyn(&self.fc1.forward_dyn(x)?)?.relu()?;
+        self.fc2.forward_dyn(&self.drop.forward_dyn(&h)?)
+    }
+}
+
+/// No code in the closures switches modes, yet the steps run in training mode and the
+/// evaluation in evaluation mode: the logged evaluation equals an evaluation-mode pass made
+/// after training, BatchNorm's running statistics count the training steps only, and the
+/// model is back in training mode afterwards.
+#[test]
+fn the_trainer_validates_in_evaluation_mode() {
+    let _rng = lock_rng();
+    rumus::manual_seed(3);
+    let model = NormedMlp::new().unwrap();
+    let config = SgdConfig {
+        lr: 0.1,
+        ..SgdConfig::default()
+    };
+    let mut optimizer = Sgd::new(model.parameters(), config).unwrap();
+    let mut loader = DataLoader::new(data(), 8).unwrap().shuffle(1);
+    let eval = Sample::collate((0..16).map(|i| data().get(i).unwrap()).collect()).unwrap();
+    let measure = |batch: &Batch| classification(&model.logits(&batch.input)?, &batch.target);
+    let (mut step_modes, mut eval_modes) = (Vec::new(), Vec::new());
+    let history = Trainer::new(3)
+        .quiet()
+        .fit(
+            Run::new(&model, &mut optimizer),
+            |_epoch| Ok(loader.epoch()),
+            |batch: Batch, optimizer| {
+                step_modes.push(model.training());
+                let (loss, metrics) = measure(&batch)?;
+                optimizer.step(&mut loss.backward()?)?;
+                Ok(metrics)
+            },
+            || {
+                eval_modes.push(model.training());
+                let _guard = rumus::no_grad();
+                Ok(measure(&eval)?.1)
+            },
+            |_end| Ok(()),
+        )
+        .unwrap();
+    assert_eq!(step_modes, vec![Some(true); 3 * 8]);
+    assert_eq!(eval_modes, vec![Some(false); 3]);
+    assert_eq!(model.training(), Some(true));
+    let tracked = model.norm.num_batches_tracked.to_vec::<i64>().unwrap();
+    assert_eq!(tracked, [3 * 8]);
+
+    let after = {
+        let _eval = ModeGuard::eval(&model);
+        let _guard = rumus::no_grad();
+        measure(&eval).unwrap().1
+    };
+    assert_eq!(history.last().unwrap().eval, after);
+    // In training mode the same pass gives other numbers (dropout, batch statistics): the
+    // comparison above can tell the modes apart.
+    let training = {
+        let _guard = rumus::no_grad();
+        measure(&eval).unwrap().1
+    };
+    assert_ne!(training, after);
 }
 
 /// On one thread, so that no reduction order can differ between the runs.

@@ -56,7 +56,7 @@ fn typed_forwards_follow_the_layer_shapes() {
 #[test]
 fn models_use_typed_layers_with_declared_shapes() {
     manual_seed(2);
-    let mut tagger = Tagger::new().unwrap();
+    let tagger = Tagger::new().unwrap();
     tagger.eval();
     let ids: Tensor<(Dyn, Dyn), i64> =
         DynTensor::from_vec((0..12).map(|i| i % 20).collect::<Vec<i64>>(), &[3, 4])

@@ -131,10 +131,14 @@ impl<
         self.norm.visit(&format!("{prefix}norm."), f);
     }
 
-    fn set_training(&mut self, training: bool) {
-        for block in &mut self.blocks {
+    fn set_training(&self, training: bool) {
+        for block in &self.blocks {
             block.set_training(training);
         }
+    }
+
+    fn training(&self) -> Option<bool> {
+        self.blocks.iter().find_map(|block| block.training())
     }
 
     fn describe(&self) -> String {

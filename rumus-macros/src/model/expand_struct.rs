@@ -103,7 +103,11 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
     });
     let set_training = modules.iter().map(|l| {
         let field = &l.member;
-        quote!(::rumus::nn::Module::set_training(&mut self.#field, training);)
+        quote!(::rumus::nn::Module::set_training(&self.#field, training);)
+    });
+    let training = modules.iter().map(|l| {
+        let field = &l.member;
+        quote!(.or_else(|| ::rumus::nn::Module::training(&self.#field)))
     });
     let children = modules.iter().map(|l| {
         let (field, key) = (&l.member, &l.key);
@@ -148,9 +152,12 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
                 #(#buffer_visits)*
                 let _ = (prefix, f);
             }
-            fn set_training(&mut self, training: bool) {
+            fn set_training(&self, training: bool) {
                 #(#set_training)*
                 let _ = training;
+            }
+            fn training(&self) -> ::core::option::Option<bool> {
+                ::core::option::Option::None #(#training)*
             }
             fn describe(&self) -> ::std::string::String {
                 ::std::string::String::from(#name_str)

@@ -32,7 +32,7 @@ pub fn run(bytes: &[u8]) -> rumus::Result<()> {
     );
 
     rumus::manual_seed(0);
-    let mut model = Tiny::new()?;
+    let model = Tiny::new()?;
     model.load_state_dict(&state)?;
     assert!(
         same_state(&model.state_dict()?, &state),

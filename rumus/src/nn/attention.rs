@@ -10,6 +10,7 @@
 use super::dropout::Dropout;
 use super::functional::dropout;
 use super::linear::Linear;
+use super::mode::TrainingFlag;
 use super::module::Module;
 use super::norm::LayerNorm;
 use crate::dtype::DType;
@@ -331,7 +332,7 @@ pub struct MultiheadAttention<const EMBED: usize, const HEADS: usize> {
     pub out_proj: Linear<EMBED, EMBED>,
     /// Dropout probability on the attention weights (training mode only).
     pub dropout: f64,
-    training: bool,
+    training: TrainingFlag,
 }
 
 impl<const EMBED: usize, const HEADS: usize> MultiheadAttention<EMBED, HEADS> {
@@ -395,7 +396,7 @@ impl<const EMBED: usize, const HEADS: usize> MultiheadAttention<EMBED, HEADS> {
             in_proj_bias,
             out_proj,
             dropout: p,
-            training: true,
+            training: TrainingFlag::new(),
         })
     }
 
@@ -414,7 +415,7 @@ impl<const EMBED: usize, const HEADS: usize> MultiheadAttention<EMBED, HEADS> {
             attn_mask,
             causal,
             dropout: self.dropout,
-            training: self.training,
+            training: self.training.get(),
         }
     }
 
@@ -462,8 +463,12 @@ impl<const EMBED: usize, const HEADS: usize> Module for MultiheadAttention<EMBED
         self.out_proj.visit(&format!("{prefix}out_proj."), f);
     }
 
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
+    fn set_training(&self, training: bool) {
+        self.training.set(training);
+    }
+
+    fn training(&self) -> Option<bool> {
+        Some(self.training.get())
     }
 
     fn describe(&self) -> String {
@@ -585,7 +590,11 @@ impl<const D: usize, const HEADS: usize, const FF: usize> Module
         self.norm2.visit(&format!("{prefix}norm2."), f);
     }
 
-    fn set_training(&mut self, training: bool) {
+    fn training(&self) -> Option<bool> {
+        self.self_attn.training()
+    }
+
+    fn set_training(&self, training: bool) {
         self.self_attn.set_training(training);
         self.dropout.set_training(training);
         self.dropout1.set_training(training);

@@ -95,8 +95,12 @@ impl<M: Module> Module for Checkpointed<M> {
         self.inner().visit_buffers(prefix, f);
     }
 
-    fn set_training(&mut self, training: bool) {
-        self.inner_mut().set_training(training);
+    fn set_training(&self, training: bool) {
+        self.inner().set_training(training);
+    }
+
+    fn training(&self) -> Option<bool> {
+        self.inner().training()
     }
 
     fn describe(&self) -> String {

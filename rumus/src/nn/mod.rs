@@ -14,6 +14,7 @@ mod fused_cross_entropy;
 pub mod init;
 mod linear;
 mod loss;
+mod mode;
 mod module;
 mod norm;
 mod pool;
@@ -39,6 +40,7 @@ pub use loss::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div, l1_loss, mse_loss,
     nll_loss, smooth_l1_loss,
 };
+pub use mode::{ModeGuard, TrainingFlag};
 pub(crate) use module::snapshot;
 pub use module::{Device, Module, StateDict, group_digits};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RmsNorm};

@@ -27,7 +27,7 @@ pub type StateDict = Vec<(String, DynTensor)>;
 /// }
 ///
 /// fn main() -> rumus::Result<()> {
-///     let mut mlp = Mlp::new()?;
+///     let mlp = Mlp::new()?;
 ///     let names: Vec<String> = mlp.named_parameters().into_iter().map(|(n, _)| n).collect();
 ///     assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
 ///     assert_eq!(mlp.num_parameters(), (4 * 8 + 8) + (8 * 2 + 2));
@@ -53,7 +53,16 @@ pub trait Module {
     fn visit_buffers(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &DynTensor)) {}
 
     /// Switches training behaviour (dropout, batch statistics) on or off, recursively.
-    fn set_training(&mut self, _training: bool) {}
+    /// Takes `&self` (layers keep their mode in a [`TrainingFlag`](super::TrainingFlag)),
+    /// so a model that is borrowed elsewhere, by a training closure or another thread, can
+    /// still be switched.
+    fn set_training(&self, _training: bool) {}
+
+    /// Whether the module is in training mode: `None` when nothing in it depends on the
+    /// mode (a `Linear`), else the mode of its first mode-dependent layer.
+    fn training(&self) -> Option<bool> {
+        None
+    }
 
     /// One line describing the layer, e.g. `Linear(in_features=784, out_features=10, bias=true)`.
     fn describe(&self) -> String;
@@ -131,12 +140,13 @@ pub trait Module {
     }
 
     /// Training mode (the default).
-    fn train(&mut self) {
+    fn train(&self) {
         self.set_training(true);
     }
 
-    /// Evaluation mode: dropout off, running statistics used.
-    fn eval(&mut self) {
+    /// Evaluation mode: dropout off, running statistics used. [`ModeGuard::eval`](super::ModeGuard::eval)
+    /// does the same until a guard is dropped.
+    fn eval(&self) {
         self.set_training(false);
     }
 

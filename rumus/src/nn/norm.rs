@@ -1,6 +1,7 @@
 //! Normalisation layers: LayerNorm, RMSNorm, GroupNorm and BatchNorm (1-D and 2-D).
 
 use super::functional::{RunningStats, batch_norm, group_norm, layer_norm, rms_norm};
+use super::mode::TrainingFlag;
 use super::module::Module;
 use crate::autograd::no_grad;
 use crate::device::Device;
@@ -145,7 +146,7 @@ pub struct BatchNorm<const C: usize> {
     pub momentum: f64,
     /// Added to the variance before the square root. Default: 1e-5.
     pub eps: f64,
-    training: bool,
+    training: TrainingFlag,
 }
 
 /// Batch normalisation of `[N, C]` or `[N, C, L]`.
@@ -165,7 +166,7 @@ impl<const C: usize> BatchNorm<C> {
             num_batches_tracked: DynTensor::zeros(&[], DType::I64)?,
             momentum: 0.1,
             eps: 1e-5,
-            training: true,
+            training: TrainingFlag::new(),
         })
     }
 
@@ -183,10 +184,10 @@ impl<const C: usize> BatchNorm<C> {
             Some(stats),
             Some(&self.weight),
             Some(&self.bias),
-            self.training,
+            self.training.get(),
             self.eps,
         )?;
-        if self.training {
+        if self.training.get() {
             self.count_batch()?;
         }
         Ok(y)
@@ -225,8 +226,11 @@ impl<const C: usize> Module for BatchNorm<C> {
             &self.num_batches_tracked,
         );
     }
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
+    fn set_training(&self, training: bool) {
+        self.training.set(training);
+    }
+    fn training(&self) -> Option<bool> {
+        Some(self.training.get())
     }
     fn describe(&self) -> String {
         format!(

@@ -14,6 +14,7 @@ use super::run::{EpochEnd, Run};
 use super::tensorboard::TensorBoardLog;
 use crate::error::Result;
 use crate::io::Checkpoint;
+use crate::nn::ModeGuard;
 use crate::optim::{Optimizer, Scheduler};
 
 /// Runs epochs of training steps, evaluates after each, steps the scheduler, and reports:
@@ -149,7 +150,10 @@ impl Trainer {
     /// Trains `run`. `batches(epoch)` gives the epoch's batches (epochs count from 1): a
     /// [`DataLoader`](crate::data::DataLoader) epoch, or any iterator of `Result`s; `step`
     /// trains on one batch with the optimizer it is lent and reports its metrics; `evaluate`
-    /// measures the model after the epoch. Then the scheduler steps, early stopping looks at
+    /// measures the model after the epoch. The trainer switches the model's mode itself, as
+    /// Lightning and Keras do: training mode for the steps, evaluation mode for `evaluate`
+    /// (dropout off, BatchNorm's running statistics used and left as they are), and the
+    /// mode it had before once `fit` returns. Then the scheduler steps, early stopping looks at
     /// the epoch, the logs get their row, and `after_epoch` runs with the optimizer and the
     /// scheduler (see [`EpochEnd`]). The first error stops training and is returned.
     ///
@@ -197,8 +201,11 @@ impl Trainer {
             .as_deref()
             .map(TensorBoardLog::create)
             .transpose()?;
+        // The model's mode before training comes back when `fit` returns, even with an error.
+        let _mode = ModeGuard::train(run.model);
         for epoch in history.len() + 1..=self.epochs {
             let start = Instant::now();
+            run.model.set_training(true);
             let lr = run.optimizer.lrs().first().copied().unwrap_or(0.0);
             let work = batches(epoch)?.into_iter();
             let bar = self.progress_bar(work.size_hint().0, epoch);
@@ -209,10 +216,14 @@ impl Trainer {
                 bar.tick(&train);
             }
             bar.finish();
+            let eval = {
+                let _eval = ModeGuard::eval(run.model);
+                evaluate()?
+            };
             let summary = EpochSummary {
                 epoch,
                 train,
-                eval: evaluate()?,
+                eval,
                 lr,
                 seconds: start.elapsed().as_secs_f64(),
             };
