@@ -47,19 +47,24 @@ fn main() -> rumus::Result<()> {
         });
         let send = vec![1.0f32; floats];
         let mut recv = vec![0.0f32; floats];
+        // Direct MPI calls go through `exclusive`: rumus's heartbeat thread calls MPI too.
         let plain = median_ms(3, 15, || {
-            world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+            engine.exclusive(|| {
+                world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum())
+            });
         });
         let nonblocking = median_ms(3, 15, || {
-            mpi::request::scope(|scope| {
-                world
-                    .immediate_all_reduce_into(
-                        scope,
-                        &send[..],
-                        &mut recv[..],
-                        SystemOperation::sum(),
-                    )
-                    .wait();
+            engine.exclusive(|| {
+                mpi::request::scope(|scope| {
+                    world
+                        .immediate_all_reduce_into(
+                            scope,
+                            &send[..],
+                            &mut recv[..],
+                            SystemOperation::sum(),
+                        )
+                        .wait();
+                })
             });
         });
         if main {

@@ -148,6 +148,15 @@ impl Mpi {
         self.timeout
     }
 
+    /// Runs `f`, which may call MPI directly (through the `mpi` crate, say), while no
+    /// thread of rumus's is inside MPI. MPI is initialised for `MPI_THREAD_SERIALIZED`, and
+    /// rumus calls it from a heartbeat thread as well as from collectives, so any other MPI
+    /// call in the process must go through here. `f` must not call rumus's collectives (they
+    /// take the same lock).
+    pub fn exclusive<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.call(f)
+    }
+
     /// Starts a collective: the lock that keeps collectives whole, or the error of an
     /// earlier failure.
     fn begin(&self, op: &'static str) -> Result<MutexGuard<'_, Option<String>>> {
