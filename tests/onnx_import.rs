@@ -179,7 +179,7 @@ fn tensor_of(t: &common::fixture_file::FixtureTensor) -> DynTensor {
 fn single_ops_match_onnxruntime() {
     let text = std::fs::read_to_string(fixture("single_ops.txt")).unwrap();
     let cases = read_cases(&text);
-    assert_eq!(cases.len(), 142);
+    assert_eq!(cases.len(), 177);
     let mut failures = Vec::new();
     for (name, tensors) in &cases {
         let model = OnnxModel::load(fixture(&format!("single_ops/{name}.onnx"))).unwrap();

@@ -32,9 +32,12 @@
 
 mod decode;
 mod import;
+mod import_gather_ops;
+mod import_logic_ops;
 mod import_norm_ops;
 mod import_ops;
 mod import_tensor_ops;
+mod import_window_ops;
 mod limits;
 mod nodes;
 mod proto;

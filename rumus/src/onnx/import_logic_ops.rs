@@ -1,0 +1,98 @@
+//! Imported ONNX ops on masks and signs: `And`, `Or`, `Xor`, `Not` of `bool` tensors
+//! (attention masks), `IsNaN` and `IsInf` (the NaN guards of exported attention), and the
+//! integer forms of `Abs`, `Neg` and `Sign` (T5's relative position buckets), which ONNX
+//! defines with wrapping two's-complement arithmetic and rumus computes on the host.
+
+use super::import_ops::{Attributes, arg, invalid};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::DynTensor;
+
+/// `And`, `Or`, `Xor` of two `bool` tensors, broadcast.
+pub(super) fn logical(op: &str, args: &[Option<&DynTensor>]) -> Result<DynTensor> {
+    let (a, b) = (arg(args, 0)?, arg(args, 1)?);
+    if a.dtype() != DType::Bool || b.dtype() != DType::Bool {
+        return Err(invalid(format!(
+            "{op} of {} and {}: ONNX defines it on bool tensors only",
+            a.dtype(),
+            b.dtype()
+        )));
+    }
+    match op {
+        "And" => a.logical_and(b),
+        "Or" => a.logical_or(b),
+        // Two masks differ exactly where one of them holds.
+        _ => a.ne(b),
+    }
+}
+
+/// `Not` of a `bool` tensor.
+pub(super) fn not(args: &[Option<&DynTensor>]) -> Result<DynTensor> {
+    let x = arg(args, 0)?;
+    if x.dtype() != DType::Bool {
+        return Err(invalid(format!(
+            "Not of {}: ONNX defines it on bool tensors only",
+            x.dtype()
+        )));
+    }
+    x.logical_not()
+}
+
+/// A floating-point input of `op` (`IsNaN`, `IsInf` are defined on floats only).
+fn float_input<'a>(op: &str, args: &[Option<&'a DynTensor>]) -> Result<&'a DynTensor> {
+    let x = arg(args, 0)?;
+    if !x.dtype().is_float() {
+        return Err(invalid(format!(
+            "{op} of {}: ONNX defines it on floating-point tensors only",
+            x.dtype()
+        )));
+    }
+    Ok(x)
+}
+
+/// `IsNaN`: NaN is the one value unequal to itself.
+pub(super) fn is_nan(args: &[Option<&DynTensor>]) -> Result<DynTensor> {
+    let x = float_input("IsNaN", args)?;
+    x.ne(x)
+}
+
+/// `IsInf`, reporting +inf when `detect_positive` and -inf when `detect_negative` (both 1
+/// by default; each 0 or 1).
+pub(super) fn is_inf(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<DynTensor> {
+    let flag = |name: &str| match a.checked_int(name, 1)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(invalid(format!(
+            "attribute {name} = {other}: expected 0 or 1"
+        ))),
+    };
+    let (positive, negative) = (flag("detect_positive")?, flag("detect_negative")?);
+    let x = float_input("IsInf", args)?;
+    let equal_to = |value: f64| x.eq(&DynTensor::scalar(value, x.dtype())?);
+    match (positive, negative) {
+        (true, true) => equal_to(f64::INFINITY)?.logical_or(&equal_to(f64::NEG_INFINITY)?),
+        (true, false) => equal_to(f64::INFINITY),
+        (false, true) => equal_to(f64::NEG_INFINITY),
+        (false, false) => DynTensor::zeros(x.dims(), DType::Bool),
+    }
+}
+
+/// `Abs`, `Neg` or `Sign`: rumus's float ops, or on `int64` the exact integer result with
+/// ONNX runtimes' wrapping (`Abs` and `Neg` of `i64::MIN` are `i64::MIN`).
+pub(super) fn signed_unary(op: &str, args: &[Option<&DynTensor>]) -> Result<DynTensor> {
+    let x = arg(args, 0)?;
+    if x.dtype() != DType::I64 {
+        return match op {
+            "Abs" => x.abs(),
+            "Neg" => x.neg(),
+            _ => x.sign(),
+        };
+    }
+    let f = match op {
+        "Abs" => i64::wrapping_abs,
+        "Neg" => i64::wrapping_neg,
+        _ => i64::signum,
+    };
+    let values: Vec<i64> = x.to_vec::<i64>()?.into_iter().map(f).collect();
+    Ok(DynTensor::from_vec(values, x.dims())?)
+}
