@@ -6,10 +6,12 @@
 //! damaged files are errors, not panics.
 
 mod common;
+mod onnx_graphs;
 
 use std::path::{Path, PathBuf};
 
 use common::fixture_file::{assert_close, read_cases};
+use onnx_graphs::{Attr, Graph};
 use rumus::nn::{BatchNorm2d, Conv2d, Embedding, LayerNorm, Linear, Module};
 use rumus::onnx::OnnxModel;
 use rumus::prelude::*;
@@ -249,4 +251,152 @@ fn integer_arithmetic_matches_onnxruntime() {
     for (name, output) in model.output_names().into_iter().zip(&outputs) {
         assert_eq!(output.to_vec::<i64>().unwrap(), values[name], "{name}");
     }
+}
+
+/// The error of loading `graph`.
+fn load_error(graph: &Graph) -> String {
+    match OnnxModel::from_bytes(&graph.bytes(), "checked.onnx") {
+        Ok(_) => panic!("the model loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_names(message: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(message.contains(part), "{part:?} not in: {message}");
+    }
+}
+
+/// What the file fixes (the rank of a graph input, the type of an initializer, an
+/// attribute) and no run could change is an error when the model is loaded, naming the node
+/// and what is wrong, not at the first run.
+#[test]
+fn nodes_that_cannot_run_are_refused_at_load_by_name() {
+    let mut g = Graph::new(17);
+    g.input("x", &[1, 1, 2, 3, 3])
+        .floats("w", &[1, 1, 1, 1, 1], &[1.0])
+        .node("Conv", &["x", "w"], &["y"], &[])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["checked.onnx", "\"Conv_y\"", "rank-5 input"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[1, 2, 6])
+        .floats("w", &[1, 2, 3, 3], &[0.0; 18])
+        .node("Conv", &["x", "w"], &["y"], &[])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"Conv_y\"", "rank-3 input by a rank-4 weight"],
+    );
+
+    let pool = |attrs: &[Attr]| {
+        let mut g = Graph::new(17);
+        g.input("x", &[1, 2, 6])
+            .node("MaxPool", &["x"], &["y"], attrs)
+            .output("y");
+        load_error(&g)
+    };
+    let kernel = Attr::Ints("kernel_shape", &[2]);
+    let refused = pool(&[Attr::Ints("kernel_shape", &[2]), Attr::Int("ceil_mode", 2)]);
+    assert_names(&refused, &["\"MaxPool_y\"", "attribute ceil_mode = 2"]);
+    let refused = pool(&[kernel, Attr::Ints("strides", &[0])]);
+    assert_names(&refused, &["attribute strides [0]", "1 positive values"]);
+    // A 2-D kernel over a 1-D input
+    let refused = pool(&[Attr::Ints("kernel_shape", &[2, 2])]);
+    assert_names(&refused, &["attribute kernel_shape [2, 2]"]);
+    assert_names(&pool(&[]), &["attribute kernel_shape is required"]);
+
+    let mut g = Graph::new(17);
+    g.floats("f", &[2], &[1.0, 0.0])
+        .node("And", &["f", "f"], &["y"], &[])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"And_y\"", "And of f32", "bool tensors only"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[3])
+        .node("IsInf", &["x"], &["y"], &[Attr::Int("detect_positive", 2)])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"IsInf_y\"", "attribute detect_positive = 2"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[2, 3])
+        .ints("i", &[0])
+        .node(
+            "GatherElements",
+            &["x", "i"],
+            &["y"],
+            &[Attr::Int("axis", 2)],
+        )
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"GatherElements_y\"", "attribute axis = 2 is out of range"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[2, 3])
+        .ints("i", &[0])
+        .node(
+            "GatherND",
+            &["x", "i"],
+            &["y"],
+            &[Attr::Int("batch_dims", 1)],
+        )
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"GatherND_y\"", "attribute batch_dims = 1"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[3])
+        .node("IsNaN", &["x"], &["y"], &[Attr::Str("detect", "all")])
+        .node("Not", &["y"], &["z"], &[])
+        .output("z");
+    OnnxModel::from_bytes(&g.bytes(), "fine.onnx").expect("IsNaN then Not of a float input");
+}
+
+/// An index outside its axis is an error naming it and where it stands among the indices,
+/// for both ends of ONNX's range [-size, size).
+#[test]
+fn gather_indices_out_of_range_are_errors_naming_them() {
+    let x = DynTensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let run = |op: &str, indices: &[i64]| {
+        let mut g = Graph::new(17);
+        g.input("x", &[3])
+            .ints("i", indices)
+            .node(op, &["x", "i"], &["y"], &[])
+            .output("y");
+        let model = OnnxModel::from_bytes(&g.bytes(), "gather.onnx").unwrap();
+        model.run(&[&x])
+    };
+    let picked = run("GatherElements", &[-3, 2, -1]).unwrap();
+    assert_eq!(picked[0].to_vec::<f32>().unwrap(), [1.0, 3.0, 3.0]);
+    let refused = run("GatherElements", &[0, 3]).unwrap_err().to_string();
+    assert_names(
+        &refused,
+        &[
+            "\"GatherElements_y\"",
+            "index 3 (element 1 of the indices)",
+            "size 3",
+        ],
+    );
+    let refused = run("GatherElements", &[-4]).unwrap_err().to_string();
+    assert_names(&refused, &["index -4 (element 0", "[-3, 3)"]);
+    // GatherND by one index tuple [k] of k = 1 value: data[k], a scalar.
+    assert_eq!(
+        run("GatherND", &[-2]).unwrap()[0].to_vec::<f32>().unwrap(),
+        [2.0]
+    );
+    let refused = run("GatherND", &[3]).unwrap_err().to_string();
+    assert_names(&refused, &["\"GatherND_y\"", "index 3 (element 0"]);
 }

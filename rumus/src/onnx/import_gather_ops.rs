@@ -34,6 +34,43 @@ fn resolve(op: &str, index: i64, size: usize, at: usize, axis: usize) -> Result<
     }
 }
 
+/// Checks what loading knows of a node of these ops: its axis attributes against the
+/// ranks of inputs that are initializers or graph inputs.
+pub(super) fn check(op: &str, a: &Attributes<'_>, ranks: &[Option<usize>]) -> Result<()> {
+    let rank = |k: usize| ranks.get(k).copied().flatten();
+    match (op, rank(0), rank(1)) {
+        ("GatherElements", Some(data), _) => elements_axis(a, data).map(drop),
+        ("GatherND", Some(data), Some(indices)) => nd_batch_dims(a, data, indices).map(drop),
+        _ => Ok(()),
+    }
+}
+
+/// `GatherElements`'s `axis` within data of `rank`.
+fn elements_axis(a: &Attributes<'_>, rank: usize) -> Result<usize> {
+    let value = a.checked_int("axis", 0)?;
+    axis(value, rank).map_err(|_| {
+        invalid(format!(
+            "attribute axis = {value} is out of range for data of rank {rank}"
+        ))
+    })
+}
+
+/// `GatherND`'s `batch_dims`: below the ranks of both data and indices.
+fn nd_batch_dims(a: &Attributes<'_>, data_rank: usize, indices_rank: usize) -> Result<usize> {
+    let value = a.checked_int("batch_dims", 0)?;
+    let rank = data_rank.min(indices_rank);
+    usize::try_from(value)
+        .ok()
+        .filter(|&b| b < rank)
+        .ok_or_else(|| {
+            invalid(format!(
+                "attribute batch_dims = {value}: expected 0 to {} for data of rank {data_rank} \
+                 and indices of rank {indices_rank}",
+                rank as i64 - 1
+            ))
+        })
+}
+
 /// `GatherElements`: `out[p] = data[p with its axis coordinate replaced by indices[p]]`; the
 /// indices have the data's rank and the output their shape.
 pub(super) fn gather_elements(
@@ -41,8 +78,7 @@ pub(super) fn gather_elements(
     args: &[Option<&DynTensor>],
 ) -> Result<DynTensor> {
     let (data, indices) = (arg(args, 0)?, arg(args, 1)?);
-    let at = axis(a.checked_int("axis", 0)?, data.rank())
-        .map_err(|e| invalid(format!("attribute axis: {e}")))?;
+    let at = elements_axis(a, data.rank())?;
     if indices.rank() != data.rank() {
         return Err(invalid(format!(
             "GatherElements of data {:?} by indices {:?}: the ranks must be equal",
@@ -65,20 +101,7 @@ pub(super) fn gather_elements(
 /// into one.
 pub(super) fn gather_nd(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<DynTensor> {
     let (data, indices) = (arg(args, 0)?, arg(args, 1)?);
-    let batch_value = a.checked_int("batch_dims", 0)?;
-    let rank = data.rank().min(indices.rank());
-    let batch = usize::try_from(batch_value)
-        .ok()
-        .filter(|&b| b < rank)
-        .ok_or_else(|| {
-            invalid(format!(
-                "attribute batch_dims = {batch_value}: expected 0 to {} for data {:?} and \
-                 indices {:?}",
-                rank.saturating_sub(1),
-                data.dims(),
-                indices.dims()
-            ))
-        })?;
+    let batch = nd_batch_dims(a, data.rank(), indices.rank())?;
     let (ddims, idims) = (data.dims(), indices.dims());
     if ddims[..batch] != idims[..batch] {
         return Err(invalid(format!(

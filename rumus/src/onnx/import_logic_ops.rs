@@ -8,16 +8,59 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::DynTensor;
 
+/// Checks what loading knows of a node of these ops: the element types of inputs that are
+/// initializers, `IsInf`'s attributes.
+pub(super) fn check(op: &str, a: &Attributes<'_>, dtypes: &[Option<DType>]) -> Result<()> {
+    let each = |check: fn(&str, DType) -> Result<()>| {
+        dtypes
+            .iter()
+            .flatten()
+            .try_for_each(|&dtype| check(op, dtype))
+    };
+    match op {
+        "And" | "Or" | "Xor" | "Not" => each(require_bool),
+        "IsNaN" => each(require_float),
+        "IsInf" => each(require_float).and(inf_flags(a).map(drop)),
+        _ => Ok(()),
+    }
+}
+
+fn require_bool(op: &str, dtype: DType) -> Result<()> {
+    if dtype == DType::Bool {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "{op} of {dtype}: ONNX defines it on bool tensors only"
+    )))
+}
+
+/// `IsNaN`, `IsInf` are defined on floats only.
+fn require_float(op: &str, dtype: DType) -> Result<()> {
+    if dtype.is_float() {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "{op} of {dtype}: ONNX defines it on floating-point tensors only"
+    )))
+}
+
+/// `IsInf`'s `detect_positive` and `detect_negative` (1 by default; each 0 or 1).
+fn inf_flags(a: &Attributes<'_>) -> Result<(bool, bool)> {
+    let flag = |name: &str| match a.checked_int(name, 1)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(invalid(format!(
+            "attribute {name} = {other}: expected 0 or 1"
+        ))),
+    };
+    Ok((flag("detect_positive")?, flag("detect_negative")?))
+}
+
 /// `And`, `Or`, `Xor` of two `bool` tensors, broadcast.
 pub(super) fn logical(op: &str, args: &[Option<&DynTensor>]) -> Result<DynTensor> {
     let (a, b) = (arg(args, 0)?, arg(args, 1)?);
-    if a.dtype() != DType::Bool || b.dtype() != DType::Bool {
-        return Err(invalid(format!(
-            "{op} of {} and {}: ONNX defines it on bool tensors only",
-            a.dtype(),
-            b.dtype()
-        )));
-    }
+    require_bool(op, a.dtype())?;
+    require_bool(op, b.dtype())?;
     match op {
         "And" => a.logical_and(b),
         "Or" => a.logical_or(b),
@@ -29,24 +72,14 @@ pub(super) fn logical(op: &str, args: &[Option<&DynTensor>]) -> Result<DynTensor
 /// `Not` of a `bool` tensor.
 pub(super) fn not(args: &[Option<&DynTensor>]) -> Result<DynTensor> {
     let x = arg(args, 0)?;
-    if x.dtype() != DType::Bool {
-        return Err(invalid(format!(
-            "Not of {}: ONNX defines it on bool tensors only",
-            x.dtype()
-        )));
-    }
+    require_bool("Not", x.dtype())?;
     x.logical_not()
 }
 
-/// A floating-point input of `op` (`IsNaN`, `IsInf` are defined on floats only).
+/// A floating-point input of `op`.
 fn float_input<'a>(op: &str, args: &[Option<&'a DynTensor>]) -> Result<&'a DynTensor> {
     let x = arg(args, 0)?;
-    if !x.dtype().is_float() {
-        return Err(invalid(format!(
-            "{op} of {}: ONNX defines it on floating-point tensors only",
-            x.dtype()
-        )));
-    }
+    require_float(op, x.dtype())?;
     Ok(x)
 }
 
@@ -56,17 +89,9 @@ pub(super) fn is_nan(args: &[Option<&DynTensor>]) -> Result<DynTensor> {
     x.ne(x)
 }
 
-/// `IsInf`, reporting +inf when `detect_positive` and -inf when `detect_negative` (both 1
-/// by default; each 0 or 1).
+/// `IsInf`, reporting +inf when `detect_positive` and -inf when `detect_negative`.
 pub(super) fn is_inf(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<DynTensor> {
-    let flag = |name: &str| match a.checked_int(name, 1)? {
-        0 => Ok(false),
-        1 => Ok(true),
-        other => Err(invalid(format!(
-            "attribute {name} = {other}: expected 0 or 1"
-        ))),
-    };
-    let (positive, negative) = (flag("detect_positive")?, flag("detect_negative")?);
+    let (positive, negative) = inf_flags(a)?;
     let x = float_input("IsInf", args)?;
     let equal_to = |value: f64| x.eq(&DynTensor::scalar(value, x.dtype())?);
     match (positive, negative) {

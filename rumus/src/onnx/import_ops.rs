@@ -194,6 +194,24 @@ fn check_work(limits: &Limits, op: &str, multiply_adds: u64) -> Result<()> {
     limits.check_work(op, multiply_adds).map_err(invalid)
 }
 
+/// Checks, when the file is loaded, what can be known of `node` before it runs: the ranks
+/// (`ranks`) and element types (`dtypes`) of its inputs that are initializers or graph
+/// inputs (`None` for the others), and its attributes. What passes may still fail on the
+/// values a run gives it; what fails here would fail at every run.
+pub(super) fn check_at_load(
+    node: &NodeProto,
+    ranks: &[Option<usize>],
+    dtypes: &[Option<DType>],
+) -> Result<()> {
+    let a = Attributes(node);
+    let op = node.op_type.as_str();
+    match op {
+        "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" => window_ops::check(op, &a, ranks),
+        "GatherElements" | "GatherND" => gather_ops::check(op, &a, ranks),
+        _ => logic_ops::check(op, &a, dtypes),
+    }
+}
+
 /// Runs one node on its inputs (`None` for an omitted optional input), refusing work past
 /// `limits` before doing it.
 pub fn evaluate(

@@ -8,16 +8,83 @@ use super::limits::{self, Limits};
 use crate::error::Result;
 use crate::tensor::DynTensor;
 
-/// The spatial axes (1 or 2) of an input of `op`, from its rank.
-fn spatial_axes(op: &str, x: &DynTensor) -> Result<usize> {
-    match x.rank() {
-        3 => Ok(1),
+/// The spatial axes (1 or 2) of an input of `op` of `rank`.
+fn spatial_axes(op: &str, rank: usize) -> Result<usize> {
+    match rank {
+        3 if op != "ConvTranspose" => Ok(1),
         4 => Ok(2),
-        r => Err(invalid(format!(
-            "{op} of a rank-{r} input {:?}: rumus imports 1-D ([N, C, L]) and 2-D \
-             ([N, C, H, W]) windows",
-            x.dims()
+        _ => Err(invalid(format!(
+            "{op} of a rank-{rank} input: rumus imports {}",
+            if op == "ConvTranspose" {
+                "2-D ([N, C, H, W]) transposed convolutions"
+            } else {
+                "1-D ([N, C, L]) and 2-D ([N, C, H, W]) windows"
+            }
         ))),
+    }
+}
+
+/// Checks what loading knows of a node of these ops: the rank of its input, when that is
+/// an initializer or a graph input, and every attribute that rank lets it read.
+pub(super) fn check(op: &str, a: &Attributes<'_>, ranks: &[Option<usize>]) -> Result<()> {
+    let Some(rank) = ranks.first().copied().flatten() else {
+        return Ok(());
+    };
+    let axes = spatial_axes(op, rank)?;
+    match op {
+        "MaxPool" | "AveragePool" => PoolAttributes::read(op, a, axes).map(drop),
+        _ => {
+            if let Some(weight) = ranks.get(1).copied().flatten() {
+                same_rank(op, rank, weight)?;
+            }
+            // The kernel comes with the weight at run time; the rest is read now.
+            Window::read(a, axes, Some(&[1, 1][..axes])).map(drop)
+        }
+    }
+}
+
+fn same_rank(op: &str, input: usize, weight: usize) -> Result<()> {
+    if input == weight {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "{op} of a rank-{input} input by a rank-{weight} weight: the ranks must be equal"
+    )))
+}
+
+/// A pool's attributes.
+struct PoolAttributes {
+    window: Window,
+    ceil: bool,
+    count_pad: bool,
+}
+
+impl PoolAttributes {
+    fn read(op: &str, a: &Attributes<'_>, axes: usize) -> Result<PoolAttributes> {
+        if op == "MaxPool" && a.0.outputs.get(1).is_some_and(|name| !name.is_empty()) {
+            return Err(invalid("MaxPool's Indices output is not supported"));
+        }
+        let ceil = match a.checked_int("ceil_mode", 0)? {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(invalid(format!(
+                    "attribute ceil_mode = {other}: expected 0 or 1"
+                )));
+            }
+        };
+        let count_pad = a.checked_int("count_include_pad", 0)? != 0;
+        let window = Window::read(a, axes, None)?;
+        if window.dilation != (1, 1) {
+            return Err(invalid(format!(
+                "attribute dilations: dilated {op} is not supported"
+            )));
+        }
+        Ok(PoolAttributes {
+            window,
+            ceil,
+            count_pad,
+        })
     }
 }
 
@@ -146,14 +213,8 @@ pub(super) fn conv(
     limits: &Limits,
 ) -> Result<Vec<DynTensor>> {
     let (x, w) = (arg(args, 0)?, arg(args, 1)?);
-    let axes = spatial_axes("Conv", x)?;
-    if w.rank() != x.rank() {
-        return Err(invalid(format!(
-            "Conv of input {:?} by weight {:?}: the ranks must be equal",
-            x.dims(),
-            w.dims()
-        )));
-    }
+    let axes = spatial_axes("Conv", x.rank())?;
+    same_rank("Conv", x.rank(), w.rank())?;
     let groups = usize::try_from(a.checked_int("group", 1)?)
         .ok()
         .filter(|&g| g > 0)
@@ -191,7 +252,8 @@ pub(super) fn conv_transpose(
     limits: &Limits,
 ) -> Result<Vec<DynTensor>> {
     let (x, w) = (arg(args, 0)?, arg(args, 1)?);
-    if x.rank() != 4 || a.checked_int("group", 1)? != 1 || a.get("output_shape").is_some() {
+    spatial_axes("ConvTranspose", x.rank())?;
+    if a.checked_int("group", 1)? != 1 || a.get("output_shape").is_some() {
         return Err(invalid(
             "ConvTranspose: rumus imports 2-D, one group, without output_shape",
         ));
@@ -227,26 +289,12 @@ pub(super) fn pool(
     limits: &Limits,
 ) -> Result<Vec<DynTensor>> {
     let max = op == "MaxPool";
-    if max && a.0.outputs.get(1).is_some_and(|name| !name.is_empty()) {
-        return Err(invalid("MaxPool's Indices output is not supported"));
-    }
-    let ceil = match a.checked_int("ceil_mode", 0)? {
-        0 => false,
-        1 => true,
-        other => {
-            return Err(invalid(format!(
-                "attribute ceil_mode = {other}: expected 0 or 1"
-            )));
-        }
-    };
-    let count_pad = a.checked_int("count_include_pad", 0)? != 0;
-    let axes = spatial_axes(op, x)?;
-    let window = Window::read(a, axes, None)?;
-    if window.dilation != (1, 1) {
-        return Err(invalid(format!(
-            "attribute dilations: dilated {op} is not supported"
-        )));
-    }
+    let axes = spatial_axes(op, x.rank())?;
+    let PoolAttributes {
+        window,
+        ceil,
+        count_pad,
+    } = PoolAttributes::read(op, a, axes)?;
     let x = as_2d(x, axes)?;
     let d = x.dims();
     let (rows, cols) = (window.outputs(0, d[2], ceil), window.outputs(1, d[3], ceil));
