@@ -181,7 +181,7 @@ fn tensor_of(t: &common::fixture_file::FixtureTensor) -> DynTensor {
 fn single_ops_match_onnxruntime() {
     let text = std::fs::read_to_string(fixture("single_ops.txt")).unwrap();
     let cases = read_cases(&text);
-    assert_eq!(cases.len(), 177);
+    assert_eq!(cases.len(), 188);
     let mut failures = Vec::new();
     for (name, tensors) in &cases {
         let model = OnnxModel::load(fixture(&format!("single_ops/{name}.onnx"))).unwrap();
@@ -399,4 +399,30 @@ fn gather_indices_out_of_range_are_errors_naming_them() {
     );
     let refused = run("GatherND", &[3]).unwrap_err().to_string();
     assert_names(&refused, &["\"GatherND_y\"", "index 3 (element 0"]);
+}
+
+/// `Range` counts its length before making it: one past memory (from a file of a few
+/// bytes) is refused, and so is a delta of 0, which never reaches its limit.
+#[test]
+fn ranges_past_memory_or_without_a_step_are_refused() {
+    let run = |start: i64, limit: i64, delta: i64| {
+        let mut g = Graph::new(17);
+        g.ints("s", &[start])
+            .ints("l", &[limit])
+            .ints("d", &[delta])
+            .node("Range", &["s", "l", "d"], &["y"], &[])
+            .output("y");
+        let model = OnnxModel::from_bytes(&g.bytes(), "range.onnx").unwrap();
+        model.run(&[])
+    };
+    let down = run(i64::MAX, i64::MIN, -(1 << 62)).unwrap();
+    assert_eq!(
+        down[0].to_vec::<i64>().unwrap(),
+        // 2^63 - 1 down by 2^62 while above -2^63: four values, no overflow on the way
+        [i64::MAX, (1 << 62) - 1, -1, -(1 << 62) - 1]
+    );
+    let refused = run(i64::MIN, i64::MAX, 1).unwrap_err().to_string();
+    assert_names(&refused, &["\"Range_y\"", "Range"]);
+    let refused = run(0, 5, 0).unwrap_err().to_string();
+    assert_names(&refused, &["\"Range_y\"", "delta of 0"]);
 }

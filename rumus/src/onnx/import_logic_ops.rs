@@ -1,7 +1,7 @@
 //! Imported ONNX ops on masks and signs: `And`, `Or`, `Xor`, `Not` of `bool` tensors
 //! (attention masks), `IsNaN` and `IsInf` (the NaN guards of exported attention), and the
-//! integer forms of `Abs`, `Neg` and `Sign` (T5's relative position buckets), which ONNX
-//! defines with wrapping two's-complement arithmetic and rumus computes on the host.
+//! integer forms of `Abs`, `Neg`, `Sign` and `Clip` (T5's relative position buckets), which
+//! ONNX defines with wrapping two's-complement arithmetic and rumus computes on the host.
 
 use super::import_ops::{Attributes, arg, invalid};
 use crate::dtype::DType;
@@ -119,5 +119,30 @@ pub(super) fn signed_unary(op: &str, args: &[Option<&DynTensor>]) -> Result<DynT
         _ => i64::signum,
     };
     let values: Vec<i64> = x.to_vec::<i64>()?.into_iter().map(f).collect();
+    Ok(DynTensor::from_vec(values, x.dims())?)
+}
+
+/// `Clip` of an `int64` tensor, exactly: `min(max(x, min), max)` (so `max` wins where the
+/// bounds cross, as onnxruntime has it), each bound an optional single `int64` value.
+pub(super) fn integer_clip(args: &[Option<&DynTensor>]) -> Result<DynTensor> {
+    let x = arg(args, 0)?;
+    let bound = |k: usize, default: i64| -> Result<i64> {
+        let Some(t) = args.get(k).copied().flatten() else {
+            return Ok(default);
+        };
+        match (t.dtype(), t.numel()) {
+            (DType::I64, 1) => Ok(t.to_vec::<i64>()?[0]),
+            (dtype, _) => Err(invalid(format!(
+                "Clip of int64 by a bound of {dtype} {:?}: expected one int64 value",
+                t.dims()
+            ))),
+        }
+    };
+    let (low, high) = (bound(1, i64::MIN)?, bound(2, i64::MAX)?);
+    let values: Vec<i64> = x
+        .to_vec::<i64>()?
+        .into_iter()
+        .map(|v| v.max(low).min(high))
+        .collect();
     Ok(DynTensor::from_vec(values, x.dims())?)
 }

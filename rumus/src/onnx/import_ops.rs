@@ -70,6 +70,7 @@ pub const SUPPORTED: &[&str] = &[
     "Not",
     "Or",
     "Pow",
+    "Range",
     "Reciprocal",
     "ReduceMax",
     "ReduceMean",
@@ -280,6 +281,7 @@ pub fn evaluate(
             one(x.argmax(at as isize, a.int("keepdims", 1) != 0)?)
         }
         "Resize" => resize(&a, args),
+        "Clip" if x()?.dtype() == DType::I64 => one(logic_ops::integer_clip(args)?),
         "Clip" => {
             let bound = |k: usize, default: f64| -> Result<f64> {
                 match args.get(k).copied().flatten() {
@@ -488,6 +490,7 @@ pub fn evaluate(
             one(DynTensor::from_vec(picked, &[len])?)
         }
         "Constant" => constant(&a),
+        "Range" => one(tensor_ops::range(x()?, arg(args, 1)?, arg(args, 2)?)?),
         "ConstantOfShape" => {
             let dims: Vec<usize> = ints_of(x()?)?
                 .iter()
@@ -568,31 +571,25 @@ fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> 
     })
 }
 
-/// `f` of two integer tensors' elements, on the host: tensors of equal length, or one value
-/// against any number (none included), as shape arithmetic has them.
+/// `f` of two integer tensors' elements, on the host, broadcast as numpy does (a row
+/// minus a column is a matrix, as `arange(t)[None, :] - arange(t)[:, None]` exports).
 fn integer_elementwise(
     op: &str,
     lhs: &DynTensor,
     rhs: &DynTensor,
     f: impl Fn(i64, i64) -> Result<i64>,
 ) -> Result<Vec<DynTensor>> {
-    let (l, r) = (ints_of(lhs)?, ints_of(rhs)?);
-    let (dims, len) = if l.len() == r.len() || r.len() == 1 {
-        (lhs.dims(), l.len())
-    } else if l.len() == 1 {
-        (rhs.dims(), r.len())
-    } else {
-        return Err(invalid(format!(
-            "integer {op} of shapes {:?} and {:?}",
-            lhs.dims(),
-            rhs.dims()
-        )));
-    };
-    let at = |v: &[i64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
-    let values = (0..len)
-        .map(|i| f(at(&l, i), at(&r, i)))
+    let dims = crate::shape::broadcast_shapes(lhs.dims(), rhs.dims(), op)?;
+    let (l, r) = (
+        ints_of(&lhs.broadcast_to(&dims)?)?,
+        ints_of(&rhs.broadcast_to(&dims)?)?,
+    );
+    let values = l
+        .into_iter()
+        .zip(r)
+        .map(|(a, b)| f(a, b))
         .collect::<Result<Vec<i64>>>()?;
-    one(DynTensor::from_vec(values, dims)?)
+    one(DynTensor::from_vec(values, &dims)?)
 }
 
 /// ONNX `Mod` of integers: the remainder with the divisor's sign (Python's `%`), or with the
