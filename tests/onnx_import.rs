@@ -309,6 +309,21 @@ fn nodes_that_cannot_run_are_refused_at_load_by_name() {
     assert_names(&refused, &["attribute kernel_shape [2, 2]"]);
     assert_names(&pool(&[]), &["attribute kernel_shape is required"]);
 
+    // A window past the padded input, found at the run (loading checks ranks, not sizes).
+    let mut g = Graph::new(17);
+    g.input("x", &[1, 1, 2])
+        .node(
+            "MaxPool",
+            &["x"],
+            &["y"],
+            &[Attr::Ints("kernel_shape", &[4]), Attr::Int("ceil_mode", 1)],
+        )
+        .output("y");
+    let model = OnnxModel::from_bytes(&g.bytes(), "short.onnx").unwrap();
+    let x = DynTensor::zeros(&[1, 1, 2], DType::F32).unwrap();
+    let refused = model.run(&[&x]).unwrap_err().to_string();
+    assert_names(&refused, &["\"MaxPool_y\"", "larger than the padded input"]);
+
     let mut g = Graph::new(17);
     g.floats("f", &[2], &[1.0, 0.0])
         .node("And", &["f", "f"], &["y"], &[])

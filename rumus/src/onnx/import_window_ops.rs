@@ -304,6 +304,12 @@ pub(super) fn pool(
         op,
         limits::product(&[d[0], d[1], rows, cols, per_output]),
     )?;
+    if rows == 0 || cols == 0 {
+        return Err(invalid(format!(
+            "{op} of {:?}: the window {:?} is larger than the padded input",
+            d, window.kernel
+        )));
+    }
     let (kernel, stride) = (window.kernel, window.stride);
     let out = match window.symmetric() {
         Some(padding) if !ceil => {
@@ -338,7 +344,7 @@ fn padded_pool(
     let extents: Vec<(usize, usize)> = (0..2)
         .map(|k| {
             let (begin, end) = window.pads[k];
-            let reach = (counts[k].max(1) - 1)
+            let reach = (counts[k] - 1)
                 .saturating_mul(stride[k])
                 .saturating_add(kernel[k]);
             let short = reach.saturating_sub(d[2 + k].saturating_add(begin));
@@ -354,7 +360,7 @@ fn padded_pool(
     if max {
         return padded.max_pool2d(kernel, stride, (0, 0));
     }
-    let area = (kernel.0 * kernel.1) as f64;
+    let area = kernel.0.saturating_mul(kernel.1) as f64;
     let sums = padded
         .avg_pool2d(kernel, stride, (0, 0), true)?
         .mul_scalar(area)?;
