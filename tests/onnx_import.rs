@@ -6,10 +6,12 @@
 //! damaged files are errors, not panics.
 
 mod common;
+mod onnx_graphs;
 
 use std::path::{Path, PathBuf};
 
 use common::fixture_file::{assert_close, read_cases};
+use onnx_graphs::{Attr, Graph};
 use rumus::nn::{BatchNorm2d, Conv2d, Embedding, LayerNorm, Linear, Module};
 use rumus::onnx::OnnxModel;
 use rumus::prelude::*;
@@ -179,7 +181,7 @@ fn tensor_of(t: &common::fixture_file::FixtureTensor) -> DynTensor {
 fn single_ops_match_onnxruntime() {
     let text = std::fs::read_to_string(fixture("single_ops.txt")).unwrap();
     let cases = read_cases(&text);
-    assert_eq!(cases.len(), 142);
+    assert_eq!(cases.len(), 188);
     let mut failures = Vec::new();
     for (name, tensors) in &cases {
         let model = OnnxModel::load(fixture(&format!("single_ops/{name}.onnx"))).unwrap();
@@ -248,5 +250,229 @@ fn integer_arithmetic_matches_onnxruntime() {
     assert_eq!(outputs.len(), 4);
     for (name, output) in model.output_names().into_iter().zip(&outputs) {
         assert_eq!(output.to_vec::<i64>().unwrap(), values[name], "{name}");
+    }
+}
+
+/// The error of loading `graph`.
+fn load_error(graph: &Graph) -> String {
+    match OnnxModel::from_bytes(&graph.bytes(), "checked.onnx") {
+        Ok(_) => panic!("the model loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn assert_names(message: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(message.contains(part), "{part:?} not in: {message}");
+    }
+}
+
+/// What the file fixes (the rank of a graph input, the type of an initializer, an
+/// attribute) and no run could change is an error when the model is loaded, naming the node
+/// and what is wrong, not at the first run.
+#[test]
+fn nodes_that_cannot_run_are_refused_at_load_by_name() {
+    let mut g = Graph::new(17);
+    g.input("x", &[1, 1, 2, 3, 3])
+        .floats("w", &[1, 1, 1, 1, 1], &[1.0])
+        .node("Conv", &["x", "w"], &["y"], &[])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["checked.onnx", "\"Conv_y\"", "rank-5 input"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[1, 2, 6])
+        .floats("w", &[1, 2, 3, 3], &[0.0; 18])
+        .node("Conv", &["x", "w"], &["y"], &[])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"Conv_y\"", "rank-3 input by a rank-4 weight"],
+    );
+
+    let pool = |attrs: &[Attr]| {
+        let mut g = Graph::new(17);
+        g.input("x", &[1, 2, 6])
+            .node("MaxPool", &["x"], &["y"], attrs)
+            .output("y");
+        load_error(&g)
+    };
+    let kernel = Attr::Ints("kernel_shape", &[2]);
+    let refused = pool(&[Attr::Ints("kernel_shape", &[2]), Attr::Int("ceil_mode", 2)]);
+    assert_names(&refused, &["\"MaxPool_y\"", "attribute ceil_mode = 2"]);
+    let refused = pool(&[kernel, Attr::Ints("strides", &[0])]);
+    assert_names(&refused, &["attribute strides [0]", "1 positive values"]);
+    // A 2-D kernel over a 1-D input
+    let refused = pool(&[Attr::Ints("kernel_shape", &[2, 2])]);
+    assert_names(&refused, &["attribute kernel_shape [2, 2]"]);
+    assert_names(&pool(&[]), &["attribute kernel_shape is required"]);
+
+    // A window past the padded input, found at the run (loading checks ranks, not sizes).
+    let mut g = Graph::new(17);
+    g.input("x", &[1, 1, 2])
+        .node(
+            "MaxPool",
+            &["x"],
+            &["y"],
+            &[Attr::Ints("kernel_shape", &[4]), Attr::Int("ceil_mode", 1)],
+        )
+        .output("y");
+    let model = OnnxModel::from_bytes(&g.bytes(), "short.onnx").unwrap();
+    let x = DynTensor::zeros(&[1, 1, 2], DType::F32).unwrap();
+    let refused = model.run(&[&x]).unwrap_err().to_string();
+    assert_names(&refused, &["\"MaxPool_y\"", "larger than the padded input"]);
+
+    let mut g = Graph::new(17);
+    g.floats("f", &[2], &[1.0, 0.0])
+        .node("And", &["f", "f"], &["y"], &[])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"And_y\"", "And of f32", "bool tensors only"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[3])
+        .node("IsInf", &["x"], &["y"], &[Attr::Int("detect_positive", 2)])
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"IsInf_y\"", "attribute detect_positive = 2"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[2, 3])
+        .ints("i", &[0])
+        .node(
+            "GatherElements",
+            &["x", "i"],
+            &["y"],
+            &[Attr::Int("axis", 2)],
+        )
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"GatherElements_y\"", "attribute axis = 2 is out of range"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[2, 3])
+        .ints("i", &[0])
+        .node(
+            "GatherND",
+            &["x", "i"],
+            &["y"],
+            &[Attr::Int("batch_dims", 1)],
+        )
+        .output("y");
+    assert_names(
+        &load_error(&g),
+        &["\"GatherND_y\"", "attribute batch_dims = 1"],
+    );
+
+    let mut g = Graph::new(17);
+    g.input("x", &[3])
+        .node("IsNaN", &["x"], &["y"], &[Attr::Str("detect", "all")])
+        .node("Not", &["y"], &["z"], &[])
+        .output("z");
+    OnnxModel::from_bytes(&g.bytes(), "fine.onnx").expect("IsNaN then Not of a float input");
+}
+
+/// An index outside its axis is an error naming it and where it stands among the indices,
+/// for both ends of ONNX's range [-size, size).
+#[test]
+fn gather_indices_out_of_range_are_errors_naming_them() {
+    let x = DynTensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let run = |op: &str, indices: &[i64]| {
+        let mut g = Graph::new(17);
+        g.input("x", &[3])
+            .ints("i", indices)
+            .node(op, &["x", "i"], &["y"], &[])
+            .output("y");
+        let model = OnnxModel::from_bytes(&g.bytes(), "gather.onnx").unwrap();
+        model.run(&[&x])
+    };
+    let picked = run("GatherElements", &[-3, 2, -1]).unwrap();
+    assert_eq!(picked[0].to_vec::<f32>().unwrap(), [1.0, 3.0, 3.0]);
+    let refused = run("GatherElements", &[0, 3]).unwrap_err().to_string();
+    assert_names(
+        &refused,
+        &[
+            "\"GatherElements_y\"",
+            "index 3 (element 1 of the indices)",
+            "size 3",
+        ],
+    );
+    let refused = run("GatherElements", &[-4]).unwrap_err().to_string();
+    assert_names(&refused, &["index -4 (element 0", "[-3, 3)"]);
+    // GatherND by one index tuple [k] of k = 1 value: data[k], a scalar.
+    assert_eq!(
+        run("GatherND", &[-2]).unwrap()[0].to_vec::<f32>().unwrap(),
+        [2.0]
+    );
+    let refused = run("GatherND", &[3]).unwrap_err().to_string();
+    assert_names(&refused, &["\"GatherND_y\"", "index 3 (element 0"]);
+}
+
+/// `Range` counts its length before making it: one past memory (from a file of a few
+/// bytes) is refused, and so is a delta of 0, which never reaches its limit.
+#[test]
+fn ranges_past_memory_or_without_a_step_are_refused() {
+    let run = |start: i64, limit: i64, delta: i64| {
+        let mut g = Graph::new(17);
+        g.ints("s", &[start])
+            .ints("l", &[limit])
+            .ints("d", &[delta])
+            .node("Range", &["s", "l", "d"], &["y"], &[])
+            .output("y");
+        let model = OnnxModel::from_bytes(&g.bytes(), "range.onnx").unwrap();
+        model.run(&[])
+    };
+    let down = run(i64::MAX, i64::MIN, -(1 << 62)).unwrap();
+    assert_eq!(
+        down[0].to_vec::<i64>().unwrap(),
+        // 2^63 - 1 down by 2^62 while above -2^63: four values, no overflow on the way
+        [i64::MAX, (1 << 62) - 1, -1, -(1 << 62) - 1]
+    );
+    let refused = run(i64::MIN, i64::MAX, 1).unwrap_err().to_string();
+    assert_names(&refused, &["\"Range_y\"", "Range"]);
+    let refused = run(0, 5, 0).unwrap_err().to_string();
+    assert_names(&refused, &["\"Range_y\"", "delta of 0"]);
+}
+
+/// A BERT-style encoder exported by PyTorch with an attention mask built as `transformers`
+/// builds it (And, IsNaN, IsInf, GatherElements, an int64 Abs and Clip, a Conv1d, Range), by
+/// either exporter, run on a batch of another size and length than the export's, padded by
+/// the mask and by pad ids, gives PyTorch's logits (tests/fixtures/make_onnx_bert.py)
+/// within 1e-4 relative (1e-6 absolute near 0).
+#[test]
+fn a_bert_style_export_with_an_attention_mask_gives_pytorchs_logits() {
+    let text = std::fs::read_to_string(fixture("bert_masked.txt")).unwrap();
+    let cases = read_cases(&text);
+    let (_, tensors) = &cases[0];
+    let (ids, mask) = (
+        tensors["input_ids"].to_tensor(),
+        tensors["attention_mask"].to_tensor(),
+    );
+    let expected = &tensors["logits"];
+    for file in ["bert_masked.onnx", "bert_masked_dynamo.onnx"] {
+        let model = OnnxModel::load(fixture(file)).unwrap();
+        assert_eq!(
+            model.input_names(),
+            ["input_ids", "attention_mask"],
+            "{file}"
+        );
+        let logits = model
+            .run(&[&ids, &mask])
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(logits[0].dims(), expected.dims.as_slice(), "{file}");
+        for (got, want) in logits[0].to_f64_vec().iter().zip(&expected.values) {
+            assert!(
+                (got - want).abs() <= 1e-6 + 1e-4 * want.abs(),
+                "{file}: {got} against PyTorch's {want}"
+            );
+        }
     }
 }

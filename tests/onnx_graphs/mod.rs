@@ -44,6 +44,9 @@ impl Message {
 pub enum Attr {
     Int(&'static str, i64),
     Str(&'static str, &'static str),
+    /// (Window geometry for `tests/onnx_import.rs`; each test binary uses its own part.)
+    #[allow(dead_code)]
+    Ints(&'static str, &'static [i64]),
 }
 
 /// A graph in the default domain at one opset.
@@ -136,6 +139,7 @@ impl Graph {
                     .bytes(1, name.as_bytes())
                     .bytes(4, s.as_bytes())
                     .int(20, 3),
+                Attr::Ints(name, v) => a.bytes(1, name.as_bytes()).packed(8, v).int(20, 7),
             };
             node.bytes(5, &a.0);
         }

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::decode::{ModelProto, NodeProto, TensorData, TensorValues, decode_model};
-use super::import_ops::{SUPPORTED, evaluate};
+use super::import_ops::{SUPPORTED, check_at_load, evaluate};
 use super::limits::Limits;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::DynTensor;
 
@@ -145,7 +146,7 @@ impl OnnxModel {
         // Inputs that name an initializer are weights (older exporters list them all).
         let weights: std::collections::HashSet<&str> =
             initializers.iter().map(|(name, _)| name.as_str()).collect();
-        let inputs = proto
+        let inputs: Vec<(String, Vec<Option<usize>>)> = proto
             .inputs
             .into_iter()
             .filter(|i| !weights.contains(i.name.as_str()))
@@ -161,6 +162,7 @@ impl OnnxModel {
                 Ok((i.name, i.dims))
             })
             .collect::<Result<_>>()?;
+        check_nodes(&proto.nodes, &initializers, &inputs).map_err(format)?;
         Ok(OnnxModel {
             path: path.to_string(),
             nodes: proto.nodes,
@@ -303,6 +305,43 @@ impl OnnxModel {
             message: format!("node {:?} ({}): {message}", node.name, node.op_type),
         }
     }
+}
+
+/// Checks every node against what the file fixes before any run: the ranks and types of
+/// the initializers and graph inputs it reads, and its attributes (see
+/// [`check_at_load`]). The error names the node.
+fn check_nodes(
+    nodes: &[NodeProto],
+    initializers: &[(String, DynTensor)],
+    inputs: &[(String, Vec<Option<usize>>)],
+) -> std::result::Result<(), String> {
+    // A name some node computes is known only when it runs (a valid graph has none such).
+    let computed: std::collections::HashSet<&str> = nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(String::as_str))
+        .collect();
+    let known: HashMap<&str, (usize, Option<DType>)> = initializers
+        .iter()
+        .map(|(name, t)| (name.as_str(), (t.rank(), Some(t.dtype()))))
+        .chain(
+            inputs
+                .iter()
+                .map(|(name, dims)| (name.as_str(), (dims.len(), None))),
+        )
+        .filter(|(name, _)| !computed.contains(name))
+        .collect();
+    for node in nodes {
+        let of = |name: &String| known.get(name.as_str()).copied();
+        let ranks: Vec<Option<usize>> = node.inputs.iter().map(|n| of(n).map(|k| k.0)).collect();
+        let dtypes: Vec<Option<DType>> = node
+            .inputs
+            .iter()
+            .map(|n| of(n).and_then(|k| k.1))
+            .collect();
+        check_at_load(node, &ranks, &dtypes)
+            .map_err(|e| format!("node {:?} ({}): {e}", node.name, node.op_type))?;
+    }
+    Ok(())
 }
 
 /// A decoded tensor as a rumus tensor on the CPU.

@@ -4,8 +4,11 @@
 
 use super::decode::{AttributeValue, NodeProto};
 use super::import::tensor_of;
+use super::import_gather_ops as gather_ops;
+use super::import_logic_ops as logic_ops;
 use super::import_norm_ops as norm_ops;
 use super::import_tensor_ops as tensor_ops;
+use super::import_window_ops as window_ops;
 use super::limits::{self, Limits};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -15,6 +18,7 @@ use crate::tensor::DynTensor;
 pub const SUPPORTED: &[&str] = &[
     "Abs",
     "Add",
+    "And",
     "ArgMax",
     "AveragePool",
     "BatchNormalization",
@@ -37,6 +41,8 @@ pub const SUPPORTED: &[&str] = &[
     "Flatten",
     "Floor",
     "Gather",
+    "GatherElements",
+    "GatherND",
     "Gelu",
     "Gemm",
     "GlobalAveragePool",
@@ -46,6 +52,8 @@ pub const SUPPORTED: &[&str] = &[
     "HardSwish",
     "Identity",
     "InstanceNormalization",
+    "IsInf",
+    "IsNaN",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
@@ -60,7 +68,9 @@ pub const SUPPORTED: &[&str] = &[
     "Mul",
     "Neg",
     "Not",
+    "Or",
     "Pow",
+    "Range",
     "Reciprocal",
     "ReduceMax",
     "ReduceMean",
@@ -71,6 +81,7 @@ pub const SUPPORTED: &[&str] = &[
     "Resize",
     "Shape",
     "Sigmoid",
+    "Sign",
     "Sin",
     "Slice",
     "Softmax",
@@ -85,6 +96,7 @@ pub const SUPPORTED: &[&str] = &[
     "Trilu",
     "Unsqueeze",
     "Where",
+    "Xor",
 ];
 
 pub(super) fn invalid(message: impl Into<String>) -> Error {
@@ -95,10 +107,10 @@ pub(super) fn invalid(message: impl Into<String>) -> Error {
 }
 
 /// Attribute lookups with ONNX's defaults.
-struct Attributes<'a>(&'a NodeProto);
+pub(super) struct Attributes<'a>(pub(super) &'a NodeProto);
 
 impl Attributes<'_> {
-    fn get(&self, name: &str) -> Option<&AttributeValue> {
+    pub(super) fn get(&self, name: &str) -> Option<&AttributeValue> {
         self.0
             .attributes
             .iter()
@@ -113,6 +125,18 @@ impl Attributes<'_> {
         }
     }
 
+    /// An integer attribute, `default` when absent; one of another type is an error naming
+    /// it.
+    pub(super) fn checked_int(&self, name: &str, default: i64) -> Result<i64> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(AttributeValue::Int(v)) => Ok(*v),
+            Some(_) => Err(invalid(format!(
+                "attribute {name} is not an integer (ONNX defines it as one)"
+            ))),
+        }
+    }
+
     fn float(&self, name: &str, default: f32) -> f32 {
         match self.get(name) {
             Some(AttributeValue::Float(v)) => *v,
@@ -120,7 +144,7 @@ impl Attributes<'_> {
         }
     }
 
-    fn ints(&self, name: &str) -> Option<Vec<i64>> {
+    pub(super) fn ints(&self, name: &str) -> Option<Vec<i64>> {
         match self.get(name) {
             Some(AttributeValue::Ints(v)) => Some(v.clone()),
             _ => None,
@@ -147,7 +171,7 @@ fn ints_of(t: &DynTensor) -> Result<Vec<i64>> {
 }
 
 /// An axis, negative counting from the end, as an index below `rank`.
-fn axis(value: i64, rank: usize) -> Result<usize> {
+pub(super) fn axis(value: i64, rank: usize) -> Result<usize> {
     let resolved = if value < 0 {
         value + rank as i64
     } else {
@@ -171,6 +195,24 @@ fn check_work(limits: &Limits, op: &str, multiply_adds: u64) -> Result<()> {
     limits.check_work(op, multiply_adds).map_err(invalid)
 }
 
+/// Checks, when the file is loaded, what can be known of `node` before it runs: the ranks
+/// (`ranks`) and element types (`dtypes`) of its inputs that are initializers or graph
+/// inputs (`None` for the others), and its attributes. What passes may still fail on the
+/// values a run gives it; what fails here would fail at every run.
+pub(super) fn check_at_load(
+    node: &NodeProto,
+    ranks: &[Option<usize>],
+    dtypes: &[Option<DType>],
+) -> Result<()> {
+    let a = Attributes(node);
+    let op = node.op_type.as_str();
+    match op {
+        "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" => window_ops::check(op, &a, ranks),
+        "GatherElements" | "GatherND" => gather_ops::check(op, &a, ranks),
+        _ => logic_ops::check(op, &a, dtypes),
+    }
+}
+
 /// Runs one node on its inputs (`None` for an omitted optional input), refusing work past
 /// `limits` before doing it.
 pub fn evaluate(
@@ -184,11 +226,16 @@ pub fn evaluate(
         "Identity" | "Dropout" => one(x()?.clone()),
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => binary(&node.op_type, x()?, arg(args, 1)?),
         "Mod" => modulo(x()?, arg(args, 1)?, a.int("fmod", 0) != 0),
-        "Neg" => one(x()?.neg()?),
+        "Abs" | "Neg" | "Sign" => one(logic_ops::signed_unary(&node.op_type, args)?),
+        "And" | "Or" | "Xor" => one(logic_ops::logical(&node.op_type, args)?),
+        "Not" => one(logic_ops::not(args)?),
+        "IsNaN" => one(logic_ops::is_nan(args)?),
+        "IsInf" => one(logic_ops::is_inf(&a, args)?),
+        "GatherElements" => one(gather_ops::gather_elements(&a, args)?),
+        "GatherND" => one(gather_ops::gather_nd(&a, args)?),
         "Exp" => one(x()?.exp()?),
         "Log" => one(x()?.log()?),
         "Sqrt" => one(x()?.sqrt()?),
-        "Abs" => one(x()?.abs()?),
         "Relu" => one(x()?.relu()?),
         "Sigmoid" => one(x()?.sigmoid()?),
         "Tanh" => one(x()?.tanh()?),
@@ -234,6 +281,7 @@ pub fn evaluate(
             one(x.argmax(at as isize, a.int("keepdims", 1) != 0)?)
         }
         "Resize" => resize(&a, args),
+        "Clip" if x()?.dtype() == DType::I64 => one(logic_ops::integer_clip(args)?),
         "Clip" => {
             let bound = |k: usize, default: f64| -> Result<f64> {
                 match args.get(k).copied().flatten() {
@@ -249,7 +297,6 @@ pub fn evaluate(
         "LessOrEqual" => one(x()?.le(arg(args, 1)?)?),
         "Greater" => one(x()?.gt(arg(args, 1)?)?),
         "GreaterOrEqual" => one(x()?.ge(arg(args, 1)?)?),
-        "Not" => one(x()?.logical_not()?),
         "Where" => one(DynTensor::where_(x()?, arg(args, 1)?, arg(args, 2)?)?),
         "MatMul" => {
             let (x, y) = (x()?, arg(args, 1)?);
@@ -261,9 +308,9 @@ pub fn evaluate(
             one(x.matmul(y)?)
         }
         "Gemm" => gemm(&a, args, limits),
-        "Conv" => conv(&a, args, limits),
-        "ConvTranspose" => conv_transpose(&a, args, limits),
-        "MaxPool" | "AveragePool" => pool(&node.op_type, &a, x()?, limits),
+        "Conv" => window_ops::conv(&a, args, limits),
+        "ConvTranspose" => window_ops::conv_transpose(&a, args, limits),
+        "MaxPool" | "AveragePool" => window_ops::pool(&node.op_type, &a, x()?, limits),
         "GlobalAveragePool" => {
             let x = x()?;
             let axes: Vec<isize> = (2..x.rank() as isize).collect();
@@ -443,6 +490,7 @@ pub fn evaluate(
             one(DynTensor::from_vec(picked, &[len])?)
         }
         "Constant" => constant(&a),
+        "Range" => one(tensor_ops::range(x()?, arg(args, 1)?, arg(args, 2)?)?),
         "ConstantOfShape" => {
             let dims: Vec<usize> = ints_of(x()?)?
                 .iter()
@@ -523,31 +571,25 @@ fn binary(op: &str, lhs: &DynTensor, rhs: &DynTensor) -> Result<Vec<DynTensor>> 
     })
 }
 
-/// `f` of two integer tensors' elements, on the host: tensors of equal length, or one value
-/// against any number (none included), as shape arithmetic has them.
+/// `f` of two integer tensors' elements, on the host, broadcast as numpy does (a row
+/// minus a column is a matrix, as `arange(t)[None, :] - arange(t)[:, None]` exports).
 fn integer_elementwise(
     op: &str,
     lhs: &DynTensor,
     rhs: &DynTensor,
     f: impl Fn(i64, i64) -> Result<i64>,
 ) -> Result<Vec<DynTensor>> {
-    let (l, r) = (ints_of(lhs)?, ints_of(rhs)?);
-    let (dims, len) = if l.len() == r.len() || r.len() == 1 {
-        (lhs.dims(), l.len())
-    } else if l.len() == 1 {
-        (rhs.dims(), r.len())
-    } else {
-        return Err(invalid(format!(
-            "integer {op} of shapes {:?} and {:?}",
-            lhs.dims(),
-            rhs.dims()
-        )));
-    };
-    let at = |v: &[i64], i: usize| if v.len() == 1 { v[0] } else { v[i] };
-    let values = (0..len)
-        .map(|i| f(at(&l, i), at(&r, i)))
+    let dims = crate::shape::broadcast_shapes(lhs.dims(), rhs.dims(), op)?;
+    let (l, r) = (
+        ints_of(&lhs.broadcast_to(&dims)?)?,
+        ints_of(&rhs.broadcast_to(&dims)?)?,
+    );
+    let values = l
+        .into_iter()
+        .zip(r)
+        .map(|(a, b)| f(a, b))
         .collect::<Result<Vec<i64>>>()?;
-    one(DynTensor::from_vec(values, dims)?)
+    one(DynTensor::from_vec(values, &dims)?)
 }
 
 /// ONNX `Mod` of integers: the remainder with the divisor's sign (Python's `%`), or with the
@@ -713,152 +755,6 @@ fn gemm(
         };
     }
     one(out)
-}
-
-/// Symmetric 2-D padding from ONNX's `[top, left, bottom, right]`.
-fn padding2d(a: &Attributes<'_>) -> Result<(usize, usize)> {
-    if a.0
-        .attributes
-        .iter()
-        .any(|(n, v)| n == "auto_pad" && !matches!(v, AttributeValue::String(s) if s == b"NOTSET"))
-    {
-        return Err(invalid(
-            "auto_pad is not supported; export with explicit pads",
-        ));
-    }
-    match a.ints("pads").as_deref() {
-        None => Ok((0, 0)),
-        Some(&[top, left, bottom, right]) if top == bottom && left == right => {
-            Ok((top.max(0) as usize, left.max(0) as usize))
-        }
-        Some(pads) => Err(invalid(format!(
-            "pads {pads:?}: rumus pads both sides of each axis equally"
-        ))),
-    }
-}
-
-fn pair(a: &Attributes<'_>, name: &str) -> Result<(usize, usize)> {
-    match a.ints(name).as_deref() {
-        None => Ok((1, 1)),
-        Some(&[h, w]) if h > 0 && w > 0 => Ok((h as usize, w as usize)),
-        Some(v) => Err(invalid(format!(
-            "{name} {v:?}: expected two positive values"
-        ))),
-    }
-}
-
-/// Multiply-adds of a 2-D window op on `x` ([n, c, h, w]): `per_output` for each of the
-/// `channels` x output positions of each image.
-fn window_work(
-    x: &DynTensor,
-    channels: usize,
-    per_output: usize,
-    kernel: (usize, usize),
-    stride: (usize, usize),
-    padding: (usize, usize),
-    dilation: (usize, usize),
-) -> u64 {
-    let d = x.dims();
-    let rows = limits::window_outputs(d[2], kernel.0, stride.0, padding.0, dilation.0);
-    let cols = limits::window_outputs(d[3], kernel.1, stride.1, padding.1, dilation.1);
-    limits::product(&[d[0], channels, rows, cols, per_output])
-}
-
-fn conv(
-    a: &Attributes<'_>,
-    args: &[Option<&DynTensor>],
-    limits: &Limits,
-) -> Result<Vec<DynTensor>> {
-    let (x, w) = (arg(args, 0)?, arg(args, 1)?);
-    if x.rank() != 4 {
-        return Err(invalid(format!(
-            "Conv of a rank-{} input: rumus imports 2-D convolutions",
-            x.rank()
-        )));
-    }
-    let groups = usize::try_from(a.int("group", 1)).map_err(|_| invalid("group < 0"))?;
-    let (stride, padding, dilation) = (pair(a, "strides")?, padding2d(a)?, pair(a, "dilations")?);
-    if let &[out_channels, in_per_group, kh, kw] = w.dims() {
-        let per_output = limits::product(&[in_per_group, kh, kw]) as usize;
-        let work = window_work(
-            x,
-            out_channels,
-            per_output,
-            (kh, kw),
-            stride,
-            padding,
-            dilation,
-        );
-        check_work(limits, "Conv", work)?;
-    }
-    one(x.conv2d(
-        w,
-        args.get(2).copied().flatten(),
-        stride,
-        padding,
-        dilation,
-        groups,
-    )?)
-}
-
-fn conv_transpose(
-    a: &Attributes<'_>,
-    args: &[Option<&DynTensor>],
-    limits: &Limits,
-) -> Result<Vec<DynTensor>> {
-    let (x, w) = (arg(args, 0)?, arg(args, 1)?);
-    if x.rank() != 4 || a.int("group", 1) != 1 || a.get("output_shape").is_some() {
-        return Err(invalid(
-            "ConvTranspose: rumus imports 2-D, one group, without output_shape",
-        ));
-    }
-    let output_padding = match a.ints("output_padding").as_deref() {
-        None => (0, 0),
-        Some(&[h, w]) if h >= 0 && w >= 0 => (h as usize, w as usize),
-        Some(v) => return Err(invalid(format!("output_padding {v:?}"))),
-    };
-    // Every input element is spread over out_channels x kh x kw outputs.
-    let spread = w.dims().get(1..).map_or(0, limits::product);
-    let work = (x.numel() as u64).saturating_mul(spread);
-    check_work(limits, "ConvTranspose", work)?;
-    one(x.conv_transpose2d(
-        w,
-        args.get(2).copied().flatten(),
-        pair(a, "strides")?,
-        padding2d(a)?,
-        output_padding,
-        pair(a, "dilations")?,
-    )?)
-}
-
-fn pool(op: &str, a: &Attributes<'_>, x: &DynTensor, limits: &Limits) -> Result<Vec<DynTensor>> {
-    if a.int("ceil_mode", 0) != 0 {
-        return Err(invalid("ceil_mode=1 is not supported"));
-    }
-    let kernel = match a.ints("kernel_shape").as_deref() {
-        Some(&[h, w]) if h > 0 && w > 0 => (h as usize, w as usize),
-        other => {
-            return Err(invalid(format!(
-                "kernel_shape {other:?}: expected two sizes"
-            )));
-        }
-    };
-    let stride = pair(a, "strides")?;
-    let padding = padding2d(a)?;
-    if x.rank() == 4 {
-        let per_output = kernel.0.saturating_mul(kernel.1);
-        let (channels, dilation) = (x.dims()[1], pair(a, "dilations")?);
-        let work = window_work(x, channels, per_output, kernel, stride, padding, dilation);
-        check_work(limits, op, work)?;
-    }
-    one(if op == "MaxPool" {
-        if pair(a, "dilations")? != (1, 1) {
-            return Err(invalid("dilated max pooling is not supported"));
-        }
-        x.max_pool2d(kernel, stride, padding)?
-    } else {
-        x.avg_pool2d(kernel, stride, padding, a.int("count_include_pad", 0) != 0)?
-    })
 }
 
 fn reduce(op: &str, a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {

@@ -1,11 +1,53 @@
-//! ONNX ops that cut or resample whole tensors: `Split` (`q, k, v = qkv.split(...)`,
-//! `chunk`, `unbind`) and `Resize` (`F.interpolate`, `nn.Upsample`: nearest and linear),
-//! run with rumus's views and `index_select`. (`Tile` and `Trilu` are rumus's `repeat`,
-//! `triu` and `tril`.)
+//! ONNX ops that make, cut or resample whole tensors: `Range` (`torch.arange` of a
+//! dynamic length), `Split` (`q, k, v = qkv.split(...)`, `chunk`, `unbind`) and `Resize`
+//! (`F.interpolate`, `nn.Upsample`: nearest and linear), run with rumus's views and
+//! `index_select`. (`Tile` and `Trilu` are rumus's `repeat`, `triu` and `tril`.)
 
 use super::import_ops::invalid;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::DynTensor;
+
+/// `Range`: `start, start + delta, ...` while short of `limit`, that is
+/// `max(ceil((limit - start) / delta), 0)` values of the inputs' type (three scalars).
+/// Integer ranges are exact; their length is counted in 128 bits, so no file overflows it,
+/// and the allocation check refuses a length past memory before any value is made.
+pub(super) fn range(start: &DynTensor, limit: &DynTensor, delta: &DynTensor) -> Result<DynTensor> {
+    let dtype = start.dtype();
+    let scalars = [start, limit, delta];
+    if scalars.iter().any(|t| t.numel() != 1 || t.dtype() != dtype) {
+        return Err(invalid(format!(
+            "Range of {:?}: start, limit and delta are single values of one type",
+            scalars.map(|t| (t.dtype(), t.dims().to_vec()))
+        )));
+    }
+    if dtype == DType::I64 {
+        let [s, l, d] = scalars.map(|t| t.to_vec::<i64>().map(|v| i128::from(v[0])));
+        let (s, l, d) = (s?, l?, d?);
+        if d == 0 {
+            return Err(invalid("Range with a delta of 0"));
+        }
+        // ceil((l - s) / d) for either sign: the truncated quotient, one up when a
+        // remainder is left on the positive side
+        let (q, r) = ((l - s) / d, (l - s) % d);
+        let count = (q + i128::from(r != 0 && (r < 0) == (d < 0))).max(0);
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        crate::alloc::ensure_output("Range", &[count], 8)?;
+        let values = (0..count as i128).map(|i| (s + i * d) as i64).collect();
+        return Ok(DynTensor::from_vec(values, &[count])?);
+    }
+    let [s, l, d] = scalars.map(|t| t.try_to_f64_vec().map(|v| v[0]));
+    let (s, l, d) = (s?, l?, d?);
+    let count = ((l - s) / d).ceil();
+    if count.is_nan() || count == f64::INFINITY {
+        return Err(invalid(format!("Range from {s} to {l} by {d}")));
+    }
+    // (a saturating cast: a length past memory is refused below)
+    let count = count.max(0.0) as usize;
+    crate::alloc::ensure_output("Range", &[count], 8)?;
+    let values: Vec<f64> = (0..count).map(|i| s + i as f64 * d).collect();
+    DynTensor::from_vec(values, &[count])?.to_dtype(dtype)
+}
 
 /// `Split` of `x` along `axis` (already resolved) into `outputs` pieces: of the `sizes` given
 /// (the `split` input), else `num_outputs` (opset 18) or one per output, the last piece the

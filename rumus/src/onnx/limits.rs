@@ -158,25 +158,6 @@ pub(super) fn matmul_multiply_adds(a: &[usize], b: &[usize]) -> u64 {
     product(&batches).saturating_mul(product(&[m, k, n]))
 }
 
-/// Output length of a 2-D window (convolution or pool) along an axis of `size`, or 0 when
-/// the window does not fit.
-pub(super) fn window_outputs(
-    size: usize,
-    kernel: usize,
-    stride: usize,
-    padding: usize,
-    dilation: usize,
-) -> usize {
-    let padded = size.saturating_add(padding.saturating_mul(2));
-    let span = kernel
-        .saturating_sub(1)
-        .saturating_mul(dilation)
-        .saturating_add(1);
-    padded
-        .checked_sub(span)
-        .map_or(0, |room| room / stride.max(1) + 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,14 +173,5 @@ mod tests {
         assert_eq!(matmul_multiply_adds(&[2, 4], &[4]), 8);
         let huge = matmul_multiply_adds(&[1 << 40, 1 << 40], &[1 << 40, 1 << 40]);
         assert_eq!(huge, u64::MAX);
-    }
-
-    #[test]
-    fn windows_count_as_pytorch_sizes_them() {
-        // torch.nn.Conv2d(k=3, stride=2, padding=1) on 7: (7 + 2 - 3) / 2 + 1 = 4
-        assert_eq!(window_outputs(7, 3, 2, 1, 1), 4);
-        // dilation 2 spans 5 elements: 7 - 5 + 1 = 3
-        assert_eq!(window_outputs(7, 3, 1, 0, 2), 3);
-        assert_eq!(window_outputs(2, 3, 1, 0, 1), 0);
     }
 }

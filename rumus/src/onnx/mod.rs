@@ -18,13 +18,17 @@
 //! - The graph has the example's shapes: one input `input`, one output `output`.
 //! - [`OnnxModel`] reads an ONNX file (from `torch.onnx.export` or anything else at opset
 //!   13 to 22) and runs it with rumus's ops; an op outside [`IMPORTED_OPS`] is an error
-//!   naming it when the file is loaded. A file is untrusted input: loading and running
+//!   naming it when the file is loaded, and so is a node that the ranks and types of the
+//!   file's initializers and inputs, or its attributes, rule out. A file is untrusted input: loading and running
 //!   stay within [`Limits`] (elements, bytes, multiply-adds, nodes, inputs, rank), an error
 //!   naming the limit otherwise. GPT-style decoders (`nn.MultiheadAttention` under a
 //!   `torch.triu` mask, `scaled_dot_product_attention` over unbound heads, tanh-GELU) and
 //!   MobileNet/U-Net-style convolutional networks (hardswish, squeeze-and-excitation,
 //!   GroupNorm, nearest and bilinear resizing) exported by either of PyTorch's exporters run with
-//!   PyTorch's outputs (`tests/onnx_import.rs`).
+//!   PyTorch's outputs (`tests/onnx_import.rs`). The ops of BERT-style encoders (masks
+//!   through `And`/`IsNaN`/`IsInf`, `GatherElements`, `GatherND`), T5's integer `Abs`,
+//!   Whisper's 1-D convolutions and squeezenet's `ceil_mode` pools are imported too, each
+//!   checked against onnxruntime one node at a time.
 //! - The trace follows the ops the pass runs (Rust control flow is unrolled), as
 //!   `torch.onnx.export` does. An op without an ONNX form is an error naming it, never a
 //!   value baked into the file; so is a model left in training mode where that matters
@@ -32,9 +36,12 @@
 
 mod decode;
 mod import;
+mod import_gather_ops;
+mod import_logic_ops;
 mod import_norm_ops;
 mod import_ops;
 mod import_tensor_ops;
+mod import_window_ops;
 mod limits;
 mod nodes;
 mod proto;
