@@ -9,8 +9,9 @@
 //! ```
 //!
 //! `DIR` holds the four IDX files (gzipped or not; Debian's `dataset-fashion-mnist` installs
-//! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch and
-//! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
+//! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch (its
+//! `eval_*` numbers measured on the test set) and `test_accuracy=`, the last epoch's
+//! `eval_accuracy`, at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
 //! learning-rate schedule over 4 epochs by default.
 //!
 //! With `--distributed` (a build with the `distributed` feature, started by `mpirun`), every
