@@ -59,10 +59,14 @@ pub use shape::{D, Dim, Dyn, Shape};
 pub use tensor::DynTensor;
 pub use tensor::typed::{Elementwise, StaticShape, Tensor};
 
-/// The names most programs need.
+/// The names most programs need: tensors and their shapes, the macros, and the layers of
+/// everyday models (the rest of [`nn`] by path: attention, recurrent layers, losses, ...).
 pub mod prelude {
     pub use crate::autograd::{GradientStore, no_grad};
-    pub use crate::nn::{Conv2d, Linear, Module};
+    pub use crate::nn::{
+        AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Dropout, Embedding, Flatten, Gelu,
+        LayerNorm, Linear, MaxPool2d, Module, Relu, Sigmoid, Silu, Tanh,
+    };
     pub use crate::{
         D, DType, Device, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn,
     };
