@@ -17,6 +17,9 @@
 //! - [`onnx`]: export and import; [`ops`]: every op, and [`ops::custom`] for your own;
 //!   [`device`] and [`backend`]: CPU and GPU kernels; [`rng`]: the global generator.
 #![warn(missing_docs)]
+// docs.rs documents every feature (`[package.metadata.docs.rs]`) and, through `doc_cfg`, badges
+// each gated item with the feature that enables it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub(crate) mod alloc;
 pub mod amp;
@@ -25,6 +28,7 @@ pub mod backend;
 pub mod data;
 pub mod device;
 #[cfg(feature = "distributed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "distributed")))]
 pub mod distributed;
 pub mod dtype;
 pub mod element;
