@@ -144,8 +144,14 @@ fn tensor_fn_matches_the_plain_api() {
 fn sin_cos_floor_in_tensor_fn_match_the_typed_methods_and_std() {
     let values = [-2.5f32, -1.0, -0.25, 0.0, 0.75, 1.5, 3.0];
     let x = Tensor::<(Dyn, D<7>)>::from_vec_with_dims(values.to_vec(), &[1, 7]).unwrap();
-    type Op = fn(&Tensor<(Dyn, D<7>)>) -> rumus::Result<Tensor<(Dyn, D<7>)>>;
-    let cases: [(&str, Op, Tensor<(Dyn, D<7>)>, fn(f32) -> f32); 3] = [
+    type Row = Tensor<(Dyn, D<7>)>;
+    type Case = (
+        &'static str,
+        fn(&Row) -> rumus::Result<Row>,
+        Row,
+        fn(f32) -> f32,
+    );
+    let cases: [Case; 3] = [
         ("sin", sine, x.sin(), f32::sin),
         ("cos", cosine, x.cos(), f32::cos),
         ("floor", floored, x.floor(), f32::floor),

@@ -49,7 +49,7 @@ impl Ranks {
     /// (with the same learning rate). An error when the ranks cannot share it evenly.
     pub fn share_of_batch(&self, batch: usize) -> Result<usize, String> {
         let ranks = self.world_size();
-        if batch == 0 || batch % ranks != 0 {
+        if batch == 0 || !batch.is_multiple_of(ranks) {
             return Err(format!(
                 "--batch {batch} does not split evenly over {ranks} processes: the global \
                  batch must be a positive multiple of the process count, e.g. --batch {}",
