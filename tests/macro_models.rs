@@ -26,6 +26,20 @@ rumus::tensor_fn! {
     }
 }
 
+rumus::tensor_fn! {
+    fn sine(x: [B, 7]) -> [B, 7] {
+        x.sin()
+    }
+
+    fn cosine(x: [B, 7]) -> [B, 7] {
+        x.cos()
+    }
+
+    fn floored(x: [B, 7]) -> [B, 7] {
+        floor(x)
+    }
+}
+
 #[model]
 struct Mlp {
     fc1: Linear<6, 16>,
@@ -124,6 +138,31 @@ fn tensor_fn_matches_the_plain_api() {
         close(&doubled.to_vec().unwrap(), &expected),
         "split then merge is the identity"
     );
+}
+
+#[test]
+fn sin_cos_floor_in_tensor_fn_match_the_typed_methods_and_std() {
+    let values = [-2.5f32, -1.0, -0.25, 0.0, 0.75, 1.5, 3.0];
+    let x = Tensor::<(Dyn, D<7>)>::from_vec_with_dims(values.to_vec(), &[1, 7]).unwrap();
+    type Row = Tensor<(Dyn, D<7>)>;
+    type Case = (
+        &'static str,
+        fn(&Row) -> rumus::Result<Row>,
+        Row,
+        fn(f32) -> f32,
+    );
+    let cases: [Case; 3] = [
+        ("sin", sine, x.sin(), f32::sin),
+        ("cos", cosine, x.cos(), f32::cos),
+        ("floor", floored, x.floor(), f32::floor),
+    ];
+    for (name, macro_fn, typed, reference) in cases {
+        let out = macro_fn(&x).unwrap();
+        assert_eq!(out.dims(), &[1, 7], "{name}");
+        assert_eq!(out.to_vec().unwrap(), typed.to_vec().unwrap(), "{name}");
+        let expected: Vec<f32> = values.iter().map(|&v| reference(v)).collect();
+        assert!(close(&out.to_vec().unwrap(), &expected), "{name}");
+    }
 }
 
 #[test]

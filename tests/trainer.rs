@@ -803,3 +803,26 @@ fn a_curve_that_cannot_be_written_is_an_error_naming_the_file() {
         .to_string();
     assert!(err.contains("/nonexistent-dir/curve.png"), "{err}");
 }
+
+#[test]
+fn the_console_line_names_its_numbers_as_the_csv_header_does() {
+    let summary = EpochSummary {
+        epoch: 3,
+        train: Metrics::batch(0.5, 3, 4),
+        eval: Metrics::batch(1.25, 1, 8),
+        lr: 0.01,
+        seconds: 2.0,
+    };
+    let line = summary.to_string();
+    let pairs: Vec<(&str, f64)> = line
+        .split_whitespace()
+        .filter_map(|word| word.split_once('='))
+        .map(|(name, value)| (name, value.parse().unwrap()))
+        .collect();
+    let expected_names: Vec<&str> = CSV_HEADER.split(',').skip(1).take(5).collect();
+    let names: Vec<&str> = pairs.iter().map(|&(name, _)| name).collect();
+    assert_eq!(names, expected_names, "{line}");
+    let values: Vec<f64> = pairs.iter().map(|&(_, value)| value).collect();
+    assert_eq!(values, [0.5, 0.75, 1.25, 0.125, 0.01], "{line}");
+    assert!(line.starts_with("epoch   3  "), "{line}");
+}

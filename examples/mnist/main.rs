@@ -2,21 +2,28 @@
 //!
 //! ```text
 //! cargo run --release --example mnist -- --data /usr/share/datasets/fashion-mnist
-//! cargo run --release --example mnist -- --data DIR --epochs 3 --limit 10000
+//! cargo run --release --example mnist -- --data DIR --epochs 3 --limit 10000 --batch 128
 //! cargo run --release --example mnist -- --data DIR --device gpu
 //! cargo build --release --example mnist --features distributed
 //! mpirun -np 2 target/release/examples/mnist --data DIR --distributed
 //! ```
 //!
+//! (OpenMPI's `mpirun` refuses to run as root unless given `--allow-run-as-root`, or
+//! `OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1` in the environment.)
+//!
 //! `DIR` holds the four IDX files (gzipped or not; Debian's `dataset-fashion-mnist` installs
-//! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch and
-//! `test_accuracy=` at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
+//! Fashion-MNIST under /usr/share/datasets/fashion-mnist). Prints a line per epoch (its
+//! `eval_*` numbers measured on the test set) and `test_accuracy=`, the last epoch's
+//! `eval_accuracy`, at the end; writes the curves to `mnist_curve.png`. Adam with a cosine
 //! learning-rate schedule over 4 epochs by default.
 //!
-//! With `--distributed` (a build with the `distributed` feature, started by `mpirun`), every
-//! process trains on its own 64 images of each global batch of `64 x processes`, gradients
-//! are averaged across processes, and rank 0 prints and writes the curves. The training
-//! metrics are rank 0's slice; the test accuracy is the whole test set.
+//! With `--distributed` (a build with the `distributed` feature, started by `mpirun`), the
+//! global batch stays `--batch` (64 by default) and each of the N processes trains on its
+//! own `batch / N` images of it (an error when N does not divide the batch); gradients are
+//! averaged across processes, so N processes take the same steps with the same learning
+//! rate as one process does, and reach the same model up to rounding. Rank 0 prints and
+//! writes the curves. The training metrics are rank 0's slice; the test accuracy is the
+//! whole test set.
 
 use rumus::data::{Batch, DataLoader, read_mnist_dir};
 use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler};
@@ -33,6 +40,8 @@ struct Options {
     data: String,
     epochs: usize,
     limit: Option<usize>,
+    /// Images per optimizer step, over all processes together.
+    batch: usize,
     device: Device,
     distributed: bool,
 }
@@ -43,6 +52,7 @@ fn options() -> Result<Options, String> {
         data: String::new(),
         epochs: 4,
         limit: None,
+        batch: 64,
         device: Device::Cpu,
         distributed: false,
     };
@@ -57,6 +67,7 @@ fn options() -> Result<Options, String> {
             "--limit" => {
                 options.limit = Some(value()?.parse().map_err(|e| format!("--limit: {e}"))?)
             }
+            "--batch" => options.batch = value()?.parse().map_err(|e| format!("--batch: {e}"))?,
             "--device" => {
                 options.device = match value()?.as_str() {
                     "cpu" => Device::Cpu,
@@ -66,14 +77,14 @@ fn options() -> Result<Options, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu] [--distributed]"
+                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N] [--batch N] [--device cpu|gpu] [--distributed]"
                 ));
             }
         }
     }
     if options.data.is_empty() {
         return Err(
-            "usage: mnist --data DIR [--epochs N] [--limit N] [--device cpu|gpu] [--distributed]"
+            "usage: mnist --data DIR [--epochs N] [--limit N] [--batch N] [--device cpu|gpu] [--distributed]"
                 .into(),
         );
     }
@@ -97,17 +108,20 @@ fn measure(
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = options()?;
     let ranks = Ranks::new(options.distributed)?;
+    let rank_batch = ranks.share_of_batch(options.batch)?;
     let (mut train, test) = read_mnist_dir(&options.data)?;
     if let Some(limit) = options.limit {
         train.labels.truncate(limit);
     }
     if ranks.is_main() {
         println!(
-            "{} training and {} test images from {}, {} process(es)",
+            "{} training and {} test images from {}, {} process(es), batches of {} ({} per process)",
             train.len(),
             test.len(),
             options.data,
-            ranks.world_size()
+            ranks.world_size(),
+            options.batch,
+            rank_batch
         );
     }
     manual_seed(1);
@@ -124,9 +138,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eta_min: 1e-5,
     };
     let mut scheduler = LrScheduler::new(&mut optimizer, schedule);
-    // Batches of 64 [1, 28, 28] images, shuffled per epoch, loaded by two worker threads.
-    // With several processes, each loads its own slice of every batch.
-    let mut loader = ranks.shard(DataLoader::new(train, 64)?.shuffle(2).workers(2))?;
+    // Batches of `--batch` [1, 28, 28] images, shuffled per epoch, loaded by two worker
+    // threads. With several processes, each loads its own slice of every batch.
+    let mut loader = ranks.shard(DataLoader::new(train, rank_batch)?.shuffle(2).workers(2))?;
     let mut test_loader = DataLoader::new(test, 1000)?;
     let trainer = if ranks.is_main() {
         Trainer::new(options.epochs).curve("mnist_curve.png")

@@ -44,6 +44,21 @@ impl Ranks {
         1
     }
 
+    /// This process's share of a global batch of `batch` images: all of it alone, `batch / N`
+    /// among N ranks, so that the job steps through the same batches as one process does
+    /// (with the same learning rate). An error when the ranks cannot share it evenly.
+    pub fn share_of_batch(&self, batch: usize) -> Result<usize, String> {
+        let ranks = self.world_size();
+        if batch == 0 || !batch.is_multiple_of(ranks) {
+            return Err(format!(
+                "--batch {batch} does not split evenly over {ranks} processes: the global \
+                 batch must be a positive multiple of the process count, e.g. --batch {}",
+                ranks * (batch / ranks).max(1)
+            ));
+        }
+        Ok(batch / ranks)
+    }
+
     /// Rank 0 (or the only process): the one that prints.
     pub fn is_main(&self) -> bool {
         #[cfg(feature = "distributed")]

@@ -17,6 +17,9 @@
 //! - [`onnx`]: export and import; [`ops`]: every op, and [`ops::custom`] for your own;
 //!   [`device`] and [`backend`]: CPU and GPU kernels; [`rng`]: the global generator.
 #![warn(missing_docs)]
+// docs.rs documents every feature (`[package.metadata.docs.rs]`) and, through `doc_cfg`, badges
+// each gated item with the feature that enables it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub(crate) mod alloc;
 pub mod amp;
@@ -25,6 +28,7 @@ pub mod backend;
 pub mod data;
 pub mod device;
 #[cfg(feature = "distributed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "distributed")))]
 pub mod distributed;
 pub mod dtype;
 pub mod element;
@@ -59,10 +63,14 @@ pub use shape::{D, Dim, Dyn, Shape};
 pub use tensor::DynTensor;
 pub use tensor::typed::{Elementwise, StaticShape, Tensor};
 
-/// The names most programs need.
+/// The names most programs need: tensors and their shapes, the macros, and the layers of
+/// everyday models (the rest of [`nn`] by path: attention, recurrent layers, losses, ...).
 pub mod prelude {
     pub use crate::autograd::{GradientStore, no_grad};
-    pub use crate::nn::{Conv2d, Linear, Module};
+    pub use crate::nn::{
+        AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Dropout, Embedding, Flatten, Gelu,
+        LayerNorm, Linear, MaxPool2d, Module, Relu, Sigmoid, Silu, Tanh,
+    };
     pub use crate::{
         D, DType, Device, Dim, Dyn, DynTensor, Shape, Tensor, manual_seed, model, tensor_fn,
     };

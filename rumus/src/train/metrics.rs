@@ -74,19 +74,16 @@ pub struct EpochSummary {
     pub seconds: f64,
 }
 
+/// `epoch   3  train_loss=..  train_accuracy=..  eval_loss=..  eval_accuracy=..  lr=..  (.. s)`:
+/// the numbers under the names ([`Metric::name`]) the CSV log, TensorBoard and the curves use,
+/// so a console line reads the same as the files.
 impl std::fmt::Display for EpochSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "epoch {:>3}  train_loss={:.4}  train_accuracy={:.4}  test_loss={:.4}  test_accuracy={:.4}  lr={:.3e}  ({:.1} s)",
-            self.epoch,
-            self.train.mean_loss(),
-            self.train.accuracy(),
-            self.eval.mean_loss(),
-            self.eval.accuracy(),
-            self.lr,
-            self.seconds
-        )
+        write!(f, "epoch {:>3}", self.epoch)?;
+        for metric in Metric::ALL {
+            write!(f, "  {}={:.4}", metric.name(), metric.of(self))?;
+        }
+        write!(f, "  lr={:.3e}  ({:.1} s)", self.lr, self.seconds)
     }
 }
 
@@ -105,6 +102,14 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Every metric, in the order of the CSV log's columns.
+    pub const ALL: [Metric; 4] = [
+        Metric::TrainLoss,
+        Metric::TrainAccuracy,
+        Metric::EvalLoss,
+        Metric::EvalAccuracy,
+    ];
+
     /// Its value in `summary`.
     pub fn of(self, summary: &EpochSummary) -> f64 {
         match self {
@@ -123,7 +128,7 @@ impl Metric {
         }
     }
 
-    /// Its column name in the CSV log (`eval_loss`, ...).
+    /// Its name in the CSV log's header and the console lines (`eval_loss`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Metric::TrainLoss => "train_loss",

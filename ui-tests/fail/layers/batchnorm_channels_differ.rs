@@ -1,5 +1,4 @@
 use rumus::prelude::*;
-use rumus::nn::*;
 #[model]
 struct Net {
     conv: Conv2d<1, 32, 3>,

@@ -1,5 +1,4 @@
 use rumus::prelude::*;
-use rumus::nn::*;
 #[model]
 struct Net {
     conv: Conv1d<8, 16, 3>,

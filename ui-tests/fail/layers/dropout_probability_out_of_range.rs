@@ -1,5 +1,4 @@
 use rumus::prelude::*;
-use rumus::nn::*;
 #[model]
 struct Net {
     #[dropout(p = 1.5)]

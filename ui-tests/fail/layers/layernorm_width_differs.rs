@@ -1,5 +1,4 @@
 use rumus::prelude::*;
-use rumus::nn::*;
 #[model]
 struct Net {
     proj: Linear<16, 32>,

@@ -1,5 +1,4 @@
 use rumus::prelude::*;
-use rumus::nn::*;
 #[model]
 struct Net {
     #[pool(size = 2)]

@@ -46,6 +46,9 @@ pub struct Lowering<'a> {
     counter: usize,
 }
 
+/// The methods without arguments whose result has the operand's shape: every element-wise
+/// method of the typed `Tensor` (its `typed_ops!` list) and `contiguous`. A method missing here
+/// is refused as unknown inside `tensor_fn!` although the typed API has it.
 pub(super) const SHAPE_PRESERVING: &[&str] = &[
     "relu",
     "sigmoid",
@@ -60,6 +63,9 @@ pub(super) const SHAPE_PRESERVING: &[&str] = &[
     "neg",
     "abs",
     "erf",
+    "sin",
+    "cos",
+    "floor",
     "contiguous",
 ];
 
