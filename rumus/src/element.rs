@@ -1,7 +1,7 @@
 //! Rust types that can live in a tensor, and the extra arithmetic kernels need from floats.
 
+use crate::backend::cpu::CpuBuffer;
 use crate::dtype::DType;
-use crate::storage::CpuBuffer;
 
 /// A Rust scalar type that maps to one [`DType`].
 pub trait Element: Copy + Default + Send + Sync + PartialOrd + std::fmt::Debug + 'static {

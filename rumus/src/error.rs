@@ -221,6 +221,16 @@ pub enum DeviceError {
         /// The custom op.
         op: &'static str,
     },
+    /// A backend has no kernel for an op.
+    #[error(
+        "{op} is not supported on the {backend} backend; move its operands to a device that runs it with `.to(&device)` first"
+    )]
+    Unsupported {
+        /// The op.
+        op: &'static str,
+        /// The backend's name.
+        backend: &'static str,
+    },
     /// A GPU op got a tensor of a dtype the GPU kernels do not handle.
     #[error(
         "{op}: {dtype} tensors are not supported on the GPU; convert with `.to_dtype(DType::F32)` first"

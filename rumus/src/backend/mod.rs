@@ -1,6 +1,20 @@
-//! Compute backends. Ops reach CPU kernels through plain functions taking slices and layouts;
-//! ops whose operands are on a GPU call the GPU launchers instead (`gpu`, behind the `gpu`
-//! cargo feature).
+//! Compute backends and the contract they share.
+//!
+//! A backend owns its memory type and its kernels, which take that memory plus a
+//! [`Layout`](crate::shape::Layout) per operand ([`Src`]) and return fresh memory. The contract is
+//! the [`Backend`] trait; [`Storage`](crate::storage::Storage) looks at where an op's operands
+//! live and calls that backend, once per op. Ops, layers and optimizers never name a concrete
+//! backend.
+//!
+//! - [`cpu`]: host memory, rayon kernels with runtime SIMD dispatch.
+//! - [`gpu`]: wgpu buffers, WGSL kernels (behind the `gpu` cargo feature).
+//!
+//! This module sits below `storage`, `tensor` and `ops`: nothing here imports them. The op
+//! codes kernels understand ([`kinds`]) live here for that reason.
 
+mod contract;
 pub mod cpu;
 pub mod gpu;
+pub mod kinds;
+
+pub use contract::{Backend, BackendMemory, Src};

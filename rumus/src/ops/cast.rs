@@ -3,27 +3,10 @@
 //! tracked tensor is an error rather than a silent cut.
 
 use crate::autograd::{BackwardOp, record};
-use crate::backend::cpu::strided::map;
 use crate::dtype::DType;
-use crate::element::Element;
 use crate::error::{AutogradError, Result};
-use crate::shape::Layout;
-use crate::storage::CpuBuffer;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
-
-fn convert<S: Element + Default, T: Element + Default>(data: &[S], layout: &Layout) -> Vec<T> {
-    map(data, layout, |x: S| T::from_f64(x.to_f64()))
-}
-
-fn convert_to<S: Element + Default>(data: &[S], layout: &Layout, dtype: DType) -> CpuBuffer {
-    match dtype {
-        DType::F32 => CpuBuffer::F32(convert(data, layout)),
-        DType::F64 => CpuBuffer::F64(convert(data, layout)),
-        DType::F16 => CpuBuffer::F16(convert(data, layout)),
-        DType::I64 => CpuBuffer::I64(convert(data, layout)),
-        DType::Bool => CpuBuffer::Bool(convert(data, layout)),
-    }
-}
 
 impl DynTensor {
     /// The values converted to `dtype` (float to integer truncates toward zero).
@@ -54,18 +37,7 @@ impl DynTensor {
     }
 
     fn cast_untracked(&self, dtype: DType) -> Result<DynTensor> {
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of("to_dtype", &[self])? {
-            return gpu.cast(self, dtype);
-        }
-        crate::alloc::ensure_output("to_dtype", self.dims(), dtype.size_in_bytes())?;
-        let buffer = self.with_buffer(|buffer, layout| match buffer {
-            CpuBuffer::F32(v) => convert_to(v, layout, dtype),
-            CpuBuffer::F64(v) => convert_to(v, layout, dtype),
-            CpuBuffer::F16(v) => convert_to(v, layout, dtype),
-            CpuBuffer::I64(v) => convert_to(v, layout, dtype),
-            CpuBuffer::Bool(v) => convert_to(v, layout, dtype),
-        })?;
-        Ok(DynTensor::from_buffer(buffer, self.dims()))
+        let out = Storage::cast(self.operand(), dtype)?;
+        Ok(DynTensor::computed(out, self.dims()))
     }
 }

@@ -9,31 +9,12 @@
 //! apart take two each and a `[tokens, features]` tensor in between.
 
 use crate::autograd::{BackwardOp, Saved, record};
-use crate::element::Element;
 use crate::error::Result;
-use crate::ops::conv::{FloatSlice, read_float};
 use crate::ops::unary::{UnaryOp, unary_backward};
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
-/// Dropout's draws: elements whose draw under `seed` falls below `p` are zeroed, the others
-/// multiplied by `scale`, `1 / (1 - p)`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DropoutDraws {
-    pub p: f64,
-    pub scale: f64,
-    pub seed: u64,
-}
-
-impl DropoutDraws {
-    /// `0 < p < 1`.
-    fn new(p: f64, seed: u64) -> Self {
-        DropoutDraws {
-            p,
-            scale: 1.0 / (1.0 - p),
-            seed,
-        }
-    }
-}
+pub(crate) use crate::backend::kinds::DropoutDraws;
 
 /// `x` with each element zeroed with probability `p` (`0 < p < 1`) and the rest scaled by
 /// `1 / (1 - p)`, the draws made from `seed` over `x`'s elements in contiguous order.
@@ -44,23 +25,8 @@ pub(crate) fn seeded_dropout(x: &DynTensor, p: f64, seed: u64) -> Result<DynTens
 
 /// The draws applied to `x`, untracked.
 fn dropped_out(x: &DynTensor, draws: DropoutDraws) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("dropout", &[x])? {
-        return gpu.dropout(x, draws);
-    }
-    let DropoutDraws { p, scale, seed } = draws;
-    let buffer = read_float(x, "dropout", |data| match data {
-        FloatSlice::F32(v) => f32::into_buffer(crate::backend::cpu::dropout::dropout(
-            v,
-            p,
-            scale as f32,
-            seed,
-        )),
-        FloatSlice::F64(v) => {
-            f64::into_buffer(crate::backend::cpu::dropout::dropout(v, p, scale, seed))
-        }
-    })?;
-    Ok(DynTensor::from_buffer(buffer, x.dims()))
+    let out = Storage::dropout(x.operand(), draws)?;
+    Ok(DynTensor::computed(out, x.dims()))
 }
 
 /// The input gradient of [`seeded_dropout`]: the same draws applied to `grad` (recorded like
@@ -82,15 +48,10 @@ pub(crate) fn seeded_activation_dropout(
         return seeded_dropout(&x.unary(op)?, p, seed);
     }
     let draws = DropoutDraws::new(p, seed);
-    #[cfg(feature = "gpu")]
-    let gpu = crate::device::gpu_of(op.name(), &[x])?;
-    #[cfg(feature = "gpu")]
-    let out = match gpu {
-        Some(gpu) => gpu.unary_then_dropout(x, op, Some(draws))?,
+    let out = match Storage::unary_dropout(x.operand(), op, draws)? {
+        Some(fused) => DynTensor::computed(fused, x.dims()),
         None => dropped_out(&x.unary_untracked(op)?, draws)?,
     };
-    #[cfg(not(feature = "gpu"))]
-    let out = dropped_out(&x.unary_untracked(op)?, draws)?;
     Ok(record(out, &[x], || BackwardOp::ActivationDropout {
         op,
         input: Saved::new(x),
@@ -108,17 +69,17 @@ pub(crate) fn activation_dropout_backward(
     p: f64,
     seed: u64,
 ) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
+    let x = input.get(op.name())?;
+    if !crate::autograd::is_grad_enabled()
+        && grad.dims() == x.dims()
+        && let Some(fused) = Storage::activation_grad(
+            grad.operand(),
+            x.operand(),
+            op,
+            Some(DropoutDraws::new(p, seed)),
+        )?
     {
-        let x = input.get(op.name())?;
-        if !crate::autograd::is_grad_enabled()
-            && grad.dims() == x.dims()
-            && let Some(gpu) = crate::device::gpu_of(op.name(), &[grad, x])?
-            && let Some(fused) =
-                gpu.activation_grad(grad, x, op, Some(DropoutDraws::new(p, seed)))?
-        {
-            return Ok(fused);
-        }
+        return Ok(DynTensor::computed(fused, grad.dims()));
     }
     unary_backward(&dropout_backward(grad, p, seed)?, op, Some(input))
 }

@@ -3,90 +3,13 @@
 use std::borrow::Cow;
 
 use crate::autograd::{BackwardOp, Saved, record};
-use crate::backend::cpu::strided::{zip_map, zip3_map};
 use crate::dtype::DType;
-use crate::element::Float;
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, broadcast_shapes};
-use crate::storage::CpuBuffer;
+use crate::storage::{CpuBuffer, Storage};
 use crate::tensor::DynTensor;
 
-/// Arithmetic between two tensors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BinaryOp {
-    /// `a + b`.
-    Add,
-    /// `a - b`.
-    Sub,
-    /// `a * b`.
-    Mul,
-    /// `a / b`.
-    Div,
-    /// `a ^ b`, a floating-point power.
-    Pow,
-}
-
-impl BinaryOp {
-    fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Pow => "pow",
-        }
-    }
-}
-
-/// Element comparisons; the result is a `bool` tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompareOp {
-    /// `a == b`.
-    Eq,
-    /// `a != b`.
-    Ne,
-    /// `a < b`.
-    Lt,
-    /// `a <= b`.
-    Le,
-    /// `a > b`.
-    Gt,
-    /// `a >= b`.
-    Ge,
-}
-
-fn float_binary<T: Float + Default>(
-    a: &[T],
-    la: &Layout,
-    b: &[T],
-    lb: &Layout,
-    op: BinaryOp,
-) -> Vec<T> {
-    match op {
-        BinaryOp::Add => zip_map(a, la, b, lb, |x, y| x + y),
-        BinaryOp::Sub => zip_map(a, la, b, lb, |x, y| x - y),
-        BinaryOp::Mul => zip_map(a, la, b, lb, |x, y| x * y),
-        BinaryOp::Div => zip_map(a, la, b, lb, |x, y| x / y),
-        BinaryOp::Pow => zip_map(a, la, b, lb, |x, y| x.powf(y)),
-    }
-}
-
-fn compare<T: Copy + PartialOrd + Sync>(
-    a: &[T],
-    la: &Layout,
-    b: &[T],
-    lb: &Layout,
-    op: CompareOp,
-) -> Vec<bool> {
-    match op {
-        CompareOp::Eq => zip_map(a, la, b, lb, |x, y| x == y),
-        CompareOp::Ne => zip_map(a, la, b, lb, |x, y| x != y),
-        CompareOp::Lt => zip_map(a, la, b, lb, |x, y| x < y),
-        CompareOp::Le => zip_map(a, la, b, lb, |x, y| x <= y),
-        CompareOp::Gt => zip_map(a, la, b, lb, |x, y| x > y),
-        CompareOp::Ge => zip_map(a, la, b, lb, |x, y| x >= y),
-    }
-}
+pub use crate::backend::kinds::{BinaryOp, CompareOp};
 
 /// Reads two tensors' buffers together, taking one lock when they share storage.
 ///
@@ -145,29 +68,8 @@ fn binary_untracked(
     op: BinaryOp,
     dims: &[usize],
 ) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of(op.name(), &[a, b])? {
-        return gpu.binary((a, la), (b, lb), op);
-    }
-    crate::alloc::ensure_output(op.name(), dims, a.dtype().size_in_bytes())?;
-    let buffer = read_pair(a, b, |a, b| -> Result<CpuBuffer> {
-        Ok(match (a, b) {
-            (CpuBuffer::F32(a), CpuBuffer::F32(b)) => {
-                CpuBuffer::F32(float_binary(a, la, b, lb, op))
-            }
-            (CpuBuffer::F64(a), CpuBuffer::F64(b)) => {
-                CpuBuffer::F64(float_binary(a, la, b, lb, op))
-            }
-            (other, _) => {
-                return Err(Error::DType {
-                    op: op.name(),
-                    expected: "a floating-point tensor",
-                    found: other.dtype(),
-                });
-            }
-        })
-    })??;
-    Ok(DynTensor::from_buffer(buffer, dims))
+    let out = Storage::binary(a.operand_as(la), b.operand_as(lb), op)?;
+    Ok(DynTensor::computed(out, dims))
 }
 
 /// `condition ? on_true : on_false` with every operand broadcast to `dims` (checked).
@@ -177,58 +79,17 @@ fn select_untracked(
     on_false: &DynTensor,
     dims: &[usize],
 ) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("where", &[condition, on_true, on_false])? {
-        return gpu.choose(
-            (condition, &condition.layout().broadcast_to(dims)),
-            (on_true, &on_true.layout().broadcast_to(dims)),
-            (on_false, &on_false.layout().broadcast_to(dims)),
-        );
-    }
-    crate::alloc::ensure_output("where", dims, on_true.dtype().size_in_bytes())?;
-    // The mask is copied out so no lock on it is held while the values are read (a bool
-    // `masked_fill(&m, ..)` of `m` would otherwise read-lock one storage twice).
-    let CpuBuffer::Bool(c) = condition.to_contiguous_buffer()? else {
-        unreachable!("checked bool")
-    };
     let (lc, lt, lf) = (
-        Layout::contiguous(condition.dims()).broadcast_to(dims),
+        condition.layout().broadcast_to(dims),
         on_true.layout().broadcast_to(dims),
         on_false.layout().broadcast_to(dims),
     );
-    fn select<T: Copy + Sync + Send + Default + 'static>(
-        c: (&[bool], &Layout),
-        t: (&[T], &Layout),
-        f: (&[T], &Layout),
-    ) -> Vec<T> {
-        // A branch broadcast from one value (relu's gradient against zero, `masked_fill`)
-        // joins a two-operand loop as a constant: that loop runs contiguous operands as
-        // one vectorised slice, the three-operand one walks rows with index arithmetic.
-        let constant =
-            |(v, l): (&[T], &Layout)| l.strides().iter().all(|&s| s == 0).then(|| v[l.offset()]);
-        match (constant(t), constant(f)) {
-            (_, Some(f)) => zip_map(c.0, c.1, t.0, t.1, |c, t| if c { t } else { f }),
-            (Some(t), None) => zip_map(c.0, c.1, f.0, f.1, |c, f| if c { t } else { f }),
-            (None, None) => zip3_map(c, t, f, |c, t, f| if c { t } else { f }),
-        }
-    }
-    let c = c.as_slice();
-    let buffer = read_pair(on_true, on_false, |t, f| match (t, f) {
-        (CpuBuffer::F32(t), CpuBuffer::F32(f)) => {
-            CpuBuffer::F32(select((c, &lc), (t, &lt), (f, &lf)))
-        }
-        (CpuBuffer::F64(t), CpuBuffer::F64(f)) => {
-            CpuBuffer::F64(select((c, &lc), (t, &lt), (f, &lf)))
-        }
-        (CpuBuffer::I64(t), CpuBuffer::I64(f)) => {
-            CpuBuffer::I64(select((c, &lc), (t, &lt), (f, &lf)))
-        }
-        (CpuBuffer::Bool(t), CpuBuffer::Bool(f)) => {
-            CpuBuffer::Bool(select((c, &lc), (t, &lt), (f, &lf)))
-        }
-        _ => unreachable!("dtypes checked equal"),
-    })?;
-    Ok(DynTensor::from_buffer(buffer, dims))
+    let out = Storage::select(
+        condition.operand_as(&lc),
+        on_true.operand_as(&lt),
+        on_false.operand_as(&lf),
+    )?;
+    Ok(DynTensor::computed(out, dims))
 }
 
 impl DynTensor {
@@ -321,19 +182,8 @@ impl DynTensor {
     fn compare_untraced(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
         same_dtype("compare", self, rhs)?;
         let (dims, la, lb) = broadcast_pair("compare", self, rhs)?;
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of("compare", &[self, rhs])? {
-            return gpu.compare((self, &la), (rhs, &lb), op);
-        }
-        crate::alloc::ensure_output("compare", &dims, 1)?;
-        let mask = read_pair(self, rhs, |a, b| match (a, b) {
-            (CpuBuffer::F32(a), CpuBuffer::F32(b)) => compare(a, &la, b, &lb, op),
-            (CpuBuffer::F64(a), CpuBuffer::F64(b)) => compare(a, &la, b, &lb, op),
-            (CpuBuffer::I64(a), CpuBuffer::I64(b)) => compare(a, &la, b, &lb, op),
-            (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => compare(a, &la, b, &lb, op),
-            _ => unreachable!("dtypes checked equal"),
-        })?;
-        Ok(DynTensor::from_buffer(CpuBuffer::Bool(mask), &dims))
+        let out = Storage::compare(self.operand_as(&la), rhs.operand_as(&lb), op)?;
+        Ok(DynTensor::computed(out, &dims))
     }
 
     /// Compares with a scalar. Integer and bool tensors are compared in `f64`, so `i64 < 0.5`
@@ -470,22 +320,8 @@ impl DynTensor {
 
     fn logical_and_untraced(&self, rhs: &DynTensor) -> Result<DynTensor> {
         let (dims, la, lb) = broadcast_pair("logical_and", self, rhs)?;
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of("logical_and", &[self, rhs])? {
-            check_mask(self, "logical_and")?;
-            check_mask(rhs, "logical_and")?;
-            return gpu.logical(&[(self, &la), (rhs, &lb)], 0);
-        }
-        crate::alloc::ensure_output("logical_and", &dims, 1)?;
-        let out = read_pair(self, rhs, |a, b| match (a, b) {
-            (CpuBuffer::Bool(a), CpuBuffer::Bool(b)) => Ok(zip_map(a, &la, b, &lb, |x, y| x && y)),
-            (CpuBuffer::Bool(_), other) | (other, _) => Err(Error::DType {
-                op: "logical_and",
-                expected: "bool masks",
-                found: other.dtype(),
-            }),
-        })??;
-        Ok(DynTensor::from_buffer(CpuBuffer::Bool(out), &dims))
+        let out = Storage::logical_and(self.operand_as(&la), rhs.operand_as(&lb))?;
+        Ok(DynTensor::computed(out, &dims))
     }
 
     /// Element-wise NOT of a `bool` mask.
@@ -497,23 +333,8 @@ impl DynTensor {
     }
 
     fn logical_not_untraced(&self) -> Result<DynTensor> {
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of("logical_not", &[self])? {
-            check_mask(self, "logical_not")?;
-            return gpu.logical(&[(self, self.layout()), (self, self.layout())], 2);
-        }
-        crate::alloc::ensure_output("logical_not", self.dims(), 1)?;
-        self.with_buffer(|buffer, layout| match buffer {
-            CpuBuffer::Bool(v) => Ok(DynTensor::from_buffer(
-                CpuBuffer::Bool(crate::backend::cpu::strided::map(v, layout, |x: bool| !x)),
-                self.dims(),
-            )),
-            other => Err(Error::DType {
-                op: "logical_not",
-                expected: "a bool mask",
-                found: other.dtype(),
-            }),
-        })?
+        let out = Storage::logical_not(self.operand())?;
+        Ok(DynTensor::computed(out, self.dims()))
     }
 
     /// `value` where `mask` holds, `self` elsewhere.
@@ -527,18 +348,6 @@ impl DynTensor {
     fn masked_fill_untraced(&self, mask: &DynTensor, value: f64) -> Result<DynTensor> {
         DynTensor::where_(mask, &DynTensor::scalar(value, self.dtype())?, self)
     }
-}
-
-#[cfg(feature = "gpu")]
-fn check_mask(t: &DynTensor, op: &'static str) -> Result<()> {
-    if t.dtype() != DType::Bool {
-        return Err(Error::DType {
-            op,
-            expected: "bool masks",
-            found: t.dtype(),
-        });
-    }
-    Ok(())
 }
 
 // ---- backward formulas, written with the same differentiable ops ----

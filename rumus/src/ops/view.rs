@@ -2,18 +2,15 @@
 //! still records onto the graph, so a gradient always flows back through a view.
 
 use crate::autograd::{BackwardOp, record};
-use crate::backend::cpu::strided::map;
 use crate::error::{Result, ShapeError};
 use crate::shape::{broadcast_shapes, normalize_axis};
-use crate::storage::{CpuBuffer, map_buffer};
+use crate::storage::{CpuBuffer, Storage};
 use crate::tensor::DynTensor;
 
 impl DynTensor {
     /// A fresh row-major copy of exactly this view's elements.
     pub(crate) fn to_contiguous_buffer(&self) -> Result<CpuBuffer> {
-        // A broadcast view holds few values; its copy holds every element.
-        crate::alloc::ensure_output("contiguous", self.dims(), self.dtype().size_in_bytes())?;
-        self.with_buffer(|buffer, layout| map_buffer!(buffer, |v| map(v, layout, |x| x)))
+        self.storage().host_copy(self.layout())
     }
 
     /// A contiguous version of this view, not recorded (callers record what they need).
@@ -21,14 +18,8 @@ impl DynTensor {
         if self.is_contiguous() {
             return Ok(self.detach());
         }
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of("contiguous", &[self])? {
-            return gpu.copy(self);
-        }
-        Ok(DynTensor::from_buffer(
-            self.to_contiguous_buffer()?,
-            self.dims(),
-        ))
+        let out = Storage::copy(self.operand())?;
+        Ok(DynTensor::computed(out, self.dims()))
     }
 
     /// The same values in row-major memory; returns `self` when it already is.

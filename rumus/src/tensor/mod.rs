@@ -15,7 +15,7 @@ use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::{AutogradError, Error, Result};
 use crate::shape::Layout;
-use crate::storage::{CpuBuffer, Storage};
+use crate::storage::{CpuBuffer, Operand, Storage};
 
 /// A tensor whose shape is known at run time: dims, strides and offset over shared storage,
 /// plus its place on the autograd graph when it requires a gradient.
@@ -70,6 +70,30 @@ impl DynTensor {
         let layout = Layout::contiguous(dims);
         debug_assert_eq!(buffer.len(), layout.numel());
         Self::from_storage(Arc::new(Storage::new(buffer)), layout)
+    }
+
+    /// A fresh contiguous tensor over `storage`, a kernel's result of exactly `dims` elements.
+    #[inline]
+    pub(crate) fn computed(storage: Storage, dims: &[usize]) -> Self {
+        let layout = Layout::contiguous(dims);
+        debug_assert_eq!(storage.len(), layout.numel());
+        Self::from_storage(Arc::new(storage), layout)
+    }
+
+    /// This tensor as a kernel operand, read through its own layout.
+    #[inline]
+    pub(crate) fn operand(&self) -> Operand<'_> {
+        self.operand_as(&self.0.layout)
+    }
+
+    /// This tensor as a kernel operand read through `layout` (a broadcast of its own).
+    #[inline]
+    pub(crate) fn operand_as<'a>(&'a self, layout: &'a Layout) -> Operand<'a> {
+        Operand {
+            storage: &self.0.storage,
+            layout,
+            scalar: self.0.layout.rank() == 0,
+        }
     }
 
     /// Another view of the same storage, not attached to the graph.
@@ -304,28 +328,4 @@ impl DynTensor {
     }
 }
 
-/// Reads a float buffer as `$T` (`f32` or `f64`) in `$body`, or returns a dtype error.
-macro_rules! with_float {
-    ($buffer:expr, $op:expr, |$data:ident : $T:ident| $body:expr) => {
-        match $buffer {
-            $crate::storage::CpuBuffer::F32($data) => {
-                #[allow(dead_code)]
-                type $T = f32;
-                $body
-            }
-            $crate::storage::CpuBuffer::F64($data) => {
-                #[allow(dead_code)]
-                type $T = f64;
-                $body
-            }
-            other => {
-                return Err($crate::error::Error::DType {
-                    op: $op,
-                    expected: "a floating-point tensor (f32 or f64)",
-                    found: other.dtype(),
-                });
-            }
-        }
-    };
-}
-pub(crate) use with_float;
+pub(crate) use crate::backend::cpu::with_float;

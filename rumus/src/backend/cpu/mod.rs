@@ -3,10 +3,13 @@
 //! so adding a model never compiles a new kernel.
 
 pub mod attention;
+mod backend;
+mod buffer;
 pub mod concat;
 mod conv_tiles;
 pub mod direct_conv;
 pub mod dropout;
+mod elementwise;
 pub mod index;
 pub(crate) mod int8;
 pub mod matmul;
@@ -20,3 +23,7 @@ pub mod small_buffers;
 pub mod strided;
 mod transpose;
 pub mod unfold;
+
+pub use backend::Cpu;
+pub use buffer::CpuBuffer;
+pub(crate) use buffer::{map_buffer, with_float};

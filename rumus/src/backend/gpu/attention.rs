@@ -54,7 +54,7 @@ impl AttentionKernels {
         if readable && aligned {
             Ok(t.clone())
         } else {
-            gpu.copy(t)
+            gpu.copy_tensor(t)
         }
     }
 
@@ -415,7 +415,7 @@ impl GpuDevice {
             if t.is_contiguous() && t.layout().offset() == 0 {
                 Ok(t)
             } else {
-                self.copy(&t)
+                self.copy_tensor(&t)
             }
         };
         // dO . O per query row.

@@ -3,9 +3,9 @@
 
 use std::convert::Infallible;
 
+use crate::backend::cpu::CpuBuffer;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
-use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
 /// A GPU; without the `gpu` feature none can exist.
@@ -29,6 +29,31 @@ impl GpuDevice {
     }
 
     pub(crate) fn never(&self) -> ! {
+        match self.0 {}
+    }
+
+    /// A host element as a one-element buffer (unreachable: no `GpuDevice` exists).
+    pub(crate) fn constant(&self, _: &CpuBuffer, _: usize) -> Result<std::sync::Arc<GpuBuffer>> {
+        self.never()
+    }
+}
+
+/// Every kernel refuses by the contract's defaults; none can be reached, since no
+/// `GpuBuffer` exists to dispatch on.
+impl crate::backend::Backend for GpuDevice {
+    type Memory = GpuBuffer;
+
+    fn name(&self) -> &'static str {
+        "wgpu (not compiled)"
+    }
+}
+
+impl crate::backend::BackendMemory for GpuBuffer {
+    fn dtype(&self) -> DType {
+        match self.0 {}
+    }
+
+    fn len(&self) -> usize {
         match self.0 {}
     }
 }

@@ -8,9 +8,8 @@ use super::operand::{Strided, slot, spread_params};
 use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::dropout::DropoutDraws;
-use crate::ops::elementwise::{BinaryOp, CompareOp};
-use crate::ops::unary::UnaryOp;
+use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
+use crate::backend::{Backend, Src};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
@@ -91,17 +90,23 @@ const FLAG_DROPOUT: u32 = 4;
 
 impl GpuDevice {
     /// Runs `launch` over `dims` with `operands` (each viewed with its layout, broadcast to
-    /// `dims`) into a fresh contiguous output of `out_dtype`.
+    /// `dims`) into fresh contiguous memory of `out_dtype`.
     fn strided(
         &self,
         launch: Launch,
         dims: &[usize],
-        operands: &[(&DynTensor, &Layout)],
+        operands: &[Src<'_, GpuBuffer>],
         out_dtype: DType,
-    ) -> Result<DynTensor> {
+    ) -> Result<GpuBuffer> {
         let numel = crate::shape::checked_numel(dims, launch.entry)?;
+        // Only casts from f16 reach here with f16 operands (every other launcher checks).
+        if launch.dtype != DType::F16 {
+            for operand in operands {
+                check_words(operand.dtype(), "GPU kernel")?;
+            }
+        }
         let out = GpuBuffer::uninit(self, numel, out_dtype, launch.entry)?;
-        let layouts: Vec<&Layout> = operands.iter().map(|(_, layout)| *layout).collect();
+        let layouts: Vec<&Layout> = operands.iter().map(|operand| operand.layout).collect();
         let strided = Strided::new(launch.entry, dims, &layouts)?;
         let (mut params, groups) = spread_params(&strided, numel);
         params[slot::OP] = launch.op;
@@ -112,18 +117,10 @@ impl GpuDevice {
             params[slot::FLAGS] |= FLAG_DROPOUT;
             write_draws(draws, &mut params);
         }
-        // Only casts from f16 reach here with f16 operands (every other launcher checks).
-        let memories = operands
-            .iter()
-            .map(|(tensor, _)| match launch.dtype {
-                DType::F16 => self.any_memory_of(tensor),
-                _ => self.memory_of(tensor),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut bindings: Vec<(u32, &wgpu::Buffer)> = memories
+        let mut bindings: Vec<(u32, &wgpu::Buffer)> = operands
             .iter()
             .enumerate()
-            .map(|(k, memory)| (k as u32 + 1, memory.raw()))
+            .map(|(k, operand)| (k as u32 + 1, operand.memory.raw()))
             .collect();
         bindings.push((4, out.raw()));
         self.dispatch(
@@ -133,20 +130,16 @@ impl GpuDevice {
             &bindings,
             groups,
         );
-        Ok(DynTensor::from_gpu(out, dims))
-    }
-
-    pub(crate) fn unary(&self, x: &DynTensor, op: UnaryOp) -> Result<DynTensor> {
-        self.unary_then_dropout(x, op, None)
+        Ok(out)
     }
 
     /// `op(x)`, then dropout with `draws` when given, in one pass.
     pub(crate) fn unary_then_dropout(
         &self,
-        x: &DynTensor,
+        x: Src<'_, GpuBuffer>,
         op: UnaryOp,
         draws: Option<DropoutDraws>,
-    ) -> Result<DynTensor> {
+    ) -> Result<GpuBuffer> {
         check_float(x.dtype(), op.name())?;
         let (code, s0, s1) = unary_code(op);
         let launch = Launch {
@@ -154,30 +147,19 @@ impl GpuDevice {
             dropout: draws,
             ..Launch::new("unary", code, x.dtype())
         };
-        self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
-    }
-
-    pub(crate) fn binary(
-        &self,
-        (a, la): (&DynTensor, &Layout),
-        (b, lb): (&DynTensor, &Layout),
-        op: BinaryOp,
-    ) -> Result<DynTensor> {
-        check_float(a.dtype(), "binary op")?;
-        let launch = Launch::new("binary", op as u32, a.dtype());
-        self.strided(launch, la.dims(), &[(a, la), (b, lb)], a.dtype())
+        self.strided(launch, x.dims(), &[x], x.dtype())
     }
 
     /// `grad * d op(x) / dx` for relu, leaky relu, sigmoid, tanh, both GELUs and SiLU in one
     /// pass (binary ops 5-11 of elementwise.wgsl), `grad` dropped out with `draws` first when
     /// given (the gradient of `dropout(op(x))`); `None` for other ops.
-    pub(crate) fn activation_grad(
+    pub(crate) fn activation_grad_then_dropout(
         &self,
-        grad: &DynTensor,
-        x: &DynTensor,
+        grad: Src<'_, GpuBuffer>,
+        x: Src<'_, GpuBuffer>,
         op: UnaryOp,
         draws: Option<DropoutDraws>,
-    ) -> Result<Option<DynTensor>> {
+    ) -> Result<Option<GpuBuffer>> {
         let (code, slope) = match op {
             UnaryOp::Relu => (5, 0.0),
             UnaryOp::LeakyRelu(slope) => (6, slope as f32),
@@ -194,86 +176,159 @@ impl GpuDevice {
             dropout: draws,
             ..Launch::new("binary", code, grad.dtype())
         };
-        let operands = [(grad, grad.layout()), (x, x.layout())];
-        self.strided(launch, grad.dims(), &operands, grad.dtype())
+        self.strided(launch, grad.dims(), &[grad, x], grad.dtype())
             .map(Some)
     }
 
-    pub(crate) fn compare(
+    /// `x` (any dtype, any view) as contiguous packed `f16`: one thread per output word, so
+    /// no two threads write halves of one word.
+    pub(crate) fn to_half(&self, x: Src<'_, GpuBuffer>) -> Result<GpuBuffer> {
+        let numel = x.numel();
+        let out = GpuBuffer::uninit(self, numel, DType::F16, "to_dtype(f16)")?;
+        let strided = Strided::new("to_dtype(f16)", x.dims(), &[x.layout])?;
+        // Threads for a quarter of the elements: two words each.
+        let (mut params, groups) = spread_params(&strided, numel);
+        params[slot::DTYPE] = dtype_code(x.dtype());
+        self.dispatch(
+            Module::Elementwise,
+            "to_half",
+            &params,
+            &[(1, x.memory.raw()), (4, out.raw())],
+            groups,
+        );
+        Ok(out)
+    }
+
+    /// A contiguous copy of `t`'s view, for launchers that still take tensors.
+    pub(crate) fn copy_tensor(&self, t: &DynTensor) -> Result<DynTensor> {
+        self.with_src(t, |x| Backend::copy(self, x))
+            .map(|out| DynTensor::from_gpu(out, t.dims()))
+    }
+
+    /// `t` as contiguous packed `f16`, for launchers that still take tensors.
+    pub(crate) fn to_half_tensor(&self, t: &DynTensor) -> Result<DynTensor> {
+        self.with_src(t, |x| self.to_half(x))
+            .map(|out| DynTensor::from_gpu(out, t.dims()))
+    }
+}
+
+impl Backend for GpuDevice {
+    type Memory = GpuBuffer;
+
+    fn name(&self) -> &'static str {
+        "wgpu"
+    }
+
+    fn unary(&self, x: Src<'_, GpuBuffer>, op: UnaryOp) -> Result<GpuBuffer> {
+        self.unary_then_dropout(x, op, None)
+    }
+
+    fn activation_grad(
         &self,
-        (a, la): (&DynTensor, &Layout),
-        (b, lb): (&DynTensor, &Layout),
+        grad: Src<'_, GpuBuffer>,
+        x: Src<'_, GpuBuffer>,
+        op: UnaryOp,
+        draws: Option<DropoutDraws>,
+    ) -> Result<Option<GpuBuffer>> {
+        self.activation_grad_then_dropout(grad, x, op, draws)
+    }
+
+    fn dropout(&self, x: Src<'_, GpuBuffer>, draws: DropoutDraws) -> Result<GpuBuffer> {
+        if x.layout.is_contiguous() {
+            return self.dropout_contiguous(x, draws);
+        }
+        let copy = Backend::copy(self, x)?;
+        let layout = Layout::contiguous(x.dims());
+        self.dropout_contiguous(Src::new(&copy, &layout), draws)
+    }
+
+    fn unary_dropout(
+        &self,
+        x: Src<'_, GpuBuffer>,
+        op: UnaryOp,
+        draws: DropoutDraws,
+    ) -> Result<Option<GpuBuffer>> {
+        self.unary_then_dropout(x, op, Some(draws)).map(Some)
+    }
+
+    fn binary(
+        &self,
+        a: Src<'_, GpuBuffer>,
+        b: Src<'_, GpuBuffer>,
+        op: BinaryOp,
+    ) -> Result<GpuBuffer> {
+        check_float(a.dtype(), "binary op")?;
+        let launch = Launch::new("binary", op as u32, a.dtype());
+        self.strided(launch, a.dims(), &[a, b], a.dtype())
+    }
+
+    fn compare(
+        &self,
+        a: Src<'_, GpuBuffer>,
+        b: Src<'_, GpuBuffer>,
         op: CompareOp,
-    ) -> Result<DynTensor> {
+    ) -> Result<GpuBuffer> {
         check_words(a.dtype(), "compare")?;
         let launch = Launch::new("compare", op as u32, a.dtype());
-        self.strided(launch, la.dims(), &[(a, la), (b, lb)], DType::Bool)
+        self.strided(launch, a.dims(), &[a, b], DType::Bool)
     }
 
-    /// `condition ? on_true : on_false`, all three viewed with the output dims.
-    pub(crate) fn choose(
+    fn select(
         &self,
-        condition: (&DynTensor, &Layout),
-        on_true: (&DynTensor, &Layout),
-        on_false: (&DynTensor, &Layout),
-    ) -> Result<DynTensor> {
-        check_words(on_true.0.dtype(), "where")?;
-        let launch = Launch::new("choose", 0, on_true.0.dtype());
-        let dims = condition.1.dims().to_vec();
-        self.strided(
-            launch,
-            &dims,
-            &[condition, on_true, on_false],
-            on_true.0.dtype(),
-        )
+        condition: Src<'_, GpuBuffer>,
+        on_true: Src<'_, GpuBuffer>,
+        on_false: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        check_words(on_true.dtype(), "where")?;
+        let launch = Launch::new("choose", 0, on_true.dtype());
+        let operands = [condition, on_true, on_false];
+        self.strided(launch, condition.dims(), &operands, on_true.dtype())
     }
 
-    /// `and` (0), `or` (1) of two masks, or `not` (2) of the first.
-    pub(crate) fn logical(&self, operands: &[(&DynTensor, &Layout)], op: u32) -> Result<DynTensor> {
-        let launch = Launch::new("logical", op, DType::Bool);
-        let dims = operands[0].1.dims().to_vec();
-        self.strided(launch, &dims, operands, DType::Bool)
+    fn logical_and(&self, a: Src<'_, GpuBuffer>, b: Src<'_, GpuBuffer>) -> Result<GpuBuffer> {
+        check_mask(a, "logical_and")?;
+        check_mask(b, "logical_and")?;
+        let launch = Launch::new("logical", 0, DType::Bool);
+        self.strided(launch, a.dims(), &[a, b], DType::Bool)
     }
 
-    pub(crate) fn cast(&self, x: &DynTensor, dtype: DType) -> Result<DynTensor> {
+    fn logical_not(&self, x: Src<'_, GpuBuffer>) -> Result<GpuBuffer> {
+        check_mask(x, "logical_not")?;
+        let launch = Launch::new("logical", 2, DType::Bool);
+        self.strided(launch, x.dims(), &[x, x], DType::Bool)
+    }
+
+    fn cast(&self, x: Src<'_, GpuBuffer>, dtype: DType) -> Result<GpuBuffer> {
         check_dtype(x.dtype(), "to_dtype")?;
         check_dtype(dtype, "to_dtype")?;
         if dtype == DType::F16 {
             return self.to_half(x);
         }
         let launch = Launch::new("convert", dtype_code(dtype), x.dtype());
-        self.strided(launch, x.dims(), &[(x, x.layout())], dtype)
+        self.strided(launch, x.dims(), &[x], dtype)
     }
 
-    /// A contiguous copy of `x`'s view.
-    pub(crate) fn copy(&self, x: &DynTensor) -> Result<DynTensor> {
+    fn copy(&self, x: Src<'_, GpuBuffer>) -> Result<GpuBuffer> {
         if x.dtype() == DType::F16 {
             return self.to_half(x);
         }
         let launch = Launch::new("copy", 0, x.dtype());
-        self.strided(launch, x.dims(), &[(x, x.layout())], x.dtype())
+        self.strided(launch, x.dims(), &[x], x.dtype())
     }
+}
 
-    /// `x` (any dtype, any view) as a contiguous packed `f16` tensor: one thread per output
-    /// word, so no two threads write halves of one word.
-    pub(crate) fn to_half(&self, x: &DynTensor) -> Result<DynTensor> {
-        let numel = x.numel();
-        let out = GpuBuffer::uninit(self, numel, DType::F16, "to_dtype(f16)")?;
-        let strided = Strided::new("to_dtype(f16)", x.dims(), &[x.layout()])?;
-        // Threads for a quarter of the elements: two words each.
-        let (mut params, groups) = spread_params(&strided, numel);
-        params[slot::DTYPE] = dtype_code(x.dtype());
-        let source = self.any_memory_of(x)?;
-        self.dispatch(
-            Module::Elementwise,
-            "to_half",
-            &params,
-            &[(1, source.raw()), (4, out.raw())],
-            groups,
-        );
-        Ok(DynTensor::from_gpu(out, x.dims()))
+fn check_mask(x: Src<'_, GpuBuffer>, op: &'static str) -> Result<()> {
+    if x.dtype() != DType::Bool {
+        return Err(crate::error::Error::DType {
+            op,
+            expected: "bool masks",
+            found: x.dtype(),
+        });
     }
+    Ok(())
+}
 
+impl GpuDevice {
     /// `dst = dst * scale + alpha * src` in place, `src` viewed with `ls` (broadcast to
     /// `dst`'s dims).
     pub(crate) fn scale_add(
@@ -354,9 +409,9 @@ impl GpuDevice {
     /// `x` (f32) with each element kept and multiplied by `scale` with probability `1 - p`,
     /// else zeroed; the draw of element `i` (of the contiguous order) is a hash of `seed`
     /// and `i`, so the same seed drops the same elements of a gradient of the same shape.
-    pub(crate) fn dropout(&self, x: &DynTensor, draws: DropoutDraws) -> Result<DynTensor> {
+    fn dropout_contiguous(&self, x: Src<'_, GpuBuffer>, draws: DropoutDraws) -> Result<GpuBuffer> {
         check_float(x.dtype(), "dropout")?;
-        let x = if x.is_contiguous() { x.clone() } else { self.copy(x)? };
+        check_words(x.dtype(), "dropout")?;
         let numel = x.numel();
         let out = GpuBuffer::uninit(self, numel, DType::F32, "dropout")?;
         let (groups, row, span) = grid_spread(numel);
@@ -365,17 +420,16 @@ impl GpuDevice {
         params[slot::ROW] = row;
         params[slot::SPAN] = span;
         write_draws(draws, &mut params);
-        params[slot::OFFSETS] = x.layout().offset() as u32;
-        let input = self.memory_of(&x)?;
+        params[slot::OFFSETS] = x.layout.offset() as u32;
         let groups = if numel == 0 { [0, 0, 0] } else { groups };
         self.dispatch(
             Module::Elementwise,
             "dropout",
             &params,
-            &[(1, input.raw()), (4, out.raw())],
+            &[(1, x.memory.raw()), (4, out.raw())],
             groups,
         );
-        Ok(DynTensor::from_gpu(out, x.dims()))
+        Ok(out)
     }
 
     /// The gradient of a cross-entropy with respect to contiguous logits `[N, C, D..]`:
@@ -392,7 +446,7 @@ impl GpuDevice {
             if t.is_contiguous() {
                 Ok(t.clone())
             } else {
-                self.copy(t)
+                self.copy_tensor(t)
             }
         };
         let (x, pairs, targets) = (

@@ -118,7 +118,7 @@ impl GpuDevice {
         values: &DynTensor,
     ) -> Result<DynTensor> {
         check_float(base.dtype(), "scatter_add")?;
-        let out = self.copy(base)?;
+        let out = self.copy_tensor(base)?;
         let target = self.memory_of(&out)?;
         let dims = values.dims();
         let dst_layout = Layout::new(dims, out.layout().strides(), 0);

@@ -493,7 +493,7 @@ impl GpuDevice {
         }
         let product = DynTensor::from_gpu(out, out_dims);
         match kernels {
-            Kernels::Half if !widen => self.to_half(&product),
+            Kernels::Half if !widen => self.to_half_tensor(&product),
             _ => Ok(product),
         }
     }

@@ -153,6 +153,16 @@ impl std::fmt::Debug for GpuBuffer {
     }
 }
 
+impl crate::backend::BackendMemory for GpuBuffer {
+    fn dtype(&self) -> DType {
+        GpuBuffer::dtype(self)
+    }
+
+    fn len(&self) -> usize {
+        GpuBuffer::len(self)
+    }
+}
+
 impl GpuBuffer {
     /// Room for `len` elements of `dtype`; old contents are undefined (kernels overwrite).
     pub(crate) fn uninit(

@@ -34,7 +34,7 @@ fn contiguous(gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
     if t.is_contiguous() {
         Ok(t.clone())
     } else {
-        gpu.copy(t)
+        gpu.copy_tensor(t)
     }
 }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use super::context::GpuDevice;
 use super::memory::GpuBuffer;
 use super::transfer::upload;
+use crate::backend::Src;
+use crate::backend::cpu::CpuBuffer;
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
@@ -45,21 +47,47 @@ impl GpuDevice {
         }
         debug_assert_eq!(tensor.rank(), 0, "gpu_of admits only host scalars");
         let value = tensor.to_contiguous_buffer()?;
-        let key = (tensor.dtype(), scalar_bits(&value));
+        Ok(Memory::Constant(self.constant(&value, 0)?))
+    }
+
+    /// Element `index` of host memory as a one-element buffer on this device, uploaded once
+    /// per value and kept: the rank-0 host tensors that join GPU ops (ReLU's `0`, a scale)
+    /// take the same few values over and over.
+    pub(crate) fn constant(&self, host: &CpuBuffer, index: usize) -> Result<Arc<GpuBuffer>> {
+        let value = crate::backend::cpu::map_buffer!(host, |v| vec![v[index]]);
+        let key = (value.dtype(), scalar_bits(&value));
         let mut constants = self.0.constants.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(buffer) = constants.get(&key) {
-            return Ok(Memory::Constant(buffer.clone()));
+            return Ok(buffer.clone());
         }
         let buffer = Arc::new(upload(self, &value)?);
         if constants.len() < 4096 {
             constants.insert(key, buffer.clone());
         }
-        Ok(Memory::Constant(buffer))
+        Ok(buffer)
+    }
+
+    /// Runs a launcher that takes a [`Src`] on a tensor held by this device, for the
+    /// launchers that still take tensors.
+    pub(crate) fn with_src<R>(
+        &self,
+        tensor: &DynTensor,
+        f: impl FnOnce(Src<'_, GpuBuffer>) -> Result<R>,
+    ) -> Result<R> {
+        let layout = tensor.layout();
+        if tensor.storage().is_on_gpu() {
+            return tensor
+                .storage()
+                .with_gpu(|buffer| f(Src::new(buffer, layout)))
+                .expect("checked on a GPU");
+        }
+        debug_assert_eq!(tensor.rank(), 0, "only host scalars join GPU ops");
+        let constant = self.constant(&tensor.to_contiguous_buffer()?, 0)?;
+        f(Src::new(&constant, &Layout::contiguous(&[]).broadcast_to(layout.dims())))
     }
 }
 
-fn scalar_bits(buffer: &crate::storage::CpuBuffer) -> u32 {
-    use crate::storage::CpuBuffer;
+fn scalar_bits(buffer: &CpuBuffer) -> u32 {
     match buffer {
         CpuBuffer::F32(v) => v[0].to_bits(),
         CpuBuffer::I64(v) => v[0] as u32,

@@ -20,7 +20,7 @@ fn grouped(gpu: &GpuDevice, x: &DynTensor, axes: &[usize]) -> Result<(DynTensor,
     let moved = if moved.is_contiguous() {
         moved
     } else {
-        gpu.copy(&moved)?
+        gpu.copy_tensor(&moved)?
     };
     Ok((moved, rows, len))
 }
@@ -253,6 +253,6 @@ impl GpuDevice {
             return Ok(moved);
         }
         let inverse = crate::ops::view::inverse_permutation(&perm);
-        self.copy(&moved.view_with(moved.layout().permute(&inverse)))
+        self.copy_tensor(&moved.view_with(moved.layout().permute(&inverse)))
     }
 }

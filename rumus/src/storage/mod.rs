@@ -14,64 +14,11 @@ use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
 use crate::live_counts::{self, Count};
 
-/// Host memory of one dtype.
-#[derive(Debug, Clone)]
-pub enum CpuBuffer {
-    /// 32-bit floats.
-    F32(Vec<f32>),
-    /// 64-bit floats.
-    F64(Vec<f64>),
-    /// 16-bit (IEEE half-precision) floats.
-    F16(Vec<half::f16>),
-    /// 64-bit signed integers (class indices, counters).
-    I64(Vec<i64>),
-    /// Booleans (masks).
-    Bool(Vec<bool>),
-}
+mod dispatch;
 
-impl CpuBuffer {
-    /// The dtype of the elements held.
-    pub fn dtype(&self) -> DType {
-        match self {
-            CpuBuffer::F32(_) => DType::F32,
-            CpuBuffer::F64(_) => DType::F64,
-            CpuBuffer::F16(_) => DType::F16,
-            CpuBuffer::I64(_) => DType::I64,
-            CpuBuffer::Bool(_) => DType::Bool,
-        }
-    }
-
-    /// Number of elements (not bytes).
-    pub fn len(&self) -> usize {
-        match self {
-            CpuBuffer::F32(v) => v.len(),
-            CpuBuffer::F64(v) => v.len(),
-            CpuBuffer::F16(v) => v.len(),
-            CpuBuffer::I64(v) => v.len(),
-            CpuBuffer::Bool(v) => v.len(),
-        }
-    }
-
-    /// Whether the buffer holds no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Builds a buffer of the same dtype by running `$body` on the typed vector `$values`
-/// (the body is instantiated once per dtype).
-macro_rules! map_buffer {
-    ($buffer:expr, |$values:ident| $body:expr) => {
-        match $buffer {
-            $crate::storage::CpuBuffer::F32($values) => $crate::storage::CpuBuffer::F32($body),
-            $crate::storage::CpuBuffer::F64($values) => $crate::storage::CpuBuffer::F64($body),
-            $crate::storage::CpuBuffer::F16($values) => $crate::storage::CpuBuffer::F16($body),
-            $crate::storage::CpuBuffer::I64($values) => $crate::storage::CpuBuffer::I64($body),
-            $crate::storage::CpuBuffer::Bool($values) => $crate::storage::CpuBuffer::Bool($body),
-        }
-    };
-}
-pub(crate) use map_buffer;
+pub use crate::backend::cpu::CpuBuffer;
+pub(crate) use crate::backend::cpu::map_buffer;
+pub(crate) use dispatch::Operand;
 
 /// Bytes held by all live tensor storages of this process. Tests use it to prove that
 /// forward passes which are never back-propagated release their memory.
@@ -367,6 +314,11 @@ impl Storage {
         self.on_gpu
             .store(matches!(*guard, Memory::Gpu(_)), Ordering::Release);
         self.mark_written();
+    }
+
+    /// Number of elements held.
+    pub(crate) fn len(&self) -> usize {
+        self.byte_len() / self.dtype().size_in_bytes()
     }
 
     /// Bytes of memory held.

@@ -1,0 +1,221 @@
+//! Element-wise kernels of the CPU backend: one function per kind of op, the op matched once
+//! outside the loop that walks the data (`strided::map` and friends).
+
+use super::strided::{map, zip_map, zip3_map};
+use crate::backend::kinds::{
+    BinaryOp, CompareOp, FRAC_1_SQRT_2PI, GELU_TANH_COEF, SQRT_2_OVER_PI, UnaryOp,
+};
+use crate::element::{Element, Float};
+use crate::shape::Layout;
+
+#[inline(always)]
+fn sigmoid<T: Float>(x: T) -> T {
+    if x >= T::ZERO {
+        T::ONE / (T::ONE + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (T::ONE + e)
+    }
+}
+
+pub(super) fn unary<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -> Vec<T> {
+    let c = |v: f64| T::from_f64(v);
+    let half = c(0.5);
+    match op {
+        UnaryOp::Neg => map(a, layout, |x: T| -x),
+        UnaryOp::Exp => map(a, layout, |x: T| x.exp()),
+        UnaryOp::Log => map(a, layout, |x: T| x.ln()),
+        UnaryOp::Sqrt => map(a, layout, |x: T| x.sqrt()),
+        UnaryOp::Rsqrt => map(a, layout, |x: T| T::ONE / x.sqrt()),
+        UnaryOp::Abs => map(a, layout, |x: T| x.abs()),
+        UnaryOp::Sign => map(a, layout, |x: T| {
+            if x > T::ZERO {
+                T::ONE
+            } else if x < T::ZERO {
+                -T::ONE
+            } else {
+                x
+            }
+        }),
+        UnaryOp::Erf => map(a, layout, |x: T| x.erf()),
+        UnaryOp::Sin => map(a, layout, |x: T| x.sin()),
+        UnaryOp::Cos => map(a, layout, |x: T| x.cos()),
+        UnaryOp::Floor => map(a, layout, |x: T| x.floor()),
+        UnaryOp::Relu => map(a, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
+        UnaryOp::LeakyRelu(slope) => {
+            let slope = c(slope);
+            map(
+                a,
+                layout,
+                move |x: T| if x > T::ZERO { x } else { x * slope },
+            )
+        }
+        UnaryOp::Sigmoid => map(a, layout, sigmoid),
+        UnaryOp::Tanh => map(a, layout, |x: T| x.tanh()),
+        UnaryOp::Gelu => {
+            let inv_sqrt2 = c(std::f64::consts::FRAC_1_SQRT_2);
+            map(a, layout, move |x: T| {
+                half * x * (T::ONE + (x * inv_sqrt2).erf())
+            })
+        }
+        UnaryOp::GeluTanh => {
+            let (k, coef) = (c(SQRT_2_OVER_PI), c(GELU_TANH_COEF));
+            map(a, layout, move |x: T| {
+                half * x * (T::ONE + (k * (x + coef * x * x * x)).tanh())
+            })
+        }
+        UnaryOp::Silu => map(a, layout, |x: T| x * sigmoid(x)),
+        UnaryOp::Softplus { beta, threshold } => {
+            let (beta, threshold) = (c(beta), c(threshold));
+            map(a, layout, move |x: T| {
+                if x * beta > threshold {
+                    x
+                } else {
+                    (x * beta).exp().ln_1p() / beta
+                }
+            })
+        }
+        UnaryOp::Powf(p) => {
+            let p = c(p);
+            map(a, layout, move |x: T| x.powf(p))
+        }
+        UnaryOp::Clamp { min, max } => {
+            let (min, max) = (c(min), c(max));
+            map(a, layout, move |x: T| {
+                if x < min {
+                    min
+                } else if x > max {
+                    max
+                } else {
+                    x
+                }
+            })
+        }
+        UnaryOp::AddScalar(s) => {
+            let s = c(s);
+            map(a, layout, move |x: T| x + s)
+        }
+        UnaryOp::MulScalar(s) => {
+            let s = c(s);
+            map(a, layout, move |x: T| x * s)
+        }
+    }
+}
+
+pub(super) fn activation_grad<T: Float + Default>(
+    g: &[T],
+    lg: &Layout,
+    x: &[T],
+    lx: &Layout,
+    op: UnaryOp,
+) -> Vec<T> {
+    match op {
+        UnaryOp::Relu => zip_map(g, lg, x, lx, |g, x| if x > T::ZERO { g } else { T::ZERO }),
+        UnaryOp::LeakyRelu(slope) => {
+            let slope = T::from_f64(slope);
+            zip_map(g, lg, x, lx, |g, x| if x > T::ZERO { g } else { g * slope })
+        }
+        UnaryOp::Sigmoid => zip_map(g, lg, x, lx, |g, x| {
+            let s = sigmoid(x);
+            g * (s * (T::ONE - s))
+        }),
+        UnaryOp::Tanh => zip_map(g, lg, x, lx, |g, x| {
+            let t = x.tanh();
+            g * (T::ONE - t * t)
+        }),
+        UnaryOp::Gelu => {
+            let (half, inv_sqrt2) = (
+                T::from_f64(0.5),
+                T::from_f64(std::f64::consts::FRAC_1_SQRT_2),
+            );
+            let inv_sqrt_2pi = T::from_f64(FRAC_1_SQRT_2PI);
+            zip_map(g, lg, x, lx, move |g, x| {
+                let cdf = half * (T::ONE + (x * inv_sqrt2).erf());
+                g * (cdf + x * inv_sqrt_2pi * (-half * x * x).exp())
+            })
+        }
+        UnaryOp::GeluTanh => {
+            let (half, k) = (T::from_f64(0.5), T::from_f64(SQRT_2_OVER_PI));
+            let (coef, coef3) = (
+                T::from_f64(GELU_TANH_COEF),
+                T::from_f64(3.0 * GELU_TANH_COEF),
+            );
+            zip_map(g, lg, x, lx, move |g, x| {
+                let t = (k * (x + coef * x * x * x)).tanh();
+                let inner = k * (T::ONE + coef3 * x * x);
+                // Where t saturates the second term is 0 (not 0 * inf for huge x).
+                let slope = if t * t >= T::ONE {
+                    T::ZERO
+                } else {
+                    half * x * (T::ONE - t * t) * inner
+                };
+                g * (half * (T::ONE + t) + slope)
+            })
+        }
+        UnaryOp::Silu => zip_map(g, lg, x, lx, |g, x| {
+            let s = sigmoid(x);
+            g * (s * (T::ONE + x * (T::ONE - s)))
+        }),
+        _ => unreachable!("checked fusable"),
+    }
+}
+
+pub(super) fn binary<T: Float + Default>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    op: BinaryOp,
+) -> Vec<T> {
+    match op {
+        BinaryOp::Add => zip_map(a, la, b, lb, |x, y| x + y),
+        BinaryOp::Sub => zip_map(a, la, b, lb, |x, y| x - y),
+        BinaryOp::Mul => zip_map(a, la, b, lb, |x, y| x * y),
+        BinaryOp::Div => zip_map(a, la, b, lb, |x, y| x / y),
+        BinaryOp::Pow => zip_map(a, la, b, lb, |x, y| x.powf(y)),
+    }
+}
+
+pub(super) fn compare<T: Copy + PartialOrd + Sync>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    op: CompareOp,
+) -> Vec<bool> {
+    match op {
+        CompareOp::Eq => zip_map(a, la, b, lb, |x, y| x == y),
+        CompareOp::Ne => zip_map(a, la, b, lb, |x, y| x != y),
+        CompareOp::Lt => zip_map(a, la, b, lb, |x, y| x < y),
+        CompareOp::Le => zip_map(a, la, b, lb, |x, y| x <= y),
+        CompareOp::Gt => zip_map(a, la, b, lb, |x, y| x > y),
+        CompareOp::Ge => zip_map(a, la, b, lb, |x, y| x >= y),
+    }
+}
+
+/// `c ? t : f` per element, each operand viewed with the output's dims.
+pub(super) fn select<T: Copy + Sync + Send + Default + 'static>(
+    c: (&[bool], &Layout),
+    t: (&[T], &Layout),
+    f: (&[T], &Layout),
+) -> Vec<T> {
+    // A branch broadcast from one value (relu's gradient against zero, `masked_fill`)
+    // joins a two-operand loop as a constant: that loop runs contiguous operands as
+    // one vectorised slice, the three-operand one walks rows with index arithmetic.
+    let constant =
+        |(v, l): (&[T], &Layout)| l.strides().iter().all(|&s| s == 0).then(|| v[l.offset()]);
+    match (constant(t), constant(f)) {
+        (_, Some(f)) => zip_map(c.0, c.1, t.0, t.1, |c, t| if c { t } else { f }),
+        (Some(t), None) => zip_map(c.0, c.1, f.0, f.1, |c, f| if c { t } else { f }),
+        (None, None) => zip3_map(c, t, f, |c, t, f| if c { t } else { f }),
+    }
+}
+
+/// The elements of the view converted to `T` (through `f64`: exact for every dtype pair
+/// rumus has, float to integer truncating toward zero).
+pub(super) fn convert<S: Element + Default, T: Element + Default>(
+    data: &[S],
+    layout: &Layout,
+) -> Vec<T> {
+    map(data, layout, |x: S| T::from_f64(x.to_f64()))
+}

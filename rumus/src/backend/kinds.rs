@@ -1,0 +1,186 @@
+//! What kernels are asked to compute: the op codes every backend understands. They sit here,
+//! below the ops that use them, so a backend's kernels never import `ops`; `rumus::ops`
+//! re-exports them under their public names.
+
+/// `sqrt(2 / pi)`, the scale inside GELU's tanh approximation.
+pub(crate) const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+/// The cubic coefficient of GELU's tanh approximation.
+pub(crate) const GELU_TANH_COEF: f64 = 0.044_715;
+/// `1 / sqrt(2 pi)`, the normal density at 0.
+pub(crate) const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+/// A function applied to every element.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnaryOp {
+    /// `-x`.
+    Neg,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Square root.
+    Sqrt,
+    /// `1 / sqrt(x)`.
+    Rsqrt,
+    /// `|x|`.
+    Abs,
+    /// -1, 0 or 1; its gradient is zero everywhere.
+    Sign,
+    /// The Gauss error function.
+    Erf,
+    /// Sine (radians).
+    Sin,
+    /// Cosine (radians).
+    Cos,
+    /// The largest integer not above `x`; its gradient is zero everywhere.
+    Floor,
+    /// `max(x, 0)`.
+    Relu,
+    /// `x` for `x > 0`, else `x` times the slope held.
+    LeakyRelu(f64),
+    /// `1 / (1 + e^-x)`, computed without overflow for either sign.
+    Sigmoid,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// `x * Phi(x)` with the exact normal CDF.
+    Gelu,
+    /// The tanh approximation of GELU used by GPT-2.
+    GeluTanh,
+    /// `x * sigmoid(x)` (swish).
+    Silu,
+    /// `ln(1 + e^(beta x)) / beta`, linear above `threshold` (PyTorch's defaults: 1, 20).
+    Softplus {
+        /// Sharpness: larger values approach ReLU.
+        beta: f64,
+        /// Above this value of `beta x` the result is `x`.
+        threshold: f64,
+    },
+    /// `x ^ p` with the scalar exponent held.
+    Powf(f64),
+    /// `x` limited to `[min, max]`; NaN stays NaN.
+    Clamp {
+        /// Lower bound.
+        min: f64,
+        /// Upper bound.
+        max: f64,
+    },
+    /// `x + s` with the scalar held.
+    AddScalar(f64),
+    /// `x * s` with the scalar held.
+    MulScalar(f64),
+}
+
+impl UnaryOp {
+    /// The op's lowercase name (`"relu"`, `"add_scalar"`), as error messages show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Relu => "relu",
+            UnaryOp::LeakyRelu(_) => "leaky_relu",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Softplus { .. } => "softplus",
+            UnaryOp::Powf(_) => "powf",
+            UnaryOp::Clamp { .. } => "clamp",
+            UnaryOp::AddScalar(_) => "add_scalar",
+            UnaryOp::MulScalar(_) => "mul_scalar",
+        }
+    }
+
+    /// Activations whose input gradient takes one pass over the output gradient and the
+    /// input (`fused_backward`), on the host and on a GPU.
+    pub(crate) fn gradient_in_one_pass(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Relu
+                | UnaryOp::LeakyRelu(_)
+                | UnaryOp::Sigmoid
+                | UnaryOp::Tanh
+                | UnaryOp::Gelu
+                | UnaryOp::GeluTanh
+                | UnaryOp::Silu
+        )
+    }
+}
+
+/// Arithmetic between two tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`.
+    Div,
+    /// `a ^ b`, a floating-point power.
+    Pow,
+}
+
+impl BinaryOp {
+    /// The op's lowercase name, as error messages show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+        }
+    }
+}
+
+/// Element comparisons; the result is a `bool` tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOp {
+    /// `a == b`.
+    Eq,
+    /// `a != b`.
+    Ne,
+    /// `a < b`.
+    Lt,
+    /// `a <= b`.
+    Le,
+    /// `a > b`.
+    Gt,
+    /// `a >= b`.
+    Ge,
+}
+
+/// Dropout's draws: elements whose draw under `seed` falls below `p` are zeroed, the others
+/// multiplied by `scale`, `1 / (1 - p)`. An element's draw is a hash of the seed and its
+/// index in contiguous order, the same on every backend.
+#[derive(Debug, Clone, Copy)]
+pub struct DropoutDraws {
+    /// The probability of zeroing an element.
+    pub p: f64,
+    /// What kept elements are multiplied by.
+    pub scale: f64,
+    /// The seed of the draws.
+    pub seed: u64,
+}
+
+impl DropoutDraws {
+    /// The draws that zero with probability `p` (`0 < p < 1`).
+    pub fn new(p: f64, seed: u64) -> Self {
+        DropoutDraws {
+            p,
+            scale: 1.0 / (1.0 - p),
+            seed,
+        }
+    }
+}
