@@ -1,7 +1,9 @@
 //! The one place that picks a backend: an op hands its operands' storages and views here,
 //! this reads where their memory lives (host or one GPU), and calls that backend's kernel
-//! through the [`Backend`] contract. Ops never name a backend; a new backend is a new
-//! [`Memory`] variant, a match arm in [`run`], and its `impl Backend`.
+//! through the [`Kernels`](crate::backend::Kernels) contract (the methods of `Storage` that
+//! ops call are in this module's siblings, one file per family of kernels). Ops never name a
+//! backend; a new backend is a new [`Memory`] variant, a branch in [`run`], and its impls of
+//! the contract.
 //!
 //! Operands must share a device. The one exception, as in PyTorch, is a rank-0 host tensor
 //! (a scalar such as the `0` of ReLU's gradient), which joins a GPU op as a constant.
@@ -9,12 +11,10 @@
 use std::sync::{Arc, RwLockReadGuard};
 
 use super::{Memory, Storage};
+use crate::backend::Src;
 use crate::backend::cpu::{Cpu, CpuBuffer};
 use crate::backend::gpu::{GpuBuffer, GpuDevice};
-use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
-use crate::backend::{Backend, Src};
 use crate::device::Device;
-use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
 
@@ -31,104 +31,16 @@ pub(crate) struct Operand<'a> {
 /// operands as that backend's [`Src`]s. The body is written once and instantiated per backend.
 macro_rules! on_backend {
     ($op:expr, $operands:expr, |$be:ident, [$($x:ident),+]| $call:expr) => {
-        run(
+        $crate::storage::dispatch::run(
             $op,
             $operands,
-            |$be: &Cpu, [$($x),+]| $call.map(Some),
-            |$be: &GpuDevice, [$($x),+]| $call.map(Some),
+            |$be: &$crate::backend::cpu::Cpu, [$($x),+]| $call.map(Some),
+            |$be: &$crate::backend::gpu::GpuDevice, [$($x),+]| $call.map(Some),
         )
         .map(|out| out.expect("every kernel above returns memory"))
     };
 }
-
-impl Storage {
-    /// `op` of every element.
-    pub(crate) fn unary(x: Operand<'_>, op: UnaryOp) -> Result<Storage> {
-        on_backend!(op.name(), [x], |be, [x]| be.unary(x, op))
-    }
-
-    /// The one-pass activation gradient (of `grad` dropped out with `draws` first, when
-    /// given), when the backend has a kernel for it.
-    pub(crate) fn activation_grad(
-        grad: Operand<'_>,
-        x: Operand<'_>,
-        op: UnaryOp,
-        draws: Option<DropoutDraws>,
-    ) -> Result<Option<Storage>> {
-        run(
-            op.name(),
-            [grad, x],
-            |be: &Cpu, [g, x]| be.activation_grad(g, x, op, draws),
-            |be: &GpuDevice, [g, x]| be.activation_grad(g, x, op, draws),
-        )
-    }
-
-    /// `x` with dropout's `draws` applied.
-    pub(crate) fn dropout(x: Operand<'_>, draws: DropoutDraws) -> Result<Storage> {
-        on_backend!("dropout", [x], |be, [x]| be.dropout(x, draws))
-    }
-
-    /// `dropout(op(x))` in one pass, when the backend has a kernel for it.
-    pub(crate) fn unary_dropout(
-        x: Operand<'_>,
-        op: UnaryOp,
-        draws: DropoutDraws,
-    ) -> Result<Option<Storage>> {
-        run(
-            op.name(),
-            [x],
-            |be: &Cpu, [x]| be.unary_dropout(x, op, draws),
-            |be: &GpuDevice, [x]| be.unary_dropout(x, op, draws),
-        )
-    }
-
-    /// `a op b`, both viewed with the output's dims.
-    pub(crate) fn binary(a: Operand<'_>, b: Operand<'_>, op: BinaryOp) -> Result<Storage> {
-        on_backend!(op.name(), [a, b], |be, [a, b]| be.binary(a, b, op))
-    }
-
-    /// `a op b` as a `bool` mask, both viewed with the output's dims.
-    pub(crate) fn compare(a: Operand<'_>, b: Operand<'_>, op: CompareOp) -> Result<Storage> {
-        on_backend!("compare", [a, b], |be, [a, b]| be.compare(a, b, op))
-    }
-
-    /// `condition ? on_true : on_false`, all viewed with the output's dims.
-    pub(crate) fn select(
-        condition: Operand<'_>,
-        on_true: Operand<'_>,
-        on_false: Operand<'_>,
-    ) -> Result<Storage> {
-        on_backend!("where", [condition, on_true, on_false], |be, [c, t, f]| be
-            .select(c, t, f))
-    }
-
-    /// `a and b` of two masks viewed with the output's dims.
-    pub(crate) fn logical_and(a: Operand<'_>, b: Operand<'_>) -> Result<Storage> {
-        on_backend!("logical_and", [a, b], |be, [a, b]| be.logical_and(a, b))
-    }
-
-    /// `not x` of a mask.
-    pub(crate) fn logical_not(x: Operand<'_>) -> Result<Storage> {
-        on_backend!("logical_not", [x], |be, [x]| be.logical_not(x))
-    }
-
-    /// The elements converted to `dtype`.
-    pub(crate) fn cast(x: Operand<'_>, dtype: DType) -> Result<Storage> {
-        on_backend!("to_dtype", [x], |be, [x]| be.cast(x, dtype))
-    }
-
-    /// A contiguous copy of the view.
-    pub(crate) fn copy(x: Operand<'_>) -> Result<Storage> {
-        on_backend!("contiguous", [x], |be, [x]| be.copy(x))
-    }
-
-    /// The elements of the view `layout` in host memory, row-major: the host's own, or a copy
-    /// of GPU memory read back (a counted fallback transfer) for host-only paths.
-    pub(crate) fn host_copy(&self, layout: &Layout) -> Result<CpuBuffer> {
-        let host = self.read()?;
-        Cpu.copy(Src::new(&*host, layout))
-    }
-}
+pub(super) use on_backend;
 
 /// Locks every operand's memory for reading, finds the backend they share, and runs its
 /// kernel: `cpu` when all are on the host, `gpu` when all are on one GPU (rank-0 host
@@ -137,7 +49,7 @@ impl Storage {
 /// Read locks are taken in one global order (by storage address) and once per storage:
 /// std's `RwLock` makes a new reader wait behind a waiting writer, so two threads taking
 /// two locks in opposite orders, with writers queued on both, would wait for each other.
-fn run<const N: usize>(
+pub(super) fn run<const N: usize>(
     op: &'static str,
     operands: [Operand<'_>; N],
     cpu: impl FnOnce(&Cpu, [Src<'_, CpuBuffer>; N]) -> Result<Option<CpuBuffer>>,

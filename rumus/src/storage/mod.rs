@@ -15,6 +15,7 @@ use crate::error::{DeviceError, Result};
 use crate::live_counts::{self, Count};
 
 mod dispatch;
+mod elementwise;
 
 pub use crate::backend::cpu::CpuBuffer;
 pub(crate) use crate::backend::cpu::map_buffer;

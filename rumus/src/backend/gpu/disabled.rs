@@ -48,6 +48,8 @@ impl crate::backend::Backend for GpuDevice {
     }
 }
 
+impl crate::backend::Elementwise for GpuDevice {}
+
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {
         match self.0 {}

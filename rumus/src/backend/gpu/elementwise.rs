@@ -9,7 +9,7 @@ use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
-use crate::backend::{Backend, Src};
+use crate::backend::{Elementwise, Src};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
@@ -201,7 +201,7 @@ impl GpuDevice {
 
     /// A contiguous copy of `t`'s view, for launchers that still take tensors.
     pub(crate) fn copy_tensor(&self, t: &DynTensor) -> Result<DynTensor> {
-        self.with_src(t, |x| Backend::copy(self, x))
+        self.with_src(t, |x| Elementwise::copy(self, x))
             .map(|out| DynTensor::from_gpu(out, t.dims()))
     }
 
@@ -212,13 +212,7 @@ impl GpuDevice {
     }
 }
 
-impl Backend for GpuDevice {
-    type Memory = GpuBuffer;
-
-    fn name(&self) -> &'static str {
-        "wgpu"
-    }
-
+impl Elementwise for GpuDevice {
     fn unary(&self, x: Src<'_, GpuBuffer>, op: UnaryOp) -> Result<GpuBuffer> {
         self.unary_then_dropout(x, op, None)
     }
@@ -237,7 +231,7 @@ impl Backend for GpuDevice {
         if x.layout.is_contiguous() {
             return self.dropout_contiguous(x, draws);
         }
-        let copy = Backend::copy(self, x)?;
+        let copy = Elementwise::copy(self, x)?;
         let layout = Layout::contiguous(x.dims());
         self.dropout_contiguous(Src::new(&copy, &layout), draws)
     }

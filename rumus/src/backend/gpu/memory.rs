@@ -153,6 +153,16 @@ impl std::fmt::Debug for GpuBuffer {
     }
 }
 
+/// A wgpu device: memory in its buffers, kernels in WGSL (one file per family under
+/// `shaders/`, launched from this module's files of the same names).
+impl crate::backend::Backend for GpuDevice {
+    type Memory = GpuBuffer;
+
+    fn name(&self) -> &'static str {
+        "wgpu"
+    }
+}
+
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {
         GpuBuffer::dtype(self)

@@ -1,93 +1,13 @@
-//! The backend contract: what a compute backend provides, in one trait.
-//!
-//! Every kernel takes its operands as [`Src`]s (the backend's memory plus the view the
-//! kernel reads, already broadcast to the output where the op broadcasts) and returns fresh
-//! contiguous memory of the result. Shapes, dtypes and broadcasting are checked by the op
-//! before it gets here; a kernel checks only what its backend cannot do (a dtype it has no
-//! kernel for, a size past a device limit).
-//!
-//! Each method has a default body that refuses with [`DeviceError::Unsupported`], naming the
-//! op and the backend: a new backend can start with a few kernels and grow, and an op it
-//! lacks is a clear error, never a silent copy to the host.
+//! Element-wise kernels: functions of one element, arithmetic and comparisons of two,
+//! `where`, masks, dtype conversion, copies and dropout.
 
+use super::{Backend, Src};
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
 use crate::dtype::DType;
-use crate::error::{DeviceError, Error, Result};
-use crate::shape::Layout;
+use crate::error::Result;
 
-/// Memory of one backend: host vectors, a GPU buffer.
-pub trait BackendMemory {
-    /// The dtype of the elements.
-    fn dtype(&self) -> DType;
-    /// Number of elements (not bytes).
-    fn len(&self) -> usize;
-    /// Whether the memory holds no elements.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// One operand of a kernel: a backend's memory and the strided view of it to read.
-pub struct Src<'a, M> {
-    /// The elements.
-    pub memory: &'a M,
-    /// Dims, strides (0 along broadcast axes) and offset, in elements.
-    pub layout: &'a Layout,
-}
-
-impl<M> Clone for Src<'_, M> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<M> Copy for Src<'_, M> {}
-
-impl<'a, M: BackendMemory> Src<'a, M> {
-    /// `memory` read through `layout`.
-    #[inline]
-    pub fn new(memory: &'a M, layout: &'a Layout) -> Self {
-        Src { memory, layout }
-    }
-
-    /// The dims of the view.
-    #[inline]
-    pub fn dims(&self) -> &'a [usize] {
-        self.layout.dims()
-    }
-
-    /// The dtype of the elements.
-    #[inline]
-    pub fn dtype(&self) -> DType {
-        self.memory.dtype()
-    }
-
-    /// Number of elements of the view.
-    #[inline]
-    pub fn numel(&self) -> usize {
-        self.layout.numel()
-    }
-}
-
-/// What a compute backend provides. Implemented by the CPU ([`Cpu`](crate::backend::cpu::Cpu))
-/// and by a wgpu device ([`GpuDevice`](crate::backend::gpu::GpuDevice)); storage picks the
-/// backend of an op's operands and calls it.
-pub trait Backend {
-    /// The memory this backend's kernels read and write.
-    type Memory: BackendMemory;
-
-    /// The backend's name in error messages (`"cpu"`, `"wgpu"`).
-    fn name(&self) -> &'static str;
-
-    /// The error for an op this backend has no kernel for.
-    fn unsupported(&self, op: &'static str) -> Error {
-        DeviceError::Unsupported {
-            op,
-            backend: self.name(),
-        }
-        .into()
-    }
-
+/// Element-wise kernels. Views arrive broadcast to the output's dims where the op broadcasts.
+pub trait Elementwise: Backend {
     /// `op` of every element of `x` (float dtypes).
     fn unary(&self, x: Src<'_, Self::Memory>, op: UnaryOp) -> Result<Self::Memory> {
         let _ = x;

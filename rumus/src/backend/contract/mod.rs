@@ -1,0 +1,104 @@
+//! The backend contract: what a compute backend provides.
+//!
+//! Every kernel takes its operands as [`Src`]s (the backend's memory plus the view the
+//! kernel reads, already broadcast to the output where the op broadcasts) and returns fresh
+//! contiguous memory of the result. Shapes, dtypes and broadcasting are checked by the op
+//! before it gets here; a kernel checks only what its backend cannot do (a dtype it has no
+//! kernel for, a size past a device limit).
+//!
+//! The kernels are grouped by family, one trait and one file each (`contract/elementwise.rs`,
+//! ...); [`Kernels`] is all of them together.
+//!
+//! Each method has a default body that refuses with [`DeviceError::Unsupported`], naming the
+//! op and the backend: a new backend can start with a few kernels and grow, and an op it
+//! lacks is a clear error, never a silent copy to the host.
+
+mod elementwise;
+
+pub use elementwise::Elementwise;
+
+use crate::dtype::DType;
+use crate::error::{DeviceError, Error};
+use crate::shape::Layout;
+
+/// Memory of one backend: host vectors, a GPU buffer.
+pub trait BackendMemory {
+    /// The dtype of the elements.
+    fn dtype(&self) -> DType;
+    /// Number of elements (not bytes).
+    fn len(&self) -> usize;
+    /// Whether the memory holds no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One operand of a kernel: a backend's memory and the strided view of it to read.
+pub struct Src<'a, M> {
+    /// The elements.
+    pub memory: &'a M,
+    /// Dims, strides (0 along broadcast axes) and offset, in elements.
+    pub layout: &'a Layout,
+}
+
+impl<M> Clone for Src<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<M> Copy for Src<'_, M> {}
+
+impl<'a, M: BackendMemory> Src<'a, M> {
+    /// `memory` read through `layout`.
+    #[inline]
+    pub fn new(memory: &'a M, layout: &'a Layout) -> Self {
+        Src { memory, layout }
+    }
+
+    /// The dims of the view.
+    #[inline]
+    pub fn dims(&self) -> &'a [usize] {
+        self.layout.dims()
+    }
+
+    /// The dtype of the elements.
+    #[inline]
+    pub fn dtype(&self) -> DType {
+        self.memory.dtype()
+    }
+
+    /// Number of elements of the view.
+    #[inline]
+    pub fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+}
+
+/// A compute backend: its memory type and its name. The kernels come in one trait per family
+/// of ops (the submodules of this one: [`Elementwise`], ...), each a supertrait of
+/// [`Kernels`], which is what storage dispatches to. Implemented by the CPU
+/// ([`Cpu`](crate::backend::cpu::Cpu)) and by a wgpu device
+/// ([`GpuDevice`](crate::backend::gpu::GpuDevice)).
+pub trait Backend {
+    /// The memory this backend's kernels read and write.
+    type Memory: BackendMemory;
+
+    /// The backend's name in error messages (`"cpu"`, `"wgpu"`).
+    fn name(&self) -> &'static str;
+
+    /// The error for an op this backend has no kernel for.
+    fn unsupported(&self, op: &'static str) -> Error {
+        DeviceError::Unsupported {
+            op,
+            backend: self.name(),
+        }
+        .into()
+    }
+}
+
+/// Every kernel family: what storage's dispatch calls. Implemented for every type that
+/// implements all the families.
+pub trait Kernels: Elementwise {}
+
+impl<B: Elementwise> Kernels for B {}
