@@ -184,3 +184,37 @@ impl DropoutDraws {
         }
     }
 }
+
+/// Scalars of one Adam step, already bias-corrected.
+#[derive(Clone, Copy)]
+pub struct AdamScalars<T> {
+    /// `lr / (1 - beta1^t)`.
+    pub step_size: T,
+    /// Decay rate of the first-moment (mean) estimate.
+    pub beta1: T,
+    /// Decay rate of the second-moment (uncentred variance) estimate.
+    pub beta2: T,
+    /// Term added to the denominator for numerical stability.
+    pub eps: T,
+    /// `1 / sqrt(1 - beta2^t)`.
+    pub inv_sqrt_correction2: T,
+    /// L2 penalty added to the gradient (Adam's `weight_decay`).
+    pub l2: T,
+    /// Factor applied to the parameter first (AdamW's `1 - lr * weight_decay`).
+    pub decay: T,
+}
+
+impl<T: Copy> AdamScalars<T> {
+    /// Every scalar converted by `f` (to the element type of the memory updated).
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> AdamScalars<U> {
+        AdamScalars {
+            step_size: f(self.step_size),
+            beta1: f(self.beta1),
+            beta2: f(self.beta2),
+            eps: f(self.eps),
+            inv_sqrt_correction2: f(self.inv_sqrt_correction2),
+            l2: f(self.l2),
+            decay: f(self.decay),
+        }
+    }
+}

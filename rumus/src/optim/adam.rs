@@ -6,9 +6,10 @@ use super::optimizer::Optimizer;
 use super::params::{ParamGroup, ParamState, Params};
 use crate::DynTensor;
 use crate::autograd::GradientStore;
-use crate::backend::cpu::optim::{AdamScalars, adam_update};
+use crate::backend::kinds::AdamScalars;
 use crate::error::Result;
-use crate::storage::CpuBuffer;
+use crate::shape::Layout;
+use crate::storage::Storage;
 
 /// Settings of [`Adam`]; [`AdamConfig::adam`] (the default) and [`AdamConfig::adamw`] give
 /// PyTorch's defaults.
@@ -147,72 +148,22 @@ fn fused_step(
     } else {
         (group.weight_decay, 1.0)
     };
-    let scalars = [
-        lr / (1.0 - pow_count(b1, state.step)),
-        b1,
-        b2,
-        c.eps,
-        1.0 / (1.0 - pow_count(b2, state.step)).sqrt(),
+    let scalars = AdamScalars {
+        step_size: lr / (1.0 - pow_count(b1, state.step)),
+        beta1: b1,
+        beta2: b2,
+        eps: c.eps,
+        inv_sqrt_correction2: 1.0 / (1.0 - pow_count(b2, state.step)).sqrt(),
         l2,
         decay,
-    ];
-    fn run<T: crate::element::Float>(
-        bufs: [&mut CpuBuffer; 3],
-        g: &[T],
-        ranges: [std::ops::Range<usize>; 3],
-        k: [f64; 7],
-    ) -> bool {
-        let [pb, mb, vb] = bufs;
-        let (Some(p), Some(m), Some(v)) = (T::slice_mut(pb), T::slice_mut(mb), T::slice_mut(vb))
-        else {
-            return false;
-        };
-        let f = |x: f64| T::from_f64(x);
-        let s = AdamScalars {
-            step_size: f(k[0]),
-            beta1: f(k[1]),
-            beta2: f(k[2]),
-            eps: f(k[3]),
-            inv_sqrt_correction2: f(k[4]),
-            l2: f(k[5]),
-            decay: f(k[6]),
-        };
-        let [pr, mr, vr] = ranges;
-        adam_update(&mut p[pr], g, &mut m[mr], &mut v[vr], s);
-        true
-    }
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("Adam step", &[p, &g, &m, &v])? {
-        let at = |t: &DynTensor, range: &std::ops::Range<usize>| {
-            t.view_with(crate::shape::Layout::new(&[range.len()], &[1], range.start))
-        };
-        let views = [at(p, &pr), at(&g, &gr), at(&m, &mr), at(&v, &vr)];
-        gpu.adam([&views[0], &views[1], &views[2], &views[3]], scalars)?;
-        return Ok(true);
-    }
-    // The four locks in the one global order (`Storage::lock_order`): a thread computing
-    // `g.mul(&p)` meanwhile holds `g` and waits for `p`, and must not find us holding `p`
-    // while we wait for `g`.
-    let storages = [p.storage(), m.storage(), v.storage(), g.storage()];
-    let mut order = [0, 1, 2, 3];
-    order.sort_by_key(|&i| storages[i].lock_order());
-    let (mut writes, mut read) = ([None, None, None], None);
-    for i in order {
-        match i {
-            3 => read = Some(storages[3].read()?),
-            _ => writes[i] = Some(storages[i].write()?),
-        }
-    }
-    let ([Some(mut pw), Some(mut mw), Some(mut vw)], Some(gb)) = (writes, read) else {
-        unreachable!("every lock is taken once above")
     };
-    let bufs = [&mut *pw, &mut *mw, &mut *vw];
-    let ranges = [pr, mr, vr];
-    Ok(match &*gb {
-        CpuBuffer::F32(gs) => run::<f32>(bufs, &gs[gr.clone()], ranges, scalars),
-        CpuBuffer::F64(gs) => run::<f64>(bufs, &gs[gr.clone()], ranges, scalars),
-        _ => false,
-    })
+    let view = |range: std::ops::Range<usize>| Layout::new(&[range.len()], &[1], range.start);
+    let (lp, lm, lv, lg) = (view(pr), view(mr), view(vr), view(gr));
+    Storage::adam_step(
+        [p.operand_as(&lp), m.operand_as(&lm), v.operand_as(&lv)],
+        g.operand_as(&lg),
+        scalars,
+    )
 }
 
 impl Optimizer for Adam {

@@ -30,6 +30,7 @@ use super::optimizer::Optimizer;
 use crate::autograd::{GradientStore, TensorId, no_grad};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 /// How the scale starts and moves; the defaults are PyTorch's.
@@ -177,9 +178,9 @@ impl GradScaler {
         }
         let _guard = no_grad();
         let inverse = 1.0 / self.state.scale;
-        // On a GPU each f32 gradient is unscaled by one kernel that also raises a flag of
-        // its device where an element is infinite or NaN; the flags are read once per
-        // device. Elsewhere a sum of elements is non-finite whenever one of them is, so one
+        // Each f32 gradient is unscaled by one kernel that also raises a flag of its device
+        // where an element is infinite or NaN; the flags are read once per device. For other
+        // dtypes a sum of elements is non-finite whenever one of them is, so one
         // sum per gradient finds every inf and NaN, also read once per device; a sum of
         // finite elements can overflow too: only then is each such gradient checked exactly
         // (times zero, it sums to zero exactly when every element is finite).
@@ -190,7 +191,7 @@ impl GradScaler {
         for p in &params {
             let Some(id) = p.id() else { continue };
             let Some(g) = grads.remove(p) else { continue };
-            let g = match unscale_on_gpu(&g, inverse, &mut flags)? {
+            let g = match unscale_flagging(&g, inverse, &mut flags)? {
                 Some(unscaled) => unscaled,
                 None => {
                     let unscaled = g.mul_scalar(inverse)?;
@@ -297,31 +298,28 @@ impl GradScaler {
     }
 }
 
-/// `g * inverse` by the GPU kernel that raises its device's flag in `flags` (made on first
-/// use) for an infinite or NaN element; `None` for gradients it does not take (host, not
-/// f32).
-fn unscale_on_gpu(
+/// `g * inverse` by the backend's kernel that raises its device's flag in `flags` (made on
+/// first use) for an infinite or NaN element; `None` for gradients it does not take (dtypes
+/// other than f32).
+fn unscale_flagging(
     g: &DynTensor,
     inverse: f64,
     flags: &mut Vec<DynTensor>,
 ) -> Result<Option<DynTensor>> {
-    #[cfg(feature = "gpu")]
-    if g.dtype() == DType::F32
-        && let Some(gpu) = crate::device::gpu_of("GradScaler::unscale", &[g])?
-    {
-        let device = g.device();
-        let flag = match flags.iter().find(|f| f.device() == device) {
-            Some(flag) => flag.clone(),
-            None => {
-                let flag = gpu.full(&[1], 0.0, DType::I64)?;
-                flags.push(flag.clone());
-                flag
-            }
-        };
-        return Ok(Some(gpu.scale_flagging_non_finite(g, inverse, &flag)?));
+    if g.dtype() != DType::F32 {
+        return Ok(None);
     }
-    let _ = (g, inverse, flags);
-    Ok(None)
+    let device = g.device();
+    let flag = match flags.iter().find(|f| f.device() == device) {
+        Some(flag) => flag.clone(),
+        None => {
+            let flag = DynTensor::zeros_on(&[1], DType::I64, &device)?;
+            flags.push(flag.clone());
+            flag
+        }
+    };
+    let out = Storage::unscale_flagging_non_finite(g.operand(), inverse, flag.operand())?;
+    Ok(out.map(|out| DynTensor::computed(out, g.dims())))
 }
 
 /// Adds `check` (a scalar) to the running sum of its device in `sums`.

@@ -8,12 +8,12 @@
 //! Operands must share a device. The one exception, as in PyTorch, is a rank-0 host tensor
 //! (a scalar such as the `0` of ReLU's gradient), which joins a GPU op as a constant.
 
-use std::sync::{Arc, RwLockReadGuard};
+use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
 use super::{Memory, Storage};
-use crate::backend::Src;
 use crate::backend::cpu::{Cpu, CpuBuffer};
 use crate::backend::gpu::{GpuBuffer, GpuDevice};
+use crate::backend::{Dst, Src};
 use crate::device::Device;
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
@@ -134,4 +134,112 @@ fn shared_gpu<'g, const N: usize>(
         .into());
     }
     Ok(device)
+}
+
+/// [`run`] for kernels that write some operands in place: `writes` are locked for writing
+/// (their versions bumped after the kernel ran, so saved copies become stale), `reads` for
+/// reading, all in the one lock order. Every operand must be on the same device (no host
+/// constants here). `None`, with nothing run, when two operands share a storage: the caller
+/// then takes a path that reads a copy.
+pub(super) fn run_mut<const W: usize, const R: usize, T>(
+    op: &'static str,
+    writes: [Operand<'_>; W],
+    reads: [Operand<'_>; R],
+    cpu: impl FnOnce(&Cpu, [Dst<'_, CpuBuffer>; W], [Src<'_, CpuBuffer>; R]) -> Result<T>,
+    gpu: impl FnOnce(&GpuDevice, [Dst<'_, GpuBuffer>; W], [Src<'_, GpuBuffer>; R]) -> Result<T>,
+) -> Result<Option<T>> {
+    let storage = |k: usize| {
+        if k < W {
+            writes[k].storage
+        } else {
+            reads[k - W].storage
+        }
+    };
+    let shared = (0..W + R).any(|k| (0..k).any(|j| std::ptr::eq(storage(j), storage(k))));
+    if shared {
+        return Ok(None);
+    }
+    let mut order: Vec<usize> = (0..W + R).collect();
+    order.sort_unstable_by_key(|&k| storage(k).lock_order());
+    let mut written: [Option<RwLockWriteGuard<'_, Memory>>; W] = std::array::from_fn(|_| None);
+    let mut read: [Option<RwLockReadGuard<'_, Memory>>; R] = std::array::from_fn(|_| None);
+    for k in order {
+        if k < W {
+            written[k] = Some(writes[k].storage.lock_write());
+        } else {
+            read[k - W] = Some(reads[k - W].storage.lock());
+        }
+    }
+    let mut written = written.map(|guard| guard.expect("locked above"));
+    let read = read.map(|guard| guard.expect("locked above"));
+
+    let on_host = written.iter().all(|m| matches!(**m, Memory::Host(_)))
+        && read.iter().all(|m| matches!(**m, Memory::Host(_)));
+    let result = if on_host {
+        let mut layouts = writes.iter().map(|w| w.layout);
+        let dsts = written.each_mut().map(|m| match &mut **m {
+            Memory::Host(memory) => Dst {
+                memory,
+                layout: layouts.next().expect("one layout per write"),
+            },
+            Memory::Gpu(_) => unreachable!("all on the host"),
+        });
+        let srcs = std::array::from_fn(|k| match &*read[k] {
+            Memory::Host(memory) => Src::new(memory, reads[k].layout),
+            Memory::Gpu(_) => unreachable!("all on the host"),
+        });
+        cpu(&Cpu, dsts, srcs)?
+    } else {
+        let device = one_gpu(
+            op,
+            written
+                .iter()
+                .map(|m| &**m)
+                .chain(read.iter().map(|m| &**m)),
+        )?;
+        let mut layouts = writes.iter().map(|w| w.layout);
+        let dsts = written.each_mut().map(|m| match &mut **m {
+            Memory::Gpu(memory) => Dst {
+                memory,
+                layout: layouts.next().expect("one layout per write"),
+            },
+            Memory::Host(_) => unreachable!("one_gpu checked"),
+        });
+        let srcs = std::array::from_fn(|k| match &*read[k] {
+            Memory::Gpu(memory) => Src::new(memory, reads[k].layout),
+            Memory::Host(_) => unreachable!("one_gpu checked"),
+        });
+        gpu(&device, dsts, srcs)?
+    };
+    for operand in &writes {
+        operand.storage.mark_written();
+    }
+    Ok(Some(result))
+}
+
+/// The one GPU holding every memory of an in-place op; a host memory among them, or two
+/// GPUs, is the mismatch error.
+fn one_gpu<'m>(op: &'static str, memories: impl Iterator<Item = &'m Memory>) -> Result<GpuDevice> {
+    let mut found: Option<Device> = None;
+    for memory in memories {
+        let device = match memory {
+            Memory::Host(_) => Device::Cpu,
+            Memory::Gpu(buffer) => Device::Gpu(buffer.device()),
+        };
+        match &found {
+            Some(seen) if *seen != device => {
+                return Err(DeviceError::Mismatch {
+                    op,
+                    lhs: seen.to_string(),
+                    rhs: device.to_string(),
+                }
+                .into());
+            }
+            _ => found = Some(device),
+        }
+    }
+    match found {
+        Some(Device::Gpu(gpu)) => Ok(gpu),
+        _ => unreachable!("called with a GPU memory among the operands"),
+    }
 }

@@ -14,8 +14,10 @@ use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
 use crate::live_counts::{self, Count};
 
+mod allocate;
 mod dispatch;
 mod elementwise;
+mod optim;
 
 pub use crate::backend::cpu::CpuBuffer;
 pub(crate) use crate::backend::cpu::map_buffer;
@@ -191,6 +193,12 @@ impl Storage {
             bytes: AtomicUsize::new(bytes),
             uploaded_from: None,
         }
+    }
+
+    fn lock_write(&self) -> RwLockWriteGuard<'_, Memory> {
+        self.memory
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     #[inline]

@@ -6,29 +6,7 @@ use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::{Error, Result, ShapeError};
 use crate::rng::{Generator, with_global};
-use crate::storage::CpuBuffer;
-
-/// `n` copies of `value`: in a pooled buffer when one is free (zero-filled gradients and
-/// masks every step otherwise fault in fresh pages), else a fallible allocation.
-fn try_filled_vec<T: Copy + 'static>(n: usize, value: T, dims: &[usize]) -> Result<Vec<T>> {
-    if let Some(pooled) = crate::backend::cpu::pool::pooled_filled(n, value) {
-        return Ok(pooled);
-    }
-    let mut out = try_with_capacity("full", &format!("the tensor {dims:?}"), n)?;
-    out.resize(n, value);
-    Ok(out)
-}
-
-fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer> {
-    let n = crate::shape::checked_numel(dims, "full")?;
-    Ok(match dtype {
-        DType::F32 => CpuBuffer::F32(try_filled_vec(n, value as f32, dims)?),
-        DType::F64 => CpuBuffer::F64(try_filled_vec(n, value, dims)?),
-        DType::F16 => CpuBuffer::F16(try_filled_vec(n, half::f16::from_f64(value), dims)?),
-        DType::I64 => CpuBuffer::I64(try_filled_vec(n, value as i64, dims)?),
-        DType::Bool => CpuBuffer::Bool(try_filled_vec(n, value != 0.0, dims)?),
-    })
-}
+use crate::storage::{CpuBuffer, Storage};
 
 /// A buffer of `dims` whose element `i` (row-major) is `value_at(i)`, converted to `dtype`;
 /// memory for it is reserved fallibly, so an absurd size is an `Err`.
@@ -91,16 +69,12 @@ impl DynTensor {
 
     /// A rank-0 tensor holding `value`.
     pub fn scalar(value: f64, dtype: DType) -> Result<DynTensor> {
-        Ok(DynTensor::from_buffer(filled(&[], dtype, value)?, &[]))
+        Self::full_on(&[], value, dtype, &crate::Device::Cpu)
     }
 
     /// A tensor of `dims` filled with `value`, on the default device.
     pub fn full(dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
-        let device = crate::device::default_device();
-        if device.is_gpu() {
-            return Self::full_on(dims, value, dtype, &device);
-        }
-        Ok(DynTensor::from_buffer(filled(dims, dtype, value)?, dims))
+        Self::full_on(dims, value, dtype, &crate::device::default_device())
     }
 
     /// A tensor of `dims` filled with zeros, on the default device.
@@ -121,17 +95,8 @@ impl DynTensor {
         dtype: DType,
         device: &crate::Device,
     ) -> Result<DynTensor> {
-        match device {
-            crate::Device::Cpu => Ok(DynTensor::from_buffer(filled(dims, dtype, value)?, dims)),
-            #[cfg(feature = "gpu")]
-            crate::Device::Gpu(gpu) => {
-                crate::shape::checked_numel(dims, "full")?;
-                crate::backend::gpu::memory_check_dtype(dtype, "full")?;
-                gpu.full(dims, value, dtype)
-            }
-            #[cfg(not(feature = "gpu"))]
-            crate::Device::Gpu(gpu) => gpu.never(),
-        }
+        let out = Storage::full(device, dims, value, dtype)?;
+        Ok(DynTensor::computed(out, dims))
     }
 
     /// A tensor of `dims` filled with zeros, made on `device`.

@@ -13,9 +13,13 @@
 //! op and the backend: a new backend can start with a few kernels and grow, and an op it
 //! lacks is a clear error, never a silent copy to the host.
 
+mod allocate;
 mod elementwise;
+mod optim;
 
+pub use allocate::Allocate;
 pub use elementwise::Elementwise;
+pub use optim::Optim;
 
 use crate::dtype::DType;
 use crate::error::{DeviceError, Error};
@@ -75,6 +79,15 @@ impl<'a, M: BackendMemory> Src<'a, M> {
     }
 }
 
+/// An operand a kernel writes in place: a backend's memory, held exclusively, and the view
+/// of it to write.
+pub struct Dst<'a, M> {
+    /// The elements.
+    pub memory: &'a mut M,
+    /// Dims, strides and offset, in elements.
+    pub layout: &'a Layout,
+}
+
 /// A compute backend: its memory type and its name. The kernels come in one trait per family
 /// of ops (the submodules of this one: [`Elementwise`], ...), each a supertrait of
 /// [`Kernels`], which is what storage dispatches to. Implemented by the CPU
@@ -99,6 +112,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise {}
+pub trait Kernels: Allocate + Elementwise + Optim {}
 
-impl<B: Elementwise> Kernels for B {}
+impl<B: Allocate + Elementwise + Optim> Kernels for B {}

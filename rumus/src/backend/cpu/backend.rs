@@ -3,7 +3,8 @@
 //! dtype once and hands typed slices to a kernel that walks the data.
 
 use super::buffer::CpuBuffer;
-use crate::backend::contract::{Backend, BackendMemory};
+use crate::alloc::try_with_capacity;
+use crate::backend::contract::{Allocate, Backend, BackendMemory};
 use crate::dtype::DType;
 use crate::error::Result;
 
@@ -33,4 +34,32 @@ impl Backend for Cpu {
     fn name(&self) -> &'static str {
         "cpu"
     }
+}
+
+impl Allocate for Cpu {
+    fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<CpuBuffer> {
+        filled(dims, dtype, value)
+    }
+}
+
+/// `n` copies of `value`: in a pooled buffer when one is free (zero-filled gradients and
+/// masks every step otherwise fault in fresh pages), else a fallible allocation.
+fn try_filled_vec<T: Copy + 'static>(n: usize, value: T, dims: &[usize]) -> Result<Vec<T>> {
+    if let Some(pooled) = crate::backend::cpu::pool::pooled_filled(n, value) {
+        return Ok(pooled);
+    }
+    let mut out = try_with_capacity("full", &format!("the tensor {dims:?}"), n)?;
+    out.resize(n, value);
+    Ok(out)
+}
+
+fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer> {
+    let n = crate::shape::checked_numel(dims, "full")?;
+    Ok(match dtype {
+        DType::F32 => CpuBuffer::F32(try_filled_vec(n, value as f32, dims)?),
+        DType::F64 => CpuBuffer::F64(try_filled_vec(n, value, dims)?),
+        DType::F16 => CpuBuffer::F16(try_filled_vec(n, half::f16::from_f64(value), dims)?),
+        DType::I64 => CpuBuffer::I64(try_filled_vec(n, value as i64, dims)?),
+        DType::Bool => CpuBuffer::Bool(try_filled_vec(n, value != 0.0, dims)?),
+    })
 }

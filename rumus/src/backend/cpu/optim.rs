@@ -3,28 +3,15 @@
 
 use rayon::prelude::*;
 
+use super::backend::Cpu;
+use super::buffer::CpuBuffer;
 use super::parallel::{PARALLEL_GRAIN, worth_splitting};
 use super::simd::widest_isa;
+use crate::backend::contract::{Dst, Optim, Src};
 use crate::element::Float;
+use crate::error::Result;
 
-/// Scalars of one Adam step, already bias-corrected.
-#[derive(Clone, Copy)]
-pub struct AdamScalars<T> {
-    /// `lr / (1 - beta1^t)`.
-    pub step_size: T,
-    /// Decay rate of the first-moment (mean) estimate.
-    pub beta1: T,
-    /// Decay rate of the second-moment (uncentred variance) estimate.
-    pub beta2: T,
-    /// Term added to the denominator for numerical stability.
-    pub eps: T,
-    /// `1 / sqrt(1 - beta2^t)`.
-    pub inv_sqrt_correction2: T,
-    /// L2 penalty added to the gradient (Adam's `weight_decay`).
-    pub l2: T,
-    /// Factor applied to the parameter first (AdamW's `1 - lr * weight_decay`).
-    pub decay: T,
-}
+pub use crate::backend::kinds::AdamScalars;
 
 widest_isa! {
     /// One chunk of the update, through the widest vector instructions this CPU runs: the
@@ -59,4 +46,63 @@ pub fn adam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], s: 
         .zip(m.par_chunks_mut(chunk))
         .zip(v.par_chunks_mut(chunk))
         .for_each(|(((p, g), m), v)| adam_chunk(p, g, m, v, s));
+}
+
+impl Optim for Cpu {
+    fn adam_step(
+        &self,
+        [p, m, v]: [Dst<'_, CpuBuffer>; 3],
+        g: Src<'_, CpuBuffer>,
+        scalars: AdamScalars<f64>,
+    ) -> Result<bool> {
+        fn run<T: Float>(
+            [p, m, v]: [Dst<'_, CpuBuffer>; 3],
+            g: &[T],
+            scalars: AdamScalars<f64>,
+        ) -> bool {
+            let range =
+                |layout: &crate::shape::Layout| layout.offset()..layout.offset() + layout.numel();
+            let (pr, mr, vr) = (range(p.layout), range(m.layout), range(v.layout));
+            let (Some(p), Some(m), Some(v)) = (
+                T::slice_mut(p.memory),
+                T::slice_mut(m.memory),
+                T::slice_mut(v.memory),
+            ) else {
+                return false;
+            };
+            adam_update(
+                &mut p[pr],
+                g,
+                &mut m[mr],
+                &mut v[vr],
+                scalars.map(T::from_f64),
+            );
+            true
+        }
+        let gr = g.layout.offset()..g.layout.offset() + g.numel();
+        Ok(match g.memory {
+            CpuBuffer::F32(gs) => run::<f32>([p, m, v], &gs[gr], scalars),
+            CpuBuffer::F64(gs) => run::<f64>([p, m, v], &gs[gr], scalars),
+            _ => false,
+        })
+    }
+
+    fn unscale_flagging_non_finite(
+        &self,
+        g: Src<'_, CpuBuffer>,
+        scale: f64,
+        flag: Dst<'_, CpuBuffer>,
+    ) -> Result<Option<CpuBuffer>> {
+        let (CpuBuffer::F32(values), CpuBuffer::I64(flags)) = (g.memory, flag.memory) else {
+            return Ok(None);
+        };
+        let scale = scale as f32;
+        let out = super::strided::map(values, g.layout, |x: f32| x * scale);
+        // A non-finite element stays non-finite times a scale (even 0: inf * 0 is NaN), so
+        // the result alone shows both kinds of overflow.
+        if !out.iter().all(|x| x.is_finite()) {
+            flags[flag.layout.offset()] = 1;
+        }
+        Ok(Some(CpuBuffer::F32(out)))
+    }
 }

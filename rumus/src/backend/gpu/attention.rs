@@ -374,8 +374,8 @@ impl GpuDevice {
         // log-sum-exp, as the kernels give a query row that sees none.
         if g.t == 0 || g.s == 0 {
             return Ok((
-                self.full(&[g.batch, g.t, g.dv], 0.0, DType::F32)?,
-                self.full(&[g.batch, g.t], f64::NEG_INFINITY, DType::F32)?,
+                self.full_tensor(&[g.batch, g.t, g.dv], 0.0, DType::F32)?,
+                self.full_tensor(&[g.batch, g.t], f64::NEG_INFINITY, DType::F32)?,
             ));
         }
         let ops = Operands::new(self, operands, mask, kernels)?;
@@ -405,7 +405,7 @@ impl GpuDevice {
         kernels: AttentionKernels,
     ) -> Result<[DynTensor; 3]> {
         if g.t == 0 || g.s == 0 {
-            let zeros = |t: &DynTensor| self.full(t.dims(), 0.0, DType::F32);
+            let zeros = |t: &DynTensor| self.full_tensor(t.dims(), 0.0, DType::F32);
             return Ok([zeros(operands[0])?, zeros(operands[1])?, zeros(operands[2])?]);
         }
         let ops = Operands::new(self, operands, mask, kernels)?;

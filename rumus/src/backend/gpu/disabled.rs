@@ -48,7 +48,9 @@ impl crate::backend::Backend for GpuDevice {
     }
 }
 
+impl crate::backend::Allocate for GpuDevice {}
 impl crate::backend::Elementwise for GpuDevice {}
+impl crate::backend::Optim for GpuDevice {}
 
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {

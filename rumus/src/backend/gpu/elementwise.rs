@@ -9,7 +9,7 @@ use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
-use crate::backend::{Elementwise, Src};
+use crate::backend::{Allocate, Elementwise, Src};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
@@ -205,10 +205,48 @@ impl GpuDevice {
             .map(|out| DynTensor::from_gpu(out, t.dims()))
     }
 
+    /// A tensor filled with `value`, for launchers that still work on tensors.
+    pub(crate) fn full_tensor(&self, dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
+        Allocate::full(self, dims, value, dtype).map(|out| DynTensor::from_gpu(out, dims))
+    }
+
     /// `t` as contiguous packed `f16`, for launchers that still take tensors.
     pub(crate) fn to_half_tensor(&self, t: &DynTensor) -> Result<DynTensor> {
         self.with_src(t, |x| self.to_half(x))
             .map(|out| DynTensor::from_gpu(out, t.dims()))
+    }
+}
+
+/// Filled memory, made by a fill kernel without a host copy.
+impl Allocate for GpuDevice {
+    fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<GpuBuffer> {
+        check_dtype(dtype, "full")?;
+        let numel = crate::shape::checked_numel(dims, "full")?;
+        let out = GpuBuffer::uninit(self, numel, dtype, "full")?;
+        // The kernel fills words; packed f16 holds two elements per word.
+        let filled_words = super::memory::words(numel, dtype);
+        let (groups, row) = grid_1d(filled_words);
+        let mut params = vec![0u32; slot::DTYPE + 1];
+        params[slot::NUMEL] = filled_words as u32;
+        params[slot::ROW] = row;
+        params[slot::SCALAR0] = match dtype {
+            DType::I64 => (value as i32) as u32,
+            DType::Bool => u32::from(value != 0.0),
+            DType::F32 | DType::F64 => (value as f32).to_bits(),
+            DType::F16 => {
+                let bits = u32::from(half::f16::from_f64(value).to_bits());
+                bits | (bits << 16)
+            }
+        };
+        let groups = if numel == 0 { [0, 0, 0] } else { groups };
+        self.dispatch(
+            Module::Elementwise,
+            "fill",
+            &params,
+            &[(4, out.raw())],
+            groups,
+        );
+        Ok(out)
     }
 }
 
@@ -341,63 +379,30 @@ impl GpuDevice {
         self.update(dst, src, (0.0, 1.0), 2)
     }
 
-    /// A new contiguous tensor with every element `value`.
-    pub(crate) fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
-        let numel = crate::shape::checked_numel(dims, "full")?;
-        let out = GpuBuffer::uninit(self, numel, dtype, "full")?;
-        // The kernel fills words; packed f16 holds two elements per word.
-        let filled_words = super::memory::words(numel, dtype);
-        let (groups, row) = grid_1d(filled_words);
-        let mut params = vec![0u32; slot::DTYPE + 1];
-        params[slot::NUMEL] = filled_words as u32;
-        params[slot::ROW] = row;
-        params[slot::SCALAR0] = match dtype {
-            DType::I64 => (value as i32) as u32,
-            DType::Bool => u32::from(value != 0.0),
-            DType::F32 | DType::F64 => (value as f32).to_bits(),
-            DType::F16 => {
-                let bits = u32::from(half::f16::from_f64(value).to_bits());
-                bits | (bits << 16)
-            }
-        };
-        let groups = if numel == 0 { [0, 0, 0] } else { groups };
-        self.dispatch(
-            Module::Elementwise,
-            "fill",
-            &params,
-            &[(4, out.raw())],
-            groups,
-        );
-        Ok(DynTensor::from_gpu(out, dims))
-    }
-
-    /// `g * scale` (f32, any view) as a new contiguous tensor, setting `flag` (an `i64`
-    /// `[1]`, one `i32` word on this device) nonzero where an element of `g` or of the result is infinite or
-    /// NaN: the loss scaler's unscale and check in one pass, where a sum per gradient took
+    /// `g * scale` (f32, any view) as new contiguous memory, setting `flag` (an `i64` `[1]`,
+    /// one `i32` word on this device) nonzero where an element of `g` or of the result is
+    /// infinite or NaN: the loss scaler's unscale and check in one pass, where a sum per gradient took
     /// two more dispatches and an add.
     pub(crate) fn scale_flagging_non_finite(
         &self,
-        g: &DynTensor,
+        g: Src<'_, GpuBuffer>,
         scale: f64,
-        flag: &DynTensor,
-    ) -> Result<DynTensor> {
-        // (The scaler sends f32 gradients only; others take the sums.)
-        debug_assert_eq!(g.dtype(), DType::F32);
+        flag: &GpuBuffer,
+    ) -> Result<GpuBuffer> {
         let numel = g.numel();
         let out = GpuBuffer::uninit(self, numel, DType::F32, "GradScaler::unscale")?;
-        let strided = Strided::new("GradScaler::unscale", g.dims(), &[g.layout()])?;
+        let strided = Strided::new("GradScaler::unscale", g.dims(), &[g.layout])?;
         let (mut params, groups) = spread_params(&strided, numel);
         params[slot::SCALAR0] = (scale as f32).to_bits();
-        let (input, flag_memory) = (self.memory_of(g)?, self.memory_of(flag)?);
         let groups = if numel == 0 { [0, 0, 0] } else { groups };
         self.dispatch(
             Module::Elementwise,
             "scale_flagging_non_finite",
             &params,
-            &[(1, input.raw()), (4, out.raw()), (5, flag_memory.raw())],
+            &[(1, g.memory.raw()), (4, out.raw()), (5, flag.raw())],
             groups,
         );
-        Ok(DynTensor::from_gpu(out, g.dims()))
+        Ok(out)
     }
 
     /// `x` (f32) with each element kept and multiplied by `scale` with probability `1 - p`,

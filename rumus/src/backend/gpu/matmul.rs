@@ -286,7 +286,7 @@ impl GpuDevice {
         if crate::shape::checked_numel(out_dims, "matmul")? == 0 {
             // Nothing to compute (and the batch dims may multiply past usize).
             let dtype = if widen { DType::F32 } else { a.dtype() };
-            return self.full(out_dims, 0.0, dtype);
+            return self.full_tensor(out_dims, 0.0, dtype);
         }
         self.product(kernels, (a, la), (b, lb), bias.as_ref(), (out_dims, widen))
     }

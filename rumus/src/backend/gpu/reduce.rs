@@ -92,7 +92,7 @@ impl GpuDevice {
         if x.numel() == 0 {
             // Sums of nothing (extrema of empty axes are refused before): no kernel, and the
             // groups' sizes may multiply past usize.
-            return self.full(out_dims, 0.0, x.dtype());
+            return self.full_tensor(out_dims, 0.0, x.dtype());
         }
         let leading = axes.iter().enumerate().all(|(i, &a)| i == a);
         if kind == Reduction::Sum && leading && !axes.is_empty() && x.is_contiguous() {
@@ -220,7 +220,7 @@ impl GpuDevice {
         check_float(x.dtype(), "softmax")?;
         if x.numel() == 0 {
             // No rows to normalise (and their sizes may multiply past usize).
-            return self.full(x.dims(), 0.0, DType::F32);
+            return self.full_tensor(x.dims(), 0.0, DType::F32);
         }
         let (rows_input, rows, len) = grouped(self, x, &[axis])?;
         let grad_rows = grad.map(|g| grouped(self, g, &[axis])).transpose()?;

@@ -1,0 +1,54 @@
+//! Fused optimizer steps as storage runs them: parameters and state are written in place.
+
+use super::Storage;
+use super::dispatch::{Operand, run_mut};
+use crate::backend::Optim;
+use crate::backend::cpu::Cpu;
+use crate::backend::gpu::GpuDevice;
+use crate::backend::kinds::AdamScalars;
+use crate::error::Result;
+
+impl Storage {
+    /// One fused Adam step over the contiguous views `p`, `m`, `v` (written) from `g`;
+    /// `false`, with nothing written, where the backend does not run it (dtypes, or
+    /// operands sharing memory).
+    pub(crate) fn adam_step(
+        [p, m, v]: [Operand<'_>; 3],
+        g: Operand<'_>,
+        scalars: AdamScalars<f64>,
+    ) -> Result<bool> {
+        let ran = run_mut(
+            "Adam step",
+            [p, m, v],
+            [g],
+            |be: &Cpu, state, [g]| be.adam_step(state, g, scalars),
+            |be: &GpuDevice, state, [g]| be.adam_step(state, g, scalars),
+        )?;
+        Ok(ran == Some(true))
+    }
+
+    /// `g * scale`, raising `flag` (written) where an element overflows; `None` where the
+    /// backend does not run it.
+    pub(crate) fn unscale_flagging_non_finite(
+        g: Operand<'_>,
+        scale: f64,
+        flag: Operand<'_>,
+    ) -> Result<Option<Storage>> {
+        let out = run_mut(
+            "GradScaler::unscale",
+            [flag],
+            [g],
+            |be: &Cpu, [flag], [g]| {
+                Ok(be
+                    .unscale_flagging_non_finite(g, scale, flag)?
+                    .map(Storage::new))
+            },
+            |be: &GpuDevice, [flag], [g]| {
+                Ok(be
+                    .unscale_flagging_non_finite(g, scale, flag)?
+                    .map(Storage::on_gpu))
+            },
+        )?;
+        Ok(out.flatten())
+    }
+}
