@@ -4,6 +4,7 @@
 use crate::autograd::{BackwardOp, record};
 use crate::device::Device;
 use crate::error::Result;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 impl DynTensor {
@@ -13,16 +14,10 @@ impl DynTensor {
         if here == *device {
             return Ok(self.clone());
         }
-        let out = match device {
-            Device::Cpu => DynTensor::from_buffer(self.host_copy()?, self.dims()),
-            Device::Gpu(gpu) => {
-                let host = match here {
-                    Device::Cpu => self.to_contiguous_buffer()?,
-                    Device::Gpu(_) => self.host_copy()?,
-                };
-                crate::backend::gpu::upload_asked(gpu, &host, self.dims())?
-            }
-        };
+        // A broadcast view holds few values; its copy holds every element.
+        crate::alloc::ensure_output("to", self.dims(), self.dtype().size_in_bytes())?;
+        let host = self.host_copy()?;
+        let out = DynTensor::computed(Storage::from_host(device, host)?, self.dims());
         Ok(record(out, &[self], || BackwardOp::ToDevice { from: here }))
     }
 }

@@ -1,6 +1,6 @@
-//! Memory made on a device: the backend is the device's, not an operand's.
+//! Memory made on a device, or moved there: the backend is the device's, not an operand's.
 
-use super::Storage;
+use super::{CpuBuffer, Storage};
 use crate::backend::Allocate;
 use crate::backend::cpu::Cpu;
 use crate::device::Device;
@@ -8,6 +8,17 @@ use crate::dtype::DType;
 use crate::error::Result;
 
 impl Storage {
+    /// `host` elements on `device`: kept as they are for the host, uploaded (an asked-for
+    /// transfer) for a GPU.
+    pub(crate) fn from_host(device: &Device, host: CpuBuffer) -> Result<Storage> {
+        Ok(match device {
+            Device::Cpu => Storage::new(host),
+            Device::Gpu(gpu) => {
+                Storage::uploaded(crate::backend::gpu::upload_buffer(gpu, &host)?, &host)
+            }
+        })
+    }
+
     /// `dims` elements of `dtype`, each `value`, on `device`.
     pub(crate) fn full(
         device: &Device,

@@ -123,7 +123,6 @@ pub struct Storage {
 }
 
 /// Largest index tensor whose host elements an upload keeps (64 Ki labels).
-#[cfg(feature = "gpu")]
 const MAX_KEPT_UPLOAD_BYTES: usize = 1 << 19;
 
 /// `dtype` as the byte [`Storage`] keeps it in, so that a module can change its parameters'
@@ -163,7 +162,6 @@ impl Storage {
 
     /// GPU memory just uploaded from `host` (the same elements); a small `i64` tensor keeps
     /// them for [`Storage::uploaded_elements`].
-    #[cfg(feature = "gpu")]
     pub(crate) fn uploaded(buffer: GpuBuffer, host: &CpuBuffer) -> Self {
         let mut storage = Self::on_gpu(buffer);
         if let CpuBuffer::I64(values) = host

@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use crate::backend::cpu::CpuBuffer;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
-use crate::tensor::DynTensor;
 
 /// A GPU; without the `gpu` feature none can exist.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,10 +66,6 @@ pub(crate) fn download_asked(buffer: &GpuBuffer, _: std::ops::Range<usize>) -> R
 }
 
 pub(crate) fn upload_buffer(device: &GpuDevice, _: &CpuBuffer) -> Result<GpuBuffer> {
-    device.never()
-}
-
-pub(crate) fn upload_asked(device: &GpuDevice, _: &CpuBuffer, _: &[usize]) -> Result<DynTensor> {
     device.never()
 }
 

@@ -45,7 +45,7 @@ with_gpu_feature! {
     pub use memory::{GpuBuffer, MemoryStats};
     pub use profile::KernelTime;
     pub use transfer::{TransferCounts, transfer_counts};
-    pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};
+    pub(crate) use transfer::{download_asked, upload as upload_buffer};
     pub(crate) use window::WindowOp;
     pub(crate) use int8::GpuInt8Weights;
 }
@@ -55,4 +55,4 @@ mod disabled;
 #[cfg(not(feature = "gpu"))]
 pub use disabled::{GpuBuffer, GpuDevice};
 #[cfg(not(feature = "gpu"))]
-pub(crate) use disabled::{download_asked, upload_asked, upload_buffer};
+pub(crate) use disabled::{download_asked, upload_buffer};

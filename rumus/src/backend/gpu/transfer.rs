@@ -12,7 +12,6 @@ use super::memory::{GpuBuffer, WORD};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::storage::CpuBuffer;
-use crate::tensor::DynTensor;
 
 static UPLOADS: AtomicU64 = AtomicU64::new(0);
 static DOWNLOADS: AtomicU64 = AtomicU64::new(0);
@@ -209,15 +208,3 @@ pub(crate) fn download_asked(
     download(buffer, range, Reason::Asked)
 }
 
-/// An upload the program asked for (`.to(&gpu)`), as a contiguous tensor of `dims`.
-pub(crate) fn upload_asked(
-    device: &GpuDevice,
-    buffer: &CpuBuffer,
-    dims: &[usize],
-) -> Result<DynTensor> {
-    let storage = crate::storage::Storage::uploaded(upload(device, buffer)?, buffer);
-    Ok(DynTensor::from_storage(
-        triomphe::Arc::new(storage),
-        crate::shape::Layout::contiguous(dims),
-    ))
-}
