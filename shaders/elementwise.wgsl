@@ -113,41 +113,43 @@ fn pow_f32(x: f32, y: f32) -> f32 {
     return pow(x, y);
 }
 
-// Op codes follow `backend::gpu::elementwise::unary_code`.
+// Op codes: the `UNARY_*`, `BINARY_*` and `COMPARE_*` constants that
+// `backend::gpu::elementwise::op_code_constants` generates from the Rust enums and puts
+// in front of this file.
 fn unary_op(op: u32, x: f32, s0: f32, s1: f32) -> f32 {
     switch op {
-        case 0u: { return -x; }
-        case 1u: { return exp(x); }
-        case 2u: { return log(x); }
-        case 3u: { return sqrt(x); }
-        case 4u: { return inverseSqrt(x); }
-        case 5u: { return abs(x); }
-        case 6u: { return sign(x); }
-        case 7u: { return erf_f32(x); }
-        case 8u: { return max(x, 0.0); }
-        case 9u: { return select(x * s0, x, x > 0.0); }
-        case 10u: { return sigmoid(x); }
-        case 11u: { return tanh_safe(x); }
-        case 12u: { return 0.5 * x * (1.0 + erf_f32(x * 0.70710678118654752)); }
-        case 13u: {
+        case UNARY_NEG: { return -x; }
+        case UNARY_EXP: { return exp(x); }
+        case UNARY_LOG: { return log(x); }
+        case UNARY_SQRT: { return sqrt(x); }
+        case UNARY_RSQRT: { return inverseSqrt(x); }
+        case UNARY_ABS: { return abs(x); }
+        case UNARY_SIGN: { return sign(x); }
+        case UNARY_ERF: { return erf_f32(x); }
+        case UNARY_RELU: { return max(x, 0.0); }
+        case UNARY_LEAKY_RELU: { return select(x * s0, x, x > 0.0); }
+        case UNARY_SIGMOID: { return sigmoid(x); }
+        case UNARY_TANH: { return tanh_safe(x); }
+        case UNARY_GELU: { return 0.5 * x * (1.0 + erf_f32(x * 0.70710678118654752)); }
+        case UNARY_GELU_TANH: {
             let k = 0.7978845608028654;
             return 0.5 * x * (1.0 + tanh_safe(k * (x + 0.044715 * x * x * x)));
         }
-        case 14u: { return x * sigmoid(x); }
-        case 15u: {
+        case UNARY_SILU: { return x * sigmoid(x); }
+        case UNARY_SOFTPLUS: {
             // softplus: s0 = beta, s1 = threshold
             if (x * s0 > s1) {
                 return x;
             }
             return log(1.0 + exp(x * s0)) / s0;
         }
-        case 16u: { return pow_f32(x, s0); }
-        case 17u: { return min(max(x, s0), s1); }
-        case 18u: { return x + s0; }
-        case 19u: { return x * s0; }
-        case 20u: { return sin(x); }
-        case 21u: { return cos(x); }
-        case 22u: { return floor(x); }
+        case UNARY_POWF: { return pow_f32(x, s0); }
+        case UNARY_CLAMP: { return min(max(x, s0), s1); }
+        case UNARY_ADD_SCALAR: { return x + s0; }
+        case UNARY_MUL_SCALAR: { return x * s0; }
+        case UNARY_SIN: { return sin(x); }
+        case UNARY_COS: { return cos(x); }
+        case UNARY_FLOOR: { return floor(x); }
         default: { return x; }
     }
 }
@@ -194,30 +196,31 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Ops 5-8 are activation gradients: `x` the output gradient, `y` the activation's input,
-// `s` leaky relu's slope (one pass instead of a comparison and a select, or three products).
+// The ACTIVATION_GRAD_* ops are activation gradients: `x` the output gradient, `y` the
+// activation's input, `s` leaky relu's slope (one pass instead of a comparison and a
+// select, or three products).
 fn binary_op(op: u32, x: f32, y: f32, s: f32) -> f32 {
     switch op {
-        case 0u: { return x + y; }
-        case 1u: { return x - y; }
-        case 2u: { return x * y; }
-        case 3u: { return x / y; }
-        case 5u: { return select(0.0, x, y > 0.0); }
-        case 6u: { return select(x * s, x, y > 0.0); }
-        case 7u: {
+        case BINARY_ADD: { return x + y; }
+        case BINARY_SUB: { return x - y; }
+        case BINARY_MUL: { return x * y; }
+        case BINARY_DIV: { return x / y; }
+        case ACTIVATION_GRAD_RELU: { return select(0.0, x, y > 0.0); }
+        case ACTIVATION_GRAD_LEAKY_RELU: { return select(x * s, x, y > 0.0); }
+        case ACTIVATION_GRAD_SIGMOID: {
             let sy = sigmoid(y);
             return x * (sy * (1.0 - sy));
         }
-        case 8u: {
+        case ACTIVATION_GRAD_TANH: {
             let ty = tanh_safe(y);
             return x * (1.0 - ty * ty);
         }
-        case 9u: {
+        case ACTIVATION_GRAD_GELU: {
             // gelu: Phi(y) + y phi(y)
             let cdf = 0.5 * (1.0 + erf_f32(y * 0.70710678118654752));
             return x * (cdf + y * 0.3989422804014327 * exp(-0.5 * y * y));
         }
-        case 10u: {
+        case ACTIVATION_GRAD_GELU_TANH: {
             // gelu_tanh: 0.5 (1 + t) + 0.5 y (1 - t^2) k (1 + 3 c y^2), t = tanh(k (y + c y^3))
             let k = 0.7978845608028654;
             let t = tanh_safe(k * (y + 0.044715 * y * y * y));
@@ -226,7 +229,7 @@ fn binary_op(op: u32, x: f32, y: f32, s: f32) -> f32 {
             let slope = select(0.5 * y * (1.0 - t * t) * inner, 0.0, t * t >= 1.0);
             return x * (0.5 * (1.0 + t) + slope);
         }
-        case 11u: {
+        case ACTIVATION_GRAD_SILU: {
             // silu: s (1 + y (1 - s))
             let sy = sigmoid(y);
             return x * (sy * (1.0 + y * (1.0 - sy)));
@@ -237,22 +240,22 @@ fn binary_op(op: u32, x: f32, y: f32, s: f32) -> f32 {
 
 fn compare_f32(op: u32, x: f32, y: f32) -> bool {
     switch op {
-        case 0u: { return x == y; }
-        case 1u: { return x != y; }
-        case 2u: { return x < y; }
-        case 3u: { return x <= y; }
-        case 4u: { return x > y; }
+        case COMPARE_EQ: { return x == y; }
+        case COMPARE_NE: { return x != y; }
+        case COMPARE_LT: { return x < y; }
+        case COMPARE_LE: { return x <= y; }
+        case COMPARE_GT: { return x > y; }
         default: { return x >= y; }
     }
 }
 
 fn compare_i32(op: u32, x: i32, y: i32) -> bool {
     switch op {
-        case 0u: { return x == y; }
-        case 1u: { return x != y; }
-        case 2u: { return x < y; }
-        case 3u: { return x <= y; }
-        case 4u: { return x > y; }
+        case COMPARE_EQ: { return x == y; }
+        case COMPARE_NE: { return x != y; }
+        case COMPARE_LT: { return x < y; }
+        case COMPARE_LE: { return x <= y; }
+        case COMPARE_GT: { return x > y; }
         default: { return x >= y; }
     }
 }

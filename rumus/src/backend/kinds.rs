@@ -100,6 +100,46 @@ impl UnaryOp {
         }
     }
 
+    /// Every op (parameters are placeholders): the list kernels' op-code constants are
+    /// generated from (`UNARY_RELU` in WGSL).
+    pub const ALL: [UnaryOp; 23] = [
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Abs,
+        UnaryOp::Sign,
+        UnaryOp::Erf,
+        UnaryOp::Relu,
+        UnaryOp::LeakyRelu(0.0),
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Gelu,
+        UnaryOp::GeluTanh,
+        UnaryOp::Silu,
+        UnaryOp::Softplus {
+            beta: 0.0,
+            threshold: 0.0,
+        },
+        UnaryOp::Powf(0.0),
+        UnaryOp::Clamp { min: 0.0, max: 0.0 },
+        UnaryOp::AddScalar(0.0),
+        UnaryOp::MulScalar(0.0),
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Floor,
+    ];
+
+    /// The op's number in kernels that switch on it: its place in [`UnaryOp::ALL`].
+    pub fn code(self) -> u32 {
+        let same = |other: &UnaryOp| std::mem::discriminant(other) == std::mem::discriminant(&self);
+        Self::ALL
+            .iter()
+            .position(same)
+            .expect("every op is in UnaryOp::ALL") as u32
+    }
+
     /// Activations whose input gradient takes one pass over the output gradient and the
     /// input (`fused_backward`), on the host and on a GPU.
     pub(crate) fn gradient_in_one_pass(self) -> bool {
@@ -132,6 +172,20 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// Every op: the list kernels' op-code constants are generated from (`BINARY_ADD`).
+    pub const ALL: [BinaryOp; 5] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+    ];
+
+    /// The op's number in kernels that switch on it.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
     /// The op's lowercase name, as error messages show it.
     pub fn name(self) -> &'static str {
         match self {
@@ -215,6 +269,36 @@ impl<T: Copy> AdamScalars<T> {
             inv_sqrt_correction2: f(self.inv_sqrt_correction2),
             l2: f(self.l2),
             decay: f(self.decay),
+        }
+    }
+}
+
+impl CompareOp {
+    /// Every comparison: the list kernels' op-code constants are generated from
+    /// (`COMPARE_EQ`).
+    pub const ALL: [CompareOp; 6] = [
+        CompareOp::Eq,
+        CompareOp::Ne,
+        CompareOp::Lt,
+        CompareOp::Le,
+        CompareOp::Gt,
+        CompareOp::Ge,
+    ];
+
+    /// The comparison's number in kernels that switch on it.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The comparison's lowercase name (`"eq"`, `"lt"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareOp::Eq => "eq",
+            CompareOp::Ne => "ne",
+            CompareOp::Lt => "lt",
+            CompareOp::Le => "le",
+            CompareOp::Gt => "gt",
+            CompareOp::Ge => "ge",
         }
     }
 }

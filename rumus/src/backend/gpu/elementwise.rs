@@ -13,33 +13,55 @@ use crate::backend::{Allocate, Elementwise, Src};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
-/// The kernel's code for each unary op and its two scalars.
+/// The kernel's code for each unary op (its [`UnaryOp::code`]) and its two scalars.
 fn unary_code(op: UnaryOp) -> (u32, f32, f32) {
-    match op {
-        UnaryOp::Neg => (0, 0.0, 0.0),
-        UnaryOp::Exp => (1, 0.0, 0.0),
-        UnaryOp::Log => (2, 0.0, 0.0),
-        UnaryOp::Sqrt => (3, 0.0, 0.0),
-        UnaryOp::Rsqrt => (4, 0.0, 0.0),
-        UnaryOp::Abs => (5, 0.0, 0.0),
-        UnaryOp::Sign => (6, 0.0, 0.0),
-        UnaryOp::Erf => (7, 0.0, 0.0),
-        UnaryOp::Relu => (8, 0.0, 0.0),
-        UnaryOp::LeakyRelu(slope) => (9, slope as f32, 0.0),
-        UnaryOp::Sigmoid => (10, 0.0, 0.0),
-        UnaryOp::Tanh => (11, 0.0, 0.0),
-        UnaryOp::Gelu => (12, 0.0, 0.0),
-        UnaryOp::GeluTanh => (13, 0.0, 0.0),
-        UnaryOp::Silu => (14, 0.0, 0.0),
-        UnaryOp::Softplus { beta, threshold } => (15, beta as f32, threshold as f32),
-        UnaryOp::Powf(p) => (16, p as f32, 0.0),
-        UnaryOp::Clamp { min, max } => (17, min as f32, max as f32),
-        UnaryOp::AddScalar(s) => (18, s as f32, 0.0),
-        UnaryOp::MulScalar(s) => (19, s as f32, 0.0),
-        UnaryOp::Sin => (20, 0.0, 0.0),
-        UnaryOp::Cos => (21, 0.0, 0.0),
-        UnaryOp::Floor => (22, 0.0, 0.0),
+    let (s0, s1) = match op {
+        UnaryOp::LeakyRelu(slope) => (slope as f32, 0.0),
+        UnaryOp::Softplus { beta, threshold } => (beta as f32, threshold as f32),
+        UnaryOp::Powf(p) => (p as f32, 0.0),
+        UnaryOp::Clamp { min, max } => (min as f32, max as f32),
+        UnaryOp::AddScalar(s) | UnaryOp::MulScalar(s) => (s as f32, 0.0),
+        _ => (0.0, 0.0),
+    };
+    (op.code(), s0, s1)
+}
+
+/// The op codes of elementwise.wgsl's `switch`es as WGSL constants (`UNARY_RELU`,
+/// `BINARY_ADD`, `COMPARE_LT`), generated from the Rust enums and put in front of the
+/// shader, so the numbers exist in one place.
+pub(super) fn op_code_constants() -> String {
+    let mut wgsl = String::new();
+    let mut constant = |family: &str, name: &str, code: u32| {
+        wgsl.push_str(&format!(
+            "const {family}_{}: u32 = {code}u;\n",
+            name.to_uppercase()
+        ));
+    };
+    for op in UnaryOp::ALL {
+        constant("UNARY", op.name(), op.code());
     }
+    for op in BinaryOp::ALL {
+        constant("BINARY", op.name(), op.code());
+    }
+    for op in CompareOp::ALL {
+        constant("COMPARE", op.name(), op.code());
+    }
+    for op in UnaryOp::ALL {
+        if let Some(code) = activation_grad_code(op) {
+            constant("ACTIVATION_GRAD", op.name(), code);
+        }
+    }
+    wgsl
+}
+
+/// The `binary` kernel's code for the one-pass gradient of activation `op`: after the
+/// binary ops, in the order of [`UnaryOp::ALL`]; `None` for ops without such a gradient.
+fn activation_grad_code(op: UnaryOp) -> Option<u32> {
+    let position = UnaryOp::ALL
+        .iter()
+        .filter(|op| op.gradient_in_one_pass())
+        .position(|other| other.code() == op.code())?;
+    Some((BinaryOp::ALL.len() + position) as u32)
 }
 
 fn dtype_code(dtype: DType) -> u32 {
@@ -151,7 +173,7 @@ impl GpuDevice {
     }
 
     /// `grad * d op(x) / dx` for relu, leaky relu, sigmoid, tanh, both GELUs and SiLU in one
-    /// pass (binary ops 5-11 of elementwise.wgsl), `grad` dropped out with `draws` first when
+    /// pass (the `ACTIVATION_GRAD_*` ops of elementwise.wgsl's `binary`), `grad` dropped out with `draws` first when
     /// given (the gradient of `dropout(op(x))`); `None` for other ops.
     pub(crate) fn activation_grad_then_dropout(
         &self,
@@ -160,15 +182,12 @@ impl GpuDevice {
         op: UnaryOp,
         draws: Option<DropoutDraws>,
     ) -> Result<Option<GpuBuffer>> {
-        let (code, slope) = match op {
-            UnaryOp::Relu => (5, 0.0),
-            UnaryOp::LeakyRelu(slope) => (6, slope as f32),
-            UnaryOp::Sigmoid => (7, 0.0),
-            UnaryOp::Tanh => (8, 0.0),
-            UnaryOp::Gelu => (9, 0.0),
-            UnaryOp::GeluTanh => (10, 0.0),
-            UnaryOp::Silu => (11, 0.0),
-            _ => return Ok(None),
+        let Some(code) = activation_grad_code(op) else {
+            return Ok(None);
+        };
+        let slope = match op {
+            UnaryOp::LeakyRelu(slope) => slope as f32,
+            _ => 0.0,
         };
         check_float(grad.dtype(), op.name())?;
         let launch = Launch {
@@ -290,7 +309,7 @@ impl Elementwise for GpuDevice {
         op: BinaryOp,
     ) -> Result<GpuBuffer> {
         check_float(a.dtype(), "binary op")?;
-        let launch = Launch::new("binary", op as u32, a.dtype());
+        let launch = Launch::new("binary", op.code(), a.dtype());
         self.strided(launch, a.dims(), &[a, b], a.dtype())
     }
 
@@ -301,7 +320,7 @@ impl Elementwise for GpuDevice {
         op: CompareOp,
     ) -> Result<GpuBuffer> {
         check_words(a.dtype(), "compare")?;
-        let launch = Launch::new("compare", op as u32, a.dtype());
+        let launch = Launch::new("compare", op.code(), a.dtype());
         self.strided(launch, a.dims(), &[a, b], DType::Bool)
     }
 

@@ -93,15 +93,22 @@ impl std::hash::Hash for CustomModule {
 }
 
 impl Module {
-    /// The module's WGSL (`MatmulTensor`'s is SPIR-V, from `coopmat2::matmul_tensor_spirv`).
+    /// The module's WGSL (`MatmulTensor`'s is SPIR-V, from `coopmat2::matmul_tensor_spirv`);
+    /// the element-wise module starts with its op codes, generated from the Rust enums.
     fn source(self) -> &'static str {
         match self {
             Module::MatmulTensor { .. } => "",
-            Module::Elementwise => concat!(
-                include_str!("../../../../shaders/elementwise.wgsl"),
-                include_str!("../../../../shaders/half.wgsl"),
-                include_str!("../../../../shaders/dropout_draws.wgsl")
-            ),
+            Module::Elementwise => {
+                static SOURCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+                SOURCE.get_or_init(|| {
+                    super::elementwise::op_code_constants()
+                        + concat!(
+                            include_str!("../../../../shaders/elementwise.wgsl"),
+                            include_str!("../../../../shaders/half.wgsl"),
+                            include_str!("../../../../shaders/dropout_draws.wgsl")
+                        )
+                })
+            }
             Module::Reduce => include_str!("../../../../shaders/reduce.wgsl"),
             Module::Matmul | Module::MatmulHalf => concat!(
                 include_str!("../../../../shaders/matmul.wgsl"),
