@@ -7,12 +7,14 @@
 //!
 //! Layout, in the order the macros run: [`dsl::parse`] (syntax) -> [`dsl::lower`] (shape
 //! inference + emission) for `tensor_fn!`; [`model::expand_struct`] and
-//! [`model::expand_impl`] for `#[model]`.
+//! [`model::expand_impl`] for `#[model]`. The tensor methods both understand, and the typed
+//! `Tensor` methods generated from the same list, are one table: [`methods`].
 
 use proc_macro::TokenStream;
 use syn::parse::Parser;
 
 mod dsl;
+mod methods;
 mod model;
 mod shape;
 
@@ -27,6 +29,11 @@ mod shape;
 ///     }
 /// }
 /// ```
+///
+/// Tensor methods are those of the typed `Tensor` (`x.relu()`, `x.powf(2.0)`, `x.matmul(y)`,
+/// `x.linear(w, b)`, `x.t()`, `x.reshape([B, 8, 64])`; `x.softmax(axis)` names its axis) and
+/// the views and reductions only the DSL can type (`x.sum(1)`, `x.transpose(1, 2)`,
+/// `x.permute([0, 2, 1])`, `x.split_heads(8)`, ...).
 ///
 /// Parameters and the return value carry shapes in brackets: literal sizes, runtime dims
 /// (single capital letters such as `B` become generic parameters; `CamelCase` names are dim
@@ -122,4 +129,20 @@ pub fn __model_impl(input: TokenStream) -> TokenStream {
             .into(),
         Err(error) => error.to_compile_error().into(),
     }
+}
+
+/// The typed methods of the method table ([`methods`]), expanded inside
+/// `impl<S: Shape, E: Float> Tensor<S, E>` in rumus.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __typed_methods(_input: TokenStream) -> TokenStream {
+    methods::typed::expand().into()
+}
+
+/// The test that every typed method of the method table agrees with `tensor_fn!`, and the
+/// table's typed method names (`TABLE_METHODS`), expanded in rumus's tests.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __method_cases(_input: TokenStream) -> TokenStream {
+    methods::cases::expand().into()
 }

@@ -5,6 +5,7 @@ use crate::error::ShapeError;
 use crate::shape::Shape;
 use crate::tensor::{DynTensor, Tensor};
 
+pub use rumus_macros::__method_cases as method_cases;
 pub use rumus_macros::__model_impl as model_impl;
 
 /// Wraps the result of an op whose shape the macro proved.

@@ -270,32 +270,6 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 }
 
-/// Defines each op twice: `try_name`, returning the run-time error, and `name`, panicking
-/// with it (the op's body is written once, in the `try_` form).
-macro_rules! typed_ops {
-    ($(
-        $(#[$doc:meta])*
-        fn $name:ident / $try_name:ident $(<$($g:ident: $bound:path),*>)?
-            (&self $(, $arg:ident: $ty:ty)*) -> $out:ty $(where [$($w:tt)+])?
-            = |$t:ident| $body:expr;
-    )*) => {$(
-        $(#[$doc])*
-        pub fn $try_name $(<$($g: $bound),*>)? (&self $(, $arg: $ty)*) -> Result<$out>
-        $(where $($w)+)? {
-            let $t = &self.inner;
-            Ok(Tensor::wrap($body?))
-        }
-        $(#[$doc])*
-        ///
-        /// Panics where the `try_` form returns an error.
-        #[track_caller]
-        pub fn $name $(<$($g: $bound),*>)? (&self $(, $arg: $ty)*) -> $out
-        $(where $($w)+)? {
-            proven(self.$try_name($($arg),*))
-        }
-    )*};
-}
-
 impl<S: Shape, E: Float> Tensor<S, E> {
     /// Marks this tensor as a parameter whose gradient is wanted.
     pub fn requires_grad_(self) -> Result<Self> {
@@ -313,71 +287,11 @@ impl<S: Shape, E: Float> Tensor<S, E> {
         self.inner.backward()
     }
 
-    typed_ops! {
-        /// Sum of all elements.
-        fn sum_all / try_sum_all(&self) -> Tensor<(), E> = |t| t.sum_all();
-        /// Mean of all elements.
-        fn mean_all / try_mean_all(&self) -> Tensor<(), E> = |t| t.mean_all();
-        /// Softmax over the last axis.
-        fn softmax / try_softmax(&self) -> Self = |t| t.softmax(-1);
-        /// Log-softmax over the last axis.
-        fn log_softmax / try_log_softmax(&self) -> Self = |t| t.log_softmax(-1);
-        /// `self + value`.
-        fn add_scalar / try_add_scalar(&self, value: f64) -> Self = |t| t.add_scalar(value);
-        /// `self * value`.
-        fn mul_scalar / try_mul_scalar(&self, value: f64) -> Self = |t| t.mul_scalar(value);
-        /// `x` where positive, `negative_slope * x` elsewhere.
-        fn leaky_relu / try_leaky_relu(&self, negative_slope: f64) -> Self =
-            |t| t.leaky_relu(negative_slope);
-        /// `x ^ exponent` per element.
-        fn powf / try_powf(&self, exponent: f64) -> Self = |t| t.powf(exponent);
-        /// Every element limited to `[min, max]`.
-        fn clamp / try_clamp(&self, min: f64, max: f64) -> Self = |t| t.clamp(min, max);
-        /// `-x` per element.
-        fn neg / try_neg(&self) -> Self = |t| t.neg();
-        /// `e^x` per element.
-        fn exp / try_exp(&self) -> Self = |t| t.exp();
-        /// Natural logarithm per element.
-        fn log / try_log(&self) -> Self = |t| t.log();
-        /// Square root per element.
-        fn sqrt / try_sqrt(&self) -> Self = |t| t.sqrt();
-        /// `1 / sqrt(x)` per element.
-        fn rsqrt / try_rsqrt(&self) -> Self = |t| t.rsqrt();
-        /// `|x|` per element.
-        fn abs / try_abs(&self) -> Self = |t| t.abs();
-        /// The Gauss error function per element.
-        fn erf / try_erf(&self) -> Self = |t| t.erf();
-        /// Sine per element (radians).
-        fn sin / try_sin(&self) -> Self = |t| t.sin();
-        /// Cosine per element (radians).
-        fn cos / try_cos(&self) -> Self = |t| t.cos();
-        /// The largest integer not above each element (no gradient).
-        fn floor / try_floor(&self) -> Self = |t| t.floor();
-        /// `max(x, 0)` per element.
-        fn relu / try_relu(&self) -> Self = |t| t.relu();
-        /// `1 / (1 + e^-x)` per element.
-        fn sigmoid / try_sigmoid(&self) -> Self = |t| t.sigmoid();
-        /// Hyperbolic tangent per element.
-        fn tanh / try_tanh(&self) -> Self = |t| t.tanh();
-        /// GELU with the exact normal CDF (PyTorch's default `approximate='none'`).
-        fn gelu / try_gelu(&self) -> Self = |t| t.gelu();
-        /// GELU with the tanh approximation (`approximate='tanh'`).
-        fn gelu_tanh / try_gelu_tanh(&self) -> Self = |t| t.gelu_tanh();
-        /// `x * sigmoid(x)` per element (swish).
-        fn silu / try_silu(&self) -> Self = |t| t.silu();
-        /// `self + rhs`, broadcast as [`Elementwise`] allows (what `&a + &b` computes).
-        fn add / try_add<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
-            where [S: Elementwise<R>] = |t| t.add(&rhs.inner);
-        /// `self - rhs`, broadcast as [`Elementwise`] allows.
-        fn sub / try_sub<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
-            where [S: Elementwise<R>] = |t| t.sub(&rhs.inner);
-        /// `self * rhs` element by element, broadcast as [`Elementwise`] allows.
-        fn mul / try_mul<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
-            where [S: Elementwise<R>] = |t| t.mul(&rhs.inner);
-        /// `self / rhs` element by element, broadcast as [`Elementwise`] allows.
-        fn div / try_div<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<S::Output, E>
-            where [S: Elementwise<R>] = |t| t.div(&rhs.inner);
-    }
+    // The element-wise ops, softmax, the full reductions and the broadcasting `add`..`div`,
+    // each as `try_name` (returning the run-time error) and `name` (panicking with it): they
+    // come from the method table in rumus-macros, which `tensor_fn!` reads too, so the two
+    // cannot drift (tests/method_table.rs).
+    rumus_macros::__typed_methods!();
 }
 
 /// Constructors of shapes whose every axis is static.
@@ -454,7 +368,7 @@ impl<E: Element> Tensor<(), E> {
     }
 }
 
-// The products are written out rather than through `typed_ops!`: their signatures are what
+// The products are written out rather than generated from the method table: their signatures are what
 // a shape mistake's error note shows.
 impl<M: Dim, K: Dim, E: Float> Tensor<(M, K), E> {
     /// Matrix product `[M, K] @ [K, N] -> [M, N]`; panics where

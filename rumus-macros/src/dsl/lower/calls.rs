@@ -3,7 +3,7 @@
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
-use super::{Lowering, Result, SHAPE_PRESERVING, Value, err};
+use super::{Lowering, Result, Value, err};
 use crate::dsl::ast::Expr;
 use crate::model::layers::LayerKind;
 use crate::shape::{Dim, Same, Shape};
@@ -11,14 +11,12 @@ use crate::shape::{Dim, Same, Shape};
 impl Lowering<'_> {
     pub(super) fn call(&mut self, name: &Ident, args: &[Expr]) -> Result<Value> {
         let op = name.to_string();
-        if SHAPE_PRESERVING.contains(&op.as_str())
-            || matches!(op.as_str(), "softmax" | "log_softmax")
-        {
+        if crate::methods::callable(&op) {
             let Some((first, rest)) = args.split_first() else {
                 return err(name.span(), format!("`{op}` needs a tensor argument"));
             };
             let value = self.lower(first)?;
-            return self.method(value, name, rest);
+            return self.method((first, value), name, rest);
         }
         match op.as_str() {
             "cat" | "stack" => {
@@ -156,8 +154,7 @@ impl Lowering<'_> {
                 .any(|l| l.name == *field && matches!(l.kind, LayerKind::Other)),
             Expr::Call { name, .. } => {
                 let n = name.to_string();
-                !(SHAPE_PRESERVING.contains(&n.as_str())
-                    || matches!(n.as_str(), "softmax" | "log_softmax" | "cat" | "stack"))
+                !(crate::methods::callable(&n) || matches!(n.as_str(), "cat" | "stack"))
             }
             _ => false,
         }

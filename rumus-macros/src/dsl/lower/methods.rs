@@ -1,41 +1,61 @@
-//! Tensor methods of the DSL (`x.softmax(1)`, `x.reshape([..])`, ...) and their shape rules.
+//! Tensor methods of the DSL (`x.softmax(1)`, `x.reshape([..])`, ...): the shape rule of
+//! each [`Rule`] of the method table ([`crate::methods`]).
 
 use quote::{format_ident, quote};
 use syn::Ident;
 
 use super::window::Window;
-use super::{Lowering, Result, SHAPE_PRESERVING, Value, err, number};
+use super::{Lowering, Result, Value, err, number};
 use crate::dsl::ast::Expr;
+use crate::methods::Rule;
 use crate::shape::{Dim, Shape};
 
 impl Lowering<'_> {
-    pub(super) fn method(&mut self, value: Value, name: &Ident, args: &[Expr]) -> Result<Value> {
+    /// `receiver.name(args)`, `value` being the lowered `receiver`.
+    pub(super) fn method(
+        &mut self,
+        (receiver, value): (&Expr, Value),
+        name: &Ident,
+        args: &[Expr],
+    ) -> Result<Value> {
         let op = name.to_string();
         let span = name.span();
         let (var, shape) = self.tensor(&value, span, &format!("`.{op}()`"))?;
         let rank = shape.rank();
-        if SHAPE_PRESERVING.contains(&op.as_str()) {
-            self.expect_args(args, 0, &op, &format!("x.{op}()"), span)?;
-            return Ok(self.emit(span, shape, quote!(#var.as_dyn().#name())));
-        }
-        match op.as_str() {
-            "leaky_relu" | "powf" | "add_scalar" | "mul_scalar" => {
-                self.expect_args(args, 1, &op, &format!("x.{op}(value)"), span)?;
-                let v = number(&args[0], &op)?;
-                Ok(self.emit(span, shape, quote!(#var.as_dyn().#name(#v))))
+        let Some(method) = crate::methods::lookup(&op) else {
+            return err(
+                span,
+                format!(
+                    "unknown tensor method `{op}` on {shape}; see the tensor_fn! documentation for the supported ops"
+                ),
+            );
+        };
+        match method.rule {
+            Rule::Same => {
+                self.expect_args(args, 0, &op, &format!("x.{op}()"), span)?;
+                Ok(self.emit(span, shape, quote!(#var.as_dyn().#name())))
             }
-            "clamp" => {
-                self.expect_args(args, 2, &op, "x.clamp(min, max)", span)?;
-                let (lo, hi) = (number(&args[0], &op)?, number(&args[1], &op)?);
-                Ok(self.emit(span, shape, quote!(#var.as_dyn().clamp(#lo, #hi))))
+            Rule::SameInfallible => {
+                self.expect_args(args, 0, &op, &format!("x.{op}()"), span)?;
+                let call =
+                    quote!(::core::result::Result::<_, ::rumus::Error>::Ok(#var.as_dyn().#name()));
+                Ok(self.emit(span, shape, call))
             }
-            "softmax" | "log_softmax" => {
+            Rule::Scalars(names) => {
+                let usage = format!("x.{op}({})", names.join(", "));
+                self.expect_args(args, names.len(), &op, &usage, span)?;
+                let values = args
+                    .iter()
+                    .map(|a| number(a, &op))
+                    .collect::<Result<Vec<f64>>>()?;
+                Ok(self.emit(span, shape, quote!(#var.as_dyn().#name(#(#values),*))))
+            }
+            Rule::AlongAxis => {
                 self.expect_args(args, 1, &op, &format!("x.{op}(axis)"), span)?;
                 let axis = self.axis(&args[0], rank, &op, &shape)? as isize;
                 Ok(self.emit(span, shape, quote!(#var.as_dyn().#name(#axis))))
             }
-            "sum" | "mean" | "max" | "min" | "sum_keepdim" | "mean_keepdim" | "max_keepdim"
-            | "min_keepdim" => {
+            Rule::Reduce { keepdim } => {
                 self.expect_args(
                     args,
                     1,
@@ -43,7 +63,6 @@ impl Lowering<'_> {
                     &format!("x.{op}(axis) or x.{op}([axes])"),
                     span,
                 )?;
-                let keepdim = op.ends_with("_keepdim");
                 let base = format_ident!("{}", op.trim_end_matches("_keepdim"));
                 let axis_args: Vec<Expr> = match &args[0] {
                     Expr::List(items, _) => items.clone(),
@@ -68,11 +87,11 @@ impl Lowering<'_> {
                     quote!(#var.as_dyn().#base(&[#(#axes),*], #keepdim)),
                 ))
             }
-            "sum_all" | "mean_all" => {
+            Rule::ReduceAll => {
                 self.expect_args(args, 0, &op, &format!("x.{op}()"), span)?;
                 Ok(self.emit(span, Shape(vec![]), quote!(#var.as_dyn().#name())))
             }
-            "argmax" | "argmin" => {
+            Rule::ArgReduce => {
                 self.expect_args(args, 1, &op, &format!("x.{op}(axis)"), span)?;
                 let axis = self.axis(&args[0], rank, &op, &shape)?;
                 let mut dims = shape.0.clone();
@@ -80,14 +99,47 @@ impl Lowering<'_> {
                 let axis = axis as isize;
                 Ok(self.emit(span, Shape(dims), quote!(#var.as_dyn().#name(#axis, false))))
             }
-            "reshape" | "view" => {
+            Rule::Binary(binop) => {
+                self.expect_args(args, 1, &op, &format!("x.{op}(y)"), span)?;
+                let rhs = self.lower(&args[0])?;
+                let value = Value::Tensor { var, shape };
+                self.binary(binop, value, rhs, (receiver, &args[0]), span)
+            }
+            Rule::Product { rank: wanted } => {
+                self.expect_args(args, 1, &op, &format!("x.{op}(y)"), span)?;
+                let rhs = self.lower(&args[0])?;
+                let (_, rhs_shape) = self.tensor(&rhs, args[0].span(), &format!("`{op}`"))?;
+                if let Some(wanted) = wanted {
+                    for (s, at) in [(&shape, span), (&rhs_shape, args[0].span())] {
+                        if s.rank() != wanted {
+                            return err(
+                                at,
+                                format!(
+                                    "`{op}` multiplies tensors of rank {wanted}, but this one is {s} (rank {}); use `@` for other ranks",
+                                    s.rank()
+                                ),
+                            );
+                        }
+                    }
+                }
+                let value = Value::Tensor { var, shape };
+                self.binary(
+                    crate::dsl::ast::BinOp::Matmul,
+                    value,
+                    rhs,
+                    (receiver, &args[0]),
+                    span,
+                )
+            }
+            Rule::Linear => self.linear((var, shape), args, span),
+            Rule::Reshape => {
                 self.expect_args(args, 1, &op, "x.reshape([B, 8, 64])", span)?;
                 let target = self.reshape_target(&args[0], &shape)?;
                 let runtime_dims =
                     self.runtime_dims_tokens(&target, &[(var.clone(), shape.clone())]);
                 Ok(self.emit(span, target, quote!(#var.as_dyn().reshape(&#runtime_dims))))
             }
-            "flatten" => {
+            Rule::Flatten => {
                 if args.is_empty() || args.len() > 2 {
                     return err(
                         span,
@@ -111,7 +163,7 @@ impl Lowering<'_> {
                 let (s, e) = (start as isize, end as isize);
                 Ok(self.emit(span, Shape(dims), quote!(#var.as_dyn().flatten(#s, #e))))
             }
-            "transpose" => {
+            Rule::Transpose => {
                 self.expect_args(args, 2, &op, "x.transpose(a, b)", span)?;
                 let (a, b) = (
                     self.axis(&args[0], rank, &op, &shape)?,
@@ -122,7 +174,7 @@ impl Lowering<'_> {
                 let (a, b) = (a as isize, b as isize);
                 Ok(self.emit(span, Shape(dims), quote!(#var.as_dyn().transpose(#a, #b))))
             }
-            "t" => {
+            Rule::MatrixTranspose => {
                 self.expect_args(args, 0, &op, "x.t()", span)?;
                 if rank != 2 {
                     return err(
@@ -138,7 +190,7 @@ impl Lowering<'_> {
                     quote!(#var.as_dyn().transpose(0, 1)),
                 ))
             }
-            "permute" => {
+            Rule::Permute => {
                 self.expect_args(args, 1, &op, "x.permute([0, 2, 1])", span)?;
                 let Expr::List(items, list_span) = &args[0] else {
                     return err(
@@ -171,7 +223,7 @@ impl Lowering<'_> {
                 let out = Shape(perm.iter().map(|&p| shape.0[p].clone()).collect());
                 Ok(self.emit(span, out, quote!(#var.as_dyn().permute(&[#(#perm),*]))))
             }
-            "unsqueeze" => {
+            Rule::Unsqueeze => {
                 self.expect_args(args, 1, &op, "x.unsqueeze(axis)", span)?;
                 let a = self.axis(&args[0], rank + 1, &op, &shape)?;
                 let mut dims = shape.0.clone();
@@ -179,7 +231,7 @@ impl Lowering<'_> {
                 let a = a as isize;
                 Ok(self.emit(span, Shape(dims), quote!(#var.as_dyn().unsqueeze(#a))))
             }
-            "squeeze" => {
+            Rule::Squeeze => {
                 self.expect_args(args, 1, &op, "x.squeeze(axis)", span)?;
                 let a = self.axis(&args[0], rank, &op, &shape)?;
                 if shape.0[a] != Dim::Lit(1) {
@@ -196,14 +248,14 @@ impl Lowering<'_> {
                 let a = a as isize;
                 Ok(self.emit(span, Shape(dims), quote!(#var.as_dyn().squeeze(#a))))
             }
-            "narrow" => {
+            Rule::Narrow => {
                 self.expect_args(args, 3, &op, "x.narrow(axis, start, len)", span)?;
                 let a = self.axis(&args[0], rank, &op, &shape)?;
                 let start = self.int_arg(args, 1, &op, "a start", span)?;
                 let len = self.int_arg(args, 2, &op, "a length", span)?;
                 self.narrowed((var, shape), a, start..start + len, (args[2].span(), span))
             }
-            "slice" => {
+            Rule::Slice => {
                 self.expect_args(args, 2, &op, "x.slice(axis, start..end)", span)?;
                 let a = self.axis(&args[0], rank, &op, &shape)?;
                 let Expr::Range(s, e, range_span) = &args[1] else {
@@ -226,7 +278,7 @@ impl Lowering<'_> {
                 }
                 self.narrowed((var, shape), a, s as usize..e as usize, (*range_span, span))
             }
-            "split_heads" => {
+            Rule::SplitHeads => {
                 self.expect_args(args, 1, &op, "x.split_heads(heads)", span)?;
                 let heads = self.int_arg(args, 0, &op, "the number of heads", span)?;
                 if rank < 2 || heads == 0 {
@@ -276,7 +328,7 @@ impl Lowering<'_> {
                     quote!(#var.as_dyn().reshape(&#target)?.transpose(#b, #a)),
                 ))
             }
-            "merge_heads" => {
+            Rule::MergeHeads => {
                 self.expect_args(args, 0, &op, "x.merge_heads()", span)?;
                 if rank < 3 {
                     return err(
@@ -296,7 +348,7 @@ impl Lowering<'_> {
                     quote!(#var.as_dyn().transpose(#a, #b)?.reshape(&#target)),
                 ))
             }
-            "max_pool2d" | "avg_pool2d" | "max_pool2d_exact" | "avg_pool2d_exact" => {
+            Rule::Pool { exact } => {
                 if args.is_empty() || args.len() > 2 {
                     return err(
                         span,
@@ -309,7 +361,6 @@ impl Lowering<'_> {
                 } else {
                     kernel
                 };
-                let exact = op.ends_with("_exact");
                 let label = format!("`{op}`");
                 let (h, w) = self.spatial(&shape, &label, span)?;
                 let window = Window::pool(kernel, stride, 0, exact);
@@ -326,7 +377,7 @@ impl Lowering<'_> {
                     quote!(::rumus::__private::#base(#var.as_dyn(), #kernel, #stride)),
                 ))
             }
-            "adaptive_avg_pool2d" => {
+            Rule::AdaptivePool => {
                 self.expect_args(args, 1, &op, "x.adaptive_avg_pool2d([oh, ow])", span)?;
                 let Expr::List(items, list_span) = &args[0] else {
                     return err(
@@ -360,12 +411,6 @@ impl Lowering<'_> {
                     quote!(::rumus::__private::adaptive_avg_pool2d(#var.as_dyn(), #oh, #ow)),
                 ))
             }
-            other => err(
-                span,
-                format!(
-                    "unknown tensor method `{other}` on {shape}; see the tensor_fn! documentation for the supported ops"
-                ),
-            ),
         }
     }
 }

@@ -6,6 +6,7 @@ mod arithmetic;
 mod attention;
 mod calls;
 mod layers;
+mod linear;
 mod methods;
 mod views;
 mod window;
@@ -45,29 +46,6 @@ pub struct Lowering<'a> {
     pub elements: HashMap<String, TokenStream>,
     counter: usize,
 }
-
-/// The methods without arguments whose result has the operand's shape: every element-wise
-/// method of the typed `Tensor` (its `typed_ops!` list) and `contiguous`. A method missing here
-/// is refused as unknown inside `tensor_fn!` although the typed API has it.
-pub(super) const SHAPE_PRESERVING: &[&str] = &[
-    "relu",
-    "sigmoid",
-    "tanh",
-    "gelu",
-    "gelu_tanh",
-    "silu",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "neg",
-    "abs",
-    "erf",
-    "sin",
-    "cos",
-    "floor",
-    "contiguous",
-];
 
 impl<'a> Lowering<'a> {
     pub fn new(layers: &'a [Layer]) -> Self {
@@ -146,7 +124,7 @@ impl<'a> Lowering<'a> {
                 args,
             } => {
                 let value = self.lower(receiver)?;
-                self.method(value, name, args)
+                self.method((receiver, value), name, args)
             }
             Expr::Call { name, args } => self.call(name, args),
             Expr::Layer { field, args } => self.layer(field, args),
