@@ -115,3 +115,55 @@ pub trait Backend {
 pub trait Kernels: Allocate + Elementwise + Optim {}
 
 impl<B: Allocate + Elementwise + Optim> Kernels for B {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::kinds::UnaryOp;
+
+    /// A backend with memory and no kernels at all: what a new backend starts as.
+    struct Empty;
+
+    struct Nothing;
+
+    impl BackendMemory for Nothing {
+        fn dtype(&self) -> DType {
+            DType::F32
+        }
+
+        fn len(&self) -> usize {
+            0
+        }
+    }
+
+    impl Backend for Empty {
+        type Memory = Nothing;
+
+        fn name(&self) -> &'static str {
+            "empty"
+        }
+    }
+
+    impl Elementwise for Empty {}
+
+    #[test]
+    fn a_kernel_a_backend_lacks_is_an_error_naming_the_op_and_the_backend() {
+        let layout = Layout::contiguous(&[0]);
+        let refused = Empty
+            .unary(Src::new(&Nothing, &layout), UnaryOp::Relu)
+            .err()
+            .expect("no kernel, no result");
+        assert_eq!(
+            refused.to_string(),
+            "relu is not supported on the empty backend; move its operands to a device that runs it with `.to(&device)` first"
+        );
+        // Optional fused kernels answer "none" instead, and the op composes the result.
+        let fused = Empty.activation_grad(
+            Src::new(&Nothing, &layout),
+            Src::new(&Nothing, &layout),
+            UnaryOp::Relu,
+            None,
+        );
+        assert!(matches!(fused, Ok(None)));
+    }
+}
