@@ -260,3 +260,100 @@ pub(crate) fn apply(
     }
     output
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::dtype::DType;
+
+    thread_local! {
+        /// What the test hooks saw on this thread: `(nesting depth, call)` per finished op.
+        static SEEN: RefCell<(usize, Vec<(usize, String)>)> = const { RefCell::new((0, Vec::new())) };
+    }
+
+    fn name(call: &OpCall<'_>) -> String {
+        let full = format!("{call:?}");
+        full.split([' ', '('])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    struct Recorder;
+
+    impl Trace for Recorder {
+        fn enter(&self) {
+            SEEN.with(|s| s.borrow_mut().0 += 1);
+        }
+
+        fn leave(&self, call: &OpCall<'_>, _: &[&DynTensor], output: Option<&DynTensor>) {
+            assert!(output.is_some());
+            SEEN.with(|s| {
+                let mut s = s.borrow_mut();
+                s.0 -= 1;
+                let depth = s.0;
+                s.1.push((depth, name(call)));
+            });
+        }
+    }
+
+    fn traced(f: impl FnOnce() -> Result<DynTensor>) -> Vec<(usize, String)> {
+        SEEN.with(|s| *s.borrow_mut() = (0, Vec::new()));
+        let previous = install_trace(Some(&Recorder));
+        f().unwrap();
+        install_trace(previous);
+        SEEN.with(|s| std::mem::take(&mut s.borrow_mut().1))
+    }
+
+    #[test]
+    fn a_tracer_sees_every_op_with_the_ops_it_runs_nested_inside() {
+        let x = DynTensor::ones(&[2, 3], DType::F32).unwrap();
+        let w = DynTensor::ones(&[4, 3], DType::F32).unwrap();
+        let seen = traced(|| x.add(&x)?.relu());
+        assert_eq!(seen, [(0, "Binary".into()), (0, "Unary".into())]);
+        // `linear` without a bias is `x @ w^T`: the transpose and the product run inside it.
+        let seen = traced(|| x.linear(&w, None));
+        assert_eq!(seen.last(), Some(&(0, "Linear".to_string())));
+        assert!(seen.contains(&(1, "Permute".into())), "{seen:?}");
+        assert!(seen.contains(&(2, "Product".into())), "{seen:?}");
+        assert!(seen[..seen.len() - 1].iter().all(|(depth, _)| *depth > 0));
+        // Removed, the tracer sees nothing.
+        SEEN.with(|s| *s.borrow_mut() = (0, Vec::new()));
+        x.add(&x).unwrap();
+        assert!(SEEN.with(|s| s.borrow().1.is_empty()));
+        assert!(!tracing());
+    }
+
+    /// Takes every product and answers zeros (of the product's shape for 2-D operands).
+    struct Zeros;
+
+    impl Autocast for Zeros {
+        fn applies(&self, call: &OpCall<'_>, _: &[&DynTensor]) -> bool {
+            matches!(call, OpCall::Product)
+        }
+
+        fn run(&self, _: &OpCall<'_>, operands: &[&DynTensor]) -> Result<DynTensor> {
+            let (a, b) = (operands[0], operands[1]);
+            DynTensor::zeros(&[a.dims()[0], b.dims()[1]], DType::F32)
+        }
+    }
+
+    #[test]
+    fn an_autocast_hook_takes_the_calls_it_applies_to_while_installed() {
+        let a = DynTensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+        let previous = install_autocast(Some(&Zeros));
+        assert!(autocast_enabled());
+        assert!(autocast_applies(&OpCall::Product, &[&a, &a]));
+        let product = a.matmul(&a).unwrap().to_vec::<f32>().unwrap();
+        let sum = a.add(&a).unwrap().to_vec::<f32>().unwrap();
+        install_autocast(previous);
+        assert_eq!(product, [0.0; 4]);
+        assert_eq!(sum, [2.0, 4.0, 6.0, 8.0]);
+        assert!(!autocast_enabled());
+        // [[1, 2], [3, 4]]^2 by hand.
+        let product = a.matmul(&a).unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(product, [7.0, 10.0, 15.0, 22.0]);
+    }
+}
