@@ -234,10 +234,22 @@ pub(crate) fn apply(
     forward: impl FnOnce(Tape<'_>) -> Result<DynTensor>,
 ) -> Result<DynTensor> {
     let flags = FLAGS.with(Cell::get);
-    let tape = Tape { operands };
     if flags == 0 {
-        return forward(tape);
+        return forward(Tape { operands });
     }
+    hooked(flags, call, operands, forward)
+}
+
+/// [`apply`] with a hook installed, out of line so the ops' path without hooks stays
+/// small.
+#[cold]
+#[inline(never)]
+fn hooked(
+    flags: u8,
+    call: OpCall<'_>,
+    operands: &[&DynTensor],
+    forward: impl FnOnce(Tape<'_>) -> Result<DynTensor>,
+) -> Result<DynTensor> {
     let tracer = match flags & TRACE {
         0 => None,
         _ => TRACE_HOOK.with(Cell::get),
@@ -253,7 +265,7 @@ pub(crate) fn apply(
     };
     let output = match autocast {
         Some(hook) => hook.run(&call, operands),
-        None => forward(tape),
+        None => forward(Tape { operands }),
     };
     if let Some(tracer) = tracer {
         tracer.leave(&call, operands, output.as_ref().ok());
