@@ -109,7 +109,10 @@ impl Autocast for HalfProducts {
     fn run(&self, _call: &OpCall<'_>, operands: &[&DynTensor]) -> Result<DynTensor> {
         match operands {
             [lhs, rhs, bias @ ..] => product(lhs, rhs, bias.first().copied()),
-            _ => unreachable!("`applies` takes products of two operands only"),
+            _ => Err(crate::error::Error::InvalidArgument {
+                op: "autocast",
+                message: format!("a product takes two operands, got {}", operands.len()),
+            }),
         }
     }
 }
