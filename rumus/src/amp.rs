@@ -35,13 +35,14 @@
 //! # }
 //! ```
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 pub use crate::optim::{GradScaler, GradScalerConfig};
 
 use crate::autograd::{BackwardOp, GradMeta, is_grad_enabled, record};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::hooks::{self, Autocast, OpCall};
 use crate::ops::matmul::{
     bias_gradient, is_transposed_contiguous, product_gradients, widening_product,
 };
@@ -49,34 +50,34 @@ use crate::shape::Dims;
 use crate::tensor::DynTensor;
 
 thread_local! {
-    static AUTOCAST: Cell<bool> = const { Cell::new(false) };
     /// The `f16` copies this thread's autocast scope made ([`to_half`]).
     static CASTS: RefCell<Vec<Cast>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether products on this thread run in `f16` now.
 pub fn is_autocast_enabled() -> bool {
-    AUTOCAST.with(Cell::get)
+    hooks::autocast_enabled()
 }
 
 /// Restores the previous autocast state when dropped.
 #[must_use = "autocast is only on while the guard is alive: bind it with `let _autocast = ...`"]
 pub struct AutocastGuard {
-    previous: bool,
+    previous: Option<&'static dyn Autocast>,
 }
 
 impl Drop for AutocastGuard {
     fn drop(&mut self) {
-        AUTOCAST.with(|flag| flag.set(self.previous));
-        if !self.previous {
+        hooks::install_autocast(self.previous);
+        if self.previous.is_none() {
             CASTS.with(|casts| casts.borrow_mut().clear());
         }
     }
 }
 
 fn set_autocast(enabled: bool) -> AutocastGuard {
+    let hook: &'static dyn Autocast = &HalfProducts;
     AutocastGuard {
-        previous: AUTOCAST.with(|flag| flag.replace(enabled)),
+        previous: hooks::install_autocast(enabled.then_some(hook)),
     }
 }
 
@@ -92,9 +93,28 @@ pub fn autocast_disabled() -> AutocastGuard {
     set_autocast(false)
 }
 
-/// Whether a product of `lhs` and `rhs` (and `bias`) is autocast now.
-pub(crate) fn applies(lhs: &DynTensor, rhs: &DynTensor) -> bool {
-    is_autocast_enabled() && lhs.dtype() == DType::F32 && rhs.dtype() == DType::F32
+/// The autocast hook the ops run through while a scope is active: products of `f32`
+/// operands (and bias) run as [`product`]s.
+struct HalfProducts;
+
+impl Autocast for HalfProducts {
+    fn applies(&self, call: &OpCall<'_>, operands: &[&DynTensor]) -> bool {
+        matches!(
+            (call, operands),
+            (OpCall::Product, [lhs, rhs, ..])
+                if lhs.dtype() == DType::F32 && rhs.dtype() == DType::F32
+        )
+    }
+
+    fn run(&self, _call: &OpCall<'_>, operands: &[&DynTensor]) -> Result<DynTensor> {
+        match operands {
+            [lhs, rhs, bias @ ..] => product(lhs, rhs, bias.first().copied()),
+            _ => Err(crate::error::Error::InvalidArgument {
+                op: "autocast",
+                message: format!("a product takes two operands, got {}", operands.len()),
+            }),
+        }
+    }
 }
 
 /// An `f16` copy an autocast scope made of a view: self-attention's queries, keys and values

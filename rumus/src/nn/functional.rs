@@ -5,6 +5,7 @@
 use crate::autograd::no_grad;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
+use crate::ops::hooks::{OpCall, apply};
 use crate::ops::unary::UnaryOp;
 use crate::rng::with_global;
 use crate::tensor::DynTensor;
@@ -28,29 +29,19 @@ pub fn layer_norm(
     bias: Option<&DynTensor>,
     eps: f64,
 ) -> Result<DynTensor> {
-    crate::onnx::op(
-        || layer_norm_untraced(x, weight, bias, eps),
-        |e, out| crate::onnx::onnx_layer_norm(e, x, weight, bias, eps, out),
-    )
-}
-
-fn layer_norm_untraced(
-    x: &DynTensor,
-    weight: Option<&DynTensor>,
-    bias: Option<&DynTensor>,
-    eps: f64,
-) -> Result<DynTensor> {
-    let d = *x.dims().last().ok_or_else(|| ShapeError::Invalid {
-        context: "layer_norm".into(),
-        message: "needs at least one axis".into(),
-    })?;
-    check_last_dim(x, d, "layer_norm")?;
-    if let Some(fused) = crate::ops::norm::layer_norm(x, weight, bias, eps)? {
-        return Ok(fused);
-    }
-    let centered = x.sub(&x.mean(&[-1], true)?)?;
-    let var = centered.mul(&centered)?.mean(&[-1], true)?;
-    affine(&centered.mul(&var.add_scalar(eps)?.rsqrt()?)?, weight, bias)
+    apply(OpCall::LayerNorm { weight, bias, eps }, &[x], |_| {
+        let d = *x.dims().last().ok_or_else(|| ShapeError::Invalid {
+            context: "layer_norm".into(),
+            message: "needs at least one axis".into(),
+        })?;
+        check_last_dim(x, d, "layer_norm")?;
+        if let Some(fused) = crate::ops::norm::layer_norm(x, weight, bias, eps)? {
+            return Ok(fused);
+        }
+        let centered = x.sub(&x.mean(&[-1], true)?)?;
+        let var = centered.mul(&centered)?.mean(&[-1], true)?;
+        affine(&centered.mul(&var.add_scalar(eps)?.rsqrt()?)?, weight, bias)
+    })
 }
 
 /// `x / sqrt(mean(x^2) + eps) * weight` over the last axis (RMSNorm).
@@ -138,77 +129,64 @@ pub fn batch_norm(
     training: bool,
     eps: f64,
 ) -> Result<DynTensor> {
-    // The running statistics go to the untraced pass by value and stay readable here.
-    let stats = running.as_ref().map(|r| RunningStats {
-        mean: r.mean,
-        var: r.var,
-        momentum: r.momentum,
-    });
-    crate::onnx::op(
-        || batch_norm_untraced(x, running, weight, bias, training, eps),
-        |e, out| {
-            crate::onnx::onnx_batch_norm(e, x, stats.as_ref(), (weight, bias), training, eps, out)
-        },
-    )
-}
-
-fn batch_norm_untraced(
-    x: &DynTensor,
-    running: Option<RunningStats>,
-    weight: Option<&DynTensor>,
-    bias: Option<&DynTensor>,
-    training: bool,
-    eps: f64,
-) -> Result<DynTensor> {
-    if x.rank() < 2 {
-        return Err(ShapeError::Invalid {
-            context: "batch_norm".into(),
-            message: format!("input {:?} needs [N, C, ...]", x.dims()),
-        }
-        .into());
-    }
-    let channels = x.dims()[1];
-    let axes: Vec<isize> = (0..x.rank() as isize).filter(|&a| a != 1).collect();
-    let count = x.numel() / channels.max(1);
-    let mut shape = vec![1; x.rank()];
-    shape[1] = channels;
-    let (mean, var) = if training {
-        if count < 2 {
-            return Err(Error::InvalidArgument {
-                op: "batch_norm",
-                message: format!(
-                    "training needs more than one value per channel, got input {:?}",
-                    x.dims()
-                ),
-            });
-        }
-        let mean = x.mean(&axes, true)?;
-        let centered = x.sub(&mean)?;
-        let var = centered.mul(&centered)?.mean(&axes, true)?;
-        if let Some(stats) = &running {
-            let _guard = no_grad();
-            let unbiased = var
-                .mul_scalar(count as f64 / (count - 1) as f64)?
-                .reshape(&[channels])?;
-            stats.mean.scale_add_(
-                1.0 - stats.momentum,
-                stats.momentum,
-                &mean.detach().reshape(&[channels])?,
-            )?;
-            stats
-                .var
-                .scale_add_(1.0 - stats.momentum, stats.momentum, &unbiased.detach())?;
-        }
-        (mean, var)
-    } else {
-        let stats = running.ok_or_else(|| Error::InvalidArgument {
-            op: "batch_norm",
-            message: "evaluation mode needs running statistics".into(),
-        })?;
-        (stats.mean.reshape(&shape)?, stats.var.reshape(&shape)?)
+    let call = OpCall::BatchNorm {
+        running: running.as_ref().map(|r| (r.mean, r.var)),
+        weight,
+        bias,
+        training,
+        eps,
     };
-    let normed = x.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?;
-    channel_affine(&normed, weight, bias)
+    apply(call, &[x], |_| {
+        if x.rank() < 2 {
+            return Err(ShapeError::Invalid {
+                context: "batch_norm".into(),
+                message: format!("input {:?} needs [N, C, ...]", x.dims()),
+            }
+            .into());
+        }
+        let channels = x.dims()[1];
+        let axes: Vec<isize> = (0..x.rank() as isize).filter(|&a| a != 1).collect();
+        let count = x.numel() / channels.max(1);
+        let mut shape = vec![1; x.rank()];
+        shape[1] = channels;
+        let (mean, var) = if training {
+            if count < 2 {
+                return Err(Error::InvalidArgument {
+                    op: "batch_norm",
+                    message: format!(
+                        "training needs more than one value per channel, got input {:?}",
+                        x.dims()
+                    ),
+                });
+            }
+            let mean = x.mean(&axes, true)?;
+            let centered = x.sub(&mean)?;
+            let var = centered.mul(&centered)?.mean(&axes, true)?;
+            if let Some(stats) = &running {
+                let _guard = no_grad();
+                let unbiased = var
+                    .mul_scalar(count as f64 / (count - 1) as f64)?
+                    .reshape(&[channels])?;
+                stats.mean.scale_add_(
+                    1.0 - stats.momentum,
+                    stats.momentum,
+                    &mean.detach().reshape(&[channels])?,
+                )?;
+                stats
+                    .var
+                    .scale_add_(1.0 - stats.momentum, stats.momentum, &unbiased.detach())?;
+            }
+            (mean, var)
+        } else {
+            let stats = running.ok_or_else(|| Error::InvalidArgument {
+                op: "batch_norm",
+                message: "evaluation mode needs running statistics".into(),
+            })?;
+            (stats.mean.reshape(&shape)?, stats.var.reshape(&shape)?)
+        };
+        let normed = x.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?;
+        channel_affine(&normed, weight, bias)
+    })
 }
 
 /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` during
@@ -298,33 +276,28 @@ fn dropout_seed(op: &'static str, x: &DynTensor, p: f64, training: bool) -> Resu
 /// Rows `indices` (an `i64` tensor of any shape) of `weight` `[V, D]`: output
 /// `[indices.., D]`. Indices outside `0..V` are an error.
 pub fn embedding(weight: &DynTensor, indices: &DynTensor) -> Result<DynTensor> {
-    crate::onnx::op(
-        || embedding_untraced(weight, indices),
-        |e, out| crate::onnx::onnx_embedding(e, weight, indices, out),
-    )
-}
-
-fn embedding_untraced(weight: &DynTensor, indices: &DynTensor) -> Result<DynTensor> {
-    if indices.dtype() != DType::I64 {
-        return Err(Error::DType {
-            op: "embedding",
-            expected: "i64 indices",
-            found: indices.dtype(),
-        });
-    }
-    let &[_, features] = weight.dims() else {
-        return Err(ShapeError::RankMismatch {
-            context: "embedding weight".into(),
-            expected: 2,
-            expected_shape: "[num_embeddings, embedding_dim]".into(),
-            found: weight.rank(),
-            found_shape: weight.dims().to_vec(),
+    apply(OpCall::Embedding { indices }, &[weight], |_| {
+        if indices.dtype() != DType::I64 {
+            return Err(Error::DType {
+                op: "embedding",
+                expected: "i64 indices",
+                found: indices.dtype(),
+            });
         }
-        .into());
-    };
-    let flat = indices.reshape(&[indices.numel()])?;
-    let rows = weight.index_select(0, &flat)?;
-    let mut dims = indices.dims().to_vec();
-    dims.push(features);
-    rows.reshape(&dims)
+        let &[_, features] = weight.dims() else {
+            return Err(ShapeError::RankMismatch {
+                context: "embedding weight".into(),
+                expected: 2,
+                expected_shape: "[num_embeddings, embedding_dim]".into(),
+                found: weight.rank(),
+                found_shape: weight.dims().to_vec(),
+            }
+            .into());
+        };
+        let flat = indices.reshape(&[indices.numel()])?;
+        let rows = weight.index_select(0, &flat)?;
+        let mut dims = indices.dims().to_vec();
+        dims.push(features);
+        rows.reshape(&dims)
+    })
 }

@@ -34,6 +34,7 @@
 //!   value baked into the file; so is a model left in training mode where that matters
 //!   (BatchNorm with batch statistics, dropout).
 
+mod calls;
 mod decode;
 mod import;
 mod import_gather_ops;
@@ -52,8 +53,6 @@ use std::path::Path;
 pub use import::{MAX_IMPORT_OPSET, MIN_IMPORT_OPSET, OnnxModel};
 pub use import_ops::SUPPORTED as IMPORTED_OPS;
 pub use limits::Limits;
-pub(crate) use nodes::*;
-pub(crate) use trace::{op, tracing};
 
 use crate::autograd::enable_grad;
 use crate::error::{Error, Result};

@@ -1,10 +1,9 @@
-//! The ONNX nodes of each exportable op (opset 17), called by the ops themselves through
-//! [`op`](super::op) while a trace runs.
+//! The ONNX nodes of each exportable op (opset 17), written while a trace runs for the op
+//! calls the ops report (`calls` says which op gets which).
 
 use super::proto::Attribute::{Float, Int, Ints};
 use super::trace::{Emit, OP};
 use crate::error::{Error, Result};
-use crate::nn::functional::RunningStats;
 use crate::ops::{BinaryOp, CompareOp, UnaryOp};
 use crate::tensor::DynTensor;
 
@@ -211,14 +210,32 @@ pub(crate) fn onnx_compare(
 
 /// One node `op_type` of the inputs, no attributes.
 pub(crate) fn onnx_plain(
+    e: &mut Emit<'_>,
     op_type: &'static str,
     inputs: &[&DynTensor],
-) -> impl FnOnce(&mut Emit<'_>, &DynTensor) -> Result<()> {
-    move |e, out| {
-        let names = inputs.iter().map(|t| e.input(t)).collect::<Result<_>>()?;
-        e.single(op_type, names, out, vec![]);
-        Ok(())
-    }
+    out: &DynTensor,
+) -> Result<()> {
+    let names = inputs.iter().map(|t| e.input(t)).collect::<Result<_>>()?;
+    e.single(op_type, names, out, vec![]);
+    Ok(())
+}
+
+/// `a @ b (+ bias)`, the bias along the last axis: `MatMul` and an `Add`.
+pub(crate) fn onnx_product(
+    e: &mut Emit<'_>,
+    a: &DynTensor,
+    b: &DynTensor,
+    bias: Option<&DynTensor>,
+    out: &DynTensor,
+) -> Result<()> {
+    let Some(bias) = bias else {
+        return onnx_plain(e, "MatMul", &[a, b], out);
+    };
+    let (product, inputs) = (e.temp(), vec![e.input(a)?, e.input(b)?]);
+    e.node("MatMul", inputs, vec![product.clone()], vec![]);
+    let bias = e.input(bias)?;
+    e.single("Add", vec![product, bias], out, vec![]);
+    Ok(())
 }
 
 /// `x @ weight^T + bias` as PyTorch exports `nn.Linear`: one `Gemm` for a matrix input,
@@ -569,7 +586,7 @@ pub(crate) fn onnx_conv_transpose2d(
 pub(crate) fn onnx_batch_norm(
     e: &mut Emit<'_>,
     x: &DynTensor,
-    running: Option<&RunningStats<'_>>,
+    running: Option<(&DynTensor, &DynTensor)>,
     affine: (Option<&DynTensor>, Option<&DynTensor>),
     training: bool,
     eps: f64,
@@ -596,7 +613,7 @@ pub(crate) fn onnx_batch_norm(
         Some(bias) => e.input(bias)?,
         None => e.input(&constant(0.0)?)?,
     };
-    let (mean, var) = (e.input(running.mean)?, e.input(running.var)?);
+    let (mean, var) = (e.input(running.0)?, e.input(running.1)?);
     e.single(
         "BatchNormalization",
         vec![input, scale, shift, mean, var],

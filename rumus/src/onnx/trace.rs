@@ -1,5 +1,5 @@
 //! Tracing a forward pass into ONNX nodes. While a trace runs on this thread, every
-//! exportable op reports itself through [`op`]: the outermost op of a nesting (a `linear`
+//! exportable op reports itself through the ops' trace hook: the outermost op of a nesting (a `linear`
 //! that calls `matmul` inside) becomes nodes, the ops inside it do not. Tensors are known by
 //! identity: the graph input, the module's parameters and buffers (initializers under their
 //! dotted names), the outputs of traced ops, and constants made during the pass (baked in).
@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use super::proto::{Attribute, Initializer, Node};
 use crate::error::{Error, Result};
+use crate::ops::hooks::{OpCall, Trace, install_trace};
 use crate::tensor::DynTensor;
 
 pub(super) const OP: &str = "onnx::export";
@@ -40,8 +41,8 @@ thread_local! {
     static TRACER: RefCell<Option<Tracer>> = const { RefCell::new(None) };
 }
 
-/// Whether a trace is running on this thread (one thread-local read on every traced op).
-pub(crate) fn tracing() -> bool {
+/// Whether a trace is running on this thread.
+fn tracing() -> bool {
     TRACER.with(|t| t.borrow().is_some())
 }
 
@@ -76,7 +77,9 @@ pub(super) fn run(
         tracer.name(&tensor, name);
     }
     TRACER.with(|t| *t.borrow_mut() = Some(tracer));
+    let previous = install_trace(Some(&Hook));
     let result = forward();
+    install_trace(previous);
     let tracer = TRACER
         .with(|t| t.borrow_mut().take())
         .expect("the tracer was installed above");
@@ -108,38 +111,36 @@ impl Tracer {
     }
 }
 
-/// Runs a traced op: `run` computes it; when it is the outermost op of a trace, `emit`
-/// turns it into nodes given its output. Without a trace this is just `run()`.
-pub(crate) fn op(
-    run: impl FnOnce() -> Result<DynTensor>,
-    emit: impl FnOnce(&mut Emit<'_>, &DynTensor) -> Result<()>,
-) -> Result<DynTensor> {
-    if !tracing() {
-        return run();
-    }
-    let outermost = TRACER.with(|t| {
-        let mut t = t.borrow_mut();
-        let tracer = t.as_mut().expect("tracing");
-        tracer.depth += 1;
-        tracer.depth == 1
-    });
-    let out = run();
-    TRACER.with(|t| {
-        let mut t = t.borrow_mut();
-        let tracer = t.as_mut().expect("tracing");
-        tracer.depth -= 1;
-        // An op that returned one of its inputs (a reshape to the same shape) adds nothing.
-        let known = out
-            .as_ref()
-            .is_ok_and(|out| tracer.names.contains_key(&out.identity()));
-        if let (true, false, Ok(out), None) = (outermost, known, &out, &tracer.error) {
-            let mut writer = Emit { tracer };
-            if let Err(e) = emit(&mut writer, out) {
-                writer.tracer.error = Some(e);
+/// The tracer as the ops see it, installed for the length of [`run`].
+struct Hook;
+
+impl Trace for Hook {
+    fn enter(&self) {
+        TRACER.with(|t| {
+            if let Some(tracer) = t.borrow_mut().as_mut() {
+                tracer.depth += 1;
             }
-        }
-    });
-    out
+        });
+    }
+
+    /// The outermost op of a nesting becomes nodes, given its output.
+    fn leave(&self, call: &OpCall<'_>, operands: &[&DynTensor], output: Option<&DynTensor>) {
+        TRACER.with(|t| {
+            let mut t = t.borrow_mut();
+            let Some(tracer) = t.as_mut() else {
+                return;
+            };
+            tracer.depth -= 1;
+            // An op that returned one of its inputs (a reshape to the same shape) adds nothing.
+            let known = output.is_some_and(|out| tracer.names.contains_key(&out.identity()));
+            if let (0, false, Some(out), None) = (tracer.depth, known, output, &tracer.error) {
+                let mut writer = Emit { tracer };
+                if let Err(e) = super::calls::emit(&mut writer, call, operands, out) {
+                    writer.tracer.error = Some(e);
+                }
+            }
+        });
+    }
 }
 
 /// Writes the nodes of one op.

@@ -194,7 +194,7 @@ impl DynTensor {
         let operands = [self, key, value];
         // The matrix units round the dropped-out probabilities, scaled by 1 / (1 - p), to
         // f16: past p = 0.999 (a factor of 1,000) the f32 kernels take them.
-        let autocast = crate::amp::is_autocast_enabled()
+        let autocast = super::hooks::autocast_enabled()
             && g.dropout
                 .is_none_or(|dropout| dropout.p <= MAX_HALF_DROPOUT);
         #[cfg(feature = "gpu")]
@@ -243,7 +243,7 @@ pub(crate) const MAX_HALF_DROPOUT: f64 = 0.999;
 pub(crate) fn on_matrix_units(device: &crate::Device, width: usize) -> bool {
     #[cfg(feature = "gpu")]
     if let crate::Device::Gpu(gpu) = device {
-        let kernels = gpu.attention_kernels((width, width), crate::amp::is_autocast_enabled());
+        let kernels = gpu.attention_kernels((width, width), super::hooks::autocast_enabled());
         return kernels == crate::backend::gpu::AttentionKernels::Half;
     }
     let _ = (device, width);

@@ -2,7 +2,8 @@
 //! integers or `bool` end the graph; a cast to `f16` (which carries no gradients) of a
 //! tracked tensor is an error rather than a silent cut.
 
-use crate::autograd::{BackwardOp, record};
+use super::hooks::{OpCall, apply};
+use crate::autograd::BackwardOp;
 use crate::dtype::DType;
 use crate::error::{AutogradError, Result};
 use crate::storage::Storage;
@@ -11,29 +12,24 @@ use crate::tensor::DynTensor;
 impl DynTensor {
     /// The values converted to `dtype` (float to integer truncates toward zero).
     pub fn to_dtype(&self, dtype: DType) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.to_dtype_untraced(dtype),
-            |e, out| crate::onnx::onnx_cast(e, self, out),
-        )
-    }
-
-    fn to_dtype_untraced(&self, dtype: DType) -> Result<DynTensor> {
-        if dtype == self.dtype() {
-            return Ok(self.clone());
-        }
-        if dtype == DType::F16 && self.requires_grad() && crate::autograd::is_grad_enabled() {
-            return Err(AutogradError::NotDifferentiable {
-                context: "to_dtype(DType::F16) of a tensor that requires grad".into(),
-                dtype,
+        apply(OpCall::Cast, &[self], |tape| {
+            if dtype == self.dtype() {
+                return Ok(self.clone());
             }
-            .into());
-        }
-        let out = self.cast_untracked(dtype)?;
-        if !dtype.is_float() {
-            return Ok(out);
-        }
-        let from = self.dtype();
-        Ok(record(out, &[self], || BackwardOp::Cast { from }))
+            if dtype == DType::F16 && self.requires_grad() && crate::autograd::is_grad_enabled() {
+                return Err(AutogradError::NotDifferentiable {
+                    context: "to_dtype(DType::F16) of a tensor that requires grad".into(),
+                    dtype,
+                }
+                .into());
+            }
+            let out = self.cast_untracked(dtype)?;
+            if !dtype.is_float() {
+                return Ok(out);
+            }
+            let from = self.dtype();
+            Ok(tape.node(out, || BackwardOp::Cast { from }))
+        })
     }
 
     fn cast_untracked(&self, dtype: DType) -> Result<DynTensor> {

@@ -12,6 +12,7 @@
 //! window's first maximum and gathers it, so its gradient is a `scatter_add` to that element,
 //! as in PyTorch.
 
+use super::hooks::{OpCall, apply, autocast_applies};
 use crate::autograd::{BackwardOp, record};
 use crate::backend::cpu::unfold::{self as kernel, Window2d};
 use crate::element::{Element, Float};
@@ -358,98 +359,71 @@ impl DynTensor {
         output_padding: Size2d,
         dilation: Size2d,
     ) -> Result<DynTensor> {
-        crate::onnx::op(
-            || {
-                self.conv_transpose2d_untraced(
-                    weight,
-                    bias,
-                    stride,
-                    padding,
-                    output_padding,
-                    dilation,
-                )
-            },
-            |e, out| {
-                let window = crate::onnx::Window {
-                    kernel: (weight.dims()[2], weight.dims()[3]),
-                    stride,
-                    padding,
-                    dilation,
-                };
-                crate::onnx::onnx_conv_transpose2d(
-                    e,
-                    self,
-                    weight,
-                    bias,
-                    window,
-                    output_padding,
-                    out,
-                )
-            },
-        )
-    }
-
-    fn conv_transpose2d_untraced(
-        &self,
-        weight: &DynTensor,
-        bias: Option<&DynTensor>,
-        stride: Size2d,
-        padding: Size2d,
-        output_padding: Size2d,
-        dilation: Size2d,
-    ) -> Result<DynTensor> {
-        require_rank4(self, "conv_transpose2d input", "[N, C_in, H, W]")?;
-        require_rank4(weight, "conv_transpose2d weight", "[C_in, C_out, KH, KW]")?;
-        let (n, c_in, h, w) = (
-            self.dims()[0],
-            self.dims()[1],
-            self.dims()[2],
-            self.dims()[3],
-        );
-        let (wc_in, c_out, kh, kw) = (
-            weight.dims()[0],
-            weight.dims()[1],
-            weight.dims()[2],
-            weight.dims()[3],
-        );
-        if wc_in != c_in {
-            return Err(ShapeError::Invalid {
-                context: "conv_transpose2d".into(),
-                message: format!(
-                    "input {:?} has {c_in} channels but weight {:?} expects {wc_in}",
-                    self.dims(),
-                    weight.dims()
-                ),
-            }
-            .into());
-        }
-        let invalid = |message: String| Error::InvalidArgument {
-            op: "conv_transpose2d",
-            message,
+        let operands: Vec<&DynTensor> = [self, weight].into_iter().chain(bias).collect();
+        let call = OpCall::ConvTranspose2d {
+            stride,
+            padding,
+            output_padding,
+            dilation,
         };
-        for (name, value) in [
-            ("input size", (h, w)),
-            ("kernel size", (kh, kw)),
-            ("stride", stride),
-            ("dilation", dilation),
-        ] {
-            if value.0 == 0 || value.1 == 0 {
+        apply(call, &operands, |_| {
+            require_rank4(self, "conv_transpose2d input", "[N, C_in, H, W]")?;
+            require_rank4(weight, "conv_transpose2d weight", "[C_in, C_out, KH, KW]")?;
+            let (n, c_in, h, w) = (
+                self.dims()[0],
+                self.dims()[1],
+                self.dims()[2],
+                self.dims()[3],
+            );
+            let (wc_in, c_out, kh, kw) = (
+                weight.dims()[0],
+                weight.dims()[1],
+                weight.dims()[2],
+                weight.dims()[3],
+            );
+            if wc_in != c_in {
+                return Err(ShapeError::Invalid {
+                    context: "conv_transpose2d".into(),
+                    message: format!(
+                        "input {:?} has {c_in} channels but weight {:?} expects {wc_in}",
+                        self.dims(),
+                        weight.dims()
+                    ),
+                }
+                .into());
+            }
+            let invalid = |message: String| Error::InvalidArgument {
+                op: "conv_transpose2d",
+                message,
+            };
+            for (name, value) in [
+                ("input size", (h, w)),
+                ("kernel size", (kh, kw)),
+                ("stride", stride),
+                ("dilation", dilation),
+            ] {
+                if value.0 == 0 || value.1 == 0 {
+                    return Err(invalid(format!(
+                        "{name} must be positive in both dims, got ({}, {})",
+                        value.0, value.1
+                    )));
+                }
+            }
+            if output_padding.0 >= stride.0.max(dilation.0)
+                || output_padding.1 >= stride.1.max(dilation.1)
+            {
                 return Err(invalid(format!(
-                    "{name} must be positive in both dims, got ({}, {})",
-                    value.0, value.1
+                    "output padding {output_padding:?} must be smaller than the stride {stride:?} or the dilation {dilation:?}"
                 )));
             }
-        }
-        if output_padding.0 >= stride.0.max(dilation.0)
-            || output_padding.1 >= stride.1.max(dilation.1)
-        {
-            return Err(invalid(format!(
-                "output padding {output_padding:?} must be smaller than the stride {stride:?} or the dilation {dilation:?}"
-            )));
-        }
-        // (input - 1) * s + d * (k - 1) + op + 1 - 2 * p, every size positive (checked above).
-        let size =
-            |input: usize, s: usize, p: usize, d: usize, k: usize, op: usize| -> Result<usize> {
+            // (input - 1) * s + d * (k - 1) + op + 1 - 2 * p, every size positive (checked above).
+            let size = |input: usize,
+                        s: usize,
+                        p: usize,
+                        d: usize,
+                        k: usize,
+                        op: usize|
+             -> Result<usize> {
                 let full = (input - 1)
                     .checked_mul(s)
                     .and_then(|x| x.checked_add(d.checked_mul(k - 1)?))
@@ -464,18 +438,19 @@ impl DynTensor {
                         ))
                     })
             };
-        let oh = size(h, stride.0, padding.0, dilation.0, kh, output_padding.0)?;
-        let ow = size(w, stride.1, padding.1, dilation.1, kw, output_padding.1)?;
-        let columns = weight
-            .reshape(&[c_in, c_out * kh * kw])?
-            .transpose(0, 1)?
-            .matmul(&self.reshape(&[n, c_in, h * w])?)?
-            .reshape(&[n, c_out, kh * kw, h * w])?;
-        let out = columns.fold2d((oh, ow), (kh, kw), stride, padding, dilation)?;
-        match bias {
-            Some(b) => out.add(&b.reshape(&[c_out, 1, 1])?),
-            None => Ok(out),
-        }
+            let oh = size(h, stride.0, padding.0, dilation.0, kh, output_padding.0)?;
+            let ow = size(w, stride.1, padding.1, dilation.1, kw, output_padding.1)?;
+            let columns = weight
+                .reshape(&[c_in, c_out * kh * kw])?
+                .transpose(0, 1)?
+                .matmul(&self.reshape(&[n, c_in, h * w])?)?
+                .reshape(&[n, c_out, kh * kw, h * w])?;
+            let out = columns.fold2d((oh, ow), (kh, kw), stride, padding, dilation)?;
+            match bias {
+                Some(b) => out.add(&b.reshape(&[c_out, 1, 1])?),
+                None => Ok(out),
+            }
+        })
     }
 
     /// 2-D convolution (cross-correlation, as PyTorch's `F.conv2d`) of an `[N, C, H, W]` input
@@ -493,126 +468,111 @@ impl DynTensor {
         dilation: Size2d,
         groups: usize,
     ) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.conv2d_untraced(weight, bias, stride, padding, dilation, groups),
-            |e, out| {
-                let kernel = (weight.dims()[2], weight.dims()[3]);
-                let window = crate::onnx::Window {
-                    kernel,
-                    stride,
-                    padding,
-                    dilation,
-                };
-                crate::onnx::onnx_conv2d(e, self, weight, bias, window, groups, out)
-            },
-        )
-    }
-
-    fn conv2d_untraced(
-        &self,
-        weight: &DynTensor,
-        bias: Option<&DynTensor>,
-        stride: Size2d,
-        padding: Size2d,
-        dilation: Size2d,
-        groups: usize,
-    ) -> Result<DynTensor> {
-        require_rank4(self, "conv2d input", "[N, C, H, W]")?;
-        require_rank4(weight, "conv2d weight", "[OC, C / groups, KH, KW]")?;
-        require_float(self, "conv2d")?;
-        for other in std::iter::once(weight).chain(bias) {
-            if other.dtype() != self.dtype() {
-                return Err(Error::DTypeMismatch {
+        let operands: Vec<&DynTensor> = [self, weight].into_iter().chain(bias).collect();
+        let call = OpCall::Conv2d {
+            stride,
+            padding,
+            dilation,
+            groups,
+        };
+        apply(call, &operands, |_| {
+            require_rank4(self, "conv2d input", "[N, C, H, W]")?;
+            require_rank4(weight, "conv2d weight", "[OC, C / groups, KH, KW]")?;
+            require_float(self, "conv2d")?;
+            for other in std::iter::once(weight).chain(bias) {
+                if other.dtype() != self.dtype() {
+                    return Err(Error::DTypeMismatch {
+                        op: "conv2d",
+                        lhs: self.dtype(),
+                        rhs: other.dtype(),
+                    });
+                }
+            }
+            let (n, c) = (self.dims()[0], self.dims()[1]);
+            let [oc, wc, kh, kw] = [0, 1, 2, 3].map(|a| weight.dims()[a]);
+            let shape_error = |message: String| -> Error {
+                ShapeError::Invalid {
+                    context: "conv2d".into(),
+                    message,
+                }
+                .into()
+            };
+            if groups == 0 {
+                return Err(Error::InvalidArgument {
                     op: "conv2d",
-                    lhs: self.dtype(),
-                    rhs: other.dtype(),
+                    message: "groups must be positive".into(),
                 });
             }
-        }
-        let (n, c) = (self.dims()[0], self.dims()[1]);
-        let [oc, wc, kh, kw] = [0, 1, 2, 3].map(|a| weight.dims()[a]);
-        let shape_error = |message: String| -> Error {
-            ShapeError::Invalid {
-                context: "conv2d".into(),
-                message,
+            if c % groups != 0 {
+                return Err(shape_error(format!(
+                    "groups = {groups} does not divide the {c} input channels of input {:?}",
+                    self.dims()
+                )));
             }
-            .into()
-        };
-        if groups == 0 {
-            return Err(Error::InvalidArgument {
-                op: "conv2d",
-                message: "groups must be positive".into(),
-            });
-        }
-        if c % groups != 0 {
-            return Err(shape_error(format!(
-                "groups = {groups} does not divide the {c} input channels of input {:?}",
-                self.dims()
-            )));
-        }
-        if oc % groups != 0 {
-            return Err(shape_error(format!(
-                "groups = {groups} does not divide the {oc} output channels of weight {:?}",
-                weight.dims()
-            )));
-        }
-        if wc.checked_mul(groups) != Some(c) {
-            return Err(shape_error(format!(
-                "input {:?} has {c} channels but weight {:?} expects {} ({wc} per group x \
-                 {groups} groups)",
-                self.dims(),
-                weight.dims(),
-                wc as u128 * groups as u128
-            )));
-        }
-        if let Some(b) = bias
-            && b.dims() != [oc]
-        {
-            return Err(shape_error(format!(
-                "bias has shape {:?} but weight {:?} has {oc} output channels, so bias must \
-                 have shape [{oc}]",
-                b.dims(),
-                weight.dims()
-            )));
-        }
-        let w = window_of("conv2d", self.dims(), (kh, kw), stride, padding, dilation)?;
-        let [oh, ow] = w.output();
-        #[cfg(feature = "gpu")]
-        if let Some(chunk) = gpu_batch_chunk(self, w.taps() * oh * ow) {
-            // The whole batch's columns would not fit one GPU binding: convolve in slices of
-            // the batch (narrow and cat are on the graph, so gradients flow as before).
-            let parts = (0..n)
-                .step_by(chunk)
-                .map(|start| {
-                    self.narrow(0, start, chunk.min(n - start))?
-                        .conv2d(weight, bias, stride, padding, dilation, groups)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            return DynTensor::cat(&parts.iter().collect::<Vec<_>>(), 0);
-        }
-        // Under autocast the product below runs in f16; the direct kernels are f32 only.
-        if !crate::amp::applies(self, weight)
-            && let Some(out) = super::direct_conv::conv2d(self, weight, bias, &w, groups)?
-        {
-            return Ok(out);
-        }
-        let per_group = wc * kh * kw;
-        let pointwise = (kh, kw) == (1, 1) && stride == (1, 1) && padding == (0, 0);
-        let columns = if pointwise {
-            // A 1x1 kernel's columns are the input itself.
-            self.reshape(&[n, groups, per_group, oh * ow])?
-        } else {
-            self.unfold_with(w)?
-                .reshape(&[n, groups, per_group, oh * ow])?
-        };
-        let out = weight
-            .reshape(&[groups, oc / groups, per_group])?
-            .matmul(&columns)?
-            .reshape(&[n, oc, oh, ow])?;
-        match bias {
-            Some(b) => out.add(&b.reshape(&[oc, 1, 1])?),
-            None => Ok(out),
-        }
+            if oc % groups != 0 {
+                return Err(shape_error(format!(
+                    "groups = {groups} does not divide the {oc} output channels of weight {:?}",
+                    weight.dims()
+                )));
+            }
+            if wc.checked_mul(groups) != Some(c) {
+                return Err(shape_error(format!(
+                    "input {:?} has {c} channels but weight {:?} expects {} ({wc} per group x \
+                     {groups} groups)",
+                    self.dims(),
+                    weight.dims(),
+                    wc as u128 * groups as u128
+                )));
+            }
+            if let Some(b) = bias
+                && b.dims() != [oc]
+            {
+                return Err(shape_error(format!(
+                    "bias has shape {:?} but weight {:?} has {oc} output channels, so bias must \
+                     have shape [{oc}]",
+                    b.dims(),
+                    weight.dims()
+                )));
+            }
+            let w = window_of("conv2d", self.dims(), (kh, kw), stride, padding, dilation)?;
+            let [oh, ow] = w.output();
+            #[cfg(feature = "gpu")]
+            if let Some(chunk) = gpu_batch_chunk(self, w.taps() * oh * ow) {
+                // The whole batch's columns would not fit one GPU binding: convolve in slices of
+                // the batch (narrow and cat are on the graph, so gradients flow as before).
+                let parts = (0..n)
+                    .step_by(chunk)
+                    .map(|start| {
+                        self.narrow(0, start, chunk.min(n - start))?
+                            .conv2d(weight, bias, stride, padding, dilation, groups)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                return DynTensor::cat(&parts.iter().collect::<Vec<_>>(), 0);
+            }
+            // Under autocast the product below runs in f16; the direct kernels are f32 only.
+            if !autocast_applies(&OpCall::Product, &[self, weight])
+                && let Some(out) = super::direct_conv::conv2d(self, weight, bias, &w, groups)?
+            {
+                return Ok(out);
+            }
+            let per_group = wc * kh * kw;
+            let pointwise = (kh, kw) == (1, 1) && stride == (1, 1) && padding == (0, 0);
+            let columns = if pointwise {
+                // A 1x1 kernel's columns are the input itself.
+                self.reshape(&[n, groups, per_group, oh * ow])?
+            } else {
+                self.unfold_with(w)?
+                    .reshape(&[n, groups, per_group, oh * ow])?
+            };
+            let out = weight
+                .reshape(&[groups, oc / groups, per_group])?
+                .matmul(&columns)?
+                .reshape(&[n, oc, oh, ow])?;
+            match bias {
+                Some(b) => out.add(&b.reshape(&[oc, 1, 1])?),
+                None => Ok(out),
+            }
+        })
     }
 
     /// Max over `kernel`-sized windows of an `[N, C, H, W]` input, moved by `stride`, with
@@ -620,25 +580,14 @@ impl DynTensor {
     /// down as PyTorch's `F.max_pool2d` (`ceil_mode=False`). As there, each window's gradient
     /// goes to its first maximum (a NaN counts as the maximum).
     pub fn max_pool2d(&self, kernel: Size2d, stride: Size2d, padding: Size2d) -> Result<DynTensor> {
-        let window = crate::onnx::Window {
+        let call = OpCall::MaxPool2d {
             kernel,
             stride,
             padding,
-            dilation: (1, 1),
         };
-        crate::onnx::op(
-            || self.max_pool2d_untraced(kernel, stride, padding),
-            |e, out| crate::onnx::onnx_max_pool2d(e, self, window, out),
-        )
-    }
-
-    fn max_pool2d_untraced(
-        &self,
-        kernel: Size2d,
-        stride: Size2d,
-        padding: Size2d,
-    ) -> Result<DynTensor> {
-        Ok(self.max_pool2d_with_indices(kernel, stride, padding)?.0)
+        apply(call, &[self], |_| {
+            Ok(self.max_pool2d_with_indices(kernel, stride, padding)?.0)
+        })
     }
 
     /// [`DynTensor::max_pool2d`] and where each maximum came from, as PyTorch's
@@ -708,114 +657,98 @@ impl DynTensor {
         padding: Size2d,
         count_include_pad: bool,
     ) -> Result<DynTensor> {
-        let window = crate::onnx::Window {
+        let call = OpCall::AvgPool2d {
             kernel,
             stride,
             padding,
-            dilation: (1, 1),
+            count_include_pad,
         };
-        crate::onnx::op(
-            || self.avg_pool2d_untraced(kernel, stride, padding, count_include_pad),
-            |e, out| crate::onnx::onnx_avg_pool2d(e, self, window, count_include_pad, out),
-        )
-    }
-
-    fn avg_pool2d_untraced(
-        &self,
-        kernel: Size2d,
-        stride: Size2d,
-        padding: Size2d,
-        count_include_pad: bool,
-    ) -> Result<DynTensor> {
-        require_rank4(self, "avg_pool2d input", "[N, C, H, W]")?;
-        require_float(self, "avg_pool2d")?;
-        let w = window_of("avg_pool2d", self.dims(), kernel, stride, padding, (1, 1))?;
-        check_pool_padding("avg_pool2d", kernel, padding)?;
-        let sums = self.window_sum(w)?;
-        if count_include_pad || padding == (0, 0) {
-            return sums.div_scalar(w.taps() as f64);
-        }
-        // Input elements covered by each window along one axis.
-        let covered = |a: usize, o: usize| {
-            let start = (o * w.stride[a]) as isize - w.padding[a] as isize;
-            let end = (start + w.kernel[a] as isize).min(w.input[a] as isize);
-            (end - start.max(0)) as f64
-        };
-        let [oh, ow] = w.output();
-        let counts: Vec<f64> = (0..oh)
-            .flat_map(|oy| (0..ow).map(move |ox| (oy, ox)))
-            .map(|(oy, ox)| covered(0, oy) * covered(1, ox))
-            .collect();
-        sums.div(
-            &DynTensor::from_vec(counts, &[oh, ow])?
-                .to_dtype(self.dtype())?
-                .to(&self.device())?,
-        )
+        apply(call, &[self], |_| {
+            require_rank4(self, "avg_pool2d input", "[N, C, H, W]")?;
+            require_float(self, "avg_pool2d")?;
+            let w = window_of("avg_pool2d", self.dims(), kernel, stride, padding, (1, 1))?;
+            check_pool_padding("avg_pool2d", kernel, padding)?;
+            let sums = self.window_sum(w)?;
+            if count_include_pad || padding == (0, 0) {
+                return sums.div_scalar(w.taps() as f64);
+            }
+            // Input elements covered by each window along one axis.
+            let covered = |a: usize, o: usize| {
+                let start = (o * w.stride[a]) as isize - w.padding[a] as isize;
+                let end = (start + w.kernel[a] as isize).min(w.input[a] as isize);
+                (end - start.max(0)) as f64
+            };
+            let [oh, ow] = w.output();
+            let counts: Vec<f64> = (0..oh)
+                .flat_map(|oy| (0..ow).map(move |ox| (oy, ox)))
+                .map(|(oy, ox)| covered(0, oy) * covered(1, ox))
+                .collect();
+            sums.div(
+                &DynTensor::from_vec(counts, &[oh, ow])?
+                    .to_dtype(self.dtype())?
+                    .to(&self.device())?,
+            )
+        })
     }
 
     /// Mean over the windows PyTorch's `F.adaptive_avg_pool2d` uses to reach `output_size`
     /// from an `[N, C, H, W]` input: output row `i` averages input rows
     /// `floor(i * H / OH)..ceil((i + 1) * H / OH)` (likewise for columns).
     pub fn adaptive_avg_pool2d(&self, output_size: Size2d) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.adaptive_avg_pool2d_untraced(output_size),
-            |e, out| crate::onnx::onnx_adaptive_avg_pool2d(e, self, output_size, out),
-        )
-    }
-
-    fn adaptive_avg_pool2d_untraced(&self, output_size: Size2d) -> Result<DynTensor> {
-        const OP: &str = "adaptive_avg_pool2d";
-        require_rank4(self, "adaptive_avg_pool2d input", "[N, C, H, W]")?;
-        require_float(self, OP)?;
-        let (h, w) = (self.dims()[2], self.dims()[3]);
-        let (oh, ow) = output_size;
-        if oh == 0 || ow == 0 || h == 0 || w == 0 {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                message: format!(
-                    "input planes ({h}, {w}) and output size ({oh}, {ow}) must be non-empty"
-                ),
-            });
-        }
-        if h % oh == 0 && w % ow == 0 {
-            // Equal, disjoint windows: plain average pooling.
-            let kernel = (h / oh, w / ow);
-            return self.avg_pool2d(kernel, kernel, (0, 0), true);
-        }
-        // Windows of unequal lengths: average rows, then columns, with two averaging matrices
-        // (`rows @ x @ cols`, `rows[i, y] = 1 / len_i` for the rows `y` of window `i`).
-        // The averaging matrices are built in f64 before they take the input's dtype.
-        for (dims, element_bytes) in [
-            (
-                &[self.dims()[0], self.dims()[1], oh, ow][..],
-                self.dtype().size_in_bytes(),
-            ),
-            (&[oh, h], 8),
-            (&[w, ow], 8),
-        ] {
-            crate::alloc::ensure_output(OP, dims, element_bytes)?;
-        }
-        let averaging = |size: usize, out: usize, transposed: bool| -> Result<DynTensor> {
-            let mut m = vec![0.0; out * size];
-            for i in 0..out {
-                let (start, end) = (i * size / out, ((i + 1) * size).div_ceil(out));
-                for y in start..end {
-                    let at = if transposed {
-                        y * out + i
-                    } else {
-                        i * size + y
-                    };
-                    m[at] = 1.0 / (end - start) as f64;
-                }
+        apply(OpCall::AdaptiveAvgPool2d { output_size }, &[self], |_| {
+            const OP: &str = "adaptive_avg_pool2d";
+            require_rank4(self, "adaptive_avg_pool2d input", "[N, C, H, W]")?;
+            require_float(self, OP)?;
+            let (h, w) = (self.dims()[2], self.dims()[3]);
+            let (oh, ow) = output_size;
+            if oh == 0 || ow == 0 || h == 0 || w == 0 {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    message: format!(
+                        "input planes ({h}, {w}) and output size ({oh}, {ow}) must be non-empty"
+                    ),
+                });
             }
-            let dims = if transposed { [size, out] } else { [out, size] };
-            DynTensor::from_vec(m, &dims)?
-                .to_dtype(self.dtype())?
-                .to(&self.device())
-        };
-        averaging(h, oh, false)?
-            .matmul(self)?
-            .matmul(&averaging(w, ow, true)?)
+            if h % oh == 0 && w % ow == 0 {
+                // Equal, disjoint windows: plain average pooling.
+                let kernel = (h / oh, w / ow);
+                return self.avg_pool2d(kernel, kernel, (0, 0), true);
+            }
+            // Windows of unequal lengths: average rows, then columns, with two averaging matrices
+            // (`rows @ x @ cols`, `rows[i, y] = 1 / len_i` for the rows `y` of window `i`).
+            // The averaging matrices are built in f64 before they take the input's dtype.
+            for (dims, element_bytes) in [
+                (
+                    &[self.dims()[0], self.dims()[1], oh, ow][..],
+                    self.dtype().size_in_bytes(),
+                ),
+                (&[oh, h], 8),
+                (&[w, ow], 8),
+            ] {
+                crate::alloc::ensure_output(OP, dims, element_bytes)?;
+            }
+            let averaging = |size: usize, out: usize, transposed: bool| -> Result<DynTensor> {
+                let mut m = vec![0.0; out * size];
+                for i in 0..out {
+                    let (start, end) = (i * size / out, ((i + 1) * size).div_ceil(out));
+                    for y in start..end {
+                        let at = if transposed {
+                            y * out + i
+                        } else {
+                            i * size + y
+                        };
+                        m[at] = 1.0 / (end - start) as f64;
+                    }
+                }
+                let dims = if transposed { [size, out] } else { [out, size] };
+                DynTensor::from_vec(m, &dims)?
+                    .to_dtype(self.dtype())?
+                    .to(&self.device())
+            };
+            averaging(h, oh, false)?
+                .matmul(self)?
+                .matmul(&averaging(w, ow, true)?)
+        })
     }
 }
 

@@ -44,7 +44,7 @@ pub(crate) fn seeded_activation_dropout(
     p: f64,
     seed: u64,
 ) -> Result<DynTensor> {
-    if crate::onnx::tracing() || !op.gradient_in_one_pass() {
+    if super::hooks::tracing() || !op.gradient_in_one_pass() {
         return seeded_dropout(&x.unary(op)?, p, seed);
     }
     let draws = DropoutDraws::new(p, seed);

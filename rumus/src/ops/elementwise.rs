@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 
-use crate::autograd::{BackwardOp, Saved, record};
+use super::hooks::{OpCall, apply};
+use crate::autograd::{BackwardOp, Saved};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, broadcast_shapes};
@@ -94,41 +95,36 @@ fn select_untracked(
 
 impl DynTensor {
     fn binary(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.binary_untraced(rhs, op),
-            |e, out| crate::onnx::onnx_binary(e, op, self, rhs, out),
-        )
-    }
-
-    fn binary_untraced(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
-        same_dtype(op.name(), self, rhs)?;
-        let out = if self.dims() == rhs.dims() {
-            // No broadcasting: the operands' own layouts, no shape arithmetic.
-            binary_untracked((self, self.layout()), (rhs, rhs.layout()), op, self.dims())?
-        } else {
-            let (dims, la, lb) = broadcast_pair(op.name(), self, rhs)?;
-            binary_untracked((self, &la), (rhs, &lb), op, &dims)?
-        };
-        Ok(record(out, &[self, rhs], || {
-            let (lhs_dims, rhs_dims) =
-                (Dims::from_slice(self.dims()), Dims::from_slice(rhs.dims()));
-            match op {
-                BinaryOp::Add => BackwardOp::Add { lhs_dims, rhs_dims },
-                BinaryOp::Sub => BackwardOp::Sub { lhs_dims, rhs_dims },
-                BinaryOp::Mul => BackwardOp::Mul {
-                    lhs: Saved::new(self),
-                    rhs: Saved::new(rhs),
-                },
-                BinaryOp::Div => BackwardOp::Div {
-                    lhs: Saved::new(self),
-                    rhs: Saved::new(rhs),
-                },
-                BinaryOp::Pow => BackwardOp::Pow {
-                    base: Saved::new(self),
-                    exponent: Saved::new(rhs),
-                },
-            }
-        }))
+        apply(OpCall::Binary(op), &[self, rhs], |tape| {
+            same_dtype(op.name(), self, rhs)?;
+            let out = if self.dims() == rhs.dims() {
+                // No broadcasting: the operands' own layouts, no shape arithmetic.
+                binary_untracked((self, self.layout()), (rhs, rhs.layout()), op, self.dims())?
+            } else {
+                let (dims, la, lb) = broadcast_pair(op.name(), self, rhs)?;
+                binary_untracked((self, &la), (rhs, &lb), op, &dims)?
+            };
+            Ok(tape.node(out, || {
+                let (lhs_dims, rhs_dims) =
+                    (Dims::from_slice(self.dims()), Dims::from_slice(rhs.dims()));
+                match op {
+                    BinaryOp::Add => BackwardOp::Add { lhs_dims, rhs_dims },
+                    BinaryOp::Sub => BackwardOp::Sub { lhs_dims, rhs_dims },
+                    BinaryOp::Mul => BackwardOp::Mul {
+                        lhs: Saved::new(self),
+                        rhs: Saved::new(rhs),
+                    },
+                    BinaryOp::Div => BackwardOp::Div {
+                        lhs: Saved::new(self),
+                        rhs: Saved::new(rhs),
+                    },
+                    BinaryOp::Pow => BackwardOp::Pow {
+                        base: Saved::new(self),
+                        exponent: Saved::new(rhs),
+                    },
+                }
+            }))
+        })
     }
 
     /// `self + rhs` with broadcasting.
@@ -173,17 +169,12 @@ impl DynTensor {
 
     /// Element comparison with broadcasting; never tracked (masks have no gradient).
     pub fn compare(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.compare_untraced(rhs, op),
-            |e, out| crate::onnx::onnx_compare(e, op, self, rhs, out),
-        )
-    }
-
-    fn compare_untraced(&self, rhs: &DynTensor, op: CompareOp) -> Result<DynTensor> {
-        same_dtype("compare", self, rhs)?;
-        let (dims, la, lb) = broadcast_pair("compare", self, rhs)?;
-        let out = Storage::compare(self.operand_as(&la), rhs.operand_as(&lb), op)?;
-        Ok(DynTensor::computed(out, &dims))
+        apply(OpCall::Compare(op), &[self, rhs], |_| {
+            same_dtype("compare", self, rhs)?;
+            let (dims, la, lb) = broadcast_pair("compare", self, rhs)?;
+            let out = Storage::compare(self.operand_as(&la), rhs.operand_as(&lb), op)?;
+            Ok(DynTensor::computed(out, &dims))
+        })
     }
 
     /// Compares with a scalar. Integer and bool tensors are compared in `f64`, so `i64 < 0.5`
@@ -254,33 +245,24 @@ impl DynTensor {
         on_true: &DynTensor,
         on_false: &DynTensor,
     ) -> Result<DynTensor> {
-        crate::onnx::op(
-            || Self::where_untraced(condition, on_true, on_false),
-            |e, out| crate::onnx::onnx_where(e, condition, on_true, on_false, out),
-        )
-    }
-
-    fn where_untraced(
-        condition: &DynTensor,
-        on_true: &DynTensor,
-        on_false: &DynTensor,
-    ) -> Result<DynTensor> {
-        if condition.dtype() != DType::Bool {
-            return Err(Error::DType {
-                op: "where",
-                expected: "a bool condition",
-                found: condition.dtype(),
-            });
-        }
-        same_dtype("where", on_true, on_false)?;
-        let values = broadcast_shapes(on_true.dims(), on_false.dims(), "where")?;
-        let dims = broadcast_shapes(condition.dims(), &values, "where")?;
-        let out = select_untracked(condition, on_true, on_false, &dims)?;
-        Ok(record(out, &[on_true, on_false], || BackwardOp::Where {
-            condition: condition.detach(),
-            lhs_dims: Dims::from_slice(on_true.dims()),
-            rhs_dims: Dims::from_slice(on_false.dims()),
-        }))
+        apply(OpCall::Where { condition }, &[on_true, on_false], |tape| {
+            if condition.dtype() != DType::Bool {
+                return Err(Error::DType {
+                    op: "where",
+                    expected: "a bool condition",
+                    found: condition.dtype(),
+                });
+            }
+            same_dtype("where", on_true, on_false)?;
+            let values = broadcast_shapes(on_true.dims(), on_false.dims(), "where")?;
+            let dims = broadcast_shapes(condition.dims(), &values, "where")?;
+            let out = select_untracked(condition, on_true, on_false, &dims)?;
+            Ok(tape.node(out, || BackwardOp::Where {
+                condition: condition.detach(),
+                lhs_dims: Dims::from_slice(on_true.dims()),
+                rhs_dims: Dims::from_slice(on_false.dims()),
+            }))
+        })
     }
 
     /// Element-wise OR of two `bool` masks (broadcast).
@@ -312,41 +294,26 @@ impl DynTensor {
 
     /// Element-wise AND of two `bool` masks (broadcast).
     pub fn logical_and(&self, rhs: &DynTensor) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.logical_and_untraced(rhs),
-            crate::onnx::onnx_plain("And", &[self, rhs]),
-        )
-    }
-
-    fn logical_and_untraced(&self, rhs: &DynTensor) -> Result<DynTensor> {
-        let (dims, la, lb) = broadcast_pair("logical_and", self, rhs)?;
-        let out = Storage::logical_and(self.operand_as(&la), rhs.operand_as(&lb))?;
-        Ok(DynTensor::computed(out, &dims))
+        apply(OpCall::And, &[self, rhs], |_| {
+            let (dims, la, lb) = broadcast_pair("logical_and", self, rhs)?;
+            let out = Storage::logical_and(self.operand_as(&la), rhs.operand_as(&lb))?;
+            Ok(DynTensor::computed(out, &dims))
+        })
     }
 
     /// Element-wise NOT of a `bool` mask.
     pub fn logical_not(&self) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.logical_not_untraced(),
-            crate::onnx::onnx_plain("Not", &[self]),
-        )
-    }
-
-    fn logical_not_untraced(&self) -> Result<DynTensor> {
-        let out = Storage::logical_not(self.operand())?;
-        Ok(DynTensor::computed(out, self.dims()))
+        apply(OpCall::Not, &[self], |_| {
+            let out = Storage::logical_not(self.operand())?;
+            Ok(DynTensor::computed(out, self.dims()))
+        })
     }
 
     /// `value` where `mask` holds, `self` elsewhere.
     pub fn masked_fill(&self, mask: &DynTensor, value: f64) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.masked_fill_untraced(mask, value),
-            |e, out| crate::onnx::onnx_masked_fill(e, self, mask, value, out),
-        )
-    }
-
-    fn masked_fill_untraced(&self, mask: &DynTensor, value: f64) -> Result<DynTensor> {
-        DynTensor::where_(mask, &DynTensor::scalar(value, self.dtype())?, self)
+        apply(OpCall::MaskedFill { value }, &[self, mask], |_| {
+            DynTensor::where_(mask, &DynTensor::scalar(value, self.dtype())?, self)
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! axis, `gather`/`scatter_add` pick single elements. Each pair is the other's adjoint, so
 //! gradients of gradients stay inside this file.
 
+use super::hooks::{OpCall, apply};
 use crate::autograd::{BackwardOp, record};
 use crate::backend::cpu::index as kernel;
 use crate::dtype::DType;
@@ -141,52 +142,44 @@ fn add_into_copy(
 impl DynTensor {
     /// Slices `indices` (a 1-D `i64` tensor) of `axis`, in that order.
     pub fn index_select(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.index_select_untraced(axis, indices),
-            |e, out| {
-                let axis = normalize_axis(axis, self.rank(), "index_select")?;
-                crate::onnx::onnx_gather(e, self, indices, axis, out)
-            },
-        )
-    }
-
-    fn index_select_untraced(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
-        let a = normalize_axis(axis, self.rank(), "index_select")?;
-        if indices.rank() != 1 {
-            return Err(ShapeError::RankMismatch {
-                context: "index_select indices".into(),
-                expected: 1,
-                expected_shape: "[n]".into(),
-                found: indices.rank(),
-                found_shape: indices.dims().to_vec(),
+        apply(OpCall::Gather { axis, indices }, &[self], |tape| {
+            let a = normalize_axis(axis, self.rank(), "index_select")?;
+            if indices.rank() != 1 {
+                return Err(ShapeError::RankMismatch {
+                    context: "index_select indices".into(),
+                    expected: 1,
+                    expected_shape: "[n]".into(),
+                    found: indices.rank(),
+                    found_shape: indices.dims().to_vec(),
+                }
+                .into());
             }
-            .into());
-        }
-        let out = match on_gpu!("index_select", [self, indices], |gpu| {
-            check_index_dtype(indices, "index_select")?;
-            gpu.index_select(self, a, indices)
-        }) {
-            Some(out) => out?,
-            None => {
-                let idx = indices_of(indices, "index_select")?;
-                kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
-                let mut dims = self.dims().to_vec();
-                dims[a] = idx.len();
-                let element = self.dtype().size_in_bytes();
-                crate::alloc::ensure_output("index_select", self.dims(), element)?;
-                crate::alloc::ensure_output("index_select", &dims, element)?;
-                let split = kernel::split_at_axis(self.dims(), a);
-                let buffer = map_buffer!(contiguous_buffer(self)?, |v| kernel::index_select(
-                    &v, split, &idx
-                ));
-                DynTensor::from_buffer(buffer, &dims)
-            }
-        };
-        Ok(record(out, &[self], || BackwardOp::IndexSelect {
-            input_dims: crate::shape::Dims::from_slice(self.dims()),
-            axis: a,
-            indices: indices.detach(),
-        }))
+            let out = match on_gpu!("index_select", [self, indices], |gpu| {
+                check_index_dtype(indices, "index_select")?;
+                gpu.index_select(self, a, indices)
+            }) {
+                Some(out) => out?,
+                None => {
+                    let idx = indices_of(indices, "index_select")?;
+                    kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
+                    let mut dims = self.dims().to_vec();
+                    dims[a] = idx.len();
+                    let element = self.dtype().size_in_bytes();
+                    crate::alloc::ensure_output("index_select", self.dims(), element)?;
+                    crate::alloc::ensure_output("index_select", &dims, element)?;
+                    let split = kernel::split_at_axis(self.dims(), a);
+                    let buffer = map_buffer!(contiguous_buffer(self)?, |v| kernel::index_select(
+                        &v, split, &idx
+                    ));
+                    DynTensor::from_buffer(buffer, &dims)
+                }
+            };
+            Ok(tape.node(out, || BackwardOp::IndexSelect {
+                input_dims: crate::shape::Dims::from_slice(self.dims()),
+                axis: a,
+                indices: indices.detach(),
+            }))
+        })
     }
 
     /// `self` with `source`'s slices added at positions `indices` of `axis` (repeats add up).

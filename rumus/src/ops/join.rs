@@ -1,7 +1,8 @@
 //! Joining and splitting: `cat`, `stack`, `split`, `chunk`. Splits are narrow views, so
 //! their gradients flow through the view records.
 
-use crate::autograd::{BackwardOp, record};
+use super::hooks::{OpCall, apply};
+use crate::autograd::BackwardOp;
 use crate::backend::cpu::concat::concat;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::normalize_axis;
@@ -25,65 +26,56 @@ macro_rules! concat_variant {
 impl DynTensor {
     /// Joins tensors along `axis`; all other dims and the dtype must agree.
     pub fn cat(tensors: &[&DynTensor], axis: isize) -> Result<DynTensor> {
-        crate::onnx::op(
-            || Self::cat_untraced(tensors, axis),
-            |e, out| {
-                let rank = tensors.first().map_or(1, |t| t.rank());
-                let axis = normalize_axis(axis, rank, "cat")?;
-                crate::onnx::onnx_concat(e, tensors, axis, out)
-            },
-        )
-    }
-
-    fn cat_untraced(tensors: &[&DynTensor], axis: isize) -> Result<DynTensor> {
-        let first = tensors.first().ok_or_else(|| Error::InvalidArgument {
-            op: "cat",
-            message: "needs at least one tensor".into(),
-        })?;
-        let a = normalize_axis(axis, first.rank(), "cat")?;
-        for (i, t) in tensors.iter().enumerate().skip(1) {
-            if t.dtype() != first.dtype() {
-                return Err(Error::DTypeMismatch {
-                    op: "cat",
-                    lhs: first.dtype(),
-                    rhs: t.dtype(),
-                });
-            }
-            let same_rank = t.rank() == first.rank();
-            if let Some(bad) = (0..first.rank())
-                .find(|&d| d != a && (!same_rank || t.dims()[d] != first.dims()[d]))
-            {
-                return Err(ShapeError::Invalid {
-                    context: "cat".into(),
-                    message: format!("tensor {i} has shape {:?} but tensor 0 has {:?}; they must agree on every axis except {a} (first difference: axis {bad})", t.dims(), first.dims()),
-                }
-                .into());
-            }
-            if !same_rank {
-                return Err(ShapeError::RankMismatch {
-                    context: format!("cat tensor {i}"),
-                    expected: first.rank(),
-                    expected_shape: format!("{:?}", first.dims()),
-                    found: t.rank(),
-                    found_shape: t.dims().to_vec(),
-                }
-                .into());
-            }
-        }
-        let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[a]).collect();
-        let mut dims = first.dims().to_vec();
-        dims[a] = lens
-            .iter()
-            .try_fold(0usize, |total, &len| total.checked_add(len))
-            .ok_or_else(|| ShapeError::Invalid {
-                context: "cat".into(),
-                message: format!("the joined axis {a} would be longer than fits in memory"),
+        apply(OpCall::Concat { axis }, tensors, |tape| {
+            let first = tensors.first().ok_or_else(|| Error::InvalidArgument {
+                op: "cat",
+                message: "needs at least one tensor".into(),
             })?;
-        let out = cat_untracked(tensors, a, &lens, &dims)?;
-        Ok(record(out, tensors, || BackwardOp::Cat {
-            axis: a,
-            sizes: lens,
-        }))
+            let a = normalize_axis(axis, first.rank(), "cat")?;
+            for (i, t) in tensors.iter().enumerate().skip(1) {
+                if t.dtype() != first.dtype() {
+                    return Err(Error::DTypeMismatch {
+                        op: "cat",
+                        lhs: first.dtype(),
+                        rhs: t.dtype(),
+                    });
+                }
+                let same_rank = t.rank() == first.rank();
+                if let Some(bad) = (0..first.rank())
+                    .find(|&d| d != a && (!same_rank || t.dims()[d] != first.dims()[d]))
+                {
+                    return Err(ShapeError::Invalid {
+                        context: "cat".into(),
+                        message: format!("tensor {i} has shape {:?} but tensor 0 has {:?}; they must agree on every axis except {a} (first difference: axis {bad})", t.dims(), first.dims()),
+                    }
+                    .into());
+                }
+                if !same_rank {
+                    return Err(ShapeError::RankMismatch {
+                        context: format!("cat tensor {i}"),
+                        expected: first.rank(),
+                        expected_shape: format!("{:?}", first.dims()),
+                        found: t.rank(),
+                        found_shape: t.dims().to_vec(),
+                    }
+                    .into());
+                }
+            }
+            let lens: Vec<usize> = tensors.iter().map(|t| t.dims()[a]).collect();
+            let mut dims = first.dims().to_vec();
+            dims[a] = lens
+                .iter()
+                .try_fold(0usize, |total, &len| total.checked_add(len))
+                .ok_or_else(|| ShapeError::Invalid {
+                    context: "cat".into(),
+                    message: format!("the joined axis {a} would be longer than fits in memory"),
+                })?;
+            let out = cat_untracked(tensors, a, &lens, &dims)?;
+            Ok(tape.node(out, || BackwardOp::Cat {
+                axis: a,
+                sizes: lens,
+            }))
+        })
     }
 
     /// Joins same-shaped tensors along a new axis.

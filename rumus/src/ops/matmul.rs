@@ -1,7 +1,8 @@
 //! Matrix products with PyTorch's `matmul` semantics: 2-D, batched, broadcast batch dims,
 //! and 1-D operands treated as a row or a column vector.
 
-use crate::autograd::{BackwardOp, Saved, record};
+use super::hooks::{OpCall, apply};
+use crate::autograd::{BackwardOp, Saved};
 use crate::backend::cpu::matmul::matmul;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
@@ -12,30 +13,25 @@ use crate::tensor::DynTensor;
 impl DynTensor {
     /// Matrix product (`@`). Both operands need rank >= 1; leading (batch) dims broadcast.
     pub fn matmul(&self, rhs: &DynTensor) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.matmul_untraced(rhs),
-            crate::onnx::onnx_plain("MatMul", &[self, rhs]),
-        )
-    }
-
-    fn matmul_untraced(&self, rhs: &DynTensor) -> Result<DynTensor> {
-        if self.rank() == 0 || rhs.rank() == 0 {
-            return Err(ShapeError::Invalid {
-                context: "matmul".into(),
-                message: format!(
-                    "both operands need at least one axis, got {:?} and {:?}",
-                    self.dims(),
-                    rhs.dims()
-                ),
+        apply(OpCall::MatMul, &[self, rhs], |_| {
+            if self.rank() == 0 || rhs.rank() == 0 {
+                return Err(ShapeError::Invalid {
+                    context: "matmul".into(),
+                    message: format!(
+                        "both operands need at least one axis, got {:?} and {:?}",
+                        self.dims(),
+                        rhs.dims()
+                    ),
+                }
+                .into());
             }
-            .into());
-        }
-        match (self.rank(), rhs.rank()) {
-            (1, 1) => self.unsqueeze(0)?.matmul(&rhs.unsqueeze(1)?)?.reshape(&[]),
-            (1, _) => self.unsqueeze(0)?.matmul(rhs)?.squeeze(-2),
-            (_, 1) => self.matmul(&rhs.unsqueeze(1)?)?.squeeze(-1),
-            _ => self.matmul_batched(rhs, None),
-        }
+            match (self.rank(), rhs.rank()) {
+                (1, 1) => self.unsqueeze(0)?.matmul(&rhs.unsqueeze(1)?)?.reshape(&[]),
+                (1, _) => self.unsqueeze(0)?.matmul(rhs)?.squeeze(-2),
+                (_, 1) => self.matmul(&rhs.unsqueeze(1)?)?.squeeze(-1),
+                _ => self.matmul_batched(rhs, None),
+            }
+        })
     }
 
     /// `self @ weight^T + bias`, PyTorch's `F.linear`: `self` is `[.., in]`, `weight`
@@ -45,64 +41,61 @@ impl DynTensor {
     /// it on the CPU, in the kernel's epilogue on a GPU), so the output is written once, and
     /// one record on the tape covers both.
     pub fn linear(&self, weight: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.linear_untraced(weight, bias),
-            |e, out| crate::onnx::onnx_linear(e, self, weight, bias, out),
-        )
-    }
-
-    fn linear_untraced(&self, weight: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
-        if weight.rank() != 2 {
-            return Err(ShapeError::Invalid {
-                context: "linear".into(),
-                message: format!(
-                    "the weight must be [out_features, in_features], got {:?}",
-                    weight.dims()
-                ),
+        let operands: Vec<&DynTensor> = [self, weight].into_iter().chain(bias).collect();
+        apply(OpCall::Linear, &operands, |_| {
+            if weight.rank() != 2 {
+                return Err(ShapeError::Invalid {
+                    context: "linear".into(),
+                    message: format!(
+                        "the weight must be [out_features, in_features], got {:?}",
+                        weight.dims()
+                    ),
+                }
+                .into());
             }
-            .into());
-        }
-        let weight_t = weight.transpose(0, 1)?;
-        let Some(bias) = bias else {
-            return self.matmul(&weight_t);
-        };
-        let fused = self.rank() >= 2
-            && bias.dims() == [weight.dims()[0]]
-            && self.dtype() == weight.dtype()
-            && bias.dtype() == weight.dtype()
-            && matches!(self.dtype(), DType::F32 | DType::F64);
-        if fused {
-            self.matmul_batched(&weight_t, Some(bias))
-        } else {
-            // Vectors, other dtypes and broadcasting biases take the two ops (whose errors
-            // name the mismatch).
-            self.matmul(&weight_t)?.add(bias)
-        }
+            let weight_t = weight.transpose(0, 1)?;
+            let Some(bias) = bias else {
+                return self.matmul(&weight_t);
+            };
+            let fused = self.rank() >= 2
+                && bias.dims() == [weight.dims()[0]]
+                && self.dtype() == weight.dtype()
+                && bias.dtype() == weight.dtype()
+                && matches!(self.dtype(), DType::F32 | DType::F64);
+            if fused {
+                self.matmul_batched(&weight_t, Some(bias))
+            } else {
+                // Vectors, other dtypes and broadcasting biases take the two ops (whose
+                // errors name the mismatch).
+                self.matmul(&weight_t)?.add(bias)
+            }
+        })
     }
 
     /// The product of operands of rank 2 or more, plus `bias` along the last axis (its
-    /// shape and dtype checked by [`DynTensor::linear`]).
+    /// shape and dtype checked by [`DynTensor::linear`]): the op autocast takes.
     fn matmul_batched(&self, rhs: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
-        if crate::amp::applies(self, rhs) {
-            return crate::amp::product(self, rhs, bias);
-        }
-        if self.dtype() == DType::F16 && rhs.dtype() == DType::F16 && !self.device().is_gpu() {
-            // On the host, f16 products run on the f32 kernel and round once at the end, as
-            // PyTorch accumulates f16 in f32 (f16 carries no gradients, so nothing records).
-            return widening_product(self, rhs, None)?.to_dtype(DType::F16);
-        }
-        let (la, lb, out_dims) = broadcast_operands(self, rhs)?;
-        let out = matmul_untracked((self, &la), (rhs, &lb), bias, &out_dims, false)?;
-        Ok(match bias {
-            None => record(out, &[self, rhs], || BackwardOp::Matmul {
-                lhs: Saved::new(self),
-                rhs: Saved::new(rhs),
-            }),
-            Some(bias) => record(out, &[self, rhs, bias], || BackwardOp::Linear {
-                input: Saved::new(self),
-                weight_t: Saved::new(rhs),
-                bias_dims: Dims::from_slice(bias.dims()),
-            }),
+        let operands: Vec<&DynTensor> = [self, rhs].into_iter().chain(bias).collect();
+        apply(OpCall::Product, &operands, |tape| {
+            if self.dtype() == DType::F16 && rhs.dtype() == DType::F16 && !self.device().is_gpu() {
+                // On the host, f16 products run on the f32 kernel and round once at the end,
+                // as PyTorch accumulates f16 in f32 (f16 carries no gradients, so nothing
+                // records).
+                return widening_product(self, rhs, None)?.to_dtype(DType::F16);
+            }
+            let (la, lb, out_dims) = broadcast_operands(self, rhs)?;
+            let out = matmul_untracked((self, &la), (rhs, &lb), bias, &out_dims, false)?;
+            Ok(tape.node(out, || match bias {
+                None => BackwardOp::Matmul {
+                    lhs: Saved::new(self),
+                    rhs: Saved::new(rhs),
+                },
+                Some(bias) => BackwardOp::Linear {
+                    input: Saved::new(self),
+                    weight_t: Saved::new(rhs),
+                    bias_dims: Dims::from_slice(bias.dims()),
+                },
+            }))
         })
     }
 }
@@ -149,10 +142,11 @@ pub(crate) fn widening_product(
 ) -> Result<DynTensor> {
     let _untracked = crate::autograd::no_grad();
     if !a.device().is_gpu() {
-        // The f32 product below must not be autocast again.
-        let _off = crate::amp::autocast_disabled();
+        // The f32 kernel, not the op: its product must not be autocast again.
         let wide = |t: &DynTensor| t.to_dtype(DType::F32);
-        return wide(a)?.matmul_batched(&wide(b)?, bias);
+        let (a, b) = (wide(a)?, wide(b)?);
+        let (la, lb, out_dims) = broadcast_operands(&a, &b)?;
+        return matmul_untracked((&a, &la), (&b, &lb), bias, &out_dims, false);
     }
     let (la, lb, out_dims) = broadcast_operands(a, b)?;
     matmul_untracked((a, &la), (b, &lb), bias, &out_dims, true)

@@ -8,6 +8,7 @@ pub mod custom;
 pub(crate) mod direct_conv;
 pub(crate) mod dropout;
 pub mod elementwise;
+pub(crate) mod hooks;
 pub mod index;
 pub mod inplace;
 pub mod join;

@@ -88,7 +88,7 @@ impl DynTensor {
     pub fn cumsum(&self, axis: isize) -> Result<DynTensor> {
         let axis = normalize_axis(axis, self.rank(), "cumsum")?;
         let recorded =
-            (self.requires_grad() && crate::autograd::is_grad_enabled()) || crate::onnx::tracing();
+            (self.requires_grad() && crate::autograd::is_grad_enabled()) || super::hooks::tracing();
         let on_host = matches!(self.device(), crate::Device::Cpu);
         if self.dtype() == crate::DType::I64 || (on_host && !recorded) {
             return self.scanned(axis);

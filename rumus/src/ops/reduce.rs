@@ -1,7 +1,8 @@
 //! Reductions over axes: sum, mean, max/min, argmax/argmin, and the statistics built from
 //! them (variance, standard deviation, log-sum-exp).
 
-use crate::autograd::{BackwardOp, Saved, record};
+use super::hooks::{OpCall, apply};
+use crate::autograd::{BackwardOp, Saved};
 use crate::backend::cpu::reduce::{Reduction, arg_extremum, reduce};
 use crate::element::Element;
 use crate::error::{Result, ShapeError};
@@ -57,23 +58,23 @@ impl DynTensor {
 
     /// Sum over `axes` (negative axes count from the end). An empty list sums nothing.
     pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.sum_untraced(axes, keepdim),
-            |e, out| {
+        apply(
+            OpCall::Reduce {
+                axes,
+                keepdim,
+                mean: false,
+            },
+            &[self],
+            |tape| {
                 let axes = normalize_axes(axes, self.rank(), "sum")?;
-                crate::onnx::onnx_reduce(e, self, &axes, keepdim, false, out)
+                let out = self.reduce_raw(&axes, keepdim, Reduction::Sum, "sum")?;
+                Ok(tape.node(out, || BackwardOp::Sum {
+                    input_dims: crate::shape::Dims::from_slice(self.dims()),
+                    axes,
+                    keepdim,
+                }))
             },
         )
-    }
-
-    fn sum_untraced(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
-        let axes = normalize_axes(axes, self.rank(), "sum")?;
-        let out = self.reduce_raw(&axes, keepdim, Reduction::Sum, "sum")?;
-        Ok(record(out, &[self], || BackwardOp::Sum {
-            input_dims: crate::shape::Dims::from_slice(self.dims()),
-            axes,
-            keepdim,
-        }))
     }
 
     /// Sum of every element, as a rank-0 tensor.
@@ -83,18 +84,18 @@ impl DynTensor {
 
     /// Mean over `axes`.
     pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.mean_untraced(axes, keepdim),
-            |e, out| {
-                let axes = normalize_axes(axes, self.rank(), "mean")?;
-                crate::onnx::onnx_reduce(e, self, &axes, keepdim, true, out)
+        apply(
+            OpCall::Reduce {
+                axes,
+                keepdim,
+                mean: true,
+            },
+            &[self],
+            |_| {
+                let count = reduced_count(self.dims(), axes, "mean")?;
+                self.sum(axes, keepdim)?.mul_scalar(1.0 / count)
             },
         )
-    }
-
-    fn mean_untraced(&self, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
-        let count = reduced_count(self.dims(), axes, "mean")?;
-        self.sum(axes, keepdim)?.mul_scalar(1.0 / count)
     }
 
     /// Mean of every element.
@@ -103,27 +104,19 @@ impl DynTensor {
     }
 
     fn extremum(&self, axes: &[isize], keepdim: bool, max: bool) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.extremum_untraced(axes, keepdim, max),
-            |e, out| {
-                let axes = normalize_axes(axes, self.rank(), "max")?;
-                crate::onnx::onnx_extremum(e, self, &axes, keepdim, max, out)
-            },
-        )
-    }
-
-    fn extremum_untraced(&self, axes: &[isize], keepdim: bool, max: bool) -> Result<DynTensor> {
-        let op = if max { "max" } else { "min" };
-        let axes = normalize_axes(axes, self.rank(), op)?;
-        reject_empty_axes(self.dims(), &axes, op)?;
-        let kind = if max { Reduction::Max } else { Reduction::Min };
-        let out = self.reduce_raw(&axes, keepdim, kind, op)?;
-        Ok(record(out, &[self], || BackwardOp::Extremum {
-            input: Saved::new(self),
-            axes,
-            keepdim,
-            max,
-        }))
+        apply(OpCall::Extremum { axes, keepdim, max }, &[self], |tape| {
+            let op = if max { "max" } else { "min" };
+            let axes = normalize_axes(axes, self.rank(), op)?;
+            reject_empty_axes(self.dims(), &axes, op)?;
+            let kind = if max { Reduction::Max } else { Reduction::Min };
+            let out = self.reduce_raw(&axes, keepdim, kind, op)?;
+            Ok(tape.node(out, || BackwardOp::Extremum {
+                input: Saved::new(self),
+                axes,
+                keepdim,
+                max,
+            }))
+        })
     }
 
     /// Largest value over `axes`. With ties, the gradient is shared equally among them.
@@ -137,37 +130,29 @@ impl DynTensor {
     }
 
     fn arg_extremum(&self, axis: isize, keepdim: bool, max: bool) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.arg_extremum_untraced(axis, keepdim, max),
-            |e, out| {
-                let axis = normalize_axis(axis, self.rank(), "argmax")?;
-                crate::onnx::onnx_arg_extremum(e, self, axis, keepdim, max, out)
-            },
-        )
-    }
-
-    fn arg_extremum_untraced(&self, axis: isize, keepdim: bool, max: bool) -> Result<DynTensor> {
-        let op = if max { "argmax" } else { "argmin" };
-        let axis = normalize_axis(axis, self.rank(), op)?;
-        reject_empty_axes(self.dims(), &[axis], op)?;
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
-            return gpu.arg_reduce(
-                self,
-                axis,
-                max,
+        apply(OpCall::ArgExtremum { axis, keepdim, max }, &[self], |_| {
+            let op = if max { "argmax" } else { "argmin" };
+            let axis = normalize_axis(axis, self.rank(), op)?;
+            reject_empty_axes(self.dims(), &[axis], op)?;
+            #[cfg(feature = "gpu")]
+            if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
+                return gpu.arg_reduce(
+                    self,
+                    axis,
+                    max,
+                    &reduced_dims(self.dims(), &[axis], keepdim),
+                );
+            }
+            let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
+                Ok(with_float!(buffer, op, |data: T| arg_extremum(
+                    data, layout, axis, max
+                )))
+            })??;
+            Ok(DynTensor::from_buffer(
+                CpuBuffer::I64(indices),
                 &reduced_dims(self.dims(), &[axis], keepdim),
-            );
-        }
-        let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
-            Ok(with_float!(buffer, op, |data: T| arg_extremum(
-                data, layout, axis, max
-            )))
-        })??;
-        Ok(DynTensor::from_buffer(
-            CpuBuffer::I64(indices),
-            &reduced_dims(self.dims(), &[axis], keepdim),
-        ))
+            ))
+        })
     }
 
     /// Index (`i64`) of the largest value along `axis`; the first one wins ties.

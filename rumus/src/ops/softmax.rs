@@ -1,6 +1,7 @@
 //! Softmax and log-softmax along one axis, with the max subtracted so large logits do not
 //! overflow.
 
+use super::hooks::{OpCall, apply};
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
 use crate::backend::cpu::reduce::{softmax_backward_rows, softmax_rows};
 use crate::element::Element;
@@ -89,32 +90,16 @@ impl DynTensor {
 
     /// `exp(x) / sum(exp(x))` along `axis`.
     pub fn softmax(&self, axis: isize) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.softmax_untraced(axis),
-            |e, out| {
-                let axis = normalize_axis(axis, self.rank(), "softmax")?;
-                crate::onnx::onnx_softmax(e, self, axis, false, out)
-            },
-        )
-    }
-
-    fn softmax_untraced(&self, axis: isize) -> Result<DynTensor> {
-        self.softmax_impl(axis, false)
+        apply(OpCall::Softmax { axis, log: false }, &[self], |_| {
+            self.softmax_impl(axis, false)
+        })
     }
 
     /// `x - logsumexp(x)` along `axis`, more accurate than `softmax(x).log()`.
     pub fn log_softmax(&self, axis: isize) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.log_softmax_untraced(axis),
-            |e, out| {
-                let axis = normalize_axis(axis, self.rank(), "log_softmax")?;
-                crate::onnx::onnx_softmax(e, self, axis, true, out)
-            },
-        )
-    }
-
-    fn log_softmax_untraced(&self, axis: isize) -> Result<DynTensor> {
-        self.softmax_impl(axis, true)
+        apply(OpCall::Softmax { axis, log: true }, &[self], |_| {
+            self.softmax_impl(axis, true)
+        })
     }
 }
 

@@ -1,7 +1,8 @@
 //! Element-wise functions of one tensor: arithmetic with a scalar, math functions and
 //! activations. One kernel walks the data; the op is matched once, outside the loop.
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use super::hooks::{OpCall, apply};
+use crate::autograd::{BackwardOp, Saved, is_grad_enabled};
 use crate::backend::kinds::{FRAC_1_SQRT_2PI, GELU_TANH_COEF, SQRT_2_OVER_PI};
 use crate::error::Result;
 use crate::storage::Storage;
@@ -20,22 +21,17 @@ fn saves_input(op: UnaryOp) -> bool {
 impl DynTensor {
     /// Applies `op` to every element (floating-point tensors only).
     pub fn unary(&self, op: UnaryOp) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.unary_untraced(op),
-            |e, out| crate::onnx::onnx_unary(e, op, self, out),
-        )
-    }
-
-    fn unary_untraced(&self, op: UnaryOp) -> Result<DynTensor> {
-        let out = self.unary_untracked(op)?;
-        if matches!(op, UnaryOp::Sign | UnaryOp::Floor) {
-            // (piecewise constant: no gradient to record)
-            return Ok(out);
-        }
-        Ok(record(out, &[self], || BackwardOp::Unary {
-            op,
-            input: saves_input(op).then(|| Saved::new(self)),
-        }))
+        apply(OpCall::Unary(op), &[self], |tape| {
+            let out = self.unary_untracked(op)?;
+            if matches!(op, UnaryOp::Sign | UnaryOp::Floor) {
+                // (piecewise constant: no gradient to record)
+                return Ok(out);
+            }
+            Ok(tape.node(out, || BackwardOp::Unary {
+                op,
+                input: saves_input(op).then(|| Saved::new(self)),
+            }))
+        })
     }
 
     pub(crate) fn unary_untracked(&self, op: UnaryOp) -> Result<DynTensor> {

@@ -1,7 +1,8 @@
 //! Views: ops that re-describe the same memory (reshape, permute, expand, narrow). Each
 //! still records onto the graph, so a gradient always flows back through a view.
 
-use crate::autograd::{BackwardOp, record};
+use super::hooks::{OpCall, apply};
+use crate::autograd::BackwardOp;
 use crate::error::{Result, ShapeError};
 use crate::shape::{broadcast_shapes, normalize_axis};
 use crate::storage::{CpuBuffer, Storage};
@@ -24,49 +25,37 @@ impl DynTensor {
 
     /// The same values in row-major memory; returns `self` when it already is.
     pub fn contiguous(&self) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.contiguous_traced_impl(),
-            crate::onnx::onnx_plain("Identity", &[self]),
-        )
-    }
-
-    fn contiguous_traced_impl(&self) -> Result<DynTensor> {
-        if self.is_contiguous() {
-            return Ok(self.clone());
-        }
-        Ok(record(self.contiguous_untracked()?, &[self], || {
-            BackwardOp::Contiguous
-        }))
+        apply(OpCall::Contiguous, &[self], |tape| {
+            if self.is_contiguous() {
+                return Ok(self.clone());
+            }
+            Ok(tape.node(self.contiguous_untracked()?, || BackwardOp::Contiguous))
+        })
     }
 
     /// The same elements with new dims (a view when the tensor is contiguous, a copy
     /// otherwise). The element count must not change.
     pub fn reshape(&self, dims: &[usize]) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.reshape_untraced(dims),
-            |e, out| crate::onnx::onnx_reshape(e, self, out),
-        )
-    }
-
-    fn reshape_untraced(&self, dims: &[usize]) -> Result<DynTensor> {
-        let numel = crate::shape::checked_numel(dims, "reshape")?;
-        if numel != self.numel() {
-            return Err(ShapeError::ElementCount {
-                context: format!("reshape of {:?}", self.dims()),
-                shape: dims.to_vec(),
-                expected: numel,
-                found: self.numel(),
+        apply(OpCall::Reshape, &[self], |tape| {
+            let numel = crate::shape::checked_numel(dims, "reshape")?;
+            if numel != self.numel() {
+                return Err(ShapeError::ElementCount {
+                    context: format!("reshape of {:?}", self.dims()),
+                    shape: dims.to_vec(),
+                    expected: numel,
+                    found: self.numel(),
+                }
+                .into());
             }
-            .into());
-        }
-        if dims == self.dims() {
-            return Ok(self.clone());
-        }
-        let source = self.contiguous_untracked()?;
-        let out = source.view_with(source.layout().reshaped(dims));
-        Ok(record(out, &[self], || BackwardOp::Reshape {
-            input_dims: crate::shape::Dims::from_slice(self.dims()),
-        }))
+            if dims == self.dims() {
+                return Ok(self.clone());
+            }
+            let source = self.contiguous_untracked()?;
+            let out = source.view_with(source.layout().reshaped(dims));
+            Ok(tape.node(out, || BackwardOp::Reshape {
+                input_dims: crate::shape::Dims::from_slice(self.dims()),
+            }))
+        })
     }
 
     /// Reshape where one entry may be `-1`, inferred from the element count.
@@ -158,29 +147,24 @@ impl DynTensor {
 
     /// Reorders axes: axis `i` of the result is axis `perm[i]` of `self`.
     pub fn permute(&self, perm: &[usize]) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.permute_untraced(perm),
-            |e, out| crate::onnx::onnx_permute(e, self, perm, out),
-        )
-    }
-
-    fn permute_untraced(&self, perm: &[usize]) -> Result<DynTensor> {
-        let mut seen = vec![false; self.rank()];
-        let valid = perm.len() == self.rank()
-            && perm
-                .iter()
-                .all(|&p| p < self.rank() && !std::mem::replace(&mut seen[p], true));
-        if !valid {
-            return Err(ShapeError::Invalid {
-                context: format!("permute of {:?}", self.dims()),
-                message: format!("{perm:?} is not a permutation of 0..{}", self.rank()),
+        apply(OpCall::Permute { perm }, &[self], |tape| {
+            let mut seen = vec![false; self.rank()];
+            let valid = perm.len() == self.rank()
+                && perm
+                    .iter()
+                    .all(|&p| p < self.rank() && !std::mem::replace(&mut seen[p], true));
+            if !valid {
+                return Err(ShapeError::Invalid {
+                    context: format!("permute of {:?}", self.dims()),
+                    message: format!("{perm:?} is not a permutation of 0..{}", self.rank()),
+                }
+                .into());
             }
-            .into());
-        }
-        let out = self.view_with(self.layout().permute(perm));
-        Ok(record(out, &[self], || BackwardOp::Permute {
-            perm: perm.to_vec(),
-        }))
+            let out = self.view_with(self.layout().permute(perm));
+            Ok(tape.node(out, || BackwardOp::Permute {
+                perm: perm.to_vec(),
+            }))
+        })
     }
 
     /// Swaps two axes.
@@ -196,63 +180,50 @@ impl DynTensor {
 
     /// Broadcasts to `dims` without copying (PyTorch's `expand` / `broadcast_to`).
     pub fn broadcast_to(&self, dims: &[usize]) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.broadcast_to_untraced(dims),
-            |e, out| crate::onnx::onnx_expand(e, self, out),
-        )
-    }
-
-    fn broadcast_to_untraced(&self, dims: &[usize]) -> Result<DynTensor> {
-        let context = format!("broadcast_to {dims:?}");
-        crate::shape::checked_numel(dims, &context)?;
-        if dims.len() < self.rank()
-            || broadcast_shapes(self.dims(), dims, &context)?.as_slice() != dims
-        {
-            return Err(ShapeError::Invalid {
-                context,
-                message: format!("{:?} does not broadcast to {dims:?}", self.dims()),
+        apply(OpCall::Expand, &[self], |tape| {
+            let context = format!("broadcast_to {dims:?}");
+            crate::shape::checked_numel(dims, &context)?;
+            if dims.len() < self.rank()
+                || broadcast_shapes(self.dims(), dims, &context)?.as_slice() != dims
+            {
+                return Err(ShapeError::Invalid {
+                    context,
+                    message: format!("{:?} does not broadcast to {dims:?}", self.dims()),
+                }
+                .into());
             }
-            .into());
-        }
-        if dims == self.dims() {
-            return Ok(self.clone());
-        }
-        let out = self.view_with(self.layout().broadcast_to(dims));
-        Ok(record(out, &[self], || BackwardOp::Expand {
-            input_dims: crate::shape::Dims::from_slice(self.dims()),
-        }))
+            if dims == self.dims() {
+                return Ok(self.clone());
+            }
+            let out = self.view_with(self.layout().broadcast_to(dims));
+            Ok(tape.node(out, || BackwardOp::Expand {
+                input_dims: crate::shape::Dims::from_slice(self.dims()),
+            }))
+        })
     }
 
     /// `len` entries of `axis` starting at `start`, sharing memory with `self`.
     pub fn narrow(&self, axis: isize, start: usize, len: usize) -> Result<DynTensor> {
-        crate::onnx::op(
-            || self.narrow_untraced(axis, start, len),
-            |e, out| {
-                let axis = normalize_axis(axis, self.rank(), "narrow")?;
-                crate::onnx::onnx_narrow(e, self, axis, start, len, out)
-            },
-        )
-    }
-
-    fn narrow_untraced(&self, axis: isize, start: usize, len: usize) -> Result<DynTensor> {
-        let a = normalize_axis(axis, self.rank(), "narrow")?;
-        let size = self.dims()[a];
-        if start.checked_add(len).is_none_or(|end| end > size) {
-            return Err(ShapeError::Invalid {
-                context: format!("narrow of {:?} along axis {a}", self.dims()),
-                message: format!(
-                    "range {start}..{} exceeds the axis size {size}",
-                    start.saturating_add(len)
-                ),
+        apply(OpCall::Narrow { axis, start, len }, &[self], |tape| {
+            let a = normalize_axis(axis, self.rank(), "narrow")?;
+            let size = self.dims()[a];
+            if start.checked_add(len).is_none_or(|end| end > size) {
+                return Err(ShapeError::Invalid {
+                    context: format!("narrow of {:?} along axis {a}", self.dims()),
+                    message: format!(
+                        "range {start}..{} exceeds the axis size {size}",
+                        start.saturating_add(len)
+                    ),
+                }
+                .into());
             }
-            .into());
-        }
-        let out = self.view_with(self.layout().narrow(a, start, len));
-        Ok(record(out, &[self], || BackwardOp::Narrow {
-            input_dims: crate::shape::Dims::from_slice(self.dims()),
-            axis: a,
-            start,
-        }))
+            let out = self.view_with(self.layout().narrow(a, start, len));
+            Ok(tape.node(out, || BackwardOp::Narrow {
+                input_dims: crate::shape::Dims::from_slice(self.dims()),
+                axis: a,
+                start,
+            }))
+        })
     }
 
     /// Entries `range` of `axis` (like `x[:, 2..5]`).
