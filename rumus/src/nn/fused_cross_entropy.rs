@@ -15,6 +15,7 @@ use crate::autograd::{BackwardOp, Saved, is_grad_enabled, no_grad, record};
 use crate::element::{Element, Float};
 use crate::error::Result;
 use crate::ops::conv::{FloatSlice, read_float};
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 /// What the backward pass of [`cross_entropy`](crate::nn::cross_entropy) (one op without
@@ -68,43 +69,10 @@ pub(super) fn cross_entropy(
 /// logits; an infinite maximum is the result (PyTorch's `logsumexp`), and a row holding a
 /// NaN gives NaN, on the host and on a GPU alike.
 fn class_logsumexp(logits: &DynTensor) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("cross_entropy", &[logits])? {
-        return gpu.logsumexp_rows(logits, 1);
-    }
+    let out = Storage::logsumexp_rows(logits.operand(), 1, "cross_entropy")?;
     let mut dims = logits.dims().to_vec();
-    let classes = std::mem::replace(&mut dims[1], 1);
-    let inner: usize = dims[2..].iter().product();
-    let buffer = read_float(logits, "cross_entropy", |x| match x {
-        FloatSlice::F32(x) => f32::into_buffer(row_logsumexp(x, classes, inner)),
-        FloatSlice::F64(x) => f64::into_buffer(row_logsumexp(x, classes, inner)),
-    })?;
-    Ok(DynTensor::from_buffer(buffer, &dims))
-}
-
-/// [`class_logsumexp`] on the host: rows (n, i) of `x` laid out `[N, classes, inner]`, summed
-/// in f64.
-fn row_logsumexp<T: Float>(x: &[T], classes: usize, inner: usize) -> Vec<T> {
-    let rows = x.len() / classes.max(1);
-    (0..rows)
-        .into_par_iter()
-        .map(|r| {
-            let first = (r / inner) * classes * inner + r % inner;
-            let values = (0..classes).map(|c| x[first + c * inner].to_f64());
-            let max = values.clone().fold(f64::NEG_INFINITY, |m, v| {
-                if v.is_nan() || m.is_nan() {
-                    f64::NAN
-                } else {
-                    m.max(v)
-                }
-            });
-            if max.is_infinite() || max.is_nan() {
-                return T::from_f64(max);
-            }
-            let sum: f64 = values.map(|v| (v - max).exp()).sum();
-            T::from_f64(max + sum.ln())
-        })
-        .collect()
+    dims[1] = 1;
+    Ok(DynTensor::computed(out, &dims))
 }
 
 /// The logits' gradient: `(softmax(x) - onehot(target)) * weight`, the weight of each target

@@ -26,4 +26,4 @@ pub mod unfold;
 
 pub use backend::Cpu;
 pub use buffer::CpuBuffer;
-pub(crate) use buffer::{map_buffer, with_float};
+pub(crate) use buffer::map_buffer;

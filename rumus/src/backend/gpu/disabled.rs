@@ -50,6 +50,8 @@ impl crate::backend::Backend for GpuDevice {
 
 impl crate::backend::Elementwise for GpuDevice {}
 
+impl crate::backend::Reduce for GpuDevice {}
+
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {
         match self.0 {}

@@ -343,6 +343,12 @@ impl GpuDevice {
 
     /// A new contiguous tensor with every element `value`.
     pub(crate) fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
+        self.fill(dims, value, dtype)
+            .map(|out| DynTensor::from_gpu(out, dims))
+    }
+
+    /// Fresh contiguous memory of `dims` with every element `value`.
+    pub(crate) fn fill(&self, dims: &[usize], value: f64, dtype: DType) -> Result<GpuBuffer> {
         let numel = crate::shape::checked_numel(dims, "full")?;
         let out = GpuBuffer::uninit(self, numel, dtype, "full")?;
         // The kernel fills words; packed f16 holds two elements per word.
@@ -368,7 +374,7 @@ impl GpuDevice {
             &[(4, out.raw())],
             groups,
         );
-        Ok(DynTensor::from_gpu(out, dims))
+        Ok(out)
     }
 
     /// `g * scale` (f32, any view) as a new contiguous tensor, setting `flag` (an `i64`

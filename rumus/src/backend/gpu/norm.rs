@@ -6,7 +6,8 @@ use super::context::GpuDevice;
 use super::elementwise::check_float;
 use super::memory::GpuBuffer;
 use super::pipelines::Module;
-use crate::backend::cpu::reduce::Reduction;
+use crate::backend::Reduce;
+use crate::backend::kinds::Reduction;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::DynTensor;
@@ -147,12 +148,10 @@ impl GpuDevice {
         let stats = contiguous(self, stats)?;
         let (rows, n) = (norm.rows, norm.n);
         let sum_rows = |t: &DynTensor| {
-            self.reduce(
-                &t.reshape(&[rows, n])?,
-                &[0],
-                Reduction::Sum,
-                &[n],
-            )
+            self.with_src(&t.reshape(&[rows, n])?, |x| {
+                Reduce::reduce(self, x, &[0], Reduction::Sum)
+            })
+            .map(|out| DynTensor::from_gpu(out, &[n]))
         };
         let gb = want_b.then(|| sum_rows(grad)).transpose()?;
         let numel = norm.x.numel();
