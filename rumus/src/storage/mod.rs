@@ -16,6 +16,7 @@ use crate::live_counts::{self, Count};
 
 mod dispatch;
 mod elementwise;
+mod norm;
 mod reduce;
 
 pub use crate::backend::cpu::CpuBuffer;

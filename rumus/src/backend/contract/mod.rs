@@ -14,9 +14,11 @@
 //! lacks is a clear error, never a silent copy to the host.
 
 mod elementwise;
+mod norm;
 mod reduce;
 
 pub use elementwise::Elementwise;
+pub use norm::Norm;
 pub use reduce::Reduce;
 
 use crate::dtype::DType;
@@ -101,6 +103,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise + Reduce {}
+pub trait Kernels: Elementwise + Norm + Reduce {}
 
-impl<B: Elementwise + Reduce> Kernels for B {}
+impl<B: Elementwise + Norm + Reduce> Kernels for B {}

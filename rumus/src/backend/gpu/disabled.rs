@@ -52,6 +52,8 @@ impl crate::backend::Elementwise for GpuDevice {}
 
 impl crate::backend::Reduce for GpuDevice {}
 
+impl crate::backend::Norm for GpuDevice {}
+
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {
         match self.0 {}

@@ -5,25 +5,28 @@ use super::batch::grid_rows;
 use super::context::GpuDevice;
 use super::elementwise::check_float;
 use super::memory::{GpuBuffer, check_words};
+use super::packed::Packed;
 use super::pipelines::Module;
 use crate::backend::kinds::Reduction;
-use crate::backend::{Elementwise, Reduce, Src};
+use crate::backend::{Reduce, Src};
 use crate::dtype::DType;
 use crate::error::Result;
 
-/// An operand read as contiguous rows: its own memory where the view already is, else a copy.
+/// An operand read as contiguous rows.
 struct Rows<'a> {
-    source: &'a GpuBuffer,
-    copy: Option<GpuBuffer>,
-    /// Where the first row starts, in elements.
-    offset: usize,
+    packed: Packed<'a>,
     rows: usize,
     len: usize,
 }
 
 impl Rows<'_> {
     fn memory(&self) -> &GpuBuffer {
-        self.copy.as_ref().unwrap_or(self.source)
+        self.packed.memory()
+    }
+
+    /// Where the first row starts, in elements.
+    fn offset(&self) -> usize {
+        self.packed.offset
     }
 }
 
@@ -35,15 +38,8 @@ fn grouped<'a>(gpu: &GpuDevice, x: Src<'a, GpuBuffer>, axes: &[usize]) -> Result
     let len = axes.iter().map(|&a| dims[a]).product();
     let perm: Vec<usize> = kept.into_iter().chain(axes.iter().copied()).collect();
     let moved = x.layout.permute(&perm);
-    let (copy, offset) = if moved.is_contiguous() {
-        (None, moved.offset())
-    } else {
-        (Some(Elementwise::copy(gpu, Src::new(x.memory, &moved))?), 0)
-    };
     Ok(Rows {
-        source: x.memory,
-        copy,
-        offset,
+        packed: Packed::new(gpu, x.memory, &moved)?,
         rows,
         len,
     })
@@ -89,7 +85,7 @@ impl GpuDevice {
             len as u32,
             op,
             row,
-            input.offset as u32,
+            input.offset() as u32,
             segment as u32,
         ];
         let groups = if rows == 0 { [0, 0, 0] } else { groups };
@@ -174,13 +170,13 @@ impl GpuDevice {
         let out = GpuBuffer::uninit(self, rows * len, DType::F32, "softmax")?;
         let segment = row_segment(len);
         let (groups, row) = grid_rows(rows.div_ceil(256 / segment));
-        let grad_offset = grad_rows.as_ref().map_or(0, |g| g.offset);
+        let grad_offset = grad_rows.as_ref().map_or(0, Rows::offset);
         let params = [
             rows as u32,
             len as u32,
             u32::from(log),
             row,
-            input.offset as u32,
+            input.offset() as u32,
             segment as u32,
             grad_offset as u32,
         ];
