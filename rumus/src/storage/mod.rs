@@ -16,6 +16,7 @@ use crate::live_counts::{self, Count};
 
 mod dispatch;
 mod elementwise;
+mod loss;
 mod norm;
 mod reduce;
 

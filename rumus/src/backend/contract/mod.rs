@@ -14,10 +14,12 @@
 //! lacks is a clear error, never a silent copy to the host.
 
 mod elementwise;
+mod loss;
 mod norm;
 mod reduce;
 
 pub use elementwise::Elementwise;
+pub use loss::Loss;
 pub use norm::Norm;
 pub use reduce::Reduce;
 
@@ -103,6 +105,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise + Norm + Reduce {}
+pub trait Kernels: Elementwise + Loss + Norm + Reduce {}
 
-impl<B: Elementwise + Norm + Reduce> Kernels for B {}
+impl<B: Elementwise + Loss + Norm + Reduce> Kernels for B {}

@@ -54,6 +54,8 @@ impl crate::backend::Reduce for GpuDevice {}
 
 impl crate::backend::Norm for GpuDevice {}
 
+impl crate::backend::Loss for GpuDevice {}
+
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {
         match self.0 {}
