@@ -302,3 +302,30 @@ impl CompareOp {
         }
     }
 }
+
+/// What a reduction computes for each group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduction {
+    /// The sum of the group.
+    Sum,
+    /// The largest element of the group.
+    Max,
+    /// The smallest element of the group.
+    Min,
+}
+
+impl Reduction {
+    /// The op's name in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "sum",
+            Reduction::Max => "max",
+            Reduction::Min => "min",
+        }
+    }
+}
+
+/// The name of softmax (log-softmax with `log`) in messages.
+pub(crate) fn softmax_name(log: bool) -> &'static str {
+    if log { "log_softmax" } else { "softmax" }
+}

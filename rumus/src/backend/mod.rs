@@ -17,4 +17,6 @@ pub mod cpu;
 pub mod gpu;
 pub mod kinds;
 
-pub use contract::{Allocate, Backend, BackendMemory, Dst, Elementwise, Kernels, Optim, Src};
+pub use contract::{
+    Allocate, Backend, BackendMemory, Dst, Elementwise, Kernels, Loss, Norm, Optim, Reduce, Src,
+};

@@ -8,13 +8,10 @@
 //! onehot(target)) * weight` in one pass: two `[N, C]` tensors at its peak, and one kernel
 //! on a GPU.
 
-use rayon::prelude::*;
-
 use super::loss::{ClassTargets, Reduction};
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, no_grad, record};
-use crate::element::{Element, Float};
 use crate::error::Result;
-use crate::ops::conv::{FloatSlice, read_float};
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 /// What the backward pass of [`cross_entropy`](crate::nn::cross_entropy) (one op without
@@ -68,43 +65,10 @@ pub(super) fn cross_entropy(
 /// logits; an infinite maximum is the result (PyTorch's `logsumexp`), and a row holding a
 /// NaN gives NaN, on the host and on a GPU alike.
 fn class_logsumexp(logits: &DynTensor) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("cross_entropy", &[logits])? {
-        return gpu.logsumexp_rows(logits, 1);
-    }
+    let out = Storage::logsumexp_rows(logits.operand(), 1, "cross_entropy")?;
     let mut dims = logits.dims().to_vec();
-    let classes = std::mem::replace(&mut dims[1], 1);
-    let inner: usize = dims[2..].iter().product();
-    let buffer = read_float(logits, "cross_entropy", |x| match x {
-        FloatSlice::F32(x) => f32::into_buffer(row_logsumexp(x, classes, inner)),
-        FloatSlice::F64(x) => f64::into_buffer(row_logsumexp(x, classes, inner)),
-    })?;
-    Ok(DynTensor::from_buffer(buffer, &dims))
-}
-
-/// [`class_logsumexp`] on the host: rows (n, i) of `x` laid out `[N, classes, inner]`, summed
-/// in f64.
-fn row_logsumexp<T: Float>(x: &[T], classes: usize, inner: usize) -> Vec<T> {
-    let rows = x.len() / classes.max(1);
-    (0..rows)
-        .into_par_iter()
-        .map(|r| {
-            let first = (r / inner) * classes * inner + r % inner;
-            let values = (0..classes).map(|c| x[first + c * inner].to_f64());
-            let max = values.clone().fold(f64::NEG_INFINITY, |m, v| {
-                if v.is_nan() || m.is_nan() {
-                    f64::NAN
-                } else {
-                    m.max(v)
-                }
-            });
-            if max.is_infinite() || max.is_nan() {
-                return T::from_f64(max);
-            }
-            let sum: f64 = values.map(|v| (v - max).exp()).sum();
-            T::from_f64(max + sum.ln())
-        })
-        .collect()
+    dims[1] = 1;
+    Ok(DynTensor::computed(out, &dims))
 }
 
 /// The logits' gradient: `(softmax(x) - onehot(target)) * weight`, the weight of each target
@@ -130,63 +94,11 @@ pub(crate) fn cross_entropy_backward(
             .scatter_add(1, &targets.gather_index, &weights.ones_like()?)?;
         return logits.softmax(1)?.sub(&onehot)?.mul(&weights);
     }
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("cross_entropy", &[logits, &record.lse, grad])? {
-        let pairs = DynTensor::stack(&[&record.lse, &weights], -1)?;
-        return gpu.cross_entropy_grad(logits, &pairs, &targets.gather_index);
-    }
-    on_host(logits, &record.lse, &weights, &targets.gather_index)
-}
-
-/// [`cross_entropy_backward`]'s one pass on the host, reading the logits where they are.
-fn on_host(
-    logits: &DynTensor,
-    lse: &DynTensor,
-    weights: &DynTensor,
-    gather_index: &DynTensor,
-) -> Result<DynTensor> {
-    // Per row (N x d1 x ...): small.
-    let (lse, weights) = (lse.try_to_f64_vec()?, weights.try_to_f64_vec()?);
-    let targets = gather_index.to_vec::<i64>()?;
-    let dims = logits.dims();
-    let rows = Rows {
-        classes: dims[1],
-        inner: dims[2..].iter().product(),
-        lse: &lse,
-        weights: &weights,
-        targets: &targets,
-    };
-    let buffer = read_float(logits, "cross_entropy", |x| match x {
-        FloatSlice::F32(x) => f32::into_buffer(rows.gradient(x)),
-        FloatSlice::F64(x) => f64::into_buffer(rows.gradient(x)),
-    })?;
-    Ok(DynTensor::from_buffer(buffer, dims))
-}
-
-/// What the host's pass reads per row besides the logits.
-struct Rows<'a> {
-    classes: usize,
-    /// Elements of the trailing dims (1 for `[N, C]`).
-    inner: usize,
-    lse: &'a [f64],
-    weights: &'a [f64],
-    targets: &'a [i64],
-}
-
-impl Rows<'_> {
-    fn gradient<T: Float>(&self, x: &[T]) -> Vec<T> {
-        x.par_iter()
-            .enumerate()
-            .map(|(i, &x)| {
-                let label = (i / self.inner) % self.classes;
-                let at = (i / (self.classes * self.inner)) * self.inner + i % self.inner;
-                let hit = if self.targets[at] == label as i64 {
-                    T::ONE
-                } else {
-                    T::ZERO
-                };
-                ((x - T::from_f64(self.lse[at])).exp() - hit) * T::from_f64(self.weights[at])
-            })
-            .collect()
-    }
+    let pairs = DynTensor::stack(&[&record.lse, &weights], -1)?;
+    let out = Storage::cross_entropy_grad(
+        logits.operand(),
+        pairs.operand(),
+        targets.gather_index.operand(),
+    )?;
+    Ok(DynTensor::computed(out, logits.dims()))
 }

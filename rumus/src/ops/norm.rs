@@ -7,27 +7,22 @@
 //! differentiable ops instead, so gradients of any order stay available.
 
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
-use crate::backend::cpu::norm::{self as kernel, Affine, RowStats};
 use crate::dtype::DType;
-use crate::element::Float;
 use crate::error::Result;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
-/// Whether the fused kernels cover `x` with this weight and bias: a float tensor whose
-/// parameters (when given) are `[d]` vectors of its dtype, `d` its last axis.
+/// Whether the fused kernels may cover `x` with this weight and bias: a float tensor whose
+/// parameters (when given) are `[d]` vectors of its dtype, `d` its last axis (a backend may
+/// still decline, by the length of the rows or the dtype).
 fn covered(x: &DynTensor, weight: Option<&DynTensor>, bias: Option<&DynTensor>) -> bool {
     let Some(&d) = x.dims().last() else {
         return false;
     };
-    let float =
-        matches!(x.dtype(), DType::F32) || (x.dtype() == DType::F64 && !x.storage().is_on_gpu());
+    let float = matches!(x.dtype(), DType::F32 | DType::F64);
     let parameter_fits =
         |p: Option<&DynTensor>| p.is_none_or(|p| p.dims() == [d] && p.dtype() == x.dtype());
-    #[cfg(feature = "gpu")]
-    let kernel_fits = !x.storage().is_on_gpu() || d <= crate::backend::gpu::LONGEST_NORM_ROW;
-    #[cfg(not(feature = "gpu"))]
-    let kernel_fits = true;
-    float && kernel_fits && d > 0 && x.numel() > 0 && parameter_fits(weight) && parameter_fits(bias)
+    float && d > 0 && x.numel() > 0 && parameter_fits(weight) && parameter_fits(bias)
 }
 
 /// `(x - mean) / sqrt(var + eps) * weight + bias` over the last axis of `x` through the fused
@@ -44,7 +39,9 @@ pub(crate) fn layer_norm(
     let mut inputs = vec![x];
     inputs.extend(weight);
     inputs.extend(bias);
-    let (out, stats) = forward_untracked(x, weight, bias, eps, &inputs)?;
+    let Some((out, stats)) = forward_untracked(x, weight, bias, eps)? else {
+        return Ok(None);
+    };
     Ok(Some(record(out, &inputs, || BackwardOp::LayerNorm {
         input: Saved::new(x),
         weight: weight.map(Saved::new),
@@ -54,62 +51,27 @@ pub(crate) fn layer_norm(
     })))
 }
 
-/// The normalised values and each row's `[mean, rstd]` (a `[rows, 2]` tensor).
+/// The normalised values and each row's `[mean, rstd]` (a `[rows, 2]` tensor), or `None`
+/// where the backend has no kernel for the operands.
 fn forward_untracked(
     x: &DynTensor,
     weight: Option<&DynTensor>,
     bias: Option<&DynTensor>,
     eps: f64,
-    operands: &[&DynTensor],
-) -> Result<(DynTensor, DynTensor)> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("layer_norm", operands)? {
-        return gpu.layer_norm(x, weight, bias, eps);
-    }
-    #[cfg(not(feature = "gpu"))]
-    let _ = operands;
-    if x.dtype() == DType::F64 {
-        forward_on_host::<f64>(x, weight, bias, eps)
-    } else {
-        forward_on_host::<f32>(x, weight, bias, eps)
-    }
-}
-
-fn forward_on_host<T: Float + Default>(
-    x: &DynTensor,
-    weight: Option<&DynTensor>,
-    bias: Option<&DynTensor>,
-    eps: f64,
-) -> Result<(DynTensor, DynTensor)> {
-    let n = x.dims()[x.rank() - 1];
-    // The parameters are `[n]` vectors: copied, so only `x`'s storage is locked below.
-    let weight = weight.map(DynTensor::to_vec::<T>).transpose()?;
-    let bias = bias.map(DynTensor::to_vec::<T>).transpose()?;
-    let affine = Affine {
-        weight: weight.as_deref(),
-        bias: bias.as_deref(),
-    };
-    let (values, stats) = with_elements(x, |xs: &[T]| {
-        kernel::layer_norm_rows(xs, n, affine, T::from_f64(eps))
-    })?;
-    let flat: Vec<T> = stats.iter().flat_map(|s| [s.mean, s.rstd]).collect();
-    Ok((
-        DynTensor::from_buffer(T::into_buffer(values), x.dims()),
-        DynTensor::from_buffer(T::into_buffer(flat), &[stats.len(), 2]),
-    ))
-}
-
-/// The contiguous elements of float tensor `t` (of element type `T`), handed to `f`.
-fn with_elements<T: Float, R>(t: &DynTensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
-    let t = t.contiguous_untracked()?;
-    t.with_buffer(|buffer, layout| match T::slice(buffer) {
-        Some(all) => Ok(f(&all[layout.offset()..layout.offset() + layout.numel()])),
-        None => Err(crate::Error::DType {
-            op: "layer_norm",
-            expected: std::any::type_name::<T>(),
-            found: buffer.dtype(),
-        }),
-    })?
+) -> Result<Option<(DynTensor, DynTensor)>> {
+    let fused = Storage::layer_norm(
+        x.operand(),
+        weight.map(DynTensor::operand),
+        bias.map(DynTensor::operand),
+        eps,
+    )?;
+    Ok(fused.map(|(out, stats)| {
+        let rows = stats.len() / 2;
+        (
+            DynTensor::computed(out, x.dims()),
+            DynTensor::computed(stats, &[rows, 2]),
+        )
+    }))
 }
 
 /// Gradients of the input, the weight and the bias (those present, in that order) of a
@@ -156,54 +118,20 @@ fn fused_gradients(
 ) -> Result<Gradients> {
     // Made contiguous once for every kernel (a loss's gradient is often a broadcast).
     let grad = grad.contiguous_untracked()?;
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("layer_norm", &[&grad, x])? {
-        return gpu.layer_norm_backward(&grad, x, w, stats, wanted);
-    }
-    if x.dtype() == DType::F64 {
-        gradients_on_host::<f64>(&grad, x, w, stats, wanted)
-    } else {
-        gradients_on_host::<f32>(&grad, x, w, stats, wanted)
-    }
-}
-
-fn gradients_on_host<T: Float + Default>(
-    grad: &DynTensor,
-    x: &DynTensor,
-    w: Option<&DynTensor>,
-    stats: &DynTensor,
-    [want_x, want_w, want_b]: [bool; 3],
-) -> Result<Gradients> {
+    let grads = Storage::layer_norm_backward(
+        grad.operand(),
+        x.operand(),
+        w.map(DynTensor::operand),
+        stats.operand(),
+        wanted,
+    )?;
     let n = x.dims()[x.rank() - 1];
-    let stats: Vec<RowStats<T>> = stats
-        .to_vec::<T>()?
-        .chunks_exact(2)
-        .map(|pair| RowStats {
-            mean: pair[0],
-            rstd: pair[1],
-        })
-        .collect();
-    let weight = w.map(DynTensor::to_vec::<T>).transpose()?;
-    let wrap =
-        |values: Vec<T>, dims: &[usize]| DynTensor::from_buffer(T::into_buffer(values), dims);
-    with_elements(grad, |g: &[T]| {
-        with_elements(x, |xs: &[T]| {
-            let gx = want_x.then(|| {
-                let values = kernel::layer_norm_input_grad(g, xs, &stats, weight.as_deref());
-                wrap(values, x.dims())
-            });
-            let (gw, gb) = if want_w || want_b {
-                let (gw, gb) = kernel::layer_norm_affine_grads(g, xs, &stats);
-                (
-                    want_w.then(|| wrap(gw, &[n])),
-                    want_b.then(|| wrap(gb, &[n])),
-                )
-            } else {
-                (None, None)
-            };
-            [gx, gw, gb]
-        })
-    })?
+    let [gx, gw, gb] = grads;
+    Ok([
+        gx.map(|g| DynTensor::computed(g, x.dims())),
+        gw.map(|g| DynTensor::computed(g, &[n])),
+        gb.map(|g| DynTensor::computed(g, &[n])),
+    ])
 }
 
 /// The three gradients from differentiable ops, for a recorded backward pass: the same

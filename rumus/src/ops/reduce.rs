@@ -3,12 +3,11 @@
 
 use super::hooks::{OpCall, apply};
 use crate::autograd::{BackwardOp, Saved};
-use crate::backend::cpu::reduce::{Reduction, arg_extremum, reduce};
-use crate::element::Element;
+use crate::backend::kinds::Reduction;
 use crate::error::{Result, ShapeError};
 use crate::shape::{broadcast_shapes, normalize_axes, normalize_axis};
-use crate::storage::CpuBuffer;
-use crate::tensor::{DynTensor, with_float};
+use crate::storage::Storage;
+use crate::tensor::DynTensor;
 
 /// Dims after reducing `axes` (sorted): kept as 1 with `keepdim`, removed otherwise.
 fn reduced_dims(dims: &[usize], axes: &[usize], keepdim: bool) -> Vec<usize> {
@@ -30,30 +29,12 @@ impl DynTensor {
         kind: Reduction,
         op: &'static str,
     ) -> Result<DynTensor> {
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
-            return gpu.reduce(self, axes, kind, &reduced_dims(self.dims(), axes, keepdim));
-        }
-        // The sum over the empty axis of [0, 2^62] is 2^62 zeros.
-        let out_dims = reduced_dims(self.dims(), axes, keepdim);
-        let element_bytes = self.dtype().size_in_bytes();
-        crate::alloc::ensure_output(op, &out_dims, element_bytes)?;
-        if self.numel() == 0 && self.dtype().is_float() {
-            // Only sums reach here with elements to produce (extrema of empty axes are
-            // refused first), and the groups' sizes may overflow even though none exists.
-            return DynTensor::zeros(&out_dims, self.dtype());
-        }
-        if !self.is_contiguous() {
-            // The kernel copies a strided input (a broadcast view holds few values but its
-            // copy holds every element).
-            crate::alloc::ensure_output(op, self.dims(), element_bytes)?;
-        }
-        let buffer = self.with_buffer(|buffer, layout| -> Result<CpuBuffer> {
-            Ok(with_float!(buffer, op, |data: T| T::into_buffer(reduce(
-                data, layout, axes, kind
-            ))))
-        })??;
-        Ok(DynTensor::from_buffer(buffer, &out_dims))
+        debug_assert_eq!(op, kind.name());
+        let out = Storage::reduce(self.operand(), axes, kind)?;
+        Ok(DynTensor::computed(
+            out,
+            &reduced_dims(self.dims(), axes, keepdim),
+        ))
     }
 
     /// Sum over `axes` (negative axes count from the end). An empty list sums nothing.
@@ -134,22 +115,9 @@ impl DynTensor {
             let op = if max { "argmax" } else { "argmin" };
             let axis = normalize_axis(axis, self.rank(), op)?;
             reject_empty_axes(self.dims(), &[axis], op)?;
-            #[cfg(feature = "gpu")]
-            if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
-                return gpu.arg_reduce(
-                    self,
-                    axis,
-                    max,
-                    &reduced_dims(self.dims(), &[axis], keepdim),
-                );
-            }
-            let indices = self.with_buffer(|buffer, layout| -> Result<Vec<i64>> {
-                Ok(with_float!(buffer, op, |data: T| arg_extremum(
-                    data, layout, axis, max
-                )))
-            })??;
-            Ok(DynTensor::from_buffer(
-                CpuBuffer::I64(indices),
+            let out = Storage::arg_reduce(self.operand(), axis, max)?;
+            Ok(DynTensor::computed(
+                out,
                 &reduced_dims(self.dims(), &[axis], keepdim),
             ))
         })

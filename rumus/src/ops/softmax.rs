@@ -3,12 +3,10 @@
 
 use super::hooks::{OpCall, apply};
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
-use crate::backend::cpu::reduce::{softmax_backward_rows, softmax_rows};
-use crate::element::Element;
 use crate::error::Result;
-use crate::shape::normalize_axis;
-use crate::storage::CpuBuffer;
-use crate::tensor::{DynTensor, with_float};
+use crate::shape::{Layout, normalize_axis};
+use crate::storage::{Operand, Storage};
+use crate::tensor::DynTensor;
 
 impl DynTensor {
     fn softmax_impl(&self, axis: isize, log: bool) -> Result<DynTensor> {
@@ -23,69 +21,30 @@ impl DynTensor {
     }
 
     fn softmax_untracked(&self, axis: usize, log: bool, op: &'static str) -> Result<DynTensor> {
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of(op, &[self])? {
-            return gpu.softmax(self, axis, log);
-        }
-        self.softmax_rows_on_host(None, axis, log, op)
+        debug_assert_eq!(op, crate::backend::kinds::softmax_name(log));
+        self.along_last(axis, &[self], |[x]| Storage::softmax(x, log))
     }
 
-    /// Softmax (with `grad`: its input gradient) of the host rows along `axis`: the axis is
-    /// moved last, the rows computed contiguously, and the axis order restored.
-    fn softmax_rows_on_host(
+    /// A row kernel `f` (softmax, its gradient) run on `operands` (this tensor and tensors of
+    /// its dims) with `axis` moved last by a view, the axis order of the result restored.
+    fn along_last<const N: usize>(
         &self,
-        grad: Option<&DynTensor>,
         axis: usize,
-        log: bool,
-        op: &'static str,
+        operands: &[&DynTensor; N],
+        f: impl FnOnce([Operand<'_>; N]) -> Result<Storage>,
     ) -> Result<DynTensor> {
-        // The rows are copied out, and the result holds as many elements again.
-        crate::alloc::ensure_output(op, self.dims(), self.dtype().size_in_bytes())?;
         let last = self.rank() - 1;
         let mut perm: Vec<usize> = (0..self.rank()).filter(|&a| a != axis).collect();
         perm.push(axis);
-        let moved = self.layout().permute(&perm);
-        let n = self.dims()[axis];
-        // The gradient's rows are copied out before the input is read, so this op never
-        // holds two storages' locks at once (no lock-order deadlock with other threads).
-        let grad_rows = grad
-            .map(|grad| {
-                grad.with_buffer(|buffer, layout| {
-                    let rows = layout.permute(&perm);
-                    crate::storage::map_buffer!(buffer, |g| crate::backend::cpu::strided::map(
-                        g,
-                        &rows,
-                        |x| x
-                    ))
-                })
-            })
-            .transpose()?;
-        let buffer = self.with_buffer(|buffer, _| -> Result<CpuBuffer> {
-            Ok(with_float!(buffer, op, |data: T| {
-                let rows = crate::backend::cpu::strided::map(data, &moved, |x| x);
-                let values = match (grad, &grad_rows) {
-                    (Some(grad), Some(grad_rows)) => {
-                        let grad_rows = T::slice(grad_rows).ok_or(crate::Error::DType {
-                            op,
-                            expected: "a gradient of the input's dtype",
-                            found: grad.dtype(),
-                        })?;
-                        softmax_backward_rows(&rows, grad_rows, n, log)
-                    }
-                    _ => softmax_rows(&rows, n, log),
-                };
-                T::into_buffer(values)
-            }))
-        })??;
-        let moved_dims: Vec<usize> = perm.iter().map(|&p| self.dims()[p]).collect();
-        let mut out = DynTensor::from_buffer(buffer, &moved_dims);
-        if axis != last {
-            let inverse = crate::ops::view::inverse_permutation(&perm);
-            out = out
-                .view_with(out.layout().permute(&inverse))
-                .contiguous_untracked()?;
+        let moved: [Layout; N] = std::array::from_fn(|k| operands[k].layout().permute(&perm));
+        let out = f(std::array::from_fn(|k| operands[k].operand_as(&moved[k])))?;
+        let out = DynTensor::computed(out, moved[0].dims());
+        if axis == last {
+            return Ok(out);
         }
-        Ok(out)
+        let inverse = crate::ops::view::inverse_permutation(&perm);
+        out.view_with(out.layout().permute(&inverse))
+            .contiguous_untracked()
     }
 
     /// `exp(x) / sum(exp(x))` along `axis`.
@@ -131,11 +90,9 @@ pub(crate) fn softmax_backward(
     if !is_grad_enabled() {
         // Not recorded: one pass over the rows, the softmax recomputed on the way.
         let x = input.get(op)?;
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of(op, &[grad, x])? {
-            return gpu.softmax_backward(grad, x, axis, log);
-        }
-        return x.softmax_rows_on_host(Some(grad), axis, log, op);
+        return x.along_last(axis, &[x, grad], |[x, grad]| {
+            Storage::softmax_backward(grad, x, log)
+        });
     }
     let axis = axis as isize;
     if log {

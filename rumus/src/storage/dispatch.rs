@@ -34,13 +34,56 @@ macro_rules! on_backend {
         $crate::storage::dispatch::run(
             $op,
             $operands,
-            |$be: &$crate::backend::cpu::Cpu, [$($x),+]| $call.map(Some),
-            |$be: &$crate::backend::gpu::GpuDevice, [$($x),+]| $call.map(Some),
+            |$be: &$crate::backend::cpu::Cpu, [$($x),+]| $call,
+            |$be: &$crate::backend::gpu::GpuDevice, [$($x),+]| $call,
         )
-        .map(|out| out.expect("every kernel above returns memory"))
     };
 }
 pub(super) use on_backend;
+
+/// What a kernel returns, as storages: its memory, or an optional memory, or several (a
+/// tuple, an array), each wrapped where it lives.
+pub(super) trait IntoStorage {
+    /// The same shape of result with every memory a [`Storage`].
+    type Output;
+    /// Wraps every memory.
+    fn into_storage(self) -> Self::Output;
+}
+
+impl IntoStorage for CpuBuffer {
+    type Output = Storage;
+    fn into_storage(self) -> Storage {
+        Storage::new(self)
+    }
+}
+
+impl IntoStorage for GpuBuffer {
+    type Output = Storage;
+    fn into_storage(self) -> Storage {
+        Storage::on_gpu(self)
+    }
+}
+
+impl<T: IntoStorage> IntoStorage for Option<T> {
+    type Output = Option<T::Output>;
+    fn into_storage(self) -> Self::Output {
+        self.map(T::into_storage)
+    }
+}
+
+impl<A: IntoStorage, B: IntoStorage> IntoStorage for (A, B) {
+    type Output = (A::Output, B::Output);
+    fn into_storage(self) -> Self::Output {
+        (self.0.into_storage(), self.1.into_storage())
+    }
+}
+
+impl<T: IntoStorage, const K: usize> IntoStorage for [T; K] {
+    type Output = [T::Output; K];
+    fn into_storage(self) -> Self::Output {
+        self.map(T::into_storage)
+    }
+}
 
 /// Locks every operand's memory for reading, finds the backend they share, and runs its
 /// kernel: `cpu` when all are on the host, `gpu` when all are on one GPU (rank-0 host
@@ -49,12 +92,16 @@ pub(super) use on_backend;
 /// Read locks are taken in one global order (by storage address) and once per storage:
 /// std's `RwLock` makes a new reader wait behind a waiting writer, so two threads taking
 /// two locks in opposite orders, with writers queued on both, would wait for each other.
-pub(super) fn run<const N: usize>(
+pub(super) fn run<const N: usize, C, G, Out>(
     op: &'static str,
     operands: [Operand<'_>; N],
-    cpu: impl FnOnce(&Cpu, [Src<'_, CpuBuffer>; N]) -> Result<Option<CpuBuffer>>,
-    gpu: impl FnOnce(&GpuDevice, [Src<'_, GpuBuffer>; N]) -> Result<Option<GpuBuffer>>,
-) -> Result<Option<Storage>> {
+    cpu: impl FnOnce(&Cpu, [Src<'_, CpuBuffer>; N]) -> Result<C>,
+    gpu: impl FnOnce(&GpuDevice, [Src<'_, GpuBuffer>; N]) -> Result<G>,
+) -> Result<Out>
+where
+    C: IntoStorage<Output = Out>,
+    G: IntoStorage<Output = Out>,
+{
     // The operand whose guard serves operand k (the first with the same storage).
     let owner: [usize; N] = std::array::from_fn(|k| {
         (0..k)
@@ -76,7 +123,7 @@ pub(super) fn run<const N: usize>(
             Memory::Host(buffer) => Src::new(buffer, operands[k].layout),
             Memory::Gpu(_) => unreachable!("all on the host"),
         });
-        return Ok(cpu(&Cpu, srcs)?.map(Storage::new));
+        return Ok(cpu(&Cpu, srcs)?.into_storage());
     }
 
     let device = shared_gpu(op, &operands, &memory)?;
@@ -95,7 +142,7 @@ pub(super) fn run<const N: usize>(
         (Memory::Host(_), Some((buffer, layout))) => Src::new(&**buffer, layout),
         (Memory::Host(_), None) => unreachable!("every host operand got a constant"),
     });
-    Ok(gpu(&device, srcs)?.map(Storage::on_gpu))
+    Ok(gpu(&device, srcs)?.into_storage())
 }
 
 /// The GPU that holds the operands on one, when every other operand is a rank-0 host

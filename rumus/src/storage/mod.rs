@@ -17,7 +17,10 @@ use crate::live_counts::{self, Count};
 mod allocate;
 mod dispatch;
 mod elementwise;
+mod loss;
+mod norm;
 mod optim;
+mod reduce;
 
 pub use crate::backend::cpu::CpuBuffer;
 pub(crate) use crate::backend::cpu::map_buffer;

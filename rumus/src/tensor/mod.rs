@@ -327,5 +327,3 @@ impl DynTensor {
         Ok(self.to_vec::<T>()?[0])
     }
 }
-
-pub(crate) use crate::backend::cpu::with_float;

@@ -15,11 +15,17 @@
 
 mod allocate;
 mod elementwise;
+mod loss;
+mod norm;
 mod optim;
+mod reduce;
 
 pub use allocate::Allocate;
 pub use elementwise::Elementwise;
+pub use loss::Loss;
+pub use norm::Norm;
 pub use optim::Optim;
+pub use reduce::Reduce;
 
 use crate::dtype::DType;
 use crate::error::{DeviceError, Error};
@@ -112,9 +118,9 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Allocate + Elementwise + Optim {}
+pub trait Kernels: Allocate + Elementwise + Loss + Norm + Optim + Reduce {}
 
-impl<B: Allocate + Elementwise + Optim> Kernels for B {}
+impl<B: Allocate + Elementwise + Loss + Norm + Optim + Reduce> Kernels for B {}
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ mod backend;
 mod buffer;
 pub mod concat;
 mod conv_tiles;
+mod cross_entropy;
 pub mod direct_conv;
 pub mod dropout;
 mod elementwise;
@@ -26,4 +27,4 @@ pub mod unfold;
 
 pub use backend::Cpu;
 pub use buffer::CpuBuffer;
-pub(crate) use buffer::{map_buffer, with_float};
+pub(crate) use buffer::map_buffer;

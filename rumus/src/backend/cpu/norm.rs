@@ -1,12 +1,117 @@
 //! Layer normalisation of contiguous rows, forward and backward, one pass a row. Written as a
 //! composite it is eight tensor ops (mean, subtract, square, mean, add, rsqrt, multiply and
 //! the affine), each reading the rows again into a fresh buffer; its gradient is three
-//! times that.
+//! times that. Also the CPU's side of the [`Norm`] contract.
+
+use std::borrow::Cow;
 
 use rayon::prelude::*;
 
+use super::backend::{Cpu, ensure_output};
+use super::buffer::CpuBuffer;
 use super::parallel::{PARALLEL_GRAIN, for_each_row, worth_splitting};
+use super::strided::map;
+use crate::backend::contract::{Norm, Src};
+use crate::dtype::DType;
 use crate::element::Float;
+use crate::error::{Error, Result};
+
+impl Norm for Cpu {
+    fn layer_norm(
+        &self,
+        x: Src<'_, CpuBuffer>,
+        weight: Option<Src<'_, CpuBuffer>>,
+        bias: Option<Src<'_, CpuBuffer>>,
+        eps: f64,
+    ) -> Result<Option<(CpuBuffer, CpuBuffer)>> {
+        if x.dtype() == DType::F64 {
+            forward::<f64>(x, weight, bias, eps).map(Some)
+        } else {
+            forward::<f32>(x, weight, bias, eps).map(Some)
+        }
+    }
+
+    fn layer_norm_backward(
+        &self,
+        grad: Src<'_, CpuBuffer>,
+        x: Src<'_, CpuBuffer>,
+        weight: Option<Src<'_, CpuBuffer>>,
+        stats: Src<'_, CpuBuffer>,
+        wanted: [bool; 3],
+    ) -> Result<[Option<CpuBuffer>; 3]> {
+        if x.dtype() == DType::F64 {
+            backward::<f64>(grad, x, weight, stats, wanted)
+        } else {
+            backward::<f32>(grad, x, weight, stats, wanted)
+        }
+    }
+}
+
+/// The elements of float operand `x` (of element type `T`) in row-major order: borrowed
+/// where the view is contiguous, else copied.
+fn elements<T: Float>(x: Src<'_, CpuBuffer>) -> Result<Cow<'_, [T]>> {
+    let all = T::slice(x.memory).ok_or(Error::DType {
+        op: "layer_norm",
+        expected: std::any::type_name::<T>(),
+        found: x.dtype(),
+    })?;
+    if x.layout.is_contiguous() {
+        let start = x.layout.offset();
+        return Ok(Cow::Borrowed(&all[start..start + x.numel()]));
+    }
+    ensure_output("layer_norm", x.dims(), x.dtype())?;
+    Ok(Cow::Owned(map(all, x.layout, |v| v)))
+}
+
+/// [`Norm::layer_norm`] of elements `T`: the values and the flat `[mean, rstd]` pairs.
+fn forward<T: Float>(
+    x: Src<'_, CpuBuffer>,
+    weight: Option<Src<'_, CpuBuffer>>,
+    bias: Option<Src<'_, CpuBuffer>>,
+    eps: f64,
+) -> Result<(CpuBuffer, CpuBuffer)> {
+    let n = x.dims()[x.dims().len() - 1];
+    let weight = weight.map(elements::<T>).transpose()?;
+    let bias = bias.map(elements::<T>).transpose()?;
+    let affine = Affine {
+        weight: weight.as_deref(),
+        bias: bias.as_deref(),
+    };
+    let (values, stats) = layer_norm_rows(&elements::<T>(x)?, n, affine, T::from_f64(eps));
+    let flat: Vec<T> = stats.iter().flat_map(|s| [s.mean, s.rstd]).collect();
+    Ok((T::into_buffer(values), T::into_buffer(flat)))
+}
+
+/// [`Norm::layer_norm_backward`] of elements `T`.
+fn backward<T: Float>(
+    grad: Src<'_, CpuBuffer>,
+    x: Src<'_, CpuBuffer>,
+    weight: Option<Src<'_, CpuBuffer>>,
+    stats: Src<'_, CpuBuffer>,
+    [want_x, want_w, want_b]: [bool; 3],
+) -> Result<[Option<CpuBuffer>; 3]> {
+    let stats: Vec<RowStats<T>> = elements::<T>(stats)?
+        .chunks_exact(2)
+        .map(|pair| RowStats {
+            mean: pair[0],
+            rstd: pair[1],
+        })
+        .collect();
+    let weight = weight.map(elements::<T>).transpose()?;
+    let (g, xs) = (elements::<T>(grad)?, elements::<T>(x)?);
+    let gx =
+        want_x.then(|| T::into_buffer(layer_norm_input_grad(&g, &xs, &stats, weight.as_deref())));
+    let (gw, gb) = if want_w || want_b {
+        let (gw, gb) = layer_norm_affine_grads(&g, &xs, &stats);
+        (
+            want_w.then(|| T::into_buffer(gw)),
+            want_b.then(|| T::into_buffer(gb)),
+        )
+    } else {
+        (None, None)
+    };
+    Ok([gx, gw, gb])
+}
 
 /// What the backward pass needs of each row: its mean and `1 / sqrt(var + eps)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

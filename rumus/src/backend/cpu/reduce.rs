@@ -1,25 +1,108 @@
 //! Reductions over any set of axes. The reduced axes are moved last (a view), the view is
 //! made contiguous if it is not already, and each output element then reduces one contiguous
-//! run, which keeps the inner loop simple and vectorisable.
+//! run, which keeps the inner loop simple and vectorisable. Also the CPU's side of the
+//! [`Reduce`] contract.
 
 use std::borrow::Cow;
 
 use rayon::prelude::*;
 
+use super::backend::{Cpu, ensure_output};
+use super::buffer::{CpuBuffer, map_buffer, with_float};
 use super::parallel::{PARALLEL_GRAIN, for_each_row, worth_splitting};
 use super::strided::map;
-use crate::element::Float;
+use crate::backend::contract::{Elementwise, Reduce, Src};
+pub use crate::backend::kinds::Reduction;
+use crate::backend::kinds::softmax_name;
+use crate::element::{Element, Float};
+use crate::error::{Error, Result};
 use crate::shape::Layout;
 
-/// What a reduction computes for each group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reduction {
-    /// The sum of the group.
-    Sum,
-    /// The largest element of the group.
-    Max,
-    /// The smallest element of the group.
-    Min,
+impl Reduce for Cpu {
+    fn reduce(&self, x: Src<'_, CpuBuffer>, axes: &[usize], kind: Reduction) -> Result<CpuBuffer> {
+        let op = kind.name();
+        let dims = x.dims();
+        let kept: Vec<usize> = (0..dims.len())
+            .filter(|a| !axes.contains(a))
+            .map(|a| dims[a])
+            .collect();
+        // The sum over the empty axis of [0, 2^62] is 2^62 zeros.
+        ensure_output(op, &kept, x.dtype())?;
+        if x.numel() == 0 && x.dtype().is_float() {
+            // Only sums reach here with elements to produce (extrema of empty axes are
+            // refused first), and the groups' sizes may overflow even though none exists.
+            let groups = kept.iter().product();
+            return Ok(map_buffer!(x.memory, |_values| vec![
+                Default::default();
+                groups
+            ]));
+        }
+        if !x.layout.is_contiguous() {
+            // The kernel copies a strided input (a broadcast view holds few values but its
+            // copy holds every element).
+            ensure_output(op, dims, x.dtype())?;
+        }
+        Ok(with_float!(x.memory, op, |data: T| T::into_buffer(reduce(
+            data, x.layout, axes, kind
+        ))))
+    }
+
+    fn arg_reduce(&self, x: Src<'_, CpuBuffer>, axis: usize, max: bool) -> Result<CpuBuffer> {
+        let op = if max { "argmax" } else { "argmin" };
+        Ok(CpuBuffer::I64(with_float!(x.memory, op, |data: T| {
+            arg_extremum(data, x.layout, axis, max)
+        })))
+    }
+
+    fn softmax(&self, x: Src<'_, CpuBuffer>, log: bool) -> Result<CpuBuffer> {
+        let op = softmax_name(log);
+        // The rows are copied out, and the result holds as many elements again.
+        ensure_output(op, x.dims(), x.dtype())?;
+        let n = x.dims().last().copied().unwrap_or(1);
+        Ok(with_float!(x.memory, op, |data: T| {
+            let rows = map(data, x.layout, |v| v);
+            T::into_buffer(softmax_rows(&rows, n, log))
+        }))
+    }
+
+    fn softmax_backward(
+        &self,
+        grad: Src<'_, CpuBuffer>,
+        x: Src<'_, CpuBuffer>,
+        log: bool,
+    ) -> Result<CpuBuffer> {
+        let op = softmax_name(log);
+        ensure_output(op, x.dims(), x.dtype())?;
+        let n = x.dims().last().copied().unwrap_or(1);
+        Ok(with_float!(x.memory, op, |data: T| {
+            let grads = T::slice(grad.memory).ok_or(Error::DType {
+                op,
+                expected: "a gradient of the input's dtype",
+                found: grad.dtype(),
+            })?;
+            let grad_rows = map(grads, grad.layout, |v| v);
+            let rows = map(data, x.layout, |v| v);
+            T::into_buffer(softmax_backward_rows(&rows, &grad_rows, n, log))
+        }))
+    }
+
+    fn logsumexp_rows(&self, x: Src<'_, CpuBuffer>, axis: usize) -> Result<CpuBuffer> {
+        let dims = x.dims();
+        let classes = dims[axis];
+        let inner: usize = dims[axis + 1..].iter().product();
+        // Read where they are when contiguous, else from a copy.
+        let copy;
+        let (buffer, start) = if x.layout.is_contiguous() {
+            (x.memory, x.layout.offset())
+        } else {
+            copy = self.copy(x)?;
+            (&copy, 0)
+        };
+        let range = start..start + x.numel();
+        Ok(with_float!(buffer, "logsumexp", |data: T| T::into_buffer(
+            row_logsumexp(&data[range], classes, inner)
+        )))
+    }
 }
 
 /// Returns the input as contiguous groups: `(data, groups, group_len)` where output element
@@ -244,4 +327,29 @@ pub fn softmax_backward_rows<T: Float + Default>(
         }
     });
     out
+}
+
+/// Each row's log-sum-exp of contiguous `x` laid out `[outer, classes, inner]`, summed in
+/// f64, over the classes: rows `(o, i)`, `outer * inner` of them.
+fn row_logsumexp<T: Float>(x: &[T], classes: usize, inner: usize) -> Vec<T> {
+    let rows = x.len() / classes.max(1);
+    (0..rows)
+        .into_par_iter()
+        .map(|r| {
+            let first = (r / inner) * classes * inner + r % inner;
+            let values = (0..classes).map(|c| x[first + c * inner].to_f64());
+            let max = values.clone().fold(f64::NEG_INFINITY, |m, v| {
+                if v.is_nan() || m.is_nan() {
+                    f64::NAN
+                } else {
+                    m.max(v)
+                }
+            });
+            if max.is_infinite() || max.is_nan() {
+                return T::from_f64(max);
+            }
+            let sum: f64 = values.map(|v| (v - max).exp()).sum();
+            T::from_f64(max + sum.ln())
+        })
+        .collect()
 }

@@ -51,6 +51,12 @@ impl crate::backend::Allocate for GpuDevice {}
 impl crate::backend::Elementwise for GpuDevice {}
 impl crate::backend::Optim for GpuDevice {}
 
+impl crate::backend::Reduce for GpuDevice {}
+
+impl crate::backend::Norm for GpuDevice {}
+
+impl crate::backend::Loss for GpuDevice {}
+
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {
         match self.0 {}

@@ -5,11 +5,12 @@ use super::batch::{grid_1d, grid_spread};
 use super::context::GpuDevice;
 use super::memory::{GpuBuffer, check_dtype, check_words};
 use super::operand::{Strided, slot, spread_params};
+use super::packed::Packed;
 use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
-use crate::backend::{Allocate, Elementwise, Src};
+use crate::backend::{Allocate, Elementwise, Loss, Src};
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
@@ -450,63 +451,6 @@ impl GpuDevice {
         Ok(out)
     }
 
-    /// The gradient of a cross-entropy with respect to contiguous logits `[N, C, D..]`:
-    /// `(exp(x - lse) - onehot(target)) * weight`, with `lse_and_weights` `[N, D.., 2]` (each
-    /// row's log-sum-exp and its weight) and `targets` `[N, D..]` class indices.
-    pub(crate) fn cross_entropy_grad(
-        &self,
-        logits: &DynTensor,
-        lse_and_weights: &DynTensor,
-        targets: &DynTensor,
-    ) -> Result<DynTensor> {
-        check_float(logits.dtype(), "cross_entropy")?;
-        let contiguous = |t: &DynTensor| {
-            if t.is_contiguous() {
-                Ok(t.clone())
-            } else {
-                self.copy_tensor(t)
-            }
-        };
-        let (x, pairs, targets) = (
-            contiguous(logits)?,
-            contiguous(lse_and_weights)?,
-            contiguous(targets)?,
-        );
-        let numel = x.numel();
-        let classes = x.dims().get(1).copied().unwrap_or(1);
-        let inner: usize = x.dims().iter().skip(2).product();
-        let out = GpuBuffer::uninit(self, numel, DType::F32, "cross_entropy")?;
-        let (groups, row, span) = grid_spread(numel);
-        let mut params = vec![0u32; slot::SPAN + 1];
-        params[slot::NUMEL] = numel as u32;
-        params[1] = classes as u32;
-        params[2] = inner as u32;
-        params[slot::ROW] = row;
-        params[slot::SPAN] = span;
-        for (k, t) in [&x, &pairs, &targets].into_iter().enumerate() {
-            params[slot::OFFSETS + k] = t.layout().offset() as u32;
-        }
-        let memories = [
-            self.memory_of(&x)?,
-            self.memory_of(&pairs)?,
-            self.memory_of(&targets)?,
-        ];
-        let groups = if numel == 0 { [0, 0, 0] } else { groups };
-        self.dispatch(
-            Module::Elementwise,
-            "cross_entropy_grad",
-            &params,
-            &[
-                (1, memories[0].raw()),
-                (2, memories[1].raw()),
-                (3, memories[2].raw()),
-                (4, out.raw()),
-            ],
-            groups,
-        );
-        Ok(DynTensor::from_gpu(out, x.dims()))
-    }
-
     fn update(
         &self,
         dst: &DynTensor,
@@ -538,6 +482,54 @@ impl GpuDevice {
         );
         dst.storage().mark_written();
         Ok(())
+    }
+}
+
+impl Loss for GpuDevice {
+    fn cross_entropy_grad(
+        &self,
+        logits: Src<'_, GpuBuffer>,
+        lse_and_weights: Src<'_, GpuBuffer>,
+        targets: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        check_float(logits.dtype(), "cross_entropy")?;
+        for operand in [lse_and_weights, targets] {
+            check_words(operand.dtype(), "GPU kernel")?;
+        }
+        let operands = [
+            Packed::of(self, logits)?,
+            Packed::of(self, lse_and_weights)?,
+            Packed::of(self, targets)?,
+        ];
+        let dims = logits.dims();
+        let numel = logits.numel();
+        let classes = dims.get(1).copied().unwrap_or(1);
+        let inner: usize = dims.iter().skip(2).product();
+        let out = GpuBuffer::uninit(self, numel, DType::F32, "cross_entropy")?;
+        let (groups, row, span) = grid_spread(numel);
+        let mut params = vec![0u32; slot::SPAN + 1];
+        params[slot::NUMEL] = numel as u32;
+        params[1] = classes as u32;
+        params[2] = inner as u32;
+        params[slot::ROW] = row;
+        params[slot::SPAN] = span;
+        for (k, operand) in operands.iter().enumerate() {
+            params[slot::OFFSETS + k] = operand.offset as u32;
+        }
+        let groups = if numel == 0 { [0, 0, 0] } else { groups };
+        self.dispatch(
+            Module::Elementwise,
+            "cross_entropy_grad",
+            &params,
+            &[
+                (1, operands[0].memory().raw()),
+                (2, operands[1].memory().raw()),
+                (3, operands[2].memory().raw()),
+                (4, out.raw()),
+            ],
+            groups,
+        );
+        Ok(out)
     }
 }
 

@@ -31,6 +31,7 @@ with_gpu_feature! {
     mod norm;
     mod operand;
     mod optim;
+    mod packed;
     mod pipelines;
     mod profile;
     mod reduce;
@@ -41,7 +42,6 @@ with_gpu_feature! {
     pub(crate) use attention::AttentionKernels;
     pub(crate) use attention::WIDEST_ROW as WIDEST_ATTENTION_ROW;
     pub use context::GpuDevice;
-    pub(crate) use norm::LONGEST_ROW as LONGEST_NORM_ROW;
     pub use memory::{GpuBuffer, MemoryStats};
     pub use profile::KernelTime;
     pub use transfer::{TransferCounts, transfer_counts};

@@ -4,12 +4,14 @@
 use super::batch::grid_rows;
 use super::context::GpuDevice;
 use super::elementwise::check_float;
-use super::memory::GpuBuffer;
+use super::memory::{GpuBuffer, check_words};
+use super::packed::Packed;
 use super::pipelines::Module;
-use crate::backend::cpu::reduce::Reduction;
+use crate::backend::kinds::Reduction;
+use crate::backend::{Norm, Reduce, Src};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::tensor::DynTensor;
+use crate::shape::Layout;
 
 /// Elements of a row each invocation keeps in registers (`CACHED` in norm.wgsl).
 const CACHED: usize = 16;
@@ -17,7 +19,7 @@ const CACHED: usize = 16;
 const WIDEST: usize = 256;
 
 /// Rows longer than this are normalised by the composite ops instead.
-pub(crate) const LONGEST_ROW: usize = CACHED * WIDEST;
+const LONGEST_ROW: usize = CACHED * WIDEST;
 
 /// Invocations per row: about eight elements each, from 32 (a warp's worth) to a workgroup.
 fn segment_for(n: usize) -> usize {
@@ -29,35 +31,29 @@ fn grid_for(rows: usize, segment: usize) -> ([u32; 3], u32) {
     grid_rows(rows.div_ceil(WIDEST / segment))
 }
 
-/// `t` with offset-addressable contiguous elements (copied when it is a strided view).
-fn contiguous(gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
-    if t.is_contiguous() {
-        Ok(t.clone())
-    } else {
-        gpu.copy_tensor(t)
-    }
-}
-
 /// What both layer-norm kernels are given: contiguous `x` and weight, and the row geometry.
-struct NormRows {
-    x: DynTensor,
-    weight: Option<DynTensor>,
+struct NormRows<'a> {
+    x: Packed<'a>,
+    weight: Option<Packed<'a>>,
     n: usize,
     rows: usize,
     segment: usize,
 }
 
-impl NormRows {
-    fn new(gpu: &GpuDevice, x: &DynTensor, weight: Option<&DynTensor>) -> Result<Self> {
+impl<'a> NormRows<'a> {
+    fn new(
+        gpu: &GpuDevice,
+        x: Src<'a, GpuBuffer>,
+        weight: Option<Src<'a, GpuBuffer>>,
+    ) -> Result<Self> {
         check_float(x.dtype(), "layer_norm")?;
-        let x = contiguous(gpu, x)?;
-        let n = x.dims()[x.rank() - 1];
+        let n = x.dims()[x.dims().len() - 1];
         Ok(NormRows {
-            weight: weight.map(|w| contiguous(gpu, w)).transpose()?,
+            x: Packed::of(gpu, x)?,
+            weight: weight.map(|w| Packed::of(gpu, w)).transpose()?,
             n,
             rows: x.numel() / n,
             segment: segment_for(n),
-            x,
         })
     }
 
@@ -68,10 +64,8 @@ impl NormRows {
             self.n as u32,
             self.segment as u32,
             row,
-            self.x.layout().offset() as u32,
-            self.weight
-                .as_ref()
-                .map_or(0, |w| w.layout().offset() as u32),
+            self.x.offset as u32,
+            self.weight.as_ref().map_or(0, |w| w.offset as u32),
         ]
     }
 
@@ -83,36 +77,42 @@ impl NormRows {
         entry: &'static str,
         params: impl FnOnce(Vec<u32>) -> Vec<u32>,
         bindings: &[(u32, &wgpu::Buffer)],
-    ) -> Result<()> {
+    ) {
         let (groups, row) = grid_for(self.rows, self.segment);
-        let input = gpu.memory_of(&self.x)?;
-        let weight = self.weight.as_ref().map(|w| gpu.memory_of(w)).transpose()?;
-        let mut all = vec![(1, input.raw()), (2, weight.as_ref().unwrap_or(&input).raw())];
+        let input = self.x.memory();
+        let weight = self.weight.as_ref().map_or(input, Packed::memory);
+        let mut all = vec![(1, input.raw()), (2, weight.raw())];
         all.extend_from_slice(bindings);
         gpu.dispatch(Module::Norm, entry, &params(self.params(row)), &all, groups);
-        Ok(())
+    }
+
+    /// The sums over the rows of the `[rows, n]` elements of `memory` from `offset`: `[n]`.
+    fn sum_rows(&self, gpu: &GpuDevice, memory: &GpuBuffer, offset: usize) -> Result<GpuBuffer> {
+        let layout = Layout::new(&[self.rows, self.n], &[self.n, 1], offset);
+        gpu.reduce(Src::new(memory, &layout), &[0], Reduction::Sum)
     }
 }
 
-impl GpuDevice {
-    /// Layer normalisation over the last axis of `x` (f32), with an optional `[n]` weight and
-    /// bias; returns the values and each row's `[mean, rstd]` as `[rows, 2]`.
-    pub(crate) fn layer_norm(
+impl Norm for GpuDevice {
+    /// For `f32` rows of at most [`LONGEST_ROW`] elements.
+    fn layer_norm(
         &self,
-        x: &DynTensor,
-        weight: Option<&DynTensor>,
-        bias: Option<&DynTensor>,
+        x: Src<'_, GpuBuffer>,
+        weight: Option<Src<'_, GpuBuffer>>,
+        bias: Option<Src<'_, GpuBuffer>>,
         eps: f64,
-    ) -> Result<(DynTensor, DynTensor)> {
+    ) -> Result<Option<(GpuBuffer, GpuBuffer)>> {
+        if x.dtype() != DType::F32 || x.dims()[x.dims().len() - 1] > LONGEST_ROW {
+            return Ok(None);
+        }
         let norm = NormRows::new(self, x, weight)?;
-        let bias = bias.map(|b| contiguous(self, b)).transpose()?;
+        let bias = bias.map(|b| Packed::of(self, b)).transpose()?;
         let flags = u32::from(norm.weight.is_some()) | (u32::from(bias.is_some()) << 1);
-        let bias_offset = bias.as_ref().map_or(0, |b| b.layout().offset() as u32);
-        let out = GpuBuffer::uninit(self, norm.x.numel(), DType::F32, "layer_norm")?;
+        let bias_offset = bias.as_ref().map_or(0, |b| b.offset as u32);
+        let out = GpuBuffer::uninit(self, x.numel(), DType::F32, "layer_norm")?;
         let stats = GpuBuffer::uninit(self, norm.rows * 2, DType::F32, "layer_norm")?;
         // An absent bias binds `x` in its place; the flags keep the kernel off it.
-        let bias_memory = bias.as_ref().map(|b| self.memory_of(b)).transpose()?;
-        let input = self.memory_of(&norm.x)?;
+        let bias_memory = bias.as_ref().map_or(norm.x.memory(), Packed::memory);
         let params = |mut p: Vec<u32>| {
             p.extend([bias_offset, flags, (eps as f32).to_bits()]);
             p
@@ -122,40 +122,30 @@ impl GpuDevice {
             "layer_norm_forward",
             params,
             &[
-                (3, bias_memory.as_ref().unwrap_or(&input).raw()),
+                (3, bias_memory.raw()),
                 (4, out.raw()),
                 (5, stats.raw()),
             ],
-        )?;
-        Ok((
-            DynTensor::from_gpu(out, norm.x.dims()),
-            DynTensor::from_gpu(stats, &[norm.rows, 2]),
-        ))
+        );
+        Ok(Some((out, stats)))
     }
 
-    /// The gradients of the input, the weight and the bias of [`layer_norm`](Self::layer_norm)
-    /// (those `wanted`) given the contiguous gradient of its output.
-    pub(crate) fn layer_norm_backward(
+    fn layer_norm_backward(
         &self,
-        grad: &DynTensor,
-        x: &DynTensor,
-        weight: Option<&DynTensor>,
-        stats: &DynTensor,
+        grad: Src<'_, GpuBuffer>,
+        x: Src<'_, GpuBuffer>,
+        weight: Option<Src<'_, GpuBuffer>>,
+        stats: Src<'_, GpuBuffer>,
         [want_x, want_w, want_b]: [bool; 3],
-    ) -> Result<[Option<DynTensor>; 3]> {
+    ) -> Result<[Option<GpuBuffer>; 3]> {
         let norm = NormRows::new(self, x, weight)?;
-        let stats = contiguous(self, stats)?;
-        let (rows, n) = (norm.rows, norm.n);
-        let sum_rows = |t: &DynTensor| {
-            self.reduce(
-                &t.reshape(&[rows, n])?,
-                &[0],
-                Reduction::Sum,
-                &[n],
-            )
-        };
-        let gb = want_b.then(|| sum_rows(grad)).transpose()?;
-        let numel = norm.x.numel();
+        let stats = Packed::of(self, stats)?;
+        let grad = Packed::of(self, grad)?;
+        check_words(grad.memory().dtype(), "GPU kernel")?;
+        let gb = want_b
+            .then(|| norm.sum_rows(self, grad.memory(), grad.offset))
+            .transpose()?;
+        let numel = x.numel();
         let dx = want_x
             .then(|| GpuBuffer::uninit(self, numel, DType::F32, "layer_norm"))
             .transpose()?;
@@ -174,27 +164,25 @@ impl GpuDevice {
         };
         let flags =
             u32::from(norm.weight.is_some()) | (u32::from(want_x) << 2) | (u32::from(want_w) << 3);
-        let offsets = [grad.layout().offset() as u32, stats.layout().offset() as u32];
+        let offsets = [grad.offset as u32, stats.offset as u32];
         let params = |mut p: Vec<u32>| {
             p.extend([offsets[0], flags, offsets[1]]);
             p
         };
-        let (gradient, statistics) = (self.memory_of(grad)?, self.memory_of(&stats)?);
         norm.dispatch(
             self,
             "layer_norm_backward",
             params,
             &[
                 (4, dx_raw),
-                (5, statistics.raw()),
-                (6, gradient.raw()),
+                (5, stats.memory().raw()),
+                (6, grad.memory().raw()),
                 (7, scaled_raw),
             ],
-        )?;
-        let gx = dx.map(|b| DynTensor::from_gpu(b, norm.x.dims()));
+        );
         let gw = scaled
-            .map(|b| sum_rows(&DynTensor::from_gpu(b, &[rows, n])))
+            .map(|b| norm.sum_rows(self, &b, 0))
             .transpose()?;
-        Ok([gx, gw, gb])
+        Ok([dx, gw, gb])
     }
 }

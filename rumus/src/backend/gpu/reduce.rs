@@ -1,28 +1,48 @@
-//! Launchers of `shaders/reduce.wgsl`: reductions and softmax over contiguous rows.
+//! Launchers of `shaders/reduce.wgsl`: reductions and softmax over contiguous rows, and the
+//! GPU's side of the [`Reduce`] contract.
 
 use super::batch::grid_rows;
 use super::context::GpuDevice;
 use super::elementwise::check_float;
-use super::memory::GpuBuffer;
+use super::memory::{GpuBuffer, check_words};
+use super::packed::Packed;
 use super::pipelines::Module;
-use crate::backend::cpu::reduce::Reduction;
+use crate::backend::kinds::Reduction;
+use crate::backend::{Allocate, Reduce, Src};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::tensor::DynTensor;
 
-/// `x` as contiguous rows with the `axes` last: (tensor, rows, row length).
-fn grouped(gpu: &GpuDevice, x: &DynTensor, axes: &[usize]) -> Result<(DynTensor, usize, usize)> {
-    let kept: Vec<usize> = (0..x.rank()).filter(|a| !axes.contains(a)).collect();
-    let rows = kept.iter().map(|&a| x.dims()[a]).product();
-    let len = axes.iter().map(|&a| x.dims()[a]).product();
+/// An operand read as contiguous rows.
+struct Rows<'a> {
+    packed: Packed<'a>,
+    rows: usize,
+    len: usize,
+}
+
+impl Rows<'_> {
+    fn memory(&self) -> &GpuBuffer {
+        self.packed.memory()
+    }
+
+    /// Where the first row starts, in elements.
+    fn offset(&self) -> usize {
+        self.packed.offset
+    }
+}
+
+/// `x` as contiguous rows with the `axes` last.
+fn grouped<'a>(gpu: &GpuDevice, x: Src<'a, GpuBuffer>, axes: &[usize]) -> Result<Rows<'a>> {
+    let dims = x.dims();
+    let kept: Vec<usize> = (0..dims.len()).filter(|a| !axes.contains(a)).collect();
+    let rows = kept.iter().map(|&a| dims[a]).product();
+    let len = axes.iter().map(|&a| dims[a]).product();
     let perm: Vec<usize> = kept.into_iter().chain(axes.iter().copied()).collect();
-    let moved = x.view_with(x.layout().permute(&perm));
-    let moved = if moved.is_contiguous() {
-        moved
-    } else {
-        gpu.copy_tensor(&moved)?
-    };
-    Ok((moved, rows, len))
+    let moved = x.layout.permute(&perm);
+    Ok(Rows {
+        packed: Packed::new(gpu, x.memory, &moved)?,
+        rows,
+        len,
+    })
 }
 
 /// Columns a `sum_columns` workgroup covers.
@@ -52,11 +72,11 @@ impl GpuDevice {
     fn rows_kernel(
         &self,
         entry: &'static str,
-        rows_input: &DynTensor,
-        (rows, len): (usize, usize),
+        input: &Rows<'_>,
         op: u32,
         out: &GpuBuffer,
     ) -> Result<()> {
+        let (rows, len) = (input.rows, input.len);
         check_row_loops(self, entry, len)?;
         let segment = row_segment(len);
         let (groups, row) = grid_rows(rows.div_ceil(256 / segment));
@@ -65,68 +85,35 @@ impl GpuDevice {
             len as u32,
             op,
             row,
-            rows_input.layout().offset() as u32,
+            input.offset() as u32,
             segment as u32,
         ];
-        let input = self.memory_of(rows_input)?;
         let groups = if rows == 0 { [0, 0, 0] } else { groups };
         self.dispatch(
             Module::Reduce,
             entry,
             &params,
-            &[(1, input.raw()), (2, out.raw())],
+            &[(1, input.memory().raw()), (2, out.raw())],
             groups,
         );
         Ok(())
     }
 
-    /// Sum, max or min over `axes`, shaped `out_dims`.
-    pub(crate) fn reduce(
-        &self,
-        x: &DynTensor,
-        axes: &[usize],
-        kind: Reduction,
-        out_dims: &[usize],
-    ) -> Result<DynTensor> {
-        check_float(x.dtype(), "reduction")?;
-        if x.numel() == 0 {
-            // Sums of nothing (extrema of empty axes are refused before): no kernel, and the
-            // groups' sizes may multiply past usize.
-            return self.full_tensor(out_dims, 0.0, x.dtype());
-        }
-        let leading = axes.iter().enumerate().all(|(i, &a)| i == a);
-        if kind == Reduction::Sum && leading && !axes.is_empty() && x.is_contiguous() {
-            let rows = x.dims()[..axes.len()].iter().product();
-            let cols: usize = x.dims()[axes.len()..].iter().product();
-            if cols.div_ceil(SUM_COLUMNS_WIDTH) <= 65_535 {
-                return self.sum_columns(x, rows, cols, out_dims);
-            }
-        }
-        let (rows_input, rows, len) = grouped(self, x, axes)?;
-        let out = GpuBuffer::uninit(self, rows, DType::F32, "reduction")?;
-        let op = match kind {
-            Reduction::Sum => 0,
-            Reduction::Max => 1,
-            Reduction::Min => 2,
-        };
-        self.rows_kernel("reduce_rows", &rows_input, (rows, len), op, &out)?;
-        Ok(DynTensor::from_gpu(out, out_dims))
-    }
-
-    /// Sums over the leading `rows` of contiguous `x` viewed as `[rows, cols]`, in passes of
-    /// `CHUNK`-row partial sums (reads stay coalesced, no transposed copy).
+    /// Sums over the leading `rows` of the contiguous elements of `x` from `offset`, viewed
+    /// as `[rows, cols]`, in passes of `CHUNK`-row partial sums (reads stay coalesced, no
+    /// transposed copy).
     fn sum_columns(
         &self,
-        x: &DynTensor,
+        x: &GpuBuffer,
+        offset: usize,
         rows: usize,
         cols: usize,
-        out_dims: &[usize],
-    ) -> Result<DynTensor> {
+    ) -> Result<GpuBuffer> {
         // 32 loads for each of a workgroup's 256 invocations: a bias gradient over 8,192 rows
         // runs as 32 chunks, then one pass over those.
         const CHUNK: usize = 256;
-        let mut current = x.clone();
-        let mut rows = rows;
+        let mut partial: Option<GpuBuffer> = None;
+        let (mut offset, mut rows) = (offset, rows);
         loop {
             let chunk = if rows <= CHUNK {
                 rows.max(1)
@@ -135,13 +122,8 @@ impl GpuDevice {
             };
             let chunks = rows.div_ceil(chunk).max(1);
             let out = GpuBuffer::uninit(self, chunks * cols, DType::F32, "sum")?;
-            let params = [
-                rows as u32,
-                cols as u32,
-                chunk as u32,
-                current.layout().offset() as u32,
-            ];
-            let input = self.memory_of(&current)?;
+            let params = [rows as u32, cols as u32, chunk as u32, offset as u32];
+            let input = partial.as_ref().unwrap_or(x);
             let groups = if cols == 0 {
                 [0, 0, 0]
             } else {
@@ -155,104 +137,122 @@ impl GpuDevice {
                 groups,
             );
             if chunks == 1 {
-                return Ok(DynTensor::from_gpu(out, out_dims));
+                return Ok(out);
             }
-            current = DynTensor::from_gpu(out, &[chunks, cols]);
+            partial = Some(out);
+            offset = 0;
             rows = chunks;
         }
     }
 
-    /// Index of the largest (or smallest) value along `axis`, as `i64` (`i32` on the GPU).
-    pub(crate) fn arg_reduce(
-        &self,
-        x: &DynTensor,
-        axis: usize,
-        max: bool,
-        out_dims: &[usize],
-    ) -> Result<DynTensor> {
-        check_float(x.dtype(), "argmax")?;
-        let (rows_input, rows, len) = grouped(self, x, &[axis])?;
-        let out = GpuBuffer::uninit(self, rows, DType::I64, "argmax")?;
-        let op = if max { 3 } else { 4 };
-        self.rows_kernel("reduce_rows", &rows_input, (rows, len), op, &out)?;
-        Ok(DynTensor::from_gpu(out, out_dims))
-    }
-
-    /// Softmax (or log-softmax) along `axis`.
-    pub(crate) fn softmax(&self, x: &DynTensor, axis: usize, log: bool) -> Result<DynTensor> {
-        self.softmax_kernel("softmax_rows", x, None, axis, log)
-    }
-
-    /// The input gradient of softmax (or log-softmax) along `axis` at input `x`, given the
-    /// output gradient `grad`; the softmax is recomputed in the kernel.
-    pub(crate) fn softmax_backward(
-        &self,
-        grad: &DynTensor,
-        x: &DynTensor,
-        axis: usize,
-        log: bool,
-    ) -> Result<DynTensor> {
-        self.softmax_kernel("softmax_backward_rows", x, Some(grad), axis, log)
-    }
-
-    /// Each row's log-sum-exp along `axis`, which the result keeps with length 1 (the
-    /// softmax's reading pass alone: no tensor of `x`'s size is written).
-    pub(crate) fn logsumexp_rows(&self, x: &DynTensor, axis: usize) -> Result<DynTensor> {
-        check_float(x.dtype(), "logsumexp")?;
-        let (rows_input, rows, len) = grouped(self, x, &[axis])?;
-        let out = GpuBuffer::uninit(self, rows, DType::F32, "logsumexp")?;
-        self.rows_kernel("logsumexp_rows", &rows_input, (rows, len), 0, &out)?;
-        let mut dims = x.dims().to_vec();
-        dims[axis] = 1;
-        Ok(DynTensor::from_gpu(out, &dims))
-    }
-
-    /// Runs a softmax kernel over the rows along `axis` (moved last and made contiguous,
-    /// `grad` alike) and restores the axis order of the result.
+    /// Runs a softmax kernel over the rows along the last axis of `x` (made contiguous,
+    /// `grad` alike).
     fn softmax_kernel(
         &self,
         entry: &'static str,
-        x: &DynTensor,
-        grad: Option<&DynTensor>,
-        axis: usize,
+        x: Src<'_, GpuBuffer>,
+        grad: Option<Src<'_, GpuBuffer>>,
         log: bool,
-    ) -> Result<DynTensor> {
+    ) -> Result<GpuBuffer> {
         check_float(x.dtype(), "softmax")?;
         if x.numel() == 0 {
             // No rows to normalise (and their sizes may multiply past usize).
-            return self.full_tensor(x.dims(), 0.0, DType::F32);
+            return Allocate::full(self, x.dims(), 0.0, DType::F32);
         }
-        let (rows_input, rows, len) = grouped(self, x, &[axis])?;
+        let axis = x.dims().len() - 1;
+        let input = grouped(self, x, &[axis])?;
         let grad_rows = grad.map(|g| grouped(self, g, &[axis])).transpose()?;
+        if let Some(g) = &grad_rows {
+            check_words(g.memory().dtype(), "GPU kernel")?;
+        }
+        let (rows, len) = (input.rows, input.len);
         check_row_loops(self, entry, len)?;
         let out = GpuBuffer::uninit(self, rows * len, DType::F32, "softmax")?;
         let segment = row_segment(len);
         let (groups, row) = grid_rows(rows.div_ceil(256 / segment));
-        let grad_offset = grad_rows.as_ref().map_or(0, |(g, ..)| g.layout().offset());
+        let grad_offset = grad_rows.as_ref().map_or(0, Rows::offset);
         let params = [
             rows as u32,
             len as u32,
             u32::from(log),
             row,
-            rows_input.layout().offset() as u32,
+            input.offset() as u32,
             segment as u32,
             grad_offset as u32,
         ];
-        let input = self.memory_of(&rows_input)?;
-        let grad_memory = grad_rows.map(|(g, ..)| self.memory_of(&g)).transpose()?;
-        let mut bindings = vec![(1, input.raw()), (2, out.raw())];
-        bindings.extend(grad_memory.as_ref().map(|g| (3, g.raw())));
+        let mut bindings = vec![(1, input.memory().raw()), (2, out.raw())];
+        bindings.extend(grad_rows.as_ref().map(|g| (3, g.memory().raw())));
         let groups = if rows == 0 { [0, 0, 0] } else { groups };
         self.dispatch(Module::Reduce, entry, &params, &bindings, groups);
-        let last = x.rank() - 1;
-        let mut perm: Vec<usize> = (0..x.rank()).filter(|&a| a != axis).collect();
-        perm.push(axis);
-        let moved_dims: Vec<usize> = perm.iter().map(|&a| x.dims()[a]).collect();
-        let moved = DynTensor::from_gpu(out, &moved_dims);
-        if axis == last {
-            return Ok(moved);
+        Ok(out)
+    }
+}
+
+impl Reduce for GpuDevice {
+    fn reduce(
+        &self,
+        x: Src<'_, GpuBuffer>,
+        axes: &[usize],
+        kind: Reduction,
+    ) -> Result<GpuBuffer> {
+        check_float(x.dtype(), "reduction")?;
+        let dims = x.dims();
+        if x.numel() == 0 {
+            // Sums of nothing (extrema of empty axes are refused before): no kernel, and the
+            // groups' sizes may multiply past usize.
+            let kept: Vec<usize> = (0..dims.len())
+                .filter(|a| !axes.contains(a))
+                .map(|a| dims[a])
+                .collect();
+            return Allocate::full(self, &kept, 0.0, x.dtype());
         }
-        let inverse = crate::ops::view::inverse_permutation(&perm);
-        self.copy_tensor(&moved.view_with(moved.layout().permute(&inverse)))
+        let leading = axes.iter().enumerate().all(|(i, &a)| i == a);
+        if kind == Reduction::Sum && leading && !axes.is_empty() && x.layout.is_contiguous() {
+            let rows = dims[..axes.len()].iter().product();
+            let cols: usize = dims[axes.len()..].iter().product();
+            if cols.div_ceil(SUM_COLUMNS_WIDTH) <= 65_535 {
+                return self.sum_columns(x.memory, x.layout.offset(), rows, cols);
+            }
+        }
+        let input = grouped(self, x, axes)?;
+        let out = GpuBuffer::uninit(self, input.rows, DType::F32, "reduction")?;
+        let op = match kind {
+            Reduction::Sum => 0,
+            Reduction::Max => 1,
+            Reduction::Min => 2,
+        };
+        self.rows_kernel("reduce_rows", &input, op, &out)?;
+        Ok(out)
+    }
+
+    /// `i64` indices, `i32` on the GPU.
+    fn arg_reduce(&self, x: Src<'_, GpuBuffer>, axis: usize, max: bool) -> Result<GpuBuffer> {
+        check_float(x.dtype(), "argmax")?;
+        let input = grouped(self, x, &[axis])?;
+        let out = GpuBuffer::uninit(self, input.rows, DType::I64, "argmax")?;
+        let op = if max { 3 } else { 4 };
+        self.rows_kernel("reduce_rows", &input, op, &out)?;
+        Ok(out)
+    }
+
+    fn softmax(&self, x: Src<'_, GpuBuffer>, log: bool) -> Result<GpuBuffer> {
+        self.softmax_kernel("softmax_rows", x, None, log)
+    }
+
+    fn softmax_backward(
+        &self,
+        grad: Src<'_, GpuBuffer>,
+        x: Src<'_, GpuBuffer>,
+        log: bool,
+    ) -> Result<GpuBuffer> {
+        self.softmax_kernel("softmax_backward_rows", x, Some(grad), log)
+    }
+
+    fn logsumexp_rows(&self, x: Src<'_, GpuBuffer>, axis: usize) -> Result<GpuBuffer> {
+        check_float(x.dtype(), "logsumexp")?;
+        let input = grouped(self, x, &[axis])?;
+        let out = GpuBuffer::uninit(self, input.rows, DType::F32, "logsumexp")?;
+        self.rows_kernel("logsumexp_rows", &input, 0, &out)?;
+        Ok(out)
     }
 }
