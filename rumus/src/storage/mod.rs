@@ -16,6 +16,7 @@ use crate::live_counts::{self, Count};
 
 mod dispatch;
 mod elementwise;
+mod matmul;
 
 pub use crate::backend::cpu::CpuBuffer;
 pub(crate) use crate::backend::cpu::map_buffer;

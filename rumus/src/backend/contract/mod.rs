@@ -14,8 +14,10 @@
 //! lacks is a clear error, never a silent copy to the host.
 
 mod elementwise;
+mod matmul;
 
 pub use elementwise::Elementwise;
+pub use matmul::Matmul;
 
 use crate::dtype::DType;
 use crate::error::{DeviceError, Error};
@@ -99,6 +101,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise {}
+pub trait Kernels: Elementwise + Matmul {}
 
-impl<B: Elementwise> Kernels for B {}
+impl<B: Elementwise + Matmul> Kernels for B {}

@@ -204,12 +204,6 @@ impl GpuDevice {
         self.with_src(t, |x| Elementwise::copy(self, x))
             .map(|out| DynTensor::from_gpu(out, t.dims()))
     }
-
-    /// `t` as contiguous packed `f16`, for launchers that still take tensors.
-    pub(crate) fn to_half_tensor(&self, t: &DynTensor) -> Result<DynTensor> {
-        self.with_src(t, |x| self.to_half(x))
-            .map(|out| DynTensor::from_gpu(out, t.dims()))
-    }
 }
 
 impl Elementwise for GpuDevice {
