@@ -184,3 +184,77 @@ impl DropoutDraws {
         }
     }
 }
+
+/// Geometry of a 2-D sliding window, all sizes as `[height, width]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window2d {
+    /// Size of one input plane.
+    pub input: [usize; 2],
+    /// Size of the window, `[KH, KW]`.
+    pub kernel: [usize; 2],
+    /// Step between successive windows.
+    pub stride: [usize; 2],
+    /// Zeros added on both sides (window reductions skip them).
+    pub padding: [usize; 2],
+    /// Distance between kernel taps (1 = dense).
+    pub dilation: [usize; 2],
+}
+
+impl Window2d {
+    /// Extent of the dilated kernel along axis `a`.
+    pub fn span(&self, a: usize) -> usize {
+        self.dilation[a] * (self.kernel[a] - 1) + 1
+    }
+
+    /// Output positions `[OH, OW]`; the caller checked that the dilated kernel fits the
+    /// padded input and that strides are positive.
+    pub fn output(&self) -> [usize; 2] {
+        [0, 1].map(|a| (self.input[a] + 2 * self.padding[a] - self.span(a)) / self.stride[a] + 1)
+    }
+
+    /// Taps per window, `K = KH * KW`.
+    pub fn taps(&self) -> usize {
+        self.kernel[0] * self.kernel[1]
+    }
+
+    /// Output positions per plane, `L = OH * OW`.
+    pub fn positions(&self) -> usize {
+        let [oh, ow] = self.output();
+        oh * ow
+    }
+}
+
+/// The window kernels of convolution and pooling, over contiguous `[planes, H, W]` elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowKernel {
+    /// Every window copied into columns `[planes, K, L]` (im2col).
+    Unfold,
+    /// Columns summed back into planes (col2im), `Unfold`'s adjoint.
+    Fold,
+    /// The sum of each window, `[planes, OH, OW]`.
+    Sum,
+    /// Each window's value added to every element of it, `Sum`'s adjoint.
+    Spread,
+}
+
+impl WindowKernel {
+    /// The kernel's name, as error messages show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WindowKernel::Unfold => "unfold2d",
+            WindowKernel::Fold => "fold2d",
+            WindowKernel::Sum => "window_sum2d",
+            WindowKernel::Spread => "window_spread2d",
+        }
+    }
+}
+
+/// A convolution that a backend runs with direct kernels of its own (no columns): its sizes
+/// and the instruction set the forward pass used, which the backward uses too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectConv {
+    /// Batch, channels, plane, kernel and padding.
+    pub shape: crate::backend::cpu::direct_conv::Conv2dShape,
+    /// The vector instruction set of the kernels.
+    pub isa: crate::backend::cpu::simd::Isa,
+}

@@ -17,4 +17,4 @@ pub mod cpu;
 pub mod gpu;
 pub mod kinds;
 
-pub use contract::{Backend, BackendMemory, Elementwise, Kernels, Matmul, Src};
+pub use contract::{Backend, BackendMemory, Elementwise, Kernels, Matmul, Src, Windows};

@@ -17,6 +17,7 @@ use crate::live_counts::{self, Count};
 mod dispatch;
 mod elementwise;
 mod matmul;
+mod window;
 
 pub use crate::backend::cpu::CpuBuffer;
 pub(crate) use crate::backend::cpu::map_buffer;

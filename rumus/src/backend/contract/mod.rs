@@ -15,9 +15,11 @@
 
 mod elementwise;
 mod matmul;
+mod window;
 
 pub use elementwise::Elementwise;
 pub use matmul::Matmul;
+pub use window::Windows;
 
 use crate::dtype::DType;
 use crate::error::{DeviceError, Error};
@@ -101,6 +103,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise + Matmul {}
+pub trait Kernels: Elementwise + Matmul + Windows {}
 
-impl<B: Elementwise + Matmul> Kernels for B {}
+impl<B: Elementwise + Matmul + Windows> Kernels for B {}

@@ -23,6 +23,7 @@ pub mod small_buffers;
 pub mod strided;
 mod transpose;
 pub mod unfold;
+mod window;
 
 pub use backend::Cpu;
 pub use buffer::CpuBuffer;
