@@ -258,3 +258,39 @@ pub struct DirectConv {
     /// The vector instruction set of the kernels.
     pub isa: crate::backend::cpu::simd::Isa,
 }
+
+/// Sizes of one fused attention: `batch` independent problems (batch times heads) of `t`
+/// queries and `s` keys, query/key width `d` and value width `dv`.
+#[derive(Debug, Clone, Copy)]
+pub struct Geometry {
+    /// Independent problems (every leading dim multiplied).
+    pub batch: usize,
+    /// Queries per problem.
+    pub t: usize,
+    /// Keys (and values) per problem.
+    pub s: usize,
+    /// Width of queries and keys.
+    pub d: usize,
+    /// Width of values (and of the output).
+    pub dv: usize,
+    /// Problems that share one row of the key padding mask (the heads of one sample).
+    pub problems_per_mask_row: usize,
+    /// Query `i` sees keys `0..=i` only.
+    pub causal: bool,
+    /// The factor of `q k^T`.
+    pub scale: f64,
+    /// Dropout of the probabilities, if any.
+    pub dropout: Option<AttentionDropout>,
+}
+
+/// Dropout of attention probabilities: probability `(n, i, j)` (problem, query, key) is
+/// zeroed or scaled by `1 / (1 - p)` by the draw for its index in the problems' `[T, S]`
+/// probabilities under `seed` (`backend::cpu::dropout`), the draw a dropout of those
+/// probabilities would make.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionDropout {
+    /// Probability that a probability is zeroed, below 1.
+    pub p: f64,
+    /// Seed of the draws.
+    pub seed: u64,
+}

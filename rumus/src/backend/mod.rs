@@ -17,4 +17,6 @@ pub mod cpu;
 pub mod gpu;
 pub mod kinds;
 
-pub use contract::{Backend, BackendMemory, Elementwise, Kernels, Matmul, Src, Windows};
+pub use contract::{
+    Attention, Backend, BackendMemory, Elementwise, Forward, Kernels, Matmul, Src, Viewed, Windows,
+};

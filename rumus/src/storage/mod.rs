@@ -14,6 +14,7 @@ use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
 use crate::live_counts::{self, Count};
 
+mod attention;
 mod dispatch;
 mod elementwise;
 mod matmul;

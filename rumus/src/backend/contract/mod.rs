@@ -13,10 +13,12 @@
 //! op and the backend: a new backend can start with a few kernels and grow, and an op it
 //! lacks is a clear error, never a silent copy to the host.
 
+mod attention;
 mod elementwise;
 mod matmul;
 mod window;
 
+pub use attention::{Attention, Forward, Viewed};
 pub use elementwise::Elementwise;
 pub use matmul::Matmul;
 pub use window::Windows;
@@ -103,6 +105,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise + Matmul + Windows {}
+pub trait Kernels: Elementwise + Matmul + Windows + Attention {}
 
-impl<B: Elementwise + Matmul + Windows> Kernels for B {}
+impl<B: Elementwise + Matmul + Windows + Attention> Kernels for B {}

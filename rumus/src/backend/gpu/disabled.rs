@@ -51,6 +51,7 @@ impl crate::backend::Backend for GpuDevice {
 impl crate::backend::Elementwise for GpuDevice {}
 impl crate::backend::Matmul for GpuDevice {}
 impl crate::backend::Windows for GpuDevice {}
+impl crate::backend::Attention for GpuDevice {}
 
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {

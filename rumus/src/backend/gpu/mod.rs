@@ -38,8 +38,6 @@ with_gpu_feature! {
     mod wait;
     mod window;
 
-    pub(crate) use attention::AttentionKernels;
-    pub(crate) use attention::WIDEST_ROW as WIDEST_ATTENTION_ROW;
     pub use context::GpuDevice;
     pub(crate) use memory::check_dtype as memory_check_dtype;
     pub(crate) use norm::LONGEST_ROW as LONGEST_NORM_ROW;
