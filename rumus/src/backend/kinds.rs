@@ -294,3 +294,18 @@ pub struct AttentionDropout {
     /// Seed of the draws.
     pub seed: u64,
 }
+
+/// A quantized weight matrix as a backend uploads it: `rows` x `cols` int8 values
+/// (`value(row, col)`), one f32 scale per row, and the bias (`rows` values, or none).
+pub struct Int8Matrix<'a> {
+    /// Output channels.
+    pub rows: usize,
+    /// Inputs per output channel.
+    pub cols: usize,
+    /// The int8 value at (row, column).
+    pub value: &'a dyn Fn(usize, usize) -> i8,
+    /// Each row's scale.
+    pub scales: &'a [f32],
+    /// The bias, if any.
+    pub bias: Option<&'a [f32]>,
+}

@@ -17,12 +17,14 @@ use crate::live_counts::{self, Count};
 mod attention;
 mod dispatch;
 mod elementwise;
+mod int8;
 mod matmul;
 mod window;
 
 pub use crate::backend::cpu::CpuBuffer;
 pub(crate) use crate::backend::cpu::map_buffer;
 pub(crate) use dispatch::Operand;
+pub(crate) use int8::Int8Resident;
 
 /// Bytes held by all live tensor storages of this process. Tests use it to prove that
 /// forward passes which are never back-propagated release their memory.

@@ -15,11 +15,13 @@
 
 mod attention;
 mod elementwise;
+mod int8;
 mod matmul;
 mod window;
 
 pub use attention::{Attention, Forward, Viewed};
 pub use elementwise::Elementwise;
+pub use int8::Int8;
 pub use matmul::Matmul;
 pub use window::Windows;
 
@@ -105,6 +107,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise + Matmul + Windows + Attention {}
+pub trait Kernels: Elementwise + Matmul + Windows + Attention + Int8 {}
 
-impl<B: Elementwise + Matmul + Windows + Attention> Kernels for B {}
+impl<B: Elementwise + Matmul + Windows + Attention + Int8> Kernels for B {}

@@ -45,7 +45,6 @@ with_gpu_feature! {
     pub use profile::KernelTime;
     pub use transfer::{TransferCounts, transfer_counts};
     pub(crate) use transfer::{download_asked, upload as upload_buffer, upload_asked};
-    pub(crate) use int8::GpuInt8Weights;
 }
 
 #[cfg(not(feature = "gpu"))]
