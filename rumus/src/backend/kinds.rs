@@ -309,3 +309,63 @@ pub struct Int8Matrix<'a> {
     /// The bias, if any.
     pub bias: Option<&'a [f32]>,
 }
+
+/// The GPU kernels of a custom op, in WGSL, all in one module.
+///
+/// Each entry point is launched with `@workgroup_size(256)` threads per workgroup over a
+/// one-dimensional range of threads, numbered `gid.y * p[1] + gid.x`; a thread whose number
+/// is `p[0]` or more must do nothing. Every element is `f32`. Bindings of group 0:
+///
+/// | binding | forward | backward |
+/// |---|---|---|
+/// | 0 | `p: array<u32>`, read | the same |
+/// | 1 ..= n | input k - 1 (`array<f32>`, read) | the same |
+/// | n + 1 | the output (`read_write`) | the forward's output (`read_write`, to be read) |
+/// | n + 2 | | the output's gradient (read) |
+/// | n + 3 ..= 2n + 2 | | input k's gradient (`read_write`) |
+///
+/// The parameter block `p` holds: `p[0]` the threads launched (the output's element count
+/// for the forward; the largest element count of the output and the inputs for the
+/// backward), `p[1]` threads per row of the grid, `p[2]` the output's element count,
+/// `p[3 + k]` input k's element count, and from `p[16]` on the words of
+/// [`CustomOp::wgsl_params`](crate::ops::custom::CustomOp::wgsl_params). The backward
+/// kernel writes every element of every input's gradient (the buffers start undefined).
+/// The output has the same access in both passes, so one module declares each binding once
+/// for both entry points.
+///
+/// The source is compiled once per device, with wgpu's bounds checks on (it is not rumus's
+/// own code); a source that does not compile or does not match the bindings above is an
+/// error of the first [`apply`](crate::ops::custom::apply) on the GPU, with wgpu's message.
+///
+/// A kernel that never finishes (a loop whose bound is wrong) makes the next wait for the
+/// GPU an error after the device's wait limit (`GpuDevice::set_wait_timeout`) instead of a
+/// hang. On lavapipe, Mesa's CPU device, an invocation runs at most 65,535 loop iterations
+/// in all, its loops together, and then leaves them silently: longer work needs more of it
+/// written out per iteration, or more invocations.
+#[derive(Debug, Clone, Copy)]
+pub struct Wgsl {
+    /// The module's text, usually `include_str!` of a `.wgsl` file.
+    pub source: &'static str,
+    /// Entry point of the forward pass.
+    pub forward: &'static str,
+    /// Entry point of the backward pass.
+    pub backward: &'static str,
+}
+
+/// Most inputs a custom op's GPU kernels take (a backward binds `2n + 3` buffers).
+pub const MAX_GPU_INPUTS: usize = 8;
+
+/// Most words of [`CustomOp::wgsl_params`](crate::ops::custom::CustomOp::wgsl_params).
+pub const MAX_WGSL_PARAMS: usize = 48;
+
+/// A custom op's kernels as a backend runs them: plain data taken from the op (its name,
+/// its WGSL module if it has one, and the words of its parameter block).
+#[derive(Debug, Clone)]
+pub struct CustomKernel {
+    /// The op's name, for error messages.
+    pub name: &'static str,
+    /// Its GPU kernels.
+    pub wgsl: Option<Wgsl>,
+    /// Its own parameter words (`p[16..]`).
+    pub params: Vec<u32>,
+}

@@ -18,6 +18,6 @@ pub mod gpu;
 pub mod kinds;
 
 pub use contract::{
-    Attention, Backend, BackendMemory, Elementwise, Forward, Int8, Kernels, Matmul, Src, Viewed,
-    Windows,
+    Attention, Backend, BackendMemory, Custom, Elementwise, Forward, Int8, Kernels, Matmul, Src,
+    Viewed, Windows,
 };

@@ -15,6 +15,7 @@ use crate::error::{DeviceError, Result};
 use crate::live_counts::{self, Count};
 
 mod attention;
+mod custom;
 mod dispatch;
 mod elementwise;
 mod int8;

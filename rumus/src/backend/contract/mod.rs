@@ -14,12 +14,14 @@
 //! lacks is a clear error, never a silent copy to the host.
 
 mod attention;
+mod custom;
 mod elementwise;
 mod int8;
 mod matmul;
 mod window;
 
 pub use attention::{Attention, Forward, Viewed};
+pub use custom::Custom;
 pub use elementwise::Elementwise;
 pub use int8::Int8;
 pub use matmul::Matmul;
@@ -107,6 +109,6 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Elementwise + Matmul + Windows + Attention + Int8 {}
+pub trait Kernels: Elementwise + Matmul + Windows + Attention + Int8 + Custom {}
 
-impl<B: Elementwise + Matmul + Windows + Attention + Int8> Kernels for B {}
+impl<B: Elementwise + Matmul + Windows + Attention + Int8 + Custom> Kernels for B {}

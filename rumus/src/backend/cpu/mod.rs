@@ -7,6 +7,7 @@ mod backend;
 mod buffer;
 pub mod concat;
 mod conv_tiles;
+mod custom;
 pub mod direct_conv;
 pub mod dropout;
 mod elementwise;

@@ -52,6 +52,7 @@ impl crate::backend::Elementwise for GpuDevice {}
 impl crate::backend::Matmul for GpuDevice {}
 impl crate::backend::Windows for GpuDevice {}
 impl crate::backend::Attention for GpuDevice {}
+impl crate::backend::Custom for GpuDevice {}
 
 impl crate::backend::Int8 for GpuDevice {
     type Int8Weights = Infallible;
