@@ -329,3 +329,188 @@ impl Reduction {
 pub(crate) fn softmax_name(log: bool) -> &'static str {
     if log { "log_softmax" } else { "softmax" }
 }
+
+/// Geometry of a 2-D sliding window, all sizes as `[height, width]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window2d {
+    /// Size of one input plane.
+    pub input: [usize; 2],
+    /// Size of the window, `[KH, KW]`.
+    pub kernel: [usize; 2],
+    /// Step between successive windows.
+    pub stride: [usize; 2],
+    /// Zeros added on both sides (window reductions skip them).
+    pub padding: [usize; 2],
+    /// Distance between kernel taps (1 = dense).
+    pub dilation: [usize; 2],
+}
+
+impl Window2d {
+    /// Extent of the dilated kernel along axis `a`.
+    pub fn span(&self, a: usize) -> usize {
+        self.dilation[a] * (self.kernel[a] - 1) + 1
+    }
+
+    /// Output positions `[OH, OW]`; the caller checked that the dilated kernel fits the
+    /// padded input and that strides are positive.
+    pub fn output(&self) -> [usize; 2] {
+        [0, 1].map(|a| (self.input[a] + 2 * self.padding[a] - self.span(a)) / self.stride[a] + 1)
+    }
+
+    /// Taps per window, `K = KH * KW`.
+    pub fn taps(&self) -> usize {
+        self.kernel[0] * self.kernel[1]
+    }
+
+    /// Output positions per plane, `L = OH * OW`.
+    pub fn positions(&self) -> usize {
+        let [oh, ow] = self.output();
+        oh * ow
+    }
+}
+
+/// The window kernels of convolution and pooling, over contiguous `[planes, H, W]` elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowKernel {
+    /// Every window copied into columns `[planes, K, L]` (im2col).
+    Unfold,
+    /// Columns summed back into planes (col2im), `Unfold`'s adjoint.
+    Fold,
+    /// The sum of each window, `[planes, OH, OW]`.
+    Sum,
+    /// Each window's value added to every element of it, `Sum`'s adjoint.
+    Spread,
+}
+
+impl WindowKernel {
+    /// The kernel's name, as error messages show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WindowKernel::Unfold => "unfold2d",
+            WindowKernel::Fold => "fold2d",
+            WindowKernel::Sum => "window_sum2d",
+            WindowKernel::Spread => "window_spread2d",
+        }
+    }
+}
+
+/// A convolution that a backend runs with direct kernels of its own (no columns): its sizes
+/// and the instruction set the forward pass used, which the backward uses too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectConv {
+    /// Batch, channels, plane, kernel and padding.
+    pub shape: crate::backend::cpu::direct_conv::Conv2dShape,
+    /// The vector instruction set of the kernels.
+    pub isa: crate::backend::cpu::simd::Isa,
+}
+
+/// Sizes of one fused attention: `batch` independent problems (batch times heads) of `t`
+/// queries and `s` keys, query/key width `d` and value width `dv`.
+#[derive(Debug, Clone, Copy)]
+pub struct Geometry {
+    /// Independent problems (every leading dim multiplied).
+    pub batch: usize,
+    /// Queries per problem.
+    pub t: usize,
+    /// Keys (and values) per problem.
+    pub s: usize,
+    /// Width of queries and keys.
+    pub d: usize,
+    /// Width of values (and of the output).
+    pub dv: usize,
+    /// Problems that share one row of the key padding mask (the heads of one sample).
+    pub problems_per_mask_row: usize,
+    /// Query `i` sees keys `0..=i` only.
+    pub causal: bool,
+    /// The factor of `q k^T`.
+    pub scale: f64,
+    /// Dropout of the probabilities, if any.
+    pub dropout: Option<AttentionDropout>,
+}
+
+/// Dropout of attention probabilities: probability `(n, i, j)` (problem, query, key) is
+/// zeroed or scaled by `1 / (1 - p)` by the draw for its index in the problems' `[T, S]`
+/// probabilities under `seed` (`backend::cpu::dropout`), the draw a dropout of those
+/// probabilities would make.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionDropout {
+    /// Probability that a probability is zeroed, below 1.
+    pub p: f64,
+    /// Seed of the draws.
+    pub seed: u64,
+}
+
+/// A quantized weight matrix as a backend uploads it: `rows` x `cols` int8 values
+/// (`value(row, col)`), one f32 scale per row, and the bias (`rows` values, or none).
+pub struct Int8Matrix<'a> {
+    /// Output channels.
+    pub rows: usize,
+    /// Inputs per output channel.
+    pub cols: usize,
+    /// The int8 value at (row, column).
+    pub value: &'a dyn Fn(usize, usize) -> i8,
+    /// Each row's scale.
+    pub scales: &'a [f32],
+    /// The bias, if any.
+    pub bias: Option<&'a [f32]>,
+}
+
+/// The GPU kernels of a custom op, in WGSL, all in one module.
+///
+/// Each entry point is launched with `@workgroup_size(256)` threads per workgroup over a
+/// one-dimensional range of threads, numbered `gid.y * p[1] + gid.x`; a thread whose number
+/// is `p[0]` or more must do nothing. Every element is `f32`. Bindings of group 0:
+///
+/// | binding | forward | backward |
+/// |---|---|---|
+/// | 0 | `p: array<u32>`, read | the same |
+/// | 1 ..= n | input k - 1 (`array<f32>`, read) | the same |
+/// | n + 1 | the output (`read_write`) | the forward's output (`read_write`, to be read) |
+/// | n + 2 | | the output's gradient (read) |
+/// | n + 3 ..= 2n + 2 | | input k's gradient (`read_write`) |
+///
+/// The parameter block `p` holds: `p[0]` the threads launched (the output's element count
+/// for the forward; the largest element count of the output and the inputs for the
+/// backward), `p[1]` threads per row of the grid, `p[2]` the output's element count,
+/// `p[3 + k]` input k's element count, and from `p[16]` on the words of
+/// [`CustomOp::wgsl_params`](crate::ops::custom::CustomOp::wgsl_params). The backward
+/// kernel writes every element of every input's gradient (the buffers start undefined).
+/// The output has the same access in both passes, so one module declares each binding once
+/// for both entry points.
+///
+/// The source is compiled once per device, with wgpu's bounds checks on (it is not rumus's
+/// own code); a source that does not compile or does not match the bindings above is an
+/// error of the first [`apply`](crate::ops::custom::apply) on the GPU, with wgpu's message.
+///
+/// A kernel that never finishes (a loop whose bound is wrong) makes the next wait for the
+/// GPU an error after the device's wait limit (`GpuDevice::set_wait_timeout`) instead of a
+/// hang. On lavapipe, Mesa's CPU device, an invocation runs at most 65,535 loop iterations
+/// in all, its loops together, and then leaves them silently: longer work needs more of it
+/// written out per iteration, or more invocations.
+#[derive(Debug, Clone, Copy)]
+pub struct Wgsl {
+    /// The module's text, usually `include_str!` of a `.wgsl` file.
+    pub source: &'static str,
+    /// Entry point of the forward pass.
+    pub forward: &'static str,
+    /// Entry point of the backward pass.
+    pub backward: &'static str,
+}
+
+/// Most inputs a custom op's GPU kernels take (a backward binds `2n + 3` buffers).
+pub const MAX_GPU_INPUTS: usize = 8;
+
+/// Most words of [`CustomOp::wgsl_params`](crate::ops::custom::CustomOp::wgsl_params).
+pub const MAX_WGSL_PARAMS: usize = 48;
+
+/// A custom op's kernels as a backend runs them: plain data taken from the op (its name,
+/// its WGSL module if it has one, and the words of its parameter block).
+#[derive(Debug, Clone)]
+pub struct CustomKernel {
+    /// The op's name, for error messages.
+    pub name: &'static str,
+    /// Its GPU kernels.
+    pub wgsl: Option<Wgsl>,
+    /// Its own parameter words (`p[16..]`).
+    pub params: Vec<u32>,
+}

@@ -18,5 +18,6 @@ pub mod gpu;
 pub mod kinds;
 
 pub use contract::{
-    Allocate, Backend, BackendMemory, Dst, Elementwise, Kernels, Loss, Norm, Optim, Reduce, Src,
+    Allocate, Attention, Backend, BackendMemory, Custom, Dst, Elementwise, Forward, Int8, Kernels,
+    Loss, Matmul, Norm, Optim, Reduce, Src, Viewed, Windows,
 };

@@ -23,9 +23,11 @@
 use rayon::prelude::*;
 
 use crate::backend::cpu::int8::PackedI8;
+use crate::backend::kinds::Int8Matrix;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::nn::{Conv2d, Linear};
+use crate::storage::{Int8Resident, Storage};
 use crate::tensor::DynTensor;
 
 /// A weight matrix in int8, one scale per row (output channel), stored in the product
@@ -238,43 +240,38 @@ fn bias_values(
     Ok(Some(bias.to_dtype(DType::F32)?.to_vec::<f32>()?))
 }
 
-/// Int8 weights on a GPU, when a layer has been moved there.
-#[cfg(feature = "gpu")]
-type OnGpu = Option<std::sync::Arc<crate::backend::gpu::GpuInt8Weights>>;
-#[cfg(not(feature = "gpu"))]
-type OnGpu = ();
-
 /// `weight` and `bias` uploaded to `device` (nothing for the CPU).
-fn upload(weight: &Int8Weights, bias: Option<&[f32]>, device: &crate::Device) -> Result<OnGpu> {
-    match device {
-        #[cfg(feature = "gpu")]
-        crate::Device::Cpu => Ok(None),
-        #[cfg(feature = "gpu")]
-        crate::Device::Gpu(gpu) => Ok(Some(std::sync::Arc::new(gpu.upload_int8(
-            (weight.rows, weight.cols),
-            |j, t| weight.packed.get(j, t),
-            &weight.scales,
-            bias,
-        )?))),
-        #[cfg(not(feature = "gpu"))]
-        crate::Device::Cpu => {
-            let _ = (weight, bias);
-            Ok(())
-        }
-        #[cfg(not(feature = "gpu"))]
-        crate::Device::Gpu(gpu) => gpu.never(),
-    }
+fn upload(
+    weight: &Int8Weights,
+    bias: Option<&[f32]>,
+    device: &crate::Device,
+) -> Result<Int8Resident> {
+    let matrix = Int8Matrix {
+        rows: weight.rows,
+        cols: weight.cols,
+        value: &|j, t| weight.packed.get(j, t),
+        scales: &weight.scales,
+        bias,
+    };
+    Storage::upload_int8(device, &matrix)
 }
 
 /// `rows` `[m, cols]` (f32 on a GPU) through the uploaded weights: `[m, out]`, each row
 /// quantized with its own scale.
-fn gpu_rows(on_gpu: &OnGpu, rows: &DynTensor, m: usize, op: &'static str) -> Result<DynTensor> {
+fn gpu_rows(
+    resident: &Int8Resident,
+    rows: &DynTensor,
+    out: usize,
+    op: &'static str,
+) -> Result<DynTensor> {
     check_f32(rows, op)?;
-    #[cfg(feature = "gpu")]
-    if let (Some(weights), crate::Device::Gpu(gpu)) = (on_gpu, rows.device()) {
-        return gpu.int8_linear(&rows.contiguous()?, weights, m);
+    let m = rows.dims()[0];
+    if matches!(resident, Int8Resident::Gpu(_)) {
+        let rows = rows.contiguous()?;
+        if let Some(product) = Storage::int8_linear(rows.operand(), resident, m)? {
+            return Ok(DynTensor::computed(product, &[m, out]));
+        }
     }
-    let _ = (on_gpu, m);
     Err(Error::InvalidArgument {
         op,
         message: "a GPU input, and the layer's weights are on the CPU; move them with \
@@ -290,7 +287,7 @@ pub struct QuantizedLinear {
     weight: Int8Weights,
     bias: Option<Vec<f32>>,
     /// The weights on a GPU, after `to`.
-    gpu: OnGpu,
+    gpu: Int8Resident,
 }
 
 impl QuantizedLinear {
@@ -354,7 +351,12 @@ impl QuantizedLinear {
 
     fn forward_gpu(&self, x: &DynTensor, m: usize) -> Result<DynTensor> {
         let rows = x.reshape(&[m, self.weight.cols])?;
-        let out = gpu_rows(&self.gpu, &rows, m, "QuantizedLinear::forward")?;
+        let out = gpu_rows(
+            &self.gpu,
+            &rows,
+            self.weight.rows,
+            "QuantizedLinear::forward",
+        )?;
         let mut dims = x.dims().to_vec();
         *dims.last_mut().expect("rank >= 1") = self.weight.rows;
         out.reshape(&dims)
@@ -382,7 +384,7 @@ pub struct QuantizedConv2d {
     padding: usize,
     dilation: usize,
     /// The filters on a GPU, after `to`.
-    gpu: OnGpu,
+    gpu: Int8Resident,
 }
 
 impl QuantizedConv2d {
@@ -477,7 +479,7 @@ impl QuantizedConv2d {
                 .reshape(&[n, self.weight.cols, oh * ow])?
                 .permute(&[0, 2, 1])?
                 .reshape(&[n * oh * ow, self.weight.cols])?;
-            return gpu_rows(&self.gpu, &windows, n * oh * ow, op)?
+            return gpu_rows(&self.gpu, &windows, self.weight.rows, op)?
                 .reshape(&[n, oh * ow, self.weight.rows])?
                 .permute(&[0, 2, 1])?
                 .reshape(&[n, self.weight.rows, oh, ow]);

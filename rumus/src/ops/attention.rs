@@ -29,10 +29,11 @@
 //! ```
 
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
-use crate::backend::cpu::attention::{self as kernel, AttentionDropout, Geometry};
+use crate::backend::kinds::{AttentionDropout, Geometry};
 use crate::dtype::DType;
-use crate::element::Float;
 use crate::error::{Error, Result, ShapeError};
+use crate::shape::Layout;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 /// Masks and scale of [`DynTensor::scaled_dot_product_attention`].
@@ -66,7 +67,6 @@ pub struct AttentionRecord {
     geometry: Geometry,
     /// Whether the forward pass ran under autocast (the backward pass then runs the same
     /// kernels, whatever scope it is called in).
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     autocast: bool,
 }
 
@@ -197,17 +197,17 @@ impl DynTensor {
         let autocast = super::hooks::autocast_enabled()
             && g.dropout
                 .is_none_or(|dropout| dropout.p <= MAX_HALF_DROPOUT);
-        #[cfg(feature = "gpu")]
-        let (out, lse) = match crate::device::gpu_of("scaled_dot_product_attention", &operands)? {
-            Some(gpu) if fused_on_gpu(&g) => {
-                let kernels = gpu.attention_kernels((g.d, g.dv), autocast);
-                gpu.attention_forward(operands, mask, &g, kernels)?
-            }
-            Some(_) => return composite(self, key, value, mask, &g),
-            None => forward_on_host(operands, mask, &g)?,
+        let mask_here = on_device_of(self, mask)?;
+        let fused = Storage::attention_forward(
+            operands.map(DynTensor::operand),
+            mask_here.as_ref().map(DynTensor::operand),
+            &g,
+            autocast,
+        )?;
+        let Some((out, lse)) = fused else {
+            return composite(self, key, value, mask, &g);
         };
-        #[cfg(not(feature = "gpu"))]
-        let (out, lse) = forward_on_host(operands, mask, &g)?;
+        let (out, lse) = (viewed(out), DynTensor::computed(lse, &[g.batch, g.t]));
         let out_dims: Vec<usize> = self.dims()[..self.rank() - 1]
             .iter()
             .copied()
@@ -229,10 +229,14 @@ impl DynTensor {
     }
 }
 
-/// The contiguous elements of each tensor, as `T`.
-fn host_values<T: Float>(tensors: [&DynTensor; 3]) -> Result<[Vec<T>; 3]> {
-    let read = |t: &DynTensor| t.contiguous_untracked()?.to_vec::<T>();
-    Ok([read(tensors[0])?, read(tensors[1])?, read(tensors[2])?])
+/// A kernel's result in the view the kernel gave it.
+fn viewed((storage, layout): (Storage, Layout)) -> DynTensor {
+    DynTensor::computed(storage, &[layout.numel()]).view_with(layout)
+}
+
+/// The key padding mask on the device of `q` (the kernels read it there).
+fn on_device_of(q: &DynTensor, mask: Option<&DynTensor>) -> Result<Option<DynTensor>> {
+    mask.map(|m| m.to(&q.device())).transpose()
 }
 
 /// The largest dropout probability the `f16` kernels take (f16 holds factors up to 65,504).
@@ -241,51 +245,12 @@ pub(crate) const MAX_HALF_DROPOUT: f64 = 0.999;
 /// Whether an attention with rows `width` wide on `device` would run on the GPU's matrix
 /// units now (under autocast, `attention_coop.wgsl`).
 pub(crate) fn on_matrix_units(device: &crate::Device, width: usize) -> bool {
-    #[cfg(feature = "gpu")]
-    if let crate::Device::Gpu(gpu) = device {
-        let kernels = gpu.attention_kernels((width, width), super::hooks::autocast_enabled());
-        return kernels == crate::backend::gpu::AttentionKernels::Half;
-    }
-    let _ = (device, width);
-    false
-}
-
-/// Whether the GPU kernels take these sizes: rows they can keep in registers, and no empty
-/// side.
-#[cfg(feature = "gpu")]
-fn fused_on_gpu(g: &Geometry) -> bool {
-    let widths = 1..=crate::backend::gpu::WIDEST_ATTENTION_ROW;
-    widths.contains(&g.d) && widths.contains(&g.dv) && g.t > 0 && g.s > 0
-}
-
-fn forward_on_host(
-    operands: [&DynTensor; 3],
-    mask: Option<&DynTensor>,
-    g: &Geometry,
-) -> Result<(DynTensor, DynTensor)> {
-    fn typed<T: Float>(
-        operands: [&DynTensor; 3],
-        mask: Option<&[bool]>,
-        g: &Geometry,
-    ) -> Result<(DynTensor, DynTensor)> {
-        let [q, k, v] = host_values::<T>(operands)?;
-        let (out, lse) = kernel::forward((&q, &k, &v), mask, g);
-        Ok((
-            DynTensor::from_buffer(T::into_buffer(out), &[g.batch, g.t, g.dv]),
-            DynTensor::from_buffer(T::into_buffer(lse), &[g.batch, g.t]),
-        ))
-    }
-    let mask = mask.map(DynTensor::to_vec::<bool>).transpose()?;
-    if operands[0].dtype() == DType::F64 {
-        typed::<f64>(operands, mask.as_deref(), g)
-    } else {
-        typed::<f32>(operands, mask.as_deref(), g)
-    }
+    let autocast = super::hooks::autocast_enabled();
+    Storage::attention_on_matrix_units(device, width, autocast)
 }
 
 /// The attention from products and a softmax (the `[.., T, S]` scores in memory), for GPU
 /// rows wider than the kernels keep.
-#[cfg(feature = "gpu")]
 fn composite(
     q: &DynTensor,
     k: &DynTensor,
@@ -349,72 +314,23 @@ pub(crate) fn attention_backward(
     let (g, mask) = (&record.geometry, record.mask.as_ref());
     let grads = if is_grad_enabled() {
         recorded_backward(operands, mask, grad, g)?
-    } else if let Some(grads) = backward_on_gpu(operands, record, grad)? {
-        grads
     } else {
-        let mask = mask.map(DynTensor::to_vec::<bool>).transpose()?;
-        if operands[0].dtype() == DType::F64 {
-            backward_on_host::<f64>(operands, mask.as_deref(), record, grad)?
-        } else {
-            backward_on_host::<f32>(operands, mask.as_deref(), record, grad)?
-        }
+        let mask = on_device_of(operands[0], mask)?;
+        let saved = [&record.out, &record.lse, grad].map(DynTensor::operand);
+        Storage::attention_backward(
+            operands.map(DynTensor::operand),
+            mask.as_ref().map(DynTensor::operand),
+            saved,
+            g,
+            record.autocast,
+        )?
+        .map(viewed)
     };
     Ok(grads
         .into_iter()
         .zip(needs)
         .map(|(g, &need)| need.then_some(g))
         .collect())
-}
-
-/// The gradients from the GPU kernels, when the operands are on a GPU.
-#[cfg(feature = "gpu")]
-fn backward_on_gpu(
-    operands: [&DynTensor; 3],
-    record: &AttentionRecord,
-    grad: &DynTensor,
-) -> Result<Option<[DynTensor; 3]>> {
-    let Some(gpu) = crate::device::gpu_of("scaled_dot_product_attention", &operands)? else {
-        return Ok(None);
-    };
-    let saved = (&record.out, &record.lse, grad);
-    let mask = record.mask.as_ref();
-    let kernels = gpu.attention_kernels((record.geometry.d, record.geometry.dv), record.autocast);
-    gpu.attention_backward(operands, mask, saved, &record.geometry, kernels)
-        .map(Some)
-}
-
-#[cfg(not(feature = "gpu"))]
-fn backward_on_gpu(
-    _: [&DynTensor; 3],
-    _: &AttentionRecord,
-    _: &DynTensor,
-) -> Result<Option<[DynTensor; 3]>> {
-    Ok(None)
-}
-
-fn backward_on_host<T: Float>(
-    operands: [&DynTensor; 3],
-    mask: Option<&[bool]>,
-    record: &AttentionRecord,
-    grad: &DynTensor,
-) -> Result<[DynTensor; 3]> {
-    let g = &record.geometry;
-    let [q, k, v] = host_values::<T>(operands)?;
-    let [out, lse, grad_values] = host_values::<T>([&record.out, &record.lse, grad])?;
-    let saved = kernel::Saved {
-        out: &out,
-        lse: &lse,
-        grad: &grad_values,
-    };
-    let (dq, dk, dv) = kernel::backward((&q, &k, &v), mask, saved, g);
-    let tensor = |values: Vec<T>, like: &DynTensor| {
-        DynTensor::from_buffer(T::into_buffer(values), like.dims())
-    };
-    Ok([
-        tensor(dq, operands[0]),
-        tensor(dk, operands[1]),
-        tensor(dv, operands[2]),
-    ])
 }
 
 /// The same gradients from differentiable ops, for a recorded backward pass

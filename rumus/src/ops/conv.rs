@@ -14,10 +14,9 @@
 
 use super::hooks::{OpCall, apply, autocast_applies};
 use crate::autograd::{BackwardOp, record};
-use crate::backend::cpu::unfold::{self as kernel, Window2d};
-use crate::element::{Element, Float};
+use crate::backend::kinds::{Window2d, WindowKernel};
 use crate::error::{Error, Result, ShapeError};
-use crate::storage::CpuBuffer;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 /// `(height, width)` of a kernel, stride, padding, dilation or output size.
@@ -151,93 +150,16 @@ fn column_dims(n: usize, c: usize, w: &Window2d) -> [usize; 4] {
     [n, c, w.taps(), w.positions()]
 }
 
-/// The float kernels of this file; each runs over `planes` contiguous planes.
-#[derive(Clone, Copy)]
-enum Kernel {
-    Unfold,
-    Fold,
-    WindowSum,
-    WindowSpread,
-}
-
-impl Kernel {
-    fn name(self) -> &'static str {
-        match self {
-            Kernel::Unfold => "unfold2d",
-            Kernel::Fold => "fold2d",
-            Kernel::WindowSum => "window_sum2d",
-            Kernel::WindowSpread => "window_spread2d",
-        }
-    }
-
-    #[cfg(feature = "gpu")]
-    fn on_gpu(self) -> crate::backend::gpu::WindowOp {
-        use crate::backend::gpu::WindowOp;
-        match self {
-            Kernel::Unfold => WindowOp::Unfold,
-            Kernel::Fold => WindowOp::Fold,
-            Kernel::WindowSum => WindowOp::Sum,
-            Kernel::WindowSpread => WindowOp::Spread,
-        }
-    }
-
-    fn run<T: Float>(self, data: &[T], planes: usize, w: &Window2d) -> Vec<T> {
-        match self {
-            Kernel::Unfold => kernel::unfold(data, planes, w),
-            Kernel::Fold => kernel::fold(data, planes, w),
-            Kernel::WindowSum => kernel::window_sum(data, planes, w),
-            Kernel::WindowSpread => kernel::window_spread(data, planes, w),
-        }
-    }
-}
-
-/// `f` applied to the row-major elements of the float tensor `x` (copied only when `x` is
-/// not contiguous).
-pub(crate) fn read_float<R>(
-    x: &DynTensor,
-    op: &'static str,
-    f: impl FnOnce(FloatSlice<'_>) -> R,
-) -> Result<R> {
-    let source = x.contiguous_untracked()?;
-    source.with_buffer(|buffer, layout| {
-        let range = layout.offset()..layout.offset() + layout.numel();
-        match buffer {
-            CpuBuffer::F32(v) => Ok(f(FloatSlice::F32(&v[range]))),
-            CpuBuffer::F64(v) => Ok(f(FloatSlice::F64(&v[range]))),
-            other => Err(Error::DType {
-                op,
-                expected: "a floating-point tensor (f32 or f64)",
-                found: other.dtype(),
-            }),
-        }
-    })?
-}
-
-/// Contiguous elements of a float tensor.
-pub(crate) enum FloatSlice<'a> {
-    F32(&'a [f32]),
-    F64(&'a [f64]),
-}
-
 /// Runs `which` over the `planes` planes of `x` and wraps the result as `dims`.
 fn run_kernel(
     x: &DynTensor,
-    which: Kernel,
+    which: WindowKernel,
     planes: usize,
     w: &Window2d,
     dims: &[usize],
 ) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of(which.name(), &[x])? {
-        return gpu.window(x, which.on_gpu(), planes, w, dims);
-    }
-    // A padding of 2^20 turns a small image into terabytes of columns.
-    crate::alloc::ensure_output(which.name(), dims, x.dtype().size_in_bytes())?;
-    let buffer = read_float(x, which.name(), |data| match data {
-        FloatSlice::F32(v) => f32::into_buffer(which.run(v, planes, w)),
-        FloatSlice::F64(v) => f64::into_buffer(which.run(v, planes, w)),
-    })?;
-    Ok(DynTensor::from_buffer(buffer, dims))
+    let out = Storage::window(x.operand(), which, planes, w, dims)?;
+    Ok(DynTensor::computed(out, dims))
 }
 
 /// Pooling windows may not reach further into the padding than half their size (as in
@@ -259,7 +181,13 @@ impl DynTensor {
     /// Columns `[N, C, K, L]` of a validated window of this `[N, C, H, W]` tensor; recorded.
     fn unfold_with(&self, w: Window2d) -> Result<DynTensor> {
         let (n, c) = (self.dims()[0], self.dims()[1]);
-        let out = run_kernel(self, Kernel::Unfold, n * c, &w, &column_dims(n, c, &w))?;
+        let out = run_kernel(
+            self,
+            WindowKernel::Unfold,
+            n * c,
+            &w,
+            &column_dims(n, c, &w),
+        )?;
         Ok(record(out, &[self], || BackwardOp::Unfold2d { window: w }))
     }
 
@@ -267,7 +195,7 @@ impl DynTensor {
     fn fold_with(&self, w: Window2d) -> Result<DynTensor> {
         let (n, c) = (self.dims()[0], self.dims()[1]);
         let dims = [n, c, w.input[0], w.input[1]];
-        let out = run_kernel(self, Kernel::Fold, n * c, &w, &dims)?;
+        let out = run_kernel(self, WindowKernel::Fold, n * c, &w, &dims)?;
         Ok(record(out, &[self], || BackwardOp::Fold2d { window: w }))
     }
 
@@ -275,7 +203,7 @@ impl DynTensor {
     fn window_sum(&self, w: Window2d) -> Result<DynTensor> {
         let (n, c) = (self.dims()[0], self.dims()[1]);
         let [oh, ow] = w.output();
-        let out = run_kernel(self, Kernel::WindowSum, n * c, &w, &[n, c, oh, ow])?;
+        let out = run_kernel(self, WindowKernel::Sum, n * c, &w, &[n, c, oh, ow])?;
         Ok(record(out, &[self], || BackwardOp::WindowSum2d {
             window: w,
         }))
@@ -286,7 +214,7 @@ impl DynTensor {
     fn window_spread(&self, w: Window2d) -> Result<DynTensor> {
         let (n, c) = (self.dims()[0], self.dims()[1]);
         let dims = [n, c, w.input[0], w.input[1]];
-        let out = run_kernel(self, Kernel::WindowSpread, n * c, &w, &dims)?;
+        let out = run_kernel(self, WindowKernel::Spread, n * c, &w, &dims)?;
         Ok(record(out, &[self], || BackwardOp::WindowSpread2d {
             window: w,
         }))
@@ -536,10 +464,10 @@ impl DynTensor {
             }
             let w = window_of("conv2d", self.dims(), (kh, kw), stride, padding, dilation)?;
             let [oh, ow] = w.output();
-            #[cfg(feature = "gpu")]
-            if let Some(chunk) = gpu_batch_chunk(self, w.taps() * oh * ow) {
-                // The whole batch's columns would not fit one GPU binding: convolve in slices of
-                // the batch (narrow and cat are on the graph, so gradients flow as before).
+            if let Some(chunk) = Storage::conv_batch_chunk(self.operand(), w.taps() * oh * ow)? {
+                // The whole batch's columns would not fit the backend at once: convolve in
+                // slices of the batch (narrow and cat are on the graph, so gradients flow as
+                // before).
                 let parts = (0..n)
                     .step_by(chunk)
                     .map(|start| {
@@ -616,32 +544,20 @@ impl DynTensor {
         // gradient is its adjoint, a scatter-add to the argmax (to any order).
         let flat = self.reshape(&[n, c, h * wd])?;
         let positions = oh * ow;
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of("max_pool2d", &[self])? {
-            use crate::backend::gpu::WindowOp;
-            let indices = gpu.window(&flat, WindowOp::Argmax, n * c, &w, &[n, c, positions])?;
-            let values = flat.gather(2, &indices)?.reshape(&[n, c, oh, ow])?;
-            return Ok((values, indices.reshape(&[n, c, oh, ow])?));
+        let (values, offsets) = Storage::max_pool(flat.operand(), n * c, &w)?;
+        let indices = DynTensor::computed(offsets, &[n, c, positions]);
+        let values = match values {
+            Some(values) => {
+                let out = DynTensor::computed(values, &[n, c, positions]);
+                record(out, &[&flat], || BackwardOp::Gather {
+                    input_dims: crate::shape::Dims::from_slice(flat.dims()),
+                    axis: 2,
+                    indices: indices.clone(),
+                })
+            }
+            // A backend with only the argmax kernel: the values are a gather.
+            None => flat.gather(2, &indices)?,
         }
-        let (values, offsets) = read_float(&flat, "max_pool2d", |data| match data {
-            FloatSlice::F32(v) => {
-                let offsets = kernel::window_argmax(v, n * c, &w);
-                let values = kernel::take_per_plane(v, h * wd, &offsets, positions);
-                (f32::into_buffer(values), offsets)
-            }
-            FloatSlice::F64(v) => {
-                let offsets = kernel::window_argmax(v, n * c, &w);
-                let values = kernel::take_per_plane(v, h * wd, &offsets, positions);
-                (f64::into_buffer(values), offsets)
-            }
-        })?;
-        let indices = DynTensor::from_vec(offsets, &[n, c, positions])?;
-        let out = DynTensor::from_buffer(values, &[n, c, positions]);
-        let values = record(out, &[&flat], || BackwardOp::Gather {
-            input_dims: crate::shape::Dims::from_slice(flat.dims()),
-            axis: 2,
-            indices: indices.clone(),
-        })
         .reshape(&[n, c, oh, ow])?;
         Ok((values, indices.reshape(&[n, c, oh, ow])?))
     }
@@ -766,18 +682,4 @@ pub(crate) fn window_sum2d_backward(grad: &DynTensor, window: &Window2d) -> Resu
 
 pub(crate) fn window_spread2d_backward(grad: &DynTensor, window: &Window2d) -> Result<DynTensor> {
     grad.window_sum(*window)
-}
-
-/// For a GPU input `x` (`[N, C, ..]`) whose im2col columns (`C * columns_per_channel` words
-/// per sample) exceed the device's largest binding, the number of samples per slice that fit;
-/// `None` when the whole batch fits (or `x` is on the host).
-#[cfg(feature = "gpu")]
-fn gpu_batch_chunk(x: &DynTensor, columns_per_channel: usize) -> Option<usize> {
-    let crate::Device::Gpu(gpu) = x.device() else {
-        return None;
-    };
-    let (n, c) = (x.dims()[0], x.dims()[1]);
-    let per_sample = (c * columns_per_channel * 4) as u64;
-    let limit = gpu.max_binding_bytes();
-    (n > 1 && per_sample * n as u64 > limit).then(|| ((limit / per_sample.max(1)) as usize).max(1))
 }

@@ -55,10 +55,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use crate::backend::kinds::CustomKernel;
 use crate::dtype::DType;
 use crate::element::{Element, Float};
 use crate::error::{AutogradError, Error, Result};
-use crate::storage::{CpuBuffer, HostView};
+use crate::storage::{CpuBuffer, HostView, Operand, Storage};
 use crate::tensor::DynTensor;
 
 /// One input of a custom op's CPU kernel: its elements in row-major order and its shape.
@@ -70,52 +71,7 @@ pub struct Input<'a, T> {
     pub dims: &'a [usize],
 }
 
-/// The GPU kernels of a custom op, in WGSL, all in one module.
-///
-/// Each entry point is launched with `@workgroup_size(256)` threads per workgroup over a
-/// one-dimensional range of threads, numbered `gid.y * p[1] + gid.x`; a thread whose number
-/// is `p[0]` or more must do nothing. Every element is `f32`. Bindings of group 0:
-///
-/// | binding | forward | backward |
-/// |---|---|---|
-/// | 0 | `p: array<u32>`, read | the same |
-/// | 1 ..= n | input k - 1 (`array<f32>`, read) | the same |
-/// | n + 1 | the output (`read_write`) | the forward's output (`read_write`, to be read) |
-/// | n + 2 | | the output's gradient (read) |
-/// | n + 3 ..= 2n + 2 | | input k's gradient (`read_write`) |
-///
-/// The parameter block `p` holds: `p[0]` the threads launched (the output's element count
-/// for the forward; the largest element count of the output and the inputs for the
-/// backward), `p[1]` threads per row of the grid, `p[2]` the output's element count,
-/// `p[3 + k]` input k's element count, and from `p[16]` on the words of
-/// [`CustomOp::wgsl_params`]. The backward kernel writes every element of every input's
-/// gradient (the buffers start undefined). The output has the same access in both passes,
-/// so one module declares each binding once for both entry points.
-///
-/// The source is compiled once per device, with wgpu's bounds checks on (it is not rumus's
-/// own code); a source that does not compile or does not match the bindings above is an
-/// error of the first [`apply`] on the GPU, with wgpu's message.
-///
-/// A kernel that never finishes (a loop whose bound is wrong) makes the next wait for the
-/// GPU an error after the device's wait limit (`GpuDevice::set_wait_timeout`) instead of a
-/// hang. On lavapipe, Mesa's CPU device, an invocation runs at most 65,535 loop iterations
-/// in all, its loops together, and then leaves them silently: longer work needs more of it
-/// written out per iteration, or more invocations.
-#[derive(Debug, Clone, Copy)]
-pub struct Wgsl {
-    /// The module's text, usually `include_str!` of a `.wgsl` file.
-    pub source: &'static str,
-    /// Entry point of the forward pass.
-    pub forward: &'static str,
-    /// Entry point of the backward pass.
-    pub backward: &'static str,
-}
-
-/// Most inputs a custom op's GPU kernels take (a backward binds `2n + 3` buffers).
-pub const MAX_GPU_INPUTS: usize = 8;
-
-/// Most words of [`CustomOp::wgsl_params`].
-pub const MAX_WGSL_PARAMS: usize = 48;
+pub use crate::backend::kinds::{MAX_GPU_INPUTS, MAX_WGSL_PARAMS, Wgsl};
 
 /// An op defined outside rumus. See the [module docs](self) for an example.
 ///
@@ -161,10 +117,7 @@ pub trait CustomOp: Send + Sync + 'static {
 pub(crate) trait ErasedCustomOp: Send + Sync {
     fn name(&self) -> &'static str;
     fn output_dims(&self, inputs: &[&[usize]]) -> Result<Vec<usize>>;
-    // Read only by the GPU launchers.
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     fn wgsl(&self) -> Option<Wgsl>;
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     fn wgsl_params(&self) -> Vec<u32>;
     fn forward_f32(&self, inputs: &[Input<'_, f32>], out: &mut [f32]) -> Result<()>;
     fn forward_f64(&self, inputs: &[Input<'_, f64>], out: &mut [f64]) -> Result<()>;
@@ -366,6 +319,15 @@ impl<'a> HostInputs<'a> {
     }
 }
 
+/// The op's kernels as a backend takes them.
+fn kernel_of(op: &dyn ErasedCustomOp) -> CustomKernel {
+    CustomKernel {
+        name: op.name(),
+        wgsl: op.wgsl(),
+        params: op.wgsl_params(),
+    }
+}
+
 /// The forward pass on the inputs' device.
 fn run_forward(
     op: &dyn ErasedCustomOp,
@@ -374,12 +336,9 @@ fn run_forward(
     out_dims: &[usize],
 ) -> Result<DynTensor> {
     let name = op.name();
-    #[cfg(feature = "gpu")]
-    {
-        let refs: Vec<&DynTensor> = inputs.iter().collect();
-        if let Some(gpu) = crate::device::gpu_of(name, &refs)? {
-            return gpu.custom_forward(op, inputs, out_dims);
-        }
+    let operands: Vec<Operand<'_>> = inputs.iter().map(DynTensor::operand).collect();
+    if let Some(out) = Storage::custom_forward(&kernel_of(op), &operands, out_dims)? {
+        return Ok(DynTensor::computed(out, out_dims));
     }
     crate::alloc::ensure_output(name, out_dims, dtype.size_in_bytes())?;
     let numel: usize = out_dims.iter().product();
@@ -423,13 +382,14 @@ pub(crate) fn custom_backward(
         .collect::<Result<Vec<_>>>()?;
     let output = record.output.get(name)?.clone();
     let grad = grad.contiguous_untracked()?;
-    #[cfg(feature = "gpu")]
-    {
-        let mut all: Vec<&DynTensor> = inputs.iter().collect();
-        all.extend([&output, &grad]);
-        if let Some(gpu) = crate::device::gpu_of(name, &all)? {
-            return gpu.custom_backward(op, &inputs, &output, &grad, needs);
-        }
+    let operands: Vec<Operand<'_>> = inputs.iter().map(DynTensor::operand).collect();
+    let saved = (output.operand(), grad.operand());
+    if let Some(grads) = Storage::custom_backward(&kernel_of(op), &operands, saved, needs)? {
+        return Ok(grads
+            .into_iter()
+            .zip(&inputs)
+            .map(|(g, input)| g.map(|g| DynTensor::computed(g, input.dims())))
+            .collect());
     }
     let mut tensors = inputs;
     tensors.extend([output, grad]);

@@ -1,88 +1,23 @@
-//! The CPU fast path of `conv2d` for its most common form: f32, stride 1, no dilation, one
-//! group, padding below the kernel size, on a CPU with AVX2 or AVX-512. It runs the direct
-//! kernels of [`backend::cpu::direct_conv`](crate::backend::cpu::direct_conv) instead of
-//! im2col columns and a product (half the time of that path on the benchmark convolution)
-//! and records one `Conv2d` record whose gradients come from the same kernels.
+//! `conv2d` through a backend's direct kernels, where it has them (the CPU's, for f32, stride
+//! 1, no dilation, one group, padding below the kernel size, on a CPU with AVX2 or AVX-512:
+//! the backend decides), instead of im2col columns and a product, and one `Conv2d` record
+//! whose gradients come from the same kernels.
 //!
 //! When the backward pass is itself recorded (`create_graph`), the gradients are built from
 //! the differentiable ops of the general path instead (a transposed convolution and an
 //! unfold-and-product), so gradients of any order stay available.
 
 use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
-use crate::backend::cpu::direct_conv::{self as kernel, Conv2dShape};
+use crate::backend::cpu::direct_conv::Conv2dShape;
 use crate::backend::cpu::simd::Isa;
-use crate::backend::cpu::unfold::Window2d;
-use crate::dtype::DType;
-use crate::element::Element;
-use crate::error::{Error, Result};
-use crate::ops::conv::{FloatSlice, read_float};
-use crate::storage::CpuBuffer;
+use crate::backend::kinds::{DirectConv, Window2d};
+use crate::error::Result;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
-/// The contiguous f32 elements of `t` (read as the general path reads them), handed to `f`.
-fn with_f32<R>(t: &DynTensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
-    read_float(t, "conv2d", |data| match data {
-        FloatSlice::F32(v) => Ok(f(v)),
-        FloatSlice::F64(_) => Err(Error::DType {
-            op: "conv2d",
-            expected: "f32",
-            found: DType::F64,
-        }),
-    })?
-}
-
-/// `f` of the contiguous f32 elements of `a` and `b`, read together. Both locks are taken by
-/// [`read_pair`](crate::ops::elementwise::read_pair), in the global lock order: reading one
-/// inside the other in argument order could deadlock against threads reading them the
-/// other way round.
-fn with_f32_pair<R>(
-    a: &DynTensor,
-    b: &DynTensor,
-    f: impl FnOnce(&[f32], &[f32]) -> R,
-) -> Result<R> {
-    let (a, b) = (a.contiguous_untracked()?, b.contiguous_untracked()?);
-    let range = |t: &DynTensor| t.layout().offset()..t.layout().offset() + t.numel();
-    let (ra, rb) = (range(&a), range(&b));
-    crate::ops::elementwise::read_pair(&a, &b, |ba, bb| match (ba, bb) {
-        (CpuBuffer::F32(va), CpuBuffer::F32(vb)) => Ok(f(&va[ra], &vb[rb])),
-        (CpuBuffer::F32(_), other) | (other, _) => Err(Error::DType {
-            op: "conv2d",
-            expected: "f32",
-            found: other.dtype(),
-        }),
-    })?
-}
-
-/// The direct kernels' view of `x * w` with window `window`, if they cover it.
-fn direct_shape(
-    x: &DynTensor,
-    w: &DynTensor,
-    bias: Option<&DynTensor>,
-    window: &Window2d,
-    groups: usize,
-) -> Option<(Isa, Conv2dShape)> {
-    let on_host = std::iter::once(x)
-        .chain([w])
-        .chain(bias)
-        .all(|t| t.dtype() == DType::F32 && !t.device().is_gpu());
-    let plain = groups == 1 && window.stride == [1, 1] && window.dilation == [1, 1];
-    if !on_host || !plain || window.kernel == [1, 1] {
-        // 1x1 kernels are a plain product already.
-        return None;
-    }
-    let shape = Conv2dShape {
-        batch: x.dims()[0],
-        in_channels: x.dims()[1],
-        input: window.input,
-        out_channels: w.dims()[0],
-        kernel: window.kernel,
-        padding: window.padding,
-    };
-    Some((Isa::detect()?, shape)).filter(|(_, shape)| shape.supported())
-}
-
-/// `conv2d` of validated operands through the direct kernels, or `None` when they do not
-/// cover the case.
+/// `conv2d` of validated operands through the backend's direct kernels, or `None` when it has
+/// none for the case (or the operands are on different devices: the general path names the
+/// mismatch).
 pub(crate) fn conv2d(
     x: &DynTensor,
     w: &DynTensor,
@@ -90,17 +25,22 @@ pub(crate) fn conv2d(
     window: &Window2d,
     groups: usize,
 ) -> Result<Option<DynTensor>> {
-    let Some((isa, shape)) = direct_shape(x, w, bias, window, groups) else {
+    let device = x.device();
+    if std::iter::once(w).chain(bias).any(|t| t.device() != device) {
+        return Ok(None);
+    }
+    let planned = Storage::conv2d_direct(
+        x.operand(),
+        w.operand(),
+        bias.map(DynTensor::operand),
+        window,
+        groups,
+    )?;
+    let Some((out, DirectConv { shape, isa })) = planned else {
         return Ok(None);
     };
     let [oh, ow] = shape.output();
-    let out_dims = [shape.batch, shape.out_channels, oh, ow];
-    crate::alloc::ensure_output("conv2d", &out_dims, 4)?;
-    let bias_values = bias.map(|b| b.to_vec::<f32>()).transpose()?;
-    let values = with_f32_pair(x, w, |xs, ws| {
-        kernel::forward(isa, &shape, xs, ws, bias_values.as_deref())
-    })?;
-    let out = DynTensor::from_buffer(f32::into_buffer(values), &out_dims);
+    let out = DynTensor::computed(out, &[shape.batch, shape.out_channels, oh, ow]);
     let mut inputs = vec![x, w];
     inputs.extend(bias);
     Ok(Some(record(out, &inputs, || BackwardOp::Conv2d {
@@ -132,14 +72,12 @@ pub(crate) fn conv2d_backward(
     } else {
         // Made contiguous once for all three kernels (a loss's gradient is often a broadcast).
         let grad = grad.contiguous_untracked()?;
-        let (gx, gw) = direct_gradients(&grad, x, w, (isa, shape), needs)?;
+        let plan = DirectConv { shape: *shape, isa };
+        let (gx, gw) = direct_gradients(&grad, x, w, &plan, needs)?;
         let gb = needs_bias
             .then(|| {
-                let values = with_f32(&grad, |dy| kernel::bias_grad_of(shape, dy))?;
-                Ok::<_, Error>(DynTensor::from_buffer(
-                    f32::into_buffer(values),
-                    &[shape.out_channels],
-                ))
+                let out = Storage::conv2d_direct_bias_grad(grad.operand(), &plan)?;
+                Ok::<_, crate::error::Error>(DynTensor::computed(out, &[shape.out_channels]))
             })
             .transpose()?;
         (gx, gw, gb)
@@ -158,18 +96,18 @@ fn direct_gradients(
     grad: &DynTensor,
     x: &DynTensor,
     w: &DynTensor,
-    (isa, shape): (Isa, &Conv2dShape),
+    plan: &DirectConv,
     needs: &[bool],
 ) -> Result<Pair> {
     let gx = if needs[0] {
-        let values = with_f32_pair(grad, w, |dy, ws| kernel::input_grad(isa, shape, dy, ws))?;
-        Some(DynTensor::from_buffer(f32::into_buffer(values), x.dims()))
+        let out = Storage::conv2d_direct_input_grad(grad.operand(), w.operand(), plan)?;
+        Some(DynTensor::computed(out, x.dims()))
     } else {
         None
     };
     let gw = if needs[1] {
-        let values = with_f32_pair(x, grad, |xs, dy| kernel::weight_grad_of(isa, shape, xs, dy))?;
-        Some(DynTensor::from_buffer(f32::into_buffer(values), w.dims()))
+        let out = Storage::conv2d_direct_weight_grad(x.operand(), grad.operand(), plan)?;
+        Some(DynTensor::computed(out, w.dims()))
     } else {
         None
     };

@@ -7,30 +7,10 @@ use crate::autograd::{BackwardOp, Saved};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, broadcast_shapes};
-use crate::storage::{CpuBuffer, Storage};
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 pub use crate::backend::kinds::{BinaryOp, CompareOp};
-
-/// Reads two tensors' buffers together, taking one lock when they share storage.
-///
-/// The two locks are taken in one global order (by storage address), not in argument order:
-/// std's `RwLock` makes new readers wait behind a waiting writer, so `a.mul(&b)` and
-/// `b.mul(&a)` on two threads, with in-place writes to `a` and `b` on two more, would
-/// otherwise each hold one read lock and wait for the other forever.
-pub(crate) fn read_pair<R>(
-    a: &DynTensor,
-    b: &DynTensor,
-    f: impl FnOnce(&CpuBuffer, &CpuBuffer) -> R,
-) -> Result<R> {
-    if a.shares_storage_with(b) {
-        a.with_buffer(|buffer, _| f(buffer, buffer))
-    } else if a.storage().lock_order() < b.storage().lock_order() {
-        a.with_buffer(|ba, _| b.with_buffer(|bb, _| f(ba, bb)))?
-    } else {
-        b.with_buffer(|bb, _| a.with_buffer(|ba, _| f(ba, bb)))?
-    }
-}
 
 fn same_dtype(op: &'static str, a: &DynTensor, b: &DynTensor) -> Result<DType> {
     if a.dtype() != b.dtype() {

@@ -3,11 +3,10 @@
 
 use super::hooks::{OpCall, apply};
 use crate::autograd::{BackwardOp, Saved};
-use crate::backend::cpu::matmul::matmul;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::{Dims, Layout, broadcast_shapes};
-use crate::storage::CpuBuffer;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
 
 impl DynTensor {
@@ -162,8 +161,6 @@ fn matmul_untracked(
     out_dims: &[usize],
     widen: bool,
 ) -> Result<DynTensor> {
-    #[cfg(not(feature = "gpu"))]
-    let _ = widen; // only GPUs widen in the kernel
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
             op: "matmul",
@@ -171,44 +168,9 @@ fn matmul_untracked(
             rhs: b.dtype(),
         });
     }
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("matmul", &[a, b])? {
-        if let Some(bias) = bias {
-            // One device for all three (a host bias is an error, not a copy).
-            crate::device::gpu_of("linear", &[a, bias])?;
-        }
-        return gpu.matmul((a, la), (b, lb), bias, out_dims, widen);
-    }
-    // Empty operands ([m, 0] @ [0, n]) can ask for any size of result.
-    crate::alloc::ensure_output("matmul", out_dims, a.dtype().size_in_bytes())?;
-    // The bias as `n` contiguous values (a copy only for a strided view).
-    let bias = bias
-        .map(|t| {
-            #[cfg(feature = "gpu")]
-            crate::device::gpu_of("linear", &[a, t])?;
-            t.host_copy()
-        })
-        .transpose()?;
-    let buffer = crate::ops::elementwise::read_pair(a, b, |a, b| match (a, b, &bias) {
-        (CpuBuffer::F32(a), CpuBuffer::F32(b), None) => {
-            Ok(CpuBuffer::F32(matmul(a, la, b, lb, None)))
-        }
-        (CpuBuffer::F32(a), CpuBuffer::F32(b), Some(CpuBuffer::F32(bias))) => {
-            Ok(CpuBuffer::F32(matmul(a, la, b, lb, Some(bias))))
-        }
-        (CpuBuffer::F64(a), CpuBuffer::F64(b), None) => {
-            Ok(CpuBuffer::F64(matmul(a, la, b, lb, None)))
-        }
-        (CpuBuffer::F64(a), CpuBuffer::F64(b), Some(CpuBuffer::F64(bias))) => {
-            Ok(CpuBuffer::F64(matmul(a, la, b, lb, Some(bias))))
-        }
-        (a, _, _) => Err(Error::DType {
-            op: "matmul",
-            expected: "a floating-point tensor",
-            found: a.dtype(),
-        }),
-    })??;
-    Ok(DynTensor::from_buffer(buffer, out_dims))
+    let bias = bias.map(DynTensor::operand);
+    let out = Storage::matmul(a.operand_as(la), b.operand_as(lb), bias, out_dims, widen)?;
+    Ok(DynTensor::computed(out, out_dims))
 }
 
 /// Gradients of `linear`'s input, transposed weight and bias.

@@ -10,6 +10,8 @@
 
 use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
+use smallvec::SmallVec;
+
 use super::{Memory, Storage};
 use crate::backend::cpu::{Cpu, CpuBuffer};
 use crate::backend::gpu::{GpuBuffer, GpuDevice};
@@ -64,6 +66,12 @@ impl IntoStorage for GpuBuffer {
     }
 }
 
+/// For kernels whose results leave through the closure (a cell), or that answer a question.
+impl IntoStorage for () {
+    type Output = ();
+    fn into_storage(self) {}
+}
+
 impl<T: IntoStorage> IntoStorage for Option<T> {
     type Output = Option<T::Output>;
     fn into_storage(self) -> Self::Output {
@@ -85,13 +93,12 @@ impl<T: IntoStorage, const K: usize> IntoStorage for [T; K] {
     }
 }
 
+/// Per-operand state of one dispatch, on the stack for the few operands an op has.
+type Few<T> = SmallVec<[T; 8]>;
+
 /// Locks every operand's memory for reading, finds the backend they share, and runs its
 /// kernel: `cpu` when all are on the host, `gpu` when all are on one GPU (rank-0 host
 /// operands joining as constants). Operands on different devices are an error naming both.
-///
-/// Read locks are taken in one global order (by storage address) and once per storage:
-/// std's `RwLock` makes a new reader wait behind a waiting writer, so two threads taking
-/// two locks in opposite orders, with writers queued on both, would wait for each other.
 pub(super) fn run<const N: usize, C, G, Out>(
     op: &'static str,
     operands: [Operand<'_>; N],
@@ -102,15 +109,41 @@ where
     C: IntoStorage<Output = Out>,
     G: IntoStorage<Output = Out>,
 {
+    run_many(
+        op,
+        &operands,
+        |be, srcs| cpu(be, std::array::from_fn(|k| srcs[k])),
+        |be, srcs| gpu(be, std::array::from_fn(|k| srcs[k])),
+    )
+}
+
+/// [`run`] for any number of operands (a custom op's inputs), handed to the kernel in order.
+///
+/// Read locks are taken in one global order (by storage address) and once per storage:
+/// std's `RwLock` makes a new reader wait behind a waiting writer, so two threads taking
+/// two locks in opposite orders, with writers queued on both, would wait for each other.
+pub(super) fn run_many<C, G, Out>(
+    op: &'static str,
+    operands: &[Operand<'_>],
+    cpu: impl FnOnce(&Cpu, &[Src<'_, CpuBuffer>]) -> Result<C>,
+    gpu: impl FnOnce(&GpuDevice, &[Src<'_, GpuBuffer>]) -> Result<G>,
+) -> Result<Out>
+where
+    C: IntoStorage<Output = Out>,
+    G: IntoStorage<Output = Out>,
+{
+    let n = operands.len();
     // The operand whose guard serves operand k (the first with the same storage).
-    let owner: [usize; N] = std::array::from_fn(|k| {
-        (0..k)
-            .find(|&j| std::ptr::eq(operands[j].storage, operands[k].storage))
-            .unwrap_or(k)
-    });
-    let mut order: [usize; N] = std::array::from_fn(|k| k);
+    let owner: Few<usize> = (0..n)
+        .map(|k| {
+            (0..k)
+                .find(|&j| std::ptr::eq(operands[j].storage, operands[k].storage))
+                .unwrap_or(k)
+        })
+        .collect();
+    let mut order: Few<usize> = (0..n).collect();
     order.sort_unstable_by_key(|&k| operands[k].storage.lock_order());
-    let mut guards: [Option<RwLockReadGuard<'_, Memory>>; N] = std::array::from_fn(|_| None);
+    let mut guards: Few<Option<RwLockReadGuard<'_, Memory>>> = (0..n).map(|_| None).collect();
     for &k in &order {
         if owner[k] == k {
             guards[k] = Some(operands[k].storage.lock());
@@ -118,18 +151,20 @@ where
     }
     let memory = |k: usize| -> &Memory { guards[owner[k]].as_deref().expect("locked above") };
 
-    if (0..N).all(|k| matches!(memory(k), Memory::Host(_))) {
-        let srcs = std::array::from_fn(|k| match memory(k) {
-            Memory::Host(buffer) => Src::new(buffer, operands[k].layout),
-            Memory::Gpu(_) => unreachable!("all on the host"),
-        });
-        return Ok(cpu(&Cpu, srcs)?.into_storage());
+    if (0..n).all(|k| matches!(memory(k), Memory::Host(_))) {
+        let srcs: Few<_> = (0..n)
+            .map(|k| match memory(k) {
+                Memory::Host(buffer) => Src::new(buffer, operands[k].layout),
+                Memory::Gpu(_) => unreachable!("all on the host"),
+            })
+            .collect();
+        return Ok(cpu(&Cpu, &srcs)?.into_storage());
     }
 
-    let device = shared_gpu(op, &operands, &memory)?;
+    let device = shared_gpu(op, operands, &memory)?;
     // Rank-0 host operands, uploaded once per value (the device keeps them) and read
     // through a broadcast of their single element.
-    let mut constants: [Option<(Arc<GpuBuffer>, Layout)>; N] = std::array::from_fn(|_| None);
+    let mut constants: Few<Option<(Arc<GpuBuffer>, Layout)>> = (0..n).map(|_| None).collect();
     for (k, constant) in constants.iter_mut().enumerate() {
         if let Memory::Host(host) = memory(k) {
             let layout = operands[k].layout;
@@ -137,23 +172,26 @@ where
             *constant = Some((value, Layout::contiguous(&[]).broadcast_to(layout.dims())));
         }
     }
-    let srcs = std::array::from_fn(|k| match (memory(k), &constants[k]) {
-        (Memory::Gpu(buffer), _) => Src::new(buffer, operands[k].layout),
-        (Memory::Host(_), Some((buffer, layout))) => Src::new(&**buffer, layout),
-        (Memory::Host(_), None) => unreachable!("every host operand got a constant"),
-    });
-    Ok(gpu(&device, srcs)?.into_storage())
+    let srcs: Few<_> = (0..n)
+        .map(|k| match (memory(k), &constants[k]) {
+            (Memory::Gpu(buffer), _) => Src::new(buffer, operands[k].layout),
+            (Memory::Host(_), Some((buffer, layout))) => Src::new(&**buffer, layout),
+            (Memory::Host(_), None) => unreachable!("every host operand got a constant"),
+        })
+        .collect();
+    Ok(gpu(&device, &srcs)?.into_storage())
 }
 
 /// The GPU that holds the operands on one, when every other operand is a rank-0 host
 /// tensor; otherwise the mismatch, naming both devices.
-fn shared_gpu<'g, const N: usize>(
+fn shared_gpu<'g>(
     op: &'static str,
-    operands: &[Operand<'_>; N],
+    operands: &[Operand<'_>],
     memory: &impl Fn(usize) -> &'g Memory,
 ) -> Result<GpuDevice> {
+    let n = operands.len();
     let mut found: Option<GpuDevice> = None;
-    for k in 0..N {
+    for k in 0..n {
         if let Memory::Gpu(buffer) = memory(k) {
             let device = buffer.device();
             match &found {
@@ -171,7 +209,7 @@ fn shared_gpu<'g, const N: usize>(
     }
     let device = found.expect("called with an operand on a GPU");
     if let Some(host) =
-        (0..N).find(|&k| matches!(memory(k), Memory::Host(_)) && !operands[k].scalar)
+        (0..n).find(|&k| matches!(memory(k), Memory::Host(_)) && !operands[k].scalar)
     {
         return Err(DeviceError::Mismatch {
             op,

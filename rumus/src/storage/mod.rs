@@ -15,16 +15,22 @@ use crate::error::{DeviceError, Result};
 use crate::live_counts::{self, Count};
 
 mod allocate;
+mod attention;
+mod custom;
 mod dispatch;
 mod elementwise;
+mod int8;
 mod loss;
+mod matmul;
 mod norm;
 mod optim;
 mod reduce;
+mod window;
 
 pub use crate::backend::cpu::CpuBuffer;
 pub(crate) use crate::backend::cpu::map_buffer;
 pub(crate) use dispatch::Operand;
+pub(crate) use int8::Int8Resident;
 
 /// Bytes held by all live tensor storages of this process. Tests use it to prove that
 /// forward passes which are never back-propagated release their memory.

@@ -14,18 +14,28 @@
 //! lacks is a clear error, never a silent copy to the host.
 
 mod allocate;
+mod attention;
+mod custom;
 mod elementwise;
+mod int8;
 mod loss;
+mod matmul;
 mod norm;
 mod optim;
 mod reduce;
+mod window;
 
 pub use allocate::Allocate;
+pub use attention::{Attention, Forward, Viewed};
+pub use custom::Custom;
 pub use elementwise::Elementwise;
+pub use int8::Int8;
 pub use loss::Loss;
+pub use matmul::Matmul;
 pub use norm::Norm;
 pub use optim::Optim;
 pub use reduce::Reduce;
+pub use window::Windows;
 
 use crate::dtype::DType;
 use crate::error::{DeviceError, Error};
@@ -118,9 +128,25 @@ pub trait Backend {
 
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
-pub trait Kernels: Allocate + Elementwise + Loss + Norm + Optim + Reduce {}
+pub trait Kernels:
+    Allocate + Attention + Custom + Elementwise + Int8 + Loss + Matmul + Norm + Optim + Reduce + Windows
+{
+}
 
-impl<B: Allocate + Elementwise + Loss + Norm + Optim + Reduce> Kernels for B {}
+impl<B> Kernels for B where
+    B: Allocate
+        + Attention
+        + Custom
+        + Elementwise
+        + Int8
+        + Loss
+        + Matmul
+        + Norm
+        + Optim
+        + Reduce
+        + Windows
+{
+}
 
 #[cfg(test)]
 mod tests {

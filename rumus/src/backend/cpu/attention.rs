@@ -6,46 +6,115 @@
 
 use rayon::prelude::*;
 
+use super::backend::Cpu;
+use super::buffer::CpuBuffer;
+use super::strided::map;
+use crate::backend::contract::{Attention, Forward, Src, Viewed};
+use crate::dtype::DType;
 use crate::element::Float;
+use crate::error::{Error, Result};
+use crate::shape::Layout;
+
+/// The row-major elements of `x` as `T` (the operands' dtype, checked by the op).
+fn values<T: Float>(x: Src<'_, CpuBuffer>) -> Result<Vec<T>> {
+    crate::alloc::ensure_output("to_vec", x.dims(), std::mem::size_of::<T>())?;
+    match T::slice(x.memory) {
+        Some(data) => Ok(map(data, x.layout, |e| e)),
+        None => Err(Error::DType {
+            op: "to_vec",
+            expected: std::any::type_name::<T>(),
+            found: x.dtype(),
+        }),
+    }
+}
+
+/// The mask's elements, row-major.
+fn mask_values(mask: Option<Src<'_, CpuBuffer>>) -> Result<Option<Vec<bool>>> {
+    mask.map(|m| match m.memory {
+        CpuBuffer::Bool(data) => Ok(map(data, m.layout, |e| e)),
+        other => Err(Error::DType {
+            op: "to_vec",
+            expected: "bool",
+            found: other.dtype(),
+        }),
+    })
+    .transpose()
+}
+
+fn forward_typed<T: Float>(
+    [q, k, v]: [Src<'_, CpuBuffer>; 3],
+    mask: Option<&[bool]>,
+    g: &Geometry,
+) -> Result<Forward<CpuBuffer>> {
+    let (q, k, v) = (values::<T>(q)?, values::<T>(k)?, values::<T>(v)?);
+    let (out, lse) = forward((&q, &k, &v), mask, g);
+    let layout = Layout::contiguous(&[g.batch, g.t, g.dv]);
+    Ok(((T::into_buffer(out), layout), T::into_buffer(lse)))
+}
+
+fn backward_typed<T: Float>(
+    operands: [Src<'_, CpuBuffer>; 3],
+    mask: Option<&[bool]>,
+    [out, lse, grad]: [Src<'_, CpuBuffer>; 3],
+    g: &Geometry,
+) -> Result<[Viewed<CpuBuffer>; 3]> {
+    let [q, k, v] = operands;
+    let (q, k, v) = (values::<T>(q)?, values::<T>(k)?, values::<T>(v)?);
+    let (out, lse, grad) = (values::<T>(out)?, values::<T>(lse)?, values::<T>(grad)?);
+    let saved = Saved {
+        out: &out,
+        lse: &lse,
+        grad: &grad,
+    };
+    let (dq, dk, dv) = backward((&q, &k, &v), mask, saved, g);
+    let viewed = |values: Vec<T>, like: Src<'_, CpuBuffer>| {
+        (T::into_buffer(values), Layout::contiguous(like.dims()))
+    };
+    Ok([
+        viewed(dq, operands[0]),
+        viewed(dk, operands[1]),
+        viewed(dv, operands[2]),
+    ])
+}
+
+impl Attention for Cpu {
+    fn attention_forward(
+        &self,
+        operands: [Src<'_, CpuBuffer>; 3],
+        mask: Option<Src<'_, CpuBuffer>>,
+        g: &Geometry,
+        _autocast: bool,
+    ) -> Result<Option<Forward<CpuBuffer>>> {
+        let mask = mask_values(mask)?;
+        let fused = if operands[0].dtype() == DType::F64 {
+            forward_typed::<f64>(operands, mask.as_deref(), g)
+        } else {
+            forward_typed::<f32>(operands, mask.as_deref(), g)
+        };
+        fused.map(Some)
+    }
+
+    fn attention_backward(
+        &self,
+        operands: [Src<'_, CpuBuffer>; 3],
+        mask: Option<Src<'_, CpuBuffer>>,
+        saved: [Src<'_, CpuBuffer>; 3],
+        g: &Geometry,
+        _autocast: bool,
+    ) -> Result<[Viewed<CpuBuffer>; 3]> {
+        let mask = mask_values(mask)?;
+        if operands[0].dtype() == DType::F64 {
+            backward_typed::<f64>(operands, mask.as_deref(), saved, g)
+        } else {
+            backward_typed::<f32>(operands, mask.as_deref(), saved, g)
+        }
+    }
+}
 
 /// Keys scored at once: one rescale of the running output per block.
 const BLOCK: usize = 64;
 
-/// Sizes of one fused attention: `batch` independent problems (batch times heads) of `t`
-/// queries and `s` keys, query/key width `d` and value width `dv`.
-#[derive(Debug, Clone, Copy)]
-pub struct Geometry {
-    /// Independent problems (every leading dim multiplied).
-    pub batch: usize,
-    /// Queries per problem.
-    pub t: usize,
-    /// Keys (and values) per problem.
-    pub s: usize,
-    /// Width of queries and keys.
-    pub d: usize,
-    /// Width of values (and of the output).
-    pub dv: usize,
-    /// Problems that share one row of the key padding mask (the heads of one sample).
-    pub problems_per_mask_row: usize,
-    /// Query `i` sees keys `0..=i` only.
-    pub causal: bool,
-    /// The factor of `q k^T`.
-    pub scale: f64,
-    /// Dropout of the probabilities, if any.
-    pub dropout: Option<AttentionDropout>,
-}
-
-/// Dropout of attention probabilities: probability `(n, i, j)` (problem, query, key) is
-/// zeroed or scaled by `1 / (1 - p)` by the draw for its index in the problems' `[T, S]`
-/// probabilities under `seed` (`backend::cpu::dropout`), the draw a dropout of those
-/// probabilities would make.
-#[derive(Debug, Clone, Copy)]
-pub struct AttentionDropout {
-    /// Probability that a probability is zeroed, below 1.
-    pub p: f64,
-    /// Seed of the draws.
-    pub seed: u64,
-}
+pub use crate::backend::kinds::{AttentionDropout, Geometry};
 
 impl Geometry {
     /// Dropout's draws, worked out once per pass: see [`Draws::factor`].

@@ -12,7 +12,11 @@
 
 use rayon::prelude::*;
 
+use super::backend::Cpu;
 use super::parallel::{threads, worth_splitting};
+use crate::backend::contract::Int8;
+use crate::backend::kinds::Int8Matrix;
+use crate::error::Result;
 
 /// Outputs per block.
 const BLOCK: usize = 8;
@@ -162,6 +166,16 @@ mod avx2 {
             out[start..start + len].copy_from_slice(&lanes[..len]);
             b += group;
         }
+    }
+}
+
+/// The host keeps no copy of a layer's weights: quantized layers run their host inputs on
+/// their own packed weights ([`PackedI8`]); this backend's `int8_linear` refuses.
+impl Int8 for Cpu {
+    type Int8Weights = ();
+
+    fn upload_int8(&self, _: &Int8Matrix<'_>) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -8,8 +8,51 @@ use std::any::TypeId;
 use gemm_common::Parallelism;
 use rayon::prelude::*;
 
+use super::backend::{Cpu, ensure_output};
+use super::buffer::CpuBuffer;
+use super::strided::map;
+use crate::backend::contract::{Matmul, Src};
 use crate::element::Float;
+use crate::error::{Error, Result};
 use crate::shape::Layout;
+
+impl Matmul for Cpu {
+    /// `widen` is ignored: host products of `f16` widen their operands before they come here.
+    fn matmul(
+        &self,
+        a: Src<'_, CpuBuffer>,
+        b: Src<'_, CpuBuffer>,
+        bias: Option<Src<'_, CpuBuffer>>,
+        out_dims: &[usize],
+        _widen: bool,
+    ) -> Result<CpuBuffer> {
+        // Empty operands ([m, 0] @ [0, n]) can ask for any size of result.
+        ensure_output("matmul", out_dims, a.dtype())?;
+        // The bias as `n` contiguous values (a copy only for a strided view).
+        let bias = bias
+            .map(|bias| super::buffer::map_buffer!(bias.memory, |v| map(v, bias.layout, |x| x)));
+        let (la, lb) = (a.layout, b.layout);
+        match (a.memory, b.memory, &bias) {
+            (CpuBuffer::F32(a), CpuBuffer::F32(b), None) => {
+                Ok(CpuBuffer::F32(matmul(a, la, b, lb, None)))
+            }
+            (CpuBuffer::F32(a), CpuBuffer::F32(b), Some(CpuBuffer::F32(bias))) => {
+                Ok(CpuBuffer::F32(matmul(a, la, b, lb, Some(bias))))
+            }
+            (CpuBuffer::F64(a), CpuBuffer::F64(b), None) => {
+                Ok(CpuBuffer::F64(matmul(a, la, b, lb, None)))
+            }
+            (CpuBuffer::F64(a), CpuBuffer::F64(b), Some(CpuBuffer::F64(bias))) => {
+                Ok(CpuBuffer::F64(matmul(a, la, b, lb, Some(bias))))
+            }
+            (a, _, _) => Err(Error::DType {
+                op: "matmul",
+                expected: "a floating-point tensor",
+                found: a.dtype(),
+            }),
+        }
+    }
+}
 
 /// Below this many multiply-adds a single product is not worth splitting across threads.
 const PARALLEL_FLOPS: usize = 64 * 64 * 64;

@@ -8,6 +8,7 @@ mod buffer;
 pub mod concat;
 mod conv_tiles;
 mod cross_entropy;
+mod custom;
 pub mod direct_conv;
 pub mod dropout;
 mod elementwise;
@@ -24,6 +25,7 @@ pub mod small_buffers;
 pub mod strided;
 mod transpose;
 pub mod unfold;
+mod window;
 
 pub use backend::Cpu;
 pub use buffer::CpuBuffer;

@@ -11,44 +11,7 @@ use rayon::prelude::*;
 use super::parallel::{PARALLEL_GRAIN, worth_splitting};
 use crate::element::Float;
 
-/// Geometry of a 2-D sliding window, all sizes as `[height, width]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window2d {
-    /// Size of one input plane.
-    pub input: [usize; 2],
-    /// Size of the window, `[KH, KW]`.
-    pub kernel: [usize; 2],
-    /// Step between successive windows.
-    pub stride: [usize; 2],
-    /// Zeros added on both sides (window reductions skip them).
-    pub padding: [usize; 2],
-    /// Distance between kernel taps (1 = dense).
-    pub dilation: [usize; 2],
-}
-
-impl Window2d {
-    /// Extent of the dilated kernel along axis `a`.
-    pub fn span(&self, a: usize) -> usize {
-        self.dilation[a] * (self.kernel[a] - 1) + 1
-    }
-
-    /// Output positions `[OH, OW]`; the caller checked that the dilated kernel fits the
-    /// padded input and that strides are positive.
-    pub fn output(&self) -> [usize; 2] {
-        [0, 1].map(|a| (self.input[a] + 2 * self.padding[a] - self.span(a)) / self.stride[a] + 1)
-    }
-
-    /// Taps per window, `K = KH * KW`.
-    pub fn taps(&self) -> usize {
-        self.kernel[0] * self.kernel[1]
-    }
-
-    /// Output positions per plane, `L = OH * OW`.
-    pub fn positions(&self) -> usize {
-        let [oh, ow] = self.output();
-        oh * ow
-    }
-}
+pub use crate::backend::kinds::Window2d;
 
 /// Runs `f(plane, chunk)` for every `chunk_len`-sized chunk of `out` (one per plane),
 /// splitting planes across threads when the work, `work_per_plane` element visits each, is

@@ -8,16 +8,17 @@
 
 use super::batch::grid_rows;
 use super::context::GpuDevice;
-use super::memory::GpuBuffer;
+use super::memory::{GpuBuffer, check_words};
 use super::pipelines::Module;
-use crate::backend::cpu::attention::Geometry;
+use crate::backend::kinds::Geometry;
+use crate::backend::{Allocate, Attention, Elementwise, Forward, Src, Viewed};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 use crate::tensor::DynTensor;
 
 /// The widest query, key or value row the kernels keep in registers (`WIDEST`).
-pub(crate) const WIDEST_ROW: usize = 128;
+const WIDEST_ROW: usize = 128;
 
 /// Rows a workgroup owns (`WG`).
 const ROWS_PER_WORKGROUP: usize = 64;
@@ -28,7 +29,7 @@ const COOP_ROW: usize = 64;
 /// The kernels of one fused attention: `attention.wgsl` (f32 throughout) or
 /// `attention_coop.wgsl` (operands and probabilities rounded to f16, sums in f32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AttentionKernels {
+enum AttentionKernels {
     F32,
     Half,
 }
@@ -37,14 +38,14 @@ impl AttentionKernels {
     /// `t` as the kernels read it: contiguous for `attention.wgsl`; for
     /// `attention_coop.wgsl`, which reads quads through `row_strides`, up to rank 4 with
     /// rows of contiguous elements, and the offset and every other stride a multiple of 4.
-    fn ready(self, gpu: &GpuDevice, t: &DynTensor) -> Result<DynTensor> {
-        let layout = t.layout();
+    fn ready<'a>(self, gpu: &GpuDevice, t: Src<'a, GpuBuffer>) -> Result<Held<'a>> {
+        let layout = t.layout;
         let readable = match self {
-            AttentionKernels::F32 => t.is_contiguous(),
+            AttentionKernels::F32 => layout.is_contiguous(),
             AttentionKernels::Half => {
                 let strides = layout.strides();
                 let rank = strides.len();
-                t.is_contiguous()
+                layout.is_contiguous()
                     || (rank <= 4
                         && strides.last() == Some(&1)
                         && strides[..rank - 1].iter().all(|s| s.is_multiple_of(4)))
@@ -52,9 +53,9 @@ impl AttentionKernels {
         };
         let aligned = self == AttentionKernels::F32 || layout.offset().is_multiple_of(4);
         if readable && aligned {
-            Ok(t.clone())
+            Ok(Held::Borrowed(t.memory, layout.clone()))
         } else {
-            gpu.copy_tensor(t)
+            Held::copy(gpu, t)
         }
     }
 
@@ -65,14 +66,14 @@ impl AttentionKernels {
     fn result_like(
         self,
         gpu: &GpuDevice,
-        like: &DynTensor,
+        like: &Layout,
         width: usize,
     ) -> Result<(GpuBuffer, Layout)> {
         let mut dims = like.dims().to_vec();
         let rank = dims.len();
         dims[rank - 1] = width;
         let buffer = GpuBuffer::uninit(gpu, dims.iter().product(), DType::F32, "attention")?;
-        let strides = like.layout().strides();
+        let strides = like.strides();
         let heads_inside_rows = self == AttentionKernels::Half && rank == 4 && strides[1] < strides[2];
         let layout = if heads_inside_rows {
             // Stored [B, T, H, width], viewed [B, H, T, width].
@@ -200,17 +201,57 @@ fn row_strides(layout: &Layout) -> [u32; 3] {
 }
 
 /// The heads `row_strides` counts in: dim 1 of rank-4 operands.
-fn heads_of(t: &DynTensor) -> u32 {
+fn heads_of(t: &Layout) -> u32 {
     if t.rank() == 4 { t.dims()[1] as u32 } else { 1 }
+}
+
+/// Memory a kernel reads and the view of it: an operand's own, or a copy of it the kernel
+/// can read.
+enum Held<'a> {
+    Borrowed(&'a GpuBuffer, Layout),
+    Owned(GpuBuffer, Layout),
+}
+
+impl<'a> Held<'a> {
+    /// A contiguous copy of `t`.
+    fn copy(gpu: &GpuDevice, t: Src<'a, GpuBuffer>) -> Result<Self> {
+        Ok(Held::Owned(Elementwise::copy(gpu, t)?, Layout::contiguous(t.dims())))
+    }
+
+    /// `t` itself when it is contiguous from element 0 (the kernels index it per query row
+    /// from there), else such a copy.
+    fn from_start(gpu: &GpuDevice, t: Src<'a, GpuBuffer>) -> Result<Self> {
+        if t.layout.is_contiguous() && t.layout.offset() == 0 {
+            Ok(Held::Borrowed(t.memory, t.layout.clone()))
+        } else {
+            Held::copy(gpu, t)
+        }
+    }
+
+    fn layout(&self) -> &Layout {
+        match self {
+            Held::Borrowed(_, layout) | Held::Owned(_, layout) => layout,
+        }
+    }
+
+    /// The buffer, for a kernel that reads one element per 32-bit word.
+    fn words(&self) -> Result<&wgpu::Buffer> {
+        let memory = match self {
+            Held::Borrowed(memory, _) => memory,
+            Held::Owned(memory, _) => memory,
+        };
+        check_words(memory.dtype(), "GPU kernel")?;
+        Ok(memory.raw())
+    }
 }
 
 /// The operands of one fused attention as the kernels read them, with the padding mask as
 /// f32 0/1.
-struct Operands {
-    q: DynTensor,
-    k: DynTensor,
-    v: DynTensor,
-    padding: Option<DynTensor>,
+struct Operands<'a> {
+    q: Held<'a>,
+    k: Held<'a>,
+    v: Held<'a>,
+    padding: Option<Held<'a>>,
 }
 
 /// The results a dispatch writes, bindings 9 (grad_qk), 10 (grad_v) and 5 (out), by the
@@ -232,16 +273,18 @@ impl Results {
     }
 }
 
-impl Operands {
+impl<'a> Operands<'a> {
     fn new(
         gpu: &GpuDevice,
-        [q, k, v]: [&DynTensor; 3],
-        mask: Option<&DynTensor>,
+        [q, k, v]: [Src<'a, GpuBuffer>; 3],
+        mask: Option<Src<'_, GpuBuffer>>,
         kernels: AttentionKernels,
     ) -> Result<Self> {
-        let device = q.device();
         let padding = mask
-            .map(|m| AttentionKernels::F32.ready(gpu, &m.to_dtype(DType::F32)?.to(&device)?))
+            .map(|m| {
+                let values = Elementwise::cast(gpu, m, DType::F32)?;
+                Ok::<_, crate::Error>(Held::Owned(values, Layout::contiguous(m.dims())))
+            })
             .transpose()?;
         Ok(Operands {
             q: kernels.ready(gpu, q)?,
@@ -257,12 +300,12 @@ impl Operands {
         &self,
         (g, walk): (&Geometry, Walk),
         x: u32,
-        grad: Option<&DynTensor>,
+        grad: Option<&Held<'_>>,
         results: &Results,
     ) -> Vec<u32> {
         let flags = u32::from(g.causal)
             | (u32::from(self.padding.is_some()) << 1);
-        let offset = |t: &DynTensor| t.layout().offset() as u32;
+        let offset = |t: &Held<'_>| t.layout().offset() as u32;
         let (p, seed) = g.dropout.map_or((0.0, 0), |d| (d.p, d.seed));
         let grad_offset = grad.map_or(0, offset);
         let mut params = vec![
@@ -284,7 +327,7 @@ impl Operands {
             (seed >> 32) as u32,
             (p as f32).to_bits(),
             ((1.0 / (1.0 - p)) as f32).to_bits(),
-            heads_of(&self.q),
+            heads_of(self.q.layout()),
         ];
         for operand in [&self.q, &self.k, &self.v, grad.unwrap_or(&self.q)] {
             params.extend(row_strides(operand.layout()));
@@ -306,24 +349,15 @@ impl Operands {
         gpu: &GpuDevice,
         (kernels, kernel): (AttentionKernels, Kernel),
         (g, length, walked): (&Geometry, usize, usize),
-        (grad, results): (Option<&DynTensor>, &Results),
+        (grad, results): (Option<&Held<'_>>, &Results),
         bindings: &[(u32, &wgpu::Buffer)],
     ) -> Result<()> {
         let workgroups = g.batch * length.div_ceil(ROWS_PER_WORKGROUP);
         let (groups, x) = grid_rows(workgroups);
-        let (q, k, v) = (
-            gpu.memory_of(&self.q)?,
-            gpu.memory_of(&self.k)?,
-            gpu.memory_of(&self.v)?,
-        );
+        let (q, k, v) = (self.q.words()?, self.k.words()?, self.v.words()?);
         // An absent mask binds the queries in its place; the flags keep the kernel off it.
-        let padding = self.padding.as_ref().map(|m| gpu.memory_of(m)).transpose()?;
-        let mut all = vec![
-            (1, q.raw()),
-            (2, k.raw()),
-            (3, v.raw()),
-            (4, padding.as_ref().unwrap_or(&q).raw()),
-        ];
+        let padding = self.padding.as_ref().map(Held::words).transpose()?;
+        let mut all = vec![(1, q), (2, k), (3, v), (4, padding.unwrap_or(q))];
         all.extend_from_slice(bindings);
         // The entry points of attention_coop.wgsl reach more bindings than they use through
         // the helpers they share (staging, writing rows), and each needs every binding it
@@ -335,7 +369,7 @@ impl Operands {
             for &slot in kernel.coop_bindings() {
                 if !all.iter().any(|&(bound, _)| bound == slot) {
                     let read_only = matches!(slot, 7 | 8);
-                    all.push((slot, if read_only { q.raw() } else { stand_in.raw() }));
+                    all.push((slot, if read_only { q } else { stand_in.raw() }));
                 }
             }
         }
@@ -353,7 +387,7 @@ impl GpuDevice {
     /// The kernels a fused attention with query (key) and value rows `d` and `dv` wide runs
     /// on: autocast's where the adapter has cooperative matrices and rows are 64 wide,
     /// otherwise f32.
-    pub(crate) fn attention_kernels(&self, (d, dv): (usize, usize), autocast: bool) -> AttentionKernels {
+    fn attention_kernels(&self, (d, dv): (usize, usize), autocast: bool) -> AttentionKernels {
         if autocast && self.has_coop_matmul() && d == COOP_ROW && dv == COOP_ROW {
             AttentionKernels::Half
         } else {
@@ -361,25 +395,46 @@ impl GpuDevice {
         }
     }
 
-    /// The attention output `[batch, t, dv]` and each query row's log-sum-exp `[batch, t]`.
-    pub(crate) fn attention_forward(
+    /// Zeros of `dims` (f32).
+    fn attention_zeros(&self, dims: &[usize]) -> Result<Viewed<GpuBuffer>> {
+        let zeros = Allocate::full(self, dims, 0.0, DType::F32)?;
+        Ok((zeros, Layout::contiguous(dims)))
+    }
+
+    /// `dO . O` per query row, `[batch, t]` contiguous. Transitional: the row sum runs
+    /// through the tensor op until reductions take memory and layouts.
+    fn attention_correction(
         &self,
-        operands: [&DynTensor; 3],
-        mask: Option<&DynTensor>,
+        grad: Src<'_, GpuBuffer>,
+        out: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        let product = Elementwise::binary(self, grad, out, crate::backend::kinds::BinaryOp::Mul)?;
+        let rows = DynTensor::from_gpu(product, grad.dims()).sum(&[-1], false)?;
+        self.with_src(&rows, |x| Elementwise::copy(self, x))
+    }
+}
+
+/// Whether the kernels take these sizes: rows they can keep in registers, and no empty side.
+fn fused(g: &Geometry) -> bool {
+    let widths = 1..=WIDEST_ROW;
+    widths.contains(&g.d) && widths.contains(&g.dv) && g.t > 0 && g.s > 0
+}
+
+impl Attention for GpuDevice {
+    /// `None` for rows wider than the kernels keep (and for an empty side).
+    fn attention_forward(
+        &self,
+        operands: [Src<'_, GpuBuffer>; 3],
+        mask: Option<Src<'_, GpuBuffer>>,
         g: &Geometry,
-        kernels: AttentionKernels,
-    ) -> Result<(DynTensor, DynTensor)> {
-        // No queries or no keys: nothing to dispatch (the kernels index rows up to the last
-        // one, which an empty side does not have). No key seen gives zeros and a -inf
-        // log-sum-exp, as the kernels give a query row that sees none.
-        if g.t == 0 || g.s == 0 {
-            return Ok((
-                self.full_tensor(&[g.batch, g.t, g.dv], 0.0, DType::F32)?,
-                self.full_tensor(&[g.batch, g.t], f64::NEG_INFINITY, DType::F32)?,
-            ));
+        autocast: bool,
+    ) -> Result<Option<Forward<GpuBuffer>>> {
+        if !fused(g) {
+            return Ok(None);
         }
+        let kernels = self.attention_kernels((g.d, g.dv), autocast);
         let ops = Operands::new(self, operands, mask, kernels)?;
-        let (out, out_layout) = kernels.result_like(self, operands[0], g.dv)?;
+        let (out, out_layout) = kernels.result_like(self, operands[0].layout, g.dv)?;
         let lse = GpuBuffer::uninit(self, g.batch * g.t, DType::F32, "attention")?;
         ops.dispatch(
             self,
@@ -388,51 +443,35 @@ impl GpuDevice {
             (None, &Results::default().with(5, &out_layout)),
             &[(5, out.raw()), (6, lse.raw())],
         )?;
-        Ok((
-            DynTensor::from_gpu(out, &[out_layout.numel()]).view_with(out_layout),
-            DynTensor::from_gpu(lse, &[g.batch, g.t]),
-        ))
+        Ok(Some(((out, out_layout), lse)))
     }
 
-    /// The gradients of query, key and value from the forward pass's output and log-sum-exp
-    /// and the output's gradient (`[batch, t, dv]` each).
-    pub(crate) fn attention_backward(
+    fn attention_backward(
         &self,
-        operands: [&DynTensor; 3],
-        mask: Option<&DynTensor>,
-        (out, lse, grad): (&DynTensor, &DynTensor, &DynTensor),
+        operands: [Src<'_, GpuBuffer>; 3],
+        mask: Option<Src<'_, GpuBuffer>>,
+        [out, lse, grad]: [Src<'_, GpuBuffer>; 3],
         g: &Geometry,
-        kernels: AttentionKernels,
-    ) -> Result<[DynTensor; 3]> {
+        autocast: bool,
+    ) -> Result<[Viewed<GpuBuffer>; 3]> {
         if g.t == 0 || g.s == 0 {
-            let zeros = |t: &DynTensor| self.full_tensor(t.dims(), 0.0, DType::F32);
-            return Ok([zeros(operands[0])?, zeros(operands[1])?, zeros(operands[2])?]);
+            let zeros = |k: usize| self.attention_zeros(operands[k].dims());
+            return Ok([zeros(0)?, zeros(1)?, zeros(2)?]);
         }
+        let kernels = self.attention_kernels((g.d, g.dv), autocast);
         let ops = Operands::new(self, operands, mask, kernels)?;
-        let grad = kernels.ready(self, grad)?;
-        // The kernels index these per query row from element 0.
-        let from_start = |t: DynTensor| {
-            if t.is_contiguous() && t.layout().offset() == 0 {
-                Ok(t)
-            } else {
-                self.copy_tensor(&t)
-            }
-        };
+        let grad_ready = kernels.ready(self, grad)?;
         // dO . O per query row.
-        let correction = from_start(grad.mul(out)?.sum(&[-1], false)?)?;
-        let lse = from_start(lse.clone())?;
-        let (dq, dq_layout) = kernels.result_like(self, operands[0], g.d)?;
-        let (dk, dk_layout) = kernels.result_like(self, operands[1], g.d)?;
-        let (dv, dv_layout) = kernels.result_like(self, operands[2], g.dv)?;
-        let (lse_memory, grad_memory, correction_memory) = (
-            self.memory_of(&lse)?,
-            self.memory_of(&grad)?,
-            self.memory_of(&correction)?,
-        );
+        let correction = self.attention_correction(grad, out)?;
+        let correction = Held::Owned(correction, Layout::contiguous(&[g.batch * g.t]));
+        let lse = Held::from_start(self, lse)?;
+        let (dq, dq_layout) = kernels.result_like(self, operands[0].layout, g.d)?;
+        let (dk, dk_layout) = kernels.result_like(self, operands[1].layout, g.d)?;
+        let (dv, dv_layout) = kernels.result_like(self, operands[2].layout, g.dv)?;
         let shared = [
-            (6, lse_memory.raw()),
-            (7, grad_memory.raw()),
-            (8, correction_memory.raw()),
+            (6, lse.words()?),
+            (7, grad_ready.words()?),
+            (8, correction.words()?),
         ];
         let mut bindings = shared.to_vec();
         bindings.push((9, dq.raw()));
@@ -440,7 +479,7 @@ impl GpuDevice {
             self,
             (kernels, Kernel::Dq),
             (g, g.t, g.s),
-            (Some(&grad), &Results::default().with(9, &dq_layout)),
+            (Some(&grad_ready), &Results::default().with(9, &dq_layout)),
             &bindings,
         )?;
         let mut bindings = shared.to_vec();
@@ -450,16 +489,13 @@ impl GpuDevice {
             self,
             (kernels, Kernel::Dkv),
             (g, g.s, g.t),
-            (Some(&grad), &results),
+            (Some(&grad_ready), &results),
             &bindings,
         )?;
-        let tensor = |buffer: GpuBuffer, layout: Layout| {
-            DynTensor::from_gpu(buffer, &[layout.numel()]).view_with(layout)
-        };
-        Ok([
-            tensor(dq, dq_layout),
-            tensor(dk, dk_layout),
-            tensor(dv, dv_layout),
-        ])
+        Ok([(dq, dq_layout), (dk, dk_layout), (dv, dv_layout)])
+    }
+
+    fn attention_on_matrix_units(&self, width: usize, autocast: bool) -> bool {
+        self.attention_kernels((width, width), autocast) == AttentionKernels::Half
     }
 }

@@ -1,65 +1,50 @@
 //! Launchers of a custom op's own WGSL kernels (`ops::custom`), with the bindings and the
-//! parameter block that `ops::custom::Wgsl` documents.
+//! parameter block that [`Wgsl`] documents.
 
 use super::batch::{PARAM_WORDS, grid_1d};
 use super::context::GpuDevice;
-use super::memory::GpuBuffer;
+use super::memory::{GpuBuffer, check_words};
 use super::pipelines::{CustomModule, Module};
+use crate::backend::kinds::{CustomKernel, MAX_GPU_INPUTS, MAX_WGSL_PARAMS, Wgsl};
+use crate::backend::{Custom, Src};
 use crate::dtype::DType;
 use crate::error::{DeviceError, Error, Result};
-use crate::ops::custom::{ErasedCustomOp, MAX_GPU_INPUTS, MAX_WGSL_PARAMS, Wgsl};
-use crate::tensor::DynTensor;
 
 /// Where the op's own parameter words start.
 const OWN_PARAMS: usize = 16;
 
-impl GpuDevice {
+impl Custom for GpuDevice {
     /// The forward kernel over `inputs` (contiguous, on this device) into a new output.
-    pub(crate) fn custom_forward(
+    fn custom_forward(
         &self,
-        op: &dyn ErasedCustomOp,
-        inputs: &[DynTensor],
+        op: &CustomKernel,
+        inputs: &[Src<'_, GpuBuffer>],
         out_dims: &[usize],
-    ) -> Result<DynTensor> {
+    ) -> Result<Option<GpuBuffer>> {
         let (wgsl, custom) = self.custom_module(op, inputs, false)?;
         let numel: usize = out_dims.iter().product();
-        let out = GpuBuffer::uninit(self, numel, DType::F32, op.name())?;
-        let memories = self.memories(inputs)?;
-        let mut bindings: Vec<(u32, &wgpu::Buffer)> = memories
-            .iter()
-            .enumerate()
-            .map(|(k, memory)| (k as u32 + 1, memory.raw()))
-            .collect();
+        let out = GpuBuffer::uninit(self, numel, DType::F32, op.name)?;
+        let mut bindings = bound(inputs)?;
         bindings.push((inputs.len() as u32 + 1, out.raw()));
         self.launch_custom(op, custom, wgsl.forward, numel, numel, inputs, &bindings)?;
-        Ok(DynTensor::from_gpu(out, out_dims))
+        Ok(Some(out))
     }
 
     /// The backward kernel: every input's gradient, kept where `needs` asks for it.
-    pub(crate) fn custom_backward(
+    fn custom_backward(
         &self,
-        op: &dyn ErasedCustomOp,
-        inputs: &[DynTensor],
-        output: &DynTensor,
-        grad: &DynTensor,
+        op: &CustomKernel,
+        inputs: &[Src<'_, GpuBuffer>],
+        (output, grad): (Src<'_, GpuBuffer>, Src<'_, GpuBuffer>),
         needs: &[bool],
-    ) -> Result<Vec<Option<DynTensor>>> {
+    ) -> Result<Option<Vec<Option<GpuBuffer>>>> {
         let (wgsl, custom) = self.custom_module(op, inputs, true)?;
         let grads = inputs
             .iter()
-            .map(|input| GpuBuffer::uninit(self, input.numel(), DType::F32, op.name()))
+            .map(|input| GpuBuffer::uninit(self, input.numel(), DType::F32, op.name))
             .collect::<Result<Vec<_>>>()?;
-        let read: Vec<DynTensor> = inputs
-            .iter()
-            .chain([output, grad])
-            .cloned()
-            .collect();
-        let memories = self.memories(&read)?;
-        let mut bindings: Vec<(u32, &wgpu::Buffer)> = memories
-            .iter()
-            .enumerate()
-            .map(|(k, memory)| (k as u32 + 1, memory.raw()))
-            .collect();
+        let read: Vec<Src<'_, GpuBuffer>> = inputs.iter().copied().chain([output, grad]).collect();
+        let mut bindings = bound(&read)?;
         let first_grad = inputs.len() as u32 + 3;
         bindings.extend(
             grads
@@ -69,7 +54,7 @@ impl GpuDevice {
         );
         let threads = inputs
             .iter()
-            .map(DynTensor::numel)
+            .map(Src::numel)
             .chain([output.numel()])
             .max()
             .unwrap_or(0);
@@ -82,24 +67,39 @@ impl GpuDevice {
             inputs,
             &bindings,
         )?;
-        Ok(grads
-            .into_iter()
-            .zip(inputs)
-            .zip(needs)
-            .map(|((g, input), &need)| need.then(|| DynTensor::from_gpu(g, input.dims())))
-            .collect())
+        Ok(Some(
+            grads
+                .into_iter()
+                .zip(needs)
+                .map(|(g, &need)| need.then_some(g))
+                .collect(),
+        ))
     }
+}
 
+/// Each buffer of `tensors` at its binding, from 1 on (one element per word each).
+fn bound<'a>(tensors: &[Src<'a, GpuBuffer>]) -> Result<Vec<(u32, &'a wgpu::Buffer)>> {
+    tensors
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            check_words(t.dtype(), "GPU kernel")?;
+            Ok((k as u32 + 1, t.memory.raw()))
+        })
+        .collect()
+}
+
+impl GpuDevice {
     /// The op's kernels and the module key of this launch, after checking what the
     /// kernels can take.
     fn custom_module(
         &self,
-        op: &dyn ErasedCustomOp,
-        inputs: &[DynTensor],
+        op: &CustomKernel,
+        inputs: &[Src<'_, GpuBuffer>],
         backward: bool,
     ) -> Result<(Wgsl, CustomModule)> {
-        let name = op.name();
-        let wgsl = op.wgsl().ok_or(DeviceError::NoGpuKernel { op: name })?;
+        let name = op.name;
+        let wgsl = op.wgsl.ok_or(DeviceError::NoGpuKernel { op: name })?;
         if let Some(t) = inputs.iter().find(|t| t.dtype() != DType::F32) {
             return Err(DeviceError::UnsupportedDType {
                 op: name,
@@ -133,26 +133,22 @@ impl GpuDevice {
         Ok((wgsl, custom))
     }
 
-    fn memories(&self, tensors: &[DynTensor]) -> Result<Vec<super::operand::Memory>> {
-        tensors.iter().map(|t| self.memory_of(t)).collect()
-    }
-
     /// Fills the parameter block and queues the launch of `threads` threads.
     #[allow(clippy::too_many_arguments)]
     fn launch_custom(
         &self,
-        op: &dyn ErasedCustomOp,
+        op: &CustomKernel,
         custom: CustomModule,
         entry: &'static str,
         threads: usize,
         out_numel: usize,
-        inputs: &[DynTensor],
+        inputs: &[Src<'_, GpuBuffer>],
         bindings: &[(u32, &wgpu::Buffer)],
     ) -> Result<()> {
-        let own = op.wgsl_params();
+        let own = &op.params;
         if own.len() > MAX_WGSL_PARAMS {
             return Err(Error::InvalidArgument {
-                op: op.name(),
+                op: op.name,
                 message: format!(
                     "wgsl_params gave {} words; at most {MAX_WGSL_PARAMS} fit",
                     own.len()
@@ -161,7 +157,7 @@ impl GpuDevice {
         }
         let words = |n: usize, what: &str| {
             u32::try_from(n).map_err(|_| Error::InvalidArgument {
-                op: op.name(),
+                op: op.name,
                 message: format!("{what} of {n} elements is beyond a GPU kernel's 32-bit index"),
             })
         };
@@ -173,7 +169,7 @@ impl GpuDevice {
         for (k, input) in inputs.iter().enumerate() {
             params[3 + k] = words(input.numel(), "an input")?;
         }
-        params[OWN_PARAMS..OWN_PARAMS + own.len()].copy_from_slice(&own);
+        params[OWN_PARAMS..OWN_PARAMS + own.len()].copy_from_slice(own);
         self.dispatch(Module::Custom(custom), entry, &params, bindings, groups);
         Ok(())
     }

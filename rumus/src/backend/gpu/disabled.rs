@@ -57,6 +57,19 @@ impl crate::backend::Norm for GpuDevice {}
 
 impl crate::backend::Loss for GpuDevice {}
 
+impl crate::backend::Matmul for GpuDevice {}
+impl crate::backend::Windows for GpuDevice {}
+impl crate::backend::Attention for GpuDevice {}
+impl crate::backend::Custom for GpuDevice {}
+
+impl crate::backend::Int8 for GpuDevice {
+    type Int8Weights = Infallible;
+
+    fn upload_int8(&self, _: &crate::backend::kinds::Int8Matrix<'_>) -> Result<Infallible> {
+        self.never()
+    }
+}
+
 impl crate::backend::BackendMemory for GpuBuffer {
     fn dtype(&self) -> DType {
         match self.0 {}

@@ -224,17 +224,6 @@ impl GpuDevice {
         self.with_src(t, |x| Elementwise::copy(self, x))
             .map(|out| DynTensor::from_gpu(out, t.dims()))
     }
-
-    /// A tensor filled with `value`, for launchers that still work on tensors.
-    pub(crate) fn full_tensor(&self, dims: &[usize], value: f64, dtype: DType) -> Result<DynTensor> {
-        Allocate::full(self, dims, value, dtype).map(|out| DynTensor::from_gpu(out, dims))
-    }
-
-    /// `t` as contiguous packed `f16`, for launchers that still take tensors.
-    pub(crate) fn to_half_tensor(&self, t: &DynTensor) -> Result<DynTensor> {
-        self.with_src(t, |x| self.to_half(x))
-            .map(|out| DynTensor::from_gpu(out, t.dims()))
-    }
 }
 
 /// Filled memory, made by a fill kernel without a host copy.

@@ -6,15 +6,16 @@ use super::context::GpuDevice;
 use super::memory::GpuBuffer;
 use super::pipelines::Module;
 use super::transfer::upload;
+use crate::backend::cpu::CpuBuffer;
+use crate::backend::kinds::Int8Matrix;
+use crate::backend::{Int8, Src};
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
-use crate::storage::CpuBuffer;
-use crate::tensor::DynTensor;
 
 /// A quantized layer's weights on one GPU: int8 rows four to a word, the per-row scales and
 /// the bias (zeros when the layer has none).
 #[derive(Debug)]
-pub(crate) struct GpuInt8Weights {
+pub struct GpuInt8Weights {
     device: GpuDevice,
     rows: usize,
     cols: usize,
@@ -38,15 +39,18 @@ fn as_word_buffer(words: Vec<u32>) -> CpuBuffer {
     CpuBuffer::F32(words.into_iter().map(f32::from_bits).collect())
 }
 
-impl GpuDevice {
-    /// Uploads `rows` x `cols` int8 weights (`value(j, t)`), their scales and the bias.
-    pub(crate) fn upload_int8(
-        &self,
-        (rows, cols): (usize, usize),
-        value: impl Fn(usize, usize) -> i8,
-        scales: &[f32],
-        bias: Option<&[f32]>,
-    ) -> Result<GpuInt8Weights> {
+impl Int8 for GpuDevice {
+    type Int8Weights = GpuInt8Weights;
+
+    /// Uploads the int8 weights four to a word, their scales and the bias.
+    fn upload_int8(&self, matrix: &Int8Matrix<'_>) -> Result<GpuInt8Weights> {
+        let Int8Matrix {
+            rows,
+            cols,
+            value,
+            scales,
+            bias,
+        } = *matrix;
         let words: Vec<u32> = (0..rows)
             .flat_map(|j| pack_words((0..cols).map(|t| value(j, t)), cols))
             .collect();
@@ -62,7 +66,7 @@ impl GpuDevice {
     }
 
     /// `x` `[m, cols]` (contiguous f32 on this device) -> `[m, rows]`.
-    pub(crate) fn int8_linear(&self, x: &DynTensor, w: &GpuInt8Weights, m: usize) -> Result<DynTensor> {
+    fn int8_linear(&self, x: Src<'_, GpuBuffer>, w: &GpuInt8Weights, m: usize) -> Result<GpuBuffer> {
         let op = "QuantizedLinear::forward";
         if w.device != *self {
             return Err(DeviceError::Mismatch {
@@ -78,7 +82,8 @@ impl GpuDevice {
         let quantized = GpuBuffer::uninit(self, m * words, DType::F32, op)?;
         let row_scales = GpuBuffer::uninit(self, m, DType::F32, op)?;
         let out = GpuBuffer::uninit(self, m * w.rows, DType::F32, op)?;
-        let input = self.memory_of(x)?;
+        super::memory::check_words(x.dtype(), "GPU kernel")?;
+        let input = x.memory;
         let as_u32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let mut params = [as_u32(m), as_u32(w.cols), as_u32(words), as_u32(w.rows), 0];
         let groups_x = m.clamp(1, 65_535);
@@ -106,6 +111,6 @@ impl GpuDevice {
             ],
             groups,
         );
-        Ok(DynTensor::from_gpu(out, &[m, w.rows]))
+        Ok(out)
     }
 }

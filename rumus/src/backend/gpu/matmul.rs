@@ -4,12 +4,12 @@ use super::batch::{grid_1d, grid_rows};
 use super::context::GpuDevice;
 use super::elementwise::check_float;
 use super::memory::GpuBuffer;
-use super::operand::{Memory, Strided};
+use super::operand::Strided;
 use super::pipelines::Module;
+use crate::backend::{Matmul, Src};
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
-use crate::tensor::DynTensor;
 
 /// Output tile edge of `matmul_tiled` and of `matmul_wide`, which large products use.
 const TILE: usize = 64;
@@ -242,27 +242,27 @@ fn product_bindings<'a>(
 }
 
 /// Where a product's bias lives: its buffer, and the offset and stride of its `n` values.
-struct Bias {
-    memory: Memory,
+struct Bias<'a> {
+    memory: &'a wgpu::Buffer,
     offset: u32,
     stride: u32,
 }
 
-impl GpuDevice {
+impl Matmul for GpuDevice {
     /// `a @ b` with both operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`
     /// (same dtype, checked by the caller): `f32`, or `f16` accumulated in `f32` and rounded
     /// to an `f16` result, or with `widen` returned in `f32` unrounded (autocast's products).
     ///
     /// With `bias` (`f32` `[n]`, checked by the caller) the product adds it to every row, in
     /// the kernel's epilogue, or in the sum of split-K partial products.
-    pub(crate) fn matmul(
+    fn matmul(
         &self,
-        (a, la): (&DynTensor, &Layout),
-        (b, lb): (&DynTensor, &Layout),
-        bias: Option<&DynTensor>,
+        a: Src<'_, GpuBuffer>,
+        b: Src<'_, GpuBuffer>,
+        bias: Option<Src<'_, GpuBuffer>>,
         out_dims: &[usize],
         widen: bool,
-    ) -> Result<DynTensor> {
+    ) -> Result<GpuBuffer> {
         let kernels = match a.dtype() {
             DType::F16 if self.has_coop_matmul() => Kernels::Coop,
             DType::F16 => Kernels::Half,
@@ -275,9 +275,9 @@ impl GpuDevice {
             Some(bias) => {
                 check_float(bias.dtype(), "linear")?;
                 Some(Bias {
-                    memory: self.any_memory_of(bias)?,
-                    offset: bias.layout().offset() as u32,
-                    stride: bias.layout().strides()[0] as u32,
+                    memory: bias.memory.raw(),
+                    offset: bias.layout.offset() as u32,
+                    stride: bias.layout.strides()[0] as u32,
                 })
             }
             None => None,
@@ -286,21 +286,34 @@ impl GpuDevice {
         if crate::shape::checked_numel(out_dims, "matmul")? == 0 {
             // Nothing to compute (and the batch dims may multiply past usize).
             let dtype = if widen { DType::F32 } else { a.dtype() };
-            return self.full_tensor(out_dims, 0.0, dtype);
+            return GpuBuffer::uninit(self, 0, dtype, "matmul");
         }
-        self.product(kernels, (a, la), (b, lb), bias.as_ref(), (out_dims, widen))
+        let out = self.product(kernels, a, b, bias.as_ref(), widen)?;
+        match out {
+            // `f16` products of the tiled kernels are summed in `f32`; rounded here.
+            (product, Kernels::Half) if !widen => {
+                self.to_half(Src::new(&product, &Layout::contiguous(out_dims)))
+            }
+            (product, _) => Ok(product),
+        }
     }
+}
 
+impl GpuDevice {
+    /// The product on `kernels` (or the kernels it falls back to for these layouts, returned
+    /// with it), contiguous `[batch.., m, n]`.
     fn product(
         &self,
         kernels: Kernels,
-        (a, la): (&DynTensor, &Layout),
-        (b, lb): (&DynTensor, &Layout),
-        bias: Option<&Bias>,
-        (out_dims, widen): (&[usize], bool),
-    ) -> Result<DynTensor> {
+        a: Src<'_, GpuBuffer>,
+        b: Src<'_, GpuBuffer>,
+        bias: Option<&Bias<'_>>,
+        widen: bool,
+    ) -> Result<(GpuBuffer, Kernels)> {
+        let (la, lb) = (a.layout, b.layout);
         if let Some((la, lb)) = fold_batch_into_rows(la, lb) {
-            return self.product(kernels, (a, &la), (b, &lb), bias, (out_dims, widen));
+            let (a, b) = (Src::new(a.memory, &la), Src::new(b.memory, &lb));
+            return self.product(kernels, a, b, bias, widen);
         }
         let r = la.rank();
         let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
@@ -449,8 +462,8 @@ impl GpuDevice {
         if kernels == Kernels::Coop && widen {
             params[26] |= 8;
         }
-        let (ma, mb) = (self.any_memory_of(a)?, self.any_memory_of(b)?);
-        let bias_memory = bias.map(|bias| bias.memory.raw());
+        let (ma, mb) = (a.memory.raw(), b.memory.raw());
+        let bias_memory = bias.map(|bias| bias.memory);
         let groups = if batch * m * n == 0 {
             [0, 0, 0]
         } else {
@@ -462,7 +475,7 @@ impl GpuDevice {
             DType::F32
         };
         let out = GpuBuffer::uninit(self, batch * m * n, out_dtype, "matmul")?;
-        let operands = |written| product_bindings(entry, ma.raw(), mb.raw(), bias_memory, written);
+        let operands = |written| product_bindings(entry, ma, mb, bias_memory, written);
         if !summed {
             self.dispatch(module, entry, &params, &operands(out.raw()), groups);
         } else {
@@ -491,11 +504,7 @@ impl GpuDevice {
                 sum_groups,
             );
         }
-        let product = DynTensor::from_gpu(out, out_dims);
-        match kernels {
-            Kernels::Half if !widen => self.to_half_tensor(&product),
-            _ => Ok(product),
-        }
+        Ok((out, kernels))
     }
 }
 

@@ -39,15 +39,11 @@ with_gpu_feature! {
     mod wait;
     mod window;
 
-    pub(crate) use attention::AttentionKernels;
-    pub(crate) use attention::WIDEST_ROW as WIDEST_ATTENTION_ROW;
     pub use context::GpuDevice;
     pub use memory::{GpuBuffer, MemoryStats};
     pub use profile::KernelTime;
     pub use transfer::{TransferCounts, transfer_counts};
     pub(crate) use transfer::{download_asked, upload as upload_buffer};
-    pub(crate) use window::WindowOp;
-    pub(crate) use int8::GpuInt8Weights;
 }
 
 #[cfg(not(feature = "gpu"))]

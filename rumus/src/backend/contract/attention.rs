@@ -1,0 +1,56 @@
+//! Fused scaled dot-product attention: `softmax(scale q k^T + masks) v` without the `[T, S]`
+//! scores in memory, forward and backward.
+
+use super::{Backend, Src};
+use crate::backend::kinds::Geometry;
+use crate::error::Result;
+use crate::shape::Layout;
+
+/// A result in fresh memory and the view of it that is the result (a backend may keep its
+/// operands' memory layout, heads split from rows read where they lie).
+pub type Viewed<M> = (M, Layout);
+
+/// A fused attention's output (with its view) and each query row's log-sum-exp.
+pub type Forward<M> = (Viewed<M>, M);
+
+/// Fused attention kernels. `q` is `[.., T, D]`, `k` `[.., S, D]`, `v` `[.., S, Dv]` (one
+/// float dtype, `g.batch` problems over the leading dims), `mask` a key padding mask as
+/// `bool` `[B, S]` on the same device (`g` says which problems share a row of it).
+/// `autocast` says whether the forward pass ran under autocast, whose kernels a backend may
+/// have (the backward pass runs the forward pass's kernels).
+pub trait Attention: Backend {
+    /// The output (`[.., T, Dv]`, any view) and each query row's log-sum-exp
+    /// (`[batch, t]`, contiguous); `None` where the backend has no fused kernel for these
+    /// sizes (the op then composes the attention from products and a softmax).
+    fn attention_forward(
+        &self,
+        [q, k, v]: [Src<'_, Self::Memory>; 3],
+        mask: Option<Src<'_, Self::Memory>>,
+        g: &Geometry,
+        autocast: bool,
+    ) -> Result<Option<Forward<Self::Memory>>> {
+        let _ = (q, k, v, mask, g, autocast);
+        Err(self.unsupported("scaled_dot_product_attention"))
+    }
+
+    /// The gradients of `q`, `k` and `v` (each with its operand's dims, any view) from the
+    /// forward pass's output and log-sum-exp and the output's gradient `grad`.
+    fn attention_backward(
+        &self,
+        [q, k, v]: [Src<'_, Self::Memory>; 3],
+        mask: Option<Src<'_, Self::Memory>>,
+        [out, lse, grad]: [Src<'_, Self::Memory>; 3],
+        g: &Geometry,
+        autocast: bool,
+    ) -> Result<[Viewed<Self::Memory>; 3]> {
+        let _ = (q, k, v, mask, out, lse, grad, g, autocast);
+        Err(self.unsupported("scaled_dot_product_attention"))
+    }
+
+    /// Whether an attention with rows `width` wide would run on matrix units (under
+    /// `autocast`), where rounding to `f16` changes its results.
+    fn attention_on_matrix_units(&self, width: usize, autocast: bool) -> bool {
+        let _ = (width, autocast);
+        false
+    }
+}

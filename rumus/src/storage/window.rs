@@ -1,0 +1,144 @@
+//! Window ops of convolution and pooling as storage runs them.
+
+use std::cell::Cell;
+
+use super::Storage;
+use super::dispatch::{Operand, on_backend, run};
+use crate::backend::Windows;
+use crate::backend::cpu::Cpu;
+use crate::backend::gpu::GpuDevice;
+use crate::backend::kinds::{DirectConv, Window2d, WindowKernel};
+use crate::error::Result;
+
+impl Storage {
+    /// `kernel` over the `planes` planes of `x`, shaped `out_dims`.
+    pub(crate) fn window(
+        x: Operand<'_>,
+        kernel: WindowKernel,
+        planes: usize,
+        window: &Window2d,
+        out_dims: &[usize],
+    ) -> Result<Storage> {
+        on_backend!(kernel.name(), [x], |be, [x]| be
+            .window(x, kernel, planes, window, out_dims))
+    }
+
+    /// Max pooling of the `planes` planes of `x`: the maxima, when the backend gathers them
+    /// itself, and the offsets of the first maximum of each window.
+    pub(crate) fn max_pool(
+        x: Operand<'_>,
+        planes: usize,
+        window: &Window2d,
+    ) -> Result<(Option<Storage>, Storage)> {
+        // The second output leaves each backend's closure through this cell.
+        let values = Cell::new(None);
+        let indices = run(
+            "max_pool2d",
+            [x],
+            |be: &Cpu, [x]| {
+                let (v, i) = be.max_pool(x, planes, window)?;
+                values.set(v.map(Storage::new));
+                Ok(Some(i))
+            },
+            |be: &GpuDevice, [x]| {
+                let (v, i) = be.max_pool(x, planes, window)?;
+                values.set(v.map(Storage::on_gpu));
+                Ok(Some(i))
+            },
+        )?
+        .expect("both backends return the offsets");
+        Ok((values.into_inner(), indices))
+    }
+
+    /// `conv2d` through the backend's direct kernels, with their plan, when it has them for
+    /// this case.
+    pub(crate) fn conv2d_direct(
+        x: Operand<'_>,
+        weight: Operand<'_>,
+        bias: Option<Operand<'_>>,
+        window: &Window2d,
+        groups: usize,
+    ) -> Result<Option<(Storage, DirectConv)>> {
+        let plan = Cell::new(None);
+        let out = match bias {
+            None => run(
+                "conv2d",
+                [x, weight],
+                |be: &Cpu, [x, w]| planned(be.conv2d_direct(x, w, None, window, groups), &plan),
+                |be: &GpuDevice, [x, w]| {
+                    planned(be.conv2d_direct(x, w, None, window, groups), &plan)
+                },
+            ),
+            Some(bias) => run(
+                "conv2d",
+                [x, weight, bias],
+                |be: &Cpu, [x, w, b]| {
+                    planned(be.conv2d_direct(x, w, Some(b), window, groups), &plan)
+                },
+                |be: &GpuDevice, [x, w, b]| {
+                    planned(be.conv2d_direct(x, w, Some(b), window, groups), &plan)
+                },
+            ),
+        }?;
+        Ok(out.zip(plan.into_inner()))
+    }
+
+    /// The input gradient of the direct convolution `plan`.
+    pub(crate) fn conv2d_direct_input_grad(
+        dy: Operand<'_>,
+        weight: Operand<'_>,
+        plan: &DirectConv,
+    ) -> Result<Storage> {
+        on_backend!("conv2d", [dy, weight], |be, [dy, w]| be
+            .conv2d_direct_input_grad(dy, w, plan))
+    }
+
+    /// The weight gradient of the direct convolution `plan`.
+    pub(crate) fn conv2d_direct_weight_grad(
+        x: Operand<'_>,
+        dy: Operand<'_>,
+        plan: &DirectConv,
+    ) -> Result<Storage> {
+        on_backend!("conv2d", [x, dy], |be, [x, dy]| be
+            .conv2d_direct_weight_grad(x, dy, plan))
+    }
+
+    /// The bias gradient of the direct convolution `plan`.
+    pub(crate) fn conv2d_direct_bias_grad(dy: Operand<'_>, plan: &DirectConv) -> Result<Storage> {
+        on_backend!("conv2d", [dy], |be, [dy]| be
+            .conv2d_direct_bias_grad(dy, plan))
+    }
+
+    /// Samples per slice when the backend cannot hold `conv2d`'s columns of the whole batch
+    /// `x` at once (`columns_per_channel` per channel of a sample); `None` when it can.
+    pub(crate) fn conv_batch_chunk(
+        x: Operand<'_>,
+        columns_per_channel: usize,
+    ) -> Result<Option<usize>> {
+        let chunk = Cell::new(None);
+        run(
+            "conv2d",
+            [x],
+            |be: &Cpu, [x]| {
+                chunk.set(be.conv_batch_chunk(x, columns_per_channel));
+                Ok(())
+            },
+            |be: &GpuDevice, [x]| {
+                chunk.set(be.conv_batch_chunk(x, columns_per_channel));
+                Ok(())
+            },
+        )?;
+        Ok(chunk.into_inner())
+    }
+}
+
+/// The memory of a planned kernel's result, its plan left in `plan`.
+fn planned<M>(
+    result: Result<Option<(M, DirectConv)>>,
+    plan: &Cell<Option<DirectConv>>,
+) -> Result<Option<M>> {
+    Ok(result?.map(|(memory, p)| {
+        plan.set(Some(p));
+        memory
+    }))
+}
