@@ -2,7 +2,8 @@
 //! integers or `bool` end the graph; a cast to `f16` (which carries no gradients) of a
 //! tracked tensor is an error rather than a silent cut.
 
-use crate::autograd::{BackwardOp, record};
+use super::BackwardOp;
+use crate::autograd::record;
 use crate::backend::cpu::strided::map;
 use crate::dtype::DType;
 use crate::element::Element;

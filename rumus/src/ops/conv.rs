@@ -12,7 +12,8 @@
 //! window's first maximum and gathers it, so its gradient is a `scatter_add` to that element,
 //! as in PyTorch.
 
-use crate::autograd::{BackwardOp, record};
+use super::BackwardOp;
+use crate::autograd::record;
 use crate::backend::cpu::unfold::{self as kernel, Window2d};
 use crate::element::{Element, Float};
 use crate::error::{Error, Result, ShapeError};

@@ -2,7 +2,8 @@
 
 use std::borrow::Cow;
 
-use crate::autograd::{BackwardOp, Saved, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, record};
 use crate::backend::cpu::strided::{zip_map, zip3_map};
 use crate::dtype::DType;
 use crate::element::Float;

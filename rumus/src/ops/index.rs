@@ -2,7 +2,8 @@
 //! axis, `gather`/`scatter_add` pick single elements. Each pair is the other's adjoint, so
 //! gradients of gradients stay inside this file.
 
-use crate::autograd::{BackwardOp, record};
+use super::BackwardOp;
+use crate::autograd::record;
 use crate::backend::cpu::index as kernel;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};

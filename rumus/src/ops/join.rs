@@ -1,7 +1,8 @@
 //! Joining and splitting: `cat`, `stack`, `split`, `chunk`. Splits are narrow views, so
 //! their gradients flow through the view records.
 
-use crate::autograd::{BackwardOp, record};
+use super::BackwardOp;
+use crate::autograd::record;
 use crate::backend::cpu::concat::concat;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::normalize_axis;

@@ -1,7 +1,8 @@
 //! Matrix products with PyTorch's `matmul` semantics: 2-D, batched, broadcast batch dims,
 //! and 1-D operands treated as a row or a column vector.
 
-use crate::autograd::{BackwardOp, Saved, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, record};
 use crate::backend::cpu::matmul::matmul;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};

@@ -1,7 +1,8 @@
 //! Reductions over axes: sum, mean, max/min, argmax/argmin, and the statistics built from
 //! them (variance, standard deviation, log-sum-exp).
 
-use crate::autograd::{BackwardOp, Saved, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, record};
 use crate::backend::cpu::reduce::{Reduction, arg_extremum, reduce};
 use crate::element::Element;
 use crate::error::{Result, ShapeError};

@@ -1,7 +1,8 @@
 //! Softmax and log-softmax along one axis, with the max subtracted so large logits do not
 //! overflow.
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, is_grad_enabled, record};
 use crate::backend::cpu::reduce::{softmax_backward_rows, softmax_rows};
 use crate::element::Element;
 use crate::error::Result;

@@ -1,7 +1,8 @@
 //! Element-wise functions of one tensor: arithmetic with a scalar, math functions and
 //! activations. One kernel walks the data; the op is matched once, outside the loop.
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, is_grad_enabled, record};
 use crate::backend::cpu::strided::{map, zip_map};
 use crate::element::{Element, Float};
 use crate::error::Result;

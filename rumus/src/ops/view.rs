@@ -1,7 +1,8 @@
 //! Views: ops that re-describe the same memory (reshape, permute, expand, narrow). Each
 //! still records onto the graph, so a gradient always flows back through a view.
 
-use crate::autograd::{BackwardOp, record};
+use super::BackwardOp;
+use crate::autograd::record;
 use crate::backend::cpu::strided::map;
 use crate::error::{Result, ShapeError};
 use crate::shape::{broadcast_shapes, normalize_axis};
