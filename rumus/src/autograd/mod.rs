@@ -1,7 +1,8 @@
 //! Reverse-mode automatic differentiation.
 //!
-//! Every op that reads a tensor requiring a gradient attaches a [`BackwardOp`] record to its
-//! output. [`DynTensor::backward`](crate::DynTensor::backward) and [`grad`] walk those records
+//! Every op that reads a tensor requiring a gradient attaches a [`BackwardRecord`] to its
+//! output (for rumus's ops, a [`BackwardOp`](crate::ops::BackwardOp) of the table of
+//! derivatives; the tape itself names no op). [`DynTensor::backward`](crate::DynTensor::backward) and [`grad`] walk those records
 //! from the output back to the leaves, visiting only what the output depends on, and collect
 //! gradients into an accumulate-only [`GradientStore`]. Under [`no_grad`] nothing is recorded
 //! and no graph metadata is allocated.
