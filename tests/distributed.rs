@@ -475,7 +475,7 @@ fn collectives_match(mpirun: &Path) {
 }
 
 /// The single-process reference: each global batch is the union of the ranks' slices
-/// (`DataLoader::shard`, proven against the unsharded loader in tests/data_loader.rs); the
+/// (`DataLoader::shard`, proven against the unsharded loader in rumus/tests/data_loader.rs); the
 /// gradient is the sum of the slices' gradients in rank order divided by the number of
 /// slices, which is exactly what an all-reduce of two ranks computes.
 fn reference_sliced(slices: usize) -> Vec<u8> {

@@ -39,9 +39,10 @@ use std::cell::RefCell;
 
 pub use crate::optim::{GradScaler, GradScalerConfig};
 
-use crate::autograd::{BackwardOp, GradMeta, is_grad_enabled, record};
+use crate::autograd::{BackwardRecord, GradMeta, GraphLinks, is_grad_enabled, record};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::BackwardOp;
 use crate::ops::hooks::{self, Autocast, OpCall};
 use crate::ops::matmul::{
     bias_gradient, is_transposed_contiguous, product_gradients, widening_product,
@@ -197,18 +198,23 @@ pub struct HalfProductRecord {
     bias_dims: Option<Dims>,
 }
 
-impl HalfProductRecord {
-    /// The `f16` operands carrying the operands' graph places: what a dropping graph frees
-    /// iteratively.
-    pub(crate) fn take_saved(self) -> impl Iterator<Item = DynTensor> {
-        [
-            (self.lhs_half, self.lhs_meta),
-            (self.rhs_half, self.rhs_meta),
-        ]
-        .into_iter()
-        .filter_map(|(half, meta)| Some(half.with_grad_meta(meta?)))
+impl BackwardRecord for HalfProductRecord {
+    fn name(&self) -> &'static str {
+        "matmul"
     }
 
+    fn backward(&self, grad: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+        half_product_backward(self, grad, needs)
+    }
+
+    /// The operands' graph places: what a dropping graph frees iteratively.
+    fn take_graph(&mut self, links: &mut GraphLinks) {
+        links.push_meta(self.lhs_meta.take());
+        links.push_meta(self.rhs_meta.take());
+    }
+}
+
+impl HalfProductRecord {
     /// An operand as a recorded backward pass multiplies it: the `f16` copy widened (the
     /// values autocast rounds the operand to, so its products round it to the same), whose
     /// gradient goes unchanged to the operand, as autocast's products treat the rounding.
@@ -234,14 +240,12 @@ pub(crate) fn product(
     let (lhs_half, rhs_half) = (to_half(lhs)?, to_half(rhs)?);
     let out = widening_product(&lhs_half, &rhs_half, bias.map(DynTensor::detach).as_ref())?;
     let inputs: Vec<&DynTensor> = [lhs, rhs].into_iter().chain(bias).collect();
-    Ok(record(out, &inputs, || {
-        BackwardOp::HalfProduct(Box::new(HalfProductRecord {
-            lhs_half,
-            rhs_half,
-            lhs_meta: lhs.grad_meta().cloned(),
-            rhs_meta: rhs.grad_meta().cloned(),
-            bias_dims: bias.map(|b| Dims::from_slice(b.dims())),
-        }))
+    Ok(record(out, &inputs, || HalfProductRecord {
+        lhs_half,
+        rhs_half,
+        lhs_meta: lhs.grad_meta().cloned(),
+        rhs_meta: rhs.grad_meta().cloned(),
+        bias_dims: bias.map(|b| Dims::from_slice(b.dims())),
     }))
 }
 
@@ -249,7 +253,7 @@ pub(crate) fn product(
 /// gradient rounded once and the saved `f16` operands, widened to `f32`. A recorded backward
 /// pass (`create_graph`) runs the `f32` formula under autocast instead, on the saved operands
 /// tracked back to the operands, so its gradients stay differentiable.
-pub(crate) fn half_product_backward(
+fn half_product_backward(
     record: &HalfProductRecord,
     grad: &DynTensor,
     needs: &[bool],

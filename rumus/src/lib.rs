@@ -6,7 +6,8 @@
 //!
 //! - [`Tensor`] and [`DynTensor`], the two layers of tensor; [`shape`] holds the dims
 //!   ([`D`], [`Dyn`], [`dim!`]) and [`dtype`] the element types.
-//! - [`autograd`]: the tape of [`BackwardOp`](autograd::BackwardOp) records, [`GradientStore`],
+//! - [`autograd`]: the tape of [`BackwardRecord`](autograd::BackwardRecord)s (for rumus's
+//!   ops, the [`BackwardOp`](ops::BackwardOp) table of derivatives), [`GradientStore`],
 //!   [`grad`] for higher derivatives, [`gradcheck`].
 //! - [`nn`]: layers, losses, initialisers and the [`Module`](nn::Module) trait that
 //!   [`#[model]`](model) implements; [`tensor_fn!`] writes forward passes with shapes.

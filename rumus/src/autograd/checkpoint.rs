@@ -33,10 +33,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::BackwardOp;
 use super::engine::gradients_of_ids;
 use super::grad_mode::{enable_grad, is_grad_enabled};
-use super::node::{Edge, Edges, Saved, TensorId, attach_edges, edge_to};
+use super::node::{Edge, Edges, GraphLinks, Saved, TensorId, attach_edges, edge_to};
+use super::record::BackwardRecord;
 use crate::error::{AutogradError, Result, ShapeError};
 use crate::rng::{self, Generator};
 use crate::tensor::DynTensor;
@@ -57,9 +57,19 @@ pub struct CheckpointRecord {
     parameters: Vec<TensorId>,
 }
 
-impl CheckpointRecord {
-    pub(crate) fn take_saved(self) -> impl Iterator<Item = DynTensor> {
-        self.inputs.into_iter().map(Saved::into_tensor)
+impl BackwardRecord for CheckpointRecord {
+    fn name(&self) -> &'static str {
+        "checkpoint"
+    }
+
+    fn backward(&self, grad: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+        checkpoint_backward(self, grad, needs)
+    }
+
+    fn take_graph(&mut self, links: &mut GraphLinks) {
+        self.inputs
+            .iter_mut()
+            .for_each(|saved| links.push_saved(saved));
     }
 }
 
@@ -103,11 +113,7 @@ where
         generator,
         parameters,
     };
-    Ok(attach_edges(
-        output.detach(),
-        edges,
-        BackwardOp::Checkpoint(Box::new(record)),
-    ))
+    Ok(attach_edges(output.detach(), edges, record))
 }
 
 /// Copies of `inputs` cut from their graph, tracked (as fresh leaves) where the original was.
@@ -165,7 +171,7 @@ impl Drop for RestoreGenerator {
 /// The gradients of a checkpointed segment's inputs and parameters: the segment runs again,
 /// with the generator as its first run found it, and `grad` flows back through the new
 /// graph.
-pub(crate) fn checkpoint_backward(
+fn checkpoint_backward(
     record: &CheckpointRecord,
     grad: &DynTensor,
     needs: &[bool],

@@ -1,16 +1,17 @@
-//! Graph records. Each op that produces a tracked tensor attaches one [`Node`]: a closed
-//! [`BackwardOp`] enum record plus edges to its inputs. Nodes are owned by the tensors that
+//! Graph records. Each op that produces a tracked tensor attaches one [`Node`]: edges to its
+//! inputs plus a [`BackwardRecord`] (for rumus's ops, the closed `ops::BackwardOp` enum). Nodes are owned by the tensors that
 //! can still reach them, so a forward pass that is never back-propagated frees its graph
 //! when its tensors drop, and two losses from one forward share the same nodes.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use triomphe::Arc;
+use unsize::{CoerceUnsize, Coercion};
 
 use smallvec::SmallVec;
 
-use super::backward_op::BackwardOp;
 use super::grad_mode::is_grad_enabled;
+use super::record::BackwardRecord;
 use crate::error::{AutogradError, Result};
 use crate::live_counts::{self, Count};
 use crate::tensor::DynTensor;
@@ -81,37 +82,59 @@ pub fn live_nodes() -> usize {
 /// but concatenation), so recording allocates no list.
 pub(crate) type Edges = SmallVec<[Option<Edge>; 3]>;
 
-/// One backward record: the op and, per input, where its gradient flows (`None` when that
-/// input needs no gradient).
-pub struct Node {
-    pub(crate) op: BackwardOp,
+/// One backward record: per input, where its gradient flows (`None` when that input needs no
+/// gradient), and the op's record. Made as `Node<R>` for the op's own record type and held as
+/// `Node<dyn BackwardRecord>` (the default): the record lives inline in the node's one
+/// allocation, so recording allocates nothing more.
+pub struct Node<R: BackwardRecord + ?Sized = dyn BackwardRecord> {
     pub(crate) inputs: Edges,
+    pub(crate) op: R,
 }
 
-impl Node {
+impl<R: BackwardRecord + ?Sized> Node<R> {
     /// Detaches this record's children onto `stack`: its input edges and the graph nodes of
     /// the tensors it saved.
-    fn take_children_into(&mut self, stack: &mut Vec<Arc<Node>>) {
-        stack.extend(self.inputs.drain(..).flatten().filter_map(|edge| edge.node));
-        stack.extend(
-            self.op
-                .take_saved()
-                .into_iter()
-                .filter_map(DynTensor::into_graph_node),
-        );
+    fn take_children_into(&mut self, links: &mut GraphLinks) {
+        links
+            .0
+            .extend(self.inputs.drain(..).flatten().filter_map(|edge| edge.node));
+        self.op.take_graph(links);
     }
 }
 
-impl Drop for Node {
+/// The graph nodes a dropping record hands over ([`BackwardRecord::take_graph`]): the stack
+/// of nodes still to free, so that freeing a long graph needs no recursion.
+pub struct GraphLinks(Vec<Arc<Node>>);
+
+impl GraphLinks {
+    /// The node of `tensor`, if it has one and this was its last handle.
+    pub(crate) fn push_tensor(&mut self, tensor: DynTensor) {
+        self.0.extend(tensor.into_graph_node());
+    }
+
+    /// The node of a saved tensor, if it has one and the record held its last handle; the
+    /// tensor stays, off the graph.
+    pub(crate) fn push_saved(&mut self, saved: &mut Saved) {
+        self.0.extend(saved.tensor.take_graph_node());
+    }
+
+    /// The node of a tensor's graph place (`None`: no gradient, or a leaf).
+    pub(crate) fn push_meta(&mut self, meta: Option<GradMeta>) {
+        self.0.extend(meta.and_then(|meta| meta.node));
+    }
+}
+
+impl<R: BackwardRecord + ?Sized> Drop for Node<R> {
     /// Frees long chains iteratively; recursive drops would overflow the stack on deep
-    /// graphs (a long unrolled recurrence, thousands of chained ops). A child unwrapped here
-    /// has no children left when its own `drop` runs, so that one allocates nothing.
+    /// graphs (a long unrolled recurrence, thousands of chained ops). A child emptied here
+    /// (its last handle is ours) has no children left when its own `drop` runs, so that one
+    /// allocates nothing.
     fn drop(&mut self) {
         live_counts::add(Count::GraphNodes, -1);
-        let mut stack = Vec::new();
+        let mut stack = GraphLinks(Vec::new());
         self.take_children_into(&mut stack);
-        while let Some(node) = stack.pop() {
-            if let Ok(mut owned) = Arc::try_unwrap(node) {
+        while let Some(mut node) = stack.0.pop() {
+            if let Some(owned) = Arc::get_mut(&mut node) {
                 owned.take_children_into(&mut stack);
             }
         }
@@ -125,10 +148,10 @@ impl Drop for Node {
 /// recording flag is read only when some input is tracked); the recording itself is
 /// [`attach`], compiled once.
 #[inline]
-pub(crate) fn record(
+pub(crate) fn record<R: BackwardRecord + 'static>(
     output: DynTensor,
     inputs: &[&DynTensor],
-    op: impl FnOnce() -> BackwardOp,
+    op: impl FnOnce() -> R,
 ) -> DynTensor {
     if inputs.iter().any(|t| t.requires_grad()) && is_grad_enabled() {
         attach(output, inputs, op())
@@ -138,7 +161,11 @@ pub(crate) fn record(
 }
 
 /// `output` as the result of a new graph node running `op` on `inputs`.
-fn attach(output: DynTensor, inputs: &[&DynTensor], op: BackwardOp) -> DynTensor {
+fn attach<R: BackwardRecord + 'static>(
+    output: DynTensor,
+    inputs: &[&DynTensor],
+    op: R,
+) -> DynTensor {
     let edges = inputs.iter().map(|t| edge_to(t)).collect();
     attach_edges(output, edges, op)
 }
@@ -154,9 +181,16 @@ pub(crate) fn edge_to(input: &DynTensor) -> Option<Edge> {
 /// `output` as the result of a new graph node running `op`, whose inputs' gradients go along
 /// `edges`: for records whose inputs are not all tensors at hand (a checkpointed segment's
 /// parameters are known only by id).
-pub(crate) fn attach_edges(output: DynTensor, edges: Edges, op: BackwardOp) -> DynTensor {
+pub(crate) fn attach_edges<R: BackwardRecord + 'static>(
+    output: DynTensor,
+    edges: Edges,
+    op: R,
+) -> DynTensor {
     live_counts::add(Count::GraphNodes, 1);
-    let node = Arc::new(Node { op, inputs: edges });
+    // SAFETY: the coercion is a plain unsizing cast, which keeps the address (what
+    // `Coercion::new` asks of it).
+    let to_dyn = unsafe { Coercion::new(|node: *const Node<R>| node as *const Node) };
+    let node: Arc<Node> = Arc::new(Node { inputs: edges, op }).unsize(to_dyn);
     output.with_grad_meta(GradMeta {
         id: TensorId::fresh(),
         node: Some(node),

@@ -15,6 +15,7 @@ use super::module::Module;
 use super::norm::LayerNorm;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
+pub use crate::ops::mask::causal_mask;
 use crate::ops::unary::UnaryOp;
 use crate::tensor::DynTensor;
 
@@ -54,16 +55,6 @@ fn invalid(message: String) -> Error {
         message,
     }
     .into()
-}
-
-/// `[T, S]` bool mask, `true` above the diagonal: query `i` may not attend key `j > i`.
-pub fn causal_mask(t: usize, s: usize) -> Result<DynTensor> {
-    crate::alloc::ensure_output("causal_mask", &[t, s], 1)?;
-    if t == 0 || s == 0 {
-        return DynTensor::zeros(&[t, s], DType::Bool);
-    }
-    let values: Vec<bool> = (0..t).flat_map(|i| (0..s).map(move |j| j > i)).collect();
-    Ok(DynTensor::from_vec(values, &[t, s])?)
 }
 
 fn check_heads(embed: usize, heads: usize) -> Result<()> {

@@ -9,7 +9,7 @@
 //! on a GPU.
 
 use super::loss::{ClassTargets, Reduction};
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, no_grad, record};
+use crate::autograd::{BackwardRecord, GraphLinks, Saved, is_grad_enabled, no_grad, record};
 use crate::error::Result;
 use crate::storage::Storage;
 use crate::tensor::DynTensor;
@@ -24,9 +24,17 @@ pub struct CrossEntropyRecord {
     reduction: Reduction,
 }
 
-impl CrossEntropyRecord {
-    pub(crate) fn take_saved(self) -> impl Iterator<Item = DynTensor> {
-        std::iter::once(self.logits.into_tensor())
+impl BackwardRecord for CrossEntropyRecord {
+    fn name(&self) -> &'static str {
+        "cross_entropy"
+    }
+
+    fn backward(&self, grad: &DynTensor, _needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
+        Ok(vec![Some(cross_entropy_backward(self, grad)?)])
+    }
+
+    fn take_graph(&mut self, links: &mut GraphLinks) {
+        links.push_saved(&mut self.logits);
     }
 }
 
@@ -51,13 +59,11 @@ pub(super) fn cross_entropy(
         return Ok(loss_and_lse()?.0);
     }
     let (loss, lse) = loss_and_lse()?;
-    Ok(record(loss, &[logits], || {
-        BackwardOp::CrossEntropy(Box::new(CrossEntropyRecord {
-            logits: Saved::new(logits),
-            lse,
-            targets,
-            reduction,
-        }))
+    Ok(record(loss, &[logits], || CrossEntropyRecord {
+        logits: Saved::new(logits),
+        lse,
+        targets,
+        reduction,
     }))
 }
 
@@ -73,10 +79,7 @@ fn class_logsumexp(logits: &DynTensor) -> Result<DynTensor> {
 
 /// The logits' gradient: `(softmax(x) - onehot(target)) * weight`, the weight of each target
 /// being the output's gradient (divided by the count under `Mean`, 0 where ignored).
-pub(crate) fn cross_entropy_backward(
-    record: &CrossEntropyRecord,
-    grad: &DynTensor,
-) -> Result<DynTensor> {
+fn cross_entropy_backward(record: &CrossEntropyRecord, grad: &DynTensor) -> Result<DynTensor> {
     let targets = &record.targets;
     let logits = record.logits.get("cross_entropy")?;
     let per_target = match record.reduction {

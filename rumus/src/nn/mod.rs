@@ -33,7 +33,6 @@ pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
 pub use fused_cross_entropy::CrossEntropyRecord;
-pub(crate) use fused_cross_entropy::cross_entropy_backward;
 pub use linear::Linear;
 pub use loss::{
     CrossEntropyOptions, KlReduction, NllLossOptions, Reduction, binary_cross_entropy,

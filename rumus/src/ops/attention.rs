@@ -28,7 +28,9 @@
 //! # }
 //! ```
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use super::BackwardOp;
+use super::mask::causal_mask;
+use crate::autograd::{Saved, is_grad_enabled, record};
 use crate::backend::kinds::{AttentionDropout, Geometry};
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
@@ -293,7 +295,7 @@ fn probabilities(
         scores = scores.masked_fill(&mask, f64::NEG_INFINITY)?;
     }
     if g.causal {
-        let hidden = crate::nn::causal_mask(g.t, g.s)?.to(&scores.device())?;
+        let hidden = causal_mask(g.t, g.s)?.to(&scores.device())?;
         scores = scores.masked_fill(&hidden, f64::NEG_INFINITY)?;
     }
     crate::ops::softmax::softmax_zeroing_unseen_rows(&scores)

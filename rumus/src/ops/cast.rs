@@ -2,8 +2,8 @@
 //! integers or `bool` end the graph; a cast to `f16` (which carries no gradients) of a
 //! tracked tensor is an error rather than a silent cut.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::BackwardOp;
 use crate::dtype::DType;
 use crate::error::{AutogradError, Result};
 use crate::storage::Storage;

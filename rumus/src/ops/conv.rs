@@ -12,8 +12,9 @@
 //! window's first maximum and gathers it, so its gradient is a `scatter_add` to that element,
 //! as in PyTorch.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply, autocast_applies};
-use crate::autograd::{BackwardOp, record};
+use crate::autograd::record;
 use crate::backend::kinds::{Window2d, WindowKernel};
 use crate::error::{Error, Result, ShapeError};
 use crate::storage::Storage;

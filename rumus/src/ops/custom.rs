@@ -54,7 +54,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, is_grad_enabled, record};
 use crate::backend::kinds::CustomKernel;
 use crate::dtype::DType;
 use crate::element::{Element, Float};

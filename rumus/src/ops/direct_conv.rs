@@ -7,7 +7,8 @@
 //! the differentiable ops of the general path instead (a transposed convolution and an
 //! unfold-and-product), so gradients of any order stay available.
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, is_grad_enabled, record};
 use crate::backend::cpu::direct_conv::Conv2dShape;
 use crate::backend::cpu::simd::Isa;
 use crate::backend::kinds::{DirectConv, Window2d};

@@ -8,7 +8,8 @@
 //! after it) is one op too: on a GPU one pass forward and one backward, where the two ops
 //! apart take two each and a `[tokens, features]` tensor in between.
 
-use crate::autograd::{BackwardOp, Saved, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, record};
 use crate::error::Result;
 use crate::ops::unary::{UnaryOp, unary_backward};
 use crate::storage::Storage;

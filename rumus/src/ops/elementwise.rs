@@ -2,8 +2,9 @@
 
 use std::borrow::Cow;
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::{BackwardOp, Saved};
+use crate::autograd::Saved;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::{Dims, Layout, broadcast_shapes};

@@ -10,8 +10,9 @@
 
 use std::cell::Cell;
 
+use super::BackwardOp;
 use super::{BinaryOp, CompareOp, UnaryOp};
-use crate::autograd::{BackwardOp, record};
+use crate::autograd::record;
 use crate::error::Result;
 use crate::tensor::DynTensor;
 

@@ -2,8 +2,9 @@
 //! axis, `gather`/`scatter_add` pick single elements. Each pair is the other's adjoint, so
 //! gradients of gradients stay inside this file.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::{BackwardOp, record};
+use crate::autograd::record;
 use crate::backend::cpu::index as kernel;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};

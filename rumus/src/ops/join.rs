@@ -1,8 +1,8 @@
 //! Joining and splitting: `cat`, `stack`, `split`, `chunk`. Splits are narrow views, so
 //! their gradients flow through the view records.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::BackwardOp;
 use crate::backend::cpu::concat::concat;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::normalize_axis;

@@ -1,8 +1,9 @@
 //! Matrix products with PyTorch's `matmul` semantics: 2-D, batched, broadcast batch dims,
 //! and 1-D operands treated as a row or a column vector.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::{BackwardOp, Saved};
+use crate::autograd::Saved;
 use crate::dtype::DType;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::{Dims, Layout, broadcast_shapes};

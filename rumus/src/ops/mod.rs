@@ -2,6 +2,7 @@
 //! [`DynTensor`](crate::DynTensor)) and the backward formulas of its records.
 
 pub mod attention;
+pub mod backward;
 pub mod cast;
 pub mod conv;
 pub mod custom;
@@ -12,6 +13,7 @@ pub(crate) mod hooks;
 pub mod index;
 pub mod inplace;
 pub mod join;
+pub mod mask;
 pub mod matmul;
 pub(crate) mod norm;
 pub mod rearrange;
@@ -21,5 +23,7 @@ pub mod transfer;
 pub mod unary;
 pub mod view;
 
+pub use backward::BackwardOp;
 pub use elementwise::{BinaryOp, CompareOp};
+pub use mask::causal_mask;
 pub use unary::UnaryOp;

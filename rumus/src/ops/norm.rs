@@ -6,7 +6,8 @@
 //! When the backward pass is itself recorded (`create_graph`), the gradients are built from
 //! differentiable ops instead, so gradients of any order stay available.
 
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use super::BackwardOp;
+use crate::autograd::{Saved, is_grad_enabled, record};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::storage::Storage;

@@ -1,8 +1,9 @@
 //! Reductions over axes: sum, mean, max/min, argmax/argmin, and the statistics built from
 //! them (variance, standard deviation, log-sum-exp).
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::{BackwardOp, Saved};
+use crate::autograd::Saved;
 use crate::backend::kinds::Reduction;
 use crate::error::{Result, ShapeError};
 use crate::shape::{broadcast_shapes, normalize_axes, normalize_axis};

@@ -1,8 +1,9 @@
 //! Softmax and log-softmax along one axis, with the max subtracted so large logits do not
 //! overflow.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled, record};
+use crate::autograd::{Saved, is_grad_enabled, record};
 use crate::error::Result;
 use crate::shape::{Layout, normalize_axis};
 use crate::storage::{Operand, Storage};

@@ -1,7 +1,8 @@
 //! Moving tensors between devices. The copy is an op on the graph: the gradient of a tensor
 //! moved to a GPU flows back to the host tensor it came from.
 
-use crate::autograd::{BackwardOp, record};
+use super::BackwardOp;
+use crate::autograd::record;
 use crate::device::Device;
 use crate::error::Result;
 use crate::storage::Storage;

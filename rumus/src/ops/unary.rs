@@ -1,8 +1,9 @@
 //! Element-wise functions of one tensor: arithmetic with a scalar, math functions and
 //! activations. One kernel walks the data; the op is matched once, outside the loop.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::{BackwardOp, Saved, is_grad_enabled};
+use crate::autograd::{Saved, is_grad_enabled};
 use crate::backend::kinds::{FRAC_1_SQRT_2PI, GELU_TANH_COEF, SQRT_2_OVER_PI};
 use crate::error::Result;
 use crate::storage::Storage;

@@ -1,8 +1,8 @@
 //! Views: ops that re-describe the same memory (reshape, permute, expand, narrow). Each
 //! still records onto the graph, so a gradient always flows back through a view.
 
+use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::autograd::BackwardOp;
 use crate::error::{Result, ShapeError};
 use crate::shape::{broadcast_shapes, normalize_axis};
 use crate::storage::{CpuBuffer, Storage};

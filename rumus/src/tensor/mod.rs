@@ -10,7 +10,7 @@ pub use typed::Tensor;
 
 use triomphe::Arc;
 
-use crate::autograd::{GradMeta, TensorId};
+use crate::autograd::{GradMeta, Node, TensorId};
 use crate::dtype::DType;
 use crate::element::Element;
 use crate::error::{AutogradError, Error, Result};
@@ -116,8 +116,14 @@ impl DynTensor {
     }
 
     /// The graph node this tensor owns, when this handle was its last owner.
-    pub(crate) fn into_graph_node(self) -> Option<Arc<crate::autograd::Node>> {
+    pub(crate) fn into_graph_node(self) -> Option<Arc<Node>> {
         Arc::try_unwrap(self.0).ok()?.grad?.node
+    }
+
+    /// The graph node this tensor owns, moved out when this handle is its last owner (the
+    /// tensor stays, off the graph): for records that drop their saved tensors in place.
+    pub(crate) fn take_graph_node(&mut self) -> Option<Arc<Node>> {
+        Arc::get_mut(&mut self.0)?.grad.as_mut()?.node.take()
     }
 
     /// This tensor's identity while it lives: shared by its clones, not by views or copies.

@@ -1,22 +1,24 @@
-//! The closed set of backward records. A record holds exactly what its gradient formula needs
-//! (input dims for un-broadcasting, saved tensors with their versions); it is plain data:
-//! inspectable, `Send + Sync`, no boxed closures. The formulas live next to their forward ops
-//! in `crate::ops` and are written with the same differentiable ops, so recording the
-//! backward pass (`create_graph`) yields higher-order gradients.
+//! The table of derivatives: the closed set of backward records of rumus's own ops. A record
+//! holds exactly what its gradient formula needs (input dims for un-broadcasting, saved
+//! tensors with their versions); it is plain data: inspectable, `Send + Sync`, no boxed
+//! closures. The formulas live next to their forward ops and are written with the same
+//! differentiable ops, so recording the backward pass (`create_graph`) yields higher-order
+//! gradients. The tape ([`crate::autograd`]) holds records as [`BackwardRecord`] trait
+//! objects, so it names no op; layers above `ops` (a fused loss, an autocast product, a
+//! checkpointed segment) implement that trait for records of their own.
 
 use smallvec::{SmallVec, smallvec};
 
-use super::checkpoint::{CheckpointRecord, checkpoint_backward};
-use super::node::Saved;
+use super::{
+    attention, conv, custom, direct_conv, dropout, elementwise, index, join, matmul, norm, reduce,
+    softmax, unary, view,
+};
+use crate::autograd::{BackwardRecord, GraphLinks, Saved};
 use crate::backend::cpu::direct_conv::Conv2dShape;
 use crate::backend::cpu::simd::Isa;
 use crate::backend::cpu::unfold::Window2d;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{
-    attention, conv, custom, direct_conv, dropout, elementwise, index, join, matmul, norm, reduce,
-    softmax, unary, view,
-};
 use crate::shape::Dims;
 use crate::tensor::DynTensor;
 
@@ -260,22 +262,12 @@ pub enum BackwardOp {
     },
     /// An op defined outside rumus ([`crate::ops::custom::CustomOp`]).
     Custom(Box<custom::CustomRecord>),
-    /// A segment that runs again in the backward pass ([`super::checkpoint()`]); inputs
-    /// (the segment's inputs, then the parameters it read).
-    Checkpoint(Box<CheckpointRecord>),
-    /// A matrix product (and bias) that ran in `f16` under [`crate::amp::autocast`]; inputs
-    /// (lhs, rhs, and the bias when there is one).
-    HalfProduct(Box<crate::amp::HalfProductRecord>),
     /// Fused scaled dot-product attention; inputs (query, key, value).
     Attention(Box<attention::AttentionRecord>),
-    /// Cross-entropy against class indices (without label smoothing) as one op; input the
-    /// logits.
-    CrossEntropy(Box<crate::nn::CrossEntropyRecord>),
 }
 
-impl BackwardOp {
-    /// The op's name, as error messages show it.
-    pub fn name(&self) -> &'static str {
+impl BackwardRecord for BackwardOp {
+    fn name(&self) -> &'static str {
         match self {
             BackwardOp::Add { .. } => "add",
             BackwardOp::Sub { .. } => "sub",
@@ -311,61 +303,17 @@ impl BackwardOp {
             BackwardOp::WindowSum2d { .. } => "window_sum2d",
             BackwardOp::WindowSpread2d { .. } => "window_spread2d",
             BackwardOp::Custom(record) => record.name(),
-            BackwardOp::Checkpoint(_) => "checkpoint",
-            BackwardOp::HalfProduct(_) => "matmul",
             BackwardOp::Attention(_) => "scaled_dot_product_attention",
-            BackwardOp::CrossEntropy(_) => "cross_entropy",
         }
     }
 
-    /// Moves out the tensors this record saved (they may hold graph nodes), so a dropping
-    /// graph can be freed iteratively.
-    pub(crate) fn take_saved(&mut self) -> SmallVec<[DynTensor; 2]> {
-        match std::mem::replace(self, BackwardOp::Contiguous) {
-            BackwardOp::Mul { lhs, rhs }
-            | BackwardOp::Div { lhs, rhs }
-            | BackwardOp::Matmul { lhs, rhs }
-            | BackwardOp::Linear {
-                input: lhs,
-                weight_t: rhs,
-                ..
-            }
-            | BackwardOp::Conv2d {
-                input: lhs,
-                weight: rhs,
-                ..
-            } => {
-                smallvec![lhs.into_tensor(), rhs.into_tensor()]
-            }
-            BackwardOp::Pow { base, exponent } => {
-                smallvec![base.into_tensor(), exponent.into_tensor()]
-            }
-            BackwardOp::Unary {
-                input: Some(input), ..
-            }
-            | BackwardOp::ActivationDropout { input, .. }
-            | BackwardOp::Extremum { input, .. }
-            | BackwardOp::Softmax { input, .. } => smallvec![input.into_tensor()],
-            BackwardOp::LayerNorm { input, weight, .. } => std::iter::once(input)
-                .chain(weight)
-                .map(Saved::into_tensor)
-                .collect(),
-            BackwardOp::Custom(record) => record.take_saved().collect(),
-            BackwardOp::Checkpoint(record) => record.take_saved().collect(),
-            BackwardOp::HalfProduct(record) => record.take_saved().collect(),
-            BackwardOp::Attention(record) => record.take_saved().collect(),
-            BackwardOp::CrossEntropy(record) => record.take_saved().collect(),
-            _ => SmallVec::new(),
-        }
+    fn take_graph(&mut self, links: &mut GraphLinks) {
+        self.take_saved()
+            .into_iter()
+            .for_each(|tensor| links.push_tensor(tensor));
     }
 
-    /// Gradients of the op's inputs given the gradient of its output. `needs[i]` says whether
-    /// input `i` wants one; formulas skip the work for the others.
-    pub(crate) fn backward(
-        &self,
-        grad: &DynTensor,
-        needs: &[bool],
-    ) -> Result<Vec<Option<DynTensor>>> {
+    fn backward(&self, grad: &DynTensor, needs: &[bool]) -> Result<Vec<Option<DynTensor>>> {
         let one = |g: Result<DynTensor>| g.map(|g| vec![Some(g)]);
         match self {
             BackwardOp::Add { lhs_dims, rhs_dims } => {
@@ -476,14 +424,47 @@ impl BackwardOp {
                 one(conv::window_spread2d_backward(grad, window))
             }
             BackwardOp::Custom(record) => custom::custom_backward(record, grad, needs),
-            BackwardOp::Checkpoint(record) => checkpoint_backward(record, grad, needs),
-            BackwardOp::HalfProduct(record) => {
-                crate::amp::half_product_backward(record, grad, needs)
-            }
             BackwardOp::Attention(record) => attention::attention_backward(record, grad, needs),
-            BackwardOp::CrossEntropy(record) => {
-                one(crate::nn::cross_entropy_backward(record, grad))
+        }
+    }
+}
+
+impl BackwardOp {
+    /// Moves out the tensors this record saved (they may hold graph nodes), so a dropping
+    /// graph can be freed iteratively.
+    fn take_saved(&mut self) -> SmallVec<[DynTensor; 2]> {
+        match std::mem::replace(self, BackwardOp::Contiguous) {
+            BackwardOp::Mul { lhs, rhs }
+            | BackwardOp::Div { lhs, rhs }
+            | BackwardOp::Matmul { lhs, rhs }
+            | BackwardOp::Linear {
+                input: lhs,
+                weight_t: rhs,
+                ..
             }
+            | BackwardOp::Conv2d {
+                input: lhs,
+                weight: rhs,
+                ..
+            } => {
+                smallvec![lhs.into_tensor(), rhs.into_tensor()]
+            }
+            BackwardOp::Pow { base, exponent } => {
+                smallvec![base.into_tensor(), exponent.into_tensor()]
+            }
+            BackwardOp::Unary {
+                input: Some(input), ..
+            }
+            | BackwardOp::ActivationDropout { input, .. }
+            | BackwardOp::Extremum { input, .. }
+            | BackwardOp::Softmax { input, .. } => smallvec![input.into_tensor()],
+            BackwardOp::LayerNorm { input, weight, .. } => std::iter::once(input)
+                .chain(weight)
+                .map(Saved::into_tensor)
+                .collect(),
+            BackwardOp::Custom(record) => record.take_saved().collect(),
+            BackwardOp::Attention(record) => record.take_saved().collect(),
+            _ => SmallVec::new(),
         }
     }
 }
