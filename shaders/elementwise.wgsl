@@ -150,6 +150,14 @@ fn unary_op(op: u32, x: f32, s0: f32, s1: f32) -> f32 {
         case UNARY_SIN: { return sin(x); }
         case UNARY_COS: { return cos(x); }
         case UNARY_FLOOR: { return floor(x); }
+        case UNARY_LOG1P: {
+            // ln(1 + x) loses x's digits where 1 + x rounds; below 1e-4 the series' first
+            // three terms are exact to f32.
+            if (abs(x) < 1e-4) {
+                return x * (1.0 - x * (0.5 - x / 3.0));
+            }
+            return log(1.0 + x);
+        }
         default: { return x; }
     }
 }

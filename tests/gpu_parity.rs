@@ -38,6 +38,7 @@ fn unary_ops_match_the_cpu() {
             "floor",
             Box::new(|t| t.mul_scalar(3.0).unwrap().floor().unwrap()),
         ),
+        ("log1p", Box::new(|t| t.abs().unwrap().log1p().unwrap())),
         ("relu", Box::new(|t| t.relu().unwrap())),
         ("leaky_relu", Box::new(|t| t.leaky_relu(0.1).unwrap())),
         ("sigmoid", Box::new(|t| t.sigmoid().unwrap())),

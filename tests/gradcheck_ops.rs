@@ -92,6 +92,7 @@ case!(triu, [randn(&[3, 4], 1)], |x| t(&x[0])?.triu(-1));
 case!(maximum, [randn(&[3, 4], 1), randn(&[4], 2)], |x| x[0]
     .maximum(&x[1]));
 case!(cumsum, [randn(&[3, 4], 1)], |x| t(&x[0])?.cumsum(0));
+case!(log1p, [randn(&[4, 3], 1)], |x| t(&x[0])?.abs()?.log1p());
 case!(sin, [randn(&[4, 3], 1)], |x| t(&x[0])?
     .mul_scalar(3.0)?
     .sin());

@@ -253,6 +253,7 @@ fn implementation(name: &str) -> Option<Implementation> {
         "sin" => |t| one(t["x"].sin()?),
         "cos" => |t| one(t["x"].cos()?),
         "floor" => |t| one(t["x"].floor()?),
+        "log1p" | "log1p_tiny" => |t| one(t["x"].log1p()?),
         "flip_two_axes" => |t| one(t["x"].flip(&[0, -1])?),
         "roll_positive" => |t| one(t["x"].roll(2, 1)?),
         "roll_negative_past_length" => |t| one(t["x"].roll(-7, -1)?),
@@ -891,4 +892,21 @@ fn exact_mismatches<T: PartialEq + std::fmt::Display>(
         .filter(|(_, (x, y))| x != y)
         .map(|(i, (x, y))| format!("case {case}: {key}[{i}]: rumus {x}, torch {y}"))
         .collect()
+}
+
+/// `log1p` near zero, where `log(1 + x)` in f32 keeps only the digits of `1 + x`: every
+/// result within a relative 1e-6 of `ln_1p` in f64 (the fixture's absolute tolerance cannot
+/// tell the two apart at these sizes).
+#[test]
+fn log1p_keeps_the_digits_of_tiny_inputs() -> rumus::Result<()> {
+    let xs: Vec<f32> = vec![1e-10, -3e-9, 2.5e-7, -7e-6, 4e-5, 1e-3];
+    let out = DynTensor::from_vec(xs.clone(), &[xs.len()])?
+        .log1p()?
+        .to_vec::<f32>()?;
+    for (x, y) in xs.iter().zip(&out) {
+        let exact = f64::from(*x).ln_1p();
+        let relative = (f64::from(*y) - exact).abs() / exact.abs();
+        assert!(relative <= 1e-6, "log1p({x:e}) = {y:e}, exact {exact:e}");
+    }
+    Ok(())
 }

@@ -153,6 +153,11 @@ pub const METHODS: &[Method] = &[
         Rule::Same,
         "The largest integer not above each element (no gradient).",
     ),
+    generated(
+        "log1p",
+        Rule::Same,
+        "`ln(1 + x)` per element, accurate near zero (PyTorch's `torch.log1p`).",
+    ),
     generated("relu", Rule::Same, "`max(x, 0)` per element."),
     generated("sigmoid", Rule::Same, "`1 / (1 + e^-x)` per element."),
     generated("tanh", Rule::Same, "Hyperbolic tangent per element."),

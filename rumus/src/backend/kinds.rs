@@ -34,6 +34,8 @@ pub enum UnaryOp {
     Cos,
     /// The largest integer not above `x`; its gradient is zero everywhere.
     Floor,
+    /// `ln(1 + x)`, accurate for `x` near zero where `ln` of the sum loses every digit.
+    Log1p,
     /// `max(x, 0)`.
     Relu,
     /// `x` for `x > 0`, else `x` times the slope held.
@@ -85,6 +87,7 @@ impl UnaryOp {
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
             UnaryOp::Floor => "floor",
+            UnaryOp::Log1p => "log1p",
             UnaryOp::Relu => "relu",
             UnaryOp::LeakyRelu(_) => "leaky_relu",
             UnaryOp::Sigmoid => "sigmoid",
@@ -102,7 +105,7 @@ impl UnaryOp {
 
     /// Every op (parameters are placeholders): the list kernels' op-code constants are
     /// generated from (`UNARY_RELU` in WGSL).
-    pub const ALL: [UnaryOp; 23] = [
+    pub const ALL: [UnaryOp; 24] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -129,6 +132,7 @@ impl UnaryOp {
         UnaryOp::Sin,
         UnaryOp::Cos,
         UnaryOp::Floor,
+        UnaryOp::Log1p,
     ];
 
     /// The op's number in kernels that switch on it: its place in [`UnaryOp::ALL`].

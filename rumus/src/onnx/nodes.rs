@@ -56,6 +56,12 @@ pub(crate) fn onnx_unary(
                 vec![Float("alpha", slope as f32)],
             );
         }
+        UnaryOp::Log1p => {
+            // ONNX has no log1p: Log(1 + x), as PyTorch exports it.
+            let (one, shifted) = (e.scalar(1.0, x)?, e.temp());
+            e.node("Add", vec![input, one], vec![shifted.clone()], vec![]);
+            e.single("Log", vec![shifted], out, vec![]);
+        }
         UnaryOp::Rsqrt => {
             let root = e.temp();
             e.node("Sqrt", vec![input], vec![root.clone()], vec![]);

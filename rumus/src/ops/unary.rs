@@ -56,6 +56,10 @@ impl DynTensor {
     pub fn sqrt(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Sqrt)
     }
+    /// `ln(1 + x)` per element, accurate near zero (PyTorch's `torch.log1p`).
+    pub fn log1p(&self) -> Result<DynTensor> {
+        self.unary(UnaryOp::Log1p)
+    }
     /// `1 / sqrt(x)`.
     pub fn rsqrt(&self) -> Result<DynTensor> {
         self.unary(UnaryOp::Rsqrt)
@@ -175,6 +179,7 @@ pub(crate) fn unary_backward(
         UnaryOp::MulScalar(s) => grad.mul_scalar(s),
         UnaryOp::Exp => grad.mul(&x().exp()?),
         UnaryOp::Log => grad.div(x()),
+        UnaryOp::Log1p => grad.div(&x().add_scalar(1.0)?),
         UnaryOp::Sqrt => grad.mul(&x().rsqrt()?.mul_scalar(0.5)?),
         UnaryOp::Rsqrt => grad.mul(&x().powf(-1.5)?.mul_scalar(-0.5)?),
         UnaryOp::Abs => grad.mul(&x().sign()?),

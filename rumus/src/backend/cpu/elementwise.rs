@@ -235,6 +235,7 @@ pub(super) fn unary<T: Float + Default>(a: &[T], layout: &Layout, op: UnaryOp) -
         UnaryOp::Sin => map(a, layout, |x: T| x.sin()),
         UnaryOp::Cos => map(a, layout, |x: T| x.cos()),
         UnaryOp::Floor => map(a, layout, |x: T| x.floor()),
+        UnaryOp::Log1p => map(a, layout, |x: T| x.ln_1p()),
         UnaryOp::Relu => map(a, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
         UnaryOp::LeakyRelu(slope) => {
             let slope = c(slope);
