@@ -404,6 +404,50 @@ fn matrix_products_match_the_cpu() {
     );
 }
 
+/// An in-place update from a view of its own destination (`x.copy_(&x.t())`, a row added
+/// to every row) reads the values from before the update on both devices, as if the source
+/// were copied first: on the GPU the kernel once read and wrote one buffer in one dispatch.
+#[test]
+fn in_place_updates_from_a_view_of_the_destination_read_the_old_values() {
+    let _serial = serial();
+    let Some(device) = gpu() else { return };
+    let old: Vec<f32> = (0..9).map(|k| k as f32 * 1.5 - 4.0).collect();
+    let transposed: Vec<f32> = (0..9).map(|k| old[(k % 3) * 3 + k / 3]).collect();
+    let row_added: Vec<f32> = (0..9).map(|k| old[k] + 2.0 * old[k % 3]).collect();
+    for place in [Device::Cpu, device] {
+        let x = DynTensor::from_vec(old.clone(), &[3, 3])
+            .unwrap()
+            .to(&place)
+            .unwrap();
+        x.copy_(&x.transpose(0, 1).unwrap()).unwrap();
+        assert_eq!(
+            x.to_vec::<f32>().unwrap(),
+            transposed,
+            "copy_ of a transpose on {place}"
+        );
+
+        let x = DynTensor::from_vec(old.clone(), &[3, 3])
+            .unwrap()
+            .to(&place)
+            .unwrap();
+        x.add_scaled_(2.0, &x.narrow(0, 0, 1).unwrap()).unwrap();
+        assert_eq!(
+            x.to_vec::<f32>().unwrap(),
+            row_added,
+            "a row added on {place}"
+        );
+
+        let codes: Vec<i64> = (0..9).collect();
+        let x = DynTensor::from_vec(codes, &[3, 3])
+            .unwrap()
+            .to(&place)
+            .unwrap();
+        x.copy_(&x.transpose(0, 1).unwrap()).unwrap();
+        let want: Vec<i64> = (0..9).map(|k| (k % 3) * 3 + k / 3).collect();
+        assert_eq!(x.to_vec::<i64>().unwrap(), want, "i64 copy_ on {place}");
+    }
+}
+
 #[test]
 fn indexing_and_joining_match_the_cpu() {
     let _serial = serial();

@@ -8,11 +8,7 @@ use std::cell::RefCell;
 use std::fmt;
 
 use crate::backend::gpu::GpuDevice;
-#[cfg(feature = "gpu")]
-use crate::error::DeviceError;
 use crate::error::Result;
-#[cfg(feature = "gpu")]
-use crate::tensor::DynTensor;
 
 /// A place for tensors and the kernels that run on them.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,54 +90,4 @@ impl fmt::Display for Device {
             Device::Gpu(gpu) => write!(f, "gpu ({})", gpu.name()),
         }
     }
-}
-
-/// The GPU an op runs on, or `None` for the CPU. Every operand must be on the same device,
-/// except rank-0 host tensors, which join a GPU op as constants.
-///
-/// Inlined: the common case, every operand on the host, is a flag load per operand, with no
-/// lock and no call.
-#[cfg(feature = "gpu")]
-#[inline]
-pub(crate) fn gpu_of(op: &'static str, operands: &[&DynTensor]) -> Result<Option<GpuDevice>> {
-    if operands.iter().any(|t| t.storage().is_on_gpu()) {
-        common_gpu(op, operands)
-    } else {
-        Ok(None)
-    }
-}
-
-/// The GPU shared by `operands`, some of which are on one.
-#[cfg(feature = "gpu")]
-#[cold]
-fn common_gpu(op: &'static str, operands: &[&DynTensor]) -> Result<Option<GpuDevice>> {
-    let mut gpu: Option<GpuDevice> = None;
-    for operand in operands {
-        if let Device::Gpu(device) = operand.device() {
-            match &gpu {
-                Some(seen) if *seen != device => {
-                    return Err(DeviceError::Mismatch {
-                        op,
-                        lhs: Device::Gpu(seen.clone()).to_string(),
-                        rhs: Device::Gpu(device).to_string(),
-                    }
-                    .into());
-                }
-                _ => gpu = Some(device),
-            }
-        }
-    }
-    if let Some(device) = &gpu
-        && let Some(host) = operands
-            .iter()
-            .find(|t| !t.storage().is_on_gpu() && t.rank() != 0)
-    {
-        return Err(DeviceError::Mismatch {
-            op,
-            lhs: Device::Gpu(device.clone()).to_string(),
-            rhs: format!("cpu, shape {:?}", host.dims()),
-        }
-        .into());
-    }
-    Ok(gpu)
 }

@@ -110,10 +110,6 @@ const BACKEND_CONTRACT: Why = Why {
     reason: "a backend kernel takes a tensor, a storage or an ops descriptor, not buffers and layouts",
     removed_by: "issue 39, backend contract: kernels on buffers and layouts, op descriptors in backend",
 };
-const DEVICE_UPLOAD: Why = Why {
-    reason: "Device's GPU helpers take and return tensors",
-    removed_by: "issue 39, backend contract: tensor constructors and launchers over devices",
-};
 const TRACE_HOOK: Why = Why {
     reason: "the op calls the ONNX tracer itself (the `*_untraced` twins)",
     removed_by: "the ops hook layer (ops/hooks.rs): onnx registers its tracer there",
@@ -144,13 +140,10 @@ const MACRO_SUPPORT: Why = Why {
 const EXCEPTIONS: &[Exception] = &[
     exception("backend/cpu/pool.rs", "storage", &BACKEND_CONTRACT),
     exception("backend/gpu/attention.rs", "tensor", &BACKEND_CONTRACT),
-    exception("backend/gpu/elementwise.rs", "tensor", &BACKEND_CONTRACT),
-    exception("backend/gpu/index.rs", "tensor", &BACKEND_CONTRACT),
     exception("backend/gpu/int8.rs", "device", &BACKEND_CONTRACT),
     exception("backend/gpu/operand.rs", "storage", &BACKEND_CONTRACT),
     exception("backend/gpu/operand.rs", "tensor", &BACKEND_CONTRACT),
     exception("backend/gpu/transfer.rs", "storage", &BACKEND_CONTRACT),
-    exception("device.rs", "tensor", &DEVICE_UPLOAD),
     exception("onnx/import_norm_ops.rs", "nn", &ONNX_MODELS),
     exception("onnx/mod.rs", "io", &ONNX_MODELS),
     exception("onnx/mod.rs", "nn", &ONNX_MODELS),

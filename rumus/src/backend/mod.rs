@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod kinds;
 
 pub use contract::{
-    Allocate, Attention, Backend, BackendMemory, Custom, Dst, Elementwise, Forward, Int8, Kernels,
-    Loss, Matmul, Norm, Optim, Reduce, Src, Viewed, Windows,
+    Allocate, Attention, Backend, BackendMemory, Custom, Dst, Elementwise, Forward, Index, Int8,
+    Join, Kernels, Loss, Matmul, Norm, Optim, Reduce, Src, Update, Viewed, Windows,
+    check_index_dtype,
 };

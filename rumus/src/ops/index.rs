@@ -5,55 +5,10 @@
 use super::BackwardOp;
 use super::hooks::{OpCall, apply};
 use crate::autograd::record;
-use crate::backend::cpu::index as kernel;
-use crate::dtype::DType;
-use crate::error::{Error, Result, ShapeError};
+use crate::error::{Result, ShapeError};
 use crate::shape::normalize_axis;
-use crate::storage::{CpuBuffer, map_buffer};
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
-
-fn indices_of(indices: &DynTensor, op: &'static str) -> Result<Vec<i64>> {
-    if indices.dtype() != DType::I64 {
-        return Err(Error::DType {
-            op,
-            expected: "an i64 index tensor",
-            found: indices.dtype(),
-        });
-    }
-    crate::alloc::ensure_output(op, indices.dims(), 8)?;
-    indices.to_vec::<i64>()
-}
-
-/// `Some(result of the body)` when the operands are on a GPU, `None` on the CPU.
-macro_rules! on_gpu {
-    ($op:expr, [$($operand:expr),*], |$gpu:ident| $body:block) => {{
-        #[cfg(feature = "gpu")]
-        let placed = match crate::device::gpu_of($op, &[$($operand),*]) {
-            Err(e) => Some(Err(e)),
-            Ok(None) => None,
-            Ok(Some($gpu)) => Some((|| -> Result<DynTensor> { $body })()),
-        };
-        #[cfg(not(feature = "gpu"))]
-        let placed: Option<Result<DynTensor>> = None;
-        placed
-    }};
-}
-
-#[cfg(feature = "gpu")]
-fn check_index_dtype(indices: &DynTensor, op: &'static str) -> Result<()> {
-    if indices.dtype() != DType::I64 {
-        return Err(Error::DType {
-            op,
-            expected: "an i64 index tensor",
-            found: indices.dtype(),
-        });
-    }
-    Ok(())
-}
-
-fn contiguous_buffer(t: &DynTensor) -> Result<CpuBuffer> {
-    t.to_contiguous_buffer()
-}
 
 /// Index tensor of `gather`/`scatter_add`: same rank, no axis larger than in `target`
 /// except along `axis`.
@@ -84,62 +39,6 @@ fn check_gather_dims(
     Ok(())
 }
 
-/// A float buffer the accumulating kernels can add into, whatever its element type.
-trait AddInto {
-    fn index_add(&mut self, split: (usize, usize, usize), indices: &[i64]);
-    fn scatter_add(&mut self, dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize]);
-}
-
-/// A copy of `dst` with `src` ready to be added into it; both have one float dtype.
-struct Accumulation<'a, T> {
-    dst: &'a mut [T],
-    src: &'a [T],
-}
-
-impl<T: crate::element::Float> AddInto for Accumulation<'_, T> {
-    fn index_add(&mut self, split: (usize, usize, usize), indices: &[i64]) {
-        kernel::index_add(self.dst, split, indices, self.src);
-    }
-    fn scatter_add(&mut self, dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize]) {
-        kernel::scatter_add(self.dst, dims, axis, indices, index_dims, self.src);
-    }
-}
-
-/// Copies `base`, lets `add` accumulate `source` into the copy, and returns it.
-fn add_into_copy(
-    base: &DynTensor,
-    source: &DynTensor,
-    op: &'static str,
-    add: impl FnOnce(&mut dyn AddInto),
-) -> Result<CpuBuffer> {
-    match (contiguous_buffer(base)?, contiguous_buffer(source)?) {
-        (CpuBuffer::F32(mut dst), CpuBuffer::F32(src)) => {
-            add(&mut Accumulation {
-                dst: &mut dst,
-                src: &src,
-            });
-            Ok(CpuBuffer::F32(dst))
-        }
-        (CpuBuffer::F64(mut dst), CpuBuffer::F64(src)) => {
-            add(&mut Accumulation {
-                dst: &mut dst,
-                src: &src,
-            });
-            Ok(CpuBuffer::F64(dst))
-        }
-        (dst, src) if dst.dtype() == src.dtype() => Err(Error::DType {
-            op,
-            expected: "a floating-point tensor",
-            found: dst.dtype(),
-        }),
-        (dst, src) => Err(Error::DTypeMismatch {
-            op,
-            lhs: dst.dtype(),
-            rhs: src.dtype(),
-        }),
-    }
-}
-
 impl DynTensor {
     /// Slices `indices` (a 1-D `i64` tensor) of `axis`, in that order.
     pub fn index_select(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
@@ -155,26 +54,10 @@ impl DynTensor {
                 }
                 .into());
             }
-            let out = match on_gpu!("index_select", [self, indices], |gpu| {
-                check_index_dtype(indices, "index_select")?;
-                gpu.index_select(self, a, indices)
-            }) {
-                Some(out) => out?,
-                None => {
-                    let idx = indices_of(indices, "index_select")?;
-                    kernel::check_indices(&idx, self.dims()[a], a, "index_select")?;
-                    let mut dims = self.dims().to_vec();
-                    dims[a] = idx.len();
-                    let element = self.dtype().size_in_bytes();
-                    crate::alloc::ensure_output("index_select", self.dims(), element)?;
-                    crate::alloc::ensure_output("index_select", &dims, element)?;
-                    let split = kernel::split_at_axis(self.dims(), a);
-                    let buffer = map_buffer!(contiguous_buffer(self)?, |v| kernel::index_select(
-                        &v, split, &idx
-                    ));
-                    DynTensor::from_buffer(buffer, &dims)
-                }
-            };
+            let mut dims = self.dims().to_vec();
+            dims[a] = indices.numel();
+            let out = Storage::index_select(self.operand(), a, indices.operand())?;
+            let out = DynTensor::computed(out, &dims);
             Ok(tape.node(out, || BackwardOp::IndexSelect {
                 input_dims: crate::shape::Dims::from_slice(self.dims()),
                 axis: a,
@@ -213,21 +96,8 @@ impl DynTensor {
             }
             .into());
         }
-        let out = match on_gpu!("index_add", [self, indices, source], |gpu| {
-            check_index_dtype(indices, "index_add")?;
-            gpu.index_add(self, a, indices, source)
-        }) {
-            Some(out) => out?,
-            None => {
-                let idx = indices_of(indices, "index_add")?;
-                kernel::check_indices(&idx, self.dims()[a], a, "index_add")?;
-                let split = kernel::split_at_axis(self.dims(), a);
-                let buffer = add_into_copy(self, source, "index_add", |dst: &mut dyn AddInto| {
-                    dst.index_add(split, &idx)
-                })?;
-                DynTensor::from_buffer(buffer, self.dims())
-            }
-        };
+        let out = Storage::index_add(self.operand(), a, indices.operand(), source.operand())?;
+        let out = DynTensor::computed(out, self.dims());
         Ok(record(out, &[self, source], || BackwardOp::IndexAdd {
             axis: a,
             indices: indices.detach(),
@@ -238,24 +108,8 @@ impl DynTensor {
     pub fn gather(&self, axis: isize, indices: &DynTensor) -> Result<DynTensor> {
         let a = normalize_axis(axis, self.rank(), "gather")?;
         check_gather_dims(self, indices, a, "gather")?;
-        let out = match on_gpu!("gather", [self, indices], |gpu| {
-            check_index_dtype(indices, "gather")?;
-            gpu.gather(self, a, indices)
-        }) {
-            Some(out) => out?,
-            None => {
-                let idx = indices_of(indices, "gather")?;
-                kernel::check_indices(&idx, self.dims()[a], a, "gather")?;
-                let (dims, index_dims) = (self.dims(), indices.dims());
-                let element = self.dtype().size_in_bytes();
-                crate::alloc::ensure_output("gather", dims, element)?;
-                crate::alloc::ensure_output("gather", index_dims, element)?;
-                let buffer = map_buffer!(contiguous_buffer(self)?, |v| kernel::gather(
-                    &v, dims, a, &idx, index_dims
-                ));
-                DynTensor::from_buffer(buffer, index_dims)
-            }
-        };
+        let out = Storage::gather(self.operand(), a, indices.operand())?;
+        let out = DynTensor::computed(out, indices.dims());
         Ok(record(out, &[self], || BackwardOp::Gather {
             input_dims: crate::shape::Dims::from_slice(self.dims()),
             axis: a,
@@ -283,22 +137,8 @@ impl DynTensor {
             }
             .into());
         }
-        let out = match on_gpu!("scatter_add", [self, indices, source], |gpu| {
-            check_index_dtype(indices, "scatter_add")?;
-            gpu.scatter_add(self, a, indices, source)
-        }) {
-            Some(out) => out?,
-            None => {
-                let idx = indices_of(indices, "scatter_add")?;
-                kernel::check_indices(&idx, self.dims()[a], a, "scatter_add")?;
-                let (dims, index_dims) = (self.dims(), indices.dims());
-                let buffer =
-                    add_into_copy(self, source, "scatter_add", |dst: &mut dyn AddInto| {
-                        dst.scatter_add(dims, a, &idx, index_dims)
-                    })?;
-                DynTensor::from_buffer(buffer, dims)
-            }
-        };
+        let out = Storage::scatter_add(self.operand(), a, indices.operand(), source.operand())?;
+        let out = DynTensor::computed(out, self.dims());
         Ok(record(out, &[self, source], || BackwardOp::ScatterAdd {
             axis: a,
             indices: indices.detach(),

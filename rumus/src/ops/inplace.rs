@@ -4,22 +4,9 @@
 //! updated in place (wrap the update in `no_grad`).
 
 use crate::autograd::is_grad_enabled;
-use crate::backend::cpu::strided::update_in_place;
-use crate::element::Float;
 use crate::error::{AutogradError, Error, Result, ShapeError};
-use crate::shape::Layout;
-use crate::storage::CpuBuffer;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
-
-fn apply<T: Float>(dst: &mut [T], ld: &Layout, src: &[T], ls: &Layout, alpha: f64, scale: f64) {
-    let (alpha, scale) = (T::from_f64(alpha), T::from_f64(scale));
-    if scale == T::ZERO {
-        // An overwrite must not keep NaN/inf from the old value (NaN * 0 is NaN).
-        update_in_place(dst, ld, src, ls, |_, s| alpha * s);
-    } else {
-        update_in_place(dst, ld, src, ls, |d, s| d * scale + alpha * s);
-    }
-}
 
 /// What every in-place write requires of its destination `dst` and `source`: no gradient
 /// being recorded through `dst`, one dtype, and no two elements of `dst` in one memory
@@ -68,29 +55,8 @@ impl DynTensor {
             }
             .into());
         }
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of(OP, &[self, source])? {
-            let ls = source.layout().broadcast_to(self.dims());
-            return gpu.scale_add(self, (source, &ls), scale, alpha);
-        }
-        // Copy the source first so no read lock is held while the write lock is taken: two
-        // threads updating `x` from `y` and `y` from `x` would otherwise deadlock.
-        let source_buffer = source.to_contiguous_buffer()?;
-        let ls = Layout::contiguous(source.dims()).broadcast_to(self.dims());
-        let ld = self.layout().clone();
-        let mut dst = self.storage().write()?;
-        match (&mut *dst, &source_buffer) {
-            (CpuBuffer::F32(d), CpuBuffer::F32(s)) => apply(d, &ld, s, &ls, alpha, scale),
-            (CpuBuffer::F64(d), CpuBuffer::F64(s)) => apply(d, &ld, s, &ls, alpha, scale),
-            (d, _) => {
-                return Err(Error::DType {
-                    op: OP,
-                    expected: "a floating-point tensor",
-                    found: d.dtype(),
-                });
-            }
-        }
-        Ok(())
+        let ls = source.layout().broadcast_to(self.dims());
+        Storage::scale_add(self.operand(), source.operand_as(&ls), scale, alpha)
     }
 
     /// `self += alpha * source` in place.
@@ -117,27 +83,7 @@ impl DynTensor {
             }
             .into());
         }
-        #[cfg(feature = "gpu")]
-        if let Some(gpu) = crate::device::gpu_of(OP, &[self, source])? {
-            return gpu.copy_into(self, (source, source.layout()));
-        }
-        let source_buffer = source.to_contiguous_buffer()?;
-        let ls = Layout::contiguous(source.dims());
-        let ld = self.layout().clone();
-        let mut dst = self.storage().write()?;
-        match (&mut *dst, &source_buffer) {
-            (CpuBuffer::I64(d), CpuBuffer::I64(s)) => update_in_place(d, &ld, s, &ls, |_, s| s),
-            (CpuBuffer::Bool(d), CpuBuffer::Bool(s)) => update_in_place(d, &ld, s, &ls, |_, s| s),
-            (CpuBuffer::F16(d), CpuBuffer::F16(s)) => update_in_place(d, &ld, s, &ls, |_, s| s),
-            (d, s) => {
-                return Err(Error::DTypeMismatch {
-                    op: OP,
-                    lhs: d.dtype(),
-                    rhs: s.dtype(),
-                });
-            }
-        }
-        Ok(())
+        Storage::copy_into(self.operand(), source.operand())
     }
 
     /// Sets every element to `value` in place.

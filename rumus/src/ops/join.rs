@@ -3,25 +3,10 @@
 
 use super::BackwardOp;
 use super::hooks::{OpCall, apply};
-use crate::backend::cpu::concat::concat;
 use crate::error::{Error, Result, ShapeError};
 use crate::shape::normalize_axis;
-use crate::storage::CpuBuffer;
+use crate::storage::Storage;
 use crate::tensor::DynTensor;
-
-macro_rules! concat_variant {
-    ($variant:ident, $buffers:expr, $lens:expr, $outer:expr, $inner:expr) => {{
-        let parts: Vec<(&[_], usize)> = $buffers
-            .iter()
-            .zip($lens)
-            .map(|(b, &len)| match b {
-                CpuBuffer::$variant(v) => (v.as_slice(), len),
-                _ => unreachable!("dtypes checked equal"),
-            })
-            .collect();
-        CpuBuffer::$variant(concat(&parts, $outer, $inner))
-    }};
-}
 
 impl DynTensor {
     /// Joins tensors along `axis`; all other dims and the dtype must agree.
@@ -70,7 +55,7 @@ impl DynTensor {
                     context: "cat".into(),
                     message: format!("the joined axis {a} would be longer than fits in memory"),
                 })?;
-            let out = cat_untracked(tensors, a, &lens, &dims)?;
+            let out = cat_untracked(tensors, a, &dims)?;
             Ok(tape.node(out, || BackwardOp::Cat {
                 axis: a,
                 sizes: lens,
@@ -163,34 +148,8 @@ pub(crate) fn cat_backward(
 }
 
 /// The concatenation of `tensors` (checked) along `a` into a new tensor of `dims`.
-fn cat_untracked(
-    tensors: &[&DynTensor],
-    a: usize,
-    lens: &[usize],
-    dims: &[usize],
-) -> Result<DynTensor> {
-    #[cfg(feature = "gpu")]
-    if let Some(gpu) = crate::device::gpu_of("cat", tensors)? {
-        return gpu.cat(tensors, a, dims);
-    }
-    crate::alloc::ensure_output("cat", dims, tensors[0].dtype().size_in_bytes())?;
-    let first = tensors[0];
-    if crate::shape::checked_numel(dims, "cat")? == 0 {
-        // Nothing to copy (and the sizes around the axis may multiply past usize).
-        return DynTensor::zeros(dims, first.dtype());
-    }
-    let outer: usize = first.dims()[..a].iter().product();
-    let inner: usize = first.dims()[a + 1..].iter().product();
-    let buffers: Vec<CpuBuffer> = tensors
-        .iter()
-        .map(|t| t.to_contiguous_buffer())
-        .collect::<Result<_>>()?;
-    let buffer = match first.dtype() {
-        crate::DType::F32 => concat_variant!(F32, buffers, lens, outer, inner),
-        crate::DType::F64 => concat_variant!(F64, buffers, lens, outer, inner),
-        crate::DType::F16 => concat_variant!(F16, buffers, lens, outer, inner),
-        crate::DType::I64 => concat_variant!(I64, buffers, lens, outer, inner),
-        crate::DType::Bool => concat_variant!(Bool, buffers, lens, outer, inner),
-    };
-    Ok(DynTensor::from_buffer(buffer, dims))
+fn cat_untracked(tensors: &[&DynTensor], a: usize, dims: &[usize]) -> Result<DynTensor> {
+    let parts: Vec<_> = tensors.iter().map(|t| t.operand()).collect();
+    let out = Storage::cat(&parts, a, dims)?;
+    Ok(DynTensor::computed(out, dims))
 }

@@ -223,9 +223,10 @@ fn shared_gpu<'g>(
 
 /// [`run`] for kernels that write some operands in place: `writes` are locked for writing
 /// (their versions bumped after the kernel ran, so saved copies become stale), `reads` for
-/// reading, all in the one lock order. Every operand must be on the same device (no host
-/// constants here). `None`, with nothing run, when two operands share a storage: the caller
-/// then takes a path that reads a copy.
+/// reading, all in the one lock order. Every operand must be on the same device, except that
+/// a rank-0 host operand among the `reads` joins a GPU op as a constant, as in [`run`] (a
+/// `fill_` of GPU memory). `None`, with nothing run, when two operands share a storage: the
+/// caller then takes a path that reads a copy.
 pub(super) fn run_mut<const W: usize, const R: usize, T>(
     op: &'static str,
     writes: [Operand<'_>; W],
@@ -275,13 +276,26 @@ pub(super) fn run_mut<const W: usize, const R: usize, T>(
         });
         cpu(&Cpu, dsts, srcs)?
     } else {
+        let constant = |k: usize| reads[k].scalar && matches!(*read[k], Memory::Host(_));
         let device = one_gpu(
             op,
-            written
-                .iter()
-                .map(|m| &**m)
-                .chain(read.iter().map(|m| &**m)),
+            written.iter().map(|m| &**m).chain(
+                read.iter()
+                    .enumerate()
+                    .filter(|&(k, _)| !constant(k))
+                    .map(|(_, m)| &**m),
+            ),
         )?;
+        let mut constants: [Option<(Arc<GpuBuffer>, Layout)>; R] = std::array::from_fn(|_| None);
+        for (k, slot) in constants.iter_mut().enumerate() {
+            if let Memory::Host(host) = &*read[k]
+                && constant(k)
+            {
+                let layout = reads[k].layout;
+                let value = device.constant(host, layout.offset())?;
+                *slot = Some((value, Layout::contiguous(&[]).broadcast_to(layout.dims())));
+            }
+        }
         let mut layouts = writes.iter().map(|w| w.layout);
         let dsts = written.each_mut().map(|m| match &mut **m {
             Memory::Gpu(memory) => Dst {
@@ -290,9 +304,10 @@ pub(super) fn run_mut<const W: usize, const R: usize, T>(
             },
             Memory::Host(_) => unreachable!("one_gpu checked"),
         });
-        let srcs = std::array::from_fn(|k| match &*read[k] {
-            Memory::Gpu(memory) => Src::new(memory, reads[k].layout),
-            Memory::Host(_) => unreachable!("one_gpu checked"),
+        let srcs = std::array::from_fn(|k| match (&*read[k], &constants[k]) {
+            (Memory::Gpu(memory), _) => Src::new(memory, reads[k].layout),
+            (Memory::Host(_), Some((memory, layout))) => Src::new(&**memory, layout),
+            (Memory::Host(_), None) => unreachable!("one_gpu checked"),
         });
         gpu(&device, dsts, srcs)?
     };

@@ -19,12 +19,15 @@ mod attention;
 mod custom;
 mod dispatch;
 mod elementwise;
+mod index;
 mod int8;
+mod join;
 mod loss;
 mod matmul;
 mod norm;
 mod optim;
 mod reduce;
+mod update;
 mod window;
 
 pub use crate::backend::cpu::CpuBuffer;

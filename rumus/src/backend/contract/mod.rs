@@ -17,24 +17,30 @@ mod allocate;
 mod attention;
 mod custom;
 mod elementwise;
+mod index;
 mod int8;
+mod join;
 mod loss;
 mod matmul;
 mod norm;
 mod optim;
 mod reduce;
+mod update;
 mod window;
 
 pub use allocate::Allocate;
 pub use attention::{Attention, Forward, Viewed};
 pub use custom::Custom;
 pub use elementwise::Elementwise;
+pub use index::{Index, check_index_dtype};
 pub use int8::Int8;
+pub use join::Join;
 pub use loss::Loss;
 pub use matmul::Matmul;
 pub use norm::Norm;
 pub use optim::Optim;
 pub use reduce::Reduce;
+pub use update::Update;
 pub use window::Windows;
 
 use crate::dtype::DType;
@@ -129,7 +135,20 @@ pub trait Backend {
 /// Every kernel family: what storage's dispatch calls. Implemented for every type that
 /// implements all the families.
 pub trait Kernels:
-    Allocate + Attention + Custom + Elementwise + Int8 + Loss + Matmul + Norm + Optim + Reduce + Windows
+    Allocate
+    + Attention
+    + Custom
+    + Elementwise
+    + Index
+    + Int8
+    + Join
+    + Loss
+    + Matmul
+    + Norm
+    + Optim
+    + Reduce
+    + Update
+    + Windows
 {
 }
 
@@ -138,12 +157,15 @@ impl<B> Kernels for B where
         + Attention
         + Custom
         + Elementwise
+        + Index
         + Int8
+        + Join
         + Loss
         + Matmul
         + Norm
         + Optim
         + Reduce
+        + Update
         + Windows
 {
 }

@@ -1,12 +1,156 @@
 //! Indexing kernels on contiguous buffers: select whole slices along an axis, or gather and
-//! scatter element by element. Index values are checked before any memory is touched.
+//! scatter element by element. Index values are checked before any memory is touched. Also
+//! the CPU's side of the [`Index`] contract.
 
+use super::backend::{Cpu, ensure_output};
+use super::buffer::{CpuBuffer, map_buffer};
 use super::parallel::for_each_row;
+use crate::backend::contract::{Elementwise, Index, Src, check_index_dtype};
+use crate::dtype::DType;
 use crate::element::Float;
 use crate::error::{Error, Result};
 
+impl Index for Cpu {
+    fn index_select(
+        &self,
+        x: Src<'_, CpuBuffer>,
+        axis: usize,
+        indices: Src<'_, CpuBuffer>,
+    ) -> Result<CpuBuffer> {
+        const OP: &str = "index_select";
+        let idx = checked_indices(indices, x.dims()[axis], axis, OP)?;
+        let mut dims = x.dims().to_vec();
+        dims[axis] = idx.len();
+        ensure_output(OP, x.dims(), x.dtype())?;
+        ensure_output(OP, &dims, x.dtype())?;
+        let split = split_at_axis(x.dims(), axis);
+        Ok(map_buffer!(self.copy(x)?, |v| index_select(
+            &v, split, &idx
+        )))
+    }
+
+    fn gather(
+        &self,
+        x: Src<'_, CpuBuffer>,
+        axis: usize,
+        indices: Src<'_, CpuBuffer>,
+    ) -> Result<CpuBuffer> {
+        const OP: &str = "gather";
+        let idx = checked_indices(indices, x.dims()[axis], axis, OP)?;
+        let (dims, index_dims) = (x.dims(), indices.dims());
+        ensure_output(OP, dims, x.dtype())?;
+        ensure_output(OP, index_dims, x.dtype())?;
+        Ok(map_buffer!(self.copy(x)?, |v| gather(
+            &v, dims, axis, &idx, index_dims
+        )))
+    }
+
+    fn index_add(
+        &self,
+        base: Src<'_, CpuBuffer>,
+        axis: usize,
+        indices: Src<'_, CpuBuffer>,
+        source: Src<'_, CpuBuffer>,
+    ) -> Result<CpuBuffer> {
+        const OP: &str = "index_add";
+        let idx = checked_indices(indices, base.dims()[axis], axis, OP)?;
+        let split = split_at_axis(base.dims(), axis);
+        add_into_copy(self, base, source, OP, |dst: &mut dyn AddInto| {
+            dst.index_add(split, &idx)
+        })
+    }
+
+    fn scatter_add(
+        &self,
+        base: Src<'_, CpuBuffer>,
+        axis: usize,
+        indices: Src<'_, CpuBuffer>,
+        source: Src<'_, CpuBuffer>,
+    ) -> Result<CpuBuffer> {
+        const OP: &str = "scatter_add";
+        let idx = checked_indices(indices, base.dims()[axis], axis, OP)?;
+        let (dims, index_dims) = (base.dims(), indices.dims());
+        add_into_copy(self, base, source, OP, |dst: &mut dyn AddInto| {
+            dst.scatter_add(dims, axis, &idx, index_dims)
+        })
+    }
+}
+
+/// The `i64` index values, each checked to lie in `0..size` (the size of `axis`).
+fn checked_indices(
+    indices: Src<'_, CpuBuffer>,
+    size: usize,
+    axis: usize,
+    op: &'static str,
+) -> Result<Vec<i64>> {
+    check_index_dtype(indices.dtype(), op)?;
+    ensure_output(op, indices.dims(), DType::I64)?;
+    let CpuBuffer::I64(values) = Cpu.copy(indices)? else {
+        unreachable!("checked to be i64 above")
+    };
+    check_indices(&values, size, axis, op)?;
+    Ok(values)
+}
+
+/// A float buffer the accumulating kernels can add into, whatever its element type.
+trait AddInto {
+    fn index_add(&mut self, split: (usize, usize, usize), indices: &[i64]);
+    fn scatter_add(&mut self, dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize]);
+}
+
+/// A copy of the base with `src` ready to be added into it; both have one float dtype.
+struct Accumulation<'a, T> {
+    dst: &'a mut [T],
+    src: &'a [T],
+}
+
+impl<T: Float> AddInto for Accumulation<'_, T> {
+    fn index_add(&mut self, split: (usize, usize, usize), indices: &[i64]) {
+        index_add(self.dst, split, indices, self.src);
+    }
+    fn scatter_add(&mut self, dims: &[usize], axis: usize, indices: &[i64], index_dims: &[usize]) {
+        scatter_add(self.dst, dims, axis, indices, index_dims, self.src);
+    }
+}
+
+/// Copies `base`, lets `add` accumulate `source` into the copy, and returns it.
+fn add_into_copy(
+    cpu: &Cpu,
+    base: Src<'_, CpuBuffer>,
+    source: Src<'_, CpuBuffer>,
+    op: &'static str,
+    add: impl FnOnce(&mut dyn AddInto),
+) -> Result<CpuBuffer> {
+    match (cpu.copy(base)?, cpu.copy(source)?) {
+        (CpuBuffer::F32(mut dst), CpuBuffer::F32(src)) => {
+            add(&mut Accumulation {
+                dst: &mut dst,
+                src: &src,
+            });
+            Ok(CpuBuffer::F32(dst))
+        }
+        (CpuBuffer::F64(mut dst), CpuBuffer::F64(src)) => {
+            add(&mut Accumulation {
+                dst: &mut dst,
+                src: &src,
+            });
+            Ok(CpuBuffer::F64(dst))
+        }
+        (dst, src) if dst.dtype() == src.dtype() => Err(Error::DType {
+            op,
+            expected: "a floating-point tensor",
+            found: dst.dtype(),
+        }),
+        (dst, src) => Err(Error::DTypeMismatch {
+            op,
+            lhs: dst.dtype(),
+            rhs: src.dtype(),
+        }),
+    }
+}
+
 /// Fails with the first index outside `0..size`.
-pub fn check_indices(indices: &[i64], size: usize, axis: usize, op: &'static str) -> Result<()> {
+fn check_indices(indices: &[i64], size: usize, axis: usize, op: &'static str) -> Result<()> {
     match indices.iter().find(|&&i| i < 0 || i as usize >= size) {
         Some(&index) => Err(Error::IndexOutOfRange {
             op,
@@ -19,7 +163,7 @@ pub fn check_indices(indices: &[i64], size: usize, axis: usize, op: &'static str
 }
 
 /// Splits contiguous dims around `axis` into (outer, axis size, inner).
-pub fn split_at_axis(dims: &[usize], axis: usize) -> (usize, usize, usize) {
+fn split_at_axis(dims: &[usize], axis: usize) -> (usize, usize, usize) {
     (
         dims[..axis].iter().product(),
         dims[axis],
@@ -28,7 +172,7 @@ pub fn split_at_axis(dims: &[usize], axis: usize) -> (usize, usize, usize) {
 }
 
 /// `out[o, j, i] = src[o, indices[j], i]` for a source viewed as `[outer, size, inner]`.
-pub fn index_select<T: Copy>(
+fn index_select<T: Copy>(
     src: &[T],
     (outer, size, inner): (usize, usize, usize),
     indices: &[i64],
@@ -44,7 +188,7 @@ pub fn index_select<T: Copy>(
 }
 
 /// `dst[o, indices[j], i] += src[o, j, i]`, the adjoint of [`index_select`].
-pub fn index_add<T: Float>(
+fn index_add<T: Float>(
     dst: &mut [T],
     (outer, size, inner): (usize, usize, usize),
     indices: &[i64],
@@ -96,7 +240,7 @@ fn gathered_offsets<'a>(
 }
 
 /// `out[p] = src[p with axis := indices[p]]` (PyTorch `gather`).
-pub fn gather<T: Copy>(
+fn gather<T: Copy>(
     src: &[T],
     dims: &[usize],
     axis: usize,
@@ -116,7 +260,7 @@ pub fn gather<T: Copy>(
 }
 
 /// `dst[p with axis := indices[p]] += src[p]` (PyTorch `scatter_add_`), the adjoint of [`gather`].
-pub fn scatter_add<T: Float>(
+fn scatter_add<T: Float>(
     dst: &mut [T],
     dims: &[usize],
     axis: usize,

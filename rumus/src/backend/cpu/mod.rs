@@ -5,14 +5,14 @@
 pub mod attention;
 mod backend;
 mod buffer;
-pub mod concat;
+mod concat;
 mod conv_tiles;
 mod cross_entropy;
 mod custom;
 pub mod direct_conv;
 pub mod dropout;
 mod elementwise;
-pub mod index;
+mod index;
 pub(crate) mod int8;
 pub mod matmul;
 pub mod norm;
@@ -25,6 +25,7 @@ pub mod small_buffers;
 pub mod strided;
 mod transpose;
 pub mod unfold;
+mod update;
 mod window;
 
 pub use backend::Cpu;

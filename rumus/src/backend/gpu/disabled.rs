@@ -61,6 +61,9 @@ impl crate::backend::Matmul for GpuDevice {}
 impl crate::backend::Windows for GpuDevice {}
 impl crate::backend::Attention for GpuDevice {}
 impl crate::backend::Custom for GpuDevice {}
+impl crate::backend::Index for GpuDevice {}
+impl crate::backend::Join for GpuDevice {}
+impl crate::backend::Update for GpuDevice {}
 
 impl crate::backend::Int8 for GpuDevice {
     type Int8Weights = Infallible;

@@ -12,7 +12,6 @@ use crate::error::Result;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
 use crate::backend::{Allocate, Elementwise, Loss, Src};
 use crate::shape::Layout;
-use crate::tensor::DynTensor;
 
 /// The kernel's code for each unary op (its [`UnaryOp::code`]) and its two scalars.
 fn unary_code(op: UnaryOp) -> (u32, f32, f32) {
@@ -218,12 +217,6 @@ impl GpuDevice {
         );
         Ok(out)
     }
-
-    /// A contiguous copy of `t`'s view, for launchers that still take tensors.
-    pub(crate) fn copy_tensor(&self, t: &DynTensor) -> Result<DynTensor> {
-        self.with_src(t, |x| Elementwise::copy(self, x))
-            .map(|out| DynTensor::from_gpu(out, t.dims()))
-    }
 }
 
 /// Filled memory, made by a fill kernel without a host copy.
@@ -370,24 +363,6 @@ fn check_mask(x: Src<'_, GpuBuffer>, op: &'static str) -> Result<()> {
 }
 
 impl GpuDevice {
-    /// `dst = dst * scale + alpha * src` in place, `src` viewed with `ls` (broadcast to
-    /// `dst`'s dims).
-    pub(crate) fn scale_add(
-        &self,
-        dst: &DynTensor,
-        src: (&DynTensor, &Layout),
-        scale: f64,
-        alpha: f64,
-    ) -> Result<()> {
-        check_float(dst.dtype(), "in-place update")?;
-        self.update(dst, src, (scale, alpha), u32::from(scale == 0.0))
-    }
-
-    /// Copies `src` (viewed with `dst`'s dims) into the view `dst`, any dtype.
-    pub(crate) fn copy_into(&self, dst: &DynTensor, src: (&DynTensor, &Layout)) -> Result<()> {
-        self.update(dst, src, (0.0, 1.0), 2)
-    }
-
     /// `g * scale` (f32, any view) as new contiguous memory, setting `flag` (an `i64` `[1]`,
     /// one `i32` word on this device) nonzero where an element of `g` or of the result is
     /// infinite or NaN: the loss scaler's unscale and check in one pass, where a sum per gradient took
@@ -438,39 +413,6 @@ impl GpuDevice {
             groups,
         );
         Ok(out)
-    }
-
-    fn update(
-        &self,
-        dst: &DynTensor,
-        src: (&DynTensor, &Layout),
-        (scale, alpha): (f64, f64),
-        flags: u32,
-    ) -> Result<()> {
-        let dims = dst.dims();
-        let numel = dst.numel();
-        let target = self.memory_of(dst)?;
-        // Operand slots: 0 the source, 3 the destination view (slots 1-2 unused).
-        let unused = Layout::contiguous(dims);
-        let strided = Strided::new(
-            "in-place update",
-            dims,
-            &[src.1, &unused, &unused, dst.layout()],
-        )?;
-        let (mut params, groups) = spread_params(&strided, numel);
-        params[slot::FLAGS] = flags;
-        params[slot::SCALAR0] = (scale as f32).to_bits();
-        params[slot::SCALAR1] = (alpha as f32).to_bits();
-        let source = self.memory_of(src.0)?;
-        self.dispatch(
-            Module::Elementwise,
-            "scale_add",
-            &params,
-            &[(1, source.raw()), (4, target.raw())],
-            groups,
-        );
-        dst.storage().mark_written();
-        Ok(())
     }
 }
 
@@ -531,26 +473,4 @@ pub(crate) fn check_float(dtype: DType, op: &'static str) -> Result<()> {
         });
     }
     Ok(())
-}
-
-impl GpuDevice {
-    /// `tensors` (checked to fit) joined along `axis` into a new tensor of `dims`.
-    pub(crate) fn cat(
-        &self,
-        tensors: &[&DynTensor],
-        axis: usize,
-        dims: &[usize],
-    ) -> Result<DynTensor> {
-        let dtype = tensors[0].dtype();
-        let numel = crate::shape::checked_numel(dims, "cat")?;
-        let out = DynTensor::from_gpu(GpuBuffer::uninit(self, numel, dtype, "cat")?, dims);
-        let mut start = 0;
-        for tensor in tensors {
-            let len = tensor.dims()[axis];
-            let part = out.view_with(out.layout().narrow(axis, start, len));
-            self.copy_into(&part, (tensor, tensor.layout()))?;
-            start += len;
-        }
-        Ok(out)
-    }
 }

@@ -1,14 +1,15 @@
-//! Launchers of `shaders/index.wgsl`: gather, index_select, scatter_add and index_add.
+//! Launchers of `shaders/index.wgsl`: gather, index_select, scatter_add and index_add; the
+//! wgpu side of the [`Index`] contract.
 
 use super::batch::grid_1d;
 use super::context::GpuDevice;
 use super::elementwise::check_float;
-use super::memory::GpuBuffer;
+use super::memory::{GpuBuffer, check_words};
 use super::operand::{MAX_RANK, slot};
 use super::pipelines::Module;
+use crate::backend::{Elementwise, Index, Src, check_index_dtype};
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
-use crate::tensor::DynTensor;
 
 /// Parameters for iterating over `dims` with the indexed tensor, the index and the values
 /// viewed by `layouts` (axis `axis` of the indexed tensor is replaced by the index).
@@ -49,117 +50,131 @@ fn index_params(
 }
 
 /// A 1-D index viewed over `dims`: its stride on `axis`, 0 elsewhere.
-fn along_axis(indices: &DynTensor, dims: &[usize], axis: usize) -> Layout {
+fn along_axis(indices: &Layout, dims: &[usize], axis: usize) -> Layout {
     let mut strides = vec![0; dims.len()];
-    strides[axis] = indices.layout().strides()[0];
-    Layout::new(dims, &strides, indices.layout().offset())
+    strides[axis] = indices.strides()[0];
+    Layout::new(dims, &strides, indices.offset())
+}
+
+/// Both operands' dtypes readable by the index kernels (one element per 32-bit word).
+fn check_operands(op: &'static str, x: Src<'_, GpuBuffer>, indices: Src<'_, GpuBuffer>) -> Result<()> {
+    check_index_dtype(indices.dtype(), op)?;
+    check_words(x.dtype(), "GPU kernel")?;
+    check_words(indices.dtype(), "GPU kernel")
+}
+
+impl Index for GpuDevice {
+    fn index_select(
+        &self,
+        x: Src<'_, GpuBuffer>,
+        axis: usize,
+        indices: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        check_operands("index_select", x, indices)?;
+        let mut dims = x.dims().to_vec();
+        dims[axis] = indices.numel();
+        let view = along_axis(indices.layout, &dims, axis);
+        self.gather_view(x, axis, Src::new(indices.memory, &view), &dims)
+    }
+
+    fn gather(
+        &self,
+        x: Src<'_, GpuBuffer>,
+        axis: usize,
+        indices: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        check_operands("gather", x, indices)?;
+        self.gather_view(x, axis, indices, indices.dims())
+    }
+
+    fn index_add(
+        &self,
+        base: Src<'_, GpuBuffer>,
+        axis: usize,
+        indices: Src<'_, GpuBuffer>,
+        source: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        check_index_dtype(indices.dtype(), "index_add")?;
+        let view = along_axis(indices.layout, source.dims(), axis);
+        self.scatter_view(base, axis, Src::new(indices.memory, &view), source)
+    }
+
+    fn scatter_add(
+        &self,
+        base: Src<'_, GpuBuffer>,
+        axis: usize,
+        indices: Src<'_, GpuBuffer>,
+        source: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        check_index_dtype(indices.dtype(), "scatter_add")?;
+        self.scatter_view(base, axis, indices, source)
+    }
 }
 
 impl GpuDevice {
+    /// `out[p] = x[p with axis := index[p]]` over `dims`, the index read through its layout.
     fn gather_view(
         &self,
-        src: &DynTensor,
+        x: Src<'_, GpuBuffer>,
         axis: usize,
-        indices: &DynTensor,
-        index_layout: &Layout,
+        index: Src<'_, GpuBuffer>,
         dims: &[usize],
-    ) -> Result<DynTensor> {
+    ) -> Result<GpuBuffer> {
         let numel = dims.iter().product();
-        let out = GpuBuffer::uninit(self, numel, src.dtype(), "gather")?;
+        let out = GpuBuffer::uninit(self, numel, x.dtype(), "gather")?;
         let unused = Layout::contiguous(dims);
-        let src_layout = Layout::new(dims, src.layout().strides(), src.layout().offset());
+        let src_layout = Layout::new(dims, x.layout.strides(), x.layout.offset());
         let (params, groups) = index_params(
             "gather",
             dims,
             axis,
-            src.dims()[axis],
-            [&src_layout, index_layout, &unused],
+            x.dims()[axis],
+            [&src_layout, index.layout, &unused],
         )?;
-        let (ms, mi) = (self.memory_of(src)?, self.memory_of(indices)?);
         self.dispatch(
             Module::Index,
             "gather",
             &params,
-            &[(1, ms.raw()), (2, mi.raw()), (4, out.raw())],
-            groups,
-        );
-        Ok(DynTensor::from_gpu(out, dims))
-    }
-
-    /// `out[p] = src[p with axis := indices[p]]`, shaped like `indices`.
-    pub(crate) fn gather(
-        &self,
-        src: &DynTensor,
-        axis: usize,
-        indices: &DynTensor,
-    ) -> Result<DynTensor> {
-        self.gather_view(src, axis, indices, indices.layout(), indices.dims())
-    }
-
-    /// The slices `indices` (1-D) of `axis`.
-    pub(crate) fn index_select(
-        &self,
-        src: &DynTensor,
-        axis: usize,
-        indices: &DynTensor,
-    ) -> Result<DynTensor> {
-        let mut dims = src.dims().to_vec();
-        dims[axis] = indices.numel();
-        let view = along_axis(indices, &dims, axis);
-        self.gather_view(src, axis, indices, &view, &dims)
-    }
-
-    fn scatter_view(
-        &self,
-        base: &DynTensor,
-        axis: usize,
-        indices: &DynTensor,
-        index_layout: &Layout,
-        values: &DynTensor,
-    ) -> Result<DynTensor> {
-        check_float(base.dtype(), "scatter_add")?;
-        let out = self.copy_tensor(base)?;
-        let target = self.memory_of(&out)?;
-        let dims = values.dims();
-        let dst_layout = Layout::new(dims, out.layout().strides(), 0);
-        let (params, groups) = index_params(
-            "scatter_add",
-            dims,
-            axis,
-            base.dims()[axis],
-            [&dst_layout, index_layout, values.layout()],
-        )?;
-        let (mi, mv) = (self.memory_of(indices)?, self.memory_of(values)?);
-        self.dispatch(
-            Module::Index,
-            "scatter_add",
-            &params,
-            &[(2, mi.raw()), (3, mv.raw()), (5, target.raw())],
+            &[(1, x.memory.raw()), (2, index.memory.raw()), (4, out.raw())],
             groups,
         );
         Ok(out)
     }
 
-    /// `base` plus `values[p]` added at `p with axis := indices[p]`.
-    pub(crate) fn scatter_add(
+    /// A contiguous copy of `base` with `values[p]` added at `p with axis := index[p]`, the
+    /// index read through its layout over `values`' dims.
+    fn scatter_view(
         &self,
-        base: &DynTensor,
+        base: Src<'_, GpuBuffer>,
         axis: usize,
-        indices: &DynTensor,
-        values: &DynTensor,
-    ) -> Result<DynTensor> {
-        self.scatter_view(base, axis, indices, indices.layout(), values)
-    }
-
-    /// `base` plus slice `k` of `values` added at slice `indices[k]` of `axis`.
-    pub(crate) fn index_add(
-        &self,
-        base: &DynTensor,
-        axis: usize,
-        indices: &DynTensor,
-        values: &DynTensor,
-    ) -> Result<DynTensor> {
-        let view = along_axis(indices, values.dims(), axis);
-        self.scatter_view(base, axis, indices, &view, values)
+        index: Src<'_, GpuBuffer>,
+        values: Src<'_, GpuBuffer>,
+    ) -> Result<GpuBuffer> {
+        check_float(base.dtype(), "scatter_add")?;
+        let out = self.copy(base)?;
+        let dims = values.dims();
+        let base_strides = crate::shape::contiguous_strides(base.dims());
+        let dst_layout = Layout::new(dims, &base_strides[..], 0);
+        let (params, groups) = index_params(
+            "scatter_add",
+            dims,
+            axis,
+            base.dims()[axis],
+            [&dst_layout, index.layout, values.layout],
+        )?;
+        check_words(index.dtype(), "GPU kernel")?;
+        check_words(values.dtype(), "GPU kernel")?;
+        self.dispatch(
+            Module::Index,
+            "scatter_add",
+            &params,
+            &[
+                (2, index.memory.raw()),
+                (3, values.memory.raw()),
+                (5, out.raw()),
+            ],
+            groups,
+        );
+        Ok(out)
     }
 }

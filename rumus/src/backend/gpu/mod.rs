@@ -36,6 +36,7 @@ with_gpu_feature! {
     mod profile;
     mod reduce;
     mod transfer;
+    mod update;
     mod wait;
     mod window;
 

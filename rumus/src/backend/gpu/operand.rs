@@ -16,40 +16,7 @@ use crate::tensor::DynTensor;
 /// Axes a strided kernel indexes at most (after merging).
 pub(crate) const MAX_RANK: usize = 8;
 
-/// The GPU memory of an operand: its own buffer (a handle to it), or an uploaded host scalar.
-pub(crate) enum Memory {
-    Tensor(wgpu::Buffer),
-    Constant(Arc<GpuBuffer>),
-}
-
-impl Memory {
-    pub fn raw(&self) -> &wgpu::Buffer {
-        match self {
-            Memory::Tensor(buffer) => buffer,
-            Memory::Constant(buffer) => buffer.raw(),
-        }
-    }
-}
-
 impl GpuDevice {
-    /// The buffer behind `tensor` (on this device, or a host scalar uploaded once and kept),
-    /// for a kernel that reads one element per 32-bit word: packed `f16` is refused here, so
-    /// no word kernel can misread it whatever path reached it.
-    pub(crate) fn memory_of(&self, tensor: &DynTensor) -> Result<Memory> {
-        super::memory::check_words(tensor.dtype(), "GPU kernel")?;
-        self.any_memory_of(tensor)
-    }
-
-    /// The buffer behind `tensor` whatever its dtype, for the kernels that read packed `f16`.
-    pub(crate) fn any_memory_of(&self, tensor: &DynTensor) -> Result<Memory> {
-        if let Some(buffer) = tensor.storage().with_gpu(|b| b.raw().clone()) {
-            return Ok(Memory::Tensor(buffer));
-        }
-        debug_assert_eq!(tensor.rank(), 0, "gpu_of admits only host scalars");
-        let value = tensor.to_contiguous_buffer()?;
-        Ok(Memory::Constant(self.constant(&value, 0)?))
-    }
-
     /// Element `index` of host memory as a one-element buffer on this device, uploaded once
     /// per value and kept: the rank-0 host tensors that join GPU ops (ReLU's `0`, a scale)
     /// take the same few values over and over.
