@@ -99,6 +99,9 @@ type Few<T> = SmallVec<[T; 8]>;
 /// Locks every operand's memory for reading, finds the backend they share, and runs its
 /// kernel: `cpu` when all are on the host, `gpu` when all are on one GPU (rank-0 host
 /// operands joining as constants). Operands on different devices are an error naming both.
+///
+/// The per-operand bookkeeping lives in arrays here: an op's dispatch is part of every tiny
+/// op's cost (1,000 chained adds of 16 elements spend a third of their time in it otherwise).
 pub(super) fn run<const N: usize, C, G, Out>(
     op: &'static str,
     operands: [Operand<'_>; N],
@@ -109,19 +112,26 @@ where
     C: IntoStorage<Output = Out>,
     G: IntoStorage<Output = Out>,
 {
-    run_many(
+    let mut owner = [0; N];
+    let mut order = [0; N];
+    let mut guards: [Option<RwLockReadGuard<'_, Memory>>; N] = std::array::from_fn(|_| None);
+    let mut constants: [Option<(Arc<GpuBuffer>, Layout)>; N] = std::array::from_fn(|_| None);
+    let scratch = Scratch {
+        owner: &mut owner,
+        order: &mut order,
+        guards: &mut guards,
+        constants: &mut constants,
+    };
+    dispatch(
         op,
         &operands,
-        |be, srcs| cpu(be, std::array::from_fn(|k| srcs[k])),
-        |be, srcs| gpu(be, std::array::from_fn(|k| srcs[k])),
+        scratch,
+        |be, src| cpu(be, std::array::from_fn(src)),
+        |be, src| gpu(be, std::array::from_fn(src)),
     )
 }
 
 /// [`run`] for any number of operands (a custom op's inputs), handed to the kernel in order.
-///
-/// Read locks are taken in one global order (by storage address) and once per storage:
-/// std's `RwLock` makes a new reader wait behind a waiting writer, so two threads taking
-/// two locks in opposite orders, with writers queued on both, would wait for each other.
 pub(super) fn run_many<C, G, Out>(
     op: &'static str,
     operands: &[Operand<'_>],
@@ -133,38 +143,97 @@ where
     G: IntoStorage<Output = Out>,
 {
     let n = operands.len();
-    // The operand whose guard serves operand k (the first with the same storage).
-    let owner: Few<usize> = (0..n)
-        .map(|k| {
-            (0..k)
-                .find(|&j| std::ptr::eq(operands[j].storage, operands[k].storage))
-                .unwrap_or(k)
-        })
-        .collect();
-    let mut order: Few<usize> = (0..n).collect();
-    order.sort_unstable_by_key(|&k| operands[k].storage.lock_order());
+    let mut owner: Few<usize> = SmallVec::from_elem(0, n);
+    let mut order: Few<usize> = SmallVec::from_elem(0, n);
     let mut guards: Few<Option<RwLockReadGuard<'_, Memory>>> = (0..n).map(|_| None).collect();
-    for &k in &order {
+    let mut constants: Few<Option<(Arc<GpuBuffer>, Layout)>> = (0..n).map(|_| None).collect();
+    let scratch = Scratch {
+        owner: &mut owner,
+        order: &mut order,
+        guards: &mut guards,
+        constants: &mut constants,
+    };
+    dispatch(
+        op,
+        operands,
+        scratch,
+        |be, src| cpu(be, &(0..n).map(src).collect::<Few<_>>()),
+        |be, src| gpu(be, &(0..n).map(src).collect::<Few<_>>()),
+    )
+}
+
+/// One slot per operand for [`dispatch`]'s bookkeeping, kept by its caller (arrays for a
+/// fixed count, small vectors for any count).
+struct Scratch<'s, 'a> {
+    /// The operand whose lock serves operand `k` (the first with the same storage).
+    owner: &'s mut [usize],
+    /// Operand indices in the one lock order.
+    order: &'s mut [usize],
+    /// The read locks, at each storage's first operand.
+    guards: &'s mut [Option<RwLockReadGuard<'a, Memory>>],
+    /// Rank-0 host operands uploaded for a GPU op, and the broadcast view of each.
+    constants: &'s mut [Option<(Arc<GpuBuffer>, Layout)>],
+}
+
+/// The body of [`run`] and [`run_many`]: `cpu` and `gpu` get operand `k` as a `Src` by
+/// calling the function they are handed.
+///
+/// Read locks are taken in one global order (by storage address) and once per storage:
+/// std's `RwLock` makes a new reader wait behind a waiting writer, so two threads taking
+/// two locks in opposite orders, with writers queued on both, would wait for each other.
+fn dispatch<'a, C, G, Out>(
+    op: &'static str,
+    operands: &[Operand<'a>],
+    scratch: Scratch<'_, 'a>,
+    cpu: impl for<'m> FnOnce(&Cpu, &'m dyn Fn(usize) -> Src<'m, CpuBuffer>) -> Result<C>,
+    gpu: impl for<'m> FnOnce(&GpuDevice, &'m dyn Fn(usize) -> Src<'m, GpuBuffer>) -> Result<G>,
+) -> Result<Out>
+where
+    C: IntoStorage<Output = Out>,
+    G: IntoStorage<Output = Out>,
+{
+    let Scratch {
+        owner,
+        order,
+        guards,
+        constants,
+    } = scratch;
+    let n = operands.len();
+    for k in 0..n {
+        owner[k] = (0..k)
+            .find(|&j| std::ptr::eq(operands[j].storage, operands[k].storage))
+            .unwrap_or(k);
+        order[k] = k;
+    }
+    match n {
+        0 | 1 => {}
+        // (A call of the general sort costs a two-operand op more than its comparison.)
+        2 => {
+            if operands[1].storage.lock_order() < operands[0].storage.lock_order() {
+                order.swap(0, 1);
+            }
+        }
+        _ => order.sort_unstable_by_key(|&k| operands[k].storage.lock_order()),
+    }
+    for &k in order.iter() {
         if owner[k] == k {
             guards[k] = Some(operands[k].storage.lock());
         }
     }
+    let guards = &*guards;
     let memory = |k: usize| -> &Memory { guards[owner[k]].as_deref().expect("locked above") };
 
     if (0..n).all(|k| matches!(memory(k), Memory::Host(_))) {
-        let srcs: Few<_> = (0..n)
-            .map(|k| match memory(k) {
-                Memory::Host(buffer) => Src::new(buffer, operands[k].layout),
-                Memory::Gpu(_) => unreachable!("all on the host"),
-            })
-            .collect();
-        return Ok(cpu(&Cpu, &srcs)?.into_storage());
+        let src = |k: usize| match memory(k) {
+            Memory::Host(buffer) => Src::new(buffer, operands[k].layout),
+            Memory::Gpu(_) => unreachable!("all on the host"),
+        };
+        return Ok(cpu(&Cpu, &src)?.into_storage());
     }
 
     let device = shared_gpu(op, operands, &memory)?;
     // Rank-0 host operands, uploaded once per value (the device keeps them) and read
     // through a broadcast of their single element.
-    let mut constants: Few<Option<(Arc<GpuBuffer>, Layout)>> = (0..n).map(|_| None).collect();
     for (k, constant) in constants.iter_mut().enumerate() {
         if let Memory::Host(host) = memory(k) {
             let layout = operands[k].layout;
@@ -172,14 +241,13 @@ where
             *constant = Some((value, Layout::contiguous(&[]).broadcast_to(layout.dims())));
         }
     }
-    let srcs: Few<_> = (0..n)
-        .map(|k| match (memory(k), &constants[k]) {
-            (Memory::Gpu(buffer), _) => Src::new(buffer, operands[k].layout),
-            (Memory::Host(_), Some((buffer, layout))) => Src::new(&**buffer, layout),
-            (Memory::Host(_), None) => unreachable!("every host operand got a constant"),
-        })
-        .collect();
-    Ok(gpu(&device, &srcs)?.into_storage())
+    let constants = &*constants;
+    let src = |k: usize| match (memory(k), &constants[k]) {
+        (Memory::Gpu(buffer), _) => Src::new(buffer, operands[k].layout),
+        (Memory::Host(_), Some((buffer, layout))) => Src::new(&**buffer, layout),
+        (Memory::Host(_), None) => unreachable!("every host operand got a constant"),
+    };
+    Ok(gpu(&device, &src)?.into_storage())
 }
 
 /// The GPU that holds the operands on one, when every other operand is a rank-0 host
