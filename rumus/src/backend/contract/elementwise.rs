@@ -15,7 +15,7 @@ pub trait Elementwise: Backend {
     }
 
     /// `grad * d op(x) / dx` in one pass, for the activations whose
-    /// [`gradient_in_one_pass`](UnaryOp::gradient_in_one_pass) holds, `grad` dropped out
+    /// `UnaryOp::gradient_in_one_pass` holds, `grad` dropped out
     /// with `draws` first when given (the gradient of `dropout(op(x))`); `None` where the
     /// backend has no such kernel (the op then composes the gradient from other ops).
     fn activation_grad(

@@ -170,7 +170,7 @@ mod avx2 {
 }
 
 /// The host keeps no copy of a layer's weights: quantized layers run their host inputs on
-/// their own packed weights ([`PackedI8`]); this backend's `int8_linear` refuses.
+/// their own packed weights (`PackedI8`); this backend's `int8_linear` refuses.
 impl Int8 for Cpu {
     type Int8Weights = ();
 

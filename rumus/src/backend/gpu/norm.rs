@@ -94,7 +94,7 @@ impl<'a> NormRows<'a> {
 }
 
 impl Norm for GpuDevice {
-    /// For `f32` rows of at most [`LONGEST_ROW`] elements.
+    /// For `f32` rows of at most `LONGEST_ROW` elements.
     fn layer_norm(
         &self,
         x: Src<'_, GpuBuffer>,
