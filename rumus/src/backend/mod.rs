@@ -18,7 +18,6 @@ pub mod gpu;
 pub mod kinds;
 
 pub use contract::{
-    Allocate, Attention, Backend, BackendMemory, Custom, Dst, Elementwise, Forward, Index, Int8,
-    Join, Kernels, Loss, Matmul, Norm, Optim, Reduce, Src, Update, Viewed, Windows,
-    check_index_dtype,
+    Allocate, Attention, Backend, BackendMemory, Custom, Dst, Forward, Index, Int8, Join, Kernels,
+    Loss, Matmul, Norm, Optim, Pointwise, Reduce, Src, Update, Viewed, Windows, check_index_dtype,
 };

@@ -6,7 +6,7 @@ use super::{CpuBuffer, Storage};
 use crate::backend::cpu::Cpu;
 use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
-use crate::backend::{Elementwise, Src};
+use crate::backend::{Pointwise, Src};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;

@@ -7,7 +7,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 
 /// Element-wise kernels. Views arrive broadcast to the output's dims where the op broadcasts.
-pub trait Elementwise: Backend {
+pub trait Pointwise: Backend {
     /// `op` of every element of `x` (float dtypes).
     fn unary(&self, x: Src<'_, Self::Memory>, op: UnaryOp) -> Result<Self::Memory> {
         let _ = x;

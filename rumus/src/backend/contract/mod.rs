@@ -31,7 +31,7 @@ mod window;
 pub use allocate::Allocate;
 pub use attention::{Attention, Forward, Viewed};
 pub use custom::Custom;
-pub use elementwise::Elementwise;
+pub use elementwise::Pointwise;
 pub use index::{Index, check_index_dtype};
 pub use int8::Int8;
 pub use join::Join;
@@ -111,7 +111,7 @@ pub struct Dst<'a, M> {
 }
 
 /// A compute backend: its memory type and its name. The kernels come in one trait per family
-/// of ops (the submodules of this one: [`Elementwise`], ...), each a supertrait of
+/// of ops (the submodules of this one: [`Pointwise`], ...), each a supertrait of
 /// [`Kernels`], which is what storage dispatches to. Implemented by the CPU
 /// ([`Cpu`](crate::backend::cpu::Cpu)) and by a wgpu device
 /// ([`GpuDevice`](crate::backend::gpu::GpuDevice)).
@@ -138,7 +138,7 @@ pub trait Kernels:
     Allocate
     + Attention
     + Custom
-    + Elementwise
+    + Pointwise
     + Index
     + Int8
     + Join
@@ -156,7 +156,7 @@ impl<B> Kernels for B where
     B: Allocate
         + Attention
         + Custom
-        + Elementwise
+        + Pointwise
         + Index
         + Int8
         + Join
@@ -198,7 +198,7 @@ mod tests {
         }
     }
 
-    impl Elementwise for Empty {}
+    impl Pointwise for Empty {}
 
     #[test]
     fn a_kernel_a_backend_lacks_is_an_error_naming_the_op_and_the_backend() {

@@ -2,7 +2,7 @@
 
 use super::backend::{Cpu, ensure_output};
 use super::buffer::CpuBuffer;
-use crate::backend::contract::{Allocate, Elementwise, Join, Src};
+use crate::backend::contract::{Allocate, Join, Pointwise, Src};
 use crate::error::Result;
 
 impl Join for Cpu {

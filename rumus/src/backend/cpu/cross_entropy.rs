@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use super::backend::Cpu;
 use super::buffer::{CpuBuffer, with_float};
 use super::strided::map;
-use crate::backend::contract::{Elementwise, Loss, Src};
+use crate::backend::contract::{Loss, Pointwise, Src};
 use crate::element::{Element, Float};
 use crate::error::{Error, Result};
 use crate::shape::Layout;

@@ -1,11 +1,11 @@
 //! Element-wise kernels of the CPU backend: one function per kind of op, the op matched once
 //! outside the loop that walks the data (`strided::map` and friends), and the CPU's side of the
-//! [`Elementwise`] contract.
+//! [`Pointwise`] contract.
 
 use super::backend::{Cpu, ensure_output};
 use super::buffer::{CpuBuffer, map_buffer, with_float};
 use super::strided::{map, zip_map, zip3_map};
-use crate::backend::contract::{Elementwise, Src};
+use crate::backend::contract::{Pointwise, Src};
 use crate::backend::kinds::{
     BinaryOp, CompareOp, DropoutDraws, FRAC_1_SQRT_2PI, GELU_TANH_COEF, SQRT_2_OVER_PI, UnaryOp,
 };
@@ -14,7 +14,7 @@ use crate::element::{Element, Float};
 use crate::error::{Error, Result};
 use crate::shape::Layout;
 
-impl Elementwise for Cpu {
+impl Pointwise for Cpu {
     fn unary(&self, x: Src<'_, CpuBuffer>, op: UnaryOp) -> Result<CpuBuffer> {
         ensure_output(op.name(), x.dims(), x.dtype())?;
         Ok(with_float!(x.memory, op.name(), |data: T| T::into_buffer(

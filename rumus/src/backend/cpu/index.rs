@@ -5,7 +5,7 @@
 use super::backend::{Cpu, ensure_output};
 use super::buffer::{CpuBuffer, map_buffer};
 use super::parallel::for_each_row;
-use crate::backend::contract::{Elementwise, Index, Src, check_index_dtype};
+use crate::backend::contract::{Index, Pointwise, Src, check_index_dtype};
 use crate::dtype::DType;
 use crate::element::Float;
 use crate::error::{Error, Result};

@@ -11,7 +11,7 @@ use super::backend::{Cpu, ensure_output};
 use super::buffer::{CpuBuffer, map_buffer, with_float};
 use super::parallel::{PARALLEL_GRAIN, for_each_row, worth_splitting};
 use super::strided::map;
-use crate::backend::contract::{Elementwise, Reduce, Src};
+use crate::backend::contract::{Pointwise, Reduce, Src};
 pub use crate::backend::kinds::Reduction;
 use crate::backend::kinds::softmax_name;
 use crate::element::{Element, Float};

@@ -10,7 +10,7 @@ use super::buffer::CpuBuffer;
 use super::direct_conv::{self as direct, Conv2dShape};
 use super::simd::Isa;
 use super::unfold as kernel;
-use crate::backend::contract::{Elementwise, Src, Windows};
+use crate::backend::contract::{Pointwise, Src, Windows};
 use crate::backend::kinds::{DirectConv, Window2d, WindowKernel};
 use crate::dtype::DType;
 use crate::element::{Element, Float};

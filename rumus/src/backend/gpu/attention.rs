@@ -11,7 +11,7 @@ use super::context::GpuDevice;
 use super::memory::{GpuBuffer, check_words};
 use super::pipelines::Module;
 use crate::backend::kinds::Geometry;
-use crate::backend::{Allocate, Attention, Elementwise, Forward, Src, Viewed};
+use crate::backend::{Allocate, Attention, Pointwise, Forward, Src, Viewed};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
@@ -215,7 +215,7 @@ enum Held<'a> {
 impl<'a> Held<'a> {
     /// A contiguous copy of `t`.
     fn copy(gpu: &GpuDevice, t: Src<'a, GpuBuffer>) -> Result<Self> {
-        Ok(Held::Owned(Elementwise::copy(gpu, t)?, Layout::contiguous(t.dims())))
+        Ok(Held::Owned(Pointwise::copy(gpu, t)?, Layout::contiguous(t.dims())))
     }
 
     /// `t` itself when it is contiguous from element 0 (the kernels index it per query row
@@ -282,7 +282,7 @@ impl<'a> Operands<'a> {
     ) -> Result<Self> {
         let padding = mask
             .map(|m| {
-                let values = Elementwise::cast(gpu, m, DType::F32)?;
+                let values = Pointwise::cast(gpu, m, DType::F32)?;
                 Ok::<_, crate::Error>(Held::Owned(values, Layout::contiguous(m.dims())))
             })
             .transpose()?;
@@ -408,9 +408,9 @@ impl GpuDevice {
         grad: Src<'_, GpuBuffer>,
         out: Src<'_, GpuBuffer>,
     ) -> Result<GpuBuffer> {
-        let product = Elementwise::binary(self, grad, out, crate::backend::kinds::BinaryOp::Mul)?;
+        let product = Pointwise::binary(self, grad, out, crate::backend::kinds::BinaryOp::Mul)?;
         let rows = DynTensor::from_gpu(product, grad.dims()).sum(&[-1], false)?;
-        self.with_src(&rows, |x| Elementwise::copy(self, x))
+        self.with_src(&rows, |x| Pointwise::copy(self, x))
     }
 }
 

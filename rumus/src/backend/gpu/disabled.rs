@@ -48,7 +48,7 @@ impl crate::backend::Backend for GpuDevice {
 }
 
 impl crate::backend::Allocate for GpuDevice {}
-impl crate::backend::Elementwise for GpuDevice {}
+impl crate::backend::Pointwise for GpuDevice {}
 impl crate::backend::Optim for GpuDevice {}
 
 impl crate::backend::Reduce for GpuDevice {}

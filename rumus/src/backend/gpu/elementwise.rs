@@ -10,7 +10,7 @@ use super::pipelines::Module;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
-use crate::backend::{Allocate, Elementwise, Loss, Src};
+use crate::backend::{Allocate, Pointwise, Loss, Src};
 use crate::shape::Layout;
 
 /// The kernel's code for each unary op (its [`UnaryOp::code`]) and its two scalars.
@@ -252,7 +252,7 @@ impl Allocate for GpuDevice {
     }
 }
 
-impl Elementwise for GpuDevice {
+impl Pointwise for GpuDevice {
     fn unary(&self, x: Src<'_, GpuBuffer>, op: UnaryOp) -> Result<GpuBuffer> {
         self.unary_then_dropout(x, op, None)
     }
@@ -271,7 +271,7 @@ impl Elementwise for GpuDevice {
         if x.layout.is_contiguous() {
             return self.dropout_contiguous(x, draws);
         }
-        let copy = Elementwise::copy(self, x)?;
+        let copy = Pointwise::copy(self, x)?;
         let layout = Layout::contiguous(x.dims());
         self.dropout_contiguous(Src::new(&copy, &layout), draws)
     }

@@ -7,7 +7,7 @@ use super::elementwise::check_float;
 use super::memory::{GpuBuffer, check_words};
 use super::operand::{MAX_RANK, slot};
 use super::pipelines::Module;
-use crate::backend::{Elementwise, Index, Src, check_index_dtype};
+use crate::backend::{Pointwise, Index, Src, check_index_dtype};
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
 

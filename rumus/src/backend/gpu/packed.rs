@@ -3,7 +3,7 @@
 
 use super::context::GpuDevice;
 use super::memory::GpuBuffer;
-use crate::backend::{Elementwise, Src};
+use crate::backend::{Pointwise, Src};
 use crate::error::Result;
 use crate::shape::Layout;
 
@@ -22,7 +22,7 @@ impl<'a> Packed<'a> {
         let (copy, offset) = if layout.is_contiguous() {
             (None, layout.offset())
         } else {
-            (Some(Elementwise::copy(gpu, Src::new(memory, layout))?), 0)
+            (Some(Pointwise::copy(gpu, Src::new(memory, layout))?), 0)
         };
         Ok(Packed {
             source: memory,

@@ -6,7 +6,7 @@ use super::elementwise::check_float;
 use super::memory::{GpuBuffer, check_words};
 use super::pipelines::Module;
 use crate::backend::kinds::{Window2d, WindowKernel};
-use crate::backend::{Elementwise, Src, Windows};
+use crate::backend::{Pointwise, Src, Windows};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
@@ -47,7 +47,7 @@ impl GpuDevice {
     ) -> Result<GpuBuffer> {
         check_float(x.dtype(), "window op")?;
         if !x.layout.is_contiguous() {
-            let copy = Elementwise::copy(self, x)?;
+            let copy = Pointwise::copy(self, x)?;
             let layout = Layout::contiguous(x.dims());
             return self.window_op(Src::new(&copy, &layout), op, planes, w, dims);
         }
