@@ -132,43 +132,22 @@ pub trait Backend {
     }
 }
 
-/// Every kernel family: what storage's dispatch calls. Implemented for every type that
-/// implements all the families.
-pub trait Kernels:
-    Allocate
-    + Attention
-    + Custom
-    + Pointwise
-    + Index
-    + Int8
-    + Join
-    + Loss
-    + Matmul
-    + Norm
-    + Optim
-    + Reduce
-    + Update
-    + Windows
-{
+/// Declares [`Kernels`] as every family listed, and implements it for whatever implements
+/// them all (one list to extend when a family is added).
+macro_rules! kernels {
+    ($($family:ident),+ $(,)?) => {
+        /// Every kernel family: what storage's dispatch calls. Implemented for every type
+        /// that implements all the families.
+        pub trait Kernels: $($family +)+ {}
+
+        impl<B: $($family +)+> Kernels for B {}
+    };
 }
 
-impl<B> Kernels for B where
-    B: Allocate
-        + Attention
-        + Custom
-        + Pointwise
-        + Index
-        + Int8
-        + Join
-        + Loss
-        + Matmul
-        + Norm
-        + Optim
-        + Reduce
-        + Update
-        + Windows
-{
-}
+kernels!(
+    Allocate, Attention, Custom, Index, Int8, Join, Loss, Matmul, Norm, Optim, Pointwise, Reduce,
+    Update, Windows,
+);
 
 #[cfg(test)]
 mod tests {
