@@ -139,10 +139,7 @@ const MACRO_SUPPORT: Why = Why {
 /// check.
 const EXCEPTIONS: &[Exception] = &[
     exception("backend/cpu/pool.rs", "storage", &BACKEND_CONTRACT),
-    exception("backend/gpu/attention.rs", "tensor", &BACKEND_CONTRACT),
     exception("backend/gpu/int8.rs", "device", &BACKEND_CONTRACT),
-    exception("backend/gpu/operand.rs", "storage", &BACKEND_CONTRACT),
-    exception("backend/gpu/operand.rs", "tensor", &BACKEND_CONTRACT),
     exception("backend/gpu/transfer.rs", "storage", &BACKEND_CONTRACT),
     exception("onnx/import_norm_ops.rs", "nn", &ONNX_MODELS),
     exception("onnx/mod.rs", "io", &ONNX_MODELS),

@@ -10,12 +10,11 @@ use super::batch::grid_rows;
 use super::context::GpuDevice;
 use super::memory::{GpuBuffer, check_words};
 use super::pipelines::Module;
-use crate::backend::kinds::Geometry;
-use crate::backend::{Allocate, Attention, Pointwise, Forward, Src, Viewed};
+use crate::backend::kinds::{Geometry, Reduction};
+use crate::backend::{Allocate, Attention, Forward, Pointwise, Reduce, Src, Viewed};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
-use crate::tensor::DynTensor;
 
 /// The widest query, key or value row the kernels keep in registers (`WIDEST`).
 const WIDEST_ROW: usize = 128;
@@ -401,16 +400,16 @@ impl GpuDevice {
         Ok((zeros, Layout::contiguous(dims)))
     }
 
-    /// `dO . O` per query row, `[batch, t]` contiguous. Transitional: the row sum runs
-    /// through the tensor op until reductions take memory and layouts.
+    /// `dO . O` per query row, `[batch, t]` contiguous.
     fn attention_correction(
         &self,
         grad: Src<'_, GpuBuffer>,
         out: Src<'_, GpuBuffer>,
     ) -> Result<GpuBuffer> {
         let product = Pointwise::binary(self, grad, out, crate::backend::kinds::BinaryOp::Mul)?;
-        let rows = DynTensor::from_gpu(product, grad.dims()).sum(&[-1], false)?;
-        self.with_src(&rows, |x| Pointwise::copy(self, x))
+        let layout = Layout::contiguous(grad.dims());
+        let last = grad.dims().len() - 1;
+        Reduce::reduce(self, Src::new(&product, &layout), &[last], Reduction::Sum)
     }
 }
 

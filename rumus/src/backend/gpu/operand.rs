@@ -1,17 +1,15 @@
-//! How kernels see tensors: a buffer plus a strided view (dims, strides, offset in elements),
-//! with adjacent axes merged wherever every operand walks them contiguously, so most views
-//! reach a kernel as rank 1 and cost one division per element to index.
+//! How kernels see their operands: a buffer plus a strided view (dims, strides, offset in
+//! elements), with adjacent axes merged wherever every operand walks them contiguously, so
+//! most views reach a kernel as rank 1 and cost one division per element to index.
 
 use std::sync::Arc;
 
 use super::context::GpuDevice;
 use super::memory::GpuBuffer;
 use super::transfer::upload;
-use crate::backend::Src;
 use crate::backend::cpu::CpuBuffer;
 use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
-use crate::tensor::DynTensor;
 
 /// Axes a strided kernel indexes at most (after merging).
 pub(crate) const MAX_RANK: usize = 8;
@@ -32,25 +30,6 @@ impl GpuDevice {
             constants.insert(key, buffer.clone());
         }
         Ok(buffer)
-    }
-
-    /// Runs a launcher that takes a [`Src`] on a tensor held by this device, for the
-    /// launchers that still take tensors.
-    pub(crate) fn with_src<R>(
-        &self,
-        tensor: &DynTensor,
-        f: impl FnOnce(Src<'_, GpuBuffer>) -> Result<R>,
-    ) -> Result<R> {
-        let layout = tensor.layout();
-        if tensor.storage().is_on_gpu() {
-            return tensor
-                .storage()
-                .with_gpu(|buffer| f(Src::new(buffer, layout)))
-                .expect("checked on a GPU");
-        }
-        debug_assert_eq!(tensor.rank(), 0, "only host scalars join GPU ops");
-        let constant = self.constant(&tensor.to_contiguous_buffer()?, 0)?;
-        f(Src::new(&constant, &Layout::contiguous(&[]).broadcast_to(layout.dims())))
     }
 }
 
@@ -168,16 +147,4 @@ pub(crate) fn spread_params(strided: &Strided, numel: usize) -> (Vec<u32>, [u32;
     let mut p = strided_params(strided, numel, row);
     p[slot::SPAN] = span;
     (p, groups)
-}
-
-impl DynTensor {
-    /// A fresh contiguous tensor over a GPU buffer of exactly `dims` elements.
-    pub(crate) fn from_gpu(buffer: GpuBuffer, dims: &[usize]) -> DynTensor {
-        let layout = Layout::contiguous(dims);
-        debug_assert_eq!(buffer.len(), layout.numel());
-        DynTensor::from_storage(
-            triomphe::Arc::new(crate::storage::Storage::on_gpu(buffer)),
-            layout,
-        )
-    }
 }
