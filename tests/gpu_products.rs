@@ -4,9 +4,9 @@
 //! `f32` ones (autocast's), tiles cut off at the matrix's edges, a bias read at an offset,
 //! K split into ranges whose partial sums are added afterwards, and batches.
 //!
-//! On GPUs with matrix units these are `matmul_coop`'s builds, or with `RUMUS_GPU_COOPMAT2`
-//! `matmul_tensor`'s eight (one per layout pair and result type); elsewhere (lavapipe) the
-//! tiled `f16` kernels. One test per case, so a case that hangs a GPU's kernel names itself.
+//! On GPUs with matrix units these are `matmul_tensor`'s eight builds (one per layout pair and
+//! result type) where the adapter offers `VK_NV_cooperative_matrix2`, else (or with
+//! `RUMUS_GPU_NO_COOPMAT2`) `matmul_coop`'s; elsewhere (lavapipe) the tiled `f16` kernels. One test per case, so a case that hangs a GPU's kernel names itself.
 
 mod common;
 

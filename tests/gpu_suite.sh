@@ -19,9 +19,9 @@
 #                                      (e.g. DIR/gpu_products, one test per product kernel
 #                                      variant); one line per test
 #
-# The environment passes through: RUMUS_GPU_COOPMAT2=1 runs the suite with the products on
-# VK_NV_cooperative_matrix2, RUMUS_GPU_TRACE=1 names each kernel as it runs. The wait limit
-# is RUMUS_GPU_WAIT_TIMEOUT if set, else 60 seconds.
+# The environment passes through: RUMUS_GPU_NO_COOPMAT2=1 runs the suite with the products off
+# VK_NV_cooperative_matrix2 (their default where offered), RUMUS_GPU_TRACE=1 names each kernel
+# as it runs. The wait limit is RUMUS_GPU_WAIT_TIMEOUT if set, else 60 seconds.
 set -euo pipefail
 
 if [[ "${1:-}" == "--stage" ]]; then

@@ -150,8 +150,8 @@ impl GpuDevice {
     /// Whether those products run on `VK_NV_cooperative_matrix2` (matrices a whole workgroup
     /// loads at once, staged by the driver), about 1.4x the rate of plain cooperative
     /// matrices on an H200. Needs a Vulkan adapter that offers the extension (recent NVIDIA
-    /// drivers) and, while it is experimental, the environment variable `RUMUS_GPU_COOPMAT2`
-    /// set when the device is opened.
+    /// drivers); on by default there, off when the environment variable
+    /// `RUMUS_GPU_NO_COOPMAT2` is set as the device is opened (to compare the two paths).
     pub fn has_tensor_matmul(&self) -> bool {
         self.0.tensor_matmul
     }
@@ -207,9 +207,9 @@ fn open() -> std::result::Result<GpuDevice, DeviceError> {
     } else {
         required_features
     };
-    // Opt-in for now: on an H200 a training test with loss scaling hangs with it (see
-    // coopmat2.rs).
-    let with_tensor_matmul = if coop_matmul && std::env::var_os("RUMUS_GPU_COOPMAT2").is_some() {
+    // The default where offered since the GPU suite passed with it on an H200 (coopmat2.rs).
+    let with_tensor_matmul = if coop_matmul && std::env::var_os("RUMUS_GPU_NO_COOPMAT2").is_none()
+    {
         // SAFETY: `experimental_features` is what the plain request below passes.
         unsafe { super::coopmat2::open(&adapter, required_features, &limits, experimental_features) }
     } else {

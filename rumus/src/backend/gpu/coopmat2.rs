@@ -8,21 +8,14 @@
 //! Vulkan hook and runs the kernel as SPIR-V passed through unchanged. Every step checks
 //! what the adapter reports first, and any refusal leaves the ordinary device path to run.
 //!
-//! Experimental, so opt-in (`RUMUS_GPU_COOPMAT2`). Its first builds wrote the output through
-//! one buffer bound twice, as f16 and as f32; on an H200 (driver 580.159.04) the f32 stores
-//! were lost or hung the GPU, so autocast's products came back wrong and
-//! `mixed_precision`'s loss-scaling test never returned. Each build now has one output
-//! binding of its own type (`matmul_tensor.comp`'s header). With that on the H200 nothing
-//! hangs, the loss-scaling test and `half_precision`, `gpu_parity` and
-//! `gpu_training_parity` pass, and widened and split-K products of a probe match the CPU;
-//! but `mixed_precision`'s two autocast product tests got a wrong loss. Their losses fit
-//! one explanation: every element of every product whose bias the kernel added
-//! (`coopMatPerElementNV`) came out strongly negative, and the other products (without a
-//! bias, or split along K, whose bias `sum_splits` adds) were right. So the kernel adds no
-//! bias any more (`matmul.rs`, `tensor_takes_bias`); that change is not yet run on an H200.
-//! `tests/gpu_products.rs` has every such product as a case of its own, read back and read
-//! by a following kernel (`tests/gpu_suite.sh --each`, and the whole binary in one process).
-//! Until those pass there it stays opt-in. `RUMUS_GPU_TRACE` (batch.rs) names the kernel a
+//! On by default where the adapter offers it; `RUMUS_GPU_NO_COOPMAT2` turns it off. Its first
+//! builds wrote the output through one buffer bound twice, as f16 and as f32; on an H200
+//! (driver 580.159.04) the f32 stores were lost or hung the GPU, and a bias added in the
+//! kernel (`coopMatPerElementNV`) came out wrong. Each build now has one output binding of its
+//! own type (`matmul_tensor.comp`'s header) and adds no bias (`matmul.rs`,
+//! `tensor_takes_bias`); with those, `gpu_products` (every product variant as a case of its
+//! own, read back and read by a following kernel) passed 38/38 and `mixed_precision` 10/10 on
+//! an H200, and the whole GPU suite passed. `RUMUS_GPU_TRACE` (batch.rs) names the kernel a
 //! hang is in, and how long each pipeline took to build.
 
 use std::ffi::{CStr, c_void};
