@@ -1,4 +1,5 @@
-//! Where a tensor's elements live: host memory (`Device::Cpu`) or a GPU reached through wgpu.
+//! Where a tensor's elements live: host memory (`Device::Cpu`), a GPU reached through wgpu
+//! (`Device::Gpu`), or an NVIDIA GPU reached through CUDA (`Device::Cuda`).
 //!
 //! Ops run on the device of their operands. Operands on different devices are an error, never a
 //! silent copy; the one exception is a rank-0 host tensor (a scalar constant such as the `0`
@@ -7,6 +8,7 @@
 use std::cell::RefCell;
 use std::fmt;
 
+use crate::backend::cuda::CudaDevice;
 use crate::backend::gpu::GpuDevice;
 use crate::error::Result;
 
@@ -17,6 +19,8 @@ pub enum Device {
     Cpu,
     /// A GPU adapter, WGSL kernels.
     Gpu(GpuDevice),
+    /// An NVIDIA GPU, CUDA kernels and cuBLASLt products.
+    Cuda(CudaDevice),
 }
 
 impl Device {
@@ -26,9 +30,26 @@ impl Device {
         Ok(Device::Gpu(GpuDevice::default_adapter()?))
     }
 
-    /// Whether this is a GPU device.
+    /// The first CUDA device (ordinal 0), opened once per process. Fails when rumus was
+    /// built without its `cuda` feature, or the NVIDIA driver or the CUDA libraries are
+    /// missing (the error says which), or there is no NVIDIA GPU.
+    pub fn cuda() -> Result<Device> {
+        Self::cuda_ordinal(0)
+    }
+
+    /// CUDA device `ordinal` (0 is the first), as [`Device::cuda`] opens it.
+    pub fn cuda_ordinal(ordinal: usize) -> Result<Device> {
+        Ok(Device::Cuda(CudaDevice::open(ordinal)?))
+    }
+
+    /// Whether this is a GPU, through wgpu or CUDA.
     pub fn is_gpu(&self) -> bool {
-        matches!(self, Device::Gpu(_))
+        matches!(self, Device::Gpu(_) | Device::Cuda(_))
+    }
+
+    /// Whether this is a CUDA device.
+    pub fn is_cuda(&self) -> bool {
+        matches!(self, Device::Cuda(_))
     }
 
     /// Waits until every kernel queued on this device has finished (timing, benchmarks).
@@ -37,6 +58,7 @@ impl Device {
         match self {
             Device::Cpu => Ok(()),
             Device::Gpu(gpu) => gpu.synchronize(),
+            Device::Cuda(cuda) => cuda.synchronize(),
         }
     }
 }
@@ -88,6 +110,7 @@ impl fmt::Display for Device {
         match self {
             Device::Cpu => f.write_str("cpu"),
             Device::Gpu(gpu) => write!(f, "gpu ({})", gpu.name()),
+            Device::Cuda(cuda) => write!(f, "cuda:{} ({})", cuda.ordinal(), cuda.name()),
         }
     }
 }

@@ -201,6 +201,27 @@ pub enum DeviceError {
         /// The message from `wgpu`.
         message: String,
     },
+    /// No CUDA device could be opened: no NVIDIA driver, a CUDA library missing, or no
+    /// device of that ordinal.
+    #[error(
+        "no CUDA device could be opened ({reason}); rumus needs the NVIDIA driver (libcuda.so) and the CUDA 13 libraries libnvrtc.so.13 and libcublasLt.so.13 where the dynamic loader finds them (a CUDA 13 toolkit's lib64, or the `nvidia-*` wheels of a PyTorch install, on LD_LIBRARY_PATH), or stay on Device::Cpu / Device::gpu()"
+    )]
+    NoCuda {
+        /// What was missing or what the driver reported.
+        reason: String,
+    },
+    /// A CUDA device was asked for, but the crate was built without its `cuda` feature.
+    #[error(
+        "rumus was built without its `cuda` feature; enable it (`rumus = {{ features = [\"cuda\"] }}`) to use Device::cuda()"
+    )]
+    CudaNotCompiled,
+    /// The CUDA driver, NVRTC or cuBLASLt refused a request (out of memory, a kernel that
+    /// failed, a lost device).
+    #[error("the CUDA device refused the request: {message}")]
+    Cuda {
+        /// What failed and the library's error.
+        message: String,
+    },
     /// The operands of one op are on different devices.
     #[error(
         "{op}: operands are on different devices ({lhs} and {rhs}); move one with `.to(&device)` first"

@@ -8,14 +8,19 @@
 //!
 //! - [`cpu`]: host memory, rayon kernels with runtime SIMD dispatch.
 //! - [`gpu`]: wgpu buffers, WGSL kernels (behind the `gpu` cargo feature).
+//! - [`cuda`]: CUDA memory on NVIDIA GPUs, CUDA C kernels compiled by NVRTC and cuBLASLt
+//!   products (behind the `cuda` cargo feature).
 //!
 //! This module sits below `storage`, `tensor` and `ops`: nothing here imports them. The op
 //! codes kernels understand ([`kinds`]) live here for that reason.
 
 mod contract;
 pub mod cpu;
+pub mod cuda;
 pub mod gpu;
 pub mod kinds;
+#[cfg(any(feature = "gpu", feature = "cuda"))]
+mod strided;
 
 pub use contract::{
     Allocate, Attention, Backend, BackendMemory, Custom, Dst, Forward, Index, Int8, Join, Kernels,

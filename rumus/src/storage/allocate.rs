@@ -16,6 +16,7 @@ impl Storage {
             Device::Gpu(gpu) => {
                 Storage::uploaded(crate::backend::gpu::upload_buffer(gpu, &host)?, &host)
             }
+            Device::Cuda(cuda) => Storage::on_cuda(crate::backend::cuda::upload(cuda, &host)?),
         })
     }
 
@@ -29,6 +30,7 @@ impl Storage {
         Ok(match device {
             Device::Cpu => Storage::new(Cpu.full(dims, value, dtype)?),
             Device::Gpu(gpu) => Storage::on_gpu(gpu.full(dims, value, dtype)?),
+            Device::Cuda(cuda) => Storage::on_cuda(cuda.full(dims, value, dtype)?),
         })
     }
 }

@@ -4,39 +4,19 @@
 use std::cell::Cell;
 
 use super::Storage;
-use super::dispatch::{Operand, run};
+use super::dispatch::{IntoStorage, Operand, on_backend};
 use crate::backend::cpu::Cpu;
-use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::Geometry;
 use crate::backend::{Attention, Viewed};
 use crate::device::Device;
 use crate::error::Result;
 use crate::shape::Layout;
 
-/// Runs `$call` (which leaves its results in a cell) on the backend holding the operands,
-/// with `$wrap` the constructor of that backend's storage.
-macro_rules! on_backend_into {
-    ($op:expr, $operands:expr, |$be:ident, [$($x:ident),+], $wrap:ident| $call:expr) => {
-        run(
-            $op,
-            $operands,
-            |$be: &Cpu, [$($x),+]| {
-                let $wrap = Storage::new;
-                $call
-            },
-            |$be: &GpuDevice, [$($x),+]| {
-                let $wrap = Storage::on_gpu;
-                $call
-            },
-        )
-    };
-}
-
 const OP: &str = "scaled_dot_product_attention";
 
 /// `(memory, layout)` as storage.
-fn stored<M>((memory, layout): Viewed<M>, wrap: impl Fn(M) -> Storage) -> (Storage, Layout) {
-    (wrap(memory), layout)
+fn stored<M: IntoStorage<Output = Storage>>((memory, layout): Viewed<M>) -> (Storage, Layout) {
+    (memory.into_storage(), layout)
 }
 
 impl Storage {
@@ -53,10 +33,10 @@ impl Storage {
         // Without a mask the queries stand in its place (locked once), unread.
         let has_mask = mask.is_some();
         let m = mask.unwrap_or(q);
-        on_backend_into!(OP, [q, k, v, m], |be, [q, k, v, m], wrap| be
+        on_backend!(OP, [q, k, v, m], |be, [q, k, v, m]| be
             .attention_forward([q, k, v], has_mask.then_some(m), g, autocast)
             .map(|fused| {
-                results.set(fused.map(|(out, lse)| (stored(out, wrap), wrap(lse))));
+                results.set(fused.map(|(out, lse)| (stored(out), lse.into_storage())));
             }))?;
         Ok(results.into_inner())
     }
@@ -72,10 +52,10 @@ impl Storage {
         let results = Cell::new(None);
         let has_mask = mask.is_some();
         let m = mask.unwrap_or(q);
-        on_backend_into!(
+        on_backend!(
             OP,
             [q, k, v, m, out, lse, grad],
-            |be, [q, k, v, m, out, lse, grad], wrap| be
+            |be, [q, k, v, m, out, lse, grad]| be
                 .attention_backward(
                     [q, k, v],
                     has_mask.then_some(m),
@@ -83,7 +63,7 @@ impl Storage {
                     g,
                     autocast
                 )
-                .map(|grads| results.set(Some(grads.map(|viewed| stored(viewed, wrap)))))
+                .map(|grads| results.set(Some(grads.map(stored))))
         )?;
         Ok(results.into_inner().expect("set by the backend's closure"))
     }
@@ -93,6 +73,7 @@ impl Storage {
         match device {
             Device::Cpu => Cpu.attention_on_matrix_units(width, autocast),
             Device::Gpu(gpu) => gpu.attention_on_matrix_units(width, autocast),
+            Device::Cuda(cuda) => cuda.attention_on_matrix_units(width, autocast),
         }
     }
 }

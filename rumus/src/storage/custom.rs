@@ -3,10 +3,8 @@
 use std::cell::Cell;
 
 use super::Storage;
-use super::dispatch::{Operand, run_many};
+use super::dispatch::{IntoStorage, Operand, on_backend_many};
 use crate::backend::Custom;
-use crate::backend::cpu::Cpu;
-use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::CustomKernel;
 use crate::error::Result;
 
@@ -18,12 +16,8 @@ impl Storage {
         inputs: &[Operand<'_>],
         out_dims: &[usize],
     ) -> Result<Option<Storage>> {
-        run_many(
-            kernel.name,
-            inputs,
-            |be: &Cpu, srcs| be.custom_forward(kernel, srcs, out_dims),
-            |be: &GpuDevice, srcs| be.custom_forward(kernel, srcs, out_dims),
-        )
+        on_backend_many!(kernel.name, inputs, |be, srcs| be
+            .custom_forward(kernel, srcs, out_dims))
     }
 
     /// The gradients of the inputs that `needs` asks for, from the forward pass's `output`
@@ -38,22 +32,12 @@ impl Storage {
         let all: Vec<Operand<'_>> = inputs.iter().copied().chain([output, grad]).collect();
         // The gradients leave each backend's closure through this cell.
         let grads = Cell::new(None);
-        run_many(
-            kernel.name,
-            &all,
-            |be: &Cpu, srcs| {
-                let saved = (srcs[n], srcs[n + 1]);
-                let out = be.custom_backward(kernel, &srcs[..n], saved, needs)?;
-                grads.set(out.map(|g| g.into_iter().map(|g| g.map(Storage::new)).collect()));
-                Ok(())
-            },
-            |be: &GpuDevice, srcs| {
-                let saved = (srcs[n], srcs[n + 1]);
-                let out = be.custom_backward(kernel, &srcs[..n], saved, needs)?;
-                grads.set(out.map(|g| g.into_iter().map(|g| g.map(Storage::on_gpu)).collect()));
-                Ok(())
-            },
-        )?;
+        on_backend_many!(kernel.name, &all, |be, srcs| {
+            let saved = (srcs[n], srcs[n + 1]);
+            let out = be.custom_backward(kernel, &srcs[..n], saved, needs)?;
+            grads.set(out.map(|g| g.into_iter().map(IntoStorage::into_storage).collect()));
+            Ok(())
+        })?;
         Ok(grads.into_inner())
     }
 }

@@ -1,10 +1,9 @@
 //! Element-wise ops as storage runs them: each names its kernel once, and [`on_backend!`]
 //! instantiates the call for every backend.
 
-use super::dispatch::{Operand, on_backend, run};
+use super::dispatch::{Operand, on_backend};
 use super::{CpuBuffer, Storage};
 use crate::backend::cpu::Cpu;
-use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
 use crate::backend::{Pointwise, Src};
 use crate::dtype::DType;
@@ -25,12 +24,8 @@ impl Storage {
         op: UnaryOp,
         draws: Option<DropoutDraws>,
     ) -> Result<Option<Storage>> {
-        run(
-            op.name(),
-            [grad, x],
-            |be: &Cpu, [g, x]| be.activation_grad(g, x, op, draws),
-            |be: &GpuDevice, [g, x]| be.activation_grad(g, x, op, draws),
-        )
+        on_backend!(op.name(), [grad, x], |be, [g, x]| be
+            .activation_grad(g, x, op, draws))
     }
 
     /// `x` with dropout's `draws` applied.
@@ -44,12 +39,7 @@ impl Storage {
         op: UnaryOp,
         draws: DropoutDraws,
     ) -> Result<Option<Storage>> {
-        run(
-            op.name(),
-            [x],
-            |be: &Cpu, [x]| be.unary_dropout(x, op, draws),
-            |be: &GpuDevice, [x]| be.unary_dropout(x, op, draws),
-        )
+        on_backend!(op.name(), [x], |be, [x]| be.unary_dropout(x, op, draws))
     }
 
     /// `a op b`, both viewed with the output's dims.

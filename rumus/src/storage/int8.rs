@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use super::Storage;
 use super::dispatch::{Operand, run};
-use crate::backend::Int8;
+use crate::backend::{Backend, Int8};
 use crate::backend::cpu::Cpu;
+use crate::backend::cuda::{CudaBuffer, CudaDevice};
 use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::Int8Matrix;
 use crate::device::Device;
@@ -29,6 +30,7 @@ impl Storage {
         match device {
             Device::Cpu => Cpu.upload_int8(matrix).map(|()| Int8Resident::Host),
             Device::Gpu(gpu) => Ok(Int8Resident::Gpu(Arc::new(gpu.upload_int8(matrix)?))),
+            Device::Cuda(cuda) => match cuda.upload_int8(matrix)? {},
         }
     }
 
@@ -47,6 +49,7 @@ impl Storage {
             [x],
             |be: &Cpu, [x]| be.int8_linear(x, &(), m).map(Some),
             |be: &GpuDevice, [x]| be.int8_linear(x, weights, m).map(Some),
+            |be: &CudaDevice, [_]| Err::<Option<CudaBuffer>, _>(Backend::unsupported(be, "QuantizedLinear::forward")),
         )
     }
 }

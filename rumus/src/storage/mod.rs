@@ -8,6 +8,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::backend::cuda::CudaBuffer;
 use crate::backend::gpu::GpuBuffer;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -66,8 +67,40 @@ impl StoragePeak {
 pub enum Memory {
     /// In host memory.
     Host(CpuBuffer),
-    /// In a buffer on a GPU.
+    /// In a buffer on a GPU (wgpu).
     Gpu(GpuBuffer),
+    /// In memory of a CUDA device.
+    Cuda(CudaBuffer),
+}
+
+impl Memory {
+    /// The device holding the memory.
+    fn device(&self) -> Device {
+        match self {
+            Memory::Host(_) => Device::Cpu,
+            Memory::Gpu(buffer) => Device::Gpu(buffer.device()),
+            Memory::Cuda(buffer) => Device::Cuda(buffer.device()),
+        }
+    }
+
+    /// A copy of `host` as memory of `device` (uploaded to a GPU: an asked-for transfer).
+    fn copied_to(device: &Device, host: &CpuBuffer) -> Result<Memory> {
+        Ok(match device {
+            Device::Cpu => Memory::Host(host.clone()),
+            Device::Gpu(gpu) => Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, host)?),
+            Device::Cuda(cuda) => Memory::Cuda(crate::backend::cuda::upload(cuda, host)?),
+        })
+    }
+
+    /// Elements `range` in host memory (read back from a device: an asked-for transfer).
+    fn host_range(&self, range: std::ops::Range<usize>) -> Result<CpuBuffer> {
+        match self {
+            Memory::Host(buffer) => Ok(crate::backend::cpu::map_buffer!(buffer, |v| v[range]
+                .to_vec())),
+            Memory::Gpu(buffer) => crate::backend::gpu::download_asked(buffer, range),
+            Memory::Cuda(buffer) => crate::backend::cuda::download(buffer, range),
+        }
+    }
 }
 
 /// Host elements for a CPU kernel: the buffer itself, or a copy read back from a GPU for a
@@ -86,7 +119,9 @@ impl Deref for HostView<'_> {
         match self {
             HostView::Borrowed(guard) => match &**guard {
                 Memory::Host(buffer) => buffer,
-                Memory::Gpu(_) => unreachable!("read() downloads GPU memory under the same lock"),
+                Memory::Gpu(_) | Memory::Cuda(_) => {
+                    unreachable!("read() downloads device memory under the same lock")
+                }
             },
             HostView::Downloaded(buffer) => buffer,
         }
@@ -102,7 +137,7 @@ impl Deref for HostWrite<'_> {
     fn deref(&self) -> &CpuBuffer {
         match &*self.0 {
             Memory::Host(buffer) => buffer,
-            Memory::Gpu(_) => unreachable!("write() checks for host memory"),
+            Memory::Gpu(_) | Memory::Cuda(_) => unreachable!("write() checks for host memory"),
         }
     }
 }
@@ -111,7 +146,7 @@ impl std::ops::DerefMut for HostWrite<'_> {
     fn deref_mut(&mut self) -> &mut CpuBuffer {
         match &mut *self.0 {
             Memory::Host(buffer) => buffer,
-            Memory::Gpu(_) => unreachable!("write() checks for host memory"),
+            Memory::Gpu(_) | Memory::Cuda(_) => unreachable!("write() checks for host memory"),
         }
     }
 }
@@ -122,7 +157,7 @@ impl std::ops::DerefMut for HostWrite<'_> {
 #[derive(Debug)]
 pub struct Storage {
     memory: RwLock<Memory>,
-    /// Whether `memory` is on a GPU, readable without the lock: every op asks.
+    /// Whether `memory` is on a device (not the host), readable without the lock.
     on_gpu: AtomicBool,
     version: AtomicU64,
     /// The dtype's code ([`dtype_code`]); it changes only in [`Storage::adopt`].
@@ -172,6 +207,12 @@ impl Storage {
         Self::with_memory(len, dtype, Memory::Gpu(buffer))
     }
 
+    /// Memory on a CUDA device.
+    pub fn on_cuda(buffer: CudaBuffer) -> Self {
+        let (len, dtype) = (buffer.len(), buffer.dtype());
+        Self::with_memory(len, dtype, Memory::Cuda(buffer))
+    }
+
     /// GPU memory just uploaded from `host` (the same elements); a small `i64` tensor keeps
     /// them for [`Storage::uploaded_elements`].
     pub(crate) fn uploaded(buffer: GpuBuffer, host: &CpuBuffer) -> Self {
@@ -196,7 +237,7 @@ impl Storage {
         let bytes = len * dtype.size_in_bytes();
         live_counts::add(Count::StorageBytes, bytes as isize);
         Storage {
-            on_gpu: AtomicBool::new(matches!(memory, Memory::Gpu(_))),
+            on_gpu: AtomicBool::new(!matches!(memory, Memory::Host(_))),
             memory: RwLock::new(memory),
             version: AtomicU64::new(0),
             dtype: AtomicU8::new(dtype_code(dtype)),
@@ -231,24 +272,27 @@ impl Storage {
         std::ptr::from_ref(self).addr()
     }
 
-    /// Whether the elements are on a GPU (no lock taken).
+    /// Whether the elements are on a GPU, through wgpu or CUDA (no lock taken).
     pub fn is_on_gpu(&self) -> bool {
         self.on_gpu.load(Ordering::Acquire)
     }
 
     /// The device holding the elements.
     pub fn device(&self) -> Device {
-        match &*self.lock() {
-            Memory::Host(_) => Device::Cpu,
-            Memory::Gpu(buffer) => Device::Gpu(buffer.device()),
-        }
+        self.lock().device()
+    }
+
+    /// Elements `range` of the memory in host memory: a copy, read back from a device (an
+    /// asked-for transfer).
+    pub(crate) fn host_range(&self, range: std::ops::Range<usize>) -> Result<CpuBuffer> {
+        self.lock().host_range(range)
     }
 
     /// `f` of the GPU buffer, for storages on a GPU (under the storage's read lock).
     pub fn with_gpu<R>(&self, f: impl FnOnce(&GpuBuffer) -> R) -> Option<R> {
         match &*self.lock() {
             Memory::Gpu(buffer) => Some(f(buffer)),
-            Memory::Host(_) => None,
+            Memory::Host(_) | Memory::Cuda(_) => None,
         }
     }
 
@@ -261,6 +305,9 @@ impl Storage {
         Ok(match &*guard {
             Memory::Host(_) => HostView::Borrowed(guard),
             Memory::Gpu(buffer) => HostView::Downloaded(buffer.read_back_fallback()?),
+            Memory::Cuda(buffer) => {
+                HostView::Downloaded(crate::backend::cuda::download(buffer, 0..buffer.len())?)
+            }
         })
     }
 
@@ -276,7 +323,7 @@ impl Storage {
                 self.mark_written();
                 Ok(HostWrite(guard))
             }
-            Memory::Gpu(_) => Err(DeviceError::HostWriteToGpu.into()),
+            Memory::Gpu(_) | Memory::Cuda(_) => Err(DeviceError::HostWriteToGpu.into()),
         }
     }
 
@@ -286,22 +333,17 @@ impl Storage {
             .memory
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if guard.device() == *device {
+            return Ok(());
+        }
+        let len = self.len();
         let moved = match (&*guard, device) {
-            (Memory::Host(_), Device::Cpu) => return Ok(()),
-            (Memory::Gpu(buffer), Device::Gpu(gpu)) if buffer.device() == *gpu => return Ok(()),
-            (Memory::Gpu(buffer), Device::Cpu) => Memory::Host(
-                crate::backend::gpu::download_asked(buffer, 0..buffer.len())?,
-            ),
-            (Memory::Host(host), Device::Gpu(gpu)) => {
-                Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, host)?)
-            }
-            (Memory::Gpu(buffer), Device::Gpu(gpu)) => {
-                let host = crate::backend::gpu::download_asked(buffer, 0..buffer.len())?;
-                Memory::Gpu(crate::backend::gpu::upload_buffer(gpu, &host)?)
-            }
+            (Memory::Host(host), _) => Memory::copied_to(device, host)?,
+            (memory, Device::Cpu) => Memory::Host(memory.host_range(0..len)?),
+            (memory, _) => Memory::copied_to(device, &memory.host_range(0..len)?)?,
         };
         self.on_gpu
-            .store(matches!(moved, Memory::Gpu(_)), Ordering::Release);
+            .store(!matches!(moved, Memory::Host(_)), Ordering::Release);
         *guard = moved;
         Ok(())
     }
@@ -331,7 +373,7 @@ impl Storage {
         source.dtype.store(own_dtype, Ordering::Release);
         source.bytes.store(own_bytes, Ordering::Release);
         self.on_gpu
-            .store(matches!(*guard, Memory::Gpu(_)), Ordering::Release);
+            .store(!matches!(*guard, Memory::Host(_)), Ordering::Release);
         self.mark_written();
     }
 

@@ -2,10 +2,8 @@
 //! (a storage is locked once however often it appears) and reach the kernel as `None`.
 
 use super::Storage;
-use super::dispatch::{Operand, run};
+use super::dispatch::{Operand, on_backend};
 use crate::backend::Norm;
-use crate::backend::cpu::Cpu;
-use crate::backend::gpu::GpuDevice;
 use crate::error::Result;
 
 impl Storage {
@@ -18,15 +16,10 @@ impl Storage {
         eps: f64,
     ) -> Result<Option<(Storage, Storage)>> {
         let (has_weight, has_bias) = (weight.is_some(), bias.is_some());
-        run(
+        on_backend!(
             "layer_norm",
             [x, weight.unwrap_or(x), bias.unwrap_or(x)],
-            |be: &Cpu, [x, w, b]| {
-                be.layer_norm(x, has_weight.then_some(w), has_bias.then_some(b), eps)
-            },
-            |be: &GpuDevice, [x, w, b]| {
-                be.layer_norm(x, has_weight.then_some(w), has_bias.then_some(b), eps)
-            },
+            |be, [x, w, b]| be.layer_norm(x, has_weight.then_some(w), has_bias.then_some(b), eps)
         )
     }
 
@@ -39,15 +32,10 @@ impl Storage {
         wanted: [bool; 3],
     ) -> Result<[Option<Storage>; 3]> {
         let has_weight = weight.is_some();
-        run(
+        on_backend!(
             "layer_norm",
             [grad, x, weight.unwrap_or(x), stats],
-            |be: &Cpu, [g, x, w, s]| {
-                be.layer_norm_backward(g, x, has_weight.then_some(w), s, wanted)
-            },
-            |be: &GpuDevice, [g, x, w, s]| {
-                be.layer_norm_backward(g, x, has_weight.then_some(w), s, wanted)
-            },
+            |be, [g, x, w, s]| be.layer_norm_backward(g, x, has_weight.then_some(w), s, wanted)
         )
     }
 }

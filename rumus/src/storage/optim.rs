@@ -1,10 +1,8 @@
 //! Fused optimizer steps as storage runs them: parameters and state are written in place.
 
 use super::Storage;
-use super::dispatch::{Operand, run_mut};
+use super::dispatch::{IntoStorage, Operand, on_backend_mut};
 use crate::backend::Optim;
-use crate::backend::cpu::Cpu;
-use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::AdamScalars;
 use crate::error::Result;
 
@@ -17,13 +15,8 @@ impl Storage {
         g: Operand<'_>,
         scalars: AdamScalars<f64>,
     ) -> Result<bool> {
-        let ran = run_mut(
-            "Adam step",
-            [p, m, v],
-            [g],
-            |be: &Cpu, state, [g]| be.adam_step(state, g, scalars),
-            |be: &GpuDevice, state, [g]| be.adam_step(state, g, scalars),
-        )?;
+        let ran = on_backend_mut!("Adam step", [p, m, v], [g], |be, [p, m, v], [g]| be
+            .adam_step([p, m, v], g, scalars))?;
         Ok(ran == Some(true))
     }
 
@@ -34,21 +27,9 @@ impl Storage {
         scale: f64,
         flag: Operand<'_>,
     ) -> Result<Option<Storage>> {
-        let out = run_mut(
-            "GradScaler::unscale",
-            [flag],
-            [g],
-            |be: &Cpu, [flag], [g]| {
-                Ok(be
-                    .unscale_flagging_non_finite(g, scale, flag)?
-                    .map(Storage::new))
-            },
-            |be: &GpuDevice, [flag], [g]| {
-                Ok(be
-                    .unscale_flagging_non_finite(g, scale, flag)?
-                    .map(Storage::on_gpu))
-            },
-        )?;
+        let out = on_backend_mut!("GradScaler::unscale", [flag], [g], |be, [flag], [g]| Ok(be
+            .unscale_flagging_non_finite(g, scale, flag)?
+            .map(IntoStorage::into_storage)))?;
         Ok(out.flatten())
     }
 }

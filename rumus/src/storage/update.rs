@@ -3,10 +3,8 @@
 //! element reads the old values whatever order the kernel writes in.
 
 use super::Storage;
-use super::dispatch::{Operand, run_mut};
-use crate::backend::cpu::{Cpu, CpuBuffer};
-use crate::backend::gpu::{GpuBuffer, GpuDevice};
-use crate::backend::{Dst, Src, Update};
+use super::dispatch::{Operand, on_backend_mut};
+use crate::backend::Update;
 use crate::error::Result;
 use crate::shape::Layout;
 
@@ -18,46 +16,45 @@ impl Storage {
         scale: f64,
         alpha: f64,
     ) -> Result<()> {
-        update_from(
-            "in-place update",
-            dst,
-            src,
-            |be: &Cpu, [d], [s]| be.scale_add(d, s, scale, alpha),
-            |be: &GpuDevice, [d], [s]| be.scale_add(d, s, scale, alpha),
-        )
+        let apart = Apart::of(dst, src)?;
+        on_backend_mut!("in-place update", [dst], [apart.source(src)], |be, [d], [s]| be
+            .scale_add(d, s, scale, alpha))?
+        .expect("the source is apart from the destination");
+        Ok(())
     }
 
     /// `dst = src` in place, any dtype.
     pub(crate) fn copy_into(dst: Operand<'_>, src: Operand<'_>) -> Result<()> {
-        update_from(
-            "copy_",
-            dst,
-            src,
-            |be: &Cpu, [d], [s]| be.copy_into(d, s),
-            |be: &GpuDevice, [d], [s]| be.copy_into(d, s),
-        )
+        let apart = Apart::of(dst, src)?;
+        on_backend_mut!("copy_", [dst], [apart.source(src)], |be, [d], [s]| be
+            .copy_into(d, s))?
+        .expect("the source is apart from the destination");
+        Ok(())
     }
 }
 
-/// Runs the update `cpu`/`gpu` of `dst` from `src`; from a contiguous copy of `src` when it
-/// shares `dst`'s storage.
-fn update_from(
-    op: &'static str,
-    dst: Operand<'_>,
-    src: Operand<'_>,
-    cpu: impl Fn(&Cpu, [Dst<'_, CpuBuffer>; 1], [Src<'_, CpuBuffer>; 1]) -> Result<()>,
-    gpu: impl Fn(&GpuDevice, [Dst<'_, GpuBuffer>; 1], [Src<'_, GpuBuffer>; 1]) -> Result<()>,
-) -> Result<()> {
-    if run_mut(op, [dst], [src], &cpu, &gpu)?.is_some() {
-        return Ok(());
+/// An update's source apart from its destination: a contiguous copy when it shares the
+/// destination's storage, else the source itself.
+struct Apart(Option<(Storage, Layout)>);
+
+impl Apart {
+    fn of(dst: Operand<'_>, src: Operand<'_>) -> Result<Apart> {
+        if !std::ptr::eq(dst.storage, src.storage) {
+            return Ok(Apart(None));
+        }
+        let copy = Storage::copy(src)?;
+        Ok(Apart(Some((copy, Layout::contiguous(src.layout.dims())))))
     }
-    let copy = Storage::copy(src)?;
-    let layout = Layout::contiguous(src.layout.dims());
-    let copied = Operand {
-        storage: &copy,
-        layout: &layout,
-        scalar: src.scalar,
-    };
-    run_mut(op, [dst], [copied], cpu, gpu)?.expect("a fresh copy shares no storage");
-    Ok(())
+
+    /// The operand the update reads.
+    fn source<'a>(&'a self, src: Operand<'a>) -> Operand<'a> {
+        match &self.0 {
+            Some((storage, layout)) => Operand {
+                storage,
+                layout,
+                scalar: src.scalar,
+            },
+            None => src,
+        }
+    }
 }

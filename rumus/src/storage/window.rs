@@ -3,10 +3,8 @@
 use std::cell::Cell;
 
 use super::Storage;
-use super::dispatch::{Operand, on_backend, run};
+use super::dispatch::{IntoStorage, Operand, on_backend};
 use crate::backend::Windows;
-use crate::backend::cpu::Cpu;
-use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::{DirectConv, Window2d, WindowKernel};
 use crate::error::Result;
 
@@ -32,20 +30,11 @@ impl Storage {
     ) -> Result<(Option<Storage>, Storage)> {
         // The second output leaves each backend's closure through this cell.
         let values = Cell::new(None);
-        let indices = run(
-            "max_pool2d",
-            [x],
-            |be: &Cpu, [x]| {
-                let (v, i) = be.max_pool(x, planes, window)?;
-                values.set(v.map(Storage::new));
-                Ok(Some(i))
-            },
-            |be: &GpuDevice, [x]| {
-                let (v, i) = be.max_pool(x, planes, window)?;
-                values.set(v.map(Storage::on_gpu));
-                Ok(Some(i))
-            },
-        )?
+        let indices = on_backend!("max_pool2d", [x], |be, [x]| {
+            let (v, i) = be.max_pool(x, planes, window)?;
+            values.set(v.map(IntoStorage::into_storage));
+            Ok(Some(i))
+        })?
         .expect("both backends return the offsets");
         Ok((values.into_inner(), indices))
     }
@@ -61,24 +50,14 @@ impl Storage {
     ) -> Result<Option<(Storage, DirectConv)>> {
         let plan = Cell::new(None);
         let out = match bias {
-            None => run(
-                "conv2d",
-                [x, weight],
-                |be: &Cpu, [x, w]| planned(be.conv2d_direct(x, w, None, window, groups), &plan),
-                |be: &GpuDevice, [x, w]| {
-                    planned(be.conv2d_direct(x, w, None, window, groups), &plan)
-                },
-            ),
-            Some(bias) => run(
-                "conv2d",
-                [x, weight, bias],
-                |be: &Cpu, [x, w, b]| {
-                    planned(be.conv2d_direct(x, w, Some(b), window, groups), &plan)
-                },
-                |be: &GpuDevice, [x, w, b]| {
-                    planned(be.conv2d_direct(x, w, Some(b), window, groups), &plan)
-                },
-            ),
+            None => on_backend!("conv2d", [x, weight], |be, [x, w]| planned(
+                be.conv2d_direct(x, w, None, window, groups),
+                &plan
+            )),
+            Some(bias) => on_backend!("conv2d", [x, weight, bias], |be, [x, w, b]| planned(
+                be.conv2d_direct(x, w, Some(b), window, groups),
+                &plan
+            )),
         }?;
         Ok(out.zip(plan.into_inner()))
     }
@@ -116,18 +95,10 @@ impl Storage {
         columns_per_channel: usize,
     ) -> Result<Option<usize>> {
         let chunk = Cell::new(None);
-        run(
-            "conv2d",
-            [x],
-            |be: &Cpu, [x]| {
-                chunk.set(be.conv_batch_chunk(x, columns_per_channel));
-                Ok(())
-            },
-            |be: &GpuDevice, [x]| {
-                chunk.set(be.conv_batch_chunk(x, columns_per_channel));
-                Ok(())
-            },
-        )?;
+        on_backend!("conv2d", [x], |be, [x]| {
+            chunk.set(be.conv_batch_chunk(x, columns_per_channel));
+            Ok(())
+        })?;
         Ok(chunk.into_inner())
     }
 }

@@ -175,11 +175,7 @@ impl DynTensor {
         let range = contiguous
             .contiguous_range()
             .expect("contiguous_untracked is contiguous");
-        let host = contiguous
-            .0
-            .storage
-            .with_gpu(|buffer| crate::backend::gpu::download_asked(buffer, range))
-            .expect("a copy of a GPU tensor is on the GPU")?;
+        let host = contiguous.0.storage.host_range(range)?;
         let layout = Layout::contiguous(self.dims());
         Ok(f(&host, &layout))
     }

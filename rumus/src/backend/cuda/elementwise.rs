@@ -1,0 +1,247 @@
+//! The element-wise family on CUDA: `shaders/cuda/elementwise.cu`, one entry point per
+//! dtype, every operand read through its strided view.
+
+use super::context::CudaDevice;
+use super::launch::{dtype_suffix, views, width_suffix};
+use super::memory::CudaBuffer;
+use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
+use crate::backend::{Pointwise, Src};
+use crate::dtype::DType;
+use crate::error::{DeviceError, Error, Result};
+
+const MODULE: &str = "elementwise";
+
+/// The scalars an op carries, as the kernels' `p0` and `p1`.
+fn scalars(op: UnaryOp) -> (f64, f64) {
+    match op {
+        UnaryOp::LeakyRelu(slope) => (slope, 0.0),
+        UnaryOp::Softplus { beta, threshold } => (beta, threshold),
+        UnaryOp::Powf(p) => (p, 0.0),
+        UnaryOp::Clamp { min, max } => (min, max),
+        UnaryOp::AddScalar(s) | UnaryOp::MulScalar(s) => (s, 0.0),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// The draws that keep an element: at or above this (as backend/cpu/dropout.rs decides).
+fn keep_threshold(draws: DropoutDraws) -> u32 {
+    crate::backend::cpu::dropout::threshold(draws.p)
+}
+
+fn float_only(op: &'static str, dtype: DType) -> Result<()> {
+    if dtype.is_float() {
+        Ok(())
+    } else {
+        Err(DeviceError::UnsupportedDType { op, dtype }.into())
+    }
+}
+
+fn same_dtype(op: &'static str, a: DType, b: DType) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::DTypeMismatch { op, lhs: a, rhs: b })
+    }
+}
+
+impl Pointwise for CudaDevice {
+    fn unary(&self, x: Src<'_, CudaBuffer>, op: UnaryOp) -> Result<CudaBuffer> {
+        float_only(op.name(), x.dtype())?;
+        let n = x.numel();
+        let out = CudaBuffer::uninit(self, n, x.dtype())?;
+        let [vx] = views(op.name(), x.dims(), [x.layout])?;
+        let kernel = self.kernel(MODULE, &format!("unary_{}", dtype_suffix(x.dtype())))?;
+        let (p0, p1) = scalars(op);
+        let code = op.code() as i32;
+        let (out_ptr, x_ptr, n64) = (out.address(0), x.memory.address(0), n as i64);
+        self.launch_elements(kernel, n, &[&out_ptr, &x_ptr, &vx, &n64, &code, &p0, &p1])?;
+        Ok(out)
+    }
+
+    fn activation_grad(
+        &self,
+        grad: Src<'_, CudaBuffer>,
+        x: Src<'_, CudaBuffer>,
+        op: UnaryOp,
+        draws: Option<DropoutDraws>,
+    ) -> Result<Option<CudaBuffer>> {
+        if !op.gradient_in_one_pass() || !x.dtype().is_float() || grad.dtype() != x.dtype() {
+            return Ok(None);
+        }
+        let n = x.numel();
+        let out = CudaBuffer::uninit(self, n, x.dtype())?;
+        let [vg, vx] = views(op.name(), x.dims(), [grad.layout, x.layout])?;
+        let kernel = self.kernel(
+            MODULE,
+            &format!("activation_grad_{}", dtype_suffix(x.dtype())),
+        )?;
+        let (slope, _) = scalars(op);
+        let (dropped, threshold, scale, seed) = match draws {
+            Some(d) => (1i32, keep_threshold(d), d.scale, d.seed),
+            None => (0, 0, 1.0, 0),
+        };
+        let code = op.code() as i32;
+        let (out_ptr, g_ptr, x_ptr, n64) = (
+            out.address(0),
+            grad.memory.address(0),
+            x.memory.address(0),
+            n as i64,
+        );
+        self.launch_elements(
+            kernel,
+            n,
+            &[
+                &out_ptr, &g_ptr, &vg, &x_ptr, &vx, &n64, &code, &slope, &dropped, &threshold,
+                &scale, &seed,
+            ],
+        )?;
+        Ok(Some(out))
+    }
+
+    fn dropout(&self, x: Src<'_, CudaBuffer>, draws: DropoutDraws) -> Result<CudaBuffer> {
+        float_only("dropout", x.dtype())?;
+        self.dropped_out(x, None, draws)
+    }
+
+    fn unary_dropout(
+        &self,
+        x: Src<'_, CudaBuffer>,
+        op: UnaryOp,
+        draws: DropoutDraws,
+    ) -> Result<Option<CudaBuffer>> {
+        if !x.dtype().is_float() {
+            return Ok(None);
+        }
+        self.dropped_out(x, Some(op), draws).map(Some)
+    }
+
+    fn binary(
+        &self,
+        a: Src<'_, CudaBuffer>,
+        b: Src<'_, CudaBuffer>,
+        op: BinaryOp,
+    ) -> Result<CudaBuffer> {
+        same_dtype(op.name(), a.dtype(), b.dtype())?;
+        float_only(op.name(), a.dtype())?;
+        let n = a.numel();
+        let out = CudaBuffer::uninit(self, n, a.dtype())?;
+        let [va, vb] = views(op.name(), a.dims(), [a.layout, b.layout])?;
+        let kernel = self.kernel(MODULE, &format!("binary_{}", dtype_suffix(a.dtype())))?;
+        let code = op.code() as i32;
+        let (o, pa, pb, n64) = (out.address(0), a.memory.address(0), b.memory.address(0), n as i64);
+        self.launch_elements(kernel, n, &[&o, &pa, &va, &pb, &vb, &n64, &code])?;
+        Ok(out)
+    }
+
+    fn compare(
+        &self,
+        a: Src<'_, CudaBuffer>,
+        b: Src<'_, CudaBuffer>,
+        op: CompareOp,
+    ) -> Result<CudaBuffer> {
+        same_dtype("compare", a.dtype(), b.dtype())?;
+        let n = a.numel();
+        let out = CudaBuffer::uninit(self, n, DType::Bool)?;
+        let [va, vb] = views("compare", a.dims(), [a.layout, b.layout])?;
+        let kernel = self.kernel(MODULE, &format!("compare_{}", dtype_suffix(a.dtype())))?;
+        let code = op.code() as i32;
+        let (o, pa, pb, n64) = (out.address(0), a.memory.address(0), b.memory.address(0), n as i64);
+        self.launch_elements(kernel, n, &[&o, &pa, &va, &pb, &vb, &n64, &code])?;
+        Ok(out)
+    }
+
+    fn select(
+        &self,
+        condition: Src<'_, CudaBuffer>,
+        on_true: Src<'_, CudaBuffer>,
+        on_false: Src<'_, CudaBuffer>,
+    ) -> Result<CudaBuffer> {
+        same_dtype("where", on_true.dtype(), on_false.dtype())?;
+        same_dtype("where", condition.dtype(), DType::Bool)?;
+        let n = on_true.numel();
+        let out = CudaBuffer::uninit(self, n, on_true.dtype())?;
+        let [vc, vt, vf] = views(
+            "where",
+            on_true.dims(),
+            [condition.layout, on_true.layout, on_false.layout],
+        )?;
+        let kernel = self.kernel(MODULE, &format!("select_{}", width_suffix(on_true.dtype())))?;
+        let (o, pc, pt, pf, n64) = (
+            out.address(0),
+            condition.memory.address(0),
+            on_true.memory.address(0),
+            on_false.memory.address(0),
+            n as i64,
+        );
+        self.launch_elements(kernel, n, &[&o, &pc, &vc, &pt, &vt, &pf, &vf, &n64])?;
+        Ok(out)
+    }
+
+    fn logical_and(&self, a: Src<'_, CudaBuffer>, b: Src<'_, CudaBuffer>) -> Result<CudaBuffer> {
+        same_dtype("logical_and", a.dtype(), DType::Bool)?;
+        same_dtype("logical_and", b.dtype(), DType::Bool)?;
+        let n = a.numel();
+        let out = CudaBuffer::uninit(self, n, DType::Bool)?;
+        let [va, vb] = views("logical_and", a.dims(), [a.layout, b.layout])?;
+        let kernel = self.kernel(MODULE, "logical_and")?;
+        let (o, pa, pb, n64) = (out.address(0), a.memory.address(0), b.memory.address(0), n as i64);
+        self.launch_elements(kernel, n, &[&o, &pa, &va, &pb, &vb, &n64])?;
+        Ok(out)
+    }
+
+    fn logical_not(&self, x: Src<'_, CudaBuffer>) -> Result<CudaBuffer> {
+        same_dtype("logical_not", x.dtype(), DType::Bool)?;
+        self.map_view("logical_not", x, "logical_not".into(), DType::Bool)
+    }
+
+    fn cast(&self, x: Src<'_, CudaBuffer>, dtype: DType) -> Result<CudaBuffer> {
+        let kernel = format!("cast_{}_{}", dtype_suffix(x.dtype()), dtype_suffix(dtype));
+        self.map_view("to_dtype", x, kernel, dtype)
+    }
+
+    fn copy(&self, x: Src<'_, CudaBuffer>) -> Result<CudaBuffer> {
+        self.map_view("contiguous", x, format!("copy_{}", width_suffix(x.dtype())), x.dtype())
+    }
+}
+
+impl CudaDevice {
+    /// A kernel `(out, x, view of x, n)` writing `dtype` elements.
+    fn map_view(
+        &self,
+        op: &'static str,
+        x: Src<'_, CudaBuffer>,
+        kernel: String,
+        dtype: DType,
+    ) -> Result<CudaBuffer> {
+        let n = x.numel();
+        let out = CudaBuffer::uninit(self, n, dtype)?;
+        let [vx] = views(op, x.dims(), [x.layout])?;
+        let kernel = self.kernel(MODULE, &kernel)?;
+        let (o, px, n64) = (out.address(0), x.memory.address(0), n as i64);
+        self.launch_elements(kernel, n, &[&o, &px, &vx, &n64])?;
+        Ok(out)
+    }
+
+    /// `dropout(op(x))`, or `dropout(x)` without an op.
+    fn dropped_out(
+        &self,
+        x: Src<'_, CudaBuffer>,
+        op: Option<UnaryOp>,
+        draws: DropoutDraws,
+    ) -> Result<CudaBuffer> {
+        let n = x.numel();
+        let out = CudaBuffer::uninit(self, n, x.dtype())?;
+        let [vx] = views("dropout", x.dims(), [x.layout])?;
+        let kernel = self.kernel(MODULE, &format!("unary_dropout_{}", dtype_suffix(x.dtype())))?;
+        let code = op.map_or(-1, |op| op.code() as i32);
+        let (p0, p1) = op.map_or((0.0, 0.0), scalars);
+        let threshold = keep_threshold(draws);
+        let (o, px, n64) = (out.address(0), x.memory.address(0), n as i64);
+        self.launch_elements(
+            kernel,
+            n,
+            &[&o, &px, &vx, &n64, &code, &p0, &p1, &threshold, &draws.scale, &draws.seed],
+        )?;
+        Ok(out)
+    }
+}

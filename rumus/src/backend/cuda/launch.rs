@@ -1,0 +1,134 @@
+//! Launching a CUDA C kernel: operand views as the kernels read them (`View` in
+//! `shaders/cuda/common.cuh`), kernel names per dtype, and the launch itself.
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, sys};
+
+use super::compile::Kernel;
+use super::context::{CudaDevice, cuda_error};
+use crate::backend::strided::{MAX_RANK, Strided};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::shape::Layout;
+
+/// One operand's strided view, laid out as `struct View` of common.cuh.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View {
+    rank: i32,
+    pad: i32,
+    offset: i64,
+    dims: [i64; MAX_RANK],
+    strides: [i64; MAX_RANK],
+}
+
+/// The views of several operands walked together over `dims` (the output's), their axes
+/// merged where every operand allows it.
+pub(crate) fn views<const N: usize>(
+    op: &'static str,
+    dims: &[usize],
+    layouts: [&Layout; N],
+) -> Result<[View; N]> {
+    let strided = Strided::new(op, dims, &layouts)?;
+    Ok(std::array::from_fn(|k| {
+        let mut view = View {
+            rank: strided.dims.len().max(1) as i32,
+            pad: 0,
+            offset: strided.offsets[k] as i64,
+            dims: [1; MAX_RANK],
+            strides: [0; MAX_RANK],
+        };
+        for (axis, (&size, &stride)) in strided.dims.iter().zip(&strided.strides[k]).enumerate() {
+            view.dims[axis] = size as i64;
+            view.strides[axis] = stride as i64;
+        }
+        view
+    }))
+}
+
+/// The suffix of a kernel's entry point for elements of `dtype` (`unary_f32`).
+pub(crate) fn dtype_suffix(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::F16 => "f16",
+        DType::I64 => "i64",
+        DType::Bool => "bool",
+    }
+}
+
+/// The suffix of a kernel that only moves elements of `dtype`'s width (`copy_b4`).
+pub(crate) fn width_suffix(dtype: DType) -> &'static str {
+    match dtype.size_in_bytes() {
+        1 => "b1",
+        2 => "b2",
+        4 => "b4",
+        _ => "b8",
+    }
+}
+
+/// A value a kernel takes as an argument, passed by address as `cuLaunchKernel` wants.
+pub(crate) trait Arg {
+    /// The address of the value.
+    fn address(&self) -> *mut c_void;
+}
+
+macro_rules! plain_args {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            fn address(&self) -> *mut c_void {
+                std::ptr::from_ref(self).cast_mut().cast()
+            }
+        }
+    )*};
+}
+plain_args!(i32, u32, i64, u64, f32, f64, u8, u16, View);
+
+/// Threads per block of the element-wise kernels.
+const BLOCK: u32 = 256;
+
+/// Blocks for a grid-stride loop over `n` elements: one thread per element up to a cap, past
+/// which threads take several (the loop in every kernel).
+pub(crate) fn blocks_for(n: usize) -> u32 {
+    n.div_ceil(BLOCK as usize).clamp(1, 65_535) as u32
+}
+
+impl CudaDevice {
+    /// Queues `kernel` over `n` elements in a grid-stride loop, with `args` in its order.
+    pub(crate) fn launch_elements(&self, kernel: Kernel, n: usize, args: &[&dyn Arg]) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(kernel, (blocks_for(n), 1, 1), (BLOCK, 1, 1), 0, args)
+    }
+
+    /// Queues `kernel` on the device's stream with this grid, block and dynamic shared memory.
+    pub(crate) fn launch(
+        &self,
+        kernel: Kernel,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        args: &[&dyn Arg],
+    ) -> Result<()> {
+        let mut params: smallvec::SmallVec<[*mut c_void; 16]> =
+            args.iter().map(|arg| arg.address()).collect();
+        self.bind()?;
+        // SAFETY: every argument is a value of the type the kernel declares at that position
+        // (the callers mirror the CUDA signatures), alive until this call returns, which is
+        // when the driver has copied them; the buffers they address are held by the caller's
+        // storages, and any free of them is queued after this kernel on the same stream.
+        unsafe {
+            result::launch_kernel(
+                kernel.0,
+                grid,
+                block,
+                shared_bytes,
+                self.raw_stream() as sys::CUstream,
+                &mut params,
+            )
+        }
+        .map_err(|e| cuda_error("launching a kernel", e))
+    }
+}
