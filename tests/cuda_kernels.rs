@@ -14,7 +14,11 @@ fn every_cuda_kernel_compiles_for_ampere_and_hopper() {
         match compile_every_kernel(arch) {
             Ok(modules) => assert!(modules > 0, "no kernel modules were compiled"),
             Err(missing @ Error::Device(DeviceError::NoCuda { .. })) => {
-                common::gpu::skip("RUMUS_REQUIRE_NVRTC", "the CUDA kernels' compilation", missing);
+                common::gpu::skip(
+                    "RUMUS_REQUIRE_NVRTC",
+                    "the CUDA kernels' compilation",
+                    missing,
+                );
                 return;
             }
             Err(failed) => panic!("{arch}: {failed}"),

@@ -35,6 +35,10 @@ __device__ __forceinline__ i64 at(const View& v, i64 i) {
     return position;
 }
 
+// What a kernel reports through the device's fault word (backend/cuda/context.rs), read at
+// the next wait for the device: an index out of its axis's range (the element is skipped).
+#define FAULT_INDEX_OUT_OF_RANGE 1
+
 // The first element this thread handles in a grid-stride loop, and the stride.
 __device__ __forceinline__ i64 first_index() {
     return (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -89,6 +93,12 @@ RUMUS_MATH(log1p)
 RUMUS_MATH(tanh)
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+
+template <typename T> __device__ __forceinline__ T infinity();
+template <> __device__ __forceinline__ float infinity<float>() { return __int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double infinity<double>() {
+    return __longlong_as_double(0x7ff0000000000000LL);
+}
 
 // `1 / (1 + e^-x)` without overflow for either sign.
 template <typename T> __device__ __forceinline__ T sigmoid(T x) {

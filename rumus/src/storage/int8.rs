@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use super::Storage;
 use super::dispatch::{Operand, run};
-use crate::backend::{Backend, Int8};
 use crate::backend::cpu::Cpu;
 use crate::backend::cuda::{CudaBuffer, CudaDevice};
 use crate::backend::gpu::GpuDevice;
 use crate::backend::kinds::Int8Matrix;
+use crate::backend::{Backend, Int8};
 use crate::device::Device;
 use crate::error::Result;
 
@@ -49,7 +49,9 @@ impl Storage {
             [x],
             |be: &Cpu, [x]| be.int8_linear(x, &(), m).map(Some),
             |be: &GpuDevice, [x]| be.int8_linear(x, weights, m).map(Some),
-            |be: &CudaDevice, [_]| Err::<Option<CudaBuffer>, _>(Backend::unsupported(be, "QuantizedLinear::forward")),
+            |be: &CudaDevice, [_]| {
+                Err::<Option<CudaBuffer>, _>(Backend::unsupported(be, "QuantizedLinear::forward"))
+            },
         )
     }
 }

@@ -95,8 +95,9 @@ impl Memory {
     /// Elements `range` in host memory (read back from a device: an asked-for transfer).
     fn host_range(&self, range: std::ops::Range<usize>) -> Result<CpuBuffer> {
         match self {
-            Memory::Host(buffer) => Ok(crate::backend::cpu::map_buffer!(buffer, |v| v[range]
-                .to_vec())),
+            Memory::Host(buffer) => {
+                Ok(crate::backend::cpu::map_buffer!(buffer, |v| v[range].to_vec()))
+            }
             Memory::Gpu(buffer) => crate::backend::gpu::download_asked(buffer, range),
             Memory::Cuda(buffer) => crate::backend::cuda::download(buffer, range),
         }

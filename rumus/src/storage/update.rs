@@ -17,8 +17,12 @@ impl Storage {
         alpha: f64,
     ) -> Result<()> {
         let apart = Apart::of(dst, src)?;
-        on_backend_mut!("in-place update", [dst], [apart.source(src)], |be, [d], [s]| be
-            .scale_add(d, s, scale, alpha))?
+        on_backend_mut!(
+            "in-place update",
+            [dst],
+            [apart.source(src)],
+            |be, [d], [s]| be.scale_add(d, s, scale, alpha)
+        )?
         .expect("the source is apart from the destination");
         Ok(())
     }

@@ -19,10 +19,16 @@ use crate::error::{DeviceError, Result};
 const COMMON: &str = include_str!("../../../../shaders/cuda/common.cuh");
 
 /// Every module: its name and source.
-const MODULES: &[(&str, &str)] = &[(
-    "elementwise",
-    include_str!("../../../../shaders/cuda/elementwise.cu"),
-)];
+const MODULES: &[(&str, &str)] = &[
+    (
+        "elementwise",
+        include_str!("../../../../shaders/cuda/elementwise.cu"),
+    ),
+    ("index", include_str!("../../../../shaders/cuda/index.cu")),
+    ("loss", include_str!("../../../../shaders/cuda/loss.cu")),
+    ("optim", include_str!("../../../../shaders/cuda/optim.cu")),
+    ("reduce", include_str!("../../../../shaders/cuda/reduce.cu")),
+];
 
 /// `#define UNARY_RELU 8` and the like, for every op code kernels switch on.
 fn op_code_defines() -> String {
@@ -38,6 +44,9 @@ fn op_code_defines() -> String {
     }
     for op in CompareOp::ALL {
         define("COMPARE", op.name(), op.code());
+    }
+    for (code, kind) in super::reduce::REDUCTIONS.iter().enumerate() {
+        define("REDUCTION", kind.name(), code as u32);
     }
     defines
 }

@@ -26,6 +26,9 @@ pub(crate) struct Context {
     pub ordinal: usize,
     /// `(major, minor)`: what NVRTC compiles for.
     pub compute_capability: (i32, i32),
+    /// A device word kernels raise when an input was invalid (`FAULT_*` in common.cuh);
+    /// read, reported and cleared at each wait for the device.
+    pub fault: sys::CUdeviceptr,
     pub stream: Arc<CudaStream>,
     pub ctx: Arc<CudaContext>,
 }
@@ -98,7 +101,32 @@ impl CudaDevice {
         self.0
             .stream
             .synchronize()
-            .map_err(|e| cuda_error("waiting for the device", e))
+            .map_err(|e| cuda_error("waiting for the device", e))?;
+        self.take_fault()
+    }
+
+    /// The error a kernel raised through the fault word since the last wait, if one did
+    /// (the word is cleared). Call with the stream idle.
+    fn take_fault(&self) -> Result<()> {
+        let mut word = [0i32];
+        // SAFETY: the fault word is 4 bytes of this context's memory and the stream is idle.
+        unsafe { result::memcpy_dtoh_sync(&mut word, self.0.fault) }
+            .map_err(|e| cuda_error("reading the fault word", e))?;
+        if word[0] == 0 {
+            return Ok(());
+        }
+        // SAFETY: as above.
+        unsafe { result::memset_d8_sync(self.0.fault, 0, 4) }
+            .map_err(|e| cuda_error("clearing the fault word", e))?;
+        Err(DeviceError::Cuda {
+            message: "an index was out of range in an indexing op (gather, index_select, index_add, scatter_add, embedding) since the last wait for the device; the elements it named were skipped: every index must be in 0..len of its axis".into(),
+        }
+        .into())
+    }
+
+    /// The fault word's address, for kernels that check their inputs.
+    pub(crate) fn fault_word(&self) -> sys::CUdeviceptr {
+        self.0.fault
     }
 
     /// Makes the device's context current on this thread (the driver API acts on the
@@ -161,7 +189,15 @@ fn open(ordinal: usize) -> std::result::Result<CudaDevice, String> {
     keep_freed_memory(&ctx).map_err(driver)?;
     let name = ctx.name().map_err(driver)?;
     let compute_capability = ctx.compute_capability().map_err(driver)?;
+    // SAFETY: the context is current (CudaContext::new binds it); 4 bytes, zeroed before any
+    // kernel can read them, freed with the context.
+    let fault = unsafe {
+        let word = result::malloc_sync(4).map_err(driver)?;
+        result::memset_d8_sync(word, 0, 4).map_err(driver)?;
+        word
+    };
     Ok(CudaDevice(Arc::new(Context {
+        fault,
         ctx,
         stream,
         name,

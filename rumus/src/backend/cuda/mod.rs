@@ -25,9 +25,13 @@ with_cuda_feature! {
     mod compile;
     mod context;
     mod elementwise;
+    mod index;
     mod launch;
+    mod loss;
     mod matmul;
     mod memory;
+    mod optim;
+    mod reduce;
     mod transfer;
     mod unsupported;
 

@@ -3,20 +3,12 @@
 //! the op and "cuda".
 
 use super::context::CudaDevice;
-use crate::backend::{
-    Attention, Backend, Custom, Index, Int8, Join, Loss, Norm, Optim, Reduce, Update, Windows,
-};
+use crate::backend::{Attention, Backend, Custom, Int8, Norm, Windows};
 
-impl Reduce for CudaDevice {}
 impl Norm for CudaDevice {}
-impl Loss for CudaDevice {}
-impl Optim for CudaDevice {}
 impl Windows for CudaDevice {}
 impl Attention for CudaDevice {}
 impl Custom for CudaDevice {}
-impl Index for CudaDevice {}
-impl Join for CudaDevice {}
-impl Update for CudaDevice {}
 
 impl Int8 for CudaDevice {
     type Int8Weights = std::convert::Infallible;

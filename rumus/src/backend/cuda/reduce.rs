@@ -1,0 +1,198 @@
+//! Reductions on CUDA (`shaders/cuda/reduce.cu`): one block of threads per output, each
+//! output's group read through a strided view, so no operand is copied first.
+
+use super::context::CudaDevice;
+use super::launch::{View, dtype_suffix, views};
+use super::memory::CudaBuffer;
+use crate::backend::kinds::{Reduction, softmax_name};
+use crate::backend::{Reduce, Src};
+use crate::dtype::DType;
+use crate::error::{DeviceError, Result};
+use crate::shape::Layout;
+
+const MODULE: &str = "reduce";
+
+/// Threads per block of the reductions (`REDUCE_THREADS`).
+const THREADS: u32 = 256;
+
+/// The code `reduce.cu` switches on for `kind` (its place in this list, which
+/// `compile.rs` writes as `REDUCTION_SUM`, ...).
+pub(super) const REDUCTIONS: [Reduction; 3] = [Reduction::Sum, Reduction::Max, Reduction::Min];
+
+fn reduction_code(kind: Reduction) -> i32 {
+    REDUCTIONS
+        .iter()
+        .position(|k| *k == kind)
+        .expect("every reduction is listed") as i32
+}
+
+/// `layout` split into the view over the axes not in `axes` (with its offset) and the view
+/// over `axes` (offset 0), as the kernels walk them.
+fn split(op: &'static str, layout: &Layout, axes: &[usize]) -> Result<(View, usize, View, usize)> {
+    let (mut kept, mut kept_strides, mut group, mut group_strides) = (vec![], vec![], vec![], vec![]);
+    for (axis, (&size, &stride)) in layout.dims().iter().zip(layout.strides()).enumerate() {
+        if axes.contains(&axis) {
+            group.push(size);
+            group_strides.push(stride);
+        } else {
+            kept.push(size);
+            kept_strides.push(stride);
+        }
+    }
+    let kept_layout = Layout::new(&kept, &kept_strides, layout.offset());
+    let group_layout = Layout::new(&group, &group_strides, 0);
+    let [kept_view] = views(op, &kept, [&kept_layout])?;
+    let [group_view] = views(op, &group, [&group_layout])?;
+    Ok((
+        kept_view,
+        kept.iter().product(),
+        group_view,
+        group.iter().product(),
+    ))
+}
+
+fn float_only(op: &'static str, dtype: DType) -> Result<()> {
+    if dtype.is_float() {
+        Ok(())
+    } else {
+        Err(DeviceError::UnsupportedDType { op, dtype }.into())
+    }
+}
+
+impl CudaDevice {
+    /// Queues a row kernel: one block per output, blocks striding over the outputs.
+    fn launch_rows(
+        &self,
+        kernel: &str,
+        dtype: DType,
+        outputs: usize,
+        args: &[&dyn super::launch::Arg],
+    ) -> Result<()> {
+        if outputs == 0 {
+            return Ok(());
+        }
+        let kernel = self.kernel(MODULE, &format!("{kernel}_{}", dtype_suffix(dtype)))?;
+        let blocks = outputs.min(65_535) as u32;
+        self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), 0, args)
+    }
+}
+
+impl Reduce for CudaDevice {
+    fn reduce(&self, x: Src<'_, CudaBuffer>, axes: &[usize], kind: Reduction) -> Result<CudaBuffer> {
+        float_only(kind.name(), x.dtype())?;
+        let (kept, outputs, group, size) = split(kind.name(), x.layout, axes)?;
+        let out = CudaBuffer::uninit(self, outputs, x.dtype())?;
+        let (o, px, outputs64, size64, code) = (
+            out.address(0),
+            x.memory.address(0),
+            outputs as i64,
+            size as i64,
+            reduction_code(kind),
+        );
+        self.launch_rows(
+            "reduce",
+            x.dtype(),
+            outputs,
+            &[&o, &px, &kept, &group, &outputs64, &size64, &code],
+        )?;
+        Ok(out)
+    }
+
+    fn arg_reduce(&self, x: Src<'_, CudaBuffer>, axis: usize, max: bool) -> Result<CudaBuffer> {
+        let op = if max { "argmax" } else { "argmin" };
+        float_only(op, x.dtype())?;
+        let (kept, outputs, _, size) = split(op, x.layout, &[axis])?;
+        let out = CudaBuffer::uninit(self, outputs, DType::I64)?;
+        let (o, px, outputs64, size64, stride, max) = (
+            out.address(0),
+            x.memory.address(0),
+            outputs as i64,
+            size as i64,
+            x.layout.strides()[axis] as i64,
+            i32::from(max),
+        );
+        self.launch_rows(
+            "arg_reduce",
+            x.dtype(),
+            outputs,
+            &[&o, &px, &kept, &outputs64, &size64, &stride, &max],
+        )?;
+        Ok(out)
+    }
+
+    fn softmax(&self, x: Src<'_, CudaBuffer>, log: bool) -> Result<CudaBuffer> {
+        let op = softmax_name(log);
+        float_only(op, x.dtype())?;
+        let last = x.dims().len() - 1;
+        let (rows, outputs, _, size) = split(op, x.layout, &[last])?;
+        let out = CudaBuffer::uninit(self, x.numel(), x.dtype())?;
+        let (o, px, outputs64, size64, stride, log) = (
+            out.address(0),
+            x.memory.address(0),
+            outputs as i64,
+            size as i64,
+            x.layout.strides()[last] as i64,
+            i32::from(log),
+        );
+        self.launch_rows(
+            "softmax",
+            x.dtype(),
+            outputs,
+            &[&o, &px, &rows, &outputs64, &size64, &stride, &log],
+        )?;
+        Ok(out)
+    }
+
+    fn softmax_backward(
+        &self,
+        grad: Src<'_, CudaBuffer>,
+        x: Src<'_, CudaBuffer>,
+        log: bool,
+    ) -> Result<CudaBuffer> {
+        let op = softmax_name(log);
+        float_only(op, x.dtype())?;
+        let last = x.dims().len() - 1;
+        let (xrows, outputs, _, size) = split(op, x.layout, &[last])?;
+        let (grows, _, _, _) = split(op, grad.layout, &[last])?;
+        let out = CudaBuffer::uninit(self, x.numel(), x.dtype())?;
+        let (o, pg, gstride, px, xstride, outputs64, size64, log) = (
+            out.address(0),
+            grad.memory.address(0),
+            grad.layout.strides()[last] as i64,
+            x.memory.address(0),
+            x.layout.strides()[last] as i64,
+            outputs as i64,
+            size as i64,
+            i32::from(log),
+        );
+        self.launch_rows(
+            "softmax_backward",
+            x.dtype(),
+            outputs,
+            &[
+                &o, &pg, &grows, &gstride, &px, &xrows, &xstride, &outputs64, &size64, &log,
+            ],
+        )?;
+        Ok(out)
+    }
+
+    fn logsumexp_rows(&self, x: Src<'_, CudaBuffer>, axis: usize) -> Result<CudaBuffer> {
+        float_only("logsumexp", x.dtype())?;
+        let (rows, outputs, _, size) = split("logsumexp", x.layout, &[axis])?;
+        let out = CudaBuffer::uninit(self, outputs, x.dtype())?;
+        let (o, px, outputs64, size64, stride) = (
+            out.address(0),
+            x.memory.address(0),
+            outputs as i64,
+            size as i64,
+            x.layout.strides()[axis] as i64,
+        );
+        self.launch_rows(
+            "logsumexp",
+            x.dtype(),
+            outputs,
+            &[&o, &px, &rows, &outputs64, &size64, &stride],
+        )?;
+        Ok(out)
+    }
+}

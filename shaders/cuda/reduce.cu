@@ -1,0 +1,203 @@
+// Reductions (backend/cuda/reduce.rs): one block per output (grid-stride over outputs), its
+// threads striding over the group and combining across the block at the end. `kept` views
+// the input over the kept axes (with the offset), `group` over the reduced ones (offset 0).
+
+#define REDUCE_THREADS 256
+
+template <typename T> struct Sum {
+    static __device__ __forceinline__ T identity() { return (T)0; }
+    static __device__ __forceinline__ T combine(T a, T b) { return a + b; }
+};
+// Extrema that let a NaN through, as PyTorch's max and min do.
+template <typename T> struct Max {
+    static __device__ __forceinline__ T identity() { return -infinity<T>(); }
+    static __device__ __forceinline__ T combine(T a, T b) { return (a != a || a > b) ? a : b; }
+};
+template <typename T> struct Min {
+    static __device__ __forceinline__ T identity() { return infinity<T>(); }
+    static __device__ __forceinline__ T combine(T a, T b) { return (a != a || a < b) ? a : b; }
+};
+
+// `v` combined across the block; every thread gets the result. Starts with a barrier, so a
+// block may call it again right after reading the previous result.
+template <typename T, typename Op> __device__ T block_combine(T v) {
+    __shared__ double scratch_words[32];
+    T* scratch = (T*)scratch_words;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    int warps = (blockDim.x + 31) >> 5;
+    v = lane < warps ? scratch[lane] : Op::identity();
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    return v;
+}
+
+template <typename S, typename Op>
+__device__ void reduce_with(S* out, const S* x, View kept, View group, i64 outputs, i64 size) {
+    typedef typename Num<S>::T T;
+    for (i64 o = blockIdx.x; o < outputs; o += gridDim.x) {
+        i64 base = at(kept, o);
+        T acc = Op::identity();
+        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+            acc = Op::combine(acc, Num<S>::load(x[base + at(group, j)]));
+        }
+        acc = block_combine<T, Op>(acc);
+        if (threadIdx.x == 0) out[o] = Num<S>::store(acc);
+    }
+}
+
+template <typename S>
+__device__ void reduce(S* out, const S* x, View kept, View group, i64 outputs, i64 size, int kind) {
+    typedef typename Num<S>::T T;
+    switch (kind) {
+    case REDUCTION_SUM: reduce_with<S, Sum<T> >(out, x, kept, group, outputs, size); break;
+    case REDUCTION_MAX: reduce_with<S, Max<T> >(out, x, kept, group, outputs, size); break;
+    case REDUCTION_MIN: reduce_with<S, Min<T> >(out, x, kept, group, outputs, size); break;
+    }
+}
+
+// Whether (a, ia) beats (b, ib) for argmax (`max`) or argmin: a NaN beats numbers, then the
+// larger (smaller) value, then the lower index.
+template <typename T> __device__ __forceinline__ bool beats(T a, i64 ia, T b, i64 ib, int max) {
+    bool a_nan = a != a, b_nan = b != b;
+    if (a_nan || b_nan) return a_nan && (!b_nan || ia < ib);
+    if (a != b) return max ? a > b : a < b;
+    return ia < ib;
+}
+
+template <typename S>
+__device__ void arg_reduce(i64* out, const S* x, View kept, i64 outputs, i64 size, i64 stride, int max) {
+    typedef typename Num<S>::T T;
+    __shared__ double best_value_words[REDUCE_THREADS];
+    __shared__ i64 best_index[REDUCE_THREADS];
+    T* best_value = (T*)best_value_words;
+    for (i64 o = blockIdx.x; o < outputs; o += gridDim.x) {
+        i64 base = at(kept, o);
+        T best = Num<S>::load(x[base]);
+        i64 index = 0;
+        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+            T v = Num<S>::load(x[base + j * stride]);
+            if (beats(v, j, best, index, max)) {
+                best = v;
+                index = j;
+            }
+        }
+        __syncthreads();
+        best_value[threadIdx.x] = best;
+        best_index[threadIdx.x] = index;
+        __syncthreads();
+        for (int half = blockDim.x / 2; half > 0; half >>= 1) {
+            if (threadIdx.x < half) {
+                int other = threadIdx.x + half;
+                if (beats(best_value[other], best_index[other], best_value[threadIdx.x], best_index[threadIdx.x], max)) {
+                    best_value[threadIdx.x] = best_value[other];
+                    best_index[threadIdx.x] = best_index[other];
+                }
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) out[o] = best_index[0];
+    }
+}
+
+// The maximum and the sum of exponentials (relative to it) of one row; an infinite maximum
+// leaves the sum 1 (the row's log-sum-exp is that maximum), a NaN makes the maximum NaN.
+template <typename S, typename T>
+__device__ void row_statistics(const S* x, i64 base, i64 size, i64 stride, T* max_out, T* sum_out) {
+    T m = Max<T>::identity();
+    for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+        m = Max<T>::combine(m, Num<S>::load(x[base + j * stride]));
+    }
+    m = block_combine<T, Max<T> >(m);
+    T s = (T)0;
+    if (m != m || m == infinity<T>() || m == -infinity<T>()) {
+        s = (T)1;
+    } else {
+        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+            s += m_exp(Num<S>::load(x[base + j * stride]) - m);
+        }
+        s = block_combine<T, Sum<T> >(s);
+    }
+    *max_out = m;
+    *sum_out = s;
+}
+
+template <typename S>
+__device__ void softmax(S* out, const S* x, View rows, i64 outputs, i64 size, i64 stride, int log) {
+    typedef typename Num<S>::T T;
+    for (i64 o = blockIdx.x; o < outputs; o += gridDim.x) {
+        i64 base = at(rows, o);
+        T m, s;
+        row_statistics<S, T>(x, base, size, stride, &m, &s);
+        T log_s = m_log(s);
+        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+            T shifted = Num<S>::load(x[base + j * stride]) - m;
+            out[o * size + j] = Num<S>::store(log ? shifted - log_s : m_exp(shifted) / s);
+        }
+    }
+}
+
+// The input gradient of softmax (`s * (g - sum(g s))`) or log-softmax (`g - e^y sum(g)`),
+// the softmax recomputed from `x`.
+template <typename S>
+__device__ void softmax_backward(S* out, const S* g, View grows, i64 gstride, const S* x, View xrows,
+                                 i64 xstride, i64 outputs, i64 size, int log) {
+    typedef typename Num<S>::T T;
+    for (i64 o = blockIdx.x; o < outputs; o += gridDim.x) {
+        i64 xbase = at(xrows, o), gbase = at(grows, o);
+        T m, s;
+        row_statistics<S, T>(x, xbase, size, xstride, &m, &s);
+        T dot = (T)0;
+        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+            T grad = Num<S>::load(g[gbase + j * gstride]);
+            dot += log ? grad : grad * (m_exp(Num<S>::load(x[xbase + j * xstride]) - m) / s);
+        }
+        dot = block_combine<T, Sum<T> >(dot);
+        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+            T p = m_exp(Num<S>::load(x[xbase + j * xstride]) - m) / s;
+            T grad = Num<S>::load(g[gbase + j * gstride]);
+            out[o * size + j] = Num<S>::store(log ? grad - p * dot : p * (grad - dot));
+        }
+    }
+}
+
+template <typename S>
+__device__ void logsumexp(S* out, const S* x, View rows, i64 outputs, i64 size, i64 stride) {
+    typedef typename Num<S>::T T;
+    for (i64 o = blockIdx.x; o < outputs; o += gridDim.x) {
+        T m, s;
+        row_statistics<S, T>(x, at(rows, o), size, stride, &m, &s);
+        if (threadIdx.x == 0) out[o] = Num<S>::store(m + m_log(s));
+    }
+}
+
+#define REDUCE_ENTRIES(sfx, S)                                                                   \
+    extern "C" __global__ void reduce_##sfx(S* out, const S* x, View kept, View group,          \
+                                            i64 outputs, i64 size, int kind) {                    \
+        reduce<S>(out, x, kept, group, outputs, size, kind);                                      \
+    }                                                                                             \
+    extern "C" __global__ void arg_reduce_##sfx(i64* out, const S* x, View kept, i64 outputs,    \
+                                                i64 size, i64 stride, int max) {                  \
+        arg_reduce<S>(out, x, kept, outputs, size, stride, max);                                  \
+    }                                                                                             \
+    extern "C" __global__ void softmax_##sfx(S* out, const S* x, View rows, i64 outputs,         \
+                                             i64 size, i64 stride, int log) {                     \
+        softmax<S>(out, x, rows, outputs, size, stride, log);                                     \
+    }                                                                                             \
+    extern "C" __global__ void softmax_backward_##sfx(S* out, const S* g, View grows,            \
+                                                      i64 gstride, const S* x, View xrows,        \
+                                                      i64 xstride, i64 outputs, i64 size,         \
+                                                      int log) {                                  \
+        softmax_backward<S>(out, g, grows, gstride, x, xrows, xstride, outputs, size, log);      \
+    }                                                                                             \
+    extern "C" __global__ void logsumexp_##sfx(S* out, const S* x, View rows, i64 outputs,       \
+                                               i64 size, i64 stride) {                            \
+        logsumexp<S>(out, x, rows, outputs, size, stride);                                        \
+    }
+FOR_FLOATS(REDUCE_ENTRIES)
