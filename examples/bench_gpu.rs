@@ -14,6 +14,7 @@
 //!                                                    # (`profile autocast`, `profile gpt`)
 //! cargo run --release --example bench_gpu gpt        # the GPT-2-small step alone
 //! cargo run --release --example bench_gpu attention  # causal attention, T = 4096, f32 and autocast
+//! cargo run --release --example bench_gpu cuda hgemm # any of these on the CUDA device
 //! ```
 
 use std::time::Instant;
@@ -654,9 +655,15 @@ fn transformer_ops(device: &Device) {
 }
 
 fn main() -> rumus::Result<()> {
-    let device = Device::gpu()?;
-    if let Device::Gpu(gpu) = &device {
-        eprintln!("adapter: {} ({})", gpu.name(), gpu.backend());
+    // `cuda`: every workload on the first CUDA device instead of wgpu's adapter.
+    let device = if std::env::args().any(|a| a == "cuda") {
+        Device::cuda()?
+    } else {
+        Device::gpu()?
+    };
+    match &device {
+        Device::Gpu(gpu) => eprintln!("adapter: {} ({})", gpu.name(), gpu.backend()),
+        other => eprintln!("device: {other}"),
     }
     if std::env::args().any(|a| a == "ops") {
         transformer_ops(&device);

@@ -28,7 +28,7 @@ if [[ "${1:-}" == "--stage" ]]; then
     dir=${2:?"--stage needs a folder"}
     mkdir -p "$dir"
     # The test files that open a GPU.
-    mapfile -t files < <(grep -l 'gpu()\|gpu_and_handle()' tests/*.rs | xargs -n1 basename | sed 's/\.rs$//')
+    mapfile -t files < <(grep -l 'gpu()\|gpu_and_handle()\|Device::cuda()' tests/*.rs | xargs -n1 basename | sed 's/\.rs$//')
     args=()
     for file in "${files[@]}"; do
         args+=(--test "$file")

@@ -240,8 +240,10 @@ def gpt2_small():
 
 def main():
     binary = sys.argv[1]
-    out = subprocess.run([binary] + sys.argv[2:], check=True, capture_output=True, text=True)
+    out = subprocess.run([binary] + sys.argv[2:], capture_output=True, text=True)
     sys.stderr.write(out.stderr)
+    if out.returncode != 0:
+        sys.exit(f"{binary} failed with exit status {out.returncode}")
     rumus = {}
     for line in out.stdout.splitlines():
         name, value, unit = line.split()

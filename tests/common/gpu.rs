@@ -73,8 +73,14 @@ pub fn ends_long_loops(device: &Device) -> bool {
     matches!(device, Device::Gpu(gpu) if gpu.name().contains("llvmpipe"))
 }
 
+/// The GPU the GPU tests run on: wgpu's default adapter, or, with `RUMUS_TEST_DEVICE=cuda`,
+/// the first CUDA device (the same parity tests against the CUDA backend).
 pub fn gpu() -> Option<Device> {
-    match Device::gpu() {
+    let opened = match std::env::var("RUMUS_TEST_DEVICE").as_deref() {
+        Ok("cuda") => Device::cuda(),
+        _ => Device::gpu(),
+    };
+    match opened {
         Ok(device) => Some(device),
         Err(e) => {
             skip("RUMUS_REQUIRE_GPU", "the GPU", e);
@@ -88,7 +94,12 @@ pub fn gpu() -> Option<Device> {
 pub fn gpu_and_handle() -> Option<(Device, rumus::backend::gpu::GpuDevice)> {
     let device = gpu()?;
     let Device::Gpu(handle) = &device else {
-        unreachable!("gpu() gives a GPU")
+        skip(
+            "RUMUS_REQUIRE_WGPU",
+            "what only a wgpu device offers",
+            format!("the tests run on {device}"),
+        );
+        return None;
     };
     let handle = handle.clone();
     Some((device, handle))

@@ -52,24 +52,13 @@ impl Storage {
         let results = Cell::new(None);
         let has_mask = mask.is_some();
         let m = mask.unwrap_or(q);
-        on_backend!(OP, [q, k, v, m, out, lse, grad], |be,
-                                                       [
-            q,
-            k,
-            v,
-            m,
-            out,
-            lse,
-            grad,
-        ]| be
-            .attention_backward(
-                [q, k, v],
-                has_mask.then_some(m),
-                [out, lse, grad],
-                g,
-                autocast
-            )
-            .map(|grads| results.set(Some(grads.map(stored)))))?;
+        let operands = [q, k, v, m, out, lse, grad];
+        on_backend!(OP, operands, |be, [q, k, v, m, out, lse, g_out]| {
+            let mask = has_mask.then_some(m);
+            let grads = be.attention_backward([q, k, v], mask, [out, lse, g_out], g, autocast)?;
+            results.set(Some(grads.map(stored)));
+            Ok(())
+        })?;
         Ok(results.into_inner().expect("set by the backend's closure"))
     }
 

@@ -33,7 +33,7 @@ pub(crate) struct Operand<'a> {
 /// Runs `$call` on the backend holding the operands: `$be` is the backend and `[$x, ..]` the
 /// operands as that backend's [`Src`]s. The body is written once and instantiated per backend.
 macro_rules! on_backend {
-    ($op:expr, $operands:expr, |$be:ident, [$($x:ident),+]| $call:expr) => {
+    ($op:expr, $operands:expr, |$be:ident, [$($x:ident),+ $(,)?]| $call:expr) => {
         $crate::storage::dispatch::run(
             $op,
             $operands,

@@ -28,6 +28,7 @@ const MODULES: &[(&str, &str)] = &[
     ("loss", include_str!("../../../../shaders/cuda/loss.cu")),
     ("optim", include_str!("../../../../shaders/cuda/optim.cu")),
     ("reduce", include_str!("../../../../shaders/cuda/reduce.cu")),
+    ("window", include_str!("../../../../shaders/cuda/window.cu")),
 ];
 
 /// `#define UNARY_RELU 8` and the like, for every op code kernels switch on.

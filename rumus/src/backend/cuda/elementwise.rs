@@ -2,12 +2,12 @@
 //! dtype, every operand read through its strided view.
 
 use super::context::CudaDevice;
-use super::launch::{dtype_suffix, views, width_suffix};
+use super::launch::{check_floating, dtype_suffix, views, width_suffix};
 use super::memory::CudaBuffer;
 use crate::backend::kinds::{BinaryOp, CompareOp, DropoutDraws, UnaryOp};
 use crate::backend::{Pointwise, Src};
 use crate::dtype::DType;
-use crate::error::{DeviceError, Error, Result};
+use crate::error::{Error, Result};
 
 const MODULE: &str = "elementwise";
 
@@ -28,13 +28,6 @@ fn keep_threshold(draws: DropoutDraws) -> u32 {
     crate::backend::cpu::dropout::threshold(draws.p)
 }
 
-fn float_only(op: &'static str, dtype: DType) -> Result<()> {
-    if dtype.is_float() {
-        Ok(())
-    } else {
-        Err(DeviceError::UnsupportedDType { op, dtype }.into())
-    }
-}
 
 fn same_dtype(op: &'static str, a: DType, b: DType) -> Result<()> {
     if a == b {
@@ -46,7 +39,7 @@ fn same_dtype(op: &'static str, a: DType, b: DType) -> Result<()> {
 
 impl Pointwise for CudaDevice {
     fn unary(&self, x: Src<'_, CudaBuffer>, op: UnaryOp) -> Result<CudaBuffer> {
-        float_only(op.name(), x.dtype())?;
+        check_floating(op.name(), x.dtype())?;
         let n = x.numel();
         let out = CudaBuffer::uninit(self, n, x.dtype())?;
         let [vx] = views(op.name(), x.dims(), [x.layout])?;
@@ -65,7 +58,7 @@ impl Pointwise for CudaDevice {
         op: UnaryOp,
         draws: Option<DropoutDraws>,
     ) -> Result<Option<CudaBuffer>> {
-        if !op.gradient_in_one_pass() || !x.dtype().is_float() || grad.dtype() != x.dtype() {
+        if !op.gradient_in_one_pass() || check_floating(op.name(), x.dtype()).is_err() || grad.dtype() != x.dtype() {
             return Ok(None);
         }
         let n = x.numel();
@@ -99,7 +92,7 @@ impl Pointwise for CudaDevice {
     }
 
     fn dropout(&self, x: Src<'_, CudaBuffer>, draws: DropoutDraws) -> Result<CudaBuffer> {
-        float_only("dropout", x.dtype())?;
+        check_floating("dropout", x.dtype())?;
         self.dropped_out(x, None, draws)
     }
 
@@ -109,7 +102,7 @@ impl Pointwise for CudaDevice {
         op: UnaryOp,
         draws: DropoutDraws,
     ) -> Result<Option<CudaBuffer>> {
-        if !x.dtype().is_float() {
+        if check_floating(op.name(), x.dtype()).is_err() {
             return Ok(None);
         }
         self.dropped_out(x, Some(op), draws).map(Some)
@@ -122,7 +115,7 @@ impl Pointwise for CudaDevice {
         op: BinaryOp,
     ) -> Result<CudaBuffer> {
         same_dtype(op.name(), a.dtype(), b.dtype())?;
-        float_only(op.name(), a.dtype())?;
+        check_floating(op.name(), a.dtype())?;
         let n = a.numel();
         let out = CudaBuffer::uninit(self, n, a.dtype())?;
         let [va, vb] = views(op.name(), a.dims(), [a.layout, b.layout])?;

@@ -9,7 +9,7 @@ use super::compile::Kernel;
 use super::context::{CudaDevice, cuda_error};
 use crate::backend::strided::{MAX_RANK, Strided};
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{DeviceError, Result};
 use crate::shape::Layout;
 
 /// One operand's strided view, laid out as `struct View` of common.cuh.
@@ -47,6 +47,16 @@ pub(crate) fn views<const N: usize>(
     }))
 }
 
+/// Refuses a dtype that is not a float (`f32`, `f64`, `f16`: what the float kernels are
+/// instantiated for).
+pub(crate) fn check_floating(op: &'static str, dtype: DType) -> Result<()> {
+    if matches!(dtype, DType::F32 | DType::F64 | DType::F16) {
+        Ok(())
+    } else {
+        Err(DeviceError::UnsupportedDType { op, dtype }.into())
+    }
+}
+
 /// The suffix of a kernel's entry point for elements of `dtype` (`unary_f32`).
 pub(crate) fn dtype_suffix(dtype: DType) -> &'static str {
     match dtype {
@@ -74,16 +84,19 @@ pub(crate) trait Arg {
     fn address(&self) -> *mut c_void;
 }
 
-macro_rules! plain_args {
+/// Implements [`Arg`] for plain values (`#[repr(C)]` structs of the layout the kernel
+/// declares, numbers).
+macro_rules! plain_arg {
     ($($t:ty),*) => {$(
-        impl Arg for $t {
-            fn address(&self) -> *mut c_void {
+        impl $crate::backend::cuda::launch::Arg for $t {
+            fn address(&self) -> *mut std::ffi::c_void {
                 std::ptr::from_ref(self).cast_mut().cast()
             }
         }
     )*};
 }
-plain_args!(i32, u32, i64, u64, f32, f64, u8, u16, View);
+pub(super) use plain_arg;
+plain_arg!(i32, u32, i64, u64, f32, f64, u8, u16, View);
 
 /// Threads per block of the element-wise kernels.
 const BLOCK: u32 = 256;

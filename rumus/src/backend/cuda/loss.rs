@@ -1,7 +1,7 @@
 //! The fused cross-entropy's gradient on CUDA (`shaders/cuda/loss.cu`).
 
 use super::context::CudaDevice;
-use super::launch::{dtype_suffix, views};
+use super::launch::{check_floating, dtype_suffix, views};
 use super::memory::CudaBuffer;
 use crate::backend::{Loss, Src};
 use crate::dtype::DType;
@@ -23,7 +23,7 @@ impl Loss for CudaDevice {
             });
         }
         let dtype = logits.dtype();
-        if !dtype.is_float() || lse_and_weights.dtype() != dtype {
+        if check_floating(OP, dtype).is_err() || lse_and_weights.dtype() != dtype {
             return Err(Error::DTypeMismatch {
                 op: OP,
                 lhs: dtype,

@@ -10,6 +10,7 @@ use std::ffi::c_void;
 use cudarc::cublaslt::{result as lt, sys};
 
 use super::context::{CudaDevice, cuda_error};
+use super::launch::check_floating;
 use super::memory::CudaBuffer;
 use crate::backend::{Matmul, Pointwise, Src};
 use crate::dtype::DType;
@@ -330,9 +331,7 @@ impl Matmul for CudaDevice {
                 rhs: b.dtype(),
             });
         }
-        if !dtype.is_float() {
-            return Err(DeviceError::UnsupportedDType { op: "matmul", dtype }.into());
-        }
+        check_floating("matmul", dtype)?;
         let widen = widen && dtype == DType::F16;
         let out_dtype = if widen { DType::F32 } else { dtype };
         let rank = out_dims.len();

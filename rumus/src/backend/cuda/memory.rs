@@ -5,7 +5,7 @@ use cudarc::driver::{result, sys};
 
 use super::context::{CudaDevice, cuda_error};
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{DeviceError, Result};
 
 /// Elements of one dtype in the memory of a CUDA device.
 pub struct CudaBuffer {
@@ -27,7 +27,17 @@ impl CudaBuffer {
     /// Allocation is ordered on the device's stream, so the memory may be one a queued
     /// kernel still reads and has just freed.
     pub(crate) fn uninit(device: &CudaDevice, len: usize, dtype: DType) -> Result<CudaBuffer> {
-        let bytes = len * dtype.size_in_bytes();
+        let Some(bytes) = len
+            .checked_mul(dtype.size_in_bytes())
+            .filter(|&bytes| bytes <= isize::MAX as usize)
+        else {
+            return Err(DeviceError::Cuda {
+                message: format!(
+                    "{len} elements of {dtype} are more bytes than any memory holds; split the work into smaller tensors"
+                ),
+            }
+            .into());
+        };
         let ptr = if bytes == 0 {
             0
         } else {
@@ -41,7 +51,14 @@ impl CudaBuffer {
                     device.synchronize()?;
                     // SAFETY: as above.
                     unsafe { result::malloc_async(device.raw_stream(), bytes) }.map_err(|_| {
-                        cuda_error(&format!("allocating {bytes} bytes on the device"), first)
+                        let free = device.0.ctx.mem_get_info().map_or(0, |(free, _)| free);
+                        cuda_error(
+                            &format!(
+                                "allocating {bytes} bytes on {} ({free} bytes free); use smaller batches or tensors",
+                                device.name()
+                            ),
+                            first,
+                        )
                     })?
                 }
             }

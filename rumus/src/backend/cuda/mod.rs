@@ -34,6 +34,7 @@ with_cuda_feature! {
     mod reduce;
     mod transfer;
     mod unsupported;
+    mod window;
 
     pub use compile::compile_every_kernel;
     pub use context::CudaDevice;

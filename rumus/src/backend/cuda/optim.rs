@@ -2,7 +2,7 @@
 //! joining (`cat`), which writes each part into its slice of the result the same way.
 
 use super::context::CudaDevice;
-use super::launch::{dtype_suffix, views, width_suffix};
+use super::launch::{check_floating, dtype_suffix, views, width_suffix};
 use super::memory::CudaBuffer;
 use crate::backend::kinds::AdamScalars;
 use crate::backend::{Dst, Join, Optim, Src, Update};
@@ -33,7 +33,7 @@ impl Update for CudaDevice {
         alpha: f64,
     ) -> Result<()> {
         const OP: &str = "in-place update";
-        if dst.memory.dtype() != src.dtype() || !src.dtype().is_float() {
+        if dst.memory.dtype() != src.dtype() || check_floating(OP, src.dtype()).is_err() {
             return Err(Error::DType {
                 op: OP,
                 expected: "a floating-point tensor",

@@ -2,12 +2,12 @@
 //! output's group read through a strided view, so no operand is copied first.
 
 use super::context::CudaDevice;
-use super::launch::{View, dtype_suffix, views};
+use super::launch::{check_floating, View, dtype_suffix, views};
 use super::memory::CudaBuffer;
 use crate::backend::kinds::{Reduction, softmax_name};
 use crate::backend::{Reduce, Src};
 use crate::dtype::DType;
-use crate::error::{DeviceError, Result};
+use crate::error::Result;
 use crate::shape::Layout;
 
 const MODULE: &str = "reduce";
@@ -51,13 +51,6 @@ fn split(op: &'static str, layout: &Layout, axes: &[usize]) -> Result<(View, usi
     ))
 }
 
-fn float_only(op: &'static str, dtype: DType) -> Result<()> {
-    if dtype.is_float() {
-        Ok(())
-    } else {
-        Err(DeviceError::UnsupportedDType { op, dtype }.into())
-    }
-}
 
 impl CudaDevice {
     /// Queues a row kernel: one block per output, blocks striding over the outputs.
@@ -79,7 +72,7 @@ impl CudaDevice {
 
 impl Reduce for CudaDevice {
     fn reduce(&self, x: Src<'_, CudaBuffer>, axes: &[usize], kind: Reduction) -> Result<CudaBuffer> {
-        float_only(kind.name(), x.dtype())?;
+        check_floating(kind.name(), x.dtype())?;
         let (kept, outputs, group, size) = split(kind.name(), x.layout, axes)?;
         let out = CudaBuffer::uninit(self, outputs, x.dtype())?;
         let (o, px, outputs64, size64, code) = (
@@ -100,7 +93,7 @@ impl Reduce for CudaDevice {
 
     fn arg_reduce(&self, x: Src<'_, CudaBuffer>, axis: usize, max: bool) -> Result<CudaBuffer> {
         let op = if max { "argmax" } else { "argmin" };
-        float_only(op, x.dtype())?;
+        check_floating(op, x.dtype())?;
         let (kept, outputs, _, size) = split(op, x.layout, &[axis])?;
         let out = CudaBuffer::uninit(self, outputs, DType::I64)?;
         let (o, px, outputs64, size64, stride, max) = (
@@ -122,7 +115,7 @@ impl Reduce for CudaDevice {
 
     fn softmax(&self, x: Src<'_, CudaBuffer>, log: bool) -> Result<CudaBuffer> {
         let op = softmax_name(log);
-        float_only(op, x.dtype())?;
+        check_floating(op, x.dtype())?;
         let last = x.dims().len() - 1;
         let (rows, outputs, _, size) = split(op, x.layout, &[last])?;
         let out = CudaBuffer::uninit(self, x.numel(), x.dtype())?;
@@ -150,7 +143,7 @@ impl Reduce for CudaDevice {
         log: bool,
     ) -> Result<CudaBuffer> {
         let op = softmax_name(log);
-        float_only(op, x.dtype())?;
+        check_floating(op, x.dtype())?;
         let last = x.dims().len() - 1;
         let (xrows, outputs, _, size) = split(op, x.layout, &[last])?;
         let (grows, _, _, _) = split(op, grad.layout, &[last])?;
@@ -177,7 +170,7 @@ impl Reduce for CudaDevice {
     }
 
     fn logsumexp_rows(&self, x: Src<'_, CudaBuffer>, axis: usize) -> Result<CudaBuffer> {
-        float_only("logsumexp", x.dtype())?;
+        check_floating("logsumexp", x.dtype())?;
         let (rows, outputs, _, size) = split("logsumexp", x.layout, &[axis])?;
         let out = CudaBuffer::uninit(self, outputs, x.dtype())?;
         let (o, px, outputs64, size64, stride) = (
