@@ -323,9 +323,6 @@ fn transformer_step(device: &Device) -> (f64, f64, f64) {
 /// Causal attention forward and backward on `[4, 8, 4096, 64]` f32 (fused): milliseconds per
 /// call and the growth of the buffer pool's high-water mark in MiB.
 fn attention_step(device: &Device, autocast: bool) -> (f64, f64) {
-    let Device::Gpu(gpu) = device else {
-        return (0.0, 0.0);
-    };
     let leaf = || {
         DynTensor::randn(&[4, 8, 4096, 64], DType::F32)
             .unwrap()
@@ -346,12 +343,7 @@ fn attention_step(device: &Device, autocast: bool) -> (f64, f64) {
         };
         out.sum_all().unwrap().backward().unwrap();
     };
-    gpu.release_pooled();
-    gpu.reset_memory_peak();
-    let before = gpu.memory().in_use_peak;
-    step();
-    device.synchronize().expect("GPU wait");
-    let grown = (gpu.memory().in_use_peak - before) as f64 / (1u64 << 20) as f64;
+    let ((), grown) = memory_growth_mib(device, step);
     (seconds_per_call_settled(device, 3, step) * 1e3, grown)
 }
 
@@ -454,15 +446,31 @@ impl GptBench {
 /// GPT-2 small's training: tokens per second and the buffer pool's high-water mark in MiB
 /// (model, optimizer state and activations, counted from an empty pool).
 fn gpt2_small_step(device: &Device) -> (f64, f64) {
-    let Device::Gpu(gpu) = device else {
-        return (0.0, 0.0);
-    };
-    gpu.release_pooled();
-    gpu.reset_memory_peak();
-    let mut bench = GptBench::new(device);
-    let seconds = seconds_per_call_settled(device, 3, || bench.step());
-    let peak = gpu.memory().in_use_peak as f64 / (1u64 << 20) as f64;
+    let (seconds, peak) = memory_growth_mib(device, || {
+        let mut bench = GptBench::new(device);
+        seconds_per_call_settled(device, 3, || bench.step())
+    });
     ((GptBench::BATCH * GptBench::CONTEXT) as f64 / seconds, peak)
+}
+
+/// `f`'s result and how far memory in use rose above its level before `f`, in MiB: the wgpu
+/// buffer pool's high-water mark, or elsewhere that of the bytes of live tensor storages
+/// (what PyTorch's `max_memory_allocated` counts).
+fn memory_growth_mib<R>(device: &Device, f: impl FnOnce() -> R) -> (R, f64) {
+    let mib = |bytes: f64| bytes / (1u64 << 20) as f64;
+    if let Device::Gpu(gpu) = device {
+        gpu.release_pooled();
+        gpu.reset_memory_peak();
+        let before = gpu.memory().in_use_peak;
+        let result = f();
+        device.synchronize().expect("GPU wait");
+        return (result, mib((gpu.memory().in_use_peak - before) as f64));
+    }
+    let before = rumus::storage::live_storage_bytes();
+    let peak = rumus::storage::StoragePeak::start();
+    let result = f();
+    device.synchronize().expect("GPU wait");
+    (result, mib(peak.bytes().saturating_sub(before) as f64))
 }
 
 /// GPU time of each kernel entry point in one train step (`bench_gpu profile`): the

@@ -10,7 +10,7 @@ mod swish;
 
 use std::sync::Arc;
 
-use common::gpu::{assert_close, gpu, serial, tensor};
+use common::gpu::{assert_close, serial, tensor};
 use common::randn;
 use rumus::autograd::{GradcheckOptions, gradcheck};
 use rumus::element::Float;
@@ -174,7 +174,9 @@ fn an_input_changed_after_the_forward_is_detected() {
 #[test]
 fn gpu_kernels_match_the_cpu_kernels() {
     let _serial = serial();
-    let Some(device) = gpu() else { return };
+    let Some(device) = common::gpu::wgpu_only("WGSL custom kernels") else {
+        return;
+    };
     // One element, a partial workgroup, and more threads than one grid row holds.
     for (n, seed) in [(1, 1), (1000, 2), (65_535 * 256 + 300, 3)] {
         let x = tensor(&[n], seed);
@@ -245,7 +247,9 @@ impl CustomOp for WgslOnly {
 #[test]
 fn gpu_misuse_is_an_error() {
     let _serial = serial();
-    let Some(device) = gpu() else { return };
+    let Some(device) = common::gpu::wgpu_only("WGSL custom kernels") else {
+        return;
+    };
     let x = tensor(&[8], 1).to(&device).unwrap();
     // No WGSL at all: an error, not a hidden trip to the CPU.
     let no_kernels = custom::apply(&Arc::new(Hypot), &[&x, &x]).unwrap_err();

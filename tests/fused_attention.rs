@@ -454,7 +454,7 @@ fn multi_head_attention_both_ways<const E: usize, const H: usize>(
 #[test]
 fn gpu_multi_head_attention_over_long_sequences_runs_fused_and_agrees() {
     let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
-    let Some(device) = common::gpu::gpu() else {
+    let Some(device) = common::gpu::wgpu_only("the fused attention kernels") else {
         return;
     };
     // Without dropout and with it (in training mode, the same seed for both forms).
@@ -482,7 +482,7 @@ fn gpu_multi_head_attention_over_long_sequences_runs_fused_and_agrees() {
 #[test]
 fn gpu_multi_head_attention_under_autocast_with_dropout_agrees_with_the_composite_form() {
     let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
-    let Some(device) = common::gpu::gpu() else {
+    let Some(device) = common::gpu::wgpu_only("the fused attention kernels") else {
         return;
     };
     let ([composite, picked], _, kernels) =
@@ -571,7 +571,7 @@ fn spelled_out_with_roundings(
 #[test]
 fn gpu_attention_under_autocast_matches_its_definition() {
     let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
-    let Some(device) = common::gpu::gpu() else {
+    let Some(device) = common::gpu::wgpu_only("the fused attention kernels") else {
         return;
     };
     let Device::Gpu(gpu) = &device else {
@@ -707,7 +707,7 @@ fn gpu_attention_under_autocast_matches_its_definition() {
 #[test]
 fn gpu_attention_under_autocast_keeps_memory_linear() {
     let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
-    let Some(device) = common::gpu::gpu() else {
+    let Some(device) = common::gpu::wgpu_only("the fused attention kernels") else {
         return;
     };
     let Device::Gpu(gpu) = &device else {

@@ -292,7 +292,9 @@ fn gpu_f16_matrix_products_match_the_cpu() {
 
 #[test]
 fn gpu_refuses_f16_in_word_kernels() {
-    let Some(device) = gpu() else { return };
+    let Some(device) = common::gpu::wgpu_only("the refusals of the word kernels") else {
+        return;
+    };
     let h = tensor(&[4, 4], 1)
         .to_dtype(DType::F16)
         .unwrap()

@@ -144,7 +144,7 @@ fn misuse_is_an_error() {
 #[test]
 fn gpu_linear_matches_the_cpu_kernel() {
     let _serial = common::gpu::serial();
-    let Some(device) = common::gpu::gpu() else {
+    let Some(device) = common::gpu::wgpu_only("the int8 kernels") else {
         return;
     };
     for (m, k, n, seed) in [(1, 1024, 64, 1), (5, 70, 33, 2), (300, 9, 7, 3)] {
@@ -199,7 +199,7 @@ fn gpu_linear_matches_the_cpu_kernel() {
 #[test]
 fn gpu_convolution_matches_its_f32_original() {
     let _serial = common::gpu::serial();
-    let Some(device) = common::gpu::gpu() else {
+    let Some(device) = common::gpu::wgpu_only("the int8 kernels") else {
         return;
     };
     manual_seed(13);

@@ -89,6 +89,22 @@ pub fn gpu() -> Option<Device> {
     }
 }
 
+/// [`gpu`] for tests of kernels only the wgpu backend has so far (WGSL custom kernels, int8
+/// products, the fused attention, its 32-bit word kernels): under `RUMUS_TEST_DEVICE=cuda`,
+/// a skip note naming `what`.
+pub fn wgpu_only(what: &str) -> Option<Device> {
+    let device = gpu()?;
+    if device.is_cuda() {
+        skip(
+            "RUMUS_REQUIRE_WGPU",
+            what,
+            "the CUDA backend has no such kernel yet",
+        );
+        return None;
+    }
+    Some(device)
+}
+
 /// [`gpu`] with the GPU's own handle, for tests of what only a `GpuDevice` offers (its
 /// memory, profiling, limits).
 pub fn gpu_and_handle() -> Option<(Device, rumus::backend::gpu::GpuDevice)> {
