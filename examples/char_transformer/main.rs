@@ -18,7 +18,7 @@ use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::rng::Generator;
 
-/// The command line: `--device cpu|gpu`, `--autocast`, `--steps N`.
+/// The command line: `--device cpu|gpu|cuda`, `--autocast`, `--steps N`.
 struct Options {
     device: Device,
     autocast: bool,
@@ -39,10 +39,9 @@ fn options() -> rumus::Result<Options> {
         };
         match arg.as_str() {
             "--autocast" => options.autocast = true,
-            "--device" => match args.next().as_deref() {
-                Some("cpu") => options.device = Device::Cpu,
-                Some("gpu") => options.device = Device::gpu()?,
-                other => return Err(invalid(format!("--device takes cpu or gpu, got {other:?}"))),
+            "--device" => match args.next() {
+                Some(name) => options.device = Device::named(&name)?,
+                None => return Err(invalid("--device takes cpu, gpu, cuda or cuda:N".into())),
             },
             "--steps" => {
                 options.steps = args
@@ -52,7 +51,7 @@ fn options() -> rumus::Result<Options> {
             }
             other => {
                 return Err(invalid(format!(
-                    "unknown argument {other:?}; use --device cpu|gpu, --autocast, --steps N"
+                    "unknown argument {other:?}; use --device cpu|gpu|cuda, --autocast, --steps N"
                 )));
             }
         }

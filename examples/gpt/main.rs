@@ -8,7 +8,7 @@
 //!
 //! Options: `--size tiny|gpt2-small|gpt2-small-8k` (2 blocks of width 64 and 64-byte
 //! contexts, or GPT-2 small: 12 blocks of width 768, 12 heads, 1,024-token contexts, the
-//! vocabulary padded to 50,304, or cut to 8,192 so that it runs on lavapipe), `--device cpu|gpu`, `--autocast` (f16 products with dynamic loss scaling,
+//! vocabulary padded to 50,304, or cut to 8,192 so that it runs on lavapipe), `--device cpu|gpu|cuda`, `--autocast` (f16 products with dynamic loss scaling,
 //! `rumus::amp`), `--steps N` (default 200), `--batch N` (default 16; GPT-2's runs use 8).
 //! AdamW (lr 3e-4 for GPT-2 small, 3e-3 for the tiny one; weight decay 0.1).
 //!
@@ -70,16 +70,15 @@ fn options() -> rumus::Result<Options> {
                     )));
                 }
             },
-            "--device" => match args.next().as_deref() {
-                Some("cpu") => options.device = Device::Cpu,
-                Some("gpu") => options.device = Device::gpu()?,
-                other => return Err(invalid(format!("--device takes cpu or gpu, got {other:?}"))),
+            "--device" => match args.next() {
+                Some(name) => options.device = Device::named(&name)?,
+                None => return Err(invalid("--device takes cpu, gpu, cuda or cuda:N".into())),
             },
             "--steps" => options.steps = number(args.next(), "--steps")?,
             "--batch" => options.batch = number(args.next(), "--batch")?,
             other => {
                 return Err(invalid(format!(
-                    "unknown argument {other:?}; use --size tiny|gpt2-small|gpt2-small-8k, --device cpu|gpu, \
+                    "unknown argument {other:?}; use --size tiny|gpt2-small|gpt2-small-8k, --device cpu|gpu|cuda, \
                      --autocast, --steps N, --batch N"
                 )));
             }

@@ -68,23 +68,17 @@ fn options() -> Result<Options, String> {
                 options.limit = Some(value()?.parse().map_err(|e| format!("--limit: {e}"))?)
             }
             "--batch" => options.batch = value()?.parse().map_err(|e| format!("--batch: {e}"))?,
-            "--device" => {
-                options.device = match value()?.as_str() {
-                    "cpu" => Device::Cpu,
-                    "gpu" => Device::gpu().map_err(|e| e.to_string())?,
-                    other => return Err(format!("--device: `{other}` is not cpu or gpu")),
-                }
-            }
+            "--device" => options.device = Device::named(&value()?).map_err(|e| e.to_string())?,
             other => {
                 return Err(format!(
-                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N] [--batch N] [--device cpu|gpu] [--distributed]"
+                    "unknown argument {other}; usage: mnist --data DIR [--epochs N] [--limit N] [--batch N] [--device cpu|gpu|cuda] [--distributed]"
                 ));
             }
         }
     }
     if options.data.is_empty() {
         return Err(
-            "usage: mnist --data DIR [--epochs N] [--limit N] [--batch N] [--device cpu|gpu] [--distributed]"
+            "usage: mnist --data DIR [--epochs N] [--limit N] [--batch N] [--device cpu|gpu|cuda] [--distributed]"
                 .into(),
         );
     }

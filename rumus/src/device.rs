@@ -42,6 +42,28 @@ impl Device {
         Ok(Device::Cuda(CudaDevice::open(ordinal)?))
     }
 
+    /// The device a name picks, as command lines and configuration files spell it: `cpu`,
+    /// `gpu` (wgpu's default adapter), `cuda` or `cuda:N` (CUDA device N), opened as
+    /// [`Device::gpu`] and [`Device::cuda_ordinal`] open them.
+    ///
+    /// ```
+    /// # fn main() -> rumus::Result<()> {
+    /// assert_eq!(rumus::Device::named("cpu")?, rumus::Device::Cpu);
+    /// assert!(rumus::Device::named("tpu").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn named(name: &str) -> Result<Device> {
+        match name {
+            "cpu" => Ok(Device::Cpu),
+            "gpu" => Device::gpu(),
+            "cuda" => Device::cuda(),
+            _ => match name.strip_prefix("cuda:").map(str::parse) {
+                Some(Ok(ordinal)) => Device::cuda_ordinal(ordinal),
+                _ => Err(crate::error::DeviceError::UnknownDevice { name: name.into() }.into()),
+            },
+        }
+    }
+
     /// Whether this is a GPU, through wgpu or CUDA.
     pub fn is_gpu(&self) -> bool {
         matches!(self, Device::Gpu(_) | Device::Cuda(_))

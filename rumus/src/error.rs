@@ -222,6 +222,12 @@ pub enum DeviceError {
         /// What failed and the library's error.
         message: String,
     },
+    /// A device name that names no device.
+    #[error("unknown device `{name}`; use cpu, gpu (wgpu's default adapter), cuda or cuda:N")]
+    UnknownDevice {
+        /// The name given.
+        name: String,
+    },
     /// The operands of one op are on different devices.
     #[error(
         "{op}: operands are on different devices ({lhs} and {rhs}); move one with `.to(&device)` first"
