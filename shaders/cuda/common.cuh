@@ -140,3 +140,39 @@ template <> struct Convert<u8> {
     static __device__ __forceinline__ double to(u8 v) { return v ? 1.0 : 0.0; }
     static __device__ __forceinline__ u8 from(double v) { return v != 0.0 ? 1 : 0; }
 };
+
+// Combining across a block (reductions and the row kernels of norm.cu).
+template <typename T> struct Sum {
+    static __device__ __forceinline__ T identity() { return (T)0; }
+    static __device__ __forceinline__ T combine(T a, T b) { return a + b; }
+};
+// Extrema that let a NaN through, as PyTorch's max and min do.
+template <typename T> struct Max {
+    static __device__ __forceinline__ T identity() { return -infinity<T>(); }
+    static __device__ __forceinline__ T combine(T a, T b) { return (a != a || a > b) ? a : b; }
+};
+template <typename T> struct Min {
+    static __device__ __forceinline__ T identity() { return infinity<T>(); }
+    static __device__ __forceinline__ T combine(T a, T b) { return (a != a || a < b) ? a : b; }
+};
+
+// `v` combined across the block; every thread gets the result. Starts with a barrier, so a
+// block may call it again right after reading the previous result.
+template <typename T, typename Op> __device__ T block_combine(T v) {
+    __shared__ double scratch_words[32];
+    T* scratch = (T*)scratch_words;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    int warps = (blockDim.x + 31) >> 5;
+    v = lane < warps ? scratch[lane] : Op::identity();
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    return v;
+}
+

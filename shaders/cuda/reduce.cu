@@ -4,40 +4,6 @@
 
 #define REDUCE_THREADS 256
 
-template <typename T> struct Sum {
-    static __device__ __forceinline__ T identity() { return (T)0; }
-    static __device__ __forceinline__ T combine(T a, T b) { return a + b; }
-};
-// Extrema that let a NaN through, as PyTorch's max and min do.
-template <typename T> struct Max {
-    static __device__ __forceinline__ T identity() { return -infinity<T>(); }
-    static __device__ __forceinline__ T combine(T a, T b) { return (a != a || a > b) ? a : b; }
-};
-template <typename T> struct Min {
-    static __device__ __forceinline__ T identity() { return infinity<T>(); }
-    static __device__ __forceinline__ T combine(T a, T b) { return (a != a || a < b) ? a : b; }
-};
-
-// `v` combined across the block; every thread gets the result. Starts with a barrier, so a
-// block may call it again right after reading the previous result.
-template <typename T, typename Op> __device__ T block_combine(T v) {
-    __shared__ double scratch_words[32];
-    T* scratch = (T*)scratch_words;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    int warps = (blockDim.x + 31) >> 5;
-    v = lane < warps ? scratch[lane] : Op::identity();
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    }
-    return v;
-}
-
 template <typename S, typename Op>
 __device__ void reduce_with(S* out, const S* x, View kept, View group, i64 outputs, i64 size) {
     typedef typename Num<S>::T T;
@@ -52,9 +18,49 @@ __device__ void reduce_with(S* out, const S* x, View kept, View group, i64 outpu
     }
 }
 
-template <typename S>
-__device__ void reduce(S* out, const S* x, View kept, View group, i64 outputs, i64 size, int kind) {
+// The same for outputs that lie next to each other in memory (a sum over the rows of a
+// matrix, a bias's gradient): a block of COLUMNS x LANES threads takes COLUMNS neighbouring
+// outputs, each of its LANES rows of threads a share of every group, so a warp reads
+// neighbouring elements; the shares are combined in shared memory.
+#define COLUMNS 32
+#define LANES 8
+template <typename S, typename Op>
+__device__ void reduce_columns_with(S* out, const S* x, View kept, View group, i64 outputs, i64 size) {
     typedef typename Num<S>::T T;
+    __shared__ double partial_words[LANES][COLUMNS];
+    T (*partial)[COLUMNS] = (T (*)[COLUMNS])partial_words;
+    int column = threadIdx.x % COLUMNS, lane = threadIdx.x / COLUMNS;
+    for (i64 first = (i64)blockIdx.x * COLUMNS; first < outputs; first += (i64)gridDim.x * COLUMNS) {
+        i64 o = first + column;
+        T acc = Op::identity();
+        if (o < outputs) {
+            i64 base = at(kept, o);
+            for (i64 j = lane; j < size; j += LANES) {
+                acc = Op::combine(acc, Num<S>::load(x[base + at(group, j)]));
+            }
+        }
+        __syncthreads();
+        partial[lane][column] = acc;
+        __syncthreads();
+        if (lane == 0 && o < outputs) {
+            for (int l = 1; l < LANES; ++l) acc = Op::combine(acc, partial[l][column]);
+            out[o] = Num<S>::store(acc);
+        }
+    }
+}
+
+template <typename S>
+__device__ void reduce(S* out, const S* x, View kept, View group, i64 outputs, i64 size, int kind,
+                       int columns) {
+    typedef typename Num<S>::T T;
+    if (columns) {
+        switch (kind) {
+        case REDUCTION_SUM: reduce_columns_with<S, Sum<T> >(out, x, kept, group, outputs, size); break;
+        case REDUCTION_MAX: reduce_columns_with<S, Max<T> >(out, x, kept, group, outputs, size); break;
+        case REDUCTION_MIN: reduce_columns_with<S, Min<T> >(out, x, kept, group, outputs, size); break;
+        }
+        return;
+    }
     switch (kind) {
     case REDUCTION_SUM: reduce_with<S, Sum<T> >(out, x, kept, group, outputs, size); break;
     case REDUCTION_MAX: reduce_with<S, Max<T> >(out, x, kept, group, outputs, size); break;
@@ -179,8 +185,8 @@ __device__ void logsumexp(S* out, const S* x, View rows, i64 outputs, i64 size, 
 
 #define REDUCE_ENTRIES(sfx, S)                                                                   \
     extern "C" __global__ void reduce_##sfx(S* out, const S* x, View kept, View group,          \
-                                            i64 outputs, i64 size, int kind) {                    \
-        reduce<S>(out, x, kept, group, outputs, size, kind);                                      \
+                                            i64 outputs, i64 size, int kind, int columns) {       \
+        reduce<S>(out, x, kept, group, outputs, size, kind, columns);                             \
     }                                                                                             \
     extern "C" __global__ void arg_reduce_##sfx(i64* out, const S* x, View kept, i64 outputs,    \
                                                 i64 size, i64 stride, int max) {                  \

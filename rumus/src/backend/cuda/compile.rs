@@ -26,6 +26,7 @@ const MODULES: &[(&str, &str)] = &[
     ),
     ("index", include_str!("../../../../shaders/cuda/index.cu")),
     ("loss", include_str!("../../../../shaders/cuda/loss.cu")),
+    ("norm", include_str!("../../../../shaders/cuda/norm.cu")),
     ("optim", include_str!("../../../../shaders/cuda/optim.cu")),
     ("reduce", include_str!("../../../../shaders/cuda/reduce.cu")),
     ("window", include_str!("../../../../shaders/cuda/window.cu")),

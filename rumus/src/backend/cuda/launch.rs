@@ -23,6 +23,14 @@ pub(crate) struct View {
     strides: [i64; MAX_RANK],
 }
 
+impl View {
+    /// The stride of the view's last axis (1 when neighbouring elements of the walk are
+    /// neighbours in memory).
+    pub(crate) fn innermost_stride(&self) -> i64 {
+        self.strides[self.rank as usize - 1]
+    }
+}
+
 /// The views of several operands walked together over `dims` (the output's), their axes
 /// merged where every operand allows it.
 pub(crate) fn views<const N: usize>(

@@ -30,6 +30,7 @@ with_cuda_feature! {
     mod loss;
     mod matmul;
     mod memory;
+    mod norm;
     mod optim;
     mod reduce;
     mod transfer;

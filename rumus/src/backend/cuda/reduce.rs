@@ -12,8 +12,11 @@ use crate::shape::Layout;
 
 const MODULE: &str = "reduce";
 
-/// Threads per block of the reductions (`REDUCE_THREADS`).
+/// Threads per block of the reductions (`REDUCE_THREADS`, and `COLUMNS x LANES`).
 const THREADS: u32 = 256;
+
+/// Outputs per block of the reduction over leading axes (`COLUMNS`).
+const COLUMNS: usize = 32;
 
 /// The code `reduce.cu` switches on for `kind` (its place in this list, which
 /// `compile.rs` writes as `REDUCTION_SUM`, ...).
@@ -28,7 +31,11 @@ fn reduction_code(kind: Reduction) -> i32 {
 
 /// `layout` split into the view over the axes not in `axes` (with its offset) and the view
 /// over `axes` (offset 0), as the kernels walk them.
-fn split(op: &'static str, layout: &Layout, axes: &[usize]) -> Result<(View, usize, View, usize)> {
+pub(super) fn split(
+    op: &'static str,
+    layout: &Layout,
+    axes: &[usize],
+) -> Result<(View, usize, View, usize)> {
     let (mut kept, mut kept_strides, mut group, mut group_strides) = (vec![], vec![], vec![], vec![]);
     for (axis, (&size, &stride)) in layout.dims().iter().zip(layout.strides()).enumerate() {
         if axes.contains(&axis) {
@@ -52,9 +59,19 @@ fn split(op: &'static str, layout: &Layout, axes: &[usize]) -> Result<(View, usi
 }
 
 
+/// The module of a row kernel.
+fn module_of(kernel: &str) -> &'static str {
+    if kernel.starts_with("layer_norm") {
+        "norm"
+    } else {
+        MODULE
+    }
+}
+
 impl CudaDevice {
-    /// Queues a row kernel: one block per output, blocks striding over the outputs.
-    fn launch_rows(
+    /// Queues a row kernel (of reduce.cu or norm.cu): one block per output, blocks striding
+    /// over the outputs.
+    pub(super) fn launch_rows(
         &self,
         kernel: &str,
         dtype: DType,
@@ -64,7 +81,7 @@ impl CudaDevice {
         if outputs == 0 {
             return Ok(());
         }
-        let kernel = self.kernel(MODULE, &format!("{kernel}_{}", dtype_suffix(dtype)))?;
+        let kernel = self.kernel(module_of(kernel), &format!("{kernel}_{}", dtype_suffix(dtype)))?;
         let blocks = outputs.min(65_535) as u32;
         self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), 0, args)
     }
@@ -82,11 +99,30 @@ impl Reduce for CudaDevice {
             size as i64,
             reduction_code(kind),
         );
+        // Neighbouring outputs next to each other in memory (the leading axes reduced):
+        // blocks of 32 outputs, so that warps read neighbouring elements.
+        if kept.innermost_stride() == 1 && outputs > 1 {
+            if outputs == 0 {
+                return Ok(out);
+            }
+            let kernel = self.kernel(MODULE, &format!("reduce_{}", dtype_suffix(x.dtype())))?;
+            let blocks = outputs.div_ceil(COLUMNS).min(65_535) as u32;
+            let columns = 1i32;
+            self.launch(
+                kernel,
+                (blocks, 1, 1),
+                (THREADS, 1, 1),
+                0,
+                &[&o, &px, &kept, &group, &outputs64, &size64, &code, &columns],
+            )?;
+            return Ok(out);
+        }
+        let columns = 0i32;
         self.launch_rows(
             "reduce",
             x.dtype(),
             outputs,
-            &[&o, &px, &kept, &group, &outputs64, &size64, &code],
+            &[&o, &px, &kept, &group, &outputs64, &size64, &code, &columns],
         )?;
         Ok(out)
     }

@@ -3,9 +3,8 @@
 //! the op and "cuda".
 
 use super::context::CudaDevice;
-use crate::backend::{Attention, Backend, Custom, Int8, Norm};
+use crate::backend::{Attention, Backend, Custom, Int8};
 
-impl Norm for CudaDevice {}
 /// No fused attention yet: `attention_forward` answers `None`, so the op composes attention
 /// from products, softmax and masks.
 impl Attention for CudaDevice {
