@@ -7,9 +7,9 @@ mod common;
 use common::gpu::{assert_close, gpu, serial, tensor};
 use rumus::nn::{
     AdaptiveAvgPool2d, BatchNorm2d, Conv1d, ConvTranspose2d, CrossEntropyOptions, Embedding,
-    GroupNorm, Gru, KlReduction, LayerNorm, Lstm, Module, NllLossOptions, Reduction, RmsNorm,
-    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
-    l1_loss, mse_loss, nll_loss, smooth_l1_loss,
+    GroupNorm, Gru, KlReduction, LayerNorm, Linear, Lstm, Module, NllLossOptions, Reduction,
+    RmsNorm, binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss,
+    kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
 };
 use rumus::optim::{
     Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, Rmsprop, RmspropConfig, Sgd, SgdConfig,
@@ -440,4 +440,61 @@ fn optimizer_state_moves_back_to_the_parameters_device_on_load() {
         &w.detach().to(&Device::Cpu).unwrap(),
         &resumed_w.detach(),
     );
+}
+
+/// `steps` Adam steps of a linear classifier on `device` (from `resume` when given): the
+/// losses, and a checkpoint of the end.
+fn train_linear(
+    device: &Device,
+    resume: Option<&rumus::io::Checkpoint>,
+    steps: usize,
+) -> (Vec<f64>, rumus::io::Checkpoint) {
+    let model = {
+        let _on = device.set_default();
+        Linear::<12, 3>::new().unwrap()
+    };
+    let mut adam = Adam::new(model.parameters(), AdamConfig::default()).unwrap();
+    if let Some(checkpoint) = resume {
+        checkpoint.restore(&model, &mut adam).unwrap();
+    }
+    let x = tensor(&[16, 12], 50).to(device).unwrap();
+    let labels = DynTensor::from_vec((0..16).map(|i| i % 3).collect::<Vec<i64>>(), &[16]).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..steps {
+        let logits = model.forward_dyn(&x).unwrap();
+        let loss = cross_entropy(&logits, &labels, &CrossEntropyOptions::default()).unwrap();
+        losses.push(loss.item::<f32>().unwrap() as f64);
+        let mut grads = loss.backward().unwrap();
+        let _no_grad = no_grad();
+        adam.step(&mut grads).unwrap();
+    }
+    let checkpoint = rumus::io::Checkpoint::capture(&model, &adam, None, 0, steps as u64).unwrap();
+    (losses, checkpoint)
+}
+
+#[test]
+fn a_checkpoint_written_on_the_gpu_resumes_on_the_cpu_and_on_either_gpu_backend() {
+    let _serial = serial();
+    let Some(device) = gpu() else { return };
+    let (_, written) = train_linear(&device, None, 3);
+    let file = written.to_bytes().unwrap();
+    let read = rumus::io::Checkpoint::from_bytes(&file, "written on the GPU").unwrap();
+    let (on_cpu, _) = train_linear(&Device::Cpu, Some(&read), 3);
+    let (on_gpu, _) = train_linear(&device, Some(&read), 3);
+    let close = |a: &[f64], b: &[f64], what: &str| {
+        for (x, y) in a.iter().zip(b) {
+            assert!(
+                (x - y).abs() <= 1e-5 + 1e-4 * x.abs(),
+                "{what}: {a:?} against {b:?}"
+            );
+        }
+    };
+    close(&on_cpu, &on_gpu, "resumed on the CPU and on the GPU");
+    // A checkpoint written on CUDA resumes on wgpu too, where the machine has both.
+    if device.is_cuda()
+        && let Ok(wgpu) = Device::gpu()
+    {
+        let (on_wgpu, _) = train_linear(&wgpu, Some(&read), 3);
+        close(&on_cpu, &on_wgpu, "resumed on the CPU and on wgpu");
+    }
 }

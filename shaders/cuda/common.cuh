@@ -15,7 +15,9 @@ typedef unsigned short f16_bits;
 // broadcast axes).
 struct View {
     int rank;
-    int pad;
+    // Whether the walk has fewer than 2^31 elements, so its index splits with 32-bit
+    // divisions (a 64-bit division is a long software sequence on the GPU).
+    int narrow;
     i64 offset;
     i64 dims[MAX_RANK];
     i64 strides[MAX_RANK];
@@ -27,6 +29,16 @@ __device__ __forceinline__ i64 at(const View& v, i64 i) {
         return v.offset + i * v.strides[0];
     }
     i64 position = v.offset;
+    if (v.narrow) {
+        unsigned int u = (unsigned int)i;
+        for (int d = v.rank - 1; d >= 0; --d) {
+            unsigned int size = (unsigned int)v.dims[d];
+            unsigned int q = u / size;
+            position += (i64)(u - q * size) * v.strides[d];
+            u = q;
+        }
+        return position;
+    }
     for (int d = v.rank - 1; d >= 0; --d) {
         i64 q = i / v.dims[d];
         position += (i - q * v.dims[d]) * v.strides[d];

@@ -17,7 +17,8 @@ use crate::shape::Layout;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View {
     rank: i32,
-    pad: i32,
+    /// Whether the walk has fewer than 2^31 elements (32-bit index arithmetic).
+    narrow: i32,
     offset: i64,
     dims: [i64; MAX_RANK],
     strides: [i64; MAX_RANK],
@@ -42,7 +43,7 @@ pub(crate) fn views<const N: usize>(
     Ok(std::array::from_fn(|k| {
         let mut view = View {
             rank: strided.dims.len().max(1) as i32,
-            pad: 0,
+            narrow: i32::from(strided.dims.iter().product::<usize>() < 1 << 31),
             offset: strided.offsets[k] as i64,
             dims: [1; MAX_RANK],
             strides: [0; MAX_RANK],
