@@ -11,7 +11,7 @@ impl Allocate for CudaDevice {
     fn full(&self, dims: &[usize], value: f64, dtype: DType) -> Result<CudaBuffer> {
         let n: usize = dims.iter().product();
         let out = CudaBuffer::uninit(self, n, dtype)?;
-        let kernel = self.kernel("elementwise", &format!("fill_{}", width_suffix(dtype)))?;
+        let kernel = self.kernel("elementwise", "fill", [width_suffix(dtype), ""])?;
         let (o, n64) = (out.address(0), n as i64);
         match dtype {
             DType::F32 => self.launch_elements(kernel, n, &[&o, &(value as f32).to_bits(), &n64]),

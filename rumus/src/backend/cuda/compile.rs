@@ -131,9 +131,41 @@ impl Drop for Modules {
     }
 }
 
+/// A kernel's entry point: its module, its base name and up to two dtype suffixes
+/// (`("elementwise", "cast", ["f32", "i64"])` is `cast_f32_i64`), all static, so finding a
+/// kernel that ran before allocates nothing.
+pub(crate) type EntryPoint = (&'static str, &'static str, [&'static str; 2]);
+
+/// The kernels each device has looked up, by entry point.
+#[derive(Default)]
+pub(crate) struct Kernels(Mutex<HashMap<EntryPoint, Kernel>>);
+
 impl CudaDevice {
+    /// Kernel `name` of `module` with `suffixes` appended (empty ones skipped), compiling and
+    /// loading the module on first use.
+    pub(crate) fn kernel(
+        &self,
+        module: &'static str,
+        name: &'static str,
+        suffixes: [&'static str; 2],
+    ) -> Result<Kernel> {
+        let key = (module, name, suffixes);
+        let mut known = self.0.kernels.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kernel) = known.get(&key) {
+            return Ok(*kernel);
+        }
+        let mut full = name.to_owned();
+        for suffix in suffixes.iter().filter(|s| !s.is_empty()) {
+            full.push('_');
+            full.push_str(suffix);
+        }
+        let kernel = self.kernel_named(module, &full)?;
+        known.insert(key, kernel);
+        Ok(kernel)
+    }
+
     /// Kernel `name` of module `module`, compiling and loading the module on first use.
-    pub(crate) fn kernel(&self, module: &'static str, name: &str) -> Result<Kernel> {
+    fn kernel_named(&self, module: &'static str, name: &str) -> Result<Kernel> {
         let loaded = self.module(module)?;
         let mut kernels = loaded.kernels.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(kernel) = kernels.get(name) {

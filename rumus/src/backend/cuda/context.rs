@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};
 
-use super::compile::Modules;
+use super::compile::{Kernels, Modules};
 use super::matmul::Blas;
 use super::memory::CudaBuffer;
 use crate::backend::cpu::CpuBuffer;
@@ -18,6 +18,7 @@ use crate::error::{DeviceError, Result};
 /// Everything one opened CUDA device owns. Fields drop in order: what lives in the context
 /// (modules, cuBLASLt state, buffers) before the stream, the stream before the context.
 pub(crate) struct Context {
+    pub kernels: Kernels,
     pub modules: Modules,
     pub blas: Mutex<Option<Blas>>,
     /// Host scalars (rank-0 tensors) that joined ops here, uploaded once per value.
@@ -203,6 +204,7 @@ fn open(ordinal: usize) -> std::result::Result<CudaDevice, String> {
         name,
         ordinal,
         compute_capability,
+        kernels: Kernels::default(),
         modules: Modules::default(),
         blas: Mutex::new(None),
         constants: Mutex::new(HashMap::new()),

@@ -43,7 +43,7 @@ impl Pointwise for CudaDevice {
         let n = x.numel();
         let out = CudaBuffer::uninit(self, n, x.dtype())?;
         let [vx] = views(op.name(), x.dims(), [x.layout])?;
-        let kernel = self.kernel(MODULE, &format!("unary_{}", dtype_suffix(x.dtype())))?;
+        let kernel = self.kernel(MODULE, "unary", [dtype_suffix(x.dtype()), ""])?;
         let (p0, p1) = scalars(op);
         let code = op.code() as i32;
         let (out_ptr, x_ptr, n64) = (out.address(0), x.memory.address(0), n as i64);
@@ -66,7 +66,7 @@ impl Pointwise for CudaDevice {
         let [vg, vx] = views(op.name(), x.dims(), [grad.layout, x.layout])?;
         let kernel = self.kernel(
             MODULE,
-            &format!("activation_grad_{}", dtype_suffix(x.dtype())),
+            "activation_grad", [dtype_suffix(x.dtype()), ""],
         )?;
         let (slope, _) = scalars(op);
         let (dropped, threshold, scale, seed) = match draws {
@@ -119,7 +119,7 @@ impl Pointwise for CudaDevice {
         let n = a.numel();
         let out = CudaBuffer::uninit(self, n, a.dtype())?;
         let [va, vb] = views(op.name(), a.dims(), [a.layout, b.layout])?;
-        let kernel = self.kernel(MODULE, &format!("binary_{}", dtype_suffix(a.dtype())))?;
+        let kernel = self.kernel(MODULE, "binary", [dtype_suffix(a.dtype()), ""])?;
         let code = op.code() as i32;
         let (o, pa, pb, n64) = (out.address(0), a.memory.address(0), b.memory.address(0), n as i64);
         self.launch_elements(kernel, n, &[&o, &pa, &va, &pb, &vb, &n64, &code])?;
@@ -136,7 +136,7 @@ impl Pointwise for CudaDevice {
         let n = a.numel();
         let out = CudaBuffer::uninit(self, n, DType::Bool)?;
         let [va, vb] = views("compare", a.dims(), [a.layout, b.layout])?;
-        let kernel = self.kernel(MODULE, &format!("compare_{}", dtype_suffix(a.dtype())))?;
+        let kernel = self.kernel(MODULE, "compare", [dtype_suffix(a.dtype()), ""])?;
         let code = op.code() as i32;
         let (o, pa, pb, n64) = (out.address(0), a.memory.address(0), b.memory.address(0), n as i64);
         self.launch_elements(kernel, n, &[&o, &pa, &va, &pb, &vb, &n64, &code])?;
@@ -158,7 +158,7 @@ impl Pointwise for CudaDevice {
             on_true.dims(),
             [condition.layout, on_true.layout, on_false.layout],
         )?;
-        let kernel = self.kernel(MODULE, &format!("select_{}", width_suffix(on_true.dtype())))?;
+        let kernel = self.kernel(MODULE, "select", [width_suffix(on_true.dtype()), ""])?;
         let (o, pc, pt, pf, n64) = (
             out.address(0),
             condition.memory.address(0),
@@ -176,7 +176,7 @@ impl Pointwise for CudaDevice {
         let n = a.numel();
         let out = CudaBuffer::uninit(self, n, DType::Bool)?;
         let [va, vb] = views("logical_and", a.dims(), [a.layout, b.layout])?;
-        let kernel = self.kernel(MODULE, "logical_and")?;
+        let kernel = self.kernel(MODULE, "logical_and", ["", ""])?;
         let (o, pa, pb, n64) = (out.address(0), a.memory.address(0), b.memory.address(0), n as i64);
         self.launch_elements(kernel, n, &[&o, &pa, &va, &pb, &vb, &n64])?;
         Ok(out)
@@ -184,16 +184,16 @@ impl Pointwise for CudaDevice {
 
     fn logical_not(&self, x: Src<'_, CudaBuffer>) -> Result<CudaBuffer> {
         same_dtype("logical_not", x.dtype(), DType::Bool)?;
-        self.map_view("logical_not", x, "logical_not".into(), DType::Bool)
+        self.map_view("logical_not", x, ("logical_not", ["", ""]), DType::Bool)
     }
 
     fn cast(&self, x: Src<'_, CudaBuffer>, dtype: DType) -> Result<CudaBuffer> {
-        let kernel = format!("cast_{}_{}", dtype_suffix(x.dtype()), dtype_suffix(dtype));
-        self.map_view("to_dtype", x, kernel, dtype)
+        let suffixes = [dtype_suffix(x.dtype()), dtype_suffix(dtype)];
+        self.map_view("to_dtype", x, ("cast", suffixes), dtype)
     }
 
     fn copy(&self, x: Src<'_, CudaBuffer>) -> Result<CudaBuffer> {
-        self.map_view("contiguous", x, format!("copy_{}", width_suffix(x.dtype())), x.dtype())
+        self.map_view("contiguous", x, ("copy", [width_suffix(x.dtype()), ""]), x.dtype())
     }
 }
 
@@ -203,13 +203,13 @@ impl CudaDevice {
         &self,
         op: &'static str,
         x: Src<'_, CudaBuffer>,
-        kernel: String,
+        (kernel, suffixes): (&'static str, [&'static str; 2]),
         dtype: DType,
     ) -> Result<CudaBuffer> {
         let n = x.numel();
         let out = CudaBuffer::uninit(self, n, dtype)?;
         let [vx] = views(op, x.dims(), [x.layout])?;
-        let kernel = self.kernel(MODULE, &kernel)?;
+        let kernel = self.kernel(MODULE, kernel, suffixes)?;
         let (o, px, n64) = (out.address(0), x.memory.address(0), n as i64);
         self.launch_elements(kernel, n, &[&o, &px, &vx, &n64])?;
         Ok(out)
@@ -225,7 +225,7 @@ impl CudaDevice {
         let n = x.numel();
         let out = CudaBuffer::uninit(self, n, x.dtype())?;
         let [vx] = views("dropout", x.dims(), [x.layout])?;
-        let kernel = self.kernel(MODULE, &format!("unary_dropout_{}", dtype_suffix(x.dtype())))?;
+        let kernel = self.kernel(MODULE, "unary_dropout", [dtype_suffix(x.dtype()), ""])?;
         let code = op.map_or(-1, |op| op.code() as i32);
         let (p0, p1) = op.map_or((0.0, 0.0), scalars);
         let threshold = keep_threshold(draws);

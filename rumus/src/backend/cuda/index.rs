@@ -59,7 +59,7 @@ impl CudaDevice {
         let vo = partner_view(op, source.dims(), &out_layout)?;
         let [vi] = views(op, indices.dims(), [indices.layout])?;
         let [vs] = views(op, source.dims(), [source.layout])?;
-        let kernel = self.kernel(MODULE, &format!("add_at_{}", dtype_suffix(base.dtype())))?;
+        let kernel = self.kernel(MODULE, "add_at", [dtype_suffix(base.dtype()), ""])?;
         let n = source.numel();
         let (o, axis_stride, pi, per, ps, size, n64, fault) = (
             out.address(0),
@@ -99,7 +99,7 @@ impl CudaDevice {
         let (count, inner) = along(out_dims, axis);
         let vx = partner_view(op, out_dims, x.layout)?;
         let [vi] = views(op, indices.dims(), [indices.layout])?;
-        let kernel = self.kernel(MODULE, &format!("pick_{}", width_suffix(x.dtype())))?;
+        let kernel = self.kernel(MODULE, "pick", [width_suffix(x.dtype()), ""])?;
         let (o, px, axis_stride, pi, per, size, n64, fault) = (
             out.address(0),
             x.memory.address(0),

@@ -37,7 +37,7 @@ impl Loss for CudaDevice {
         let [vx] = views(OP, dims, [logits.layout])?;
         let [vp] = views(OP, lse_and_weights.dims(), [lse_and_weights.layout])?;
         let [vt] = views(OP, targets.dims(), [targets.layout])?;
-        let kernel = self.kernel("loss", &format!("cross_entropy_grad_{}", dtype_suffix(dtype)))?;
+        let kernel = self.kernel("loss", "cross_entropy_grad", [dtype_suffix(dtype), ""])?;
         let (o, px, pp, pt, n64) = (
             out.address(0),
             logits.memory.address(0),

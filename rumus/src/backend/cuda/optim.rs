@@ -18,7 +18,7 @@ impl CudaDevice {
         let (memory, layout) = dst;
         let n = layout.numel();
         let [vd, vs] = views("copy_", layout.dims(), [layout, src.layout])?;
-        let kernel = self.kernel(MODULE, &format!("assign_{}", width_suffix(src.dtype())))?;
+        let kernel = self.kernel(MODULE, "assign", [width_suffix(src.dtype()), ""])?;
         let (pd, ps, n64) = (memory.address(0), src.memory.address(0), n as i64);
         self.launch_elements(kernel, n, &[&pd, &vd, &ps, &vs, &n64])
     }
@@ -42,7 +42,7 @@ impl Update for CudaDevice {
         }
         let n = dst.layout.numel();
         let [vd, vs] = views(OP, dst.layout.dims(), [dst.layout, src.layout])?;
-        let kernel = self.kernel(MODULE, &format!("scale_add_{}", dtype_suffix(src.dtype())))?;
+        let kernel = self.kernel(MODULE, "scale_add", [dtype_suffix(src.dtype()), ""])?;
         let (pd, ps, n64) = (dst.memory.address(0), src.memory.address(0), n as i64);
         self.launch_elements(kernel, n, &[&pd, &vd, &ps, &vs, &n64, &scale, &alpha])
     }
@@ -99,7 +99,7 @@ impl Optim for CudaDevice {
             return Ok(false);
         }
         let n = g.numel();
-        let kernel = self.kernel(MODULE, &format!("adam_{}", dtype_suffix(dtype)))?;
+        let kernel = self.kernel(MODULE, "adam", [dtype_suffix(dtype), ""])?;
         let at = |memory: &CudaBuffer, layout: &Layout| memory.address(layout.offset());
         let (pp, pm, pv, pg, n64) = (
             at(p.memory, p.layout),
@@ -141,7 +141,7 @@ impl Optim for CudaDevice {
         let n = g.numel();
         let out = CudaBuffer::uninit(self, n, DType::F32)?;
         let [vg] = views("GradScaler::unscale", g.dims(), [g.layout])?;
-        let kernel = self.kernel(MODULE, "unscale")?;
+        let kernel = self.kernel(MODULE, "unscale", ["", ""])?;
         let (o, pg, n64, scale, pf) = (
             out.address(0),
             g.memory.address(0),

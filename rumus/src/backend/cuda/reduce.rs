@@ -73,7 +73,7 @@ impl CudaDevice {
     /// over the outputs.
     pub(super) fn launch_rows(
         &self,
-        kernel: &str,
+        kernel: &'static str,
         dtype: DType,
         outputs: usize,
         args: &[&dyn super::launch::Arg],
@@ -81,7 +81,7 @@ impl CudaDevice {
         if outputs == 0 {
             return Ok(());
         }
-        let kernel = self.kernel(module_of(kernel), &format!("{kernel}_{}", dtype_suffix(dtype)))?;
+        let kernel = self.kernel(module_of(kernel), kernel, [dtype_suffix(dtype), ""])?;
         let blocks = outputs.min(65_535) as u32;
         self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), 0, args)
     }
@@ -105,7 +105,7 @@ impl Reduce for CudaDevice {
             if outputs == 0 {
                 return Ok(out);
             }
-            let kernel = self.kernel(MODULE, &format!("reduce_{}", dtype_suffix(x.dtype())))?;
+            let kernel = self.kernel(MODULE, "reduce", [dtype_suffix(x.dtype()), ""])?;
             let blocks = outputs.div_ceil(COLUMNS).min(65_535) as u32;
             let columns = 1i32;
             self.launch(

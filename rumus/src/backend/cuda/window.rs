@@ -45,14 +45,14 @@ impl Geometry {
 impl CudaDevice {
     fn window_kernel(
         &self,
-        name: &str,
+        name: &'static str,
         x: Src<'_, CudaBuffer>,
         window: &Window2d,
         outputs: &[&CudaBuffer],
         n: usize,
     ) -> Result<()> {
         let [vx] = views(name_of(name), x.dims(), [x.layout])?;
-        let kernel = self.kernel(MODULE, &format!("{name}_{}", dtype_suffix(x.dtype())))?;
+        let kernel = self.kernel(MODULE, name, [dtype_suffix(x.dtype()), ""])?;
         let (px, g, n64) = (x.memory.address(0), Geometry::of(window), n as i64);
         let addresses: Vec<u64> = outputs.iter().map(|o| o.address(0)).collect();
         let mut args: Vec<&dyn Arg> = addresses.iter().map(|a| a as &dyn Arg).collect();
