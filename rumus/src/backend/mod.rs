@@ -22,6 +22,8 @@ pub mod kinds;
 #[cfg(any(feature = "gpu", feature = "cuda"))]
 mod strided;
 
+#[cfg(not(all(feature = "gpu", feature = "cuda")))]
+pub(crate) use contract::refuse_every_kernel;
 pub use contract::{
     Allocate, Attention, Backend, BackendMemory, Custom, Dst, Forward, Index, Int8, Join, Kernels,
     Loss, Matmul, Norm, Optim, Pointwise, Reduce, Src, Update, Viewed, Windows, check_index_dtype,

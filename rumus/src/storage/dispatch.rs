@@ -283,10 +283,7 @@ where
         Device::Gpu(gpu_device) => with_constants(
             operands,
             &memory,
-            |m| match m {
-                Memory::Gpu(buffer) => Some(buffer),
-                _ => None,
-            },
+            Memory::gpu,
             |host, offset| gpu_device.constant(host, offset),
             |src| gpu(&gpu_device, src),
         )?
@@ -294,10 +291,7 @@ where
         Device::Cuda(cuda_device) => with_constants(
             operands,
             &memory,
-            |m| match m {
-                Memory::Cuda(buffer) => Some(buffer),
-                _ => None,
-            },
+            Memory::cuda,
             |host, offset| cuda_device.constant(host, offset),
             |src| cuda(&cuda_device, src),
         )?
@@ -442,28 +436,16 @@ pub(super) fn run_mut<const W: usize, const R: usize, T>(
         Device::Gpu(gpu_device) => in_place(
             (&writes, &mut written),
             (&reads, &read),
-            |m| match m {
-                Memory::Gpu(buffer) => Some(buffer),
-                _ => None,
-            },
-            |m| match m {
-                Memory::Gpu(buffer) => Some(buffer),
-                _ => None,
-            },
+            Memory::gpu_mut,
+            Memory::gpu,
             |host, offset| gpu_device.constant(host, offset),
             |dsts, srcs| gpu(&gpu_device, dsts, srcs),
         )?,
         Device::Cuda(cuda_device) => in_place(
             (&writes, &mut written),
             (&reads, &read),
-            |m| match m {
-                Memory::Cuda(buffer) => Some(buffer),
-                _ => None,
-            },
-            |m| match m {
-                Memory::Cuda(buffer) => Some(buffer),
-                _ => None,
-            },
+            Memory::cuda_mut,
+            Memory::cuda,
             |host, offset| cuda_device.constant(host, offset),
             |dsts, srcs| cuda(&cuda_device, dsts, srcs),
         )?,

@@ -74,6 +74,36 @@ pub enum Memory {
 }
 
 impl Memory {
+    /// The wgpu buffer, for memory on a wgpu GPU.
+    fn gpu(&self) -> Option<&GpuBuffer> {
+        match self {
+            Memory::Gpu(buffer) => Some(buffer),
+            _ => None,
+        }
+    }
+
+    fn gpu_mut(&mut self) -> Option<&mut GpuBuffer> {
+        match self {
+            Memory::Gpu(buffer) => Some(buffer),
+            _ => None,
+        }
+    }
+
+    /// The CUDA buffer, for memory on a CUDA device.
+    fn cuda(&self) -> Option<&CudaBuffer> {
+        match self {
+            Memory::Cuda(buffer) => Some(buffer),
+            _ => None,
+        }
+    }
+
+    fn cuda_mut(&mut self) -> Option<&mut CudaBuffer> {
+        match self {
+            Memory::Cuda(buffer) => Some(buffer),
+            _ => None,
+        }
+    }
+
     /// The device holding the memory.
     fn device(&self) -> Device {
         match self {

@@ -149,6 +149,30 @@ kernels!(
     Update, Windows,
 );
 
+/// Implements every family but `Int8` with its defaults for `$device`: the stub of a backend
+/// built without its cargo feature, whose kernels no dispatch can reach (no memory of it
+/// exists).
+#[cfg_attr(all(feature = "gpu", feature = "cuda"), allow(unused_macros))]
+macro_rules! refuse_every_kernel {
+    ($device:ty) => {
+        impl $crate::backend::Allocate for $device {}
+        impl $crate::backend::Attention for $device {}
+        impl $crate::backend::Custom for $device {}
+        impl $crate::backend::Index for $device {}
+        impl $crate::backend::Join for $device {}
+        impl $crate::backend::Loss for $device {}
+        impl $crate::backend::Matmul for $device {}
+        impl $crate::backend::Norm for $device {}
+        impl $crate::backend::Optim for $device {}
+        impl $crate::backend::Pointwise for $device {}
+        impl $crate::backend::Reduce for $device {}
+        impl $crate::backend::Update for $device {}
+        impl $crate::backend::Windows for $device {}
+    };
+}
+#[cfg(not(all(feature = "gpu", feature = "cuda")))]
+pub(crate) use refuse_every_kernel;
+
 #[cfg(test)]
 mod tests {
     use super::*;

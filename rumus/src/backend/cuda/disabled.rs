@@ -92,19 +92,7 @@ impl crate::backend::Backend for CudaDevice {
     }
 }
 
-impl crate::backend::Allocate for CudaDevice {}
-impl crate::backend::Pointwise for CudaDevice {}
-impl crate::backend::Optim for CudaDevice {}
-impl crate::backend::Reduce for CudaDevice {}
-impl crate::backend::Norm for CudaDevice {}
-impl crate::backend::Loss for CudaDevice {}
-impl crate::backend::Matmul for CudaDevice {}
-impl crate::backend::Windows for CudaDevice {}
-impl crate::backend::Attention for CudaDevice {}
-impl crate::backend::Custom for CudaDevice {}
-impl crate::backend::Index for CudaDevice {}
-impl crate::backend::Join for CudaDevice {}
-impl crate::backend::Update for CudaDevice {}
+crate::backend::refuse_every_kernel!(CudaDevice);
 
 impl crate::backend::Int8 for CudaDevice {
     type Int8Weights = Infallible;

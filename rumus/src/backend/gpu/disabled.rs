@@ -47,23 +47,7 @@ impl crate::backend::Backend for GpuDevice {
     }
 }
 
-impl crate::backend::Allocate for GpuDevice {}
-impl crate::backend::Pointwise for GpuDevice {}
-impl crate::backend::Optim for GpuDevice {}
-
-impl crate::backend::Reduce for GpuDevice {}
-
-impl crate::backend::Norm for GpuDevice {}
-
-impl crate::backend::Loss for GpuDevice {}
-
-impl crate::backend::Matmul for GpuDevice {}
-impl crate::backend::Windows for GpuDevice {}
-impl crate::backend::Attention for GpuDevice {}
-impl crate::backend::Custom for GpuDevice {}
-impl crate::backend::Index for GpuDevice {}
-impl crate::backend::Join for GpuDevice {}
-impl crate::backend::Update for GpuDevice {}
+crate::backend::refuse_every_kernel!(GpuDevice);
 
 impl crate::backend::Int8 for GpuDevice {
     type Int8Weights = Infallible;
