@@ -13,10 +13,14 @@ impl Storage {
     pub(crate) fn from_host(device: &Device, host: CpuBuffer) -> Result<Storage> {
         Ok(match device {
             Device::Cpu => Storage::new(host),
-            Device::Gpu(gpu) => {
-                Storage::uploaded(crate::backend::gpu::upload_buffer(gpu, &host)?, &host)
-            }
-            Device::Cuda(cuda) => Storage::on_cuda(crate::backend::cuda::upload(cuda, &host)?),
+            Device::Gpu(gpu) => Storage::uploaded(
+                Storage::on_gpu(crate::backend::gpu::upload_buffer(gpu, &host)?),
+                &host,
+            ),
+            Device::Cuda(cuda) => Storage::uploaded(
+                Storage::on_cuda(crate::backend::cuda::upload(cuda, &host)?),
+                &host,
+            ),
         })
     }
 

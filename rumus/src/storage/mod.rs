@@ -244,10 +244,10 @@ impl Storage {
         Self::with_memory(len, dtype, Memory::Cuda(buffer))
     }
 
-    /// GPU memory just uploaded from `host` (the same elements); a small `i64` tensor keeps
-    /// them for [`Storage::uploaded_elements`].
-    pub(crate) fn uploaded(buffer: GpuBuffer, host: &CpuBuffer) -> Self {
-        let mut storage = Self::on_gpu(buffer);
+    /// `storage`, device memory just uploaded from `host` (the same elements); a small `i64`
+    /// tensor keeps them for [`Storage::uploaded_elements`], so checking labels on the host
+    /// needs no wait for the device.
+    pub(crate) fn uploaded(mut storage: Storage, host: &CpuBuffer) -> Self {
         if let CpuBuffer::I64(values) = host
             && values.len() * 8 <= MAX_KEPT_UPLOAD_BYTES
         {
@@ -256,7 +256,7 @@ impl Storage {
         storage
     }
 
-    /// The host elements this GPU memory was uploaded from, when it kept them and nothing
+    /// The host elements this device memory was uploaded from, when it kept them and nothing
     /// has written it since.
     pub(crate) fn uploaded_elements(&self) -> Option<&CpuBuffer> {
         self.uploaded_from

@@ -104,15 +104,15 @@ fn data_type(dtype: DType) -> sys::cudaDataType {
 /// cuBLASLt, as the column-major matrix whose (possibly transposed) use gives the
 /// transpose of the view: `None` where neither of its axes is contiguous.
 fn as_column_major(r: usize, c: usize, sr: usize, sc: usize) -> Option<(u64, u64, i64, bool)> {
-    // A size-1 axis has any stride; give it the one a packed matrix would have.
-    let sr = if r == 1 { c.max(1) * sc.max(1) } else { sr };
-    let sc = if c == 1 { if r == 1 { 1 } else { sc.max(1) } } else { sc };
-    if sc == 1 && sr >= c.max(1) {
+    // A size-1 axis may have any stride: it is never stepped along.
+    if (sc == 1 || c == 1) && (r == 1 || sr >= c.max(1)) {
         // Row-major: its transpose is column-major `c x r` with leading dimension `sr`.
-        Some((c as u64, r as u64, sr as i64, false))
-    } else if sr == 1 && sc >= r.max(1) {
+        let ld = if r == 1 { c.max(1) } else { sr };
+        Some((c as u64, r as u64, ld as i64, false))
+    } else if (sr == 1 || r == 1) && (c == 1 || sc >= r.max(1)) {
         // Column-major: stored as `r x c` with leading dimension `sc`, read transposed.
-        Some((r as u64, c as u64, sc as i64, true))
+        let ld = if c == 1 { r.max(1) } else { sc };
+        Some((r as u64, c as u64, ld as i64, true))
     } else {
         None
     }
@@ -442,5 +442,86 @@ impl Matmul for CudaDevice {
             .map_err(|e| blas_error("the product", e))
         })?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Element `(i, j)` of the matrix cuBLASLt reads from `memory` stored column-major as
+    /// `(rows, cols, ld, transposed)` ([`as_column_major`]'s answer): the stored matrix, or
+    /// its transpose.
+    fn read(memory: &[f64], (rows, cols, ld, transposed): (u64, u64, i64, bool), i: usize, j: usize) -> f64 {
+        assert!(ld as u64 >= rows.max(1), "cuBLASLt needs ld >= rows");
+        let (i, j) = if transposed { (j, i) } else { (i, j) };
+        assert!(i < rows as usize && j < cols as usize, "read outside the stored matrix");
+        memory[i + j * ld as usize]
+    }
+
+    /// A row-major `[r, c]` view of fresh memory: row-major or column-major, with `pad`
+    /// unused elements after each row (or column).
+    fn stored(r: usize, c: usize, column_major: bool, pad: usize, seed: f64) -> (Vec<f64>, [usize; 2]) {
+        let (outer, inner) = if column_major { (c, r) } else { (r, c) };
+        let ld = inner + pad;
+        let memory: Vec<f64> = (0..outer * ld).map(|i| (i as f64 * 0.37 + seed).sin()).collect();
+        let strides = if column_major { [1, ld] } else { [ld, 1] };
+        (memory, strides)
+    }
+
+    /// `C = A B` computed as cuBLASLt computes `C^T = op(B') op(A')` from the layouts
+    /// `as_column_major` gives, against the product of the views, for every pairing of row-
+    /// and column-major operands, padded or not, including size-1 axes.
+    #[test]
+    fn the_column_major_reading_of_row_major_views_gives_their_product() {
+        for (m, k, n) in [(3, 4, 5), (1, 4, 5), (3, 1, 5), (3, 4, 1), (1, 1, 1)] {
+            for a_cols in [false, true] {
+                for b_cols in [false, true] {
+                    for pad in [0, 2] {
+                        let (a, sa) = stored(m, k, a_cols, pad, 0.1);
+                        let (b, sb) = stored(k, n, b_cols, pad, 0.7);
+                        let first = as_column_major(k, n, sb[0], sb[1]).expect("one axis is contiguous");
+                        let second = as_column_major(m, k, sa[0], sa[1]).expect("one axis is contiguous");
+                        for i in 0..m {
+                            for j in 0..n {
+                                let expected: f64 =
+                                    (0..k).map(|p| a[i * sa[0] + p * sa[1]] * b[p * sb[0] + j * sb[1]]).sum();
+                                // D = C^T is n x m: D[j, i] = sum_p op(first)[j, p] op(second)[p, i].
+                                let got: f64 = (0..k)
+                                    .map(|p| read(&b, first, j, p) * read(&a, second, p, i))
+                                    .sum();
+                                assert!(
+                                    (got - expected).abs() < 1e-12,
+                                    "m{m} k{k} n{n}, a col-major {a_cols}, b col-major {b_cols}, pad {pad}: ({i}, {j})"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn views_with_no_contiguous_axis_are_packed_first() {
+        assert_eq!(as_column_major(3, 4, 8, 2), None);
+        assert_eq!(as_column_major(3, 4, 2, 8), None);
+        // Rows closer together than a row is long overlap: not a matrix cuBLASLt can read.
+        assert_eq!(as_column_major(3, 4, 2, 1), None);
+    }
+
+    #[test]
+    fn batch_axes_collapse_to_one_stride_or_are_packed() {
+        // [2, 3] batches of 4x5 matrices, contiguous: one stride of 20.
+        assert_eq!(batch_stride(&Layout::contiguous(&[2, 3, 4, 5])), Some(20));
+        // A broadcast matrix: stride 0.
+        let broadcast = Layout::contiguous(&[4, 5]).broadcast_to(&[6, 4, 5]);
+        assert_eq!(batch_stride(&broadcast), Some(0));
+        // No batch axes, or only axes of size 1.
+        assert_eq!(batch_stride(&Layout::contiguous(&[4, 5])), Some(0));
+        assert_eq!(batch_stride(&Layout::contiguous(&[1, 1, 4, 5])), Some(0));
+        // Batch axes that do not nest (a permuted batch): no single stride.
+        let permuted = Layout::contiguous(&[2, 3, 4, 5]).permute(&[1, 0, 2, 3]);
+        assert_eq!(batch_stride(&permuted), None);
     }
 }
