@@ -82,7 +82,13 @@ const SMALL_PRODUCT: usize = 16 * 16;
 /// operands given by pointer and (row, column) strides, through gemm's f32 or f64 kernel. Its
 /// micro-kernels want a column-major destination, so the product is computed as its
 /// transpose, `dst^T = rhs^T @ lhs^T` (what the `gemm` crate's front end does for a
-/// row-major one).
+/// row-major one), except where `rhs` is column-major (a linear layer's `x @ W^T`): gemm
+/// packs the left operand of that form slowly when it is row-major, so the product is
+/// asked for as it is, `dst = lhs @ rhs` into a row-major destination. Measured on one
+/// thread (`x @ W^T`, W `[out, in]` row-major): batch 16, 4096 -> 4096 51.9 -> 10.9 ms
+/// (with W^T copied to row-major first, 12.6 ms), batch 16, 512 -> 1000 1.13 -> 0.15 ms,
+/// batch 64, 1024 -> 1024 4.1 -> 2.6 ms; with `rhs` row-major the transposed form stays
+/// faster (12.6 against 18.4 ms at 4096).
 ///
 /// # Safety
 /// `T` is `f32` or `f64`; every address formed from the pointers, strides and sizes lies
@@ -121,12 +127,49 @@ unsafe fn gemm_row_major<T: Float>(
             )
         };
     }
+    // The product as it is, into a destination with unit column stride.
+    macro_rules! direct_product {
+        ($kernel:expr) => {
+            $kernel(
+                m,
+                n,
+                k,
+                dst.cast(),
+                1,
+                dst_rs as isize,
+                accumulate,
+                lhs.cast(),
+                lhs_cs,
+                lhs_rs,
+                rhs.cast(),
+                rhs_cs,
+                rhs_rs,
+                if accumulate { 1.0 } else { 0.0 },
+                1.0,
+                false,
+                false,
+                false,
+                parallelism,
+            )
+        };
+    }
+    let rhs_column_major = rhs_rs == 1 && rhs_cs != 1;
     // SAFETY: the caller's contract; `T` is the kernel's element type (checked by TypeId).
     unsafe {
         if TypeId::of::<T>() == TypeId::of::<f32>() {
-            transposed_product!(gemm_f32::gemm::f32::get_gemm_fn());
+            let kernel = gemm_f32::gemm::f32::get_gemm_fn();
+            if rhs_column_major {
+                direct_product!(kernel);
+            } else {
+                transposed_product!(kernel);
+            }
         } else if TypeId::of::<T>() == TypeId::of::<f64>() {
-            transposed_product!(gemm_f64::gemm::f64::get_gemm_fn());
+            let kernel = gemm_f64::gemm::f64::get_gemm_fn();
+            if rhs_column_major {
+                direct_product!(kernel);
+            } else {
+                transposed_product!(kernel);
+            }
         } else {
             unreachable!("matrix products run on f32 and f64 only");
         }
