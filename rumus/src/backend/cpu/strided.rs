@@ -58,6 +58,10 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
     let layout = &layout.coalesced();
     let (n, stride) = inner(layout);
     let mut out = super::pool::reused(numel, O::default());
+    if stride > 1 && n > 1 && rows_are_neighbours(layout) {
+        transposed_tiles(a, layout, &mut out, f);
+        return out;
+    }
     for_each_row(&mut out, n, |row, dst| {
         let base = row_start(row, layout);
         if stride == 0 {
@@ -76,6 +80,48 @@ pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
         }
     });
     out
+}
+
+/// Whether consecutive rows of `layout` (a coalesced layout of rank 2 or more) start at
+/// consecutive elements: the view of a transposed matrix, whose rows step along memory's
+/// contiguous axis.
+fn rows_are_neighbours(layout: &Layout) -> bool {
+    let (dims, strides) = (layout.dims(), layout.strides());
+    dims.len() >= 2 && strides[dims.len() - 2] == 1 && dims[dims.len() - 2] > 1
+}
+
+/// Output rows of a transposed copy filled together: a tile's reads run along memory's
+/// contiguous axis and its writes stay in as many cache lines as it has rows.
+const TILE: usize = 32;
+
+/// [`map`] for views whose rows start at consecutive elements ([`rows_are_neighbours`]),
+/// in tiles of `TILE x TILE`: walked row by row, each element is read from a cache line of
+/// its own. A 4096 x 4096 f32 transpose copy on the dev box, one thread: 121 -> 48 ms
+/// (PyTorch 50 ms); 1024 x 1024 (in cache either way) 3.3 -> 2.5 ms (PyTorch 0.63 ms, with
+/// vector transposes).
+fn transposed_tiles<A: Copy + Sync, O: Copy + Send>(
+    a: &[A],
+    layout: &Layout,
+    out: &mut [O],
+    f: impl Fn(A) -> O + Sync,
+) {
+    let (n, stride) = inner(layout);
+    for_each_row(out, TILE * n, |chunk, dst| {
+        let rows = dst.len() / n;
+        let starts: smallvec::SmallVec<[usize; TILE]> = (0..rows)
+            .map(|k| row_start(chunk * TILE + k, layout))
+            .collect();
+        for first in (0..n).step_by(TILE) {
+            let end = (first + TILE).min(n);
+            // Row by row of the tile: the rows' reads fall in the same `end - first` lines.
+            for (k, &start) in starts.iter().enumerate() {
+                let src = a[start + first * stride..].iter().step_by(stride);
+                for (d, &x) in dst[k * n + first..k * n + end].iter_mut().zip(src) {
+                    *d = f(x);
+                }
+            }
+        }
+    });
 }
 
 /// `f(a, b)` element-wise; both layouts have the output's dims (broadcast views allowed).
@@ -187,6 +233,43 @@ pub fn update_in_place<T: Copy, S: Copy>(
         for j in 0..n {
             let slot = &mut dst[base_d + j * stride_d];
             *slot = f(*slot, src[base_s + j * stride_s]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Element `i` of the row-major walk over `layout`, by index arithmetic alone.
+    fn element(a: &[f32], layout: &Layout, mut i: usize) -> f32 {
+        let mut at = layout.offset();
+        for (&size, &stride) in layout.dims().iter().zip(layout.strides()).rev() {
+            at += (i % size) * stride;
+            i /= size;
+        }
+        a[at]
+    }
+
+    /// Transposed and permuted views, ragged against the tile size and large enough to be
+    /// split across threads, copy to the elements their walk names.
+    #[test]
+    fn transposed_views_copy_in_tiles_to_their_elements() {
+        let cases: [(&[usize], &[usize]); 5] = [
+            (&[70, 45], &[1, 0]),
+            (&[3, 33, 65], &[0, 2, 1]),
+            (&[2, 3, 40, 50], &[1, 0, 3, 2]),
+            (&[300, 300], &[1, 0]),
+            (&[5, 64, 31], &[2, 1, 0]),
+        ];
+        for (dims, perm) in cases {
+            let numel: usize = dims.iter().product();
+            let a: Vec<f32> = (0..numel + 3).map(|i| i as f32 * 0.5).collect();
+            let layout =
+                Layout::new(dims, &crate::shape::contiguous_strides(dims), 3).permute(perm);
+            let copied = map(&a, &layout, |x| x + 1.0);
+            let expected: Vec<f32> = (0..numel).map(|i| element(&a, &layout, i) + 1.0).collect();
+            assert_eq!(copied, expected, "dims {dims:?} permuted {perm:?}");
         }
     }
 }
