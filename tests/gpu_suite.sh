@@ -12,6 +12,14 @@
 #                                      SECONDS (default 300), from the repository root (a
 #                                      test reads a fixture file under it); one line per
 #                                      binary, and the failures' output under DIR/logs
+#   tests/gpu_suite.sh --cuda DIR [SECONDS]
+#                                      run every staged test against the CUDA backend
+#                                      (RUMUS_TEST_DEVICE=cuda), each test in a process of its
+#                                      own (a CUDA fault is sticky: it would fail every later
+#                                      test of the process), for at most SECONDS (default 90)
+#                                      each; the CUDA libraries come from the loader's path,
+#                                      with a PyTorch install's nvidia/cu13/lib put first when
+#                                      `python3` has one; one line per binary, then failures
 #   tests/gpu_suite.sh --each BINARY [SECONDS]
 #                                      run each test of one staged binary in a process of
 #                                      its own, for at most SECONDS (default 60) each: a
@@ -65,16 +73,20 @@ export RUMUS_GPU_WAIT_TIMEOUT=${RUMUS_GPU_WAIT_TIMEOUT:-60}
 # Where the tests find their fixture files: this checkout, not the one they were built in.
 export CARGO_MANIFEST_DIR=$PWD
 
-if [[ "${1:-}" == "--each" ]]; then
-    binary=${2:?"--each needs a test binary"}
-    seconds=${3:-60}
+# Runs each test of one binary in a process of its own, for at most $2 seconds; prints the
+# failures (every test with $3 set) and sets `failed` to their count.
+each_test() {
+    local binary=$1 seconds=$2 verbose=${3:-}
+    local log status
     failed=0
     log=$(mktemp)
     while read -r test; do
         status=0
         timeout -k 5 "$seconds" "$binary" --exact "$test" --test-threads=1 >"$log" 2>&1 || status=$?
         if [[ $status -eq 0 ]]; then
-            echo "ok      $test"
+            if [[ -n "$verbose" ]]; then
+                echo "ok      $test"
+            fi
         else
             failed=$((failed + 1))
             echo "FAILED  $test (exit $status$([[ $status -eq 124 ]] && echo ", after $seconds s"))"
@@ -82,12 +94,40 @@ if [[ "${1:-}" == "--each" ]]; then
         fi
     done < <("$binary" --list 2>/dev/null | sed -n 's/: test$//p')
     rm -f "$log"
+}
+
+if [[ "${1:-}" == "--each" ]]; then
+    each_test "${2:?"--each needs a test binary"}" "${3:-60}" verbose
     echo "$failed tests failed"
     [[ $failed -eq 0 ]]
     exit
 fi
 
-dir=${1:?"usage: tests/gpu_suite.sh --stage DIR | DIR [SECONDS] | --each BINARY [SECONDS]"}
+if [[ "${1:-}" == "--cuda" ]]; then
+    dir=${2:?"--cuda needs the folder of staged binaries"}
+    seconds=${3:-90}
+    export RUMUS_TEST_DEVICE=cuda RUMUS_REQUIRE_CUDA=1
+    unset RUMUS_REQUIRE_GPU_TIMING RUMUS_REQUIRE_COOPMAT
+    wheels=$(python3 -c "import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))" 2>/dev/null || true)
+    if [[ -n "$wheels" && -d "$wheels/nvidia/cu13/lib" ]]; then
+        export LD_LIBRARY_PATH="$wheels/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+    total=0
+    for binary in "$dir"/*; do
+        name=$(basename "$binary")
+        if [[ ! -f "$binary" || ! -x "$binary" || "$name" == bench_gpu ]]; then
+            continue
+        fi
+        each_test "$binary" "$seconds"
+        echo "$([[ $failed -eq 0 ]] && echo ok || echo FAILED)      $name: $failed failed"
+        total=$((total + failed))
+    done
+    echo "$total tests failed against CUDA"
+    [[ $total -eq 0 ]]
+    exit
+fi
+
+dir=${1:?"usage: tests/gpu_suite.sh --stage DIR | DIR [SECONDS] | --cuda DIR [SECONDS] | --each BINARY [SECONDS]"}
 seconds=${2:-300}
 mkdir -p "$dir/logs"
 failed=0
