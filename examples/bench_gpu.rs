@@ -476,8 +476,21 @@ fn memory_growth_mib<R>(device: &Device, f: impl FnOnce() -> R) -> (R, f64) {
 /// GPU time of each kernel entry point in one train step (`bench_gpu profile`): the
 /// transformer's, under autocast with `profile autocast`, or GPT-2 small's with `profile gpt`.
 fn step_profile(device: &Device) -> rumus::Result<()> {
-    let Device::Gpu(gpu) = device else {
-        return Ok(());
+    let profile = |on: bool| match device {
+        Device::Gpu(gpu) => gpu.profile_kernels(on),
+        Device::Cuda(cuda) => cuda.profile_kernels(on),
+        Device::Cpu => Ok(()),
+    };
+    let kernel_times = || -> rumus::Result<Vec<(String, rumus::backend::KernelTime)>> {
+        Ok(match device {
+            Device::Gpu(gpu) => gpu
+                .kernel_times()?
+                .into_iter()
+                .map(|(entry, time)| (entry.to_string(), time))
+                .collect(),
+            Device::Cuda(cuda) => cuda.kernel_times()?,
+            Device::Cpu => Vec::new(),
+        })
     };
     let arg = |name: &str| std::env::args().any(|a| a == name);
     let mut step: Box<dyn FnMut()> = if arg("gpt") {
@@ -496,10 +509,10 @@ fn step_profile(device: &Device) -> rumus::Result<()> {
     };
     step();
     let wall = seconds_per_call(device, 1, 1, &mut step);
-    gpu.profile_kernels(true)?;
+    profile(true)?;
     step();
-    let times = gpu.kernel_times()?;
-    gpu.profile_kernels(false)?;
+    let times = kernel_times()?;
+    profile(false)?;
     if arg("gpt") {
         drop(step);
         let mut bench = GptBench::new(device);

@@ -24,6 +24,16 @@ mod strided;
 
 #[cfg(not(all(feature = "gpu", feature = "cuda")))]
 pub(crate) use contract::refuse_every_kernel;
+/// The GPU time of one kernel entry point over a profiled stretch (`profile_kernels` of a
+/// wgpu or CUDA device).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct KernelTime {
+    /// Number of launches of the entry point that were timed.
+    pub dispatches: u64,
+    /// GPU time between each launch's start and end, summed.
+    pub seconds: f64,
+}
+
 pub use contract::{
     Allocate, Attention, Backend, BackendMemory, Custom, Dst, Forward, Index, Int8, Join, Kernels,
     Loss, Matmul, Norm, Optim, Pointwise, Reduce, Src, Update, Viewed, Windows, check_index_dtype,

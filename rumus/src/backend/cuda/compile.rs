@@ -99,14 +99,34 @@ pub fn compile_every_kernel(arch: &str) -> Result<usize> {
     Ok(MODULES.len())
 }
 
-/// A kernel's handle, valid while its device's context lives.
+/// A kernel's handle, valid while its device's context lives, and its entry point.
 #[derive(Clone, Copy)]
-pub(crate) struct Kernel(pub sys::CUfunction);
+pub(crate) struct Kernel {
+    pub function: sys::CUfunction,
+    pub entry: EntryPoint,
+}
+
+impl Kernel {
+    /// The entry point's name (`unary_f32`).
+    pub fn name(&self) -> String {
+        let (_, name, suffixes) = self.entry;
+        let mut full = name.to_owned();
+        for suffix in suffixes.iter().filter(|s| !s.is_empty()) {
+            full.push('_');
+            full.push_str(suffix);
+        }
+        full
+    }
+}
+
+/// A function handle found in a module.
+#[derive(Clone, Copy)]
+struct Function(sys::CUfunction);
 
 /// A loaded module and the kernels looked up in it so far.
 struct Loaded {
     module: sys::CUmodule,
-    kernels: Mutex<HashMap<String, Kernel>>,
+    kernels: Mutex<HashMap<String, Function>>,
 }
 
 // SAFETY: CUDA module and function handles may be used from any thread whose current
@@ -115,6 +135,7 @@ unsafe impl Send for Loaded {}
 unsafe impl Sync for Loaded {}
 unsafe impl Send for Kernel {}
 unsafe impl Sync for Kernel {}
+unsafe impl Send for Function {}
 
 /// The modules a device has loaded, by name.
 #[derive(Default)]
@@ -154,30 +175,28 @@ impl CudaDevice {
         if let Some(kernel) = known.get(&key) {
             return Ok(*kernel);
         }
-        let mut full = name.to_owned();
-        for suffix in suffixes.iter().filter(|s| !s.is_empty()) {
-            full.push('_');
-            full.push_str(suffix);
-        }
-        let kernel = self.kernel_named(module, &full)?;
+        let mut kernel = Kernel {
+            function: std::ptr::null_mut(),
+            entry: key,
+        };
+        kernel.function = self.function(module, &kernel.name())?.0;
         known.insert(key, kernel);
         Ok(kernel)
     }
 
-    /// Kernel `name` of module `module`, compiling and loading the module on first use.
-    fn kernel_named(&self, module: &'static str, name: &str) -> Result<Kernel> {
+    /// Function `name` of module `module`, compiling and loading the module on first use.
+    fn function(&self, module: &'static str, name: &str) -> Result<Function> {
         let loaded = self.module(module)?;
         let mut kernels = loaded.kernels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(kernel) = kernels.get(name) {
-            return Ok(*kernel);
+        if let Some(function) = kernels.get(name) {
+            return Ok(*function);
         }
         let c_name = CString::new(name).expect("kernel names have no NUL");
         // SAFETY: the module is loaded in this device's context, bound by `module`.
         let function = unsafe { result::module::get_function(loaded.module, c_name) }
             .map_err(|e| cuda_error(&format!("finding kernel {name} in {module}.cu"), e))?;
-        let kernel = Kernel(function);
-        kernels.insert(name.to_owned(), kernel);
-        Ok(kernel)
+        kernels.insert(name.to_owned(), Function(function));
+        Ok(Function(function))
     }
 
     fn module(&self, name: &'static str) -> Result<Arc<Loaded>> {

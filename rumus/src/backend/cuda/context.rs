@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};
 
 use super::compile::{Kernels, Modules};
+use super::profile::Profile;
 use super::matmul::Blas;
 use super::memory::CudaBuffer;
 use crate::backend::cpu::CpuBuffer;
@@ -18,6 +19,7 @@ use crate::error::{DeviceError, Result};
 /// Everything one opened CUDA device owns. Fields drop in order: what lives in the context
 /// (modules, cuBLASLt state, buffers) before the stream, the stream before the context.
 pub(crate) struct Context {
+    pub profile: Mutex<Profile>,
     pub kernels: Kernels,
     pub modules: Modules,
     pub blas: Mutex<Option<Blas>>,
@@ -204,6 +206,7 @@ fn open(ordinal: usize) -> std::result::Result<CudaDevice, String> {
         name,
         ordinal,
         compute_capability,
+        profile: Mutex::default(),
         kernels: Kernels::default(),
         modules: Modules::default(),
         blas: Mutex::new(None),

@@ -33,6 +33,16 @@ impl CudaDevice {
         match self.0 {}
     }
 
+    /// Starts or stops timing kernels (unreachable: no `CudaDevice` exists).
+    pub fn profile_kernels(&self, _on: bool) -> Result<()> {
+        match self.0 {}
+    }
+
+    /// The GPU time of each kernel (unreachable: no `CudaDevice` exists).
+    pub fn kernel_times(&self) -> Result<Vec<(String, crate::backend::KernelTime)>> {
+        match self.0 {}
+    }
+
     pub(crate) fn constant(&self, _: &CpuBuffer, _: usize) -> Result<Arc<CudaBuffer>> {
         match self.0 {}
     }

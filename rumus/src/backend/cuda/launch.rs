@@ -137,18 +137,28 @@ impl CudaDevice {
         let mut params: smallvec::SmallVec<[*mut c_void; 16]> =
             args.iter().map(|arg| arg.address()).collect();
         self.bind()?;
+        self.timed(|| kernel.name(), || self.launch_now(kernel, (grid, block), shared_bytes, &mut params))
+    }
+
+    fn launch_now(
+        &self,
+        kernel: Kernel,
+        (grid, block): ((u32, u32, u32), (u32, u32, u32)),
+        shared_bytes: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
         // SAFETY: every argument is a value of the type the kernel declares at that position
         // (the callers mirror the CUDA signatures), alive until this call returns, which is
         // when the driver has copied them; the buffers they address are held by the caller's
         // storages, and any free of them is queued after this kernel on the same stream.
         unsafe {
             result::launch_kernel(
-                kernel.0,
+                kernel.function,
                 grid,
                 block,
                 shared_bytes,
                 self.raw_stream() as sys::CUstream,
-                &mut params,
+                params,
             )
         }
         .map_err(|e| cuda_error("launching a kernel", e))

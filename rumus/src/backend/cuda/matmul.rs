@@ -415,11 +415,12 @@ impl Matmul for CudaDevice {
                 ((&raw const alpha32).cast(), (&raw const beta32).cast())
             };
             let d = out.address(0) as *mut c_void;
+            let name = || format!("cublasLt {dtype}{}", if widen { "->f32" } else { "" });
             // SAFETY: the layouts describe the memory at these addresses (checked or packed
             // above), the workspace holds WORKSPACE_BYTES, and everything stays alive until
             // the stream runs the product (held by the caller's storages, freed in stream
             // order).
-            unsafe {
+            self.timed(name, || unsafe {
                 lt::matmul(
                     blas.handle,
                     plan.desc,
@@ -438,8 +439,8 @@ impl Matmul for CudaDevice {
                     WORKSPACE_BYTES,
                     stream as _,
                 )
-            }
-            .map_err(|e| blas_error("the product", e))
+                .map_err(|e| blas_error("the product", e))
+            })
         })?;
         Ok(out)
     }

@@ -32,6 +32,7 @@ with_cuda_feature! {
     mod memory;
     mod norm;
     mod optim;
+    mod profile;
     mod reduce;
     mod transfer;
     mod unsupported;

@@ -17,14 +17,7 @@ use crate::error::Result;
 pub(crate) const PROFILE_FEATURES: wgpu::Features =
     wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
 
-/// The time the kernels of one entry point took while profiling was on.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct KernelTime {
-    /// Number of dispatches of this entry point that were timed.
-    pub dispatches: u64,
-    /// GPU time between each dispatch's start and end timestamps, summed.
-    pub seconds: f64,
-}
+pub use crate::backend::KernelTime;
 
 /// The timestamp queries of one batch and the table they add to.
 pub(crate) struct Profiler {
