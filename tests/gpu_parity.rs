@@ -1249,3 +1249,52 @@ fn empty_tensors_with_huge_dims_work_as_on_the_cpu() {
     };
     assert!(ints(&[0, 2]).matmul(&ints(&[2, 3])).is_err());
 }
+
+/// On CUDA, which keeps f64 at its width (wgpu has none): f64 element-wise ops, reductions,
+/// softmax, products (cuBLASLt's f64), layer norm and gathers against the CPU's f64 kernels,
+/// to f64 rounding.
+#[test]
+fn f64_ops_match_the_cpu_where_the_device_keeps_f64() {
+    let Some(device) = gpu() else { return };
+    if !device.is_cuda() {
+        common::gpu::skip(
+            "RUMUS_REQUIRE_CUDA",
+            "f64 kernels",
+            format!("{device} has none"),
+        );
+        return;
+    }
+    let wide = |t: DynTensor| t.to_dtype(DType::F64).unwrap();
+    let (a, b) = (wide(tensor(&[7, 33], 90)), wide(tensor(&[33, 5], 91)));
+    let weight = wide(tensor(&[33], 92));
+    let index =
+        DynTensor::from_vec((0..7).map(|i| (i * 5) % 33).collect::<Vec<i64>>(), &[7, 1]).unwrap();
+    let ops = |t: &[DynTensor]| -> Vec<DynTensor> {
+        let (a, b, w, i) = (&t[0], &t[1], &t[2], &t[3]);
+        vec![
+            a.exp().unwrap().add(&a.sigmoid().unwrap()).unwrap(),
+            a.mul(w).unwrap().log1p().unwrap(),
+            a.sum(&[0], false).unwrap(),
+            a.max(&[1], true).unwrap(),
+            a.softmax(1).unwrap(),
+            a.matmul(b).unwrap(),
+            rumus::nn::functional::layer_norm(a, Some(w), None, 1e-5).unwrap(),
+            a.gather(1, i).unwrap(),
+        ]
+    };
+    let on_cpu = ops(&[a.clone(), b.clone(), weight.clone(), index.clone()]);
+    let moved: Vec<DynTensor> = [a, b, weight, index]
+        .iter()
+        .map(|t| t.to(&device).unwrap())
+        .collect();
+    for (k, (cpu, gpu)) in on_cpu.iter().zip(ops(&moved)).enumerate() {
+        assert_eq!(gpu.dtype(), DType::F64, "op {k}");
+        assert!(gpu.device().is_cuda(), "op {k} left the device");
+        for (x, y) in cpu.to_f64_vec().iter().zip(gpu.to_f64_vec()) {
+            assert!(
+                (x - y).abs() <= 1e-12 + 1e-12 * x.abs(),
+                "op {k}: cpu {x}, cuda {y}"
+            );
+        }
+    }
+}
