@@ -182,6 +182,11 @@ impl Pointwise for Cpu {
 
     fn copy(&self, x: Src<'_, CpuBuffer>) -> Result<CpuBuffer> {
         ensure_output("contiguous", x.dims(), x.dtype())?;
+        if let CpuBuffer::F32(v) = x.memory
+            && let Some(out) = super::strided::transposed_copy(v, x.layout)
+        {
+            return Ok(CpuBuffer::F32(out));
+        }
         Ok(map_buffer!(x.memory, |v| map(v, x.layout, |e| e)))
     }
 }

@@ -124,6 +124,45 @@ fn transposed_tiles<A: Copy + Sync, O: Copy + Send>(
     });
 }
 
+/// A contiguous copy of the f32 view `layout` when its rows start at consecutive elements
+/// (a transposed matrix, or a batch of them), through the 8 x 8 vector transposes of
+/// `transpose.rs`; `None` for other views. On the dev box, one thread, against
+/// [`transposed_tiles`]: 1024 x 1024 2.5 -> 0.49 ms (PyTorch 0.77 ms), 4096 x 4096 48 ->
+/// 15.5 ms (PyTorch 52 ms).
+pub fn transposed_copy(a: &[f32], layout: &Layout) -> Option<Vec<f32>> {
+    let layout = &layout.coalesced();
+    let (n, stride) = inner(layout);
+    if layout.is_contiguous() || stride <= 1 || n <= 1 || !rows_are_neighbours(layout) {
+        return None;
+    }
+    let rank = layout.rank();
+    let rows = layout.dims()[rank - 2];
+    let isa = super::simd::Isa::detect();
+    let mut out = super::pool::reused(layout.numel(), 0.0f32);
+    for (batch, dst) in out.chunks_mut(rows * n).enumerate() {
+        let base = row_start(batch * rows, layout);
+        // Output rows `first..` of this matrix are source columns `first..`.
+        for_each_row(dst, TILE * n, |chunk, part| {
+            let first = chunk * TILE;
+            let count = part.len() / n;
+            super::transpose::transpose(
+                isa,
+                super::transpose::Strided {
+                    data: &a[base + first..],
+                    stride,
+                },
+                super::transpose::Strided {
+                    data: part,
+                    stride: n,
+                },
+                [n, count],
+                None,
+            );
+        });
+    }
+    Some(out)
+}
+
 /// `f(a, b)` element-wise; both layouts have the output's dims (broadcast views allowed).
 pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'static>(
     a: &[A],
@@ -270,6 +309,13 @@ mod tests {
             let copied = map(&a, &layout, |x| x + 1.0);
             let expected: Vec<f32> = (0..numel).map(|i| element(&a, &layout, i) + 1.0).collect();
             assert_eq!(copied, expected, "dims {dims:?} permuted {perm:?}");
+            if let Some(vector) = transposed_copy(&a, &layout) {
+                let expected: Vec<f32> = (0..numel).map(|i| element(&a, &layout, i)).collect();
+                assert_eq!(
+                    vector, expected,
+                    "vector copy of {dims:?} permuted {perm:?}"
+                );
+            }
         }
     }
 }
