@@ -336,26 +336,8 @@ fn shared_device<'g>(
     memory: &impl Fn(usize) -> &'g Memory,
 ) -> Result<Device> {
     let n = operands.len();
-    let mut found: Option<Device> = None;
-    for k in 0..n {
-        let memory = memory(k);
-        if matches!(memory, Memory::Host(_)) {
-            continue;
-        }
-        let device = memory.device();
-        match &found {
-            Some(seen) if *seen != device => {
-                return Err(DeviceError::Mismatch {
-                    op,
-                    lhs: seen.to_string(),
-                    rhs: device.to_string(),
-                }
-                .into());
-            }
-            _ => found = Some(device),
-        }
-    }
-    let device = found.expect("called with an operand on a device");
+    let on_devices = (0..n).map(memory).filter(|m| !matches!(m, Memory::Host(_)));
+    let device = one_device(op, on_devices)?;
     if let Some(host) =
         (0..n).find(|&k| matches!(memory(k), Memory::Host(_)) && !operands[k].scalar)
     {
@@ -488,8 +470,8 @@ fn in_place<'g, M: BackendMemory, const W: usize, const R: usize, T>(
     kernel(dsts, srcs)
 }
 
-/// The one device holding every memory of an in-place op; two devices among them are the
-/// mismatch error.
+/// The one device holding every memory given (the host when none is given); two devices
+/// among them are the mismatch error.
 fn one_device<'m>(op: &'static str, memories: impl Iterator<Item = &'m Memory>) -> Result<Device> {
     let mut found: Option<Device> = None;
     for memory in memories {
