@@ -127,7 +127,7 @@ fn transposed_tiles<A: Copy + Sync, O: Copy + Send>(
 /// A contiguous copy of the f32 view `layout` when its rows start at consecutive elements
 /// (a transposed matrix, or a batch of them), through the 8 x 8 vector transposes of
 /// `transpose.rs`; `None` for other views. On the dev box, one thread, against
-/// [`transposed_tiles`]: 1024 x 1024 2.5 -> 0.49 ms (PyTorch 0.77 ms), 4096 x 4096 48 ->
+/// `transposed_tiles`: 1024 x 1024 2.5 -> 0.49 ms (PyTorch 0.77 ms), 4096 x 4096 48 ->
 /// 15.5 ms (PyTorch 52 ms).
 pub fn transposed_copy(a: &[f32], layout: &Layout) -> Option<Vec<f32>> {
     let layout = &layout.coalesced();
