@@ -119,14 +119,11 @@ impl Kernel {
     }
 }
 
-/// A function handle found in a module.
-#[derive(Clone, Copy)]
-struct Function(sys::CUfunction);
 
-/// A loaded module and the kernels looked up in it so far.
+
+/// A loaded module (its kernels are looked up once each and kept by [`Kernels`]).
 struct Loaded {
     module: sys::CUmodule,
-    kernels: Mutex<HashMap<String, Function>>,
 }
 
 // SAFETY: CUDA module and function handles may be used from any thread whose current
@@ -135,7 +132,6 @@ unsafe impl Send for Loaded {}
 unsafe impl Sync for Loaded {}
 unsafe impl Send for Kernel {}
 unsafe impl Sync for Kernel {}
-unsafe impl Send for Function {}
 
 /// The modules a device has loaded, by name.
 #[derive(Default)]
@@ -179,24 +175,19 @@ impl CudaDevice {
             function: std::ptr::null_mut(),
             entry: key,
         };
-        kernel.function = self.function(module, &kernel.name())?.0;
+        kernel.function = self.function(module, &kernel.name())?;
         known.insert(key, kernel);
         Ok(kernel)
     }
 
     /// Function `name` of module `module`, compiling and loading the module on first use.
-    fn function(&self, module: &'static str, name: &str) -> Result<Function> {
+    fn function(&self, module: &'static str, name: &str) -> Result<sys::CUfunction> {
         let loaded = self.module(module)?;
-        let mut kernels = loaded.kernels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(function) = kernels.get(name) {
-            return Ok(*function);
-        }
         let c_name = CString::new(name).expect("kernel names have no NUL");
         // SAFETY: the module is loaded in this device's context, bound by `module`.
         let function = unsafe { result::module::get_function(loaded.module, c_name) }
             .map_err(|e| cuda_error(&format!("finding kernel {name} in {module}.cu"), e))?;
-        kernels.insert(name.to_owned(), Function(function));
-        Ok(Function(function))
+        Ok(function)
     }
 
     fn module(&self, name: &'static str) -> Result<Arc<Loaded>> {
@@ -211,10 +202,7 @@ impl CudaDevice {
         // SAFETY: a NUL-terminated PTX image, loaded into the bound context.
         let module = unsafe { result::module::load_data(image.as_ptr().cast()) }
             .map_err(|e| cuda_error(&format!("loading {name}.cu's PTX"), e))?;
-        let loaded = Arc::new(Loaded {
-            module,
-            kernels: Mutex::new(HashMap::new()),
-        });
+        let loaded = Arc::new(Loaded { module });
         modules.insert(name, loaded.clone());
         Ok(loaded)
     }
