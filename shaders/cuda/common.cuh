@@ -188,3 +188,14 @@ template <typename T, typename Op> __device__ T block_combine(T v) {
     return v;
 }
 
+// The PCG output permutation of one 32-bit state, and element i's 24-bit dropout draw: the
+// same hash as backend/cpu/dropout.rs and shaders/elementwise.wgsl, so a seed drops the same
+// elements on every device (element-wise dropout, attention's dropped probabilities).
+__device__ __forceinline__ unsigned int pcg(unsigned int v) {
+    unsigned int state = v * 747796405u + 2891336453u;
+    unsigned int word = ((state >> ((state >> 28) + 4u)) ^ state) * 277803737u;
+    return (word >> 22) ^ word;
+}
+__device__ __forceinline__ unsigned int draw(unsigned int i, u64 seed) {
+    return pcg(pcg(i ^ (unsigned int)seed) + (unsigned int)(seed >> 32)) >> 8;
+}

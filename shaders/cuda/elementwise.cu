@@ -90,18 +90,6 @@ template <typename T> __device__ bool compare_op(int op, T a, T b) {
     return false;
 }
 
-// The PCG output permutation of one 32-bit state, and element i's 24-bit dropout draw: the
-// same hash as backend/cpu/dropout.rs and shaders/elementwise.wgsl, so a seed drops the same
-// elements on every device.
-__device__ __forceinline__ unsigned int pcg(unsigned int v) {
-    unsigned int state = v * 747796405u + 2891336453u;
-    unsigned int word = ((state >> ((state >> 28) + 4u)) ^ state) * 277803737u;
-    return (word >> 22) ^ word;
-}
-__device__ __forceinline__ unsigned int draw(unsigned int i, u64 seed) {
-    return pcg(pcg(i ^ (unsigned int)seed) + (unsigned int)(seed >> 32)) >> 8;
-}
-
 template <typename S>
 __device__ void unary(S* out, const S* x, View vx, i64 n, int op, double p0, double p1) {
     typedef typename Num<S>::T T;

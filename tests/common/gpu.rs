@@ -42,28 +42,68 @@ pub fn has_coop_matmul(gpu: &rumus::backend::gpu::GpuDevice, what: &str) -> bool
     has
 }
 
-/// The kernel entry points `f` dispatches on `device`'s GPU, where the adapter can time
-/// kernels; elsewhere `None`, after a skip note naming the test, or a failure under
-/// `RUMUS_REQUIRE_GPU_TIMING` (see [`skip`]). Profiling counts every dispatch on the device,
-/// other tests' too: a test that asserts what is absent from the list must hold `serial()`,
-/// and so must every test of its file that could dispatch that kernel.
-pub fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<&'static str>> {
-    let Device::Gpu(gpu) = device else {
-        skip(
-            "RUMUS_REQUIRE_GPU",
-            "which kernels ran",
-            "it ran on the CPU",
-        );
-        return None;
+/// Whether `device` runs autocast's attention on matrix units (wgpu's cooperative matrices,
+/// CUDA's tensor cores from compute capability 8.0), which `what` needs; where it does not,
+/// a skip note, or a failure under `RUMUS_REQUIRE_COOPMAT` (see [`skip`]).
+pub fn attention_on_matrix_units(device: &Device, what: &str) -> bool {
+    match device {
+        Device::Gpu(gpu) => has_coop_matmul(gpu, what),
+        Device::Cuda(cuda) => {
+            let has = cuda.compute_capability() >= (8, 0);
+            if !has {
+                let why = format!(
+                    "{} has no mma.m16n8k16 (compute capability < 8.0)",
+                    cuda.name()
+                );
+                skip("RUMUS_REQUIRE_COOPMAT", what, why);
+            }
+            has
+        }
+        Device::Cpu => false,
+    }
+}
+
+/// The kernel entry points `f` dispatches on `device`'s GPU (wgpu's entry points, CUDA's
+/// kernel names with their dtype suffixes), where the device can time kernels; elsewhere
+/// `None`, after a skip note naming the test, or a failure under `RUMUS_REQUIRE_GPU_TIMING`
+/// (see [`skip`]). Profiling counts every dispatch on the device, other tests' too: a test
+/// that asserts what is absent from the list must hold `serial()`, and so must every test of
+/// its file that could dispatch that kernel.
+pub fn kernels_run(device: &Device, f: impl FnOnce()) -> Option<Vec<String>> {
+    let profiled = match device {
+        Device::Gpu(gpu) => gpu.profile_kernels(true),
+        Device::Cuda(cuda) => cuda.profile_kernels(true),
+        Device::Cpu => {
+            skip(
+                "RUMUS_REQUIRE_GPU",
+                "which kernels ran",
+                "it ran on the CPU",
+            );
+            return None;
+        }
     };
-    if let Err(e) = gpu.profile_kernels(true) {
+    if let Err(e) = profiled {
         skip("RUMUS_REQUIRE_GPU_TIMING", "which kernels ran", e);
         return None;
     }
     f();
-    let times = gpu.kernel_times().unwrap();
-    gpu.profile_kernels(false).unwrap();
-    Some(times.into_iter().map(|(entry, _)| entry).collect())
+    let names = match device {
+        Device::Gpu(gpu) => {
+            let times = gpu.kernel_times().unwrap();
+            gpu.profile_kernels(false).unwrap();
+            times
+                .into_iter()
+                .map(|(entry, _)| entry.to_string())
+                .collect()
+        }
+        Device::Cuda(cuda) => {
+            let times = cuda.kernel_times().unwrap();
+            cuda.profile_kernels(false).unwrap();
+            times.into_iter().map(|(name, _)| name).collect()
+        }
+        Device::Cpu => unreachable!("returned above"),
+    };
+    Some(names)
 }
 
 /// Whether `device` is lavapipe, which ends every kernel invocation's loops after 65,535

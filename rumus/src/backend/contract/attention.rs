@@ -10,6 +10,22 @@ use crate::shape::Layout;
 /// operands' memory layout, heads split from rows read where they lie).
 pub type Viewed<M> = (M, Layout);
 
+/// The layout of a fresh result with rows `width` wide for the operand `like` (`[.., rows,
+/// *]`): where `like` is a `[B, H, T, *]` view of `[B, T, H, *]` memory (heads split from a
+/// projection), the result is stored `[B, T, H, width]` and viewed as `[B, H, T, width]`, so
+/// that merging the heads back copies nothing; otherwise it is contiguous.
+pub(crate) fn result_layout(like: &Layout, width: usize) -> Layout {
+    let mut dims = like.dims().to_vec();
+    let rank = dims.len();
+    dims[rank - 1] = width;
+    let strides = like.strides();
+    if rank == 4 && strides[1] < strides[2] {
+        Layout::contiguous(&[dims[0], dims[2], dims[1], width]).permute(&[0, 2, 1, 3])
+    } else {
+        Layout::contiguous(&dims)
+    }
+}
+
 /// A fused attention's output (with its view) and each query row's log-sum-exp.
 pub type Forward<M> = (Viewed<M>, M);
 

@@ -21,6 +21,10 @@ const COMMON: &str = include_str!("../../../../shaders/cuda/common.cuh");
 /// Every module: its name and source.
 const MODULES: &[(&str, &str)] = &[
     (
+        "attention",
+        include_str!("../../../../shaders/cuda/attention.cu"),
+    ),
+    (
         "elementwise",
         include_str!("../../../../shaders/cuda/elementwise.cu"),
     ),

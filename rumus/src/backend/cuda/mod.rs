@@ -22,6 +22,7 @@ macro_rules! with_cuda_feature {
 
 with_cuda_feature! {
     mod allocate;
+    mod attention;
     mod compile;
     mod context;
     mod elementwise;

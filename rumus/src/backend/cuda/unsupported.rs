@@ -3,21 +3,8 @@
 //! the op and "cuda".
 
 use super::context::CudaDevice;
-use crate::backend::{Attention, Backend, Custom, Int8};
+use crate::backend::{Backend, Custom, Int8};
 
-/// No fused attention yet: `attention_forward` answers `None`, so the op composes attention
-/// from products, softmax and masks.
-impl Attention for CudaDevice {
-    fn attention_forward(
-        &self,
-        _: [crate::backend::Src<'_, Self::Memory>; 3],
-        _: Option<crate::backend::Src<'_, Self::Memory>>,
-        _: &crate::backend::kinds::Geometry,
-        _: bool,
-    ) -> crate::Result<Option<crate::backend::Forward<Self::Memory>>> {
-        Ok(None)
-    }
-}
 impl Custom for CudaDevice {}
 
 impl Int8 for CudaDevice {

@@ -11,6 +11,7 @@ use super::context::GpuDevice;
 use super::memory::{GpuBuffer, check_words};
 use super::pipelines::Module;
 use crate::backend::kinds::{Geometry, Reduction};
+use crate::backend::contract::result_layout;
 use crate::backend::{Allocate, Attention, Forward, Pointwise, Reduce, Src, Viewed};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -68,17 +69,11 @@ impl AttentionKernels {
         like: &Layout,
         width: usize,
     ) -> Result<(GpuBuffer, Layout)> {
-        let mut dims = like.dims().to_vec();
-        let rank = dims.len();
-        dims[rank - 1] = width;
-        let buffer = GpuBuffer::uninit(gpu, dims.iter().product(), DType::F32, "attention")?;
-        let strides = like.strides();
-        let heads_inside_rows = self == AttentionKernels::Half && rank == 4 && strides[1] < strides[2];
-        let layout = if heads_inside_rows {
-            // Stored [B, T, H, width], viewed [B, H, T, width].
-            Layout::contiguous(&[dims[0], dims[2], dims[1], width]).permute(&[0, 2, 1, 3])
-        } else {
-            Layout::contiguous(&dims)
+        let numel = like.dims()[..like.rank() - 1].iter().product::<usize>() * width;
+        let buffer = GpuBuffer::uninit(gpu, numel, DType::F32, "attention")?;
+        let layout = match self {
+            AttentionKernels::Half => result_layout(like, width),
+            AttentionKernels::F32 => result_layout(&Layout::contiguous(like.dims()), width),
         };
         Ok((buffer, layout))
     }

@@ -1,0 +1,427 @@
+// Fused scaled dot-product attention on the tensor cores (backend/cuda/attention.rs), in the
+// tiling of flash attention: the `[T, S]` scores never reach memory. A block of 4 warps owns
+// 64 rows of one problem (queries for the forward pass and dQ, keys for dK/dV); each warp
+// owns 16 of them and multiplies 16 x 8 x 16 tiles with `mma.sync` (f16 operands, f32
+// sums), so every product's result lands in the registers that feed the next product. The
+// other side is walked in tiles staged in shared memory as f16 (rows padded by 8 halves, so
+// the fragment loads of a warp hit 32 different banks).
+//
+// Operands are f32 in memory (autocast's activations) and rounded to f16 on staging; scores,
+// softmax statistics and every sum stay f32. Probabilities (unnormalised, after dropout) and
+// score gradients are rounded to f16 before the product they feed, as FlashAttention does.
+// The widths are padded with zeros to the kernel's D (64 or 128), lengths to whole tiles.
+//
+// Fragments of `mma.m16n8k16` (PTX ISA, "Matrix Fragments for mma.m16n8k16"), for lane
+// `4 g + c` of a warp: A (16 x 16, row-major) in 4 words, word w holding row `g + 8 (w & 1)`,
+// columns `2 c + 8 (w >> 1)` and the next; B (16 x 8, by columns) in 2 words, word w holding
+// column g, rows `2 c + 8 w` and the next; C (16 x 8, f32) in 4 floats, float e at row
+// `g + 8 (e >> 1)`, column `2 c + (e & 1)`. Two neighbouring C tiles are thus exactly the A
+// fragment of one 16-wide step, which is how probabilities feed the next product.
+
+// Where the rows of one operand lie: problem `n = b heads + h` has row i at
+// `offset + b batch + h head + i row` (elements; a row's elements are neighbours).
+struct Rows {
+    i64 offset;
+    i64 batch;
+    i64 head;
+    i64 row;
+    i64 heads;
+};
+
+// Sizes, options and the operands' and results' rows, laid out as `Sdpa` in
+// backend/cuda/attention.rs.
+struct Sdpa {
+    Rows q, k, v;
+    // The output's gradient (backward passes).
+    Rows grad;
+    // The results: the output (forward), dQ (its pass), dK then dV (theirs).
+    Rows r0, r1;
+    u64 seed;
+    int batch, t, s, d, dv;
+    // Problems that share one row of the key padding mask.
+    int per_mask_row;
+    int causal, padded, dropout;
+    // Dropout keeps a probability whose draw is at least this.
+    unsigned int threshold;
+    // The factor of q k^T, and the same times log2(e) (scores are kept in base 2).
+    float scale, scale_log2;
+    // The factor of a kept probability, 1 / (1 - p).
+    float keep;
+};
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+// Threads per block: 4 warps of 16 rows each.
+#define ATTENTION_THREADS 128
+#define ATTENTION_ROWS 64
+
+__device__ __forceinline__ i64 row_base(const Rows& r, i64 n) {
+    i64 b = n / r.heads;
+    return r.offset + b * r.batch + (n - b * r.heads) * r.head;
+}
+
+// Two floats as the halves of one word, the first in the low half.
+__device__ __forceinline__ unsigned int pack_halves(float low, float high) {
+    unsigned int word;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(word) : "f"(high), "f"(low));
+    return word;
+}
+
+__device__ __forceinline__ unsigned int half_pair(const unsigned short* p) {
+    return *(const unsigned int*)p;
+}
+
+// Rows `first..first + ROWS` (those below `count`) of one operand, columns below `width`, as
+// halves in shared memory: `tile[r PITCH + c]`, or transposed `tile[c PITCH + r]`; zeros
+// elsewhere up to COLS columns.
+template <int ROWS, int COLS, int PITCH, bool TRANSPOSED>
+__device__ void stage(unsigned short* tile, const float* x, i64 base, i64 row_stride, int first, int count,
+                      int width) {
+    for (int e = threadIdx.x; e < ROWS * COLS; e += ATTENTION_THREADS) {
+        int r = e / COLS, c = e % COLS;
+        float value = 0.0f;
+        if (first + r < count && c < width) value = x[base + (i64)(first + r) * row_stride + c];
+        unsigned short h = float_to_half(value);
+        if (TRANSPOSED) {
+            tile[c * PITCH + r] = h;
+        } else {
+            tile[r * PITCH + c] = h;
+        }
+    }
+}
+
+// The A fragments of a warp's 16 rows (from `row0`) of a staged row-major tile, STEPS steps
+// of 16 columns.
+template <int STEPS, int PITCH>
+__device__ __forceinline__ void load_a(unsigned int (*a)[4], const unsigned short* tile, int row0) {
+    int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    for (int step = 0; step < STEPS; ++step) {
+        const unsigned short* top = tile + (row0 + g) * PITCH + step * 16 + 2 * c;
+        a[step][0] = half_pair(top);
+        a[step][1] = half_pair(top + 8 * PITCH);
+        a[step][2] = half_pair(top + 8);
+        a[step][3] = half_pair(top + 8 * PITCH + 8);
+    }
+}
+
+// C tiles `[16, 8 N]` as the A fragments of the N / 2 steps of 16 they feed, in f16.
+template <int N>
+__device__ __forceinline__ void as_a(unsigned int (*a)[4], float (*c)[4]) {
+    for (int step = 0; step < N / 2; ++step) {
+        a[step][0] = pack_halves(c[2 * step][0], c[2 * step][1]);
+        a[step][1] = pack_halves(c[2 * step][2], c[2 * step][3]);
+        a[step][2] = pack_halves(c[2 * step + 1][0], c[2 * step + 1][1]);
+        a[step][3] = pack_halves(c[2 * step + 1][2], c[2 * step + 1][3]);
+    }
+}
+
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void mma(float* c, unsigned int* a, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#else
+// Before sm_80 there is no m16n8k16; backend/cuda/attention.rs takes the composite form there.
+__device__ __forceinline__ void mma(float*, unsigned int*, unsigned int, unsigned int) {}
+#endif
+
+// c[N] += A (STEPS steps of 16 columns) times the B tiles read from `tile`, stored as B's
+// columns in rows (`tile[n PITCH + k]`): c = A tile^T.
+template <int N, int STEPS, int PITCH>
+__device__ __forceinline__ void multiply(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+    int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    for (int step = 0; step < STEPS; ++step) {
+        for (int n = 0; n < N; ++n) {
+            const unsigned short* column = tile + (n * 8 + g) * PITCH + step * 16 + 2 * q;
+            mma(c[n], a[step], half_pair(column), half_pair(column + 8));
+        }
+    }
+}
+
+template <int N> __device__ __forceinline__ void zero(float (*c)[4]) {
+    for (int n = 0; n < N; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+}
+
+// The combination of `v` over the 4 lanes that hold one row of a C tile.
+template <typename Op> __device__ __forceinline__ float across_row(float v) {
+    v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return Op::combine(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// Dropout's factor of probability (n, i, j): 0 or 1 / (1 - p), the draw of its index in the
+// problems' [T, S] probabilities (counted in 32 bits, as the dropout op's are).
+__device__ __forceinline__ float dropout_factor(const Sdpa& p, i64 n, int i, int j) {
+    if (!p.dropout) return 1.0f;
+    unsigned int index = (unsigned int)((n * p.t + i) * p.s + j);
+    return draw(index, p.seed) >= p.threshold ? p.keep : 0.0f;
+}
+
+// Whether query i may not see key j (padding, causal order, or past the end).
+__device__ __forceinline__ bool hidden(const Sdpa& p, const u8* padding, int i, int j) {
+    return j >= p.s || (p.causal && j > i) || (padding && padding[j]);
+}
+
+// The keys a tile of queries from `q0` walks: all, or under the causal mask those up to its
+// last query.
+__device__ __forceinline__ int keys_seen(const Sdpa& p, int q0) {
+    return p.causal ? min(p.s, q0 + ATTENTION_ROWS) : p.s;
+}
+
+__device__ __forceinline__ const u8* padding_of(const Sdpa& p, const u8* mask, i64 n) {
+    return p.padded ? mask + (n / p.per_mask_row) * p.s : 0;
+}
+
+// The output of 64 queries and their log-sum-exp (natural), walking the keys 64 at a time
+// with a running maximum and sum per row.
+template <int D>
+__device__ void forward_half(float* out, float* lse, const float* q, const float* k, const float* v,
+                             const u8* mask, const Sdpa& p) {
+    const int BK = 64, PD = D + 8, PK = BK + 8;
+    const int TILES = BK * PD + D * PK;
+    __shared__ __align__(16) unsigned short smem[TILES > ATTENTION_ROWS * PD ? TILES : ATTENTION_ROWS * PD];
+    unsigned short *ks = smem, *vt = smem + BK * PD;
+    int tiles = (p.t + ATTENTION_ROWS - 1) / ATTENTION_ROWS;
+    i64 n = blockIdx.x / tiles;
+    int q0 = (blockIdx.x % tiles) * ATTENTION_ROWS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const u8* padding = padding_of(p, mask, n);
+    i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
+
+    stage<ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
+    __syncthreads();
+    unsigned int qa[D / 16][4];
+    load_a<D / 16, PD>(qa, smem, warp * 16);
+
+    int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float o[D / 8][4];
+    zero<D / 8>(o);
+    float m[2] = {-infinity<float>(), -infinity<float>()}, l[2] = {0.0f, 0.0f};
+    int end = keys_seen(p, q0);
+    for (int k0 = 0; k0 < end; k0 += BK) {
+        __syncthreads();
+        stage<BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
+        stage<BK, D, PK, true>(vt, v, vb, p.v.row, k0, p.s, p.dv);
+        __syncthreads();
+        float sc[BK / 8][4];
+        zero<BK / 8>(sc);
+        multiply<BK / 8, D / 16, PD>(sc, qa, ks);
+        float tile_max[2] = {-infinity<float>(), -infinity<float>()};
+        for (int t = 0; t < BK / 8; ++t) {
+            for (int e = 0; e < 4; ++e) {
+                int j = k0 + t * 8 + 2 * c + (e & 1);
+                float x = hidden(p, padding, row[e >> 1], j) ? -infinity<float>() : sc[t][e] * p.scale_log2;
+                sc[t][e] = x;
+                tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+            }
+        }
+        float base[2];
+        for (int r = 0; r < 2; ++r) {
+            float new_max = fmaxf(m[r], across_row<Max<float> >(tile_max[r]));
+            // Every key hidden so far: exponentials of minus infinity, relative to 0.
+            base[r] = new_max == -infinity<float>() ? 0.0f : new_max;
+            float rescale = exp2f(m[r] - base[r]);
+            m[r] = new_max;
+            l[r] *= rescale;
+            for (int t = 0; t < D / 8; ++t) {
+                o[t][2 * r] *= rescale;
+                o[t][2 * r + 1] *= rescale;
+            }
+        }
+        for (int t = 0; t < BK / 8; ++t) {
+            for (int e = 0; e < 4; ++e) {
+                float weight = exp2f(sc[t][e] - base[e >> 1]);
+                l[e >> 1] += weight;
+                // Dropout changes the probability in the output, not in the sum.
+                sc[t][e] = weight * dropout_factor(p, n, row[e >> 1], k0 + t * 8 + 2 * c + (e & 1));
+            }
+        }
+        unsigned int pa[BK / 16][4];
+        as_a<BK / 8>(pa, sc);
+        multiply<D / 8, BK / 16, PK>(o, pa, vt);
+    }
+    i64 ob = row_base(p.r0, n);
+    for (int r = 0; r < 2; ++r) {
+        float sum = across_row<Sum<float> >(l[r]);
+        if (row[r] >= p.t) continue;
+        float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+        if (c == 0) lse[n * p.t + row[r]] = sum > 0.0f ? (m[r] + log2f(sum)) * LN2 : -infinity<float>();
+        for (int t = 0; t < D / 8; ++t) {
+            for (int e = 0; e < 2; ++e) {
+                int col = t * 8 + 2 * c + e;
+                if (col < p.dv) out[ob + (i64)row[r] * p.r0.row + col] = o[t][2 * r + e] * inverse;
+            }
+        }
+    }
+}
+
+// Row `i`'s log-sum-exp in base 2 and `dO . O` (`delta`), minus infinity for rows past the
+// end (which see nothing).
+__device__ __forceinline__ void row_saved(const Sdpa& p, const float* lse, const float* delta, i64 n, int i,
+                                          float* lse2, float* d) {
+    *lse2 = i < p.t ? lse[n * p.t + i] * LOG2E : -infinity<float>();
+    *d = i < p.t ? delta[n * p.t + i] : 0.0f;
+}
+
+// The probability of a score (already times scale log2(e)) for a row of log-sum-exp `lse2`.
+__device__ __forceinline__ float probability(float score, float lse2) {
+    return lse2 == -infinity<float>() ? 0.0f : exp2f(score - lse2);
+}
+
+// dQ of 64 queries: the probabilities recomputed from the log-sum-exp one key tile (BK keys)
+// at a time, dS = P (dP - delta), dQ = scale dS K.
+template <int D, int BK>
+__device__ void backward_dq_half(float* dq, const float* q, const float* k, const float* v, const u8* mask,
+                                 const float* grad, const float* lse, const float* delta, const Sdpa& p) {
+    const int PD = D + 8, PK = BK + 8;
+    const int STAGED = 2 * ATTENTION_ROWS * PD, TILES = 2 * BK * PD + D * PK;
+    __shared__ __align__(16) unsigned short smem[STAGED > TILES ? STAGED : TILES];
+    unsigned short *ks = smem, *vs = smem + BK * PD, *kt = smem + 2 * BK * PD;
+    int tiles = (p.t + ATTENTION_ROWS - 1) / ATTENTION_ROWS;
+    i64 n = blockIdx.x / tiles;
+    int q0 = (blockIdx.x % tiles) * ATTENTION_ROWS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const u8* padding = padding_of(p, mask, n);
+    i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
+
+    stage<ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
+    stage<ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, grad, row_base(p.grad, n), p.grad.row, q0,
+                                        p.t, p.dv);
+    __syncthreads();
+    unsigned int qa[D / 16][4], ga[D / 16][4];
+    load_a<D / 16, PD>(qa, smem, warp * 16);
+    load_a<D / 16, PD>(ga, smem + ATTENTION_ROWS * PD, warp * 16);
+
+    int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float lse2[2], dl[2];
+    for (int r = 0; r < 2; ++r) row_saved(p, lse, delta, n, row[r], &lse2[r], &dl[r]);
+    float acc[D / 8][4];
+    zero<D / 8>(acc);
+    int end = keys_seen(p, q0);
+    for (int k0 = 0; k0 < end; k0 += BK) {
+        __syncthreads();
+        stage<BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
+        stage<BK, D, PD, false>(vs, v, vb, p.v.row, k0, p.s, p.dv);
+        stage<BK, D, PK, true>(kt, k, kb, p.k.row, k0, p.s, p.d);
+        __syncthreads();
+        float sc[BK / 8][4], dp[BK / 8][4];
+        zero<BK / 8>(sc);
+        zero<BK / 8>(dp);
+        multiply<BK / 8, D / 16, PD>(sc, qa, ks);
+        multiply<BK / 8, D / 16, PD>(dp, ga, vs);
+        for (int t = 0; t < BK / 8; ++t) {
+            for (int e = 0; e < 4; ++e) {
+                int i = row[e >> 1], j = k0 + t * 8 + 2 * c + (e & 1);
+                float prob = hidden(p, padding, i, j) ? 0.0f : probability(sc[t][e] * p.scale_log2, lse2[e >> 1]);
+                sc[t][e] = prob * (dp[t][e] * dropout_factor(p, n, i, j) - dl[e >> 1]);
+            }
+        }
+        unsigned int sa[BK / 16][4];
+        as_a<BK / 8>(sa, sc);
+        multiply<D / 8, BK / 16, PK>(acc, sa, kt);
+    }
+    i64 base = row_base(p.r0, n);
+    for (int t = 0; t < D / 8; ++t) {
+        for (int e = 0; e < 4; ++e) {
+            int i = row[e >> 1], col = t * 8 + 2 * c + (e & 1);
+            if (i < p.t && col < p.d) dq[base + (i64)i * p.r0.row + col] = acc[t][e] * p.scale;
+        }
+    }
+}
+
+// dK and dV of 64 keys, walking the queries BQ at a time (under the causal mask, from the
+// first query that sees any of them): dV = P^T dO (dropped out), dS^T = P^T (dP^T - delta),
+// dK = scale dS^T Q.
+template <int D, int BQ>
+__device__ void backward_dkv_half(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                  const u8* mask, const float* grad, const float* lse, const float* delta,
+                                  const Sdpa& p) {
+    const int PD = D + 8, PQ = BQ + 8;
+    const int STAGED = 2 * ATTENTION_ROWS * PD, TILES = 2 * BQ * PD + 2 * D * PQ;
+    __shared__ __align__(16) unsigned short smem[STAGED > TILES ? STAGED : TILES];
+    __shared__ float lse_tile[BQ], delta_tile[BQ];
+    unsigned short *qs = smem, *gs = smem + BQ * PD, *qt = smem + 2 * BQ * PD, *gt = qt + D * PQ;
+    int tiles = (p.s + ATTENTION_ROWS - 1) / ATTENTION_ROWS;
+    i64 n = blockIdx.x / tiles;
+    int k0 = (blockIdx.x % tiles) * ATTENTION_ROWS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const u8* padding = padding_of(p, mask, n);
+    i64 qb = row_base(p.q, n), gb = row_base(p.grad, n);
+
+    stage<ATTENTION_ROWS, D, PD, false>(smem, k, row_base(p.k, n), p.k.row, k0, p.s, p.d);
+    stage<ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, v, row_base(p.v, n), p.v.row, k0, p.s, p.dv);
+    __syncthreads();
+    unsigned int ka[D / 16][4], va[D / 16][4];
+    load_a<D / 16, PD>(ka, smem, warp * 16);
+    load_a<D / 16, PD>(va, smem + ATTENTION_ROWS * PD, warp * 16);
+
+    int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    float dka[D / 8][4], dva[D / 8][4];
+    zero<D / 8>(dka);
+    zero<D / 8>(dva);
+    for (int i0 = p.causal ? k0 / BQ * BQ : 0; i0 < p.t; i0 += BQ) {
+        __syncthreads();
+        stage<BQ, D, PD, false>(qs, q, qb, p.q.row, i0, p.t, p.d);
+        stage<BQ, D, PD, false>(gs, grad, gb, p.grad.row, i0, p.t, p.dv);
+        stage<BQ, D, PQ, true>(qt, q, qb, p.q.row, i0, p.t, p.d);
+        stage<BQ, D, PQ, true>(gt, grad, gb, p.grad.row, i0, p.t, p.dv);
+        for (int r = threadIdx.x; r < BQ; r += ATTENTION_THREADS) {
+            row_saved(p, lse, delta, n, i0 + r, &lse_tile[r], &delta_tile[r]);
+        }
+        __syncthreads();
+        float st[BQ / 8][4], dpt[BQ / 8][4];
+        zero<BQ / 8>(st);
+        zero<BQ / 8>(dpt);
+        multiply<BQ / 8, D / 16, PD>(st, ka, qs);
+        multiply<BQ / 8, D / 16, PD>(dpt, va, gs);
+        for (int t = 0; t < BQ / 8; ++t) {
+            for (int e = 0; e < 4; ++e) {
+                int local = t * 8 + 2 * c + (e & 1), i = i0 + local, j = key[e >> 1];
+                float prob = i >= p.t || hidden(p, padding, i, j)
+                                 ? 0.0f
+                                 : probability(st[t][e] * p.scale_log2, lse_tile[local]);
+                float factor = dropout_factor(p, n, i, j);
+                st[t][e] = prob * factor;
+                dpt[t][e] = prob * (dpt[t][e] * factor - delta_tile[local]);
+            }
+        }
+        unsigned int pa[BQ / 16][4], sa[BQ / 16][4];
+        as_a<BQ / 8>(pa, st);
+        as_a<BQ / 8>(sa, dpt);
+        multiply<D / 8, BQ / 16, PQ>(dva, pa, gt);
+        multiply<D / 8, BQ / 16, PQ>(dka, sa, qt);
+    }
+    i64 kbase = row_base(p.r0, n), vbase = row_base(p.r1, n);
+    for (int t = 0; t < D / 8; ++t) {
+        for (int e = 0; e < 4; ++e) {
+            int j = key[e >> 1], col = t * 8 + 2 * c + (e & 1);
+            if (j >= p.s) continue;
+            if (col < p.d) dk[kbase + (i64)j * p.r0.row + col] = dka[t][e] * p.scale;
+            if (col < p.dv) dv[vbase + (i64)j * p.r1.row + col] = dva[t][e];
+        }
+    }
+}
+
+// Entry points per width D: the walked side's tile is 64 rows for D = 64 and 32 for D = 128
+// (what keeps the staged tiles in 48 KiB of shared memory).
+#define HALF_ATTENTION_ENTRIES(D, WALK)                                                          \
+    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+        attention_forward_half_d##D(float* out, float* lse, const float* q, const float* k,       \
+                                    const float* v, const u8* mask, Sdpa p) {                     \
+        forward_half<D>(out, lse, q, k, v, mask, p);                                              \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+        attention_dq_half_d##D(float* dq, const float* q, const float* k, const float* v,         \
+                               const u8* mask, const float* grad, const float* lse,               \
+                               const float* delta, Sdpa p) {                                      \
+        backward_dq_half<D, WALK>(dq, q, k, v, mask, grad, lse, delta, p);                        \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+        attention_dkv_half_d##D(float* dk, float* dv, const float* q, const float* k,             \
+                                const float* v, const u8* mask, const float* grad,                \
+                                const float* lse, const float* delta, Sdpa p) {                   \
+        backward_dkv_half<D, WALK>(dk, dv, q, k, v, mask, grad, lse, delta, p);                   \
+    }
+HALF_ATTENTION_ENTRIES(64, 64)
+HALF_ATTENTION_ENTRIES(128, 32)
