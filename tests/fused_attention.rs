@@ -452,7 +452,7 @@ fn multi_head_attention_both_ways<const E: usize, const H: usize>(
 #[test]
 fn gpu_multi_head_attention_over_long_sequences_runs_fused_and_agrees() {
     let (_serial, _gpu_serial) = (serial(), common::gpu::serial());
-    let Some(device) = common::gpu::wgpu_only("the fused attention kernels in f32") else {
+    let Some(device) = common::gpu::gpu() else {
         return;
     };
     // Without dropout and with it (in training mode, the same seed for both forms).

@@ -1,5 +1,9 @@
-// Fused scaled dot-product attention on the tensor cores (backend/cuda/attention.rs), in the
-// tiling of flash attention: the `[T, S]` scores never reach memory. A block of 4 warps owns
+// Fused scaled dot-product attention (backend/cuda/attention.rs) in the tiling of flash
+// attention: the `[T, S]` scores never reach memory. Two families of kernels: on the tensor
+// cores under autocast (`*_half_*`, below), and in f32 on the CUDA cores (`*_f32_*`, at the
+// end), which keep f32's precision as PyTorch's f32 attention does.
+//
+// The tensor-core kernels: a block of 4 warps owns
 // 64 rows of one problem (queries for the forward pass and dQ, keys for dK/dV); each warp
 // owns 16 of them and multiplies 16 x 8 x 16 tiles with `mma.sync` (f16 operands, f32
 // sums), so every product's result lands in the registers that feed the next product. The
@@ -163,10 +167,10 @@ __device__ __forceinline__ bool hidden(const Sdpa& p, const u8* padding, int i, 
     return j >= p.s || (p.causal && j > i) || (padding && padding[j]);
 }
 
-// The keys a tile of queries from `q0` walks: all, or under the causal mask those up to its
-// last query.
-__device__ __forceinline__ int keys_seen(const Sdpa& p, int q0) {
-    return p.causal ? min(p.s, q0 + ATTENTION_ROWS) : p.s;
+// The keys a tile of `rows` queries from `q0` walks: all, or under the causal mask those up
+// to its last query.
+__device__ __forceinline__ int keys_seen(const Sdpa& p, int q0, int rows) {
+    return p.causal ? min(p.s, q0 + rows) : p.s;
 }
 
 __device__ __forceinline__ const u8* padding_of(const Sdpa& p, const u8* mask, i64 n) {
@@ -198,7 +202,7 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
     float o[D / 8][4];
     zero<D / 8>(o);
     float m[2] = {-infinity<float>(), -infinity<float>()}, l[2] = {0.0f, 0.0f};
-    int end = keys_seen(p, q0);
+    int end = keys_seen(p, q0, ATTENTION_ROWS);
     for (int k0 = 0; k0 < end; k0 += BK) {
         __syncthreads();
         stage<BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
@@ -298,7 +302,7 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
     for (int r = 0; r < 2; ++r) row_saved(p, lse, delta, n, row[r], &lse2[r], &dl[r]);
     float acc[D / 8][4];
     zero<D / 8>(acc);
-    int end = keys_seen(p, q0);
+    int end = keys_seen(p, q0, ATTENTION_ROWS);
     for (int k0 = 0; k0 < end; k0 += BK) {
         __syncthreads();
         stage<BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
@@ -425,3 +429,221 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
     }
 HALF_ATTENTION_ENTRIES(64, 64)
 HALF_ATTENTION_ENTRIES(128, 32)
+
+// The f32 kernels: a quad of 4 neighbouring lanes owns one row (32 rows a block), each lane a
+// quarter of the row's width in float4 chunks (`lane % 4 + 4 m`), so a dot product is 2
+// shuffles away; the walked side is staged 32 rows at a time in shared memory, where the
+// quads of a warp read the same row (a broadcast) and the lanes of a quad neighbouring
+// chunks of it.
+#define QUAD_ROWS 32
+
+// This lane's chunks of the row at `x + at` (columns below `width`; zeros past it, or
+// everywhere when the row does not exist).
+template <int C>
+__device__ __forceinline__ void load_row(float4* mine, const float* x, i64 at, int width, bool exists) {
+    int part = threadIdx.x & 3;
+    for (int m = 0; m < C; ++m) {
+        float e[4];
+        for (int k = 0; k < 4; ++k) {
+            int col = (part + 4 * m) * 4 + k;
+            e[k] = exists && col < width ? x[at + col] : 0.0f;
+        }
+        mine[m] = make_float4(e[0], e[1], e[2], e[3]);
+    }
+}
+
+template <int C> __device__ __forceinline__ float quad_dot(const float4* mine, const float* row) {
+    const float4* chunks = (const float4*)row + (threadIdx.x & 3);
+    float sum = 0.0f;
+    for (int m = 0; m < C; ++m) {
+        float4 a = mine[m], b = chunks[4 * m];
+        sum += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    return across_row<Sum<float> >(sum);
+}
+
+// mine += w row (this lane's chunks).
+template <int C> __device__ __forceinline__ void add_scaled(float4* mine, float w, const float* row) {
+    const float4* chunks = (const float4*)row + (threadIdx.x & 3);
+    for (int m = 0; m < C; ++m) {
+        float4 b = chunks[4 * m];
+        mine[m].x += w * b.x;
+        mine[m].y += w * b.y;
+        mine[m].z += w * b.z;
+        mine[m].w += w * b.w;
+    }
+}
+
+template <int C> __device__ __forceinline__ void scale_row(float4* mine, float w) {
+    for (int m = 0; m < C; ++m) {
+        mine[m].x *= w;
+        mine[m].y *= w;
+        mine[m].z *= w;
+        mine[m].w *= w;
+    }
+}
+
+// Writes this lane's chunks times `w` to the row at `x + at` (columns below `width`).
+template <int C> __device__ __forceinline__ void store_row(float* x, i64 at, int width, const float4* mine, float w) {
+    int part = threadIdx.x & 3;
+    for (int m = 0; m < C; ++m) {
+        float e[4] = {mine[m].x, mine[m].y, mine[m].z, mine[m].w};
+        for (int k = 0; k < 4; ++k) {
+            int col = (part + 4 * m) * 4 + k;
+            if (col < width) x[at + col] = e[k] * w;
+        }
+    }
+}
+
+// Rows `first..first + QUAD_ROWS` (those below `count`) of an operand, columns below
+// `width`, in shared memory (`16 C` floats a row, zeros elsewhere).
+template <int C>
+__device__ void stage_f32(float* tile, const float* x, i64 base, i64 row_stride, int first, int count, int width) {
+    const int COLS = 16 * C;
+    for (int e = threadIdx.x; e < QUAD_ROWS * COLS; e += ATTENTION_THREADS) {
+        int r = e / COLS, c = e % COLS;
+        tile[e] = first + r < count && c < width ? x[base + (i64)(first + r) * row_stride + c] : 0.0f;
+    }
+}
+
+template <int C>
+__device__ void forward_f32(float* out, float* lse, const float* q, const float* k, const float* v, const u8* mask,
+                            const Sdpa& p) {
+    const int D = 16 * C;
+    __shared__ __align__(16) float ks[QUAD_ROWS * D];
+    __shared__ __align__(16) float vs[QUAD_ROWS * D];
+    int tiles = (p.t + QUAD_ROWS - 1) / QUAD_ROWS;
+    i64 n = blockIdx.x / tiles;
+    int q0 = (blockIdx.x % tiles) * QUAD_ROWS, i = q0 + (threadIdx.x >> 2);
+    const u8* padding = padding_of(p, mask, n);
+    i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
+    float4 mine[C], acc[C];
+    load_row<C>(mine, q, row_base(p.q, n) + (i64)i * p.q.row, p.d, i < p.t);
+    for (int m = 0; m < C; ++m) acc[m] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float max = -infinity<float>(), sum = 0.0f;
+    int end = keys_seen(p, q0, QUAD_ROWS);
+    for (int k0 = 0; k0 < end; k0 += QUAD_ROWS) {
+        __syncthreads();
+        stage_f32<C>(ks, k, kb, p.k.row, k0, p.s, p.d);
+        stage_f32<C>(vs, v, vb, p.v.row, k0, p.s, p.dv);
+        __syncthreads();
+        float sc[QUAD_ROWS];
+        float tile_max = -infinity<float>();
+        for (int j = 0; j < QUAD_ROWS; ++j) {
+            float x = quad_dot<C>(mine, ks + j * D) * p.scale_log2;
+            sc[j] = hidden(p, padding, i, k0 + j) ? -infinity<float>() : x;
+            tile_max = fmaxf(tile_max, sc[j]);
+        }
+        float new_max = fmaxf(max, tile_max);
+        float base = new_max == -infinity<float>() ? 0.0f : new_max;
+        float rescale = exp2f(max - base);
+        max = new_max;
+        sum *= rescale;
+        scale_row<C>(acc, rescale);
+        for (int j = 0; j < QUAD_ROWS; ++j) {
+            float weight = exp2f(sc[j] - base);
+            sum += weight;
+            add_scaled<C>(acc, weight * dropout_factor(p, n, i, k0 + j), vs + j * D);
+        }
+    }
+    if (i >= p.t) return;
+    if ((threadIdx.x & 3) == 0) lse[n * p.t + i] = sum > 0.0f ? (max + log2f(sum)) * LN2 : -infinity<float>();
+    store_row<C>(out, row_base(p.r0, n) + (i64)i * p.r0.row, p.dv, acc, sum > 0.0f ? 1.0f / sum : 0.0f);
+}
+
+template <int C>
+__device__ void backward_dq_f32(float* dq, const float* q, const float* k, const float* v, const u8* mask,
+                                const float* grad, const float* lse, const float* delta, const Sdpa& p) {
+    const int D = 16 * C;
+    __shared__ __align__(16) float ks[QUAD_ROWS * D];
+    __shared__ __align__(16) float vs[QUAD_ROWS * D];
+    int tiles = (p.t + QUAD_ROWS - 1) / QUAD_ROWS;
+    i64 n = blockIdx.x / tiles;
+    int q0 = (blockIdx.x % tiles) * QUAD_ROWS, i = q0 + (threadIdx.x >> 2);
+    const u8* padding = padding_of(p, mask, n);
+    i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
+    float4 mine[C], g[C], acc[C];
+    load_row<C>(mine, q, row_base(p.q, n) + (i64)i * p.q.row, p.d, i < p.t);
+    load_row<C>(g, grad, row_base(p.grad, n) + (i64)i * p.grad.row, p.dv, i < p.t);
+    for (int m = 0; m < C; ++m) acc[m] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float lse2, dl;
+    row_saved(p, lse, delta, n, i, &lse2, &dl);
+    int end = keys_seen(p, q0, QUAD_ROWS);
+    for (int k0 = 0; k0 < end; k0 += QUAD_ROWS) {
+        __syncthreads();
+        stage_f32<C>(ks, k, kb, p.k.row, k0, p.s, p.d);
+        stage_f32<C>(vs, v, vb, p.v.row, k0, p.s, p.dv);
+        __syncthreads();
+        for (int j = 0; j < QUAD_ROWS; ++j) {
+            float score = quad_dot<C>(mine, ks + j * D) * p.scale_log2;
+            float dp = quad_dot<C>(g, vs + j * D);
+            float prob = hidden(p, padding, i, k0 + j) ? 0.0f : probability(score, lse2);
+            add_scaled<C>(acc, prob * (dp * dropout_factor(p, n, i, k0 + j) - dl), ks + j * D);
+        }
+    }
+    if (i < p.t) store_row<C>(dq, row_base(p.r0, n) + (i64)i * p.r0.row, p.d, acc, p.scale);
+}
+
+template <int C>
+__device__ void backward_dkv_f32(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                 const u8* mask, const float* grad, const float* lse, const float* delta,
+                                 const Sdpa& p) {
+    const int D = 16 * C;
+    __shared__ __align__(16) float qs[QUAD_ROWS * D];
+    __shared__ __align__(16) float gs[QUAD_ROWS * D];
+    __shared__ float lse_tile[QUAD_ROWS], delta_tile[QUAD_ROWS];
+    int tiles = (p.s + QUAD_ROWS - 1) / QUAD_ROWS;
+    i64 n = blockIdx.x / tiles;
+    int k0 = (blockIdx.x % tiles) * QUAD_ROWS, j = k0 + (threadIdx.x >> 2);
+    const u8* padding = padding_of(p, mask, n);
+    i64 qb = row_base(p.q, n), gb = row_base(p.grad, n);
+    float4 key[C], value[C], dka[C], dva[C];
+    load_row<C>(key, k, row_base(p.k, n) + (i64)j * p.k.row, p.d, j < p.s);
+    load_row<C>(value, v, row_base(p.v, n) + (i64)j * p.v.row, p.dv, j < p.s);
+    for (int m = 0; m < C; ++m) dka[m] = dva[m] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int i0 = p.causal ? k0 / QUAD_ROWS * QUAD_ROWS : 0; i0 < p.t; i0 += QUAD_ROWS) {
+        __syncthreads();
+        stage_f32<C>(qs, q, qb, p.q.row, i0, p.t, p.d);
+        stage_f32<C>(gs, grad, gb, p.grad.row, i0, p.t, p.dv);
+        for (int r = threadIdx.x; r < QUAD_ROWS; r += ATTENTION_THREADS) {
+            row_saved(p, lse, delta, n, i0 + r, &lse_tile[r], &delta_tile[r]);
+        }
+        __syncthreads();
+        for (int r = 0; r < QUAD_ROWS; ++r) {
+            int i = i0 + r;
+            float score = quad_dot<C>(key, qs + r * D) * p.scale_log2;
+            float dp = quad_dot<C>(value, gs + r * D);
+            float prob = i >= p.t || hidden(p, padding, i, j) ? 0.0f : probability(score, lse_tile[r]);
+            float factor = dropout_factor(p, n, i, j);
+            add_scaled<C>(dva, prob * factor, gs + r * D);
+            add_scaled<C>(dka, prob * (dp * factor - delta_tile[r]), qs + r * D);
+        }
+    }
+    if (j >= p.s) return;
+    store_row<C>(dk, row_base(p.r0, n) + (i64)j * p.r0.row, p.d, dka, p.scale);
+    store_row<C>(dv, row_base(p.r1, n) + (i64)j * p.r1.row, p.dv, dva, 1.0f);
+}
+
+// Entry points per width D = 16 C (rows zero-padded to it).
+#define F32_ATTENTION_ENTRIES(D, C)                                                              \
+    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+        attention_forward_f32_d##D(float* out, float* lse, const float* q, const float* k,        \
+                                   const float* v, const u8* mask, Sdpa p) {                      \
+        forward_f32<C>(out, lse, q, k, v, mask, p);                                               \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+        attention_dq_f32_d##D(float* dq, const float* q, const float* k, const float* v,          \
+                              const u8* mask, const float* grad, const float* lse,                \
+                              const float* delta, Sdpa p) {                                       \
+        backward_dq_f32<C>(dq, q, k, v, mask, grad, lse, delta, p);                               \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+        attention_dkv_f32_d##D(float* dk, float* dv, const float* q, const float* k,              \
+                               const float* v, const u8* mask, const float* grad,                 \
+                               const float* lse, const float* delta, Sdpa p) {                    \
+        backward_dkv_f32<C>(dk, dv, q, k, v, mask, grad, lse, delta, p);                          \
+    }
+F32_ATTENTION_ENTRIES(16, 1)
+F32_ATTENTION_ENTRIES(32, 2)
+F32_ATTENTION_ENTRIES(64, 4)
+F32_ATTENTION_ENTRIES(128, 8)

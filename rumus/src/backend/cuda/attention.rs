@@ -1,10 +1,11 @@
-//! Fused scaled dot-product attention on CUDA (`shaders/cuda/attention.cu`): under autocast,
+//! Fused scaled dot-product attention on CUDA (`shaders/cuda/attention.cu`), memory linear in
+//! the sequence length: one kernel for the forward pass and two for the backward pass (dQ;
+//! dK and dV), in one of two families. Under autocast (compute capability 8.0 and later),
 //! flash-attention kernels on the tensor cores (f16 operands, f32 softmax statistics and
-//! sums), one for the forward pass and two for the backward pass (dQ; dK and dV), memory
-//! linear in the sequence length. They read heads split from a projection (`[B, H, T, d]`
-//! views of `[B, T, H, d]`) where they lie and write each result in its operand's layout.
-//! Outside autocast, and for rows wider than 128, `attention_forward` answers `None` and
-//! the op composes attention from cuBLASLt products and a softmax, in f32.
+//! sums); otherwise f32 kernels on the CUDA cores. They read heads split from a projection
+//! (`[B, H, T, d]` views of `[B, T, H, d]`) where they lie and write each result in its
+//! operand's layout. Rows wider than 128 and f64 operands take the composite form
+//! (`attention_forward` answers `None`): cuBLASLt products and a softmax.
 
 use super::context::CudaDevice;
 use super::launch::{Arg, plain_arg};
@@ -16,11 +17,54 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 
-/// Threads per block (`ATTENTION_THREADS`): 4 warps of 16 rows.
+/// Threads per block (`ATTENTION_THREADS`).
 const THREADS: u32 = 128;
 
-/// Rows a block owns (`ATTENTION_ROWS`).
-const ROWS_PER_BLOCK: usize = 64;
+/// The kernels of one fused attention, with their row width (`D`, rows zero-padded to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernels {
+    /// `*_half_d{64,128}`: tensor cores, 4 warps of 16 rows a block.
+    Half(usize),
+    /// `*_f32_d{16,32,64,128}`: CUDA cores, 32 rows of 4 lanes a block.
+    F32(usize),
+}
+
+impl Kernels {
+    /// Rows of the owned side a block takes (`ATTENTION_ROWS`, `QUAD_ROWS`).
+    fn rows_per_block(self) -> usize {
+        match self {
+            Kernels::Half(_) => 64,
+            Kernels::F32(_) => 32,
+        }
+    }
+
+    /// The entry point `name_{half,f32}_d{width}`'s base name and suffix.
+    fn entry(self, pass: Pass) -> (&'static str, &'static str) {
+        let (family, width) = match self {
+            Kernels::Half(width) => (0, width),
+            Kernels::F32(width) => (1, width),
+        };
+        const NAMES: [[&str; 3]; 2] = [
+            ["attention_forward_half", "attention_dq_half", "attention_dkv_half"],
+            ["attention_forward_f32", "attention_dq_f32", "attention_dkv_f32"],
+        ];
+        let suffix = match width {
+            16 => "d16",
+            32 => "d32",
+            64 => "d64",
+            _ => "d128",
+        };
+        (NAMES[family][pass as usize], suffix)
+    }
+}
+
+/// The three passes.
+#[derive(Clone, Copy, Debug)]
+enum Pass {
+    Forward = 0,
+    Dq = 1,
+    Dkv = 2,
+}
 
 /// Where problem `n = b heads + h`'s rows of one operand lie, as `struct Rows` of
 /// attention.cu reads them (elements).
@@ -144,15 +188,6 @@ impl<'a> Held<'a> {
     }
 }
 
-/// The kernels' row width (`D`, zero-padded): 64 or 128, `None` for wider rows.
-fn kernel_width(g: &Geometry) -> Option<usize> {
-    match g.d.max(g.dv) {
-        0..=64 => Some(64),
-        65..=128 => Some(128),
-        _ => None,
-    }
-}
-
 /// A fresh f32 result with rows `width` wide in the layout `result_layout` gives for `like`.
 fn result_like(device: &CudaDevice, like: &Layout, width: usize) -> Result<Viewed<CudaBuffer>> {
     let layout = result_layout(like, width);
@@ -161,12 +196,19 @@ fn result_like(device: &CudaDevice, like: &Layout, width: usize) -> Result<Viewe
 }
 
 impl CudaDevice {
-    /// Whether the tensor-core kernels take these operands: under autocast, on f32, on a
-    /// device with `mma.m16n8k16` (compute capability 8.0 and later), rows up to 128 wide.
-    fn fused_attention(&self, g: &Geometry, dtype: DType, autocast: bool) -> Option<usize> {
-        let width = kernel_width(g)?;
-        let tensor_cores = self.compute_capability() >= (8, 0);
-        (autocast && tensor_cores && dtype == DType::F32 && g.t > 0 && g.s > 0).then_some(width)
+    /// The kernels of an attention over `dtype` operands with these sizes: the tensor cores
+    /// under autocast (from compute capability 8.0, which has `mma.m16n8k16`), else f32's;
+    /// `None` (the composite form) for f64, rows wider than 128 and an empty side.
+    fn attention_kernels(&self, g: &Geometry, dtype: DType, autocast: bool) -> Option<Kernels> {
+        let widest = g.d.max(g.dv);
+        if dtype != DType::F32 || widest > 128 || g.t == 0 || g.s == 0 {
+            return None;
+        }
+        Some(if autocast && self.compute_capability() >= (8, 0) {
+            Kernels::Half(if widest <= 64 { 64 } else { 128 })
+        } else {
+            Kernels::F32(widest.next_power_of_two().max(16))
+        })
     }
 
     /// The parameter block of one pass.
@@ -198,24 +240,21 @@ impl CudaDevice {
         }
     }
 
-    /// Queues `kernel` of width `width` over blocks of 64 rows of each problem's `rows`.
+    /// Queues `pass` of `kernels` over blocks of each problem's `rows`.
     fn launch_attention(
         &self,
-        kernel: &'static str,
-        width: usize,
+        (kernels, pass): (Kernels, Pass),
         (g, rows): (&Geometry, usize),
         args: &[&dyn Arg],
     ) -> Result<()> {
-        let suffix = if width == 64 { "d64" } else { "d128" };
-        let kernel = self.kernel("attention", kernel, [suffix, ""])?;
-        let blocks = g.batch * rows.div_ceil(ROWS_PER_BLOCK);
-        let blocks = u32::try_from(blocks).map_err(|_| {
-            crate::error::DeviceError::Cuda {
-                message: format!(
-                    "attention over {} problems of {rows} rows needs more than 2^32 blocks",
-                    g.batch
-                ),
-            }
+        let (name, suffix) = kernels.entry(pass);
+        let kernel = self.kernel("attention", name, [suffix, ""])?;
+        let blocks = g.batch * rows.div_ceil(kernels.rows_per_block());
+        let blocks = u32::try_from(blocks).map_err(|_| crate::error::DeviceError::Cuda {
+            message: format!(
+                "attention over {} problems of {rows} rows needs more than 2^32 blocks",
+                g.batch
+            ),
         })?;
         self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), 0, args)
     }
@@ -263,8 +302,7 @@ fn rows_of(result: &Viewed<CudaBuffer>) -> Rows {
 }
 
 impl Attention for CudaDevice {
-    /// `None` (the composite form) outside autocast, for rows wider than 128, before compute
-    /// capability 8.0 and for an empty side.
+    /// `None` (the composite form) for f64, rows wider than 128 and an empty side.
     fn attention_forward(
         &self,
         operands: [Src<'_, CudaBuffer>; 3],
@@ -272,7 +310,7 @@ impl Attention for CudaDevice {
         g: &Geometry,
         autocast: bool,
     ) -> Result<Option<Forward<CudaBuffer>>> {
-        let Some(width) = self.fused_attention(g, operands[0].dtype(), autocast) else {
+        let Some(kernels) = self.attention_kernels(g, operands[0].dtype(), autocast) else {
             return Ok(None);
         };
         let ops = Operands::new(self, operands, mask)?;
@@ -282,7 +320,7 @@ impl Attention for CudaDevice {
         let [q, k, v, m] = ops.addresses();
         let (o, l) = (out.0.address(0), lse.address(0));
         let args: [&dyn Arg; 7] = [&o, &l, &q, &k, &v, &m, &sdpa];
-        self.launch_attention("attention_forward_half", width, (g, g.t), &args)?;
+        self.launch_attention((kernels, Pass::Forward), (g, g.t), &args)?;
         Ok(Some((out, lse)))
     }
 
@@ -301,7 +339,7 @@ impl Attention for CudaDevice {
             };
             return Ok([zeros(0)?, zeros(1)?, zeros(2)?]);
         }
-        let Some(width) = self.fused_attention(g, operands[0].dtype(), autocast) else {
+        let Some(kernels) = self.attention_kernels(g, operands[0].dtype(), autocast) else {
             // The forward pass was composed, so its backward pass is too.
             return Err(self.unsupported("scaled_dot_product_attention"));
         };
@@ -325,12 +363,12 @@ impl Attention for CudaDevice {
         let sdpa = ops.sdpa(self, g, grad_rows.layout(), [rows_of(&dq), Rows::default()]);
         let pdq = dq.0.address(0);
         let args: [&dyn Arg; 9] = [&pdq, &q, &k, &v, &m, &pg, &pl, &pd, &sdpa];
-        self.launch_attention("attention_dq_half", width, (g, g.t), &args)?;
+        self.launch_attention((kernels, Pass::Dq), (g, g.t), &args)?;
 
         let sdpa = ops.sdpa(self, g, grad_rows.layout(), [rows_of(&dk), rows_of(&dv)]);
         let (pdk, pdv) = (dk.0.address(0), dv.0.address(0));
         let args: [&dyn Arg; 10] = [&pdk, &pdv, &q, &k, &v, &m, &pg, &pl, &pd, &sdpa];
-        self.launch_attention("attention_dkv_half", width, (g, g.s), &args)?;
+        self.launch_attention((kernels, Pass::Dkv), (g, g.s), &args)?;
         Ok([dq, dk, dv])
     }
 
@@ -346,6 +384,9 @@ impl Attention for CudaDevice {
             scale: 1.0,
             dropout: None,
         };
-        self.fused_attention(&g, DType::F32, autocast).is_some()
+        matches!(
+            self.attention_kernels(&g, DType::F32, autocast),
+            Some(Kernels::Half(_))
+        )
     }
 }
