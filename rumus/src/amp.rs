@@ -12,7 +12,9 @@
 //! called in.
 //!
 //! Gradients of `f16` products underflow when small: scale the loss with a
-//! [`GradScaler`].
+//! [`GradScaler`]. [`autocast_with`]`(DType::BF16)` runs the products in bfloat16 instead
+//! (f32's range, 8 bits of significand; on the CPU and CUDA, as WGSL has no bfloat16),
+//! which needs no loss scaling.
 //!
 //! On the CPU the `f16` product runs on the `f32` kernel with the same roundings, so a
 //! model's behaviour under autocast can be checked anywhere, but it is slower than plain
@@ -51,13 +53,19 @@ use crate::shape::Dims;
 use crate::tensor::DynTensor;
 
 thread_local! {
-    /// The `f16` copies this thread's autocast scope made ([`to_half`]).
+    /// The `f16` (`bf16`) copies this thread's autocast scope made ([`to_half`]).
     static CASTS: RefCell<Vec<Cast>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether products on this thread run in `f16` now.
+/// Whether products on this thread run in `f16` (or `bf16`) now.
 pub fn is_autocast_enabled() -> bool {
     hooks::autocast_enabled()
+}
+
+/// The dtype products on this thread run in now: `Some(DType::F16)` inside [`autocast`],
+/// `Some(DType::BF16)` inside [`autocast_with`]`(DType::BF16)`, `None` outside autocast.
+pub fn autocast_dtype() -> Option<DType> {
+    hooks::autocast_dtype()
 }
 
 /// Restores the previous autocast state when dropped.
@@ -75,30 +83,54 @@ impl Drop for AutocastGuard {
     }
 }
 
-fn set_autocast(enabled: bool) -> AutocastGuard {
-    let hook: &'static dyn Autocast = &HalfProducts;
+fn set_autocast(hook: Option<&'static HalfProducts>) -> AutocastGuard {
     AutocastGuard {
-        previous: hooks::install_autocast(enabled.then_some(hook)),
+        previous: hooks::install_autocast(hook.map(|h| h as &'static dyn Autocast)),
     }
 }
+
+static F16_PRODUCTS: HalfProducts = HalfProducts(DType::F16);
+static BF16_PRODUCTS: HalfProducts = HalfProducts(DType::BF16);
 
 /// Runs `f32` matrix products of this thread in `f16` until the guard drops. The flag is
 /// per thread, like [`no_grad`](crate::no_grad).
 pub fn autocast() -> AutocastGuard {
-    set_autocast(true)
+    set_autocast(Some(&F16_PRODUCTS))
+}
+
+/// Runs `f32` matrix products of this thread in `dtype` (`DType::F16` or `DType::BF16`)
+/// until the guard drops, as `torch.autocast(dtype=...)` does. `bf16` keeps `f32`'s
+/// exponent range, so its gradients need no [`GradScaler`]; wgpu has no `bf16` kernels (its
+/// products are an error there), the CPU and CUDA have.
+///
+/// # Errors
+/// Any other `dtype`.
+pub fn autocast_with(dtype: DType) -> Result<AutocastGuard> {
+    match dtype {
+        DType::F16 => Ok(autocast()),
+        DType::BF16 => Ok(set_autocast(Some(&BF16_PRODUCTS))),
+        other => Err(crate::error::Error::InvalidArgument {
+            op: "autocast_with",
+            message: format!("autocast runs products in f16 or bf16, not {other}"),
+        }),
+    }
 }
 
 /// Turns autocast off until the guard drops (a region that needs full precision inside an
 /// autocast scope).
 pub fn autocast_disabled() -> AutocastGuard {
-    set_autocast(false)
+    set_autocast(None)
 }
 
 /// The autocast hook the ops run through while a scope is active: products of `f32`
-/// operands (and bias) run as [`product`]s.
-struct HalfProducts;
+/// operands (and bias) run as [`product`]s in its dtype (`f16` or `bf16`).
+struct HalfProducts(DType);
 
 impl Autocast for HalfProducts {
+    fn dtype(&self) -> DType {
+        self.0
+    }
+
     fn applies(&self, call: &OpCall<'_>, operands: &[&DynTensor]) -> bool {
         matches!(
             (call, operands),
@@ -109,7 +141,7 @@ impl Autocast for HalfProducts {
 
     fn run(&self, _call: &OpCall<'_>, operands: &[&DynTensor]) -> Result<DynTensor> {
         match operands {
-            [lhs, rhs, bias @ ..] => product(lhs, rhs, bias.first().copied()),
+            [lhs, rhs, bias @ ..] => product(lhs, rhs, bias.first().copied(), self.0),
             _ => Err(crate::error::Error::InvalidArgument {
                 op: "autocast",
                 message: format!("a product takes two operands, got {}", operands.len()),
@@ -137,24 +169,28 @@ impl Cast {
         held(&self.source) && held(&self.half)
     }
 
-    fn is_of(&self, t: &DynTensor) -> bool {
-        triomphe::Arc::ptr_eq(self.source.storage(), t.storage())
+    fn is_of(&self, t: &DynTensor, dtype: DType) -> bool {
+        self.half.dtype() == dtype
+            && triomphe::Arc::ptr_eq(self.source.storage(), t.storage())
             && self.source.layout() == t.layout()
             && self.version == t.storage().version()
     }
 }
 
-/// `t` rounded to `f16` (see [`round_to_half`]), or the copy this scope already made of it.
-fn to_half(t: &DynTensor) -> Result<DynTensor> {
+/// `t` rounded to `dtype` (see [`round_to_half`]), or the copy this scope already made of it.
+fn to_half(t: &DynTensor, dtype: DType) -> Result<DynTensor> {
     let cached = CASTS.with(|casts| {
         let mut casts = casts.borrow_mut();
         casts.retain(Cast::held_elsewhere);
-        casts.iter().find(|c| c.is_of(t)).map(|c| c.half.detach())
+        casts
+            .iter()
+            .find(|c| c.is_of(t, dtype))
+            .map(|c| c.half.detach())
     });
     if let Some(half) = cached {
         return Ok(half);
     }
-    let half = round_to_half(t)?;
+    let half = round_to_half(t, dtype)?;
     CASTS.with(|casts| {
         casts.borrow_mut().push(Cast {
             source: t.detach(),
@@ -165,18 +201,18 @@ fn to_half(t: &DynTensor) -> Result<DynTensor> {
     Ok(half)
 }
 
-/// `t` rounded to `f16`, untracked, in the same layout: the transpose of contiguous memory
-/// (a `Linear` weight as the product reads it) is converted as the contiguous memory it is
-/// and transposed back, so the cast reads in order and the product sees the layout it would
-/// have seen in `f32`.
-fn round_to_half(t: &DynTensor) -> Result<DynTensor> {
+/// `t` rounded to `dtype` (`f16` or `bf16`), untracked, in the same layout: the transpose of
+/// contiguous memory (a `Linear` weight as the product reads it) is converted as the
+/// contiguous memory it is and transposed back, so the cast reads in order and the product
+/// sees the layout it would have seen in `f32`.
+fn round_to_half(t: &DynTensor, dtype: DType) -> Result<DynTensor> {
     if is_transposed_contiguous(t)? {
         t.detach()
             .transpose(-1, -2)?
-            .to_dtype(DType::F16)?
+            .to_dtype(dtype)?
             .transpose(-1, -2)
     } else {
-        t.detach().to_dtype(DType::F16)
+        t.detach().to_dtype(dtype)
     }
 }
 
@@ -230,14 +266,16 @@ impl HalfProductRecord {
     }
 }
 
-/// `lhs @ rhs (+ bias)` with the operands rounded to `f16`, multiplied and accumulated in
-/// `f32` (by one kernel on a GPU, which also adds the `f32` bias), the result `f32`.
+/// `lhs @ rhs (+ bias)` with the operands rounded to `dtype` (`f16` or `bf16`), multiplied
+/// and accumulated in `f32` (by one kernel on a GPU, which also adds the `f32` bias), the
+/// result `f32`.
 pub(crate) fn product(
     lhs: &DynTensor,
     rhs: &DynTensor,
     bias: Option<&DynTensor>,
+    dtype: DType,
 ) -> Result<DynTensor> {
-    let (lhs_half, rhs_half) = (to_half(lhs)?, to_half(rhs)?);
+    let (lhs_half, rhs_half) = (to_half(lhs, dtype)?, to_half(rhs, dtype)?);
     let out = widening_product(&lhs_half, &rhs_half, bias.map(DynTensor::detach).as_ref())?;
     let inputs: Vec<&DynTensor> = [lhs, rhs].into_iter().chain(bias).collect();
     Ok(record(out, &inputs, || HalfProductRecord {
@@ -261,10 +299,10 @@ fn half_product_backward(
     let mut grads = if is_grad_enabled() {
         let lhs = HalfProductRecord::operand_on_graph(&record.lhs_half, &record.lhs_meta)?;
         let rhs = HalfProductRecord::operand_on_graph(&record.rhs_half, &record.rhs_meta)?;
-        let _autocast = autocast();
+        let _autocast = autocast_with(record.lhs_half.dtype())?;
         product_gradients(grad, (&lhs, &rhs), &needs[..2], &|x, y| x.matmul(y))?
     } else {
-        let grad_half = grad.detach().to_dtype(DType::F16)?;
+        let grad_half = grad.detach().to_dtype(record.lhs_half.dtype())?;
         let operands = (&record.lhs_half, &record.rhs_half);
         product_gradients(&grad_half, operands, &needs[..2], &|x, y| {
             widening_product(x, y, None)

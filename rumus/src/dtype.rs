@@ -1,12 +1,14 @@
 //! Element types. Models train in `f32`; `f64` exists so gradients can be checked against
 //! finite differences; `i64` and `bool` carry labels, indices and masks; `f16` halves the
-//! memory of weights and activations and feeds the GPU's matrix units.
+//! memory of weights and activations and feeds the GPU's matrix units; `bf16` does the same
+//! with `f32`'s range (what most language models ship in, and what autocast needs no loss
+//! scaling for).
 
 use std::fmt;
 
 /// The element type of a tensor.
 ///
-/// Non-exhaustive: more dtypes (`bf16`) may come, so a `match` outside rumus needs a `_` arm.
+/// Non-exhaustive: more dtypes may come, so a `match` outside rumus needs a `_` arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DType {
@@ -19,6 +21,10 @@ pub enum DType {
     /// in `f32`, like PyTorch); other math wants a cast to `f32` first, and it carries no
     /// gradients.
     F16,
+    /// bfloat16 (`f32`'s sign and exponent, 8 bits of significand): a storage type like
+    /// [`DType::F16`], with the same operations. wgpu has no kernels for it (WGSL has no
+    /// bfloat16); the CPU and CUDA do.
+    BF16,
     /// 64-bit signed integer: class labels and indices.
     I64,
     /// `true`/`false`: masks and comparison results.
@@ -36,7 +42,7 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::F64 | DType::I64 => 8,
-            DType::F16 => 2,
+            DType::F16 | DType::BF16 => 2,
             DType::Bool => 1,
         }
     }
@@ -49,6 +55,7 @@ impl DType {
             DType::F32 => "f32",
             DType::F64 => "f64",
             DType::F16 => "f16",
+            DType::BF16 => "bf16",
             DType::I64 => "i64",
             DType::Bool => "bool",
         }

@@ -56,6 +56,12 @@ impl_element!(
     |v: half::f16| v.to_f64(),
     half::f16::from_f64
 );
+impl_element!(
+    half::bf16,
+    BF16,
+    |v: half::bf16| v.to_f64(),
+    half::bf16::from_f64
+);
 impl_element!(i64, I64, |v: i64| v as f64, |v: f64| v as i64);
 impl_element!(bool, Bool, |v: bool| if v { 1.0 } else { 0.0 }, |v: f64| v
     != 0.0);

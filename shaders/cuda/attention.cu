@@ -1,19 +1,18 @@
 // Fused scaled dot-product attention (backend/cuda/attention.rs) in the tiling of flash
 // attention: the `[T, S]` scores never reach memory. Two families of kernels: on the tensor
-// cores under autocast (`*_half_*`, below), and in f32 on the CUDA cores (`*_f32_*`, at the
-// end), which keep f32's precision as PyTorch's f32 attention does.
+// cores under autocast (`*_half_*` in f16, `*_bf16_*` in bfloat16), and in f32 on the CUDA
+// cores (`*_f32_*`, at the end), which keep f32's precision as PyTorch's f32 attention does.
 //
-// The tensor-core kernels: a block of 4 warps owns
-// 64 rows of one problem (queries for the forward pass and dQ, keys for dK/dV); each warp
-// owns 16 of them and multiplies 16 x 8 x 16 tiles with `mma.sync` (f16 operands, f32
-// sums), so every product's result lands in the registers that feed the next product. The
-// other side is walked in tiles staged in shared memory as f16 (rows padded by 8 halves, so
-// the fragment loads of a warp hit 32 different banks).
-//
-// Operands are f32 in memory (autocast's activations) and rounded to f16 on staging; scores,
-// softmax statistics and every sum stay f32. Probabilities (unnormalised, after dropout) and
-// score gradients are rounded to f16 before the product they feed, as FlashAttention does.
-// The widths are padded with zeros to the kernel's D (64 or 128), lengths to whole tiles.
+// The tensor-core kernels: a block of 4 warps owns 64 rows of one problem (queries for the
+// forward pass and dQ, keys for dK/dV); each warp owns 16 of them and multiplies 16 x 8 x 16
+// tiles with `mma.sync` (16-bit operands, f32 sums), so every product's result lands in the
+// registers that feed the next product. The other side is walked in tiles staged in shared
+// memory as 16-bit elements (rows padded by 8, so the fragment loads of a warp hit 32
+// different banks). Operands are f32 in memory (autocast's activations) and rounded on
+// staging; scores, softmax statistics and every sum stay f32. Probabilities (unnormalised,
+// after dropout) and score gradients are rounded before the product they feed, as
+// FlashAttention does. Widths are padded with zeros to the kernel's D (64 or 128), lengths
+// to whole tiles.
 //
 // Fragments of `mma.m16n8k16` (PTX ISA, "Matrix Fragments for mma.m16n8k16"), for lane
 // `4 g + c` of a warp: A (16 x 16, row-major) in 4 words, word w holding row `g + 8 (w & 1)`,
@@ -64,28 +63,21 @@ __device__ __forceinline__ i64 row_base(const Rows& r, i64 n) {
     return r.offset + b * r.batch + (n - b * r.heads) * r.head;
 }
 
-// Two floats as the halves of one word, the first in the low half.
-__device__ __forceinline__ unsigned int pack_halves(float low, float high) {
-    unsigned int word;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(word) : "f"(high), "f"(low));
-    return word;
-}
-
 __device__ __forceinline__ unsigned int half_pair(const unsigned short* p) {
     return *(const unsigned int*)p;
 }
 
 // Rows `first..first + ROWS` (those below `count`) of one operand, columns below `width`, as
-// halves in shared memory: `tile[r PITCH + c]`, or transposed `tile[c PITCH + r]`; zeros
+// 16-bit elements `E` in shared memory: `tile[r PITCH + c]`, or transposed `tile[c PITCH + r]`; zeros
 // elsewhere up to COLS columns.
-template <int ROWS, int COLS, int PITCH, bool TRANSPOSED>
+template <typename E, int ROWS, int COLS, int PITCH, bool TRANSPOSED>
 __device__ void stage(unsigned short* tile, const float* x, i64 base, i64 row_stride, int first, int count,
                       int width) {
     for (int e = threadIdx.x; e < ROWS * COLS; e += ATTENTION_THREADS) {
         int r = e / COLS, c = e % COLS;
         float value = 0.0f;
         if (first + r < count && c < width) value = x[base + (i64)(first + r) * row_stride + c];
-        unsigned short h = float_to_half(value);
+        unsigned short h = E::round(value);
         if (TRANSPOSED) {
             tile[c * PITCH + r] = h;
         } else {
@@ -108,38 +100,61 @@ __device__ __forceinline__ void load_a(unsigned int (*a)[4], const unsigned shor
     }
 }
 
-// C tiles `[16, 8 N]` as the A fragments of the N / 2 steps of 16 they feed, in f16.
-template <int N>
+// C tiles `[16, 8 N]` as the A fragments of the N / 2 steps of 16 they feed, rounded to E.
+template <typename E, int N>
 __device__ __forceinline__ void as_a(unsigned int (*a)[4], float (*c)[4]) {
     for (int step = 0; step < N / 2; ++step) {
-        a[step][0] = pack_halves(c[2 * step][0], c[2 * step][1]);
-        a[step][1] = pack_halves(c[2 * step][2], c[2 * step][3]);
-        a[step][2] = pack_halves(c[2 * step + 1][0], c[2 * step + 1][1]);
-        a[step][3] = pack_halves(c[2 * step + 1][2], c[2 * step + 1][3]);
+        a[step][0] = E::pack(c[2 * step][0], c[2 * step][1]);
+        a[step][1] = E::pack(c[2 * step][2], c[2 * step][3]);
+        a[step][2] = E::pack(c[2 * step + 1][0], c[2 * step + 1][1]);
+        a[step][3] = E::pack(c[2 * step + 1][2], c[2 * step + 1][3]);
     }
 }
 
+// The 16-bit element of a family of tensor-core kernels: IEEE half (`F16`, autocast's
+// default) or bfloat16 (`BF16`, `autocast_with(DType::BF16)`): its rounding of one float,
+// of two into one word (the first in the low half), and its `mma`. Before sm_80 there is
+// no m16n8k16; backend/cuda/attention.rs takes the f32 kernels there.
+struct F16 {
+    static __device__ __forceinline__ unsigned short round(float f) { return float_to_half(f); }
+    static __device__ __forceinline__ unsigned int pack(float low, float high) {
+        unsigned int word;
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(word) : "f"(high), "f"(low));
+        return word;
+    }
+    static __device__ __forceinline__ void mma(float* c, unsigned int* a, unsigned int b0, unsigned int b1) {
 #if __CUDA_ARCH__ >= 800
-__device__ __forceinline__ void mma(float* c, unsigned int* a, unsigned int b0, unsigned int b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-#else
-// Before sm_80 there is no m16n8k16; backend/cuda/attention.rs takes the composite form there.
-__device__ __forceinline__ void mma(float*, unsigned int*, unsigned int, unsigned int) {}
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
+    }
+};
+struct BF16 {
+    static __device__ __forceinline__ unsigned short round(float f) { return float_to_bf16(f).bits; }
+    static __device__ __forceinline__ unsigned int pack(float low, float high) {
+        return (unsigned int)round(low) | ((unsigned int)round(high) << 16);
+    }
+    static __device__ __forceinline__ void mma(float* c, unsigned int* a, unsigned int b0, unsigned int b1) {
+#if __CUDA_ARCH__ >= 800
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+    }
+};
 
 // c[N] += A (STEPS steps of 16 columns) times the B tiles read from `tile`, stored as B's
 // columns in rows (`tile[n PITCH + k]`): c = A tile^T.
-template <int N, int STEPS, int PITCH>
+template <typename E, int N, int STEPS, int PITCH>
 __device__ __forceinline__ void multiply(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
     int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     for (int step = 0; step < STEPS; ++step) {
         for (int n = 0; n < N; ++n) {
             const unsigned short* column = tile + (n * 8 + g) * PITCH + step * 16 + 2 * q;
-            mma(c[n], a[step], half_pair(column), half_pair(column + 8));
+            E::mma(c[n], a[step], half_pair(column), half_pair(column + 8));
         }
     }
 }
@@ -179,7 +194,7 @@ __device__ __forceinline__ const u8* padding_of(const Sdpa& p, const u8* mask, i
 
 // The output of 64 queries and their log-sum-exp (natural), walking the keys 64 at a time
 // with a running maximum and sum per row.
-template <int D>
+template <typename E, int D>
 __device__ void forward_half(float* out, float* lse, const float* q, const float* k, const float* v,
                              const u8* mask, const Sdpa& p) {
     const int BK = 64, PD = D + 8, PK = BK + 8;
@@ -193,7 +208,7 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
     const u8* padding = padding_of(p, mask, n);
     i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
 
-    stage<ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
+    stage<E, ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
     __syncthreads();
     unsigned int qa[D / 16][4];
     load_a<D / 16, PD>(qa, smem, warp * 16);
@@ -205,12 +220,12 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
     int end = keys_seen(p, q0, ATTENTION_ROWS);
     for (int k0 = 0; k0 < end; k0 += BK) {
         __syncthreads();
-        stage<BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
-        stage<BK, D, PK, true>(vt, v, vb, p.v.row, k0, p.s, p.dv);
+        stage<E, BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
+        stage<E, BK, D, PK, true>(vt, v, vb, p.v.row, k0, p.s, p.dv);
         __syncthreads();
         float sc[BK / 8][4];
         zero<BK / 8>(sc);
-        multiply<BK / 8, D / 16, PD>(sc, qa, ks);
+        multiply<E, BK / 8, D / 16, PD>(sc, qa, ks);
         float tile_max[2] = {-infinity<float>(), -infinity<float>()};
         for (int t = 0; t < BK / 8; ++t) {
             for (int e = 0; e < 4; ++e) {
@@ -242,8 +257,8 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
             }
         }
         unsigned int pa[BK / 16][4];
-        as_a<BK / 8>(pa, sc);
-        multiply<D / 8, BK / 16, PK>(o, pa, vt);
+        as_a<E, BK / 8>(pa, sc);
+        multiply<E, D / 8, BK / 16, PK>(o, pa, vt);
     }
     i64 ob = row_base(p.r0, n);
     for (int r = 0; r < 2; ++r) {
@@ -275,7 +290,7 @@ __device__ __forceinline__ float probability(float score, float lse2) {
 
 // dQ of 64 queries: the probabilities recomputed from the log-sum-exp one key tile (BK keys)
 // at a time, dS = P (dP - delta), dQ = scale dS K.
-template <int D, int BK>
+template <typename E, int D, int BK>
 __device__ void backward_dq_half(float* dq, const float* q, const float* k, const float* v, const u8* mask,
                                  const float* grad, const float* lse, const float* delta, const Sdpa& p) {
     const int PD = D + 8, PK = BK + 8;
@@ -289,8 +304,8 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
     const u8* padding = padding_of(p, mask, n);
     i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
 
-    stage<ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
-    stage<ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, grad, row_base(p.grad, n), p.grad.row, q0,
+    stage<E, ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
+    stage<E, ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, grad, row_base(p.grad, n), p.grad.row, q0,
                                         p.t, p.dv);
     __syncthreads();
     unsigned int qa[D / 16][4], ga[D / 16][4];
@@ -305,15 +320,15 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
     int end = keys_seen(p, q0, ATTENTION_ROWS);
     for (int k0 = 0; k0 < end; k0 += BK) {
         __syncthreads();
-        stage<BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
-        stage<BK, D, PD, false>(vs, v, vb, p.v.row, k0, p.s, p.dv);
-        stage<BK, D, PK, true>(kt, k, kb, p.k.row, k0, p.s, p.d);
+        stage<E, BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
+        stage<E, BK, D, PD, false>(vs, v, vb, p.v.row, k0, p.s, p.dv);
+        stage<E, BK, D, PK, true>(kt, k, kb, p.k.row, k0, p.s, p.d);
         __syncthreads();
         float sc[BK / 8][4], dp[BK / 8][4];
         zero<BK / 8>(sc);
         zero<BK / 8>(dp);
-        multiply<BK / 8, D / 16, PD>(sc, qa, ks);
-        multiply<BK / 8, D / 16, PD>(dp, ga, vs);
+        multiply<E, BK / 8, D / 16, PD>(sc, qa, ks);
+        multiply<E, BK / 8, D / 16, PD>(dp, ga, vs);
         for (int t = 0; t < BK / 8; ++t) {
             for (int e = 0; e < 4; ++e) {
                 int i = row[e >> 1], j = k0 + t * 8 + 2 * c + (e & 1);
@@ -322,8 +337,8 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
             }
         }
         unsigned int sa[BK / 16][4];
-        as_a<BK / 8>(sa, sc);
-        multiply<D / 8, BK / 16, PK>(acc, sa, kt);
+        as_a<E, BK / 8>(sa, sc);
+        multiply<E, D / 8, BK / 16, PK>(acc, sa, kt);
     }
     i64 base = row_base(p.r0, n);
     for (int t = 0; t < D / 8; ++t) {
@@ -337,7 +352,7 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
 // dK and dV of 64 keys, walking the queries BQ at a time (under the causal mask, from the
 // first query that sees any of them): dV = P^T dO (dropped out), dS^T = P^T (dP^T - delta),
 // dK = scale dS^T Q.
-template <int D, int BQ>
+template <typename E, int D, int BQ>
 __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const float* k, const float* v,
                                   const u8* mask, const float* grad, const float* lse, const float* delta,
                                   const Sdpa& p) {
@@ -353,8 +368,8 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
     const u8* padding = padding_of(p, mask, n);
     i64 qb = row_base(p.q, n), gb = row_base(p.grad, n);
 
-    stage<ATTENTION_ROWS, D, PD, false>(smem, k, row_base(p.k, n), p.k.row, k0, p.s, p.d);
-    stage<ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, v, row_base(p.v, n), p.v.row, k0, p.s, p.dv);
+    stage<E, ATTENTION_ROWS, D, PD, false>(smem, k, row_base(p.k, n), p.k.row, k0, p.s, p.d);
+    stage<E, ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, v, row_base(p.v, n), p.v.row, k0, p.s, p.dv);
     __syncthreads();
     unsigned int ka[D / 16][4], va[D / 16][4];
     load_a<D / 16, PD>(ka, smem, warp * 16);
@@ -366,10 +381,10 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
     zero<D / 8>(dva);
     for (int i0 = p.causal ? k0 / BQ * BQ : 0; i0 < p.t; i0 += BQ) {
         __syncthreads();
-        stage<BQ, D, PD, false>(qs, q, qb, p.q.row, i0, p.t, p.d);
-        stage<BQ, D, PD, false>(gs, grad, gb, p.grad.row, i0, p.t, p.dv);
-        stage<BQ, D, PQ, true>(qt, q, qb, p.q.row, i0, p.t, p.d);
-        stage<BQ, D, PQ, true>(gt, grad, gb, p.grad.row, i0, p.t, p.dv);
+        stage<E, BQ, D, PD, false>(qs, q, qb, p.q.row, i0, p.t, p.d);
+        stage<E, BQ, D, PD, false>(gs, grad, gb, p.grad.row, i0, p.t, p.dv);
+        stage<E, BQ, D, PQ, true>(qt, q, qb, p.q.row, i0, p.t, p.d);
+        stage<E, BQ, D, PQ, true>(gt, grad, gb, p.grad.row, i0, p.t, p.dv);
         for (int r = threadIdx.x; r < BQ; r += ATTENTION_THREADS) {
             row_saved(p, lse, delta, n, i0 + r, &lse_tile[r], &delta_tile[r]);
         }
@@ -377,8 +392,8 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
         float st[BQ / 8][4], dpt[BQ / 8][4];
         zero<BQ / 8>(st);
         zero<BQ / 8>(dpt);
-        multiply<BQ / 8, D / 16, PD>(st, ka, qs);
-        multiply<BQ / 8, D / 16, PD>(dpt, va, gs);
+        multiply<E, BQ / 8, D / 16, PD>(st, ka, qs);
+        multiply<E, BQ / 8, D / 16, PD>(dpt, va, gs);
         for (int t = 0; t < BQ / 8; ++t) {
             for (int e = 0; e < 4; ++e) {
                 int local = t * 8 + 2 * c + (e & 1), i = i0 + local, j = key[e >> 1];
@@ -391,10 +406,10 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
             }
         }
         unsigned int pa[BQ / 16][4], sa[BQ / 16][4];
-        as_a<BQ / 8>(pa, st);
-        as_a<BQ / 8>(sa, dpt);
-        multiply<D / 8, BQ / 16, PQ>(dva, pa, gt);
-        multiply<D / 8, BQ / 16, PQ>(dka, sa, qt);
+        as_a<E, BQ / 8>(pa, st);
+        as_a<E, BQ / 8>(sa, dpt);
+        multiply<E, D / 8, BQ / 16, PQ>(dva, pa, gt);
+        multiply<E, D / 8, BQ / 16, PQ>(dka, sa, qt);
     }
     i64 kbase = row_base(p.r0, n), vbase = row_base(p.r1, n);
     for (int t = 0; t < D / 8; ++t) {
@@ -407,28 +422,31 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
     }
 }
 
-// Entry points per width D: the walked side's tile is 64 rows for D = 64 and 32 for D = 128
-// (what keeps the staged tiles in 48 KiB of shared memory).
-#define HALF_ATTENTION_ENTRIES(D, WALK)                                                          \
+// Entry points per element (`half`: f16, `bf16`) and width D: the walked side's tile is 64
+// rows for D = 64 and 32 for D = 128 (what keeps the staged tiles in 48 KiB of shared
+// memory).
+#define TENSOR_CORE_ATTENTION_ENTRIES(NAME, E, D, WALK)                                          \
     extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
-        attention_forward_half_d##D(float* out, float* lse, const float* q, const float* k,       \
-                                    const float* v, const u8* mask, Sdpa p) {                     \
-        forward_half<D>(out, lse, q, k, v, mask, p);                                              \
+        attention_forward_##NAME##_d##D(float* out, float* lse, const float* q, const float* k,   \
+                                        const float* v, const u8* mask, Sdpa p) {                 \
+        forward_half<E, D>(out, lse, q, k, v, mask, p);                                           \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
-        attention_dq_half_d##D(float* dq, const float* q, const float* k, const float* v,         \
-                               const u8* mask, const float* grad, const float* lse,               \
-                               const float* delta, Sdpa p) {                                      \
-        backward_dq_half<D, WALK>(dq, q, k, v, mask, grad, lse, delta, p);                        \
+        attention_dq_##NAME##_d##D(float* dq, const float* q, const float* k, const float* v,     \
+                                   const u8* mask, const float* grad, const float* lse,           \
+                                   const float* delta, Sdpa p) {                                  \
+        backward_dq_half<E, D, WALK>(dq, q, k, v, mask, grad, lse, delta, p);                     \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
-        attention_dkv_half_d##D(float* dk, float* dv, const float* q, const float* k,             \
-                                const float* v, const u8* mask, const float* grad,                \
-                                const float* lse, const float* delta, Sdpa p) {                   \
-        backward_dkv_half<D, WALK>(dk, dv, q, k, v, mask, grad, lse, delta, p);                   \
+        attention_dkv_##NAME##_d##D(float* dk, float* dv, const float* q, const float* k,         \
+                                    const float* v, const u8* mask, const float* grad,            \
+                                    const float* lse, const float* delta, Sdpa p) {               \
+        backward_dkv_half<E, D, WALK>(dk, dv, q, k, v, mask, grad, lse, delta, p);                \
     }
-HALF_ATTENTION_ENTRIES(64, 64)
-HALF_ATTENTION_ENTRIES(128, 32)
+TENSOR_CORE_ATTENTION_ENTRIES(half, F16, 64, 64)
+TENSOR_CORE_ATTENTION_ENTRIES(half, F16, 128, 32)
+TENSOR_CORE_ATTENTION_ENTRIES(bf16, BF16, 64, 64)
+TENSOR_CORE_ATTENTION_ENTRIES(bf16, BF16, 128, 32)
 
 // The f32 kernels: a quad of 4 neighbouring lanes owns one row (32 rows a block), each lane a
 // quarter of the row's width in float4 chunks (`lane % 4 + 4 m`), so a dot product is 2

@@ -7,6 +7,11 @@ typedef unsigned long long u64;
 typedef unsigned char u8;
 // An IEEE half, kept as its bits.
 typedef unsigned short f16_bits;
+// A bfloat16 (the upper half of an f32), kept as its bits; a struct, so that templates tell
+// it from f16.
+struct bf16_bits {
+    unsigned short bits;
+};
 
 #define MAX_RANK 8
 
@@ -70,8 +75,25 @@ __device__ __forceinline__ f16_bits float_to_half(float f) {
     return h;
 }
 
-// A stored float type and the type it is computed in: `f16` in `float`, rounded once on
-// the way out, as PyTorch computes half element-wise ops.
+__device__ __forceinline__ float bf16_to_float(bf16_bits h) {
+    return __uint_as_float((unsigned int)h.bits << 16);
+}
+// Rounded to nearest, ties to even (NaN stays a quiet NaN), in integer arithmetic, which
+// every architecture has.
+__device__ __forceinline__ bf16_bits float_to_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    bf16_bits h;
+    if (f != f) {
+        h.bits = (unsigned short)((u >> 16) | 0x40);
+        return h;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    h.bits = (unsigned short)(u >> 16);
+    return h;
+}
+
+// A stored float type and the type it is computed in: `f16` and `bf16` in `float`, rounded
+// once on the way out, as PyTorch computes half element-wise ops.
 template <typename S> struct Num;
 template <> struct Num<float> {
     typedef float T;
@@ -87,6 +109,11 @@ template <> struct Num<f16_bits> {
     typedef float T;
     static __device__ __forceinline__ float load(f16_bits v) { return half_to_float(v); }
     static __device__ __forceinline__ f16_bits store(float v) { return float_to_half(v); }
+};
+template <> struct Num<bf16_bits> {
+    typedef float T;
+    static __device__ __forceinline__ float load(bf16_bits v) { return bf16_to_float(v); }
+    static __device__ __forceinline__ bf16_bits store(float v) { return float_to_bf16(v); }
 };
 
 // The math library in one name per function for float and double.
@@ -125,9 +152,9 @@ template <typename T> __device__ __forceinline__ T sigmoid(T x) {
 // dtype, `FOR_WIDTHS(X)` for each element width (kernels that only move bits), and
 // `FOR_DTYPES(X)` for every dtype (`bool` is a byte holding 0 or 1). The suffixes are the
 // ones backend/cuda/launch.rs names kernels with.
-#define FOR_FLOATS(X) X(f32, float) X(f64, double) X(f16, f16_bits)
+#define FOR_FLOATS(X) X(f32, float) X(f64, double) X(f16, f16_bits) X(bf16, bf16_bits)
 #define FOR_WIDTHS(X) X(b1, u8) X(b2, unsigned short) X(b4, unsigned int) X(b8, u64)
-#define FOR_DTYPES(X) X(f32, float) X(f64, double) X(f16, f16_bits) X(i64, i64) X(bool, u8)
+#define FOR_DTYPES(X) X(f32, float) X(f64, double) X(f16, f16_bits) X(bf16, bf16_bits) X(i64, i64) X(bool, u8)
 
 // Any dtype as a double and back, as Rust's `as` converts (saturating, NaN to 0 for integers;
 // nonzero is true).
@@ -138,6 +165,10 @@ template <typename S> struct Convert {
 template <> struct Convert<f16_bits> {
     static __device__ __forceinline__ double to(f16_bits v) { return (double)half_to_float(v); }
     static __device__ __forceinline__ f16_bits from(double v) { return float_to_half((float)v); }
+};
+template <> struct Convert<bf16_bits> {
+    static __device__ __forceinline__ double to(bf16_bits v) { return (double)bf16_to_float(v); }
+    static __device__ __forceinline__ bf16_bits from(double v) { return float_to_bf16((float)v); }
 };
 template <> struct Convert<i64> {
     static __device__ __forceinline__ double to(i64 v) { return (double)v; }

@@ -140,6 +140,10 @@ template <> struct Compared<f16_bits> {
     typedef float T;
     static __device__ float load(f16_bits v) { return half_to_float(v); }
 };
+template <> struct Compared<bf16_bits> {
+    typedef float T;
+    static __device__ float load(bf16_bits v) { return bf16_to_float(v); }
+};
 
 template <typename S>
 __device__ void compare(u8* out, const S* a, View va, const S* b, View vb, i64 n, int op) {

@@ -32,6 +32,10 @@ pub(super) fn bytes_of(t: &DynTensor) -> Result<(Dtype, Vec<u8>)> {
         CpuBuffer::F32(v) => (Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::F64(v) => (Dtype::F64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::F16(v) => (Dtype::F16, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        CpuBuffer::BF16(v) => (
+            Dtype::BF16,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
         CpuBuffer::I64(v) => (Dtype::I64, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
         CpuBuffer::Bool(v) => (Dtype::Bool, v.iter().map(|&b| b as u8).collect()),
     })
@@ -93,7 +97,9 @@ pub(super) fn decode(path: &Path, view: &TensorView) -> Result<DynTensor> {
         Dtype::Other(tag) => {
             return Err(format_error(
                 path,
-                format!("tensor `{name}` has dtype {tag}; rumus reads F32, F64, F16, I64 and BOOL"),
+                format!(
+                    "tensor `{name}` has dtype {tag}; rumus reads F32, F64, F16, BF16, I64 and BOOL"
+                ),
             ));
         }
         known => known.element_size().expect("rumus's dtypes have sizes"),
@@ -133,6 +139,11 @@ pub(super) fn decode(path: &Path, view: &TensorView) -> Result<DynTensor> {
         Dtype::F16 => CpuBuffer::F16(
             chunks(2)
                 .map(|c| half::f16::from_le_bytes(c.try_into().expect("2 bytes")))
+                .collect(),
+        ),
+        Dtype::BF16 => CpuBuffer::BF16(
+            chunks(2)
+                .map(|c| half::bf16::from_le_bytes(c.try_into().expect("2 bytes")))
                 .collect(),
         ),
         Dtype::I64 => CpuBuffer::I64(

@@ -26,6 +26,7 @@ pub(super) enum Dtype {
     F32,
     F64,
     F16,
+    BF16,
     I64,
     Bool,
     Other(String),
@@ -37,6 +38,7 @@ impl Dtype {
             "F32" => Dtype::F32,
             "F64" => Dtype::F64,
             "F16" => Dtype::F16,
+            "BF16" => Dtype::BF16,
             "I64" => Dtype::I64,
             "BOOL" => Dtype::Bool,
             other => Dtype::Other(other.to_string()),
@@ -49,6 +51,7 @@ impl Dtype {
             Dtype::F32 => "F32",
             Dtype::F64 => "F64",
             Dtype::F16 => "F16",
+            Dtype::BF16 => "BF16",
             Dtype::I64 => "I64",
             Dtype::Bool => "BOOL",
             Dtype::Other(tag) => tag,
@@ -59,12 +62,12 @@ impl Dtype {
     pub(super) fn element_size(&self) -> Option<usize> {
         match self {
             Dtype::Bool => Some(1),
-            Dtype::F16 => Some(2),
+            Dtype::F16 | Dtype::BF16 => Some(2),
             Dtype::F32 => Some(4),
             Dtype::F64 | Dtype::I64 => Some(8),
             Dtype::Other(tag) => match tag.as_str() {
                 "U8" | "I8" | "F8_E5M2" | "F8_E4M3" => Some(1),
-                "BF16" | "I16" | "U16" => Some(2),
+                "I16" | "U16" => Some(2),
                 "I32" | "U32" => Some(4),
                 "U64" => Some(8),
                 _ => None,

@@ -11,6 +11,7 @@ pub fn elem_type(dtype: DType) -> i64 {
         DType::I64 => 7,
         DType::Bool => 9,
         DType::F16 => 10,
+        DType::BF16 => 16,
         DType::F64 => 11,
     }
 }

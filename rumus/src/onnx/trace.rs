@@ -241,6 +241,7 @@ pub(super) fn initializer(name: &str, tensor: &DynTensor) -> Result<Initializer>
         CpuBuffer::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuBuffer::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuBuffer::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        CpuBuffer::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuBuffer::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         CpuBuffer::Bool(v) => v.iter().map(|&b| u8::from(b)).collect(),
     };

@@ -67,9 +67,9 @@ pub struct AttentionRecord {
     lse: DynTensor,
     mask: Option<DynTensor>,
     geometry: Geometry,
-    /// Whether the forward pass ran under autocast (the backward pass then runs the same
-    /// kernels, whatever scope it is called in).
-    autocast: bool,
+    /// The dtype the forward pass ran in under autocast, if it did (the backward pass then
+    /// runs the same kernels, whatever scope it is called in).
+    autocast: Option<DType>,
 }
 
 impl AttentionRecord {
@@ -195,10 +195,13 @@ impl DynTensor {
         let mask = options.key_padding_mask;
         let operands = [self, key, value];
         // The matrix units round the dropped-out probabilities, scaled by 1 / (1 - p), to
-        // f16: past p = 0.999 (a factor of 1,000) the f32 kernels take them.
-        let autocast = super::hooks::autocast_enabled()
-            && g.dropout
-                .is_none_or(|dropout| dropout.p <= MAX_HALF_DROPOUT);
+        // f16: past p = 0.999 (a factor of 1,000) the f32 kernels take them (bf16 has f32's
+        // range).
+        let autocast = super::hooks::autocast_dtype().filter(|&dtype| {
+            dtype == DType::BF16
+                || g.dropout
+                    .is_none_or(|dropout| dropout.p <= MAX_HALF_DROPOUT)
+        });
         let mask_here = on_device_of(self, mask)?;
         let fused = Storage::attention_forward(
             operands.map(DynTensor::operand),
@@ -247,7 +250,7 @@ pub(crate) const MAX_HALF_DROPOUT: f64 = 0.999;
 /// Whether an attention with rows `width` wide on `device` would run on the GPU's matrix
 /// units now (under autocast, `attention_coop.wgsl`).
 pub(crate) fn on_matrix_units(device: &crate::Device, width: usize) -> bool {
-    let autocast = super::hooks::autocast_enabled();
+    let autocast = super::hooks::autocast_dtype();
     Storage::attention_on_matrix_units(device, width, autocast)
 }
 

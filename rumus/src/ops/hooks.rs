@@ -161,6 +161,9 @@ pub(crate) trait Autocast: Sync {
     /// `call` on `operands` in reduced precision, recorded on the tape; called only where
     /// [`applies`](Self::applies) holds.
     fn run(&self, call: &OpCall<'_>, operands: &[&DynTensor]) -> Result<DynTensor>;
+
+    /// The reduced precision: `f16` or `bf16`.
+    fn dtype(&self) -> crate::dtype::DType;
 }
 
 /// Watches the ops a pass runs (the ONNX export).
@@ -209,6 +212,14 @@ pub(crate) fn install_trace(hook: Option<&'static dyn Trace>) -> Option<&'static
 /// direct convolutions choose their kernels by it).
 pub(crate) fn autocast_enabled() -> bool {
     FLAGS.with(Cell::get) & AUTOCAST != 0
+}
+
+/// The dtype this thread's autocast scope runs products in, if one is active.
+pub(crate) fn autocast_dtype() -> Option<crate::dtype::DType> {
+    if !autocast_enabled() {
+        return None;
+    }
+    AUTOCAST_HOOK.with(Cell::get).map(|h| h.dtype())
 }
 
 /// Whether the autocast hook would take `call` on `operands` now.
@@ -350,6 +361,10 @@ mod tests {
         fn run(&self, _: &OpCall<'_>, operands: &[&DynTensor]) -> Result<DynTensor> {
             let (a, b) = (operands[0], operands[1]);
             DynTensor::zeros(&[a.dims()[0], b.dims()[1]], DType::F32)
+        }
+
+        fn dtype(&self) -> DType {
+            DType::F16
         }
     }
 

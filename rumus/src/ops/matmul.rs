@@ -77,11 +77,12 @@ impl DynTensor {
     fn matmul_batched(&self, rhs: &DynTensor, bias: Option<&DynTensor>) -> Result<DynTensor> {
         let operands: Vec<&DynTensor> = [self, rhs].into_iter().chain(bias).collect();
         apply(OpCall::Product, &operands, |tape| {
-            if self.dtype() == DType::F16 && rhs.dtype() == DType::F16 && !self.device().is_gpu() {
-                // On the host, f16 products run on the f32 kernel and round once at the end,
-                // as PyTorch accumulates f16 in f32 (f16 carries no gradients, so nothing
-                // records).
-                return widening_product(self, rhs, None)?.to_dtype(DType::F16);
+            let half = matches!(self.dtype(), DType::F16 | DType::BF16);
+            if half && rhs.dtype() == self.dtype() && !self.device().is_gpu() {
+                // On the host, f16 (bf16) products run on the f32 kernel and round once at
+                // the end, as PyTorch accumulates them in f32 (they carry no gradients, so
+                // nothing records).
+                return widening_product(self, rhs, None)?.to_dtype(self.dtype());
             }
             let (la, lb, out_dims) = broadcast_operands(self, rhs)?;
             let out = matmul_untracked((self, &la), (rhs, &lb), bias, &out_dims, false)?;
@@ -129,8 +130,8 @@ fn broadcast_operands(a: &DynTensor, b: &DynTensor) -> Result<(Layout, Layout, V
     ))
 }
 
-/// `a @ b (+ bias)` of `f16` operands of rank 2 or more, accumulated in `f32` and returned in
-/// `f32` without rounding to `f16` (autocast's products), plus an `f32` `bias` (`[n]`) on
+/// `a @ b (+ bias)` of `f16` (or `bf16`) operands of rank 2 or more, accumulated in `f32` and
+/// returned in `f32` without rounding (autocast's products), plus an `f32` `bias` (`[n]`) on
 /// every row. Untracked: the caller records the product.
 ///
 /// On a GPU this is one kernel; on the host the operands are widened and the `f32` kernel
@@ -153,8 +154,8 @@ pub(crate) fn widening_product(
 }
 
 /// The product of operands already broadcast to `[batch.., m, k]` and `[batch.., k, n]`,
-/// plus `bias` (`[n]`, same dtype, or `f32` when widening) on every row. `widen` (`f16`
-/// operands on a GPU) returns the sums in `f32`.
+/// plus `bias` (`[n]`, same dtype, or `f32` when widening) on every row. `widen` (`f16` or
+/// `bf16` operands on a GPU) returns the sums in `f32`.
 fn matmul_untracked(
     (a, la): (&DynTensor, &Layout),
     (b, lb): (&DynTensor, &Layout),

@@ -119,6 +119,18 @@ impl DynTensor {
                 }
             }
         }
+        // Half-precision values summed in f32, rounded once.
+        fn scan_wide<T: Copy>(
+            values: &mut [T],
+            (n, inner): (usize, usize),
+            widen: fn(T) -> f32,
+            round: fn(f32) -> T,
+        ) -> Result<()> {
+            let mut wide = crate::alloc::try_map("cumsum", "the f32 sums", values, |&x| widen(x))?;
+            scan(&mut wide, n, inner, |a, b| a + b);
+            values.iter_mut().zip(wide).for_each(|(x, w)| *x = round(w));
+            Ok(())
+        }
         let mut buffer = self
             .detach()
             .to(&crate::Device::Cpu)?
@@ -126,13 +138,10 @@ impl DynTensor {
         match &mut buffer {
             CpuBuffer::F32(v) => scan(v, n, inner, |a, b| a + b),
             CpuBuffer::F64(v) => scan(v, n, inner, |a, b| a + b),
-            CpuBuffer::F16(v) => {
-                // Summed in f32, as PyTorch accumulates half precision, rounded once.
-                let mut wide = crate::alloc::try_map("cumsum", "the f32 sums", v, |x| x.to_f32())?;
-                scan(&mut wide, n, inner, |a, b| a + b);
-                v.iter_mut()
-                    .zip(wide)
-                    .for_each(|(x, w)| *x = half::f16::from_f32(w));
+            // Summed in f32, as PyTorch accumulates half precision, rounded once.
+            CpuBuffer::F16(v) => scan_wide(v, (n, inner), half::f16::to_f32, half::f16::from_f32)?,
+            CpuBuffer::BF16(v) => {
+                scan_wide(v, (n, inner), half::bf16::to_f32, half::bf16::from_f32)?;
             }
             CpuBuffer::I64(v) => scan(v, n, inner, i64::wrapping_add),
             CpuBuffer::Bool(_) => {

@@ -139,6 +139,7 @@ fn first_invalid(t: &DynTensor, valid: fn(f64) -> bool) -> Result<Option<(usize,
         CpuBuffer::F32(v) => scan(&v[range], f64::from, valid),
         CpuBuffer::F64(v) => scan(&v[range], |x| x, valid),
         CpuBuffer::F16(v) => scan(&v[range], half::f16::to_f64, valid),
+        CpuBuffer::BF16(v) => scan(&v[range], half::bf16::to_f64, valid),
         CpuBuffer::I64(_) | CpuBuffer::Bool(_) => None,
     })
 }

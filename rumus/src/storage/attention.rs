@@ -9,6 +9,7 @@ use crate::backend::cpu::Cpu;
 use crate::backend::kinds::Geometry;
 use crate::backend::{Attention, Viewed};
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 
@@ -27,7 +28,7 @@ impl Storage {
         [q, k, v]: [Operand<'_>; 3],
         mask: Option<Operand<'_>>,
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<Option<((Storage, Layout), Storage)>> {
         let results = Cell::new(None);
         // Without a mask the queries stand in its place (locked once), unread.
@@ -47,7 +48,7 @@ impl Storage {
         mask: Option<Operand<'_>>,
         [out, lse, grad]: [Operand<'_>; 3],
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<[(Storage, Layout); 3]> {
         let results = Cell::new(None);
         let has_mask = mask.is_some();
@@ -63,7 +64,11 @@ impl Storage {
     }
 
     /// Whether an attention with rows `width` wide on `device` would run on its matrix units.
-    pub(crate) fn attention_on_matrix_units(device: &Device, width: usize, autocast: bool) -> bool {
+    pub(crate) fn attention_on_matrix_units(
+        device: &Device,
+        width: usize,
+        autocast: Option<DType>,
+    ) -> bool {
         match device {
             Device::Cpu => Cpu.attention_on_matrix_units(width, autocast),
             Device::Gpu(gpu) => gpu.attention_on_matrix_units(width, autocast),

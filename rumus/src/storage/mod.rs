@@ -212,6 +212,7 @@ fn dtype_code(dtype: DType) -> u8 {
         DType::F16 => 2,
         DType::I64 => 3,
         DType::Bool => 4,
+        DType::BF16 => 5,
     }
 }
 
@@ -221,6 +222,7 @@ fn dtype_of_code(code: u8) -> DType {
         1 => DType::F64,
         2 => DType::F16,
         3 => DType::I64,
+        5 => DType::BF16,
         _ => DType::Bool,
     }
 }

@@ -29,6 +29,7 @@ fn computed(
         DType::F32 => build!(F32, |v| v as f32),
         DType::F64 => build!(F64, |v| v),
         DType::F16 => build!(F16, half::f16::from_f64),
+        DType::BF16 => build!(BF16, half::bf16::from_f64),
         DType::I64 => build!(I64, |v| v as i64),
         DType::Bool => build!(Bool, |v| v != 0.0),
     })
@@ -36,12 +37,12 @@ fn computed(
 
 /// Random samples are floating-point.
 fn check_float(dtype: DType) -> Result<()> {
-    if matches!(dtype, DType::F32 | DType::F64 | DType::F16) {
+    if matches!(dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
         Ok(())
     } else {
         Err(Error::DType {
             op: "random constructor",
-            expected: "f32, f64 or f16",
+            expected: "f32, f64, f16 or bf16",
             found: dtype,
         })
     }

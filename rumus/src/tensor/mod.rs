@@ -309,6 +309,7 @@ impl DynTensor {
             CpuBuffer::F32(v) => convert(v, layout),
             CpuBuffer::F64(v) => convert(v, layout),
             CpuBuffer::F16(v) => convert(v, layout),
+            CpuBuffer::BF16(v) => convert(v, layout),
             CpuBuffer::I64(v) => convert(v, layout),
             CpuBuffer::Bool(v) => convert(v, layout),
         })

@@ -3,6 +3,7 @@
 
 use super::{Backend, Src};
 use crate::backend::kinds::Geometry;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 
@@ -32,7 +33,8 @@ pub type Forward<M> = (Viewed<M>, M);
 /// Fused attention kernels. `q` is `[.., T, D]`, `k` `[.., S, D]`, `v` `[.., S, Dv]` (one
 /// float dtype, `g.batch` problems over the leading dims), `mask` a key padding mask as
 /// `bool` `[B, S]` on the same device (`g` says which problems share a row of it).
-/// `autocast` says whether the forward pass ran under autocast, whose kernels a backend may
+/// `autocast` says in which dtype (`f16`, `bf16`) the forward pass ran under autocast, if it
+/// did, whose kernels a backend may
 /// have (the backward pass runs the forward pass's kernels).
 pub trait Attention: Backend {
     /// The output (`[.., T, Dv]`, any view) and each query row's log-sum-exp
@@ -43,7 +45,7 @@ pub trait Attention: Backend {
         [q, k, v]: [Src<'_, Self::Memory>; 3],
         mask: Option<Src<'_, Self::Memory>>,
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<Option<Forward<Self::Memory>>> {
         let _ = (q, k, v, mask, g, autocast);
         Err(self.unsupported("scaled_dot_product_attention"))
@@ -57,7 +59,7 @@ pub trait Attention: Backend {
         mask: Option<Src<'_, Self::Memory>>,
         [out, lse, grad]: [Src<'_, Self::Memory>; 3],
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<[Viewed<Self::Memory>; 3]> {
         let _ = (q, k, v, mask, out, lse, grad, g, autocast);
         Err(self.unsupported("scaled_dot_product_attention"))
@@ -65,7 +67,7 @@ pub trait Attention: Backend {
 
     /// Whether an attention with rows `width` wide would run on matrix units (under
     /// `autocast`), where rounding to `f16` changes its results.
-    fn attention_on_matrix_units(&self, width: usize, autocast: bool) -> bool {
+    fn attention_on_matrix_units(&self, width: usize, autocast: Option<DType>) -> bool {
         let _ = (width, autocast);
         false
     }

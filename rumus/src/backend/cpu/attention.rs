@@ -83,7 +83,7 @@ impl Attention for Cpu {
         operands: [Src<'_, CpuBuffer>; 3],
         mask: Option<Src<'_, CpuBuffer>>,
         g: &Geometry,
-        _autocast: bool,
+        _autocast: Option<DType>,
     ) -> Result<Option<Forward<CpuBuffer>>> {
         let mask = mask_values(mask)?;
         let fused = if operands[0].dtype() == DType::F64 {
@@ -100,7 +100,7 @@ impl Attention for Cpu {
         mask: Option<Src<'_, CpuBuffer>>,
         saved: [Src<'_, CpuBuffer>; 3],
         g: &Geometry,
-        _autocast: bool,
+        _autocast: Option<DType>,
     ) -> Result<[Viewed<CpuBuffer>; 3]> {
         let mask = mask_values(mask)?;
         if operands[0].dtype() == DType::F64 {

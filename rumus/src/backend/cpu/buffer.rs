@@ -12,6 +12,8 @@ pub enum CpuBuffer {
     F64(Vec<f64>),
     /// 16-bit (IEEE half-precision) floats.
     F16(Vec<half::f16>),
+    /// bfloat16 floats.
+    BF16(Vec<half::bf16>),
     /// 64-bit signed integers (class indices, counters).
     I64(Vec<i64>),
     /// Booleans (masks).
@@ -25,6 +27,7 @@ impl CpuBuffer {
             CpuBuffer::F32(_) => DType::F32,
             CpuBuffer::F64(_) => DType::F64,
             CpuBuffer::F16(_) => DType::F16,
+            CpuBuffer::BF16(_) => DType::BF16,
             CpuBuffer::I64(_) => DType::I64,
             CpuBuffer::Bool(_) => DType::Bool,
         }
@@ -36,6 +39,7 @@ impl CpuBuffer {
             CpuBuffer::F32(v) => v.len(),
             CpuBuffer::F64(v) => v.len(),
             CpuBuffer::F16(v) => v.len(),
+            CpuBuffer::BF16(v) => v.len(),
             CpuBuffer::I64(v) => v.len(),
             CpuBuffer::Bool(v) => v.len(),
         }
@@ -60,6 +64,9 @@ macro_rules! map_buffer {
             }
             $crate::backend::cpu::CpuBuffer::F16($values) => {
                 $crate::backend::cpu::CpuBuffer::F16($body)
+            }
+            $crate::backend::cpu::CpuBuffer::BF16($values) => {
+                $crate::backend::cpu::CpuBuffer::BF16($body)
             }
             $crate::backend::cpu::CpuBuffer::I64($values) => {
                 $crate::backend::cpu::CpuBuffer::I64($body)

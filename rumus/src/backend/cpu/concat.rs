@@ -25,6 +25,7 @@ impl Join for Cpu {
             crate::DType::F32 => concat_variant!(F32, buffers, lens, outer, inner),
             crate::DType::F64 => concat_variant!(F64, buffers, lens, outer, inner),
             crate::DType::F16 => concat_variant!(F16, buffers, lens, outer, inner),
+            crate::DType::BF16 => concat_variant!(BF16, buffers, lens, outer, inner),
             crate::DType::I64 => concat_variant!(I64, buffers, lens, outer, inner),
             crate::DType::Bool => concat_variant!(Bool, buffers, lens, outer, inner),
         })

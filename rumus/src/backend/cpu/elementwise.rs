@@ -167,6 +167,7 @@ impl Pointwise for Cpu {
                 DType::F32 => CpuBuffer::F32(convert(data, layout)),
                 DType::F64 => CpuBuffer::F64(convert(data, layout)),
                 DType::F16 => CpuBuffer::F16(convert(data, layout)),
+                DType::BF16 => CpuBuffer::BF16(convert(data, layout)),
                 DType::I64 => CpuBuffer::I64(convert(data, layout)),
                 DType::Bool => CpuBuffer::Bool(convert(data, layout)),
             }
@@ -175,6 +176,7 @@ impl Pointwise for Cpu {
             CpuBuffer::F32(v) => to(v, x, dtype),
             CpuBuffer::F64(v) => to(v, x, dtype),
             CpuBuffer::F16(v) => to(v, x, dtype),
+            CpuBuffer::BF16(v) => to(v, x, dtype),
             CpuBuffer::I64(v) => to(v, x, dtype),
             CpuBuffer::Bool(v) => to(v, x, dtype),
         })

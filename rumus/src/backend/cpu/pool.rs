@@ -121,7 +121,7 @@ pub fn recycle(buffer: CpuBuffer) {
             pool.bytes += v.capacity() * 8;
             pool.f64.push(v);
         }
-        CpuBuffer::F16(_) | CpuBuffer::I64(_) | CpuBuffer::Bool(_) => return,
+        CpuBuffer::F16(_) | CpuBuffer::BF16(_) | CpuBuffer::I64(_) | CpuBuffer::Bool(_) => return,
     }
     // Over budget: drop the oldest buffers, alternating between the shelves.
     while pool.bytes > MAX_POOLED_BYTES {

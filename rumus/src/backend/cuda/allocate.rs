@@ -20,6 +20,10 @@ impl Allocate for CudaDevice {
                 let bits = half::f16::from_f64(value).to_bits();
                 self.launch_elements(kernel, n, &[&o, &bits, &n64])
             }
+            DType::BF16 => {
+                let bits = half::bf16::from_f64(value).to_bits();
+                self.launch_elements(kernel, n, &[&o, &bits, &n64])
+            }
             DType::I64 => self.launch_elements(kernel, n, &[&o, &(value as i64), &n64]),
             DType::Bool => self.launch_elements(kernel, n, &[&o, &u8::from(value != 0.0), &n64]),
         }?;

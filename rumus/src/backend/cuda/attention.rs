@@ -23,8 +23,9 @@ const THREADS: u32 = 128;
 /// The kernels of one fused attention, with their row width (`D`, rows zero-padded to it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kernels {
-    /// `*_half_d{64,128}`: tensor cores, 4 warps of 16 rows a block.
-    Half(usize),
+    /// `*_half_d{64,128}` (f16) and `*_bf16_d{64,128}`: tensor cores, 4 warps of 16 rows a
+    /// block.
+    Half(usize, DType),
     /// `*_f32_d{16,32,64,128}`: CUDA cores, 32 rows of 4 lanes a block.
     F32(usize),
 }
@@ -33,19 +34,21 @@ impl Kernels {
     /// Rows of the owned side a block takes (`ATTENTION_ROWS`, `QUAD_ROWS`).
     fn rows_per_block(self) -> usize {
         match self {
-            Kernels::Half(_) => 64,
+            Kernels::Half(..) => 64,
             Kernels::F32(_) => 32,
         }
     }
 
-    /// The entry point `name_{half,f32}_d{width}`'s base name and suffix.
+    /// The entry point `name_{half,bf16,f32}_d{width}`'s base name and suffix.
     fn entry(self, pass: Pass) -> (&'static str, &'static str) {
         let (family, width) = match self {
-            Kernels::Half(width) => (0, width),
-            Kernels::F32(width) => (1, width),
+            Kernels::Half(width, DType::BF16) => (1, width),
+            Kernels::Half(width, _) => (0, width),
+            Kernels::F32(width) => (2, width),
         };
-        const NAMES: [[&str; 3]; 2] = [
+        const NAMES: [[&str; 3]; 3] = [
             ["attention_forward_half", "attention_dq_half", "attention_dkv_half"],
+            ["attention_forward_bf16", "attention_dq_bf16", "attention_dkv_bf16"],
             ["attention_forward_f32", "attention_dq_f32", "attention_dkv_f32"],
         ];
         let suffix = match width {
@@ -197,17 +200,24 @@ fn result_like(device: &CudaDevice, like: &Layout, width: usize) -> Result<Viewe
 
 impl CudaDevice {
     /// The kernels of an attention over `dtype` operands with these sizes: the tensor cores
-    /// under autocast (from compute capability 8.0, which has `mma.m16n8k16`), else f32's;
+    /// under autocast, in its dtype (from compute capability 8.0, which has
+    /// `mma.m16n8k16`), else f32's;
     /// `None` (the composite form) for f64, rows wider than 128 and an empty side.
-    fn attention_kernels(&self, g: &Geometry, dtype: DType, autocast: bool) -> Option<Kernels> {
+    fn attention_kernels(
+        &self,
+        g: &Geometry,
+        dtype: DType,
+        autocast: Option<DType>,
+    ) -> Option<Kernels> {
         let widest = g.d.max(g.dv);
         if dtype != DType::F32 || widest > 128 || g.t == 0 || g.s == 0 {
             return None;
         }
-        Some(if autocast && self.compute_capability() >= (8, 0) {
-            Kernels::Half(if widest <= 64 { 64 } else { 128 })
-        } else {
-            Kernels::F32(widest.next_power_of_two().max(16))
+        Some(match autocast {
+            Some(half) if self.compute_capability() >= (8, 0) => {
+                Kernels::Half(if widest <= 64 { 64 } else { 128 }, half)
+            }
+            _ => Kernels::F32(widest.next_power_of_two().max(16)),
         })
     }
 
@@ -308,7 +318,7 @@ impl Attention for CudaDevice {
         operands: [Src<'_, CudaBuffer>; 3],
         mask: Option<Src<'_, CudaBuffer>>,
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<Option<Forward<CudaBuffer>>> {
         let Some(kernels) = self.attention_kernels(g, operands[0].dtype(), autocast) else {
             return Ok(None);
@@ -330,7 +340,7 @@ impl Attention for CudaDevice {
         mask: Option<Src<'_, CudaBuffer>>,
         [out, lse, grad]: [Src<'_, CudaBuffer>; 3],
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<[Viewed<CudaBuffer>; 3]> {
         if g.t == 0 || g.s == 0 {
             let zeros = |k: usize| -> Result<Viewed<CudaBuffer>> {
@@ -372,7 +382,7 @@ impl Attention for CudaDevice {
         Ok([dq, dk, dv])
     }
 
-    fn attention_on_matrix_units(&self, width: usize, autocast: bool) -> bool {
+    fn attention_on_matrix_units(&self, width: usize, autocast: Option<DType>) -> bool {
         let g = Geometry {
             batch: 1,
             t: 1,
@@ -386,7 +396,7 @@ impl Attention for CudaDevice {
         };
         matches!(
             self.attention_kernels(&g, DType::F32, autocast),
-            Some(Kernels::Half(_))
+            Some(Kernels::Half(..))
         )
     }
 }

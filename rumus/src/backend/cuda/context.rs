@@ -237,6 +237,7 @@ fn scalar_bits(one: &CpuBuffer) -> u64 {
         CpuBuffer::F32(v) => u64::from(v[0].to_bits()),
         CpuBuffer::F64(v) => v[0].to_bits(),
         CpuBuffer::F16(v) => u64::from(v[0].to_bits()),
+        CpuBuffer::BF16(v) => u64::from(v[0].to_bits()),
         CpuBuffer::I64(v) => v[0] as u64,
         CpuBuffer::Bool(v) => u64::from(v[0]),
     }

@@ -56,10 +56,10 @@ pub(crate) fn views<const N: usize>(
     }))
 }
 
-/// Refuses a dtype that is not a float (`f32`, `f64`, `f16`: what the float kernels are
-/// instantiated for).
+/// Refuses a dtype that is not a float (`f32`, `f64`, `f16`, `bf16`: what the float kernels
+/// are instantiated for).
 pub(crate) fn check_floating(op: &'static str, dtype: DType) -> Result<()> {
-    if matches!(dtype, DType::F32 | DType::F64 | DType::F16) {
+    if matches!(dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
         Ok(())
     } else {
         Err(DeviceError::UnsupportedDType { op, dtype }.into())
@@ -72,6 +72,7 @@ pub(crate) fn dtype_suffix(dtype: DType) -> &'static str {
         DType::F32 => "f32",
         DType::F64 => "f64",
         DType::F16 => "f16",
+        DType::BF16 => "bf16",
         DType::I64 => "i64",
         DType::Bool => "bool",
     }

@@ -96,6 +96,7 @@ fn data_type(dtype: DType) -> sys::cudaDataType {
     match dtype {
         DType::F64 => sys::cudaDataType::CUDA_R_64F,
         DType::F16 => sys::cudaDataType::CUDA_R_16F,
+        DType::BF16 => sys::cudaDataType::CUDA_R_16BF,
         _ => sys::cudaDataType::CUDA_R_32F,
     }
 }
@@ -332,7 +333,7 @@ impl Matmul for CudaDevice {
             });
         }
         check_floating("matmul", dtype)?;
-        let widen = widen && dtype == DType::F16;
+        let widen = widen && matches!(dtype, DType::F16 | DType::BF16);
         let out_dtype = if widen { DType::F32 } else { dtype };
         let rank = out_dims.len();
         let (m, n, k) = (out_dims[rank - 2], out_dims[rank - 1], a.dims()[rank - 1]);

@@ -13,7 +13,7 @@ use crate::error::Result;
 /// as the device stores it).
 fn host_bytes(host: &CpuBuffer) -> &[u8] {
     fn bytes<T>(values: &[T]) -> &[u8] {
-        // SAFETY: f32, f64, half::f16, i64 and bool have no padding and every byte of them
+        // SAFETY: f32, f64, half::f16, half::bf16, i64 and bool have no padding and every byte of them
         // is initialised; the slice covers exactly their memory.
         unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
     }
@@ -21,6 +21,7 @@ fn host_bytes(host: &CpuBuffer) -> &[u8] {
         CpuBuffer::F32(v) => bytes(v),
         CpuBuffer::F64(v) => bytes(v),
         CpuBuffer::F16(v) => bytes(v),
+        CpuBuffer::BF16(v) => bytes(v),
         CpuBuffer::I64(v) => bytes(v),
         CpuBuffer::Bool(v) => bytes(v),
     }
@@ -63,6 +64,7 @@ pub(crate) fn download(buffer: &CudaBuffer, range: std::ops::Range<usize>) -> Re
         DType::F32 => CpuBuffer::F32(read(buffer, range)?),
         DType::F64 => CpuBuffer::F64(read(buffer, range)?),
         DType::F16 => CpuBuffer::F16(read(buffer, range)?),
+        DType::BF16 => CpuBuffer::BF16(read(buffer, range)?),
         DType::I64 => CpuBuffer::I64(read(buffer, range)?),
         DType::Bool => CpuBuffer::Bool(
             read::<u8>(buffer, range)?

@@ -381,8 +381,8 @@ impl GpuDevice {
     /// The kernels a fused attention with query (key) and value rows `d` and `dv` wide runs
     /// on: autocast's where the adapter has cooperative matrices and rows are 64 wide,
     /// otherwise f32.
-    fn attention_kernels(&self, (d, dv): (usize, usize), autocast: bool) -> AttentionKernels {
-        if autocast && self.has_coop_matmul() && d == COOP_ROW && dv == COOP_ROW {
+    fn attention_kernels(&self, (d, dv): (usize, usize), autocast: Option<DType>) -> AttentionKernels {
+        if autocast == Some(DType::F16) && self.has_coop_matmul() && d == COOP_ROW && dv == COOP_ROW {
             AttentionKernels::Half
         } else {
             AttentionKernels::F32
@@ -421,7 +421,7 @@ impl Attention for GpuDevice {
         operands: [Src<'_, GpuBuffer>; 3],
         mask: Option<Src<'_, GpuBuffer>>,
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<Option<Forward<GpuBuffer>>> {
         if !fused(g) {
             return Ok(None);
@@ -446,7 +446,7 @@ impl Attention for GpuDevice {
         mask: Option<Src<'_, GpuBuffer>>,
         [out, lse, grad]: [Src<'_, GpuBuffer>; 3],
         g: &Geometry,
-        autocast: bool,
+        autocast: Option<DType>,
     ) -> Result<[Viewed<GpuBuffer>; 3]> {
         if g.t == 0 || g.s == 0 {
             let zeros = |k: usize| self.attention_zeros(operands[k].dims());
@@ -489,7 +489,7 @@ impl Attention for GpuDevice {
         Ok([(dq, dq_layout), (dk, dk_layout), (dv, dv_layout)])
     }
 
-    fn attention_on_matrix_units(&self, width: usize, autocast: bool) -> bool {
+    fn attention_on_matrix_units(&self, width: usize, autocast: Option<DType>) -> bool {
         self.attention_kernels((width, width), autocast) == AttentionKernels::Half
     }
 }

@@ -66,7 +66,8 @@ fn activation_grad_code(op: UnaryOp) -> Option<u32> {
 
 fn dtype_code(dtype: DType) -> u32 {
     match dtype {
-        DType::F32 | DType::F64 => 0,
+        // (f64 and bf16 never reach a kernel: `check_dtype`)
+        DType::F32 | DType::F64 | DType::BF16 => 0,
         DType::I64 => 1,
         DType::Bool => 2,
         DType::F16 => 3,
@@ -234,7 +235,7 @@ impl Allocate for GpuDevice {
         params[slot::SCALAR0] = match dtype {
             DType::I64 => (value as i32) as u32,
             DType::Bool => u32::from(value != 0.0),
-            DType::F32 | DType::F64 => (value as f32).to_bits(),
+            DType::F32 | DType::F64 | DType::BF16 => (value as f32).to_bits(),
             DType::F16 => {
                 let bits = u32::from(half::f16::from_f64(value).to_bits());
                 bits | (bits << 16)

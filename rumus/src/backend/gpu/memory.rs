@@ -283,9 +283,10 @@ pub(crate) fn check_words(dtype: DType, op: &'static str) -> Result<()> {
     Ok(())
 }
 
-/// GPU kernels work on 32-bit words: `f64` has no portable WGSL type.
+/// GPU kernels work on 32-bit words: `f64` has no portable WGSL type, and WGSL has no
+/// bfloat16 (the CPU and CUDA have both).
 pub(crate) fn check_dtype(dtype: DType, op: &'static str) -> Result<()> {
-    if dtype == DType::F64 {
+    if matches!(dtype, DType::F64 | DType::BF16) {
         return Err(DeviceError::UnsupportedDType { op, dtype }.into());
     }
     Ok(())

@@ -37,6 +37,7 @@ fn scalar_bits(buffer: &CpuBuffer) -> u32 {
         CpuBuffer::Bool(v) => u32::from(v[0]),
         CpuBuffer::F64(v) => (v[0] as f32).to_bits(),
         CpuBuffer::F16(v) => u32::from(v[0].to_bits()),
+        CpuBuffer::BF16(v) => u32::from(v[0].to_bits()),
     }
 }
 

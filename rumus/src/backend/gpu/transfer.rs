@@ -68,10 +68,10 @@ fn words_of(buffer: &CpuBuffer, op: &'static str) -> Result<Vec<u32>> {
                 u32::from(pair[0].to_bits()) | (u32::from(high) << 16)
             })
             .collect(),
-        CpuBuffer::F64(_) => {
+        CpuBuffer::F64(_) | CpuBuffer::BF16(_) => {
             return Err(crate::error::DeviceError::UnsupportedDType {
                 op,
-                dtype: DType::F64,
+                dtype: buffer.dtype(),
             }
             .into());
         }
@@ -188,7 +188,9 @@ fn from_words(words: &[u32], dtype: DType, within: std::ops::Range<usize>) -> Cp
         DType::F32 => CpuBuffer::F32(bytemuck::cast_slice(words).to_vec()),
         DType::I64 => CpuBuffer::I64(words.iter().map(|&w| i64::from(w as i32)).collect()),
         DType::Bool => CpuBuffer::Bool(words.iter().map(|&w| w != 0).collect()),
-        DType::F64 => unreachable!("f64 never reaches the GPU (checked on upload)"),
+        DType::F64 | DType::BF16 => {
+            unreachable!("f64 and bf16 never reach the GPU (checked on upload)")
+        }
     }
 }
 
