@@ -527,17 +527,15 @@ fn heads_inside_rows(x: &DynTensor) -> DynTensor {
     storage.narrow(-1, 64, 64).unwrap().transpose(1, 2).unwrap()
 }
 
-/// `x` rounded to f16, as f64.
-fn half(x: &DynTensor) -> DynTensor {
-    x.to_dtype(DType::F16)
-        .unwrap()
-        .to_dtype(DType::F64)
-        .unwrap()
+/// `x` rounded to `dtype` (f16 or bf16), as f64.
+fn rounded_to(x: &DynTensor, dtype: DType) -> DynTensor {
+    x.to_dtype(dtype).unwrap().to_dtype(DType::F64).unwrap()
 }
 
 /// Autocast's attention spelled out in f64 from its definition (`ops::attention`): q, k, v
-/// and dO rounded to f16, and the probabilities and score gradients before the products they
-/// feed second; everything else exact. `rounded` false: plain attention. `dropout`: each
+/// and dO rounded to `rounded` (f16 or bf16), and the probabilities and score gradients
+/// before the products they feed second; everything else exact. `rounded` `None`: plain
+/// attention. `dropout`: each
 /// probability's factor (0 or 1 / (1 - p)). Returns the output and the gradients of q, k, v
 /// for the output gradient `d_out`.
 fn spelled_out_with_roundings(
@@ -545,9 +543,12 @@ fn spelled_out_with_roundings(
     d_out: &DynTensor,
     (mask, causal): (Option<&DynTensor>, bool),
     dropout: Option<&DynTensor>,
-    rounded: bool,
+    rounded: Option<DType>,
 ) -> [DynTensor; 4] {
-    let r = |x: &DynTensor| if rounded { half(x) } else { x.clone() };
+    let r = |x: &DynTensor| match rounded {
+        Some(dtype) => rounded_to(x, dtype),
+        None => x.clone(),
+    };
     let (q16, k16, v16, g16) = (r(q), r(k), r(v), r(d_out));
     let scale = 1.0 / (q.dims()[3] as f64).sqrt();
     let p = probabilities(&q16, &k16, mask, causal);
@@ -602,10 +603,19 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         ((200, 200), false, true, 0.0, true),
         ((100, 260), true, false, 0.2, true),
     ];
-    for (((t, s), masked, causal, dropout_p, rising), heads_view) in cases
-        .into_iter()
-        .flat_map(|case| [(case, false), (case, true)])
-    {
+    // On CUDA under bf16 autocast too (wgpu has no bf16).
+    let dtypes: &[DType] = if device.is_cuda() {
+        &[DType::F16, DType::BF16]
+    } else {
+        &[DType::F16]
+    };
+    let runs = dtypes.iter().flat_map(|&dtype| {
+        cases
+            .into_iter()
+            .flat_map(|case| [(case, false), (case, true)])
+            .map(move |run| (dtype, run))
+    });
+    for (dtype, (((t, s), masked, causal, dropout_p, rising), heads_view)) in runs {
         let [mut q, mut k, v, d_out] = [(t, 1), (s, 2), (s, 3), (t, 4)]
             .map(|(rows, seed)| common::gpu::tensor(&[2, 2, rows, 64], seed));
         if rising {
@@ -633,7 +643,7 @@ fn gpu_attention_under_autocast_matches_its_definition() {
         let gpu_mask = mask.to(&device).unwrap();
         rumus::manual_seed(37);
         let attend = || {
-            let _autocast = rumus::amp::autocast();
+            let _autocast = rumus::amp::autocast_with(dtype).unwrap();
             gq.scaled_dot_product_attention(&gk, &gv, options(&gpu_mask))
                 .unwrap()
         };
@@ -679,21 +689,26 @@ fn gpu_attention_under_autocast_matches_its_definition() {
             &f64s[3],
             (masked.then_some(&mask), causal),
             (dropout_p > 0.0).then_some(&factors),
-            on_matrix_units,
+            on_matrix_units.then_some(dtype),
         );
         // f16's unit roundoff is 2^-11: a rounding of a probability that lands on the other
         // side of a tie between the two computations moves a sum by about that much. (The
         // forward kernel rounds exp(score - the row's running maximum) and divides by the
         // sum at the end, where this rounds the normalised probability: the same relative
         // error per probability, at another place.)
-        let tolerance = if on_matrix_units { 2e-3 } else { 1e-5 };
+        // (bf16's unit roundoff is 2^-8, eight times f16's.)
+        let tolerance = match (on_matrix_units, dtype) {
+            (false, _) => 1e-5,
+            (true, DType::BF16) => 1.6e-2,
+            (true, _) => 2e-3,
+        };
         for (name, (want, got)) in ["out", "dq", "dk", "dv"]
             .iter()
             .zip(expected.iter().zip(&got))
         {
             assert!(got.device().is_gpu(), "{name} left the GPU");
             let what = format!(
-                "{name} ({t}, {s}) causal {causal} masked {masked} dropout {dropout_p} \
+                "{name} {dtype} ({t}, {s}) causal {causal} masked {masked} dropout {dropout_p} \
                  rising {rising} heads_view {heads_view} (matrix units: {on_matrix_units})"
             );
             assert_near(&what, want, got, tolerance);

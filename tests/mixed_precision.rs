@@ -1,6 +1,7 @@
-//! Autocast: products of `f32` tensors run in `f16` inside the scope, forward and backward,
-//! exactly as the explicit casts would compute them; everything else stays `f32`; and the
-//! digits MLP trained under autocast with loss scaling learns as well as in `f32`.
+//! Autocast: products of `f32` tensors run in `f16` (or `bf16`, `autocast_with`) inside the
+//! scope, forward and backward, exactly as the explicit casts would compute them; everything
+//! else stays `f32`; and the digits MLP trained under autocast with loss scaling learns as
+//! well as in `f32`.
 
 #[path = "../examples/digits/training.rs"]
 #[allow(dead_code)]
@@ -9,63 +10,105 @@ mod training;
 mod common;
 
 use common::gpu::{gpu, kernels_run, tensor};
-use rumus::amp::{GradScaler, GradScalerConfig, autocast};
+use rumus::amp::{GradScaler, GradScalerConfig, autocast, autocast_with};
 use rumus::data::{Batch, Collate, DataLoader, Sample};
 use rumus::nn::Module;
 use rumus::optim::{Adam, AdamConfig, Sgd, SgdConfig};
 use rumus::prelude::*;
 use rumus::train::classification;
 
-/// `t` rounded to f16 and back: what autocast feeds the product.
-fn half(t: &DynTensor) -> DynTensor {
+/// `t` rounded to `dtype` (f16 or bf16) and back: what autocast feeds the product.
+fn rounded(t: &DynTensor, dtype: DType) -> DynTensor {
     t.detach()
-        .to_dtype(DType::F16)
+        .to_dtype(dtype)
         .unwrap()
         .to_dtype(DType::F32)
         .unwrap()
 }
 
-/// Autocast's product of f32 tensors, spelled out: the operands rounded to f16, the product
-/// accumulated and returned in f32.
+/// `t` rounded to f16 and back.
+fn half(t: &DynTensor) -> DynTensor {
+    rounded(t, DType::F16)
+}
+
+/// Autocast's product of f32 tensors in `dtype`, spelled out: the operands rounded to
+/// `dtype`, the product accumulated and returned in f32.
+fn explicit_product_in(a: &DynTensor, b: &DynTensor, dtype: DType) -> Vec<f64> {
+    rounded(a, dtype)
+        .matmul(&rounded(b, dtype))
+        .unwrap()
+        .to_f64_vec()
+}
+
+/// The same in f16.
 fn explicit_product(a: &DynTensor, b: &DynTensor) -> Vec<f64> {
-    half(a).matmul(&half(b)).unwrap().to_f64_vec()
+    explicit_product_in(a, b, DType::F16)
 }
 
-#[test]
-fn products_under_autocast_are_the_f16_products_and_stay_f32() {
-    let (a, b) = (tensor(&[5, 7], 1), tensor(&[7, 3], 2));
-    let bias = tensor(&[3], 3);
-    let (plain, under, linear) = {
-        let plain = a.matmul(&b).unwrap();
-        let _autocast = autocast();
-        let under = a.matmul(&b).unwrap();
-        let linear = a.linear(&b.transpose(0, 1).unwrap(), Some(&bias)).unwrap();
-        (plain, under, linear)
-    };
-    assert_eq!(under.dtype(), DType::F32);
-    assert_eq!(under.to_f64_vec(), explicit_product(&a, &b));
-    // The bias is added in f32, unrounded.
-    let expected_linear = half(&a)
-        .linear(&half(&b).transpose(0, 1).unwrap(), Some(&bias))
-        .unwrap();
-    assert_eq!(linear.to_f64_vec(), expected_linear.to_f64_vec());
-    // The rounding is the f16 one: far from f32's, within f16's relative error.
-    let (p, u) = (plain.to_f64_vec(), under.to_f64_vec());
-    assert_ne!(p, u);
-    let scale: f64 = a.to_f64_vec().iter().map(|x| x.abs()).sum::<f64>() * 2.0;
-    for (p, u) in p.iter().zip(&u) {
-        assert!((p - u).abs() <= scale * 2e-3, "{p} vs {u}");
+/// The unit roundoff of `dtype`: 2^-11 for f16, 2^-8 for bf16.
+fn unit_roundoff(dtype: DType) -> f64 {
+    if dtype == DType::BF16 {
+        0.5f64.powi(8)
+    } else {
+        0.5f64.powi(11)
     }
-    // Outside the scope, f32 again.
-    assert_eq!(a.matmul(&b).unwrap().to_f64_vec(), p);
 }
 
 #[test]
-fn gradients_under_autocast_run_the_backward_products_in_f16() {
+fn products_under_autocast_are_the_f16_or_bf16_products_and_stay_f32() {
+    for dtype in [DType::F16, DType::BF16] {
+        let (a, b) = (tensor(&[5, 7], 1), tensor(&[7, 3], 2));
+        let bias = tensor(&[3], 3);
+        let (plain, under, linear) = {
+            let plain = a.matmul(&b).unwrap();
+            let _autocast = autocast_with(dtype).unwrap();
+            assert_eq!(rumus::amp::autocast_dtype(), Some(dtype));
+            let under = a.matmul(&b).unwrap();
+            let linear = a.linear(&b.transpose(0, 1).unwrap(), Some(&bias)).unwrap();
+            (plain, under, linear)
+        };
+        assert_eq!(under.dtype(), DType::F32);
+        assert_eq!(
+            under.to_f64_vec(),
+            explicit_product_in(&a, &b, dtype),
+            "{dtype}"
+        );
+        // The bias is added in f32, unrounded.
+        let expected_linear = rounded(&a, dtype)
+            .linear(&rounded(&b, dtype).transpose(0, 1).unwrap(), Some(&bias))
+            .unwrap();
+        assert_eq!(linear.to_f64_vec(), expected_linear.to_f64_vec(), "{dtype}");
+        // The rounding is the dtype's: far from f32's, within its relative error.
+        let (p, u) = (plain.to_f64_vec(), under.to_f64_vec());
+        assert_ne!(p, u);
+        let scale: f64 = a.to_f64_vec().iter().map(|x| x.abs()).sum::<f64>() * 2.0;
+        for (p, u) in p.iter().zip(&u) {
+            assert!(
+                (p - u).abs() <= scale * 4.0 * unit_roundoff(dtype),
+                "{dtype}: {p} vs {u}"
+            );
+        }
+        // Outside the scope, f32 again.
+        assert_eq!(a.matmul(&b).unwrap().to_f64_vec(), p);
+        assert_eq!(rumus::amp::autocast_dtype(), None);
+    }
+    // Autocast takes the two 16-bit float types only.
+    assert!(autocast_with(DType::F64).is_err());
+}
+
+#[test]
+fn gradients_under_autocast_run_the_backward_products_in_f16_or_bf16() {
+    for dtype in [DType::F16, DType::BF16] {
+        gradients_run_the_backward_products_in(dtype);
+    }
+}
+
+fn gradients_run_the_backward_products_in(dtype: DType) {
+    let explicit_product = |a: &DynTensor, b: &DynTensor| explicit_product_in(a, b, dtype);
     let x = tensor(&[4, 6], 4).requires_grad_().unwrap();
     let w = tensor(&[6, 3], 5).requires_grad_().unwrap();
     let loss = {
-        let _autocast = autocast();
+        let _autocast = autocast_with(dtype).unwrap();
         x.matmul(&w).unwrap().tanh().unwrap().sum_all().unwrap()
     };
     // The backward pass runs outside the scope: the records remember autocast.
@@ -190,13 +233,26 @@ fn autocast_agrees_with_the_cpu(
     forward: &dyn Fn(&[DynTensor]) -> LossAndOutputs,
     names: &[&str],
 ) {
+    autocast_in_agrees_with_the_cpu(DType::F16, device, leaves, forward, names);
+}
+
+/// [`autocast_agrees_with_the_cpu`] under autocast in `dtype`. The two devices round the
+/// same operands; a backward product rounds a gradient that differs in its last f32 bits,
+/// which can move it by one unit of `dtype` (relative 2^-8 for bf16).
+fn autocast_in_agrees_with_the_cpu(
+    dtype: DType,
+    device: &Device,
+    leaves: &[DynTensor],
+    forward: &dyn Fn(&[DynTensor]) -> LossAndOutputs,
+    names: &[&str],
+) {
     let run = |on: &dyn Fn(&DynTensor) -> DynTensor| {
         let t: Vec<DynTensor> = leaves
             .iter()
             .map(|t| on(t).requires_grad_().unwrap())
             .collect();
         let (loss, outputs) = {
-            let _autocast = autocast();
+            let _autocast = autocast_with(dtype).unwrap();
             forward(&t)
         };
         let grads = loss.backward().unwrap();
@@ -212,9 +268,10 @@ fn autocast_agrees_with_the_cpu(
         assert!(g.device().is_gpu() && g.dtype() == DType::F32, "{what}");
         assert_eq!(c.dims(), g.dims(), "{what}");
         for (c, g) in c.to_f64_vec().iter().zip(&g.to_f64_vec()) {
+            let tolerance = 4.0 * unit_roundoff(dtype);
             assert!(
-                (c - g).abs() <= 2e-3 * c.abs() + 1e-3,
-                "{what}: cpu {c}, gpu {g}"
+                (c - g).abs() <= tolerance * c.abs() + tolerance / 2.0,
+                "{what} ({dtype}): cpu {c}, gpu {g}"
             );
         }
     }
@@ -268,6 +325,15 @@ fn gpu_products_under_autocast_match_the_cpu() {
         "grad long bias",
     ];
     autocast_agrees_with_the_cpu(&device, &leaves, &forward, &names);
+    if device.is_cuda() {
+        autocast_in_agrees_with_the_cpu(DType::BF16, &device, &leaves, &forward, &names);
+    } else {
+        // WGSL has no bfloat16: the product says so.
+        let _autocast = autocast_with(DType::BF16).unwrap();
+        let x = leaves[0].to(&device).unwrap();
+        let error = x.matmul(&leaves[1].to(&device).unwrap()).unwrap_err();
+        assert!(error.to_string().contains("bf16"), "{error}");
+    }
 }
 
 /// Autocast's products run on the fastest matrix kernel the device has: `matmul_tensor`

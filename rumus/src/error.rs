@@ -501,13 +501,18 @@ fn named_message(
         .finish()
 }
 
-/// What to do with an `f16` tensor that reached an op it cannot enter.
+/// What to do with an `f16` or `bf16` tensor that reached an op it cannot enter.
 fn half_hint(dtype: DType) -> &'static str {
-    if dtype == DType::F16 {
-        " (f16 is a storage dtype: it converts, moves, copies and multiplies matrices; \
-         convert with `.to_dtype(DType::F32)` for other math and for gradients)"
-    } else {
-        ""
+    match dtype {
+        DType::F16 => {
+            " (f16 is a storage dtype: it converts, moves, copies and multiplies matrices; \
+             convert with `.to_dtype(DType::F32)` for other math and for gradients)"
+        }
+        DType::BF16 => {
+            " (bf16 is a storage dtype: it converts, moves, copies and multiplies matrices; \
+             convert with `.to_dtype(DType::F32)` for other math and for gradients)"
+        }
+        _ => "",
     }
 }
 

@@ -56,6 +56,8 @@ pub use autograd::{GradientStore, grad, gradcheck, no_grad};
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{AutogradError, DeviceError, Error, Result, ShapeError};
+/// The element type of `DType::BF16` tensors (`from_vec`, `to_vec`), from the `half` crate.
+pub use half::bf16;
 /// The element type of `DType::F16` tensors (`from_vec`, `to_vec`), from the `half` crate.
 pub use half::f16;
 pub use rng::manual_seed;

@@ -85,7 +85,7 @@ pub fn read_cases(text: &str) -> Vec<(String, BTreeMap<String, FixtureTensor>)> 
 }
 
 impl FixtureTensor {
-    /// The fixture as a tensor of its stored dtype (`f32`, `f16`, `i64` or `bool`).
+    /// The fixture as a tensor of its stored dtype (`f32`, `f16`, `bf16`, `i64` or `bool`).
     pub fn to_tensor(&self) -> rumus::DynTensor {
         let dims = &self.dims;
         match self.dtype.as_str() {
@@ -96,6 +96,13 @@ impl FixtureTensor {
                 self.values
                     .iter()
                     .map(|&v| rumus::f16::from_f64(v))
+                    .collect(),
+                dims,
+            ),
+            "bf16" => rumus::DynTensor::from_vec(
+                self.values
+                    .iter()
+                    .map(|&v| rumus::bf16::from_f64(v))
                     .collect(),
                 dims,
             ),

@@ -16,9 +16,10 @@ impl DynTensor {
             if dtype == self.dtype() {
                 return Ok(self.clone());
             }
-            if dtype == DType::F16 && self.requires_grad() && crate::autograd::is_grad_enabled() {
+            let half = matches!(dtype, DType::F16 | DType::BF16);
+            if half && self.requires_grad() && crate::autograd::is_grad_enabled() {
                 return Err(AutogradError::NotDifferentiable {
-                    context: "to_dtype(DType::F16) of a tensor that requires grad".into(),
+                    context: format!("to_dtype(DType::{dtype:?}) of a tensor that requires grad"),
                     dtype,
                 }
                 .into());
