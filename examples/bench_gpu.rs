@@ -11,7 +11,8 @@
 //!                                                    # (at 4096 and GPT-2 small's layers)
 //! cargo run --release --example bench_gpu ops        # each op of one encoder block
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
-//!                                                    # (`profile autocast`, `profile gpt`)
+//!                                                    # (`profile autocast`, `profile bf16`,
+//!                                                    # `profile gpt`)
 //! cargo run --release --example bench_gpu gpt        # the GPT-2-small step alone
 //! cargo run --release --example bench_gpu attention  # causal attention, T = 4096, f32 and autocast
 //! cargo run --release --example bench_gpu cuda hgemm # any of these on the CUDA device
@@ -19,7 +20,7 @@
 
 use std::time::Instant;
 
-use rumus::amp::{GradScaler, autocast};
+use rumus::amp::{GradScaler, autocast, autocast_with};
 use rumus::nn::{
     CrossEntropyOptions, Linear, Module, Reduction, TransformerEncoderBlock, cross_entropy,
     mse_loss,
@@ -305,10 +306,28 @@ impl TransformerBench {
         scaler.step(&mut self.adam, &mut grads).expect("step");
         scaler.update();
     }
+
+    /// A step under bf16 autocast, which needs no loss scaling.
+    fn step_bf16(&mut self) {
+        let loss = {
+            let _autocast = autocast_with(DType::BF16).expect("bf16 autocast");
+            mse_loss(&self.forward(), &self.target, Reduction::Mean)
+        };
+        train(&mut self.adam, loss);
+    }
 }
 
-/// (train step, forward alone, train step under autocast) in milliseconds.
-fn transformer_step(device: &Device) -> (f64, f64, f64) {
+/// The transformer's times in milliseconds.
+struct TransformerTimes {
+    step: f64,
+    forward: f64,
+    /// Under f16 autocast with loss scaling.
+    autocast: f64,
+    /// Under bf16 autocast (devices with bf16 kernels: the CPU and CUDA).
+    bf16: Option<f64>,
+}
+
+fn transformer_step(device: &Device) -> TransformerTimes {
     let mut bench = TransformerBench::new(device);
     let step = seconds_per_call_settled(device, 5, || bench.step());
     let forward_only = seconds_per_call_settled(device, 3, || {
@@ -317,12 +336,24 @@ fn transformer_step(device: &Device) -> (f64, f64, f64) {
     });
     let mut scaler = GradScaler::new();
     let mixed = seconds_per_call_settled(device, 5, || bench.step_autocast(&mut scaler));
-    (step * 1e3, forward_only * 1e3, mixed * 1e3)
+    let bf16 = has_bf16(device).then(|| seconds_per_call_settled(device, 5, || bench.step_bf16()));
+    TransformerTimes {
+        step: step * 1e3,
+        forward: forward_only * 1e3,
+        autocast: mixed * 1e3,
+        bf16: bf16.map(|s| s * 1e3),
+    }
 }
 
-/// Causal attention forward and backward on `[4, 8, 4096, 64]` f32 (fused): milliseconds per
-/// call and the growth of the buffer pool's high-water mark in MiB.
-fn attention_step(device: &Device, autocast: bool) -> (f64, f64) {
+/// Whether `device` has bf16 kernels (WGSL has no bfloat16).
+fn has_bf16(device: &Device) -> bool {
+    !matches!(device, Device::Gpu(_))
+}
+
+/// Causal attention forward and backward on `[4, 8, 4096, 64]` f32 (fused), under autocast in
+/// `autocast` if given: milliseconds per call and the growth of the buffer pool's high-water
+/// mark in MiB.
+fn attention_step(device: &Device, autocast: Option<DType>) -> (f64, f64) {
     let leaf = || {
         DynTensor::randn(&[4, 8, 4096, 64], DType::F32)
             .unwrap()
@@ -338,7 +369,7 @@ fn attention_step(device: &Device, autocast: bool) -> (f64, f64) {
     };
     let step = || {
         let out = {
-            let _autocast = autocast.then(rumus::amp::autocast);
+            let _autocast = autocast.map(|dtype| autocast_with(dtype).unwrap());
             q.scaled_dot_product_attention(&k, &v, options).unwrap()
         };
         out.sum_all().unwrap().backward().unwrap();
@@ -398,6 +429,17 @@ impl GptBench {
             .expect("a step");
     }
 
+    /// A step under bf16 autocast (no loss scaling).
+    fn step_bf16(&mut self) {
+        let (inputs, targets) = self.batch();
+        let loss = {
+            let _autocast = autocast_with(DType::BF16).expect("bf16 autocast");
+            self.model.loss(&inputs, &targets).expect("forward")
+        };
+        let mut grads = loss.backward().expect("backward");
+        self.adamw.step(&mut grads).expect("step");
+    }
+
     /// One step with the host's time in each phase, in ms, and the reads from the GPU it
     /// made (each waits for the GPU's queue): batch, forward and loss, backward, scaled
     /// optimizer step, the final wait.
@@ -443,12 +485,17 @@ impl GptBench {
     }
 }
 
-/// GPT-2 small's training: tokens per second and the buffer pool's high-water mark in MiB
-/// (model, optimizer state and activations, counted from an empty pool).
-fn gpt2_small_step(device: &Device) -> (f64, f64) {
+/// GPT-2 small's training under f16 autocast with loss scaling (`bf16` false) or under bf16
+/// autocast: tokens per second and the buffer pool's high-water mark in MiB (model,
+/// optimizer state and activations, counted from an empty pool).
+fn gpt2_small_step(device: &Device, bf16: bool) -> (f64, f64) {
     let (seconds, peak) = memory_growth_mib(device, || {
         let mut bench = GptBench::new(device);
-        seconds_per_call_settled(device, 3, || bench.step())
+        if bf16 {
+            seconds_per_call_settled(device, 3, || bench.step_bf16())
+        } else {
+            seconds_per_call_settled(device, 3, || bench.step())
+        }
     });
     ((GptBench::BATCH * GptBench::CONTEXT) as f64 / seconds, peak)
 }
@@ -499,8 +546,11 @@ fn step_profile(device: &Device) -> rumus::Result<()> {
     } else {
         let mut bench = TransformerBench::new(device);
         let (mixed, mut scaler) = (arg("autocast"), GradScaler::new());
+        let bf16 = arg("bf16");
         Box::new(move || {
-            if mixed {
+            if bf16 {
+                bench.step_bf16()
+            } else if mixed {
                 bench.step_autocast(&mut scaler)
             } else {
                 bench.step()
@@ -694,26 +744,38 @@ fn main() -> rumus::Result<()> {
         return step_profile(&device);
     }
     let print_gpt = || {
-        let (tokens, memory) = gpt2_small_step(&device);
+        let (tokens, memory) = gpt2_small_step(&device, false);
         println!("gpt2_small_autocast {tokens:.0} tokens/s");
         println!("gpt2_small_memory {memory:.0} MiB");
+        if has_bf16(&device) {
+            let (tokens, memory) = gpt2_small_step(&device, true);
+            println!("gpt2_small_bf16 {tokens:.0} tokens/s");
+            println!("gpt2_small_bf16_memory {memory:.0} MiB");
+        }
     };
     let print_attention = || {
-        let (attention, memory) = attention_step(&device, false);
+        let (attention, memory) = attention_step(&device, None);
         println!("attention_t4096 {attention:.3} ms");
         println!("attention_t4096_memory {memory:.1} MiB");
-        let (attention, _) = attention_step(&device, true);
+        let (attention, _) = attention_step(&device, Some(DType::F16));
         println!("attention_t4096_autocast {attention:.3} ms");
+        if has_bf16(&device) {
+            let (attention, _) = attention_step(&device, Some(DType::BF16));
+            println!("attention_t4096_bf16 {attention:.3} ms");
+        }
     };
     if std::env::args().any(|a| a == "gpt") {
         print_gpt();
         return Ok(());
     }
     let print_transformer = || {
-        let (step, forward, mixed) = transformer_step(&device);
-        println!("transformer_step {step:.3} ms");
-        println!("transformer_forward {forward:.3} ms");
-        println!("transformer_step_autocast {mixed:.3} ms");
+        let times = transformer_step(&device);
+        println!("transformer_step {:.3} ms", times.step);
+        println!("transformer_forward {:.3} ms", times.forward);
+        println!("transformer_step_autocast {:.3} ms", times.autocast);
+        if let Some(bf16) = times.bf16 {
+            println!("transformer_step_bf16 {bf16:.3} ms");
+        }
     };
     // `transformer`: the encoder's step in f32 and under autocast, and its forward pass.
     if std::env::args().any(|a| a == "transformer") {

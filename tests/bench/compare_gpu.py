@@ -134,7 +134,9 @@ def cnn_step(batch):
     return per_call_settled(step, 3) * 1e3
 
 
-def transformer(forward_only, autocast=False):
+def transformer(forward_only, autocast=None):
+    """The encoder's step (ms) in f32, or under autocast in `autocast` ("f16" with loss
+    scaling, "bf16" without), or its forward pass alone."""
     layers = [
         torch.nn.TransformerEncoderLayer(512, 8, 2048, norm_first=True, batch_first=True)
         for _ in range(6)
@@ -159,24 +161,34 @@ def transformer(forward_only, autocast=False):
         scaler.step(opt)
         scaler.update()
 
+    def step_bf16():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+
     def forward():
         with torch.no_grad():
             model(x)
 
     if forward_only:
         return per_call_settled(forward, 3) * 1e3
-    if autocast:
+    if autocast == "f16":
         return per_call_settled(step_autocast, 5) * 1e3
+    if autocast == "bf16":
+        return per_call_settled(step_bf16, 5) * 1e3
     return per_call_settled(step, 5) * 1e3
 
 
-def attention(autocast=False):
-    """Causal attention forward and backward on [4, 8, 4096, 64] in f32, or under f16 autocast
-    (PyTorch picks its fused kernel): (ms per call, MiB the allocator's peak grew by)."""
+def attention(autocast=None):
+    """Causal attention forward and backward on [4, 8, 4096, 64] in f32, or under autocast in
+    `autocast` (torch.float16 or torch.bfloat16; PyTorch picks its flash kernel): (ms per
+    call, MiB the allocator's peak grew by)."""
     q, k, v = (torch.randn(4, 8, 4096, 64, device="cuda", requires_grad=True) for _ in range(3))
 
     def step():
-        with torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
+        with torch.autocast("cuda", dtype=autocast or torch.float32, enabled=autocast is not None):
             out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         out.float().sum().backward()
 
@@ -263,13 +275,21 @@ def main():
         elif name == "transformer_step":
             torch_values[name] = transformer(forward_only=False)
         elif name == "transformer_step_autocast":
-            torch_values[name] = transformer(forward_only=False, autocast=True)
+            torch_values[name] = transformer(forward_only=False, autocast="f16")
+        elif name == "transformer_step_bf16":
+            torch_values[name] = transformer(forward_only=False, autocast="bf16")
         elif name == "attention_t4096":
             torch_values[name], torch_values["attention_t4096_memory"] = attention()
         elif name == "attention_t4096_autocast":
-            torch_values[name] = attention(autocast=True)[0]
-        elif name == "gpt2_small_autocast":
-            torch_values[name], torch_values["gpt2_small_memory"] = gpt2_small()
+            torch_values[name] = attention(autocast=torch.float16)[0]
+        elif name == "attention_t4096_bf16":
+            torch_values[name] = attention(autocast=torch.bfloat16)[0]
+        elif name in ("gpt2_small_autocast", "gpt2_small_bf16"):
+            # PyTorch's side runs in bf16 either way; rumus's f16 row uses loss scaling.
+            if "gpt2_small_memory" not in torch_values:
+                torch_values["gpt2_small"], torch_values["gpt2_small_memory"] = gpt2_small()
+                torch_values["gpt2_small_bf16_memory"] = torch_values["gpt2_small_memory"]
+            torch_values[name] = torch_values["gpt2_small"]
         elif name == "transformer_forward":
             torch_values[name] = transformer(forward_only=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
