@@ -40,11 +40,6 @@ fn explicit_product_in(a: &DynTensor, b: &DynTensor, dtype: DType) -> Vec<f64> {
         .to_f64_vec()
 }
 
-/// The same in f16.
-fn explicit_product(a: &DynTensor, b: &DynTensor) -> Vec<f64> {
-    explicit_product_in(a, b, DType::F16)
-}
-
 /// The unit roundoff of `dtype`: 2^-11 for f16, 2^-8 for bf16.
 fn unit_roundoff(dtype: DType) -> f64 {
     if dtype == DType::BF16 {

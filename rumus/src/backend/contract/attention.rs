@@ -15,6 +15,7 @@ pub type Viewed<M> = (M, Layout);
 /// *]`): where `like` is a `[B, H, T, *]` view of `[B, T, H, *]` memory (heads split from a
 /// projection), the result is stored `[B, T, H, width]` and viewed as `[B, H, T, width]`, so
 /// that merging the heads back copies nothing; otherwise it is contiguous.
+#[cfg(any(feature = "gpu", feature = "cuda"))]
 pub(crate) fn result_layout(like: &Layout, width: usize) -> Layout {
     let mut dims = like.dims().to_vec();
     let rank = dims.len();

@@ -29,6 +29,7 @@ mod update;
 mod window;
 
 pub use allocate::Allocate;
+#[cfg(any(feature = "gpu", feature = "cuda"))]
 pub(crate) use attention::result_layout;
 pub use attention::{Attention, Forward, Viewed};
 pub use custom::Custom;
