@@ -118,9 +118,13 @@ __device__ __forceinline__ void as_a(unsigned int (*a)[4], float (*c)[4]) {
 struct F16 {
     static __device__ __forceinline__ unsigned short round(float f) { return float_to_half(f); }
     static __device__ __forceinline__ unsigned int pack(float low, float high) {
+#if __CUDA_ARCH__ >= 800
         unsigned int word;
         asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(word) : "f"(high), "f"(low));
         return word;
+#else
+        return (unsigned int)float_to_half(low) | ((unsigned int)float_to_half(high) << 16);
+#endif
     }
     static __device__ __forceinline__ void mma(float* c, unsigned int* a, unsigned int b0, unsigned int b1) {
 #if __CUDA_ARCH__ >= 800
@@ -227,7 +231,9 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
         zero<BK / 8>(sc);
         multiply<E, BK / 8, D / 16, PD>(sc, qa, ks);
         float tile_max[2] = {-infinity<float>(), -infinity<float>()};
+#pragma unroll
         for (int t = 0; t < BK / 8; ++t) {
+#pragma unroll
             for (int e = 0; e < 4; ++e) {
                 int j = k0 + t * 8 + 2 * c + (e & 1);
                 float x = hidden(p, padding, row[e >> 1], j) ? -infinity<float>() : sc[t][e] * p.scale_log2;
@@ -248,7 +254,9 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
                 o[t][2 * r + 1] *= rescale;
             }
         }
+#pragma unroll
         for (int t = 0; t < BK / 8; ++t) {
+#pragma unroll
             for (int e = 0; e < 4; ++e) {
                 float weight = exp2f(sc[t][e] - base[e >> 1]);
                 l[e >> 1] += weight;
@@ -329,7 +337,9 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
         zero<BK / 8>(dp);
         multiply<E, BK / 8, D / 16, PD>(sc, qa, ks);
         multiply<E, BK / 8, D / 16, PD>(dp, ga, vs);
+#pragma unroll
         for (int t = 0; t < BK / 8; ++t) {
+#pragma unroll
             for (int e = 0; e < 4; ++e) {
                 int i = row[e >> 1], j = k0 + t * 8 + 2 * c + (e & 1);
                 float prob = hidden(p, padding, i, j) ? 0.0f : probability(sc[t][e] * p.scale_log2, lse2[e >> 1]);
@@ -394,7 +404,9 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
         zero<BQ / 8>(dpt);
         multiply<E, BQ / 8, D / 16, PD>(st, ka, qs);
         multiply<E, BQ / 8, D / 16, PD>(dpt, va, gs);
+#pragma unroll
         for (int t = 0; t < BQ / 8; ++t) {
+#pragma unroll
             for (int e = 0; e < 4; ++e) {
                 int local = t * 8 + 2 * c + (e & 1), i = i0 + local, j = key[e >> 1];
                 float prob = i >= p.t || hidden(p, padding, i, j)

@@ -260,12 +260,20 @@ impl CudaDevice {
         let (name, suffix) = kernels.entry(pass);
         let kernel = self.kernel("attention", name, [suffix, ""])?;
         let blocks = g.batch * rows.div_ceil(kernels.rows_per_block());
-        let blocks = u32::try_from(blocks).map_err(|_| crate::error::DeviceError::Cuda {
-            message: format!(
-                "attention over {} problems of {rows} rows needs more than 2^32 blocks",
-                g.batch
-            ),
-        })?;
+        if blocks == 0 {
+            // An empty batch: empty results, nothing to write.
+            return Ok(());
+        }
+        // (a grid's x dimension holds at most 2^31 - 1 blocks)
+        let blocks = u32::try_from(blocks)
+            .ok()
+            .filter(|&b| b <= i32::MAX as u32)
+            .ok_or_else(|| crate::error::DeviceError::Cuda {
+                message: format!(
+                    "attention over {} problems of {rows} rows needs more than 2^31 blocks",
+                    g.batch
+                ),
+            })?;
         self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), 0, args)
     }
 }
