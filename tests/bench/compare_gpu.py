@@ -201,8 +201,33 @@ def attention(autocast=None):
     return per_call_settled(step, 3) * 1e3, grown
 
 
-def gpt2_small():
-    """GPT-2 small under bf16 autocast with AdamW: (tokens per second, peak MiB)."""
+class Gpt2Block(torch.nn.Module):
+    """A GPT-2 block as GPT-2 (and the `gpt` example) writes it: pre-norm causal self-attention
+    through one fused qkv projection and PyTorch's fused SDPA, then a GELU MLP of 4x width."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = torch.nn.LayerNorm(width)
+        self.c_attn = torch.nn.Linear(width, 3 * width)
+        self.attn_proj = torch.nn.Linear(width, width)
+        self.ln_2 = torch.nn.LayerNorm(width)
+        self.c_fc = torch.nn.Linear(width, 4 * width)
+        self.mlp_proj = torch.nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        heads = lambda y: y.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        y = torch.nn.functional.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        x = x + self.attn_proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp_proj(torch.nn.functional.gelu(self.c_fc(self.ln_2(x))))
+
+
+def gpt2_small(blocks="encoder", compiled=False):
+    """GPT-2 small under bf16 autocast with AdamW: (tokens per second, peak MiB). `blocks`:
+    "encoder" (`TransformerEncoderLayer`s with a causal mask) or "gpt2" (`Gpt2Block`s, like
+    for like with rumus's decoder); `compiled`: the model through `torch.compile`."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -216,7 +241,7 @@ def gpt2_small():
             torch.nn.init.normal_(self.token.weight, std=0.02)
             torch.nn.init.normal_(self.position.weight, std=0.02)
             self.blocks = torch.nn.ModuleList(
-                torch.nn.TransformerEncoderLayer(
+                Gpt2Block(width, 12) if blocks == "gpt2" else torch.nn.TransformerEncoderLayer(
                     width, 12, 4 * width, dropout=0.0, activation="gelu",
                     norm_first=True, batch_first=True)
                 for _ in range(12))
@@ -227,10 +252,11 @@ def gpt2_small():
         def forward(self, ids):
             h = self.token(ids) + self.position(torch.arange(ids.shape[1], device=ids.device))
             for block in self.blocks:
-                h = block(h, src_mask=self.mask, is_causal=True)
+                h = block(h) if blocks == "gpt2" else block(h, src_mask=self.mask, is_causal=True)
             return self.norm(h) @ self.token.weight.t()
 
     model = Gpt().cuda().train()
+    forward = torch.compile(model) if compiled else model
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     tokens = torch.randint(0, 50257, (1 << 16,), device="cuda")
 
@@ -240,7 +266,7 @@ def gpt2_small():
         window = tokens[at]
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(window[:, :-1])
+            logits = forward(window[:, :-1])
             loss = torch.nn.functional.cross_entropy(
                 logits.reshape(-1, vocab).float(), window[:, 1:].reshape(-1))
         loss.backward()
@@ -261,7 +287,7 @@ def main():
         name, value, unit = line.split()
         rumus[name] = (float(value), unit)
     torch_values = {}
-    for name in rumus:
+    for name in list(rumus):
         if name.startswith("sgemm_"):
             n = int(name.split("_")[1])
             torch_values[name] = matmul_rate((n, n, n))
@@ -284,12 +310,15 @@ def main():
             torch_values[name] = attention(autocast=torch.float16)[0]
         elif name == "attention_t4096_bf16":
             torch_values[name] = attention(autocast=torch.bfloat16)[0]
-        elif name in ("gpt2_small_autocast", "gpt2_small_bf16"):
-            # PyTorch's side runs in bf16 either way; rumus's f16 row uses loss scaling.
-            if "gpt2_small_memory" not in torch_values:
-                torch_values["gpt2_small"], torch_values["gpt2_small_memory"] = gpt2_small()
-                torch_values["gpt2_small_bf16_memory"] = torch_values["gpt2_small_memory"]
-            torch_values[name] = torch_values["gpt2_small"]
+        elif name == "gpt2_small_autocast":
+            # PyTorch's encoder layers in bf16; rumus in f16 with loss scaling.
+            torch_values[name], torch_values["gpt2_small_memory"] = gpt2_small()
+        elif name == "gpt2_small_bf16":
+            # Like for like: GPT-2 blocks in bf16 on both sides, then PyTorch compiled.
+            torch_values[name], torch_values["gpt2_small_bf16_memory"] = gpt2_small("gpt2")
+            compiled_rate, _ = gpt2_small("gpt2", compiled=True)
+            rumus["gpt2_small_bf16_vs_compiled"] = rumus[name]
+            torch_values["gpt2_small_bf16_vs_compiled"] = compiled_rate
         elif name == "transformer_forward":
             torch_values[name] = transformer(forward_only=True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
