@@ -12,6 +12,7 @@
 
 pub mod checkpoint;
 pub mod csv;
+pub mod gguf;
 pub mod idx;
 pub mod images;
 pub mod loader;
@@ -37,6 +38,7 @@ pub const TARGETS: &[(&str, Driver)] = &[
     ("image_set", images::run),
     ("data_loader", loader::run),
     ("onnx_import", onnx::run),
+    ("gguf_reader", gguf::run),
 ];
 
 /// The error for an input too short for a driver's framing (option bytes, part lengths).

@@ -166,6 +166,16 @@ pub fn write_all(root: &Path) {
         &written(|p| save_safetensors(&tiny, p).unwrap()),
     );
 
+    // The GGUF file of every encoding rumus decodes, written by llama.cpp's gguf-py
+    // (tests/fixtures/make_gguf_fixtures.py).
+    let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small.gguf");
+    put(
+        root,
+        "gguf_reader",
+        "small.gguf",
+        &std::fs::read(gguf).unwrap(),
+    );
+
     // Checkpoints of the model and optimizer `drive::checkpoint` restores into.
     let (model, mut optimizer) = model_and_optimizer().unwrap();
     let fresh = Checkpoint::capture(&model, &optimizer, None, 0, 0).unwrap();

@@ -131,6 +131,9 @@ impl GgufFile {
     pub fn raw(&self, name: &str) -> Result<&[u8]> {
         let info = self.find(name)?;
         let size = info.bytes.ok_or_else(|| self.unsupported(info))?;
+        if size == 0 {
+            return Ok(&[]);
+        }
         let start = (self.parsed.data_start + info.offset) as usize;
         // (inside the file: checked when it was opened)
         Ok(&self.backing.bytes()[start..start + size as usize])

@@ -328,7 +328,8 @@ pub(super) fn parse(bytes: &[u8]) -> Parse<Parsed> {
     let data_start = (r.at as u64).div_ceil(alignment) * alignment;
     let data_len = (bytes.len() as u64).saturating_sub(data_start);
     for t in &tensors {
-        if let Some(size) = t.bytes
+        // (an empty tensor needs no bytes, wherever it says it starts)
+        if let Some(size) = t.bytes.filter(|&size| size > 0)
             && t.offset.checked_add(size).is_none_or(|end| end > data_len)
         {
             return Err(format!(
@@ -366,11 +367,15 @@ fn tensor_info(r: &mut Reader<'_>, name: String, alignment: u64) -> Parse<GgufTe
              {alignment}"
         ));
     }
-    let count = ne
-        .iter()
+    // The product of the nonzero dims must fit too: products of some of them (strides, the
+    // element count taken in another order) are computed elsewhere.
+    let overflow = || format!("tensor `{name}` has dims {ne:?}, whose product overflows");
+    ne.iter()
+        .filter(|&&d| d != 0)
         .try_fold(1u64, |n, &d| n.checked_mul(d))
         .filter(|&n| usize::try_from(n).is_ok())
-        .ok_or_else(|| format!("tensor `{name}` has dims {ne:?}, whose product overflows"))?;
+        .ok_or_else(overflow)?;
+    let count: u64 = ne.iter().product();
     let bytes = match ggml_type.block() {
         Some((elements, block_bytes)) => {
             if !ne.first().copied().unwrap_or(1).is_multiple_of(elements) {
