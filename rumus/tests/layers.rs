@@ -56,6 +56,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("data", 9),
     ("io", 9),
     ("distributed", 9),
+    ("llm", 10),
 ];
 
 /// Items `lib.rs` re-exports at the crate root, and the module each stands for (`None`: from
