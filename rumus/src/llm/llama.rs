@@ -116,6 +116,26 @@ struct Block {
     down: DynTensor,
 }
 
+/// The keys and values of the tokens a [`Llama`] has run, per block (`[kv_heads, T, hw]`,
+/// keys rotated), so that each new token attends to them without running them again.
+#[derive(Clone)]
+pub struct KvCache {
+    layers: Vec<Option<(DynTensor, DynTensor)>>,
+    len: usize,
+}
+
+impl KvCache {
+    /// Tokens whose keys and values the cache holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// A Llama model with its weights in `f32` on the CPU.
 pub struct Llama {
     config: LlamaConfig,
@@ -188,6 +208,24 @@ impl Llama {
     /// # Errors
     /// No tokens, or a token id outside the vocabulary.
     pub fn logits(&self, tokens: &[i64]) -> Result<DynTensor> {
+        self.forward(tokens, &mut self.new_cache())
+    }
+
+    /// An empty key/value cache for [`Llama::forward`].
+    pub fn new_cache(&self) -> KvCache {
+        KvCache {
+            layers: vec![None; self.config.blocks],
+            len: 0,
+        }
+    }
+
+    /// The next-token logits `[T, vocab]` after each of `tokens`, which follow the
+    /// `cache.len()` tokens the cache holds the keys and values of; their keys and values are
+    /// added to it. A prompt runs in one pass; later tokens (generation) one at a time.
+    ///
+    /// # Errors
+    /// No tokens, or a token id outside the vocabulary.
+    pub fn forward(&self, tokens: &[i64], cache: &mut KvCache) -> Result<DynTensor> {
         let vocab = self.config.vocab as i64;
         if tokens.is_empty() {
             return Err(invalid("no tokens to run".into()));
@@ -197,17 +235,58 @@ impl Llama {
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
         }
+        if cache.len > 0 && tokens.len() > 1 {
+            // (queries after cached keys see all of them: one at a time, no causal mask)
+            let rows = tokens
+                .iter()
+                .map(|&t| self.forward(&[t], cache))
+                .collect::<Result<Vec<_>>>()?;
+            return DynTensor::cat(&rows.iter().collect::<Vec<_>>(), 0);
+        }
         let ids = DynTensor::from_vec(tokens.to_vec(), &[tokens.len()])?;
         let mut x = self.embedding.index_select(0, &ids)?;
-        let rotation = Rotation::new(&self.config, tokens.len())?;
-        for block in &self.blocks {
-            x = self.block(block, &x, &rotation)?;
+        let rotation = Rotation::new(&self.config, cache.len, tokens.len())?;
+        for (block, kv) in self.blocks.iter().zip(&mut cache.layers) {
+            x = self.block(block, &x, &rotation, kv)?;
         }
+        cache.len += tokens.len();
         let x = rms_norm(&x, Some(&self.output_norm), self.config.rms_eps)?;
         x.linear(self.output.as_ref().unwrap_or(&self.embedding), None)
     }
 
-    fn block(&self, b: &Block, x: &DynTensor, rotation: &Rotation) -> Result<DynTensor> {
+    /// `prompt` continued by up to `max_new` tokens, each the most likely next one (greedy
+    /// decoding), stopping after `stop` if it comes: the new tokens only.
+    ///
+    /// # Errors
+    /// As [`Llama::forward`].
+    pub fn generate_greedy(
+        &self,
+        prompt: &[i64],
+        max_new: usize,
+        stop: Option<i64>,
+    ) -> Result<Vec<i64>> {
+        let mut cache = self.new_cache();
+        let mut logits = self.forward(prompt, &mut cache)?;
+        let mut out = Vec::with_capacity(max_new);
+        while out.len() < max_new {
+            let last = logits.narrow(0, logits.dims()[0] - 1, 1)?;
+            let next = last.argmax(-1, false)?.to_vec::<i64>()?[0];
+            out.push(next);
+            if Some(next) == stop || out.len() == max_new {
+                break;
+            }
+            logits = self.forward(&[next], &mut cache)?;
+        }
+        Ok(out)
+    }
+
+    fn block(
+        &self,
+        b: &Block,
+        x: &DynTensor,
+        rotation: &Rotation,
+        kv: &mut Option<(DynTensor, DynTensor)>,
+    ) -> Result<DynTensor> {
         let c = &self.config;
         let t = x.dims()[0];
         let (hw, group) = (c.head_width(), c.heads / c.kv_heads);
@@ -216,17 +295,34 @@ impl Llama {
         let q = rotation
             .apply(&h.linear(&b.q, None)?.reshape(&[t, c.heads, hw])?)?
             .transpose(0, 1)?;
-        // Key and value head j serves query heads j * group .. (j + 1) * group.
-        let grouped = |y: DynTensor| -> Result<DynTensor> {
-            y.reshape(&[t, c.kv_heads, 1, hw])?
-                .broadcast_to(&[t, c.kv_heads, group, hw])?
-                .reshape(&[t, c.heads, hw])?
-                .transpose(0, 1)
+        // This pass's keys and values, [kv_heads, T, hw], after the cached ones.
+        let k = rotation
+            .apply(&h.linear(&b.k, None)?.reshape(&[t, c.kv_heads, hw])?)?
+            .transpose(0, 1)?;
+        let v = h
+            .linear(&b.v, None)?
+            .reshape(&[t, c.kv_heads, hw])?
+            .transpose(0, 1)?;
+        let (k, v) = match kv.take() {
+            Some((past_k, past_v)) => (
+                DynTensor::cat(&[&past_k, &k], 1)?,
+                DynTensor::cat(&[&past_v, &v], 1)?,
+            ),
+            None => (k.contiguous()?, v.contiguous()?),
         };
-        let k = grouped(rotation.apply(&h.linear(&b.k, None)?.reshape(&[t, c.kv_heads, hw])?)?)?;
-        let v = grouped(h.linear(&b.v, None)?)?;
+        *kv = Some((k.clone(), v.clone()));
+        // Key and value head j serves query heads j * group .. (j + 1) * group.
+        let s = k.dims()[1];
+        let grouped = |y: &DynTensor| -> Result<DynTensor> {
+            y.reshape(&[c.kv_heads, 1, s, hw])?
+                .broadcast_to(&[c.kv_heads, group, s, hw])?
+                .reshape(&[c.heads, s, hw])
+        };
+        let (k, v) = (grouped(&k)?, grouped(&v)?);
         let options = SdpaOptions {
-            causal: true,
+            // A prompt's queries see the keys up to their own; one query after cached keys
+            // sees them all.
+            causal: t > 1,
             ..Default::default()
         };
         let attended = q
@@ -243,21 +339,21 @@ impl Llama {
     }
 }
 
-/// The rotary position embedding of positions `0..T`: pair `i` of a head (its elements
-/// `2i`, `2i + 1`) at position `p` turns by `p base^(-2i / head_width)`.
+/// The rotary position embedding of positions `start..start + T`: pair `i` of a head (its
+/// elements `2i`, `2i + 1`) at position `p` turns by `p base^(-2i / head_width)`.
 struct Rotation {
     cos: DynTensor,
     sin: DynTensor,
 }
 
 impl Rotation {
-    fn new(c: &LlamaConfig, t: usize) -> Result<Rotation> {
+    fn new(c: &LlamaConfig, start: usize, t: usize) -> Result<Rotation> {
         let pairs = c.head_width() / 2;
         let angle = |p: usize, i: usize| {
             p as f64 * c.rope_base.powf(-2.0 * i as f64 / c.head_width() as f64)
         };
         let table = |f: fn(f64) -> f64| -> Result<DynTensor> {
-            let values: Vec<f32> = (0..t)
+            let values: Vec<f32> = (start..start + t)
                 .flat_map(|p| (0..pairs).map(move |i| f(angle(p, i)) as f32))
                 .collect();
             // [T, 1, pairs, 1]: broadcast over heads and the pair's two elements.
