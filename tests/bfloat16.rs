@@ -5,37 +5,19 @@
 
 mod common;
 
-use common::fixture_file::read_cases;
+use common::fixture_file::assert_same_bits;
 use common::gpu::{gpu, tensor};
 use rumus::{DType, DynTensor, bf16};
 
 const FIXTURES: &str = include_str!("fixtures/half.txt");
 
 fn fixture(name: &str) -> std::collections::BTreeMap<String, common::fixture_file::FixtureTensor> {
-    read_cases(FIXTURES)
-        .into_iter()
-        .find(|(case, _)| case == name)
-        .unwrap_or_else(|| panic!("no fixture case {name}"))
-        .1
+    common::fixture_file::case(FIXTURES, name)
 }
 
 fn values(t: &DynTensor) -> Vec<bf16> {
     assert_eq!(t.dtype(), DType::BF16);
     t.to_vec::<bf16>().unwrap()
-}
-
-/// Bit-for-bit equality (so `-0` differs from `0`), NaN equal to NaN.
-fn assert_same_bits(what: &str, actual: &[bf16], expected: &[bf16]) {
-    assert_eq!(actual.len(), expected.len(), "{what}: lengths differ");
-    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
-        let same = a.to_bits() == e.to_bits() || (a.is_nan() && e.is_nan());
-        assert!(
-            same,
-            "{what}[{i}]: got {a} ({:#06x}), expected {e} ({:#06x})",
-            a.to_bits(),
-            e.to_bits()
-        );
-    }
 }
 
 /// One unit in the last place of a bf16 near `x` (8 significant bits).

