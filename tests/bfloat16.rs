@@ -50,29 +50,8 @@ fn assert_products_agree(what: &str, (a, b): (&DynTensor, &DynTensor), got: &[bf
 #[test]
 fn rounding_to_bf16_matches_pytorch() {
     let case = fixture("to_bfloat16");
-    let input = case["input"].to_tensor();
     let expected = values(&case["bf16"].to_tensor());
-    assert_same_bits(
-        "f32 -> bf16",
-        &values(&input.to_dtype(DType::BF16).unwrap()),
-        &expected,
-    );
-    // Through f64 (every f32 widens exactly, and bf16 rounds once from there).
-    let through_f64 = input
-        .to_dtype(DType::F64)
-        .unwrap()
-        .to_dtype(DType::BF16)
-        .unwrap();
-    assert_same_bits("f64 -> bf16", &values(&through_f64), &expected);
-    // Every bf16 widens exactly: its bits are the upper half of the f32's.
-    let widened = through_f64
-        .to_dtype(DType::F32)
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap();
-    for (w, h) in widened.iter().zip(&expected) {
-        assert!(w.to_bits() == u32::from(h.to_bits()) << 16 || w.is_nan());
-    }
+    common::fixture_file::assert_rounds_as_expected(&case["input"].to_tensor(), &expected);
 }
 
 #[test]

@@ -143,9 +143,10 @@ pub fn case(text: &str, name: &str) -> BTreeMap<String, FixtureTensor> {
 }
 
 /// A 16-bit float type (`f16`, `bf16`), compared bit for bit.
-pub trait HalfBits: Copy + std::fmt::Display {
+pub trait HalfBits: Copy + std::fmt::Display + rumus::element::Element {
     fn bits(self) -> u16;
     fn nan(self) -> bool;
+    fn widened(self) -> f32;
 }
 
 impl HalfBits for rumus::f16 {
@@ -155,6 +156,9 @@ impl HalfBits for rumus::f16 {
     fn nan(self) -> bool {
         self.is_nan()
     }
+    fn widened(self) -> f32 {
+        self.to_f32()
+    }
 }
 
 impl HalfBits for rumus::bf16 {
@@ -163,6 +167,36 @@ impl HalfBits for rumus::bf16 {
     }
     fn nan(self) -> bool {
         self.is_nan()
+    }
+    fn widened(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// `input` (f32) rounded to `T`'s dtype gives `expected` (PyTorch's rounding) bit for bit,
+/// directly and through f64 (which holds every f32 exactly, so one rounding happens), and
+/// every result widens back to f32 exactly.
+pub fn assert_rounds_as_expected<T: HalfBits>(input: &rumus::DynTensor, expected: &[T]) {
+    let dtype = <T as rumus::element::Element>::DTYPE;
+    let direct = input.to_dtype(dtype).unwrap().to_vec::<T>().unwrap();
+    assert_same_bits(&format!("f32 -> {dtype}"), &direct, expected);
+    let through_f64 = input
+        .to_dtype(rumus::DType::F64)
+        .unwrap()
+        .to_dtype(dtype)
+        .unwrap();
+    let rounded = through_f64.to_vec::<T>().unwrap();
+    assert_same_bits(&format!("f64 -> {dtype}"), &rounded, expected);
+    let widened = through_f64
+        .to_dtype(rumus::DType::F32)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (w, h) in widened.iter().zip(expected) {
+        assert!(
+            w.to_bits() == h.widened().to_bits() || w.is_nan(),
+            "{dtype} -> f32: {h} as {w}"
+        );
     }
 }
 
