@@ -180,6 +180,20 @@ template <typename Op> __device__ __forceinline__ float across_row(float v) {
     return Op::combine(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
+// The problem and the first of the `per_block` rows (of `rows`) this block owns: blocks
+// count the row tiles of problem 0, then of problem 1, ...
+struct Owned {
+    i64 n;
+    int first;
+};
+__device__ __forceinline__ Owned owned(int rows, int per_block) {
+    int tiles = (rows + per_block - 1) / per_block;
+    Owned o;
+    o.n = blockIdx.x / tiles;
+    o.first = (int)(blockIdx.x % tiles) * per_block;
+    return o;
+}
+
 // Dropout's factor of probability (n, i, j): 0 or 1 / (1 - p), the draw of its index in the
 // problems' [T, S] probabilities (counted in 32 bits, as the dropout op's are).
 __device__ __forceinline__ float dropout_factor(const Sdpa& p, i64 n, int i, int j) {
@@ -212,9 +226,9 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
     const int TILES = BK * PD + D * PK;
     __shared__ __align__(16) unsigned short smem[TILES > ATTENTION_ROWS * PD ? TILES : ATTENTION_ROWS * PD];
     unsigned short *ks = smem, *vt = smem + BK * PD;
-    int tiles = (p.t + ATTENTION_ROWS - 1) / ATTENTION_ROWS;
-    i64 n = blockIdx.x / tiles;
-    int q0 = (blockIdx.x % tiles) * ATTENTION_ROWS;
+    Owned block = owned(p.t, ATTENTION_ROWS);
+    i64 n = block.n;
+    int q0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const u8* padding = padding_of(p, mask, n);
     i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
@@ -311,9 +325,9 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
     const int STAGED = 2 * ATTENTION_ROWS * PD, TILES = 2 * BK * PD + D * PK;
     __shared__ __align__(16) unsigned short smem[STAGED > TILES ? STAGED : TILES];
     unsigned short *ks = smem, *vs = smem + BK * PD, *kt = smem + 2 * BK * PD;
-    int tiles = (p.t + ATTENTION_ROWS - 1) / ATTENTION_ROWS;
-    i64 n = blockIdx.x / tiles;
-    int q0 = (blockIdx.x % tiles) * ATTENTION_ROWS;
+    Owned block = owned(p.t, ATTENTION_ROWS);
+    i64 n = block.n;
+    int q0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const u8* padding = padding_of(p, mask, n);
     i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
@@ -375,9 +389,9 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
     __shared__ __align__(16) unsigned short smem[STAGED > TILES ? STAGED : TILES];
     __shared__ float lse_tile[BQ], delta_tile[BQ];
     unsigned short *qs = smem, *gs = smem + BQ * PD, *qt = smem + 2 * BQ * PD, *gt = qt + D * PQ;
-    int tiles = (p.s + ATTENTION_ROWS - 1) / ATTENTION_ROWS;
-    i64 n = blockIdx.x / tiles;
-    int k0 = (blockIdx.x % tiles) * ATTENTION_ROWS;
+    Owned block = owned(p.s, ATTENTION_ROWS);
+    i64 n = block.n;
+    int k0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const u8* padding = padding_of(p, mask, n);
     i64 qb = row_base(p.q, n), gb = row_base(p.grad, n);
@@ -544,9 +558,9 @@ __device__ void forward_f32(float* out, float* lse, const float* q, const float*
     const int D = 16 * C;
     __shared__ __align__(16) float ks[QUAD_ROWS * D];
     __shared__ __align__(16) float vs[QUAD_ROWS * D];
-    int tiles = (p.t + QUAD_ROWS - 1) / QUAD_ROWS;
-    i64 n = blockIdx.x / tiles;
-    int q0 = (blockIdx.x % tiles) * QUAD_ROWS, i = q0 + (threadIdx.x >> 2);
+    Owned block = owned(p.t, QUAD_ROWS);
+    i64 n = block.n;
+    int q0 = block.first, i = q0 + (threadIdx.x >> 2);
     const u8* padding = padding_of(p, mask, n);
     i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
     float4 mine[C], acc[C];
@@ -589,9 +603,9 @@ __device__ void backward_dq_f32(float* dq, const float* q, const float* k, const
     const int D = 16 * C;
     __shared__ __align__(16) float ks[QUAD_ROWS * D];
     __shared__ __align__(16) float vs[QUAD_ROWS * D];
-    int tiles = (p.t + QUAD_ROWS - 1) / QUAD_ROWS;
-    i64 n = blockIdx.x / tiles;
-    int q0 = (blockIdx.x % tiles) * QUAD_ROWS, i = q0 + (threadIdx.x >> 2);
+    Owned block = owned(p.t, QUAD_ROWS);
+    i64 n = block.n;
+    int q0 = block.first, i = q0 + (threadIdx.x >> 2);
     const u8* padding = padding_of(p, mask, n);
     i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
     float4 mine[C], g[C], acc[C];
@@ -624,9 +638,9 @@ __device__ void backward_dkv_f32(float* dk, float* dv, const float* q, const flo
     __shared__ __align__(16) float qs[QUAD_ROWS * D];
     __shared__ __align__(16) float gs[QUAD_ROWS * D];
     __shared__ float lse_tile[QUAD_ROWS], delta_tile[QUAD_ROWS];
-    int tiles = (p.s + QUAD_ROWS - 1) / QUAD_ROWS;
-    i64 n = blockIdx.x / tiles;
-    int k0 = (blockIdx.x % tiles) * QUAD_ROWS, j = k0 + (threadIdx.x >> 2);
+    Owned block = owned(p.s, QUAD_ROWS);
+    i64 n = block.n;
+    int k0 = block.first, j = k0 + (threadIdx.x >> 2);
     const u8* padding = padding_of(p, mask, n);
     i64 qb = row_base(p.q, n), gb = row_base(p.grad, n);
     float4 key[C], value[C], dka[C], dva[C];
