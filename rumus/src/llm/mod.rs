@@ -9,4 +9,5 @@ mod tokenizer;
 
 pub use llama::{KvCache, Llama, LlamaConfig};
 #[cfg(feature = "llm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub use tokenizer::{Tokenizer, chat_ml};
