@@ -392,3 +392,105 @@ fn the_smollm2_tokenizer_splits_and_joins_text_as_transformers_does() {
     let bad = tokenizer.decode(&[1 << 40], false).unwrap_err().to_string();
     assert!(bad.contains("outside the vocabulary"), "{bad}");
 }
+
+#[test]
+fn sampling_draws_from_the_softmax_cut_by_top_k_and_top_p() {
+    use rumus::llm::Sampling;
+    // Probabilities 1/2, 1/4, 1/8, 1/8 at temperature 1.
+    let logits = [4f32.ln(), 2f32.ln(), 0.0, 0.0];
+    let close = |got: Vec<f64>, want: [f64; 4]| {
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-6, "{got:?} against {want:?}");
+        }
+    };
+    let plain = Sampling::default();
+    close(plain.probabilities(&logits), [0.5, 0.25, 0.125, 0.125]);
+    let top_k = Sampling {
+        top_k: Some(2),
+        ..plain
+    };
+    close(
+        top_k.probabilities(&logits),
+        [2.0 / 3.0, 1.0 / 3.0, 0.0, 0.0],
+    );
+    // The fewest tokens reaching p: 1/2 + 1/4 >= 0.7; 1/2 alone >= 0.5.
+    let nucleus = Sampling {
+        top_p: Some(0.7),
+        ..plain
+    };
+    close(
+        nucleus.probabilities(&logits),
+        [2.0 / 3.0, 1.0 / 3.0, 0.0, 0.0],
+    );
+    let half = Sampling {
+        top_p: Some(0.5),
+        ..plain
+    };
+    close(half.probabilities(&logits), [1.0, 0.0, 0.0, 0.0]);
+    // Temperature 2 takes square roots of the weights: 2, sqrt 2, 1, 1.
+    let warm = Sampling {
+        temperature: 2.0,
+        ..plain
+    };
+    let total = 4.0 + 2f64.sqrt();
+    close(
+        warm.probabilities(&logits),
+        [2.0 / total, 2f64.sqrt() / total, 1.0 / total, 1.0 / total],
+    );
+    let greedy = Sampling {
+        temperature: 0.0,
+        ..plain
+    };
+    close(greedy.probabilities(&logits), [1.0, 0.0, 0.0, 0.0]);
+    // Draws follow the probabilities: 40,000 of them, each count within 5 standard
+    // deviations of its expectation.
+    let mut rng = rumus::rng::Generator::new(11);
+    let n = 40_000;
+    let mut counts = [0usize; 4];
+    for _ in 0..n {
+        counts[plain.draw(&logits, &mut rng) as usize] += 1;
+    }
+    for (count, p) in counts.iter().zip([0.5, 0.25, 0.125, 0.125]) {
+        let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+        assert!((*count as f64 - mean).abs() < 5.0 * sd, "{counts:?}");
+    }
+    let Some(path) = smollm2("sampling from SmolLM2") else {
+        return;
+    };
+    let model = rumus::llm::Llama::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let prompt = fixture("smollm2_greedy")["prompt"]
+        .values
+        .iter()
+        .map(|&t| t as i64)
+        .collect::<Vec<_>>();
+    let sampled = |seed: u64, sampling: Sampling| {
+        let mut rng = rumus::rng::Generator::new(seed);
+        model
+            .generate(&prompt, (8, Some(2)), sampling, &mut rng)
+            .unwrap()
+    };
+    // One seed, one answer; the most likely token only (top_k 1) is greedy decoding.
+    assert_eq!(sampled(5, plain), sampled(5, plain));
+    let greedy_answer = model.generate_greedy(&prompt, 8, Some(2)).unwrap();
+    assert_eq!(sampled(5, top_k_one()), greedy_answer);
+    let bad = model
+        .generate(
+            &prompt,
+            (1, None),
+            Sampling {
+                top_p: Some(1.5),
+                ..plain
+            },
+            &mut rng,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("top_p"), "{bad}");
+}
+
+fn top_k_one() -> rumus::llm::Sampling {
+    rumus::llm::Sampling {
+        top_k: Some(1),
+        ..Default::default()
+    }
+}

@@ -1,13 +1,13 @@
 //! Language models from the files they ship in. [`Llama`] reads a Llama-architecture model
 //! (Llama 2/3, SmolLM2, TinyLlama, ...) from a GGUF file, computes its next-token logits with
-//! a key/value cache, and continues a prompt greedily; with the `llm` feature, `Tokenizer`
+//! a key/value cache, and continues a prompt greedily or by sampling; with the `llm` feature, `Tokenizer`
 //! turns text into its token ids and back, and `chat_ml` writes a conversation in ChatML.
 
 mod llama;
 #[cfg(feature = "llm")]
 mod tokenizer;
 
-pub use llama::{KvCache, Llama, LlamaConfig};
+pub use llama::{KvCache, Llama, LlamaConfig, Sampling};
 #[cfg(feature = "llm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub use tokenizer::{Tokenizer, chat_ml};
