@@ -149,29 +149,23 @@ pub trait HalfBits: Copy + std::fmt::Display + rumus::element::Element {
     fn widened(self) -> f32;
 }
 
-impl HalfBits for rumus::f16 {
-    fn bits(self) -> u16 {
-        self.to_bits()
-    }
-    fn nan(self) -> bool {
-        self.is_nan()
-    }
-    fn widened(self) -> f32 {
-        self.to_f32()
-    }
+/// The same methods of both `half` types.
+macro_rules! half_bits {
+    ($($t:ty),*) => {$(
+        impl HalfBits for $t {
+            fn bits(self) -> u16 {
+                self.to_bits()
+            }
+            fn nan(self) -> bool {
+                self.is_nan()
+            }
+            fn widened(self) -> f32 {
+                self.to_f32()
+            }
+        }
+    )*};
 }
-
-impl HalfBits for rumus::bf16 {
-    fn bits(self) -> u16 {
-        self.to_bits()
-    }
-    fn nan(self) -> bool {
-        self.is_nan()
-    }
-    fn widened(self) -> f32 {
-        self.to_f32()
-    }
-}
+half_bits!(rumus::f16, rumus::bf16);
 
 /// `input` (f32) rounded to `T`'s dtype gives `expected` (PyTorch's rounding) bit for bit,
 /// directly and through f64 (which holds every f32 exactly, so one rounding happens), and
