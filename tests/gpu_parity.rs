@@ -1273,7 +1273,7 @@ fn f64_ops_match_the_cpu_where_the_device_keeps_f64() {
         let (a, b, w, i) = (&t[0], &t[1], &t[2], &t[3]);
         vec![
             a.exp().unwrap().add(&a.sigmoid().unwrap()).unwrap(),
-            a.mul(w).unwrap().log1p().unwrap(),
+            a.mul(w).unwrap().abs().unwrap().log1p().unwrap(),
             a.sum(&[0], false).unwrap(),
             a.max(&[1], true).unwrap(),
             a.softmax(1).unwrap(),

@@ -236,6 +236,7 @@ FOR_WIDTHS(WIDTH_ENTRIES)
     CAST_TO(a_sfx, A, f32, float)                                                                \
     CAST_TO(a_sfx, A, f64, double)                                                               \
     CAST_TO(a_sfx, A, f16, f16_bits)                                                             \
+    CAST_TO(a_sfx, A, bf16, bf16_bits)                                                           \
     CAST_TO(a_sfx, A, i64, i64)                                                                  \
     CAST_TO(a_sfx, A, bool, u8)
 #define CAST_TO(a_sfx, A, b_sfx, B)                                                              \

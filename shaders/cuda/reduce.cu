@@ -4,38 +4,57 @@
 
 #define REDUCE_THREADS 256
 
-template <typename S, typename Op>
-__device__ void reduce_with(S* out, const S* x, View kept, View group, i64 outputs, i64 size) {
+// Writes a combined value: in the stored dtype for a finished output, at the accumulator's
+// width for a partial result.
+__device__ __forceinline__ void put(float* dst, float v) { *dst = v; }
+__device__ __forceinline__ void put(double* dst, double v) { *dst = v; }
+__device__ __forceinline__ void put(f16_bits* dst, float v) { *dst = float_to_half(v); }
+__device__ __forceinline__ void put(bf16_bits* dst, float v) { *dst = float_to_bf16(v); }
+
+// Few outputs over long groups (a loss summed to one number, a bias's gradient) would leave
+// most of the GPU idle with a block per output, so each group may be cut into `parts`
+// consecutive pieces: block work item `w` takes output `w % outputs` (or column block) and
+// piece `w / outputs`, and writes `out[piece * outputs + output]`, partial results that
+// `reduce_finish` combines. With one part `out` is the result itself.
+template <typename S, typename O, typename Op>
+__device__ void reduce_with(O* out, const S* x, View kept, View group, i64 outputs, i64 size,
+                            i64 parts) {
     typedef typename Num<S>::T T;
-    for (i64 o = blockIdx.x; o < outputs; o += gridDim.x) {
-        i64 base = at(kept, o);
+    i64 piece = (size + parts - 1) / parts;
+    for (i64 w = blockIdx.x; w < outputs * parts; w += gridDim.x) {
+        i64 o = w % outputs, p = w / outputs;
+        i64 base = at(kept, o), end = min(size, (p + 1) * piece);
         T acc = Op::identity();
-        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
+        for (i64 j = p * piece + threadIdx.x; j < end; j += blockDim.x) {
             acc = Op::combine(acc, Num<S>::load(x[base + at(group, j)]));
         }
         acc = block_combine<T, Op>(acc);
-        if (threadIdx.x == 0) out[o] = Num<S>::store(acc);
+        if (threadIdx.x == 0) put(&out[p * outputs + o], acc);
     }
 }
 
 // The same for outputs that lie next to each other in memory (a sum over the rows of a
 // matrix, a bias's gradient): a block of COLUMNS x LANES threads takes COLUMNS neighbouring
-// outputs, each of its LANES rows of threads a share of every group, so a warp reads
+// outputs, each of its LANES rows of threads a share of every group (piece), so a warp reads
 // neighbouring elements; the shares are combined in shared memory.
 #define COLUMNS 32
 #define LANES 8
-template <typename S, typename Op>
-__device__ void reduce_columns_with(S* out, const S* x, View kept, View group, i64 outputs, i64 size) {
+template <typename S, typename O, typename Op>
+__device__ void reduce_columns_with(O* out, const S* x, View kept, View group, i64 outputs,
+                                    i64 size, i64 parts) {
     typedef typename Num<S>::T T;
     __shared__ double partial_words[LANES][COLUMNS];
     T (*partial)[COLUMNS] = (T (*)[COLUMNS])partial_words;
     int column = threadIdx.x % COLUMNS, lane = threadIdx.x / COLUMNS;
-    for (i64 first = (i64)blockIdx.x * COLUMNS; first < outputs; first += (i64)gridDim.x * COLUMNS) {
-        i64 o = first + column;
+    i64 column_blocks = (outputs + COLUMNS - 1) / COLUMNS;
+    i64 piece = (size + parts - 1) / parts;
+    for (i64 w = blockIdx.x; w < column_blocks * parts; w += gridDim.x) {
+        i64 o = (w % column_blocks) * COLUMNS + column, p = w / column_blocks;
+        i64 end = min(size, (p + 1) * piece);
         T acc = Op::identity();
         if (o < outputs) {
             i64 base = at(kept, o);
-            for (i64 j = lane; j < size; j += LANES) {
+            for (i64 j = p * piece + lane; j < end; j += LANES) {
                 acc = Op::combine(acc, Num<S>::load(x[base + at(group, j)]));
             }
         }
@@ -44,27 +63,49 @@ __device__ void reduce_columns_with(S* out, const S* x, View kept, View group, i
         __syncthreads();
         if (lane == 0 && o < outputs) {
             for (int l = 1; l < LANES; ++l) acc = Op::combine(acc, partial[l][column]);
-            out[o] = Num<S>::store(acc);
+            put(&out[p * outputs + o], acc);
         }
     }
 }
 
-template <typename S>
-__device__ void reduce(S* out, const S* x, View kept, View group, i64 outputs, i64 size, int kind,
-                       int columns) {
+template <typename S, typename O>
+__device__ void reduce(O* out, const S* x, View kept, View group, i64 outputs, i64 size, int kind,
+                       int columns, i64 parts) {
     typedef typename Num<S>::T T;
     if (columns) {
         switch (kind) {
-        case REDUCTION_SUM: reduce_columns_with<S, Sum<T> >(out, x, kept, group, outputs, size); break;
-        case REDUCTION_MAX: reduce_columns_with<S, Max<T> >(out, x, kept, group, outputs, size); break;
-        case REDUCTION_MIN: reduce_columns_with<S, Min<T> >(out, x, kept, group, outputs, size); break;
+        case REDUCTION_SUM: reduce_columns_with<S, O, Sum<T> >(out, x, kept, group, outputs, size, parts); break;
+        case REDUCTION_MAX: reduce_columns_with<S, O, Max<T> >(out, x, kept, group, outputs, size, parts); break;
+        case REDUCTION_MIN: reduce_columns_with<S, O, Min<T> >(out, x, kept, group, outputs, size, parts); break;
         }
         return;
     }
     switch (kind) {
-    case REDUCTION_SUM: reduce_with<S, Sum<T> >(out, x, kept, group, outputs, size); break;
-    case REDUCTION_MAX: reduce_with<S, Max<T> >(out, x, kept, group, outputs, size); break;
-    case REDUCTION_MIN: reduce_with<S, Min<T> >(out, x, kept, group, outputs, size); break;
+    case REDUCTION_SUM: reduce_with<S, O, Sum<T> >(out, x, kept, group, outputs, size, parts); break;
+    case REDUCTION_MAX: reduce_with<S, O, Max<T> >(out, x, kept, group, outputs, size, parts); break;
+    case REDUCTION_MIN: reduce_with<S, O, Min<T> >(out, x, kept, group, outputs, size, parts); break;
+    }
+}
+
+// Combines the `parts` partial results of each output (`partial[p * outputs + o]`), a thread
+// per output.
+template <typename S, typename Op>
+__device__ void reduce_finish_with(S* out, const typename Num<S>::T* partial, i64 outputs, i64 parts) {
+    typedef typename Num<S>::T T;
+    for (i64 o = first_index(); o < outputs; o += grid_stride()) {
+        T acc = Op::identity();
+        for (i64 p = 0; p < parts; ++p) acc = Op::combine(acc, partial[p * outputs + o]);
+        put(&out[o], acc);
+    }
+}
+
+template <typename S>
+__device__ void reduce_finish(S* out, const typename Num<S>::T* partial, i64 outputs, i64 parts, int kind) {
+    typedef typename Num<S>::T T;
+    switch (kind) {
+    case REDUCTION_SUM: reduce_finish_with<S, Sum<T> >(out, partial, outputs, parts); break;
+    case REDUCTION_MAX: reduce_finish_with<S, Max<T> >(out, partial, outputs, parts); break;
+    case REDUCTION_MIN: reduce_finish_with<S, Min<T> >(out, partial, outputs, parts); break;
     }
 }
 
@@ -186,7 +227,16 @@ __device__ void logsumexp(S* out, const S* x, View rows, i64 outputs, i64 size, 
 #define REDUCE_ENTRIES(sfx, S)                                                                   \
     extern "C" __global__ void reduce_##sfx(S* out, const S* x, View kept, View group,          \
                                             i64 outputs, i64 size, int kind, int columns) {       \
-        reduce<S>(out, x, kept, group, outputs, size, kind, columns);                             \
+        reduce<S, S>(out, x, kept, group, outputs, size, kind, columns, 1);                       \
+    }                                                                                             \
+    extern "C" __global__ void reduce_parts_##sfx(Num<S>::T* out, const S* x, View kept,         \
+                                                  View group, i64 outputs, i64 size, int kind,    \
+                                                  int columns, i64 parts) {                       \
+        reduce<S, Num<S>::T>(out, x, kept, group, outputs, size, kind, columns, parts);          \
+    }                                                                                             \
+    extern "C" __global__ void reduce_finish_##sfx(S* out, const Num<S>::T* partial,             \
+                                                   i64 outputs, i64 parts, int kind) {            \
+        reduce_finish<S>(out, partial, outputs, parts, kind);                                     \
     }                                                                                             \
     extern "C" __global__ void arg_reduce_##sfx(i64* out, const S* x, View kept, i64 outputs,    \
                                                 i64 size, i64 stride, int max) {                  \
