@@ -24,7 +24,9 @@ use memmap2::Mmap;
 
 use super::gguf_format::{self, GgmlType, GgufTensorInfo, GgufValue, Parsed};
 use super::safetensors::{format_error, io_error};
+use crate::backend::cpu::block_quant::dequantize;
 use crate::error::Result;
+use crate::nn::block_quantized::{BlockFormat, BlockQuantized};
 use crate::storage::CpuBuffer;
 use crate::tensor::DynTensor;
 
@@ -162,13 +164,43 @@ impl GgufFile {
             })?),
             GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0 => {
                 let mut out = crate::alloc::try_with_capacity("gguf", &what, numel)?;
-                dequantize(info.ggml_type, raw, &mut out);
+                let format = block_format(info.ggml_type).expect("a block type");
+                dequantize(format.blocks(), raw, &mut out);
                 CpuBuffer::F32(out)
             }
             GgmlType::Other(_) => return Err(self.unsupported(info)),
         };
         // (the element count matches the dims: the blocks were sized from them)
         Ok(DynTensor::from_buffer(buffer, &info.dims))
+    }
+
+    /// Matrix `name` (`[rows, cols]`) in its 4- or 8-bit blocks as stored, for products
+    /// that read it without expanding it ([`BlockQuantized::product`]).
+    ///
+    /// # Errors
+    /// No such tensor, one that is not a matrix, or one of another type than `q4_0`, `q4_1`
+    /// and `q8_0` (use [`GgufFile::tensor`]).
+    pub fn quantized(&self, name: &str) -> Result<BlockQuantized> {
+        let info = self.find(name)?;
+        let format = block_format(info.ggml_type).ok_or_else(|| {
+            format_error(
+                &self.path,
+                format!(
+                    "tensor `{name}` is {}, not one of the block types q4_0, q4_1 and q8_0",
+                    info.ggml_type.name()
+                ),
+            )
+        })?;
+        let [rows, cols] = info.dims[..] else {
+            return Err(format_error(
+                &self.path,
+                format!("tensor `{name}` is {:?}, not a matrix", info.dims),
+            ));
+        };
+        let bytes = self.raw(name)?;
+        let mut raw = crate::alloc::try_with_capacity("gguf", name, bytes.len())?;
+        raw.extend_from_slice(bytes);
+        BlockQuantized::from_blocks(format, [rows, cols], raw)
     }
 
     fn find(&self, name: &str) -> Result<&GgufTensorInfo> {
@@ -203,38 +235,12 @@ fn decode<T>(what: &str, raw: &[u8], width: usize, from: impl Fn(&[u8]) -> T) ->
     Ok(out)
 }
 
-/// The blocks of a quantized tensor, appended to `out` as f32 (llama.cpp's
-/// `dequantize_row_q4_0`, `_q4_1`, `_q8_0`). Each block of 32 starts with its f16 scale `d`
-/// (and for `q4_1` its f16 minimum `m`); a byte of 4-bit values holds element `j` in its low
-/// nibble and element `j + 16` in its high one.
-fn dequantize(kind: GgmlType, raw: &[u8], out: &mut Vec<f32>) {
-    let half = |b: &[u8]| f16::from_le_bytes([b[0], b[1]]).to_f32();
+/// The block format of a GGML type, if it is one.
+fn block_format(kind: GgmlType) -> Option<BlockFormat> {
     match kind {
-        GgmlType::Q8_0 => {
-            for block in raw.chunks_exact(34) {
-                let d = half(block);
-                out.extend(block[2..].iter().map(|&q| f32::from(q as i8) * d));
-            }
-        }
-        GgmlType::Q4_0 | GgmlType::Q4_1 => {
-            let (header, offset) = if kind == GgmlType::Q4_1 {
-                (4, 0.0)
-            } else {
-                (2, -8.0)
-            };
-            for block in raw.chunks_exact(header + 16) {
-                let d = half(block);
-                let m = if kind == GgmlType::Q4_1 {
-                    half(&block[2..])
-                } else {
-                    0.0
-                };
-                let quants = &block[header..];
-                let value = |q: u8| (f32::from(q) + offset) * d + m;
-                out.extend(quants.iter().map(|&q| value(q & 0x0f)));
-                out.extend(quants.iter().map(|&q| value(q >> 4)));
-            }
-        }
-        _ => unreachable!("only block types are dequantized"),
+        GgmlType::Q4_0 => Some(BlockFormat::Q4_0),
+        GgmlType::Q4_1 => Some(BlockFormat::Q4_1),
+        GgmlType::Q8_0 => Some(BlockFormat::Q8_0),
+        _ => None,
     }
 }

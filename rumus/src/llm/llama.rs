@@ -3,286 +3,119 @@
 //! a residual, RMSNorm and a SwiGLU feed-forward, a residual; a final RMSNorm and the output
 //! projection (the embedding again where the file has no `output.weight`).
 //!
-//! Weights are dequantized to `f32` when the model loads. GGUF stores the query and key
-//! projections with each head's rows interleaved for rotation of neighbouring pairs
-//! (llama.cpp's "normal" rope), which is how positions are applied here; the scores equal
-//! those of the Hugging Face layout with its half-split rotation.
+//! GGUF stores the query and key projections with each head's rows interleaved for rotation
+//! of neighbouring pairs (llama.cpp's "normal" rope), which is how positions are applied
+//! here; the scores equal those of the Hugging Face layout with its half-split rotation.
 
+use super::cache::KvCache;
+use super::config::LlamaConfig;
+use super::invalid;
+use super::sampling::Sampling;
+use super::weights::Matrix;
 use crate::dtype::DType;
-use crate::error::{Error, Result};
-use crate::io::{GgufFile, GgufValue};
+use crate::error::Result;
+use crate::io::{GgmlType, GgufFile};
 use crate::nn::functional::rms_norm;
 use crate::ops::attention::SdpaOptions;
 use crate::rng::Generator;
 use crate::tensor::DynTensor;
 
-/// The sizes and constants of a Llama model (`llama.*` GGUF metadata).
-#[derive(Debug, Clone, PartialEq)]
-pub struct LlamaConfig {
-    /// Transformer blocks (`llama.block_count`).
-    pub blocks: usize,
-    /// Width of the residual stream (`llama.embedding_length`).
-    pub width: usize,
-    /// Query heads (`llama.attention.head_count`).
-    pub heads: usize,
-    /// Key and value heads (`llama.attention.head_count_kv`; as many as `heads` without it).
-    pub kv_heads: usize,
-    /// Hidden width of the feed-forward (`llama.feed_forward_length`).
-    pub feed_forward: usize,
-    /// RMSNorm's epsilon (`llama.attention.layer_norm_rms_epsilon`).
-    pub rms_eps: f64,
-    /// Base of the rotary frequencies (`llama.rope.freq_base`, 10,000 without it).
-    pub rope_base: f64,
-    /// Tokens in the vocabulary (rows of the embedding).
-    pub vocab: usize,
-}
-
-impl LlamaConfig {
-    /// The configuration in `file`'s metadata.
-    ///
-    /// # Errors
-    /// A file of another architecture, or a size missing or inconsistent.
-    pub fn from_gguf(file: &GgufFile) -> Result<LlamaConfig> {
-        let architecture = file
-            .metadata("general.architecture")
-            .and_then(GgufValue::as_str);
-        if architecture != Some("llama") {
-            return Err(invalid(format!(
-                "general.architecture is {architecture:?}; Llama reads \"llama\" models"
-            )));
-        }
-        let size = |key: &str| -> Result<usize> {
-            file.metadata(key)
-                .and_then(GgufValue::as_u64)
-                .map(|v| v as usize)
-                .filter(|&v| v > 0)
-                .ok_or_else(|| invalid(format!("the file has no positive integer `{key}`")))
-        };
-        let float = |key: &str, default: f64| {
-            file.metadata(key)
-                .and_then(GgufValue::as_f64)
-                .unwrap_or(default)
-        };
-        let heads = size("llama.attention.head_count")?;
-        let kv_heads = size("llama.attention.head_count_kv").unwrap_or(heads);
-        let width = size("llama.embedding_length")?;
-        let embedding = file
-            .tensor_info("token_embd.weight")
-            .ok_or_else(|| invalid("the file has no `token_embd.weight`".into()))?;
-        let config = LlamaConfig {
-            blocks: size("llama.block_count")?,
-            width,
-            heads,
-            kv_heads,
-            feed_forward: size("llama.feed_forward_length")?,
-            rms_eps: float("llama.attention.layer_norm_rms_epsilon", 1e-5),
-            rope_base: float("llama.rope.freq_base", 10_000.0),
-            vocab: embedding.dims[0],
-        };
-        if !width.is_multiple_of(heads)
-            || !heads.is_multiple_of(kv_heads)
-            || (width / heads) % 2 != 0
-        {
-            return Err(invalid(format!(
-                "{heads} query heads and {kv_heads} key/value heads do not split a width of \
-                 {width} into heads of an even width"
-            )));
-        }
-        Ok(config)
-    }
-
-    /// Width of one head.
-    pub fn head_width(&self) -> usize {
-        self.width / self.heads
-    }
-}
-
-fn invalid(message: String) -> Error {
-    Error::InvalidArgument {
-        op: "Llama",
-        message,
-    }
-}
-
 /// One block's weights (`[out, in]` matrices, as `linear` takes them).
 struct Block {
     attn_norm: DynTensor,
-    q: DynTensor,
-    k: DynTensor,
-    v: DynTensor,
-    attn_output: DynTensor,
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    attn_output: Matrix,
     ffn_norm: DynTensor,
-    gate: DynTensor,
-    up: DynTensor,
-    down: DynTensor,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
 }
 
-/// How [`Llama::generate`] picks each next token from its logits: the most likely one at
-/// temperature 0; otherwise a draw from `softmax(logits / temperature)`, restricted first to
-/// the `top_k` most likely tokens and then to the fewest most likely ones whose probabilities
-/// sum to `top_p` (nucleus sampling), renormalised, as Hugging Face's `generate` samples.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sampling {
-    /// 0 (greedy) or more; below 1 sharpens the distribution, above flattens it.
-    pub temperature: f64,
-    /// Keep only the `k` most likely tokens (`None`: all).
-    pub top_k: Option<usize>,
-    /// Keep the smallest set of most likely tokens with probability `p` or more (in `(0, 1]`;
-    /// `None`: all).
-    pub top_p: Option<f64>,
+/// How [`Llama::load`] holds the file's quantized matrices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// As the file stores them: `q4_0`, `q4_1` and `q8_0` matrices stay in their blocks and
+    /// are multiplied as they are (a quarter to an eighth of f32's memory and memory
+    /// traffic, with each activation block rounded to int8 as llama.cpp rounds it); other
+    /// tensors in f32.
+    AsStored,
+    /// Every tensor dequantized to f32, multiplied in f32 (the file's values exactly, as
+    /// PyTorch computes with them, at 4 to 7 times the memory).
+    F32,
 }
 
-impl Default for Sampling {
-    /// Plain sampling at temperature 1.
-    fn default() -> Self {
-        Sampling {
-            temperature: 1.0,
-            top_k: None,
-            top_p: None,
-        }
-    }
-}
-
-impl Sampling {
-    fn check(&self) -> Result<()> {
-        let bad = |what: String| Err(invalid(format!("sampling: {what}")));
-        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return bad(format!(
-                "temperature {} is not finite and >= 0",
-                self.temperature
-            ));
-        }
-        if self.top_k == Some(0) {
-            return bad("top_k 0 keeps no token".into());
-        }
-        if let Some(p) = self.top_p
-            && !(p > 0.0 && p <= 1.0)
-        {
-            return bad(format!("top_p {p} is outside (0, 1]"));
-        }
-        Ok(())
-    }
-
-    /// The probabilities sampling draws from, by token (zeros for the tokens cut away).
-    pub fn probabilities(&self, logits: &[f32]) -> Vec<f64> {
-        let mut order: Vec<usize> = (0..logits.len()).collect();
-        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-        let mut probs = vec![0.0; logits.len()];
-        let Some(&best) = order.first() else {
-            return probs;
-        };
-        if self.temperature == 0.0 {
-            probs[best] = 1.0;
-            return probs;
-        }
-        let top = f64::from(logits[best]);
-        let keep = self.top_k.unwrap_or(order.len()).min(order.len());
-        let weights: Vec<f64> = order[..keep]
-            .iter()
-            .map(|&i| ((f64::from(logits[i]) - top) / self.temperature).exp())
-            .collect();
-        let total: f64 = weights.iter().sum();
-        let mut kept = keep;
-        if let Some(p) = self.top_p {
-            let mut sum = 0.0;
-            kept = weights
-                .iter()
-                .position(|w| {
-                    sum += w / total;
-                    sum >= p
-                })
-                .map_or(keep, |last| last + 1);
-        }
-        let total: f64 = weights[..kept].iter().sum();
-        for (&i, w) in order[..kept].iter().zip(&weights) {
-            probs[i] = w / total;
-        }
-        probs
-    }
-
-    /// One token drawn from [`Sampling::probabilities`] with `rng`.
-    pub fn draw(&self, logits: &[f32], rng: &mut Generator) -> i64 {
-        let probs = self.probabilities(logits);
-        let u = rng.next_f64();
-        let mut sum = 0.0;
-        let mut last = 0;
-        for (i, &p) in probs.iter().enumerate() {
-            if p == 0.0 {
-                continue;
-            }
-            sum += p;
-            last = i;
-            if u < sum {
-                return i as i64;
-            }
-        }
-        last as i64
-    }
-}
-
-/// The keys and values of the tokens a [`Llama`] has run, per block (`[kv_heads, T, hw]`,
-/// keys rotated), so that each new token attends to them without running them again.
-#[derive(Clone)]
-pub struct KvCache {
-    layers: Vec<Option<(DynTensor, DynTensor)>>,
-    len: usize,
-}
-
-impl KvCache {
-    /// Tokens whose keys and values the cache holds.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-/// A Llama model with its weights in `f32` on the CPU.
+/// A Llama model on the CPU, its matrices in f32 or in the file's blocks ([`WeightFormat`]).
 pub struct Llama {
     config: LlamaConfig,
-    embedding: DynTensor,
+    embedding: Matrix,
     blocks: Vec<Block>,
     output_norm: DynTensor,
     /// `None`: the embedding (tied weights).
-    output: Option<DynTensor>,
+    output: Option<Matrix>,
 }
 
 impl Llama {
-    /// The model in `file`, its weights dequantized to `f32`.
+    /// The model in `file`, its quantized matrices kept in their blocks
+    /// ([`WeightFormat::AsStored`]).
+    ///
+    /// # Errors
+    /// As [`Llama::load`].
+    pub fn from_gguf(file: &GgufFile) -> Result<Llama> {
+        Llama::load(file, WeightFormat::AsStored)
+    }
+
+    /// The model in `file`, its matrices held as `format` says.
     ///
     /// # Errors
     /// A file of another architecture, a missing tensor, or one of other dims than the
     /// configuration implies (each named).
-    pub fn from_gguf(file: &GgufFile) -> Result<Llama> {
+    pub fn load(file: &GgufFile, format: WeightFormat) -> Result<Llama> {
         let config = LlamaConfig::from_gguf(file)?;
         let (d, kv, ff) = (
             config.width,
             config.kv_heads * config.head_width(),
             config.feed_forward,
         );
-        let load = |name: &str, dims: &[usize]| -> Result<DynTensor> {
-            let t = file.tensor(name)?;
-            if t.dims() != dims {
+        let check = |name: &str, dims: &[usize]| -> Result<()> {
+            let info = file
+                .tensor_info(name)
+                .ok_or_else(|| invalid(format!("the file has no `{name}`")))?;
+            if info.dims != dims {
                 return Err(invalid(format!(
                     "`{name}` is {:?}; the configuration makes it {dims:?}",
-                    t.dims()
+                    info.dims
                 )));
             }
-            t.to_dtype(DType::F32)
+            Ok(())
+        };
+        let vector = |name: &str, dims: &[usize]| -> Result<DynTensor> {
+            check(name, dims)?;
+            file.tensor(name)?.to_dtype(DType::F32)
+        };
+        let matrix = |name: &str, dims: &[usize]| -> Result<Matrix> {
+            check(name, dims)?;
+            let blocks = matches!(
+                file.tensor_info(name).map(|i| i.ggml_type),
+                Some(GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+            );
+            if blocks && format == WeightFormat::AsStored {
+                return Ok(Matrix::Blocks(file.quantized(name)?));
+            }
+            Ok(Matrix::Dense(file.tensor(name)?.to_dtype(DType::F32)?))
         };
         let blocks = (0..config.blocks)
             .map(|i| {
-                let w = |part: &str, dims: &[usize]| load(&format!("blk.{i}.{part}.weight"), dims);
+                let name = |part: &str| format!("blk.{i}.{part}.weight");
+                let w = |part: &str, dims: &[usize]| matrix(&name(part), dims);
                 Ok(Block {
-                    attn_norm: w("attn_norm", &[d])?,
+                    attn_norm: vector(&name("attn_norm"), &[d])?,
                     q: w("attn_q", &[d, d])?,
                     k: w("attn_k", &[kv, d])?,
                     v: w("attn_v", &[kv, d])?,
                     attn_output: w("attn_output", &[d, d])?,
-                    ffn_norm: w("ffn_norm", &[d])?,
+                    ffn_norm: vector(&name("ffn_norm"), &[d])?,
                     gate: w("ffn_gate", &[ff, d])?,
                     up: w("ffn_up", &[ff, d])?,
                     down: w("ffn_down", &[d, ff])?,
@@ -290,12 +123,12 @@ impl Llama {
             })
             .collect::<Result<Vec<_>>>()?;
         let output = match file.tensor_info("output.weight") {
-            Some(_) => Some(load("output.weight", &[config.vocab, d])?),
+            Some(_) => Some(matrix("output.weight", &[config.vocab, d])?),
             None => None,
         };
         Ok(Llama {
-            embedding: load("token_embd.weight", &[config.vocab, d])?,
-            output_norm: load("output_norm.weight", &[d])?,
+            embedding: matrix("token_embd.weight", &[config.vocab, d])?,
+            output_norm: vector("output_norm.weight", &[d])?,
             blocks,
             output,
             config,
@@ -307,25 +140,49 @@ impl Llama {
         &self.config
     }
 
+    /// Bytes its weights take in memory.
+    pub fn weight_bytes(&self) -> usize {
+        let vector = |t: &DynTensor| t.numel() * 4;
+        let blocks: usize = self
+            .blocks
+            .iter()
+            .map(|b| {
+                [&b.q, &b.k, &b.v, &b.attn_output, &b.gate, &b.up, &b.down]
+                    .iter()
+                    .map(|m| m.bytes())
+                    .sum::<usize>()
+                    + vector(&b.attn_norm)
+                    + vector(&b.ffn_norm)
+            })
+            .sum();
+        blocks
+            + self.embedding.bytes()
+            + self.output.as_ref().map_or(0, Matrix::bytes)
+            + vector(&self.output_norm)
+    }
+
     /// The next-token logits `[T, vocab]` after each of `tokens` (positions `0..T`).
     ///
     /// # Errors
     /// No tokens, or a token id outside the vocabulary.
     pub fn logits(&self, tokens: &[i64]) -> Result<DynTensor> {
-        self.forward(tokens, &mut self.new_cache())
+        self.forward(tokens, &mut self.cache_with_capacity(tokens.len()))
     }
 
-    /// An empty key/value cache for [`Llama::forward`].
+    /// An empty key/value cache for [`Llama::forward`], which grows as it fills.
     pub fn new_cache(&self) -> KvCache {
-        KvCache {
-            layers: vec![None; self.config.blocks],
-            len: 0,
-        }
+        self.cache_with_capacity(256)
+    }
+
+    /// An empty key/value cache with room for `tokens` tokens before it grows.
+    pub fn cache_with_capacity(&self, tokens: usize) -> KvCache {
+        KvCache::new(self.config.blocks, tokens)
     }
 
     /// The next-token logits `[T, vocab]` after each of `tokens`, which follow the
     /// `cache.len()` tokens the cache holds the keys and values of; their keys and values are
-    /// added to it. A prompt runs in one pass; later tokens (generation) one at a time.
+    /// added to it. Each token attends to the cached ones and to those before it in
+    /// `tokens`.
     ///
     /// # Errors
     /// No tokens, or a token id outside the vocabulary.
@@ -339,23 +196,15 @@ impl Llama {
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
         }
-        if cache.len > 0 && tokens.len() > 1 {
-            // (queries after cached keys see all of them: one at a time, no causal mask)
-            let rows = tokens
-                .iter()
-                .map(|&t| self.forward(&[t], cache))
-                .collect::<Result<Vec<_>>>()?;
-            return DynTensor::cat(&rows.iter().collect::<Vec<_>>(), 0);
+        let mut x = self.embedding.rows(tokens)?;
+        let rotation = Rotation::new(&self.config, cache.len(), tokens.len())?;
+        let mask = causal_after(cache.len(), tokens.len())?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            x = self.block(i, block, &x, &rotation, mask.as_ref(), cache)?;
         }
-        let ids = DynTensor::from_vec(tokens.to_vec(), &[tokens.len()])?;
-        let mut x = self.embedding.index_select(0, &ids)?;
-        let rotation = Rotation::new(&self.config, cache.len, tokens.len())?;
-        for (block, kv) in self.blocks.iter().zip(&mut cache.layers) {
-            x = self.block(block, &x, &rotation, kv)?;
-        }
-        cache.len += tokens.len();
+        cache.advance(tokens.len());
         let x = rms_norm(&x, Some(&self.output_norm), self.config.rms_eps)?;
-        x.linear(self.output.as_ref().unwrap_or(&self.embedding), None)
+        self.output.as_ref().unwrap_or(&self.embedding).apply(&x)
     }
 
     /// `prompt` continued by up to `max_new` tokens, each the most likely next one (greedy
@@ -389,7 +238,7 @@ impl Llama {
         rng: &mut Generator,
     ) -> Result<Vec<i64>> {
         sampling.check()?;
-        let mut cache = self.new_cache();
+        let mut cache = self.cache_with_capacity(prompt.len() + max_new);
         let mut logits = self.forward(prompt, &mut cache)?;
         let mut out = Vec::with_capacity(max_new);
         while out.len() < max_new {
@@ -406,10 +255,12 @@ impl Llama {
 
     fn block(
         &self,
+        index: usize,
         b: &Block,
         x: &DynTensor,
         rotation: &Rotation,
-        kv: &mut Option<(DynTensor, DynTensor)>,
+        mask: Option<&DynTensor>,
+        cache: &mut KvCache,
     ) -> Result<DynTensor> {
         let c = &self.config;
         let t = x.dims()[0];
@@ -417,50 +268,68 @@ impl Llama {
         let h = rms_norm(x, Some(&b.attn_norm), c.rms_eps)?;
         // [T, heads, hw] -> [heads, T, hw]
         let q = rotation
-            .apply(&h.linear(&b.q, None)?.reshape(&[t, c.heads, hw])?)?
+            .apply(&b.q.apply(&h)?.reshape(&[t, c.heads, hw])?)?
             .transpose(0, 1)?;
-        // This pass's keys and values, [kv_heads, T, hw], after the cached ones.
+        // This pass's keys and values, [kv_heads, T, hw], written after the cached ones.
         let k = rotation
-            .apply(&h.linear(&b.k, None)?.reshape(&[t, c.kv_heads, hw])?)?
+            .apply(&b.k.apply(&h)?.reshape(&[t, c.kv_heads, hw])?)?
             .transpose(0, 1)?;
-        let v = h
-            .linear(&b.v, None)?
-            .reshape(&[t, c.kv_heads, hw])?
-            .transpose(0, 1)?;
-        let (k, v) = match kv.take() {
-            Some((past_k, past_v)) => (
-                DynTensor::cat(&[&past_k, &k], 1)?,
-                DynTensor::cat(&[&past_v, &v], 1)?,
-            ),
-            None => (k.contiguous()?, v.contiguous()?),
-        };
-        *kv = Some((k.clone(), v.clone()));
+        let v =
+            b.v.apply(&h)?
+                .reshape(&[t, c.kv_heads, hw])?
+                .transpose(0, 1)?;
+        let (k, v) = cache.append(index, &k, &v)?;
         // Key and value head j serves query heads j * group .. (j + 1) * group.
         let s = k.dims()[1];
         let grouped = |y: &DynTensor| -> Result<DynTensor> {
-            y.reshape(&[c.kv_heads, 1, s, hw])?
+            y.unsqueeze(1)?
                 .broadcast_to(&[c.kv_heads, group, s, hw])?
                 .reshape(&[c.heads, s, hw])
         };
         let (k, v) = (grouped(&k)?, grouped(&v)?);
-        let options = SdpaOptions {
-            // A prompt's queries see the keys up to their own; one query after cached keys
-            // sees them all.
-            causal: t > 1,
-            ..Default::default()
+        let attended = match mask {
+            // A prompt's queries see the keys up to their own; one query sees them all.
+            None => q.scaled_dot_product_attention(
+                &k,
+                &v,
+                SdpaOptions {
+                    causal: t > 1,
+                    ..Default::default()
+                },
+            )?,
+            Some(mask) => {
+                let scale = 1.0 / (hw as f64).sqrt();
+                let scores = q.matmul(&k.transpose(-1, -2)?)?.mul_scalar(scale)?;
+                scores.add(mask)?.softmax(-1)?.matmul(&v)?
+            }
         };
-        let attended = q
-            .scaled_dot_product_attention(&k, &v, options)?
-            .transpose(0, 1)?
-            .reshape(&[t, c.width])?;
-        let x = x.add(&attended.linear(&b.attn_output, None)?)?;
+        let attended = attended.transpose(0, 1)?.reshape(&[t, c.width])?;
+        let x = x.add(&b.attn_output.apply(&attended)?)?;
         let h = rms_norm(&x, Some(&b.ffn_norm), c.rms_eps)?;
-        let hidden = h
-            .linear(&b.gate, None)?
-            .silu()?
-            .mul(&h.linear(&b.up, None)?)?;
-        x.add(&hidden.linear(&b.down, None)?)
+        let hidden = b.gate.apply(&h)?.silu()?.mul(&b.up.apply(&h)?)?;
+        x.add(&b.down.apply(&hidden)?)
     }
+}
+
+/// The additive mask of `new` queries after `past` cached keys (`[new, past + new]`: query
+/// `i` sees keys up to `past + i`), or `None` where attention's own causal mask serves (no
+/// cached keys) or none is needed (one query sees every key).
+fn causal_after(past: usize, new: usize) -> Result<Option<DynTensor>> {
+    if new == 1 || past == 0 {
+        return Ok(None);
+    }
+    let values: Vec<f32> = (0..new)
+        .flat_map(|i| {
+            (0..past + new).map(move |j| {
+                if j <= past + i {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+        })
+        .collect();
+    Ok(Some(DynTensor::from_vec(values, &[new, past + new])?))
 }
 
 /// The rotary position embedding of positions `start..start + T`: pair `i` of a head (its

@@ -1,13 +1,30 @@
 //! Language models from the files they ship in. [`Llama`] reads a Llama-architecture model
 //! (Llama 2/3, SmolLM2, TinyLlama, ...) from a GGUF file, computes its next-token logits with
-//! a key/value cache, and continues a prompt greedily or by sampling; with the `llm` feature, `Tokenizer`
-//! turns text into its token ids and back, and `chat_ml` writes a conversation in ChatML.
+//! a key/value cache, and continues a prompt greedily or by sampling; with the `llm` feature,
+//! `Tokenizer` turns text into its token ids and back, and `chat_ml` writes a conversation in
+//! ChatML.
 
+mod cache;
+mod config;
 mod llama;
+mod sampling;
 #[cfg(feature = "llm")]
 mod tokenizer;
+mod weights;
 
-pub use llama::{KvCache, Llama, LlamaConfig, Sampling};
+pub use cache::KvCache;
+pub use config::LlamaConfig;
+pub use llama::{Llama, WeightFormat};
+pub use sampling::Sampling;
 #[cfg(feature = "llm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub use tokenizer::{Tokenizer, chat_ml};
+
+use crate::error::Error;
+
+fn invalid(message: String) -> Error {
+    Error::InvalidArgument {
+        op: "Llama",
+        message,
+    }
+}

@@ -2,6 +2,7 @@
 
 mod activation;
 mod attention;
+pub mod block_quantized;
 mod checkpointed;
 mod conv;
 mod convert;

@@ -4,6 +4,7 @@
 
 pub mod attention;
 mod backend;
+pub(crate) mod block_quant;
 mod buffer;
 mod concat;
 mod conv_tiles;

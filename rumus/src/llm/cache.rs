@@ -1,0 +1,113 @@
+//! The keys and values a Llama model keeps of the tokens it has run.
+
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::DynTensor;
+
+/// The keys and values of the tokens a [`Llama`](super::Llama) has run, per block, so that
+/// each new token attends to them without running them again.
+///
+/// Each block's keys (rotated) and values live in buffers `[kv_heads, capacity, head_width]`
+/// allocated once: a token's keys are written in place after the earlier ones, so decoding
+/// does not copy the cache per token. A cache made with [`Llama::new_cache`](super::Llama)
+/// starts small and doubles its capacity when full (a few reallocations over a long
+/// conversation); [`Llama::cache_with_capacity`](super::Llama) allocates it all at once, as
+/// [`Llama::generate`](super::Llama::generate) does for its prompt and new tokens.
+#[derive(Clone)]
+pub struct KvCache {
+    layers: Vec<Option<Layer>>,
+    len: usize,
+    capacity: usize,
+}
+
+#[derive(Clone)]
+struct Layer {
+    keys: DynTensor,
+    values: DynTensor,
+}
+
+impl KvCache {
+    pub(super) fn new(blocks: usize, capacity: usize) -> KvCache {
+        KvCache {
+            layers: vec![None; blocks],
+            len: 0,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Tokens whose keys and values the cache holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Tokens it holds before its buffers grow.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes its buffers take (allocated, not only used).
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .map(|l| 2 * l.keys.numel() * DType::F32.size_in_bytes())
+            .sum()
+    }
+
+    /// Appends block `block`'s keys and values of `new` tokens (`[kv_heads, new, hw]`,
+    /// following the `len()` held) and returns all its keys and values so far, `[kv_heads,
+    /// len() + new, hw]` views of its buffers.
+    pub(super) fn append(
+        &mut self,
+        block: usize,
+        keys: &DynTensor,
+        values: &DynTensor,
+    ) -> Result<(DynTensor, DynTensor)> {
+        let (new, start) = (keys.dims()[1], self.len);
+        let needed = start + new;
+        if needed > self.capacity {
+            self.capacity = needed.max(2 * self.capacity);
+        }
+        let capacity = self.capacity;
+        let layer = &mut self.layers[block];
+        let stale = layer.as_ref().is_some_and(|l| l.keys.dims()[1] < capacity);
+        if layer.is_none() || stale {
+            let mut dims = keys.dims().to_vec();
+            dims[1] = capacity;
+            let grown = Layer {
+                keys: DynTensor::zeros(&dims, DType::F32)?,
+                values: DynTensor::zeros(&dims, DType::F32)?,
+            };
+            if let Some(old) = layer.take()
+                && start > 0
+            {
+                grown
+                    .keys
+                    .narrow(1, 0, start)?
+                    .copy_(&old.keys.narrow(1, 0, start)?)?;
+                grown
+                    .values
+                    .narrow(1, 0, start)?
+                    .copy_(&old.values.narrow(1, 0, start)?)?;
+            }
+            *layer = Some(grown);
+        }
+        let layer = layer.as_ref().expect("made above");
+        layer.keys.narrow(1, start, new)?.copy_(keys)?;
+        layer.values.narrow(1, start, new)?.copy_(values)?;
+        Ok((
+            layer.keys.narrow(1, 0, needed)?,
+            layer.values.narrow(1, 0, needed)?,
+        ))
+    }
+
+    /// Counts `new` tokens as held once every block has appended theirs.
+    pub(super) fn advance(&mut self, new: usize) {
+        self.len += new;
+    }
+}
