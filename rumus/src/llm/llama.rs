@@ -233,24 +233,46 @@ impl Llama {
     pub fn generate(
         &self,
         prompt: &[i64],
-        (max_new, stop): (usize, Option<i64>),
+        limits: (usize, Option<i64>),
         sampling: Sampling,
         rng: &mut Generator,
     ) -> Result<Vec<i64>> {
+        let mut out = Vec::with_capacity(limits.0);
+        self.generate_streaming(prompt, limits, sampling, rng, |token| {
+            out.push(token);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// [`Llama::generate`] handing each new token to `on_token` as soon as it is drawn (to
+    /// print it, or to send it to a client); `on_token` returns `false` to stop there (a stop
+    /// string seen, a client gone). Returns how many tokens it drew.
+    ///
+    /// # Errors
+    /// As [`Llama::generate`].
+    pub fn generate_streaming(
+        &self,
+        prompt: &[i64],
+        (max_new, stop): (usize, Option<i64>),
+        sampling: Sampling,
+        rng: &mut Generator,
+        mut on_token: impl FnMut(i64) -> bool,
+    ) -> Result<usize> {
         sampling.check()?;
         let mut cache = self.cache_with_capacity(prompt.len() + max_new);
         let mut logits = self.forward(prompt, &mut cache)?;
-        let mut out = Vec::with_capacity(max_new);
-        while out.len() < max_new {
+        let mut drawn = 0;
+        while drawn < max_new {
             let last = logits.narrow(0, logits.dims()[0] - 1, 1)?;
             let next = sampling.draw(&last.to_vec::<f32>()?, rng);
-            out.push(next);
-            if Some(next) == stop || out.len() == max_new {
+            drawn += 1;
+            if !on_token(next) || Some(next) == stop || drawn == max_new {
                 break;
             }
             logits = self.forward(&[next], &mut cache)?;
         }
-        Ok(out)
+        Ok(drawn)
     }
 
     fn block(
@@ -281,6 +303,15 @@ impl Llama {
         let (k, v) = cache.append(index, &k, &v)?;
         // Key and value head j serves query heads j * group .. (j + 1) * group.
         let s = k.dims()[1];
+        if t == 1 {
+            // One query per head: a key/value head's `group` query heads are its `group` rows
+            // of queries, so the cached keys and values are read in place, not repeated.
+            let attended = q
+                .reshape(&[c.kv_heads, group, hw])?
+                .scaled_dot_product_attention(&k, &v, SdpaOptions::default())?
+                .reshape(&[1, c.width])?;
+            return self.feed_forward(b, &x.add(&b.attn_output.apply(&attended)?)?);
+        }
         let grouped = |y: &DynTensor| -> Result<DynTensor> {
             y.unsqueeze(1)?
                 .broadcast_to(&[c.kv_heads, group, s, hw])?
@@ -304,8 +335,12 @@ impl Llama {
             }
         };
         let attended = attended.transpose(0, 1)?.reshape(&[t, c.width])?;
-        let x = x.add(&b.attn_output.apply(&attended)?)?;
-        let h = rms_norm(&x, Some(&b.ffn_norm), c.rms_eps)?;
+        self.feed_forward(b, &x.add(&b.attn_output.apply(&attended)?)?)
+    }
+
+    /// The block's second half: `x + down(silu(gate(h)) * up(h))`, `h = rms_norm(x)`.
+    fn feed_forward(&self, b: &Block, x: &DynTensor) -> Result<DynTensor> {
+        let h = rms_norm(x, Some(&b.ffn_norm), self.config.rms_eps)?;
         let hidden = b.gate.apply(&h)?.silu()?.mul(&b.up.apply(&h)?)?;
         x.add(&b.down.apply(&hidden)?)
     }

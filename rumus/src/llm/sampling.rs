@@ -89,6 +89,13 @@ impl Sampling {
 
     /// One token drawn from [`Sampling::probabilities`] with `rng`.
     pub fn draw(&self, logits: &[f32], rng: &mut Generator) -> i64 {
+        if self.temperature == 0.0 {
+            // The most likely token (the first of equals), without sorting the vocabulary.
+            let best = (0..logits.len())
+                .rev()
+                .max_by(|&a, &b| logits[a].total_cmp(&logits[b]));
+            return best.unwrap_or(0) as i64;
+        }
         let probs = self.probabilities(logits);
         let u = rng.next_f64();
         let mut sum = 0.0;

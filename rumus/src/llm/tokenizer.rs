@@ -18,6 +18,9 @@ const SPECIAL_TYPES: [i64; 2] = [3, 4];
 /// A language model's tokenizer: text to token ids and back.
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
+    /// Ids below this are tokens (asked of `inner` once: it builds its whole vocabulary to
+    /// count it).
+    vocab_size: i64,
     bos: Option<u32>,
     eos: Option<u32>,
 }
@@ -111,6 +114,7 @@ impl Tokenizer {
                 .filter(|&v| (v as usize) < tokens.len())
         };
         Ok(Tokenizer {
+            vocab_size: inner.get_vocab_size(true) as i64,
             inner,
             bos: id("tokenizer.ggml.bos_token_id"),
             eos: id("tokenizer.ggml.eos_token_id"),
@@ -135,7 +139,7 @@ impl Tokenizer {
     /// # Errors
     /// An id outside the vocabulary.
     pub fn decode(&self, ids: &[i64], skip_special: bool) -> Result<String> {
-        let size = self.inner.get_vocab_size(true) as i64;
+        let size = self.vocab_size;
         let ids = ids
             .iter()
             .map(|&id| {

@@ -181,15 +181,23 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], n: usize, k: usize, x: &[f32]) -
     let activations = quantize_activations(x);
     let row_bytes = k / BLOCK * kind.bytes();
     let kernel = Kernel::detect();
-    // Rows of weights per task: a few tasks per thread, none tiny.
-    let rows_per_task = n.div_ceil(threads() * 4).max(16);
+    // Rows of weights per task: a few tasks per thread, none tiny, whole groups.
+    let rows_per_task = n.div_ceil(threads() * 4).max(16).next_multiple_of(ROWS);
     let mut transposed = vec![0.0f32; n * m];
     let compute = |(chunk, out): (usize, &mut [f32])| {
         let first = chunk * rows_per_task;
-        for (r, column) in out.chunks_exact_mut(m.max(1)).enumerate() {
-            let weights = &raw[(first + r) * row_bytes..][..row_bytes];
-            for (i, dst) in column.iter_mut().enumerate() {
-                *dst = kernel.dot(kind, weights, &activations, i * k / BLOCK, k / BLOCK);
+        let rows = out.len() / m.max(1);
+        for group in (0..rows).step_by(ROWS) {
+            // (a short last group repeats its last row; those results are dropped)
+            let weights = std::array::from_fn(|r| {
+                let row = first + (group + r).min(rows - 1);
+                &raw[row * row_bytes..][..row_bytes]
+            });
+            for i in 0..m {
+                let sums = kernel.dots(kind, weights, &activations, i * k / BLOCK, k / BLOCK);
+                for (r, &sum) in sums.iter().enumerate().take(rows - group) {
+                    out[(group + r) * m + i] = sum;
+                }
             }
         }
     };
@@ -216,6 +224,10 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], n: usize, k: usize, x: &[f32]) -
     out
 }
 
+/// Weight rows one kernel call multiplies with the same activations: their blocks are read as
+/// independent streams, and each activation block is loaded once for all of them.
+const ROWS: usize = 4;
+
 /// Which dot-product loop this CPU runs.
 #[derive(Clone, Copy)]
 enum Kernel {
@@ -236,20 +248,21 @@ impl Kernel {
         Kernel::Plain
     }
 
-    /// One weight row (`blocks` blocks) with activation blocks `first..first + blocks`.
-    fn dot(
+    /// [`ROWS`] weight rows (`blocks` blocks each) with activation blocks
+    /// `first..first + blocks`.
+    fn dots(
         self,
         kind: Blocks,
-        weights: &[u8],
+        weights: [&[u8]; ROWS],
         x: &QuantizedRows,
         first: usize,
         blocks: usize,
-    ) -> f32 {
+    ) -> [f32; ROWS] {
         match self {
-            Kernel::Plain => plain_dot(kind, weights, x, first, blocks),
+            Kernel::Plain => weights.map(|w| plain_dot(kind, w, x, first, blocks)),
             // SAFETY: the CPU has AVX2, FMA and F16C (detected above).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::dot(kind, weights, x, first, blocks) },
+            Kernel::Avx2 => unsafe { avx2::dots(kind, weights, x, first, blocks) },
         }
     }
 }
@@ -288,15 +301,17 @@ fn plain_dot(kind: Blocks, weights: &[u8], x: &QuantizedRows, first: usize, bloc
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{BLOCK, Blocks, QuantizedRows};
+    use super::{BLOCK, Blocks, QuantizedRows, ROWS};
 
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     fn half(bits: u16) -> f32 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
     }
 
     /// The 32 integer products of one block, as 8 i32 partial sums.
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     unsafe fn block_sums(kind: Blocks, values: *const u8, xq: *const i8) -> __m256i {
         // SAFETY (loads): the caller passes a whole block and 32 activations.
         let a = unsafe { _mm256_loadu_si256(xq.cast()) };
@@ -308,54 +323,99 @@ mod avx2 {
                 _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w))
             }
             Blocks::Q4_0 | Blocks::Q4_1 => {
-                let packed = unsafe { _mm_loadu_si128(values.cast()) };
-                let mask = _mm_set1_epi8(0x0f);
-                let low = _mm_and_si128(packed, mask);
-                let high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
-                _mm256_maddubs_epi16(_mm256_set_m128i(high, low), a)
+                // The 16 bytes in both halves (a load, no shuffle); low nibbles from the first
+                // half, high nibbles from the second: elements 0..16, then 16..32.
+                let packed = unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(values.cast())) };
+                let mask = _mm256_set1_epi8(0x0f);
+                let low = _mm256_and_si256(packed, mask);
+                let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);
+                _mm256_maddubs_epi16(_mm256_blend_epi32(low, high, 0xf0), a)
             }
         };
         _mm256_madd_epi16(pairs, ones)
     }
 
-    /// [`super::plain_dot`] with AVX2: the same integer sums, the scales applied in f32.
+    /// [`super::plain_dot`] of [`ROWS`] rows with AVX2: the same integer sums, the scales
+    /// applied in f32.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn dot(
+    pub(super) unsafe fn dots(
         kind: Blocks,
-        weights: &[u8],
+        weights: [&[u8]; ROWS],
         x: &QuantizedRows,
         first: usize,
         blocks: usize,
-    ) -> f32 {
-        assert!(weights.len() >= blocks * kind.bytes());
+    ) -> [f32; ROWS] {
+        for w in weights {
+            assert!(w.len() >= blocks * kind.bytes());
+        }
         assert!(x.values.len() >= (first + blocks) * BLOCK && x.scales.len() >= first + blocks);
-        let mut acc = _mm256_setzero_ps();
-        let mut offsets = 0.0f32;
+        // SAFETY: whole blocks (the asserts above); one loop per layout, without a branch on
+        // it per block.
+        unsafe {
+            match kind {
+                Blocks::Q4_0 => dots_of::<Q4_0>(weights, x, first, blocks),
+                Blocks::Q4_1 => dots_of::<Q4_1>(weights, x, first, blocks),
+                Blocks::Q8_0 => dots_of::<Q8_0>(weights, x, first, blocks),
+            }
+        }
+    }
+
+    const Q4_0: u8 = 0;
+    const Q4_1: u8 = 1;
+    const Q8_0: u8 = 2;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn dots_of<const KIND: u8>(
+        weights: [&[u8]; ROWS],
+        x: &QuantizedRows,
+        first: usize,
+        blocks: usize,
+    ) -> [f32; ROWS] {
+        let kind = match KIND {
+            Q4_0 => Blocks::Q4_0,
+            Q4_1 => Blocks::Q4_1,
+            _ => Blocks::Q8_0,
+        };
+        let (size, header) = (kind.bytes(), kind.header());
+        let bases = weights.map(<[u8]>::as_ptr);
+        let mut acc = [_mm256_setzero_ps(); ROWS];
+        let mut offsets = [0.0f32; ROWS];
         for b in 0..blocks {
-            let block = &weights[b * kind.bytes()..];
-            let d = half(u16::from_le_bytes([block[0], block[1]]));
-            let dx = x.scales[first + b];
-            // SAFETY: a whole block and 32 activations (the asserts above).
-            let sums = unsafe {
-                block_sums(
-                    kind,
-                    block.as_ptr().add(kind.header()),
-                    x.values.as_ptr().add((first + b) * BLOCK),
+            // SAFETY (every access): block `first + b` of the activations and block `b` of
+            // each row, inside them (the caller's asserts).
+            let (dx, scaled_sum) = unsafe {
+                (
+                    *x.scales.get_unchecked(first + b),
+                    *x.scaled_sums.get_unchecked(first + b),
                 )
             };
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(d * dx), acc);
-            offsets += match kind {
-                Blocks::Q8_0 => 0.0,
-                Blocks::Q4_0 => -8.0 * d * x.scaled_sums[first + b],
-                Blocks::Q4_1 => {
-                    half(u16::from_le_bytes([block[2], block[3]])) * x.scaled_sums[first + b]
+            let xq = unsafe { x.values.as_ptr().add((first + b) * BLOCK) };
+            for r in 0..ROWS {
+                unsafe {
+                    let block = bases[r].add(b * size);
+                    let d = half(block.cast::<u16>().read_unaligned());
+                    let sums = block_sums(kind, block.add(header), xq);
+                    let scale = _mm256_set1_ps(d * dx);
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[r]);
+                    if KIND == Q4_0 {
+                        offsets[r] -= 8.0 * d * scaled_sum;
+                    } else if KIND == Q4_1 {
+                        let m = half(block.add(2).cast::<u16>().read_unaligned());
+                        offsets[r] += m * scaled_sum;
+                    }
                 }
-            };
+            }
         }
-        let folded = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        std::array::from_fn(|r| horizontal_sum(acc[r]) + offsets[r])
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn horizontal_sum(v: __m256) -> f32 {
+        let folded = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         let folded = _mm_add_ps(folded, _mm_movehl_ps(folded, folded));
         let folded = _mm_add_ss(folded, _mm_shuffle_ps(folded, folded, 1));
-        _mm_cvtss_f32(folded) + offsets
+        _mm_cvtss_f32(folded)
     }
 }
 
@@ -400,15 +460,17 @@ mod tests {
                 .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
                 .collect();
             let activations = quantize_activations(&x);
-            for row in 0..n {
-                let weights = &raw[row * k / BLOCK * kind.bytes()..][..k / BLOCK * kind.bytes()];
-                for i in 0..2 {
-                    let first = i * k / BLOCK;
-                    let plain = plain_dot(kind, weights, &activations, first, k / BLOCK);
-                    let fast = Kernel::Avx2.dot(kind, weights, &activations, first, k / BLOCK);
+            let row_bytes = k / BLOCK * kind.bytes();
+            let weights: [&[u8]; ROWS] =
+                std::array::from_fn(|r| &raw[(r % n) * row_bytes..][..row_bytes]);
+            for i in 0..2 {
+                let first = i * k / BLOCK;
+                let plain = Kernel::Plain.dots(kind, weights, &activations, first, k / BLOCK);
+                let fast = Kernel::Avx2.dots(kind, weights, &activations, first, k / BLOCK);
+                for (r, (p, f)) in plain.iter().zip(fast).enumerate() {
                     assert!(
-                        (plain - fast).abs() <= 1e-5 * plain.abs().max(1.0),
-                        "{kind:?} row {row}, input {i}: {plain} vs {fast}"
+                        (p - f).abs() <= 1e-5 * p.abs().max(1.0),
+                        "{kind:?} row {r}, input {i}: {p} vs {f}"
                     );
                 }
             }

