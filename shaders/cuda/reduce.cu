@@ -68,11 +68,40 @@ __device__ void reduce_columns_with(O* out, const S* x, View kept, View group, i
     }
 }
 
+// Many short groups (attention's rows of 64 summed for its backward pass): a warp per output,
+// combined by shuffles, where a block per output would leave most of its threads idle.
+template <typename S, typename Op>
+__device__ void reduce_warps_with(S* out, const S* x, View kept, View group, i64 outputs, i64 size) {
+    typedef typename Num<S>::T T;
+    int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (i64 o = (i64)blockIdx.x * warps + threadIdx.x / 32; o < outputs; o += (i64)gridDim.x * warps) {
+        i64 base = at(kept, o);
+        T acc = Op::identity();
+        for (i64 j = lane; j < size; j += 32) {
+            acc = Op::combine(acc, Num<S>::load(x[base + at(group, j)]));
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            acc = Op::combine(acc, __shfl_xor_sync(0xffffffffu, acc, offset));
+        }
+        if (lane == 0) out[o] = Num<S>::store(acc);
+    }
+}
+
+// `mode`: 0 a block per output, 1 a block per 32 neighbouring outputs, 2 a warp per output
+// (whole groups only: `parts` 1, `O` the stored dtype).
 template <typename S, typename O>
 __device__ void reduce(O* out, const S* x, View kept, View group, i64 outputs, i64 size, int kind,
-                       int columns, i64 parts) {
+                       int mode, i64 parts) {
     typedef typename Num<S>::T T;
-    if (columns) {
+    if (mode == 2) {
+        switch (kind) {
+        case REDUCTION_SUM: reduce_warps_with<S, Sum<T> >((S*)out, x, kept, group, outputs, size); break;
+        case REDUCTION_MAX: reduce_warps_with<S, Max<T> >((S*)out, x, kept, group, outputs, size); break;
+        case REDUCTION_MIN: reduce_warps_with<S, Min<T> >((S*)out, x, kept, group, outputs, size); break;
+        }
+        return;
+    }
+    if (mode == 1) {
         switch (kind) {
         case REDUCTION_SUM: reduce_columns_with<S, O, Sum<T> >(out, x, kept, group, outputs, size, parts); break;
         case REDUCTION_MAX: reduce_columns_with<S, O, Max<T> >(out, x, kept, group, outputs, size, parts); break;
