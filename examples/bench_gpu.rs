@@ -389,6 +389,9 @@ struct GptBench {
     device: Device,
 }
 
+/// A phase of a step: its name, host milliseconds, reads from the GPU and buffers made.
+type Phase = (&'static str, (f64, u64, u64));
+
 impl GptBench {
     const BATCH: usize = 8;
     const CONTEXT: usize = 1024;
@@ -443,7 +446,7 @@ impl GptBench {
     /// One step with the host's time in each phase, in ms, and the reads from the GPU it
     /// made (each waits for the GPU's queue): batch, forward and loss, backward, scaled
     /// optimizer step, the final wait. `None` off wgpu, whose counters these are.
-    fn phases(&mut self) -> Option<[(&'static str, (f64, u64, u64)); 5]> {
+    fn phases(&mut self) -> Option<[Phase; 5]> {
         use rumus::backend::gpu::transfer_counts;
         let Device::Gpu(gpu) = self.device.clone() else {
             return None;
