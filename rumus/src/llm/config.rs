@@ -68,6 +68,13 @@ impl LlamaConfig {
             rope_base: float("llama.rope.freq_base", 10_000.0),
             vocab: embedding.dims[0],
         };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Heads that split the width evenly, in groups, into heads of an even width.
+    pub(super) fn check(&self) -> Result<()> {
+        let (width, heads, kv_heads) = (self.width, self.heads, self.kv_heads);
         if !width.is_multiple_of(heads)
             || !heads.is_multiple_of(kv_heads)
             || (width / heads) % 2 != 0
@@ -77,7 +84,7 @@ impl LlamaConfig {
                  {width} into heads of an even width"
             )));
         }
-        Ok(config)
+        Ok(())
     }
 
     /// Width of one head.

@@ -46,6 +46,16 @@ pub enum WeightFormat {
     F32,
 }
 
+/// `name`'s dims `found` are the `expected` ones, or an error naming both.
+pub(super) fn check_dims(name: &str, found: &[usize], expected: &[usize]) -> Result<()> {
+    if found != expected {
+        return Err(invalid(format!(
+            "`{name}` is {found:?}; the configuration makes it {expected:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// A Llama model on the CPU, its matrices in f32 or in the file's blocks ([`WeightFormat`]).
 pub struct Llama {
     config: LlamaConfig,
@@ -73,22 +83,11 @@ impl Llama {
     /// configuration implies (each named).
     pub fn load(file: &GgufFile, format: WeightFormat) -> Result<Llama> {
         let config = LlamaConfig::from_gguf(file)?;
-        let (d, kv, ff) = (
-            config.width,
-            config.kv_heads * config.head_width(),
-            config.feed_forward,
-        );
         let check = |name: &str, dims: &[usize]| -> Result<()> {
             let info = file
                 .tensor_info(name)
                 .ok_or_else(|| invalid(format!("the file has no `{name}`")))?;
-            if info.dims != dims {
-                return Err(invalid(format!(
-                    "`{name}` is {:?}; the configuration makes it {dims:?}",
-                    info.dims
-                )));
-            }
-            Ok(())
+            check_dims(name, &info.dims, dims)
         };
         let vector = |name: &str, dims: &[usize]| -> Result<DynTensor> {
             check(name, dims)?;
@@ -105,6 +104,25 @@ impl Llama {
             }
             Ok(Matrix::Dense(file.tensor(name)?.to_dtype(DType::F32)?))
         };
+        let untied = file.tensor_info("output.weight").is_some();
+        Llama::assemble(config, untied, &vector, &matrix)
+    }
+
+    /// The model from its tensors, fetched by their GGUF names (`blk.0.attn_q.weight`) with
+    /// the dims the configuration gives them: `vector` the norms' weights, `matrix` the
+    /// products' (the query and key rows in GGUF's order: each head's rotated pairs side by
+    /// side); `untied`: whether there is an `output.weight` apart from the embedding.
+    pub(super) fn assemble(
+        config: LlamaConfig,
+        untied: bool,
+        vector: &dyn Fn(&str, &[usize]) -> Result<DynTensor>,
+        matrix: &dyn Fn(&str, &[usize]) -> Result<Matrix>,
+    ) -> Result<Llama> {
+        let (d, kv, ff) = (
+            config.width,
+            config.kv_heads * config.head_width(),
+            config.feed_forward,
+        );
         let blocks = (0..config.blocks)
             .map(|i| {
                 let name = |part: &str| format!("blk.{i}.{part}.weight");
@@ -122,9 +140,10 @@ impl Llama {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let output = match file.tensor_info("output.weight") {
-            Some(_) => Some(matrix("output.weight", &[config.vocab, d])?),
-            None => None,
+        let output = if untied {
+            Some(matrix("output.weight", &[config.vocab, d])?)
+        } else {
+            None
         };
         Ok(Llama {
             embedding: matrix("token_embd.weight", &[config.vocab, d])?,

@@ -1,11 +1,14 @@
 //! Language models from the files they ship in. [`Llama`] reads a Llama-architecture model
-//! (Llama 2/3, SmolLM2, TinyLlama, ...) from a GGUF file, computes its next-token logits with
+//! (Llama 2/3, SmolLM2, TinyLlama, ...) from a GGUF file (or, with the `llm` feature, from a
+//! Hugging Face checkpoint folder), computes its next-token logits with
 //! a key/value cache, and continues a prompt greedily or by sampling; with the `llm` feature,
 //! `Tokenizer` turns text into its token ids and back, and `chat_ml` writes a conversation in
 //! ChatML.
 
 mod cache;
 mod config;
+#[cfg(feature = "llm")]
+mod hf;
 mod llama;
 mod sampling;
 #[cfg(feature = "llm")]

@@ -1,0 +1,119 @@
+//! Llama models from Hugging Face checkpoints (`Llama::from_hf`) against `transformers`: a
+//! small randomly initialised `LlamaForCausalLM` (grouped key/value heads, rope theta 500,000,
+//! an untied output, random norm weights) saved with `save_pretrained`, and its logits
+//! (`tests/fixtures/make_hf_llama_fixtures.py`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::scratch::Scratch;
+use rumus::llm::{Llama, LlamaConfig};
+
+fn folder() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_llama")
+}
+
+#[test]
+fn a_hugging_face_llama_gives_the_logits_transformers_gives() {
+    let expected = common::fixture_file::case(include_str!("fixtures/hf_llama.txt"), "tiny_llama");
+    let tokens: Vec<i64> = expected["tokens"]
+        .values
+        .iter()
+        .map(|&t| t as i64)
+        .collect();
+    let model = Llama::from_hf(folder()).unwrap();
+    let config = model.config();
+    assert_eq!(
+        (
+            config.blocks,
+            config.width,
+            config.heads,
+            config.kv_heads,
+            config.vocab
+        ),
+        (3, 64, 4, 2, 256)
+    );
+    assert_eq!(config.rope_base, 500_000.0);
+    let logits = model.logits(&tokens).unwrap();
+    assert_eq!(logits.dims(), [tokens.len(), 256]);
+    let want = &expected["logits"].values;
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let worst = logits
+        .to_f64_vec()
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    // f32 sums in another order, against logits up to `scale`.
+    assert!(
+        worst < 1e-5 * scale.max(1.0),
+        "worst {worst} of logits up to {scale}"
+    );
+    // The key/value cache gives the same logits a token at a time.
+    let mut cache = model.new_cache();
+    let stepwise: Vec<f64> = tokens
+        .iter()
+        .flat_map(|&t| model.forward(&[t], &mut cache).unwrap().to_f64_vec())
+        .collect();
+    let worst = stepwise
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 1e-5 * scale.max(1.0), "cached: worst {worst}");
+}
+
+/// A copy of the fixture's folder with `config.json` replaced by `config`.
+fn with_config(config: &str) -> Scratch {
+    let dir = Scratch::new("hf_llama");
+    std::fs::copy(
+        folder().join("model.safetensors"),
+        dir.join("model.safetensors"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("config.json"), config).unwrap();
+    dir
+}
+
+fn refused(dir: &Scratch, says: &str) {
+    let dir: &Path = dir.dir();
+    let message = match Llama::from_hf(dir) {
+        Ok(_) => panic!("loaded; expected an error saying {says:?}"),
+        Err(e) => e.to_string(),
+    };
+    assert!(message.contains(says), "{message}");
+}
+
+#[test]
+fn bad_checkpoints_are_errors_that_say_what_is_wrong() {
+    let original = std::fs::read_to_string(folder().join("config.json")).unwrap();
+    refused(&with_config("{not json"), "not valid JSON");
+    refused(
+        &with_config(&original.replace("\"llama\"", "\"gpt2\"")),
+        "model_type is Some(\"gpt2\")",
+    );
+    refused(
+        &with_config(&original.replace("\"num_hidden_layers\": 3", "\"num_hidden_layers\": 4")),
+        "model.safetensors has no `model.layers.3.input_layernorm.weight`",
+    );
+    refused(
+        &with_config(&original.replace("\"intermediate_size\": 96", "\"intermediate_size\": 95")),
+        "the configuration makes it [95, 64]",
+    );
+    refused(
+        &with_config(&original.replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3")),
+        "do not split a width of 64",
+    );
+    refused(
+        &with_config(&original.replace("\"vocab_size\": 256", "\"vocab_size\": 0")),
+        "no positive integer `vocab_size`",
+    );
+    refused(&Scratch::new("hf_llama_empty"), "config.json");
+    let err = LlamaConfig::from_hf_json(
+        &original.replace("\"rope_type\": \"default\"", "\"rope_type\": \"yarn\""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("rope scaling"), "{err}");
+}
