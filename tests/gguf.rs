@@ -359,12 +359,7 @@ fn the_smollm2_model_answers_as_transformers_does_with_a_key_value_cache() {
         assert_eq!(cache.len(), all.len());
         assert!(cache.capacity() >= all.len());
         let cached = rumus::DynTensor::cat(&parts.iter().collect::<Vec<_>>(), 0).unwrap();
-        let (a, b) = (uncached.to_f64_vec(), cached.to_f64_vec());
-        let worst = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f64::max);
+        let worst = common::max_abs_diff(&uncached.to_f64_vec(), &cached.to_f64_vec());
         assert!(
             worst < 1e-3,
             "{format:?}: cached and uncached logits differ by {worst}"

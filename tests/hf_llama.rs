@@ -39,12 +39,7 @@ fn a_hugging_face_llama_gives_the_logits_transformers_gives() {
     assert_eq!(logits.dims(), [tokens.len(), 256]);
     let want = &expected["logits"].values;
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let worst = logits
-        .to_f64_vec()
-        .iter()
-        .zip(want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
+    let worst = common::max_abs_diff(&logits.to_f64_vec(), want);
     // f32 sums in another order, against logits up to `scale`.
     assert!(
         worst < 1e-5 * scale.max(1.0),
@@ -56,11 +51,7 @@ fn a_hugging_face_llama_gives_the_logits_transformers_gives() {
         .iter()
         .flat_map(|&t| model.forward(&[t], &mut cache).unwrap().to_f64_vec())
         .collect();
-    let worst = stepwise
-        .iter()
-        .zip(want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
+    let worst = common::max_abs_diff(&stepwise, want);
     assert!(worst < 1e-5 * scale.max(1.0), "cached: worst {worst}");
 }
 

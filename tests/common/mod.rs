@@ -85,3 +85,12 @@ pub fn check_first_and_second_order(
 pub mod fixture_file;
 pub mod png;
 pub mod scratch;
+
+/// The largest `|a[i] - b[i]|` of two equally long lists.
+pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len(), "lists of different lengths");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
