@@ -4,7 +4,7 @@ use super::invalid;
 use crate::error::Result;
 use crate::rng::Generator;
 
-/// How [`Llama::generate`] picks each next token from its logits: the most likely one at
+/// How [`Llama::generate`](super::Llama::generate) picks each next token from its logits: the most likely one at
 /// temperature 0; otherwise a draw from `softmax(logits / temperature)`, restricted first to
 /// the `top_k` most likely tokens and then to the fewest most likely ones whose probabilities
 /// sum to `top_p` (nucleus sampling), renormalised, as Hugging Face's `generate` samples.
