@@ -98,6 +98,10 @@ fn products_stay_within_the_activation_rounding_of_the_exact_product() {
             assert_eq!(q.bytes(), n * k / 32 * format.block_bytes());
             check_product(&q, &common::randn(&[m, k], seed + 10));
         }
+        // Rows of no weights: products of nothing, zeros.
+        let empty = BlockQuantized::from_blocks(format, [3, 0], Vec::new()).unwrap();
+        let zeros = empty.product(&DynTensor::zeros(&[2, 0], rumus::DType::F32).unwrap());
+        assert_eq!(zeros.unwrap().to_f64_vec(), vec![0.0; 6]);
         // A batch of rows in any leading dims, as `linear` takes them.
         let q = BlockQuantized::quantize(format, &common::randn(&[16, 64], 4)).unwrap();
         let x = common::randn(&[2, 3, 64], 5);

@@ -203,11 +203,11 @@ impl BlockQuantized {
             ));
         }
         let values = x.to_dtype(DType::F32)?.to_vec::<f32>()?;
+        let m = dims[..dims.len() - 1].iter().product();
         let out = block_quant::product(
             self.format.blocks(),
             &self.raw,
-            self.rows,
-            self.cols,
+            [m, self.rows, self.cols],
             &values,
         );
         let mut out_dims = dims.to_vec();

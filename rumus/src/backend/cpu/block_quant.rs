@@ -174,10 +174,10 @@ fn quantize_activations(x: &[f32]) -> QuantizedRows {
 
 /// `out[i, j] = sum_t x[i, t] w[j, t]` for activations `x` `[m, k]` and weights `w`
 /// `[n, k]` in `kind`'s blocks (`raw`, row-major, `k` a multiple of 32): `[m, n]`.
-pub(crate) fn product(kind: Blocks, raw: &[u8], n: usize, k: usize, x: &[f32]) -> Vec<f32> {
+pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]) -> Vec<f32> {
     debug_assert_eq!(k % BLOCK, 0);
     debug_assert_eq!(raw.len(), n * k / BLOCK * kind.bytes());
-    let m = x.len() / k.max(1);
+    debug_assert_eq!(x.len(), m * k);
     let activations = quantize_activations(x);
     let row_bytes = k / BLOCK * kind.bytes();
     let kernel = Kernel::detect();
