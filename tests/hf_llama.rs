@@ -55,6 +55,32 @@ fn a_hugging_face_llama_gives_the_logits_transformers_gives() {
     assert!(worst < 1e-5 * scale.max(1.0), "cached: worst {worst}");
 }
 
+#[test]
+fn a_cloned_cache_branches_a_conversation_without_touching_the_original() {
+    let model = Llama::from_hf(folder()).unwrap();
+    let (prefix, a, b) = ([1i64, 17, 200, 3], [99i64, 5], [42i64, 7, 8]);
+    let mut cache = model.cache_with_capacity(16);
+    model.forward(&prefix, &mut cache).unwrap();
+    let mut branch = cache.try_clone().unwrap();
+    let on_a = model.forward(&a, &mut cache).unwrap();
+    let on_b = model.forward(&b, &mut branch).unwrap();
+    // Each continuation's logits are those of its whole sequence run uncached.
+    for (tokens, got) in [(&a[..], on_a), (&b[..], on_b)] {
+        let all: Vec<i64> = prefix.iter().chain(tokens).copied().collect();
+        let want = model.logits(&all).unwrap();
+        let want = want.narrow(0, prefix.len(), tokens.len()).unwrap();
+        let worst = common::max_abs_diff(&got.to_f64_vec(), &want.to_f64_vec());
+        assert!(worst < 1e-5, "{tokens:?}: {worst}");
+    }
+    assert_eq!((cache.len(), branch.len()), (6, 7));
+    // The original goes on from its own keys, which the branch's tokens did not overwrite.
+    let next = model.forward(&[11], &mut cache).unwrap();
+    let all: Vec<i64> = prefix.iter().chain(&a).chain(&[11]).copied().collect();
+    let want = model.logits(&all).unwrap().narrow(0, 6, 1).unwrap();
+    let worst = common::max_abs_diff(&next.to_f64_vec(), &want.to_f64_vec());
+    assert!(worst < 1e-5, "the original after the branch: {worst}");
+}
+
 /// A copy of the fixture's folder with `config.json` replaced by `config`.
 fn with_config(config: &str) -> Scratch {
     let dir = Scratch::new("hf_llama");

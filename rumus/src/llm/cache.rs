@@ -13,14 +13,16 @@ use crate::tensor::DynTensor;
 /// starts small and doubles its capacity when full (a few reallocations over a long
 /// conversation); [`Llama::cache_with_capacity`](super::Llama) allocates it all at once, as
 /// [`Llama::generate`](super::Llama::generate) does for its prompt and new tokens.
-#[derive(Clone)]
+///
+/// A cache is not `Clone`: its buffers are written in place, so a shallow copy would let two
+/// conversations overwrite each other's keys. [`KvCache::try_clone`] copies them, to branch
+/// a conversation from a shared prefix.
 pub struct KvCache {
     layers: Vec<Option<Layer>>,
     len: usize,
     capacity: usize,
 }
 
-#[derive(Clone)]
 struct Layer {
     keys: DynTensor,
     values: DynTensor,
@@ -29,10 +31,43 @@ struct Layer {
 impl KvCache {
     pub(super) fn new(blocks: usize, capacity: usize) -> KvCache {
         KvCache {
-            layers: vec![None; blocks],
+            layers: (0..blocks).map(|_| None).collect(),
             len: 0,
             capacity: capacity.max(1),
         }
+    }
+
+    /// A copy with buffers of its own (the held tokens' keys and values copied), which
+    /// continues independently of this one.
+    ///
+    /// # Errors
+    /// No memory for the copy.
+    pub fn try_clone(&self) -> Result<KvCache> {
+        let copy = |t: &DynTensor| -> Result<DynTensor> {
+            let fresh = DynTensor::zeros(t.dims(), DType::F32)?;
+            fresh.copy_(t)?;
+            Ok(fresh)
+        };
+        let layers = self
+            .layers
+            .iter()
+            .map(|layer| {
+                layer
+                    .as_ref()
+                    .map(|l| {
+                        Ok(Layer {
+                            keys: copy(&l.keys)?,
+                            values: copy(&l.values)?,
+                        })
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache {
+            layers,
+            len: self.len,
+            capacity: self.capacity,
+        })
     }
 
     /// Tokens whose keys and values the cache holds.
