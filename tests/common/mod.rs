@@ -3,6 +3,8 @@
 
 pub mod gpu;
 pub mod resnet;
+pub mod skip;
+pub mod smollm2;
 
 use rumus::DynTensor;
 use rumus::autograd::{GradcheckOptions, enable_grad, grad_with, gradcheck};

@@ -21,7 +21,7 @@ use crate::rng::Generator;
 use crate::tensor::DynTensor;
 
 /// One block's weights (`[out, in]` matrices, as `linear` takes them).
-struct Block {
+pub(super) struct Block {
     attn_norm: DynTensor,
     q: Matrix,
     k: Matrix,
@@ -206,6 +206,20 @@ impl Llama {
     /// # Errors
     /// No tokens, or a token id outside the vocabulary.
     pub fn forward(&self, tokens: &[i64], cache: &mut KvCache) -> Result<DynTensor> {
+        self.check_tokens(tokens)?;
+        let mut x = self.embedding.rows(tokens)?;
+        let positions: Vec<usize> = (cache.len()..cache.len() + tokens.len()).collect();
+        let rotation = Rotation::at(&self.config, &positions)?;
+        let mask = causal_after(cache.len(), tokens.len())?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            x = self.block(i, block, &x, &rotation, mask.as_ref(), cache)?;
+        }
+        cache.advance(tokens.len());
+        self.head(&x)
+    }
+
+    /// `tokens` are some, each in the vocabulary, or an error naming the first that is not.
+    pub(super) fn check_tokens(&self, tokens: &[i64]) -> Result<()> {
         let vocab = self.config.vocab as i64;
         if tokens.is_empty() {
             return Err(invalid("no tokens to run".into()));
@@ -215,14 +229,22 @@ impl Llama {
                 "token id {bad} is outside the vocabulary of {vocab}"
             )));
         }
-        let mut x = self.embedding.rows(tokens)?;
-        let rotation = Rotation::new(&self.config, cache.len(), tokens.len())?;
-        let mask = causal_after(cache.len(), tokens.len())?;
-        for (i, block) in self.blocks.iter().enumerate() {
-            x = self.block(i, block, &x, &rotation, mask.as_ref(), cache)?;
-        }
-        cache.advance(tokens.len());
-        let x = rms_norm(&x, Some(&self.output_norm), self.config.rms_eps)?;
+        Ok(())
+    }
+
+    /// The embeddings of `tokens` (`[T, width]`), the residual stream's start.
+    pub(super) fn embed(&self, tokens: &[i64]) -> Result<DynTensor> {
+        self.embedding.rows(tokens)
+    }
+
+    /// The blocks' weights, in order.
+    pub(super) fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// The next-token logits `[T, vocab]` of the residual stream `x` after the last block.
+    pub(super) fn head(&self, x: &DynTensor) -> Result<DynTensor> {
+        let x = rms_norm(x, Some(&self.output_norm), self.config.rms_eps)?;
         self.output.as_ref().unwrap_or(&self.embedding).apply(&x)
     }
 
@@ -306,19 +328,10 @@ impl Llama {
         let c = &self.config;
         let t = x.dims()[0];
         let (hw, group) = (c.head_width(), c.heads / c.kv_heads);
-        let h = rms_norm(x, Some(&b.attn_norm), c.rms_eps)?;
-        // [T, heads, hw] -> [heads, T, hw]
-        let q = rotation
-            .apply(&b.q.apply(&h)?.reshape(&[t, c.heads, hw])?)?
-            .transpose(0, 1)?;
-        // This pass's keys and values, [kv_heads, T, hw], written after the cached ones.
-        let k = rotation
-            .apply(&b.k.apply(&h)?.reshape(&[t, c.kv_heads, hw])?)?
-            .transpose(0, 1)?;
-        let v =
-            b.v.apply(&h)?
-                .reshape(&[t, c.kv_heads, hw])?
-                .transpose(0, 1)?;
+        // [T, heads, hw] -> [heads, T, hw]; this pass's keys and values, [kv_heads, T, hw],
+        // written after the cached ones.
+        let [q, k, v] = self.projections(b, x, rotation)?.map(|y| y.transpose(0, 1));
+        let (q, k, v) = (q?, k?, v?);
         let (k, v) = cache.append(index, &k, &v)?;
         // Key and value head j serves query heads j * group .. (j + 1) * group.
         let s = k.dims()[1];
@@ -329,7 +342,7 @@ impl Llama {
                 .reshape(&[c.kv_heads, group, hw])?
                 .scaled_dot_product_attention(&k, &v, SdpaOptions::default())?
                 .reshape(&[1, c.width])?;
-            return self.feed_forward(b, &x.add(&b.attn_output.apply(&attended)?)?);
+            return self.attended(b, x, &attended);
         }
         let grouped = |y: &DynTensor| -> Result<DynTensor> {
             y.unsqueeze(1)?
@@ -354,7 +367,35 @@ impl Llama {
             }
         };
         let attended = attended.transpose(0, 1)?.reshape(&[t, c.width])?;
-        self.feed_forward(b, &x.add(&b.attn_output.apply(&attended)?)?)
+        self.attended(b, x, &attended)
+    }
+
+    /// The block's queries `[T, heads, hw]`, keys and values `[T, kv_heads, hw]` of the
+    /// residual stream `x` (`[T, width]`), queries and keys rotated to their positions.
+    pub(super) fn projections(
+        &self,
+        b: &Block,
+        x: &DynTensor,
+        rotation: &Rotation,
+    ) -> Result<[DynTensor; 3]> {
+        let c = &self.config;
+        let (t, hw) = (x.dims()[0], c.head_width());
+        let h = rms_norm(x, Some(&b.attn_norm), c.rms_eps)?;
+        let q = rotation.apply(&b.q.apply(&h)?.reshape(&[t, c.heads, hw])?)?;
+        let k = rotation.apply(&b.k.apply(&h)?.reshape(&[t, c.kv_heads, hw])?)?;
+        let v = b.v.apply(&h)?.reshape(&[t, c.kv_heads, hw])?;
+        Ok([q, k, v])
+    }
+
+    /// The rest of the block once attention has given `attended` (`[T, width]`, heads side
+    /// by side): the output projection added to `x`, then the feed-forward half.
+    pub(super) fn attended(
+        &self,
+        b: &Block,
+        x: &DynTensor,
+        attended: &DynTensor,
+    ) -> Result<DynTensor> {
+        self.feed_forward(b, &x.add(&b.attn_output.apply(attended)?)?)
     }
 
     /// The block's second half: `x + down(silu(gate(h)) * up(h))`, `h = rms_norm(x)`.
@@ -386,22 +427,25 @@ fn causal_after(past: usize, new: usize) -> Result<Option<DynTensor>> {
     Ok(Some(DynTensor::from_vec(values, &[new, past + new])?))
 }
 
-/// The rotary position embedding of positions `start..start + T`: pair `i` of a head (its
+/// The rotary position embedding of one position per row: pair `i` of a head (its
 /// elements `2i`, `2i + 1`) at position `p` turns by `p base^(-2i / head_width)`.
-struct Rotation {
+pub(super) struct Rotation {
     cos: DynTensor,
     sin: DynTensor,
 }
 
 impl Rotation {
-    fn new(c: &LlamaConfig, start: usize, t: usize) -> Result<Rotation> {
-        let pairs = c.head_width() / 2;
+    /// The rotation of rows at `positions` (one per row, in any order: a batch of
+    /// sequences at different lengths).
+    pub(super) fn at(c: &LlamaConfig, positions: &[usize]) -> Result<Rotation> {
+        let (pairs, t) = (c.head_width() / 2, positions.len());
         let angle = |p: usize, i: usize| {
             p as f64 * c.rope_base.powf(-2.0 * i as f64 / c.head_width() as f64)
         };
         let table = |f: fn(f64) -> f64| -> Result<DynTensor> {
-            let values: Vec<f32> = (start..start + t)
-                .flat_map(|p| (0..pairs).map(move |i| f(angle(p, i)) as f32))
+            let values: Vec<f32> = positions
+                .iter()
+                .flat_map(|&p| (0..pairs).map(move |i| f(angle(p, i)) as f32))
                 .collect();
             // [T, 1, pairs, 1]: broadcast over heads and the pair's two elements.
             Ok(DynTensor::from_vec(values, &[t, 1, pairs, 1])?)

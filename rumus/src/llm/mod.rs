@@ -1,15 +1,17 @@
 //! Language models from the files they ship in. [`Llama`] reads a Llama-architecture model
 //! (Llama 2/3, SmolLM2, TinyLlama, ...) from a GGUF file (or, with the `llm` feature, from a
 //! Hugging Face checkpoint folder), computes its next-token logits with
-//! a key/value cache, and continues a prompt greedily or by sampling; with the `llm` feature,
-//! `Tokenizer` turns text into its token ids and back, and `chat_ml` writes a conversation in
-//! ChatML.
+//! a key/value cache, and continues a prompt greedily or by sampling; [`KvPool`] and
+//! [`Llama::forward_paged`] run many sequences at once over one bounded pool of cache blocks
+//! (a server's continuous batching). With the `llm` feature, `Tokenizer` turns text into its
+//! token ids and back, and `chat_ml` writes a conversation in ChatML.
 
 mod cache;
 mod config;
 #[cfg(feature = "llm")]
 mod hf;
 mod llama;
+mod paged;
 mod sampling;
 #[cfg(feature = "llm")]
 mod tokenizer;
@@ -18,6 +20,7 @@ mod weights;
 pub use cache::KvCache;
 pub use config::LlamaConfig;
 pub use llama::{Llama, WeightFormat};
+pub use paged::{BatchEntry, DEFAULT_BLOCK_TOKENS, KvPool, PagedCache};
 pub use sampling::Sampling;
 #[cfg(feature = "llm")]
 #[cfg_attr(docsrs, doc(cfg(feature = "llm")))]

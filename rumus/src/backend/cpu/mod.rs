@@ -18,6 +18,7 @@ pub(crate) mod int8;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
+pub(crate) mod paged_attention;
 pub mod parallel;
 pub mod pool;
 pub mod reduce;
