@@ -304,9 +304,11 @@ impl Llama {
         let mut cache = self.cache_with_capacity(prompt.len() + max_new);
         let mut logits = self.forward(prompt, &mut cache)?;
         let mut drawn = 0;
+        let mut history = prompt.to_vec();
         while drawn < max_new {
             let last = logits.narrow(0, logits.dims()[0] - 1, 1)?;
-            let next = sampling.draw(&last.to_vec::<f32>()?, rng);
+            let next = sampling.draw_after(&last.to_vec::<f32>()?, &history, rng);
+            history.push(next);
             drawn += 1;
             if !on_token(next) || Some(next) == stop || drawn == max_new {
                 break;

@@ -1,13 +1,22 @@
 //! How generation picks each next token from the model's logits.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+
 use super::invalid;
 use crate::error::Result;
 use crate::rng::Generator;
 
-/// How [`Llama::generate`](super::Llama::generate) picks each next token from its logits: the most likely one at
-/// temperature 0; otherwise a draw from `softmax(logits / temperature)`, restricted first to
-/// the `top_k` most likely tokens and then to the fewest most likely ones whose probabilities
-/// sum to `top_p` (nucleus sampling), renormalised, as Hugging Face's `generate` samples.
+/// How [`Llama::generate`](super::Llama::generate) picks each next token from its logits.
+///
+/// First the penalties on tokens already in the sequence (the prompt and what was
+/// generated): `repetition_penalty` divides their positive logits and multiplies their
+/// negative ones (Hugging Face's and llama.cpp's), `presence_penalty` is subtracted once
+/// from each and `frequency_penalty` once per occurrence (OpenAI's). Then the most likely
+/// token at temperature 0; otherwise a draw from `softmax(logits / temperature)`, restricted
+/// to the `top_k` most likely tokens, then to those at least `min_p` times as likely as the
+/// most likely one, then to the fewest most likely ones whose probabilities sum to `top_p`
+/// (nucleus sampling), renormalised.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sampling {
     /// 0 (greedy) or more; below 1 sharpens the distribution, above flattens it.
@@ -17,6 +26,15 @@ pub struct Sampling {
     /// Keep the smallest set of most likely tokens with probability `p` or more (in `(0, 1]`;
     /// `None`: all).
     pub top_p: Option<f64>,
+    /// Keep only tokens at least `min_p` times as likely as the most likely one (in
+    /// `[0, 1]`; `None`: all).
+    pub min_p: Option<f64>,
+    /// Above 1 makes tokens already in the sequence less likely (1: no penalty; > 0).
+    pub repetition_penalty: f64,
+    /// Subtracted from the logit of each token already in the sequence (in `[-2, 2]`).
+    pub presence_penalty: f64,
+    /// Subtracted from a token's logit once per time it is in the sequence (in `[-2, 2]`).
+    pub frequency_penalty: f64,
 }
 
 impl Default for Sampling {
@@ -26,12 +44,22 @@ impl Default for Sampling {
             temperature: 1.0,
             top_k: None,
             top_p: None,
+            min_p: None,
+            repetition_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
         }
     }
 }
 
 impl Sampling {
-    pub(super) fn check(&self) -> Result<()> {
+    /// Whether the values are in their ranges, or an error naming the first that is not.
+    ///
+    /// # Errors
+    /// A temperature below 0 or not finite, `top_k` 0, `top_p` outside `(0, 1]`, `min_p`
+    /// outside `[0, 1]`, a repetition penalty not above 0, or a presence or frequency
+    /// penalty outside `[-2, 2]`.
+    pub fn check(&self) -> Result<()> {
         let bad = |what: String| Err(invalid(format!("sampling: {what}")));
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
             return bad(format!(
@@ -47,7 +75,62 @@ impl Sampling {
         {
             return bad(format!("top_p {p} is outside (0, 1]"));
         }
+        if let Some(p) = self.min_p
+            && !(0.0..=1.0).contains(&p)
+        {
+            return bad(format!("min_p {p} is outside [0, 1]"));
+        }
+        if !(self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite()) {
+            return bad(format!(
+                "repetition_penalty {} is not finite and above 0",
+                self.repetition_penalty
+            ));
+        }
+        for (name, value) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if !(-2.0..=2.0).contains(&value) {
+                return bad(format!("{name} {value} is outside [-2, 2]"));
+            }
+        }
         Ok(())
+    }
+
+    /// `logits` with the penalties on the tokens of `history` (the sequence so far) applied;
+    /// `logits` itself where there are none.
+    pub fn penalized<'a>(&self, logits: &'a [f32], history: &[i64]) -> Cow<'a, [f32]> {
+        let none = self.repetition_penalty == 1.0
+            && self.presence_penalty == 0.0
+            && self.frequency_penalty == 0.0;
+        if none || history.is_empty() {
+            return Cow::Borrowed(logits);
+        }
+        let mut counts: HashMap<usize, usize> = HashMap::new();
+        for &token in history {
+            if let Ok(t) = usize::try_from(token)
+                && t < logits.len()
+            {
+                *counts.entry(t).or_default() += 1;
+            }
+        }
+        let mut out = logits.to_vec();
+        for (token, count) in counts {
+            let mut l = f64::from(out[token]);
+            l = if l > 0.0 {
+                l / self.repetition_penalty
+            } else {
+                l * self.repetition_penalty
+            };
+            l -= self.presence_penalty + self.frequency_penalty * count as f64;
+            out[token] = l as f32;
+        }
+        Cow::Owned(out)
+    }
+
+    /// [`Sampling::draw`] from the logits [`Sampling::penalized`] for `history`.
+    pub fn draw_after(&self, logits: &[f32], history: &[i64], rng: &mut Generator) -> i64 {
+        self.draw(&self.penalized(logits, history), rng)
     }
 
     /// The probabilities sampling draws from, by token (zeros for the tokens cut away).
@@ -68,6 +151,12 @@ impl Sampling {
             .iter()
             .map(|&i| ((f64::from(logits[i]) - top) / self.temperature).exp())
             .collect();
+        // The most likely token has weight 1: min_p keeps the weights of min_p or more.
+        let keep = match self.min_p {
+            Some(min_p) => weights.iter().take_while(|&&w| w >= min_p).count().max(1),
+            None => keep,
+        };
+        let weights = &weights[..keep];
         let total: f64 = weights.iter().sum();
         let mut kept = keep;
         if let Some(p) = self.top_p {
@@ -81,7 +170,7 @@ impl Sampling {
                 .map_or(keep, |last| last + 1);
         }
         let total: f64 = weights[..kept].iter().sum();
-        for (&i, w) in order[..kept].iter().zip(&weights) {
+        for (&i, w) in order[..kept].iter().zip(weights) {
             probs[i] = w / total;
         }
         probs
@@ -111,5 +200,113 @@ impl Sampling {
             }
         }
         last as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Logits of probabilities 1/2, 1/4, 1/8, 1/8.
+    fn logits() -> Vec<f32> {
+        vec![4f32.ln(), 2f32.ln(), 0.0, 0.0]
+    }
+
+    fn close(got: &[f64], want: &[f64]) {
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-6, "{got:?} against {want:?}");
+        }
+    }
+
+    #[test]
+    fn min_p_keeps_the_tokens_at_least_that_fraction_as_likely_as_the_best() {
+        let sampling = |min_p| Sampling {
+            min_p: Some(min_p),
+            ..Sampling::default()
+        };
+        // Relative to the best: 1, 1/2, 1/4, 1/4.
+        close(
+            &sampling(0.3).probabilities(&logits()),
+            &[2.0 / 3.0, 1.0 / 3.0, 0.0, 0.0],
+        );
+        close(
+            &sampling(0.24).probabilities(&logits()),
+            &[0.5, 0.25, 0.125, 0.125],
+        );
+        close(
+            &sampling(1.0).probabilities(&logits()),
+            &[1.0, 0.0, 0.0, 0.0],
+        );
+    }
+
+    #[test]
+    fn penalties_lower_the_tokens_already_in_the_sequence() {
+        let (l, history) = (logits(), [0i64, 2, 2, 7, -1]);
+        let repetition = Sampling {
+            repetition_penalty: 2.0,
+            ..Sampling::default()
+        };
+        // ln 4 / 2 = ln 2 (positive: divided); 0 stays 0 (times 2); tokens 7 and -1 are
+        // outside the vocabulary and ignored.
+        let got = repetition.penalized(&l, &history);
+        close(
+            &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+            &[2f64.ln(), 2f64.ln(), 0.0, 0.0],
+        );
+        let openai = Sampling {
+            presence_penalty: 0.5,
+            frequency_penalty: 0.25,
+            ..Sampling::default()
+        };
+        let got = openai.penalized(&l, &history);
+        let want = [4f64.ln() - 0.75, 2f64.ln(), -0.5 - 0.5, 0.0];
+        close(
+            &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+            &want,
+        );
+        // No penalties, or no history: the logits themselves.
+        assert!(matches!(
+            Sampling::default().penalized(&l, &history),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(openai.penalized(&l, &[]), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_by_name() {
+        for (sampling, name) in [
+            (
+                Sampling {
+                    min_p: Some(1.5),
+                    ..Sampling::default()
+                },
+                "min_p",
+            ),
+            (
+                Sampling {
+                    repetition_penalty: 0.0,
+                    ..Sampling::default()
+                },
+                "repetition_penalty",
+            ),
+            (
+                Sampling {
+                    presence_penalty: 2.5,
+                    ..Sampling::default()
+                },
+                "presence_penalty",
+            ),
+            (
+                Sampling {
+                    frequency_penalty: -3.0,
+                    ..Sampling::default()
+                },
+                "frequency_penalty",
+            ),
+        ] {
+            let message = sampling.check().unwrap_err().to_string();
+            assert!(message.contains(name), "{message}");
+        }
+        assert!(Sampling::default().check().is_ok());
     }
 }
