@@ -234,7 +234,7 @@ async fn completions(
 ) -> Response {
     let answer = async {
         let (request, generation): (CompletionRequest, _) = parse(&body_bytes(body)?)?;
-        let checked = generation.check(&shared.model_id)?;
+        let checked = generation.check(&shared.model_id, shared.vocab)?;
         let prompt = match request.prompt()? {
             Ok(text) => encode(&shared, text)?,
             Err(tokens) => {
@@ -261,7 +261,7 @@ async fn chat_completions(
 ) -> Response {
     let answer = async {
         let (request, generation): (ChatRequest, _) = parse(&body_bytes(body)?)?;
-        let checked = generation.check(&shared.model_id)?;
+        let checked = generation.check(&shared.model_id, shared.vocab)?;
         let conversation = request.conversation()?;
         let pairs: Vec<(&str, &str)> = conversation.iter().map(|(r, t)| (*r, t.as_str())).collect();
         let prompt = encode(&shared, &chat_ml(&pairs, true))?;
@@ -348,6 +348,7 @@ async fn generate(
         sampling: checked.sampling,
         seed: checked.seed,
         stops: checked.stops,
+        logit_bias: checked.logit_bias,
         events,
         arrived: Instant::now(),
     };

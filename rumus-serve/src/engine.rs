@@ -33,6 +33,8 @@ pub struct Job {
     pub sampling: Sampling,
     pub seed: u64,
     pub stops: Vec<String>,
+    /// Added to these tokens' logits before sampling.
+    pub logit_bias: Vec<(usize, f32)>,
     /// Where the job's text goes; the job is dropped once the receiver is (a client gone).
     pub events: UnboundedSender<Event>,
     pub arrived: Instant,
@@ -75,14 +77,15 @@ impl FinishReason {
     }
 }
 
-/// How big the batch and the pool are.
-#[derive(Debug, Clone, Copy)]
-pub struct EngineOptions {
-    /// Sequences in one step at most.
-    pub max_batch: usize,
-    /// Tokens the key/value pool holds (all sequences together).
-    pub kv_tokens: usize,
-    pub block_tokens: usize,
+/// What the engine runs: the model, its tokenizer and the pool of cache blocks, made on
+/// the engine's thread (so the kernels' thread pool takes that thread in before any kernel
+/// runs).
+pub struct Served {
+    pub model: Arc<Llama>,
+    pub tokenizer: Arc<Tokenizer>,
+    pub pool: KvPool,
+    /// Tokens of prompt plus answer a request may have.
+    pub context: usize,
 }
 
 /// The HTTP side's end of the engine.
@@ -119,29 +122,41 @@ struct Sequence {
     last_token_at: Option<Instant>,
 }
 
-/// Starts the engine thread for `model` with a pool of `options.kv_tokens`.
+/// Starts the engine thread, which makes what it serves with `load` and then steps at most
+/// `max_batch` sequences at a time. Returns once `load` has finished: the handle, the
+/// tokenizer and the context length, or `load`'s error.
 ///
 /// # Errors
-/// A pool that cannot be made (sizes of 0, or too large).
+/// What `load` returns, or no thread to run it on.
 pub fn start(
-    model: Arc<Llama>,
-    tokenizer: Arc<Tokenizer>,
-    options: EngineOptions,
+    max_batch: usize,
     metrics: Arc<Metrics>,
-) -> rumus::Result<EngineHandle> {
-    let pool = KvPool::new(model.config(), options.kv_tokens, options.block_tokens)?;
-    metrics
-        .kv_blocks_total
-        .store(pool.total_blocks(), Ordering::Relaxed);
+    load: impl FnOnce() -> Result<Served, String> + Send + 'static,
+) -> Result<(EngineHandle, Arc<Tokenizer>, usize, usize), String> {
     let (jobs, incoming) = mpsc::channel();
+    let (ready, loaded) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("rumus-serve engine".into())
         .spawn(move || {
+            // The model's kernels run a share of each parallel loop on this thread.
+            rumus::backend::cpu::parallel::adopt_current_thread();
+            let served = match load() {
+                Ok(served) => served,
+                Err(message) => {
+                    let _ = ready.send(Err(message));
+                    return;
+                }
+            };
+            metrics
+                .kv_blocks_total
+                .store(served.pool.total_blocks(), Ordering::Relaxed);
+            let vocab = served.model.config().vocab;
+            let _ = ready.send(Ok((served.tokenizer.clone(), vocab, served.context)));
             Engine {
-                model,
-                tokenizer,
-                pool,
-                max_batch: options.max_batch.max(1),
+                model: served.model,
+                tokenizer: served.tokenizer,
+                pool: served.pool,
+                max_batch: max_batch.max(1),
                 metrics,
                 waiting: VecDeque::new(),
                 running: Vec::new(),
@@ -149,11 +164,11 @@ pub fn start(
             }
             .run(incoming)
         })
-        .map_err(|e| rumus::Error::InvalidArgument {
-            op: "rumus-serve",
-            message: format!("cannot start the engine thread: {e}"),
-        })?;
-    Ok(EngineHandle { jobs, thread })
+        .map_err(|e| format!("cannot start the engine thread: {e}"))?;
+    let (tokenizer, vocab, context) = loaded
+        .recv()
+        .map_err(|_| "the engine thread ended while loading".to_string())??;
+    Ok((EngineHandle { jobs, thread }, tokenizer, vocab, context))
 }
 
 struct Engine {
@@ -270,7 +285,15 @@ impl Engine {
             .into_iter()
             .zip(logits.chunks_exact(vocab))
         {
-            let next = s.job.sampling.draw_after(row, &s.history, &mut s.rng);
+            let next = if s.job.logit_bias.is_empty() {
+                s.job.sampling.draw_after(row, &s.history, &mut s.rng)
+            } else {
+                let mut biased = row.to_vec();
+                for &(token, bias) in &s.job.logit_bias {
+                    biased[token] += bias;
+                }
+                s.job.sampling.draw_after(&biased, &s.history, &mut s.rng)
+            };
             s.history.push(next);
             s.generated += 1;
             self.metrics

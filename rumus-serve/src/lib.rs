@@ -18,11 +18,11 @@ pub mod text;
 use std::sync::Arc;
 
 use rumus::io::GgufFile;
-use rumus::llm::{Llama, Tokenizer};
+use rumus::llm::{DEFAULT_BLOCK_TOKENS, KvPool, Llama, Tokenizer};
 use tokio::net::TcpListener;
 
 use crate::api::{Limits, Shared};
-use crate::engine::EngineOptions;
+use crate::engine::Served;
 use crate::metrics::Metrics;
 use crate::options::Options;
 
@@ -37,38 +37,17 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let file = GgufFile::open(&options.model).map_err(|e| e.to_string())?;
-    let model = Arc::new(Llama::load(&file, options.weights).map_err(|e| e.to_string())?);
-    let tokenizer = Arc::new(Tokenizer::from_gguf(&file).map_err(|e| e.to_string())?);
-    let trained = file
-        .metadata("llama.context_length")
-        .and_then(|v| v.as_u64())
-        .map(|c| usize::try_from(c).unwrap_or(usize::MAX));
-    drop(file);
-    let context = options.context.or(trained).unwrap_or(2048);
-    let kv_tokens = options.kv_tokens.unwrap_or(context.max(16 * 1024));
-    if kv_tokens < context {
-        return Err(format!(
-            "--kv-tokens {kv_tokens} is below the context of {context} tokens: a request at the \
-             context's length could never run (raise --kv-tokens or lower --context)"
-        ));
-    }
     let metrics = Arc::new(Metrics::default());
-    let engine = engine::start(
-        model.clone(),
-        tokenizer.clone(),
-        EngineOptions {
-            max_batch: options.max_batch,
-            kv_tokens,
-            block_tokens: rumus::llm::DEFAULT_BLOCK_TOKENS,
-        },
-        metrics.clone(),
-    )
-    .map_err(|e| e.to_string())?;
+    let load = {
+        let options = options.clone();
+        move || load(&options)
+    };
+    let (engine, tokenizer, vocab, context) =
+        engine::start(options.max_batch, metrics.clone(), load)?;
     let shared = Shared::new(
         engine.sender(),
         tokenizer,
-        model.config().vocab,
+        vocab,
         options.model_id(),
         Limits {
             context,
@@ -86,4 +65,31 @@ pub async fn serve(
     // The router (and its senders) are gone: the engine ends after its last sequence.
     engine.shut_down();
     served.map_err(|e| e.to_string())
+}
+
+/// The model, tokenizer and cache pool `options` ask for.
+fn load(options: &Options) -> Result<Served, String> {
+    let text = |e: rumus::Error| e.to_string();
+    let file = GgufFile::open(&options.model).map_err(text)?;
+    let model = Llama::load(&file, options.weights).map_err(text)?;
+    let tokenizer = Tokenizer::from_gguf(&file).map_err(text)?;
+    let trained = file
+        .metadata("llama.context_length")
+        .and_then(|v| v.as_u64())
+        .map(|c| usize::try_from(c).unwrap_or(usize::MAX));
+    let context = options.context.or(trained).unwrap_or(2048);
+    let kv_tokens = options.kv_tokens.unwrap_or(context.max(16 * 1024));
+    if kv_tokens < context {
+        return Err(format!(
+            "--kv-tokens {kv_tokens} is below the context of {context} tokens: a request at the \
+             context's length could never run (raise --kv-tokens or lower --context)"
+        ));
+    }
+    let pool = KvPool::new(model.config(), kv_tokens, DEFAULT_BLOCK_TOKENS).map_err(text)?;
+    Ok(Served {
+        model: Arc::new(model),
+        tokenizer: Arc::new(tokenizer),
+        pool,
+        context,
+    })
 }

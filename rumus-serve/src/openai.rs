@@ -1,7 +1,7 @@
 //! OpenAI's request bodies for `/v1/completions` and `/v1/chat/completions`, read strictly
 //! (a field of the wrong type is an error naming it) and checked against the server's
 //! limits, and the errors in OpenAI's shape: `{"error": {"message", "type", "param",
-//! "code"}}`. Fields this server does not use (`user`, `logit_bias`, ...) are ignored, as
+//! "code"}}`. Fields this server does not use (`user`, `service_tier`, ...) are ignored, as
 //! OpenAI's clients send them; options it cannot honour (`n` above 1, `logprobs`, `echo`,
 //! `best_of`) are errors rather than silently different answers.
 
@@ -92,6 +92,8 @@ pub struct Generation {
     pub echo: Option<bool>,
     pub logprobs: Option<Value>,
     pub top_logprobs: Option<Value>,
+    /// Added to the logits of token ids (keys, as strings) before sampling, in `[-100, 100]`.
+    pub logit_bias: Option<std::collections::BTreeMap<String, f64>>,
 }
 
 /// `POST /v1/completions`'s own field (the others are [`Generation`]'s).
@@ -154,11 +156,13 @@ pub struct Checked {
     pub stream: bool,
     /// As asked (`None`: the endpoint's default).
     pub max_tokens: Option<usize>,
+    pub logit_bias: Vec<(usize, f32)>,
 }
 
 impl Generation {
-    /// The fields checked against OpenAI's ranges and the server's model name.
-    pub fn check(&self, model_id: &str) -> Result<Checked, ApiError> {
+    /// The fields checked against OpenAI's ranges, the server's model name and its
+    /// vocabulary of `vocab` tokens.
+    pub fn check(&self, model_id: &str, vocab: usize) -> Result<Checked, ApiError> {
         if let Some(model) = &self.model
             && model != model_id
         {
@@ -249,7 +253,26 @@ impl Generation {
             .find(|p| message.contains(p));
             ApiError::invalid(param, message)
         })?;
+        let logit_bias = self
+            .logit_bias
+            .iter()
+            .flatten()
+            .map(|(token, &bias)| {
+                let id = token.parse::<usize>().ok().filter(|&id| id < vocab);
+                match id {
+                    Some(id) if (-100.0..=100.0).contains(&bias) => Ok((id, bias as f32)),
+                    Some(_) => Err(format!(
+                        "logit_bias {bias} of token {token} is outside [-100, 100]"
+                    )),
+                    None => Err(format!(
+                        "logit_bias names `{token}`, not a token id below {vocab}"
+                    )),
+                }
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|m| ApiError::invalid(Some("logit_bias"), m))?;
         Ok(Checked {
+            logit_bias,
             sampling,
             seed: self.seed.unwrap_or_else(fresh_seed),
             stops,

@@ -262,6 +262,19 @@ fn the_server_answers_concurrent_clients_and_every_bad_request() {
     let (_, again) = server.call("POST", "/v1/chat/completions", &request.to_string());
     assert_eq!(streamed(&again, true).0, text);
 
+    // A bias of 100 on one token makes every greedy token that one; -100 on the end of turn
+    // runs an answer to max_tokens.
+    let (_, forced) = server.post(
+        "/v1/completions",
+        &json!({"prompt": "Hi", "max_tokens": 5, "temperature": 0, "logit_bias": {"28": 100}}),
+    );
+    assert_eq!(forced["usage"]["completion_tokens"], 5);
+    let text = forced["choices"][0]["text"].as_str().unwrap();
+    assert!(
+        text.len() == 5 && text.chars().all(|c| c == text.chars().next().unwrap()),
+        "{text:?}"
+    );
+
     // Bad requests: the status, and an OpenAI error body naming the problem.
     let long_prompt: Vec<i64> = (0..600).map(|i| 100 + i).collect();
     let huge = "x".repeat(70_000);

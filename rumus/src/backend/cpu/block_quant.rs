@@ -193,8 +193,19 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]
                 let row = first + (group + r).min(rows - 1);
                 &raw[row * row_bytes..][..row_bytes]
             });
-            for i in 0..m {
-                let sums = kernel.dots(kind, weights, &activations, i * k / BLOCK, k / BLOCK);
+            let blocks = k / BLOCK;
+            let mut i = 0;
+            // Two activation rows at a time share each weight block's unpacking.
+            while i + 1 < m {
+                let sums = kernel.dots_pair(kind, weights, &activations, [i, i + 1], blocks);
+                for (r, pair) in sums.iter().enumerate().take(rows - group) {
+                    out[(group + r) * m + i] = pair[0];
+                    out[(group + r) * m + i + 1] = pair[1];
+                }
+                i += 2;
+            }
+            if i < m {
+                let sums = kernel.dots(kind, weights, &activations, i * blocks, blocks);
                 for (r, &sum) in sums.iter().enumerate().take(rows - group) {
                     out[(group + r) * m + i] = sum;
                 }
@@ -267,6 +278,29 @@ impl Kernel {
     }
 }
 
+impl Kernel {
+    /// [`Kernel::dots`] of the same weight rows with activation rows `pair` (of `blocks`
+    /// blocks each): `[row][activation]`.
+    fn dots_pair(
+        self,
+        kind: Blocks,
+        weights: [&[u8]; ROWS],
+        x: &QuantizedRows,
+        pair: [usize; 2],
+        blocks: usize,
+    ) -> [[f32; 2]; ROWS] {
+        match self {
+            Kernel::Plain => {
+                let [a, b] = pair.map(|i| self.dots(kind, weights, x, i * blocks, blocks));
+                std::array::from_fn(|r| [a[r], b[r]])
+            }
+            // SAFETY: the CPU has AVX2, FMA and F16C (detected in `detect`).
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { avx2::dots_pair(kind, weights, x, pair, blocks) },
+        }
+    }
+}
+
 fn plain_dot(kind: Blocks, weights: &[u8], x: &QuantizedRows, first: usize, blocks: usize) -> f32 {
     let mut total = 0.0f32;
     for (b, block) in weights.chunks_exact(kind.bytes()).take(blocks).enumerate() {
@@ -309,19 +343,14 @@ mod avx2 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
     }
 
-    /// The 32 integer products of one block, as 8 i32 partial sums.
+    /// One block's 32 weights as vpmaddubsw takes them: 4-bit values as unsigned bytes in
+    /// element order, 8-bit ones as they are (signed; [`products`] moves their signs).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn block_sums(kind: Blocks, values: *const u8, xq: *const i8) -> __m256i {
-        // SAFETY (loads): the caller passes a whole block and 32 activations.
-        let a = unsafe { _mm256_loadu_si256(xq.cast()) };
-        let ones = _mm256_set1_epi16(1);
-        let pairs = match kind {
-            Blocks::Q8_0 => {
-                let w = unsafe { _mm256_loadu_si256(values.cast()) };
-                // |w| (unsigned) times x with w's sign: the same products, as vpmaddubsw wants.
-                _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w))
-            }
+    unsafe fn unpack(kind: Blocks, values: *const u8) -> __m256i {
+        // SAFETY (loads): the caller passes a whole block.
+        match kind {
+            Blocks::Q8_0 => unsafe { _mm256_loadu_si256(values.cast()) },
             Blocks::Q4_0 | Blocks::Q4_1 => {
                 // The 16 bytes in both halves (a load, no shuffle); low nibbles from the first
                 // half, high nibbles from the second: elements 0..16, then 16..32.
@@ -329,10 +358,116 @@ mod avx2 {
                 let mask = _mm256_set1_epi8(0x0f);
                 let low = _mm256_and_si256(packed, mask);
                 let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);
-                _mm256_maddubs_epi16(_mm256_blend_epi32(low, high, 0xf0), a)
+                _mm256_blend_epi32(low, high, 0xf0)
             }
+        }
+    }
+
+    /// The 32 integer products of unpacked weights `w` and 32 activations, as 8 i32 sums.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn products(kind: Blocks, w: __m256i, xq: *const i8) -> __m256i {
+        // SAFETY (load): the caller passes 32 activations.
+        let a = unsafe { _mm256_loadu_si256(xq.cast()) };
+        let pairs = match kind {
+            // |w| (unsigned) times x with w's sign: the same products, as vpmaddubsw wants.
+            Blocks::Q8_0 => _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
+            Blocks::Q4_0 | Blocks::Q4_1 => _mm256_maddubs_epi16(w, a),
         };
-        _mm256_madd_epi16(pairs, ones)
+        _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+    }
+
+    /// The 32 integer products of one block, as 8 i32 partial sums.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn block_sums(kind: Blocks, values: *const u8, xq: *const i8) -> __m256i {
+        // SAFETY: as `unpack` and `products`.
+        unsafe { products(kind, unpack(kind, values), xq) }
+    }
+
+    /// [`dots`] of two activation rows, each weight block unpacked once for both.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dots_pair(
+        kind: Blocks,
+        weights: [&[u8]; ROWS],
+        x: &QuantizedRows,
+        pair: [usize; 2],
+        blocks: usize,
+    ) -> [[f32; 2]; ROWS] {
+        for w in weights {
+            assert!(w.len() >= blocks * kind.bytes());
+        }
+        for i in pair {
+            assert!(
+                x.values.len() >= (i + 1) * blocks * BLOCK && x.scales.len() >= (i + 1) * blocks
+            );
+        }
+        // SAFETY: whole blocks (the asserts above).
+        unsafe {
+            match kind {
+                Blocks::Q4_0 => pair_of::<Q4_0>(weights, x, pair, blocks),
+                Blocks::Q4_1 => pair_of::<Q4_1>(weights, x, pair, blocks),
+                Blocks::Q8_0 => pair_of::<Q8_0>(weights, x, pair, blocks),
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn pair_of<const KIND: u8>(
+        weights: [&[u8]; ROWS],
+        x: &QuantizedRows,
+        pair: [usize; 2],
+        blocks: usize,
+    ) -> [[f32; 2]; ROWS] {
+        let kind = kind_of::<KIND>();
+        let (size, header) = (kind.bytes(), kind.header());
+        let bases = weights.map(<[u8]>::as_ptr);
+        let firsts = pair.map(|i| i * blocks);
+        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+        let mut offsets = [[0.0f32; 2]; ROWS];
+        for b in 0..blocks {
+            // SAFETY (every access): block `b` of each weight row and of each activation
+            // row, inside them (the caller's asserts).
+            let (dx, scaled_sum, xq) = unsafe {
+                (
+                    firsts.map(|f| *x.scales.get_unchecked(f + b)),
+                    firsts.map(|f| *x.scaled_sums.get_unchecked(f + b)),
+                    firsts.map(|f| x.values.as_ptr().add((f + b) * BLOCK)),
+                )
+            };
+            for r in 0..ROWS {
+                unsafe {
+                    let block = bases[r].add(b * size);
+                    let d = half(block.cast::<u16>().read_unaligned());
+                    let w = unpack(kind, block.add(header));
+                    for j in 0..2 {
+                        let sums = products(kind, w, xq[j]);
+                        let scale = _mm256_set1_ps(d * dx[j]);
+                        acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[r][j]);
+                    }
+                    if KIND == Q4_0 {
+                        for j in 0..2 {
+                            offsets[r][j] -= 8.0 * d * scaled_sum[j];
+                        }
+                    } else if KIND == Q4_1 {
+                        let m = half(block.add(2).cast::<u16>().read_unaligned());
+                        for j in 0..2 {
+                            offsets[r][j] += m * scaled_sum[j];
+                        }
+                    }
+                }
+            }
+        }
+        std::array::from_fn(|r| std::array::from_fn(|j| horizontal_sum(acc[r][j]) + offsets[r][j]))
+    }
+
+    fn kind_of<const KIND: u8>() -> Blocks {
+        match KIND {
+            Q4_0 => Blocks::Q4_0,
+            Q4_1 => Blocks::Q4_1,
+            _ => Blocks::Q8_0,
+        }
     }
 
     /// [`super::plain_dot`] of [`ROWS`] rows with AVX2: the same integer sums, the scales
@@ -372,11 +507,7 @@ mod avx2 {
         first: usize,
         blocks: usize,
     ) -> [f32; ROWS] {
-        let kind = match KIND {
-            Q4_0 => Blocks::Q4_0,
-            Q4_1 => Blocks::Q4_1,
-            _ => Blocks::Q8_0,
-        };
+        let kind = kind_of::<KIND>();
         let (size, header) = (kind.bytes(), kind.header());
         let bases = weights.map(<[u8]>::as_ptr);
         let mut acc = [_mm256_setzero_ps(); ROWS];
@@ -463,6 +594,7 @@ mod tests {
             let row_bytes = k / BLOCK * kind.bytes();
             let weights: [&[u8]; ROWS] =
                 std::array::from_fn(|r| &raw[(r % n) * row_bytes..][..row_bytes]);
+            let pair = Kernel::Avx2.dots_pair(kind, weights, &activations, [0, 1], k / BLOCK);
             for i in 0..2 {
                 let first = i * k / BLOCK;
                 let plain = Kernel::Plain.dots(kind, weights, &activations, first, k / BLOCK);
@@ -472,6 +604,8 @@ mod tests {
                         (p - f).abs() <= 1e-5 * p.abs().max(1.0),
                         "{kind:?} row {r}, input {i}: {p} vs {f}"
                     );
+                    // Two activation rows at once: the single row's sums exactly.
+                    assert_eq!(pair[r][i], f, "{kind:?} row {r}, input {i} of a pair");
                 }
             }
         }
