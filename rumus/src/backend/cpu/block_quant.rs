@@ -185,6 +185,7 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]
     let rows_per_task = n.div_ceil(threads() * 4).max(16).next_multiple_of(ROWS);
     let mut transposed = vec![0.0f32; n * m];
     let compute = |(chunk, out): (usize, &mut [f32])| {
+        let mut unpacked = Vec::new();
         let first = chunk * rows_per_task;
         let rows = out.len() / m.max(1);
         for group in (0..rows).step_by(ROWS) {
@@ -194,10 +195,15 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]
                 &raw[row * row_bytes..][..row_bytes]
             });
             let blocks = k / BLOCK;
+            // With several activation rows, the group's blocks are unpacked once for all.
+            let shared = (m > 1).then(|| {
+                kernel.unpack(kind, weights, blocks, &mut unpacked);
+                &unpacked[..]
+            });
             let mut i = 0;
-            // Two activation rows at a time share each weight block's unpacking.
             while i + 1 < m {
-                let sums = kernel.dots_pair(kind, weights, &activations, [i, i + 1], blocks);
+                let pair = [i, i + 1];
+                let sums = kernel.dots_pair(kind, weights, shared, &activations, pair, blocks);
                 for (r, pair) in sums.iter().enumerate().take(rows - group) {
                     out[(group + r) * m + i] = pair[0];
                     out[(group + r) * m + i + 1] = pair[1];
@@ -205,7 +211,7 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]
                 i += 2;
             }
             if i < m {
-                let sums = kernel.dots(kind, weights, &activations, i * blocks, blocks);
+                let sums = kernel.dots(kind, weights, shared, &activations, i * blocks, blocks);
                 for (r, &sum) in sums.iter().enumerate().take(rows - group) {
                     out[(group + r) * m + i] = sum;
                 }
@@ -260,11 +266,12 @@ impl Kernel {
     }
 
     /// [`ROWS`] weight rows (`blocks` blocks each) with activation blocks
-    /// `first..first + blocks`.
+    /// `first..first + blocks`; `unpacked`: the rows as [`Kernel::unpack`] left them.
     fn dots(
         self,
         kind: Blocks,
         weights: [&[u8]; ROWS],
+        unpacked: Option<&[Unpacked]>,
         x: &QuantizedRows,
         first: usize,
         blocks: usize,
@@ -273,32 +280,52 @@ impl Kernel {
             Kernel::Plain => weights.map(|w| plain_dot(kind, w, x, first, blocks)),
             // SAFETY: the CPU has AVX2, FMA and F16C (detected above).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::dots(kind, weights, x, first, blocks) },
+            Kernel::Avx2 => unsafe { avx2::dots(kind, weights, unpacked, x, first, blocks) },
         }
     }
-}
 
-impl Kernel {
     /// [`Kernel::dots`] of the same weight rows with activation rows `pair` (of `blocks`
     /// blocks each): `[row][activation]`.
     fn dots_pair(
         self,
         kind: Blocks,
         weights: [&[u8]; ROWS],
+        unpacked: Option<&[Unpacked]>,
         x: &QuantizedRows,
         pair: [usize; 2],
         blocks: usize,
     ) -> [[f32; 2]; ROWS] {
         match self {
             Kernel::Plain => {
-                let [a, b] = pair.map(|i| self.dots(kind, weights, x, i * blocks, blocks));
+                let [a, b] = pair.map(|i| self.dots(kind, weights, None, x, i * blocks, blocks));
                 std::array::from_fn(|r| [a[r], b[r]])
             }
             // SAFETY: the CPU has AVX2, FMA and F16C (detected in `detect`).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::dots_pair(kind, weights, x, pair, blocks) },
+            Kernel::Avx2 => unsafe { avx2::dots_pair(kind, weights, unpacked, x, pair, blocks) },
         }
     }
+
+    /// The weight rows' blocks as the kernel multiplies them, into `out` (nothing for the
+    /// plain loop, which reads the bytes).
+    fn unpack(self, kind: Blocks, weights: [&[u8]; ROWS], blocks: usize, out: &mut Vec<Unpacked>) {
+        out.clear();
+        match self {
+            Kernel::Plain => {}
+            // SAFETY: the CPU has AVX2, FMA and F16C (detected in `detect`).
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { avx2::unpack_rows(kind, weights, blocks, out) },
+        }
+    }
+}
+
+/// One weight block ready for the vector kernel: its 32 values as bytes (4-bit ones as
+/// unsigned 0..16, 8-bit ones signed), its scale and its minimum (q4_1; 0 otherwise).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Unpacked {
+    values: [u8; BLOCK],
+    d: f32,
+    m: f32,
 }
 
 fn plain_dot(kind: Blocks, weights: &[u8], x: &QuantizedRows, first: usize, blocks: usize) -> f32 {
@@ -335,7 +362,7 @@ fn plain_dot(kind: Blocks, weights: &[u8], x: &QuantizedRows, first: usize, bloc
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{BLOCK, Blocks, QuantizedRows, ROWS};
+    use super::{BLOCK, Blocks, QuantizedRows, ROWS, Unpacked};
 
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
@@ -377,25 +404,52 @@ mod avx2 {
         _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
     }
 
-    /// The 32 integer products of one block, as 8 i32 partial sums.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    unsafe fn block_sums(kind: Blocks, values: *const u8, xq: *const i8) -> __m256i {
-        // SAFETY: as `unpack` and `products`.
-        unsafe { products(kind, unpack(kind, values), xq) }
-    }
-
-    /// [`dots`] of two activation rows, each weight block unpacked once for both.
+    /// [`dots`] of two activation rows.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dots_pair(
         kind: Blocks,
         weights: [&[u8]; ROWS],
+        unpacked: Option<&[Unpacked]>,
+        x: &QuantizedRows,
+        pair: [usize; 2],
+        blocks: usize,
+    ) -> [[f32; 2]; ROWS] {
+        // SAFETY: `rows` checks the lengths.
+        unsafe { rows::<true>(kind, weights, unpacked, x, pair, blocks) }
+    }
+
+    /// [`super::plain_dot`] of [`ROWS`] rows with AVX2: the same integer sums, the scales
+    /// applied in f32, in the order [`dots_pair`] adds them for either of its rows.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dots(
+        kind: Blocks,
+        weights: [&[u8]; ROWS],
+        unpacked: Option<&[Unpacked]>,
+        x: &QuantizedRows,
+        first: usize,
+        blocks: usize,
+    ) -> [f32; ROWS] {
+        assert!(blocks == 0 || first.is_multiple_of(blocks));
+        let row = first.checked_div(blocks).unwrap_or(0);
+        // SAFETY: `rows` checks the lengths.
+        unsafe { rows::<false>(kind, weights, unpacked, x, [row, row], blocks).map(|s| s[0]) }
+    }
+
+    /// Checks every length `pair_of` reads within, then runs it for `kind`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn rows<const TWO: bool>(
+        kind: Blocks,
+        weights: [&[u8]; ROWS],
+        unpacked: Option<&[Unpacked]>,
         x: &QuantizedRows,
         pair: [usize; 2],
         blocks: usize,
     ) -> [[f32; 2]; ROWS] {
         for w in weights {
             assert!(w.len() >= blocks * kind.bytes());
+        }
+        if let Some(u) = unpacked {
+            assert!(u.len() >= ROWS * blocks);
         }
         for i in pair {
             assert!(
@@ -404,150 +458,163 @@ mod avx2 {
         }
         // SAFETY: whole blocks (the asserts above).
         unsafe {
-            match kind {
-                Blocks::Q4_0 => pair_of::<Q4_0>(weights, x, pair, blocks),
-                Blocks::Q4_1 => pair_of::<Q4_1>(weights, x, pair, blocks),
-                Blocks::Q8_0 => pair_of::<Q8_0>(weights, x, pair, blocks),
+            match (kind, unpacked) {
+                (Blocks::Q4_0, None) => pair_of::<Q4_0, TWO>(weights, &[], x, pair, blocks),
+                (Blocks::Q4_1, None) => pair_of::<Q4_1, TWO>(weights, &[], x, pair, blocks),
+                (Blocks::Q8_0, None) => pair_of::<Q8_0, TWO>(weights, &[], x, pair, blocks),
+                (Blocks::Q4_0, Some(u)) => {
+                    pair_of::<UNPACKED_Q4_0, TWO>(weights, u, x, pair, blocks)
+                }
+                (Blocks::Q4_1, Some(u)) => {
+                    pair_of::<UNPACKED_Q4_1, TWO>(weights, u, x, pair, blocks)
+                }
+                (Blocks::Q8_0, Some(u)) => {
+                    pair_of::<UNPACKED_Q8_0, TWO>(weights, u, x, pair, blocks)
+                }
             }
         }
     }
 
+    /// The rows' blocks unpacked, row after row, into `out`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn unpack_rows(
+        kind: Blocks,
+        weights: [&[u8]; ROWS],
+        blocks: usize,
+        out: &mut Vec<Unpacked>,
+    ) {
+        let (size, header) = (kind.bytes(), kind.header());
+        for w in weights {
+            for block in w.chunks_exact(size).take(blocks) {
+                let mut u = Unpacked {
+                    d: half(u16::from_le_bytes([block[0], block[1]])),
+                    m: if kind == Blocks::Q4_1 {
+                        half(u16::from_le_bytes([block[2], block[3]]))
+                    } else {
+                        0.0
+                    },
+                    ..Unpacked::default()
+                };
+                // SAFETY: a whole block (chunks_exact), 32 bytes written.
+                unsafe {
+                    let values = unpack(kind, block.as_ptr().add(header));
+                    _mm256_storeu_si256(u.values.as_mut_ptr().cast(), values);
+                }
+                out.push(u);
+            }
+        }
+    }
+
+    /// The sums of both activation rows share one accumulator per weight row: their 8 i32
+    /// sums are added pairwise into one vector (`vphaddd`: lanes `[a, a, b, b]` in each half)
+    /// and scaled by `[dx_a, dx_a, dx_b, dx_b, ...]` times the block's `d`; a 4-bit block's
+    /// offset or minimum goes in a quarter in each of a row's 4 lanes. Four accumulators
+    /// instead of eight, and no scalar sums: with eight the loop spilled them to the stack.
+    /// `CODE` is the layout, plus [`UNPACKED`] where the weights come from `unpacked`
+    /// (the same values, read instead of decoded: the same sums).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn pair_of<const KIND: u8>(
+    unsafe fn pair_of<const CODE: u8, const TWO: bool>(
         weights: [&[u8]; ROWS],
+        unpacked: &[Unpacked],
         x: &QuantizedRows,
         pair: [usize; 2],
         blocks: usize,
     ) -> [[f32; 2]; ROWS] {
-        let kind = kind_of::<KIND>();
+        let kind = kind_of(CODE & !UNPACKED);
+        let from_unpacked = CODE & UNPACKED != 0;
         let (size, header) = (kind.bytes(), kind.header());
         let bases = weights.map(<[u8]>::as_ptr);
-        let firsts = pair.map(|i| i * blocks);
-        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
-        let mut offsets = [[0.0f32; 2]; ROWS];
-        for b in 0..blocks {
-            // SAFETY (every access): block `b` of each weight row and of each activation
+        let [a, b] = pair.map(|i| i * blocks);
+        let mut acc = [_mm256_setzero_ps(); ROWS];
+        for k in 0..blocks {
+            // SAFETY (every access): block `k` of each weight row and of each activation
             // row, inside them (the caller's asserts).
-            let (dx, scaled_sum, xq) = unsafe {
-                (
-                    firsts.map(|f| *x.scales.get_unchecked(f + b)),
-                    firsts.map(|f| *x.scaled_sums.get_unchecked(f + b)),
-                    firsts.map(|f| x.values.as_ptr().add((f + b) * BLOCK)),
-                )
-            };
-            for r in 0..ROWS {
-                unsafe {
-                    let block = bases[r].add(b * size);
-                    let d = half(block.cast::<u16>().read_unaligned());
-                    let w = unpack(kind, block.add(header));
-                    for j in 0..2 {
-                        let sums = products(kind, w, xq[j]);
-                        let scale = _mm256_set1_ps(d * dx[j]);
-                        acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[r][j]);
-                    }
-                    if KIND == Q4_0 {
-                        for j in 0..2 {
-                            offsets[r][j] -= 8.0 * d * scaled_sum[j];
-                        }
-                    } else if KIND == Q4_1 {
-                        let m = half(block.add(2).cast::<u16>().read_unaligned());
-                        for j in 0..2 {
-                            offsets[r][j] += m * scaled_sum[j];
-                        }
+            unsafe {
+                let scales = |v: &[f32]| {
+                    let (va, vb) = (*v.get_unchecked(a + k), *v.get_unchecked(b + k));
+                    _mm256_setr_ps(va, va, vb, vb, va, va, vb, vb)
+                };
+                let dx = scales(&x.scales);
+                // A quarter of each row's `dx * sum(xq)` per lane; times -8 for q4_0's offset.
+                let quarter = match kind {
+                    Blocks::Q4_0 => -2.0,
+                    _ => 0.25,
+                };
+                let sums = _mm256_mul_ps(scales(&x.scaled_sums), _mm256_set1_ps(quarter));
+                let xa = x.values.as_ptr().add((a + k) * BLOCK);
+                let xb = x.values.as_ptr().add((b + k) * BLOCK);
+                for r in 0..ROWS {
+                    let (d, m, w) = if from_unpacked {
+                        let u = unpacked.get_unchecked(r * blocks + k);
+                        let w = _mm256_loadu_si256(u.values.as_ptr().cast());
+                        (_mm256_set1_ps(u.d), _mm256_set1_ps(u.m), w)
+                    } else {
+                        let block = bases[r].add(k * size);
+                        // Four rows stream at once, a 20-byte block at a time: ask for each
+                        // row's bytes a few lines ahead (past the row's end is harmless: a
+                        // prefetch never faults).
+                        _mm_prefetch::<_MM_HINT_T0>(block.wrapping_add(PREFETCH_AHEAD).cast());
+                        let d = half(block.cast::<u16>().read_unaligned());
+                        let m = if kind == Blocks::Q4_1 {
+                            half(block.add(2).cast::<u16>().read_unaligned())
+                        } else {
+                            0.0
+                        };
+                        (
+                            _mm256_set1_ps(d),
+                            _mm256_set1_ps(m),
+                            unpack(kind, block.add(header)),
+                        )
+                    };
+                    // One row alone: zeros beside it, and its own lanes the same as in a pair
+                    // (so a sequence's logits do not depend on its neighbours in a batch).
+                    let other = if TWO {
+                        products(kind, w, xb)
+                    } else {
+                        _mm256_setzero_si256()
+                    };
+                    let both = _mm256_hadd_epi32(products(kind, w, xa), other);
+                    acc[r] =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(both), _mm256_mul_ps(d, dx), acc[r]);
+                    match kind {
+                        Blocks::Q4_0 => acc[r] = _mm256_fmadd_ps(d, sums, acc[r]),
+                        Blocks::Q4_1 => acc[r] = _mm256_fmadd_ps(m, sums, acc[r]),
+                        Blocks::Q8_0 => {}
                     }
                 }
             }
         }
-        std::array::from_fn(|r| std::array::from_fn(|j| horizontal_sum(acc[r][j]) + offsets[r][j]))
+        acc.map(|v| {
+            let mut lanes = [0.0f32; 8];
+            // SAFETY: 8 floats.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+            [
+                lanes[0] + lanes[1] + lanes[4] + lanes[5],
+                lanes[2] + lanes[3] + lanes[6] + lanes[7],
+            ]
+        })
     }
 
-    fn kind_of<const KIND: u8>() -> Blocks {
-        match KIND {
+    fn kind_of(code: u8) -> Blocks {
+        match code {
             Q4_0 => Blocks::Q4_0,
             Q4_1 => Blocks::Q4_1,
             _ => Blocks::Q8_0,
         }
     }
 
-    /// [`super::plain_dot`] of [`ROWS`] rows with AVX2: the same integer sums, the scales
-    /// applied in f32.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn dots(
-        kind: Blocks,
-        weights: [&[u8]; ROWS],
-        x: &QuantizedRows,
-        first: usize,
-        blocks: usize,
-    ) -> [f32; ROWS] {
-        for w in weights {
-            assert!(w.len() >= blocks * kind.bytes());
-        }
-        assert!(x.values.len() >= (first + blocks) * BLOCK && x.scales.len() >= first + blocks);
-        // SAFETY: whole blocks (the asserts above); one loop per layout, without a branch on
-        // it per block.
-        unsafe {
-            match kind {
-                Blocks::Q4_0 => dots_of::<Q4_0>(weights, x, first, blocks),
-                Blocks::Q4_1 => dots_of::<Q4_1>(weights, x, first, blocks),
-                Blocks::Q8_0 => dots_of::<Q8_0>(weights, x, first, blocks),
-            }
-        }
-    }
-
     const Q4_0: u8 = 0;
     const Q4_1: u8 = 1;
     const Q8_0: u8 = 2;
+    /// Added to a layout's code: the weights come unpacked.
+    const UNPACKED: u8 = 4;
+    const UNPACKED_Q4_0: u8 = Q4_0 | UNPACKED;
+    const UNPACKED_Q4_1: u8 = Q4_1 | UNPACKED;
+    const UNPACKED_Q8_0: u8 = Q8_0 | UNPACKED;
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    unsafe fn dots_of<const KIND: u8>(
-        weights: [&[u8]; ROWS],
-        x: &QuantizedRows,
-        first: usize,
-        blocks: usize,
-    ) -> [f32; ROWS] {
-        let kind = kind_of::<KIND>();
-        let (size, header) = (kind.bytes(), kind.header());
-        let bases = weights.map(<[u8]>::as_ptr);
-        let mut acc = [_mm256_setzero_ps(); ROWS];
-        let mut offsets = [0.0f32; ROWS];
-        for b in 0..blocks {
-            // SAFETY (every access): block `first + b` of the activations and block `b` of
-            // each row, inside them (the caller's asserts).
-            let (dx, scaled_sum) = unsafe {
-                (
-                    *x.scales.get_unchecked(first + b),
-                    *x.scaled_sums.get_unchecked(first + b),
-                )
-            };
-            let xq = unsafe { x.values.as_ptr().add((first + b) * BLOCK) };
-            for r in 0..ROWS {
-                unsafe {
-                    let block = bases[r].add(b * size);
-                    let d = half(block.cast::<u16>().read_unaligned());
-                    let sums = block_sums(kind, block.add(header), xq);
-                    let scale = _mm256_set1_ps(d * dx);
-                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[r]);
-                    if KIND == Q4_0 {
-                        offsets[r] -= 8.0 * d * scaled_sum;
-                    } else if KIND == Q4_1 {
-                        let m = half(block.add(2).cast::<u16>().read_unaligned());
-                        offsets[r] += m * scaled_sum;
-                    }
-                }
-            }
-        }
-        std::array::from_fn(|r| horizontal_sum(acc[r]) + offsets[r])
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn horizontal_sum(v: __m256) -> f32 {
-        let folded = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let folded = _mm_add_ps(folded, _mm_movehl_ps(folded, folded));
-        let folded = _mm_add_ss(folded, _mm_shuffle_ps(folded, folded, 1));
-        _mm_cvtss_f32(folded)
-    }
+    /// Bytes ahead of the block in use that [`pair_of`] prefetches in each weight row.
+    const PREFETCH_AHEAD: usize = 384;
 }
 
 #[cfg(test)]
@@ -594,18 +661,35 @@ mod tests {
             let row_bytes = k / BLOCK * kind.bytes();
             let weights: [&[u8]; ROWS] =
                 std::array::from_fn(|r| &raw[(r % n) * row_bytes..][..row_bytes]);
-            let pair = Kernel::Avx2.dots_pair(kind, weights, &activations, [0, 1], k / BLOCK);
+            let pair = Kernel::Avx2.dots_pair(kind, weights, None, &activations, [0, 1], k / BLOCK);
+            let mut unpacked = Vec::new();
+            Kernel::Avx2.unpack(kind, weights, k / BLOCK, &mut unpacked);
+            let shared = Some(&unpacked[..]);
+            let from_unpacked =
+                Kernel::Avx2.dots_pair(kind, weights, shared, &activations, [0, 1], k / BLOCK);
+            let alone_unpacked: Vec<[f32; ROWS]> = (0..2)
+                .map(|i| {
+                    let first = i * k / BLOCK;
+                    Kernel::Avx2.dots(kind, weights, shared, &activations, first, k / BLOCK)
+                })
+                .collect();
             for i in 0..2 {
                 let first = i * k / BLOCK;
-                let plain = Kernel::Plain.dots(kind, weights, &activations, first, k / BLOCK);
-                let fast = Kernel::Avx2.dots(kind, weights, &activations, first, k / BLOCK);
+                let plain = Kernel::Plain.dots(kind, weights, None, &activations, first, k / BLOCK);
+                let fast = Kernel::Avx2.dots(kind, weights, None, &activations, first, k / BLOCK);
                 for (r, (p, f)) in plain.iter().zip(fast).enumerate() {
                     assert!(
                         (p - f).abs() <= 1e-5 * p.abs().max(1.0),
                         "{kind:?} row {r}, input {i}: {p} vs {f}"
                     );
-                    // Two activation rows at once: the single row's sums exactly.
+                    // Two activation rows at once, and from unpacked blocks: each row's
+                    // sums exactly as alone.
                     assert_eq!(pair[r][i], f, "{kind:?} row {r}, input {i} of a pair");
+                    assert_eq!(
+                        from_unpacked[r][i], f,
+                        "{kind:?} row {r}, input {i} unpacked"
+                    );
+                    assert_eq!(alone_unpacked[i][r], f, "{kind:?} row {r}, input {i}");
                 }
             }
         }
