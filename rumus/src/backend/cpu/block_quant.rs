@@ -505,13 +505,13 @@ mod avx2 {
         }
     }
 
-    /// The sums of both activation rows share one accumulator per weight row: their 8 i32
-    /// sums are added pairwise into one vector (`vphaddd`: lanes `[a, a, b, b]` in each half)
-    /// and scaled by `[dx_a, dx_a, dx_b, dx_b, ...]` times the block's `d`; a 4-bit block's
-    /// offset or minimum goes in a quarter in each of a row's 4 lanes. Four accumulators
-    /// instead of eight, and no scalar sums: with eight the loop spilled them to the stack.
-    /// `CODE` is the layout, plus [`UNPACKED`] where the weights come from `unpacked`
-    /// (the same values, read instead of decoded: the same sums).
+    /// Each weight row's sums with one or two activation rows: per block, the integer sums
+    /// of 32 products (8 lanes) scaled by `d * dx` into the pair's own accumulator, and the
+    /// 4-bit layouts' offset (`-8 d`) or minimum (`m`) times the block's `dx * sum(xq)` in a
+    /// scalar sum; then the lanes added and the scalar. Each row's arithmetic is the same
+    /// whether it comes alone or in a pair, so a sequence's sums do not depend on its
+    /// neighbours in a batch. `CODE` is the layout, plus [`UNPACKED`] where the weights come
+    /// from `unpacked` (the same values, read instead of decoded).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     unsafe fn pair_of<const CODE: u8, const TWO: bool>(
@@ -525,30 +525,21 @@ mod avx2 {
         let from_unpacked = CODE & UNPACKED != 0;
         let (size, header) = (kind.bytes(), kind.header());
         let bases = weights.map(<[u8]>::as_ptr);
-        let [a, b] = pair.map(|i| i * blocks);
-        let mut acc = [_mm256_setzero_ps(); ROWS];
+        let firsts = pair.map(|i| i * blocks);
+        let rows = if TWO { 2 } else { 1 };
+        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+        let mut offsets = [[0.0f32; 2]; ROWS];
         for k in 0..blocks {
             // SAFETY (every access): block `k` of each weight row and of each activation
             // row, inside them (the caller's asserts).
             unsafe {
-                let scales = |v: &[f32]| {
-                    let (va, vb) = (*v.get_unchecked(a + k), *v.get_unchecked(b + k));
-                    _mm256_setr_ps(va, va, vb, vb, va, va, vb, vb)
-                };
-                let dx = scales(&x.scales);
-                // A quarter of each row's `dx * sum(xq)` per lane; times -8 for q4_0's offset.
-                let quarter = match kind {
-                    Blocks::Q4_0 => -2.0,
-                    _ => 0.25,
-                };
-                let sums = _mm256_mul_ps(scales(&x.scaled_sums), _mm256_set1_ps(quarter));
-                let xa = x.values.as_ptr().add((a + k) * BLOCK);
-                let xb = x.values.as_ptr().add((b + k) * BLOCK);
+                let dx = firsts.map(|f| *x.scales.get_unchecked(f + k));
+                let scaled_sum = firsts.map(|f| *x.scaled_sums.get_unchecked(f + k));
+                let xq = firsts.map(|f| x.values.as_ptr().add((f + k) * BLOCK));
                 for r in 0..ROWS {
                     let (d, m, w) = if from_unpacked {
                         let u = unpacked.get_unchecked(r * blocks + k);
-                        let w = _mm256_loadu_si256(u.values.as_ptr().cast());
-                        (_mm256_set1_ps(u.d), _mm256_set1_ps(u.m), w)
+                        (u.d, u.m, _mm256_loadu_si256(u.values.as_ptr().cast()))
                     } else {
                         let block = bases[r].add(k * size);
                         // Four rows stream at once, a 20-byte block at a time: ask for each
@@ -561,39 +552,30 @@ mod avx2 {
                         } else {
                             0.0
                         };
-                        (
-                            _mm256_set1_ps(d),
-                            _mm256_set1_ps(m),
-                            unpack(kind, block.add(header)),
-                        )
+                        (d, m, unpack(kind, block.add(header)))
                     };
-                    // One row alone: zeros beside it, and its own lanes the same as in a pair
-                    // (so a sequence's logits do not depend on its neighbours in a batch).
-                    let other = if TWO {
-                        products(kind, w, xb)
-                    } else {
-                        _mm256_setzero_si256()
-                    };
-                    let both = _mm256_hadd_epi32(products(kind, w, xa), other);
-                    acc[r] =
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(both), _mm256_mul_ps(d, dx), acc[r]);
-                    match kind {
-                        Blocks::Q4_0 => acc[r] = _mm256_fmadd_ps(d, sums, acc[r]),
-                        Blocks::Q4_1 => acc[r] = _mm256_fmadd_ps(m, sums, acc[r]),
-                        Blocks::Q8_0 => {}
+                    for j in 0..rows {
+                        let sums = _mm256_cvtepi32_ps(products(kind, w, xq[j]));
+                        let scale = _mm256_set1_ps(d * dx[j]);
+                        acc[r][j] = _mm256_fmadd_ps(sums, scale, acc[r][j]);
+                        match kind {
+                            Blocks::Q4_0 => offsets[r][j] -= 8.0 * d * scaled_sum[j],
+                            Blocks::Q4_1 => offsets[r][j] += m * scaled_sum[j],
+                            Blocks::Q8_0 => {}
+                        }
                     }
                 }
             }
         }
-        acc.map(|v| {
-            let mut lanes = [0.0f32; 8];
-            // SAFETY: 8 floats.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
-            [
-                lanes[0] + lanes[1] + lanes[4] + lanes[5],
-                lanes[2] + lanes[3] + lanes[6] + lanes[7],
-            ]
-        })
+        std::array::from_fn(|r| std::array::from_fn(|j| horizontal_sum(acc[r][j]) + offsets[r][j]))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn horizontal_sum(v: __m256) -> f32 {
+        let folded = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let folded = _mm_add_ps(folded, _mm_movehl_ps(folded, folded));
+        let folded = _mm_add_ss(folded, _mm_shuffle_ps(folded, folded, 1));
+        _mm_cvtss_f32(folded)
     }
 
     fn kind_of(code: u8) -> Blocks {
