@@ -178,7 +178,11 @@ fn smollm2_continues_prompts_in_a_batch_as_it_does_one_at_a_time() {
     let mut inputs: Vec<Vec<i64>> = prompts.iter().map(|p| p.to_vec()).collect();
     let vocab = model.config().vocab;
     let (mut worst, mut agree, mut steps) = (0.0f64, 0, 0);
-    for step in 0..new_tokens {
+    // The tokens each step feeds, one per sequence.
+    let fed: Vec<Vec<i64>> = (0..new_tokens)
+        .map(|step| alone.iter().map(|a| a[step]).collect())
+        .collect();
+    for next in &fed {
         let mut batch: Vec<BatchEntry<'_>> = paged
             .iter_mut()
             .zip(&inputs)
@@ -194,9 +198,9 @@ fn smollm2_continues_prompts_in_a_batch_as_it_does_one_at_a_time() {
             let best = (0..vocab)
                 .max_by(|&a, &b| row[a].total_cmp(&row[b]))
                 .unwrap();
-            agree += usize::from(best as i64 == alone[i][step]);
+            agree += usize::from(best as i64 == next[i]);
             steps += 1;
-            inputs[i] = vec![alone[i][step]];
+            inputs[i] = vec![next[i]];
         }
     }
     // Blocks round each activation row to int8 on its own, so a batch multiplies the same
