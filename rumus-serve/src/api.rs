@@ -178,6 +178,18 @@ impl Answer {
         })
     }
 
+    /// A stream's last chunk under `stream_options.include_usage`: no choices, the counts.
+    fn usage_chunk(&self, finish: Finish) -> Value {
+        let object = match self.kind {
+            Kind::Completion => "text_completion",
+            Kind::Chat => "chat.completion.chunk",
+        };
+        json!({
+            "id": self.id, "object": object, "created": self.created, "model": self.model,
+            "choices": [], "usage": usage(finish),
+        })
+    }
+
     /// The whole answer of a request without `stream`.
     fn whole(&self, text: String, finish: Finish) -> Value {
         let reason = finish.reason.as_str();
@@ -199,13 +211,18 @@ impl Answer {
         json!({
             "id": self.id, "object": object, "created": self.created, "model": self.model,
             "choices": [choice],
-            "usage": {
-                "prompt_tokens": finish.prompt_tokens,
-                "completion_tokens": finish.completion_tokens,
-                "total_tokens": finish.prompt_tokens + finish.completion_tokens,
-            },
+            "usage": usage(finish),
         })
     }
+}
+
+/// OpenAI's token counts of an answer.
+fn usage(finish: Finish) -> Value {
+    json!({
+        "prompt_tokens": finish.prompt_tokens,
+        "completion_tokens": finish.completion_tokens,
+        "total_tokens": finish.prompt_tokens + finish.completion_tokens,
+    })
 }
 
 /// The body's bytes, or 413 past the size limit (another failure reading it: 400).
@@ -363,7 +380,7 @@ async fn generate(
     }
     let answer = Answer::new(kind, &shared.model_id);
     if checked.stream {
-        let stream = event_stream(answer, receiver, in_flight);
+        let stream = event_stream(answer, receiver, in_flight, checked.include_usage);
         return Ok(Sse::new(stream).into_response());
     }
     whole_answer(answer, receiver).await
@@ -397,11 +414,12 @@ fn engine_failure(message: String) -> ApiError {
     }
 }
 
-/// Where a stream is: the chat's opening role chunk still to send, answering, the closing
-/// `[DONE]` to send, or over.
+/// Where a stream is: the chat's opening role chunk still to send, answering, the token
+/// counts to send (`include_usage`), the closing `[DONE]` to send, or over.
 enum StreamState {
     Opening,
     Answering,
+    Usage(Finish),
     Closing,
     Over,
 }
@@ -413,6 +431,7 @@ fn event_stream(
     answer: Answer,
     receiver: UnboundedReceiver<Event>,
     in_flight: InFlight,
+    include_usage: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let first = match answer.kind {
         Kind::Chat => StreamState::Opening,
@@ -425,6 +444,9 @@ fn event_stream(
             let (event, next) = match state {
                 StreamState::Over => return None,
                 StreamState::Opening => (data(answer.chunk(None, None)), StreamState::Answering),
+                StreamState::Usage(finish) => {
+                    (data(answer.usage_chunk(finish)), StreamState::Closing)
+                }
                 StreamState::Closing => (
                     Some(Ok(SseEvent::default().data("[DONE]"))),
                     StreamState::Over,
@@ -436,7 +458,11 @@ fn event_stream(
                     ),
                     Some(Event::Done(finish)) => (
                         data(answer.chunk(None, Some(finish.reason))),
-                        StreamState::Closing,
+                        if include_usage {
+                            StreamState::Usage(finish)
+                        } else {
+                            StreamState::Closing
+                        },
                     ),
                     Some(Event::Failed(message)) => {
                         (data(engine_failure(message).body()), StreamState::Over)

@@ -92,8 +92,15 @@ pub struct Generation {
     pub echo: Option<bool>,
     pub logprobs: Option<Value>,
     pub top_logprobs: Option<Value>,
+    pub stream_options: Option<StreamOptions>,
     /// Added to the logits of token ids (keys, as strings) before sampling, in `[-100, 100]`.
     pub logit_bias: Option<std::collections::BTreeMap<String, f64>>,
+}
+
+/// `stream_options`: `include_usage` adds a last chunk with the token counts.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    pub include_usage: Option<bool>,
 }
 
 /// `POST /v1/completions`'s own field (the others are [`Generation`]'s).
@@ -154,6 +161,8 @@ pub struct Checked {
     pub seed: u64,
     pub stops: Vec<String>,
     pub stream: bool,
+    /// Whether a stream ends with a chunk of token counts.
+    pub include_usage: bool,
     /// As asked (`None`: the endpoint's default).
     pub max_tokens: Option<usize>,
     pub logit_bias: Vec<(usize, f32)>,
@@ -277,6 +286,11 @@ impl Generation {
             seed: self.seed.unwrap_or_else(fresh_seed),
             stops,
             stream: self.stream.unwrap_or(false),
+            include_usage: self
+                .stream_options
+                .as_ref()
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false),
             max_tokens: max_tokens.map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
         })
     }

@@ -258,9 +258,17 @@ fn the_server_answers_concurrent_clients_and_every_bad_request() {
     assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
     let (text, reason) = streamed(&body, true);
     assert!(!text.is_empty() && ["stop", "length"].contains(&reason.as_str()));
-    // The same seed, the same sampled answer.
+    // The same seed, the same sampled answer; with `include_usage`, a last chunk of counts.
+    let mut request = request;
+    request["stream_options"] = json!({"include_usage": true});
     let (_, again) = server.call("POST", "/v1/chat/completions", &request.to_string());
-    assert_eq!(streamed(&again, true).0, text);
+    let data = events(&again);
+    let counts: Value = serde_json::from_str(&data[data.len() - 2]).unwrap();
+    assert_eq!(counts["choices"], json!([]));
+    let completion = counts["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!((1..=12).contains(&completion), "{counts}");
+    let without_counts: Vec<&str> = again.lines().filter(|l| !l.contains("\"usage\"")).collect();
+    assert_eq!(streamed(&without_counts.join("\n"), true).0, text);
 
     // A bias of 100 on one token makes every greedy token that one; -100 on the end of turn
     // runs an answer to max_tokens.
