@@ -43,6 +43,7 @@ pub mod ops;
 pub mod optim;
 pub mod rng;
 pub mod shape;
+pub mod sparse;
 pub mod storage;
 pub mod tensor;
 pub mod train;

@@ -35,6 +35,7 @@ pub struct KernelTime {
 }
 
 pub use contract::{
-    Allocate, Attention, Backend, BackendMemory, Custom, Dst, Forward, Index, Int8, Join, Kernels,
-    Loss, Matmul, Norm, Optim, Pointwise, Reduce, Src, Update, Viewed, Windows, check_index_dtype,
+    Allocate, Attention, Backend, BackendMemory, CsrPattern, Custom, Dst, Forward, Index, Int8,
+    Join, Kernels, Loss, Matmul, Norm, Optim, Pointwise, Reduce, Sparse, Src, Update, Viewed,
+    Windows, check_index_dtype,
 };

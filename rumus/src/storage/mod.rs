@@ -28,6 +28,7 @@ mod matmul;
 mod norm;
 mod optim;
 mod reduce;
+mod sparse;
 mod update;
 mod window;
 

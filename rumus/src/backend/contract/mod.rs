@@ -25,6 +25,7 @@ mod matmul;
 mod norm;
 mod optim;
 mod reduce;
+mod sparse;
 mod update;
 mod window;
 
@@ -42,6 +43,7 @@ pub use matmul::Matmul;
 pub use norm::Norm;
 pub use optim::Optim;
 pub use reduce::Reduce;
+pub use sparse::{CsrPattern, Sparse};
 pub use update::Update;
 pub use window::Windows;
 
@@ -148,7 +150,7 @@ macro_rules! kernels {
 
 kernels!(
     Allocate, Attention, Custom, Index, Int8, Join, Loss, Matmul, Norm, Optim, Pointwise, Reduce,
-    Update, Windows,
+    Sparse, Update, Windows,
 );
 
 /// Implements every family but `Int8` with its defaults for `$device`: the stub of a backend
@@ -168,6 +170,7 @@ macro_rules! refuse_every_kernel {
         impl $crate::backend::Optim for $device {}
         impl $crate::backend::Pointwise for $device {}
         impl $crate::backend::Reduce for $device {}
+        impl $crate::backend::Sparse for $device {}
         impl $crate::backend::Update for $device {}
         impl $crate::backend::Windows for $device {}
     };

@@ -24,6 +24,7 @@ pub mod pool;
 pub mod reduce;
 pub mod simd;
 pub mod small_buffers;
+mod sparse;
 pub mod strided;
 mod transpose;
 pub mod unfold;

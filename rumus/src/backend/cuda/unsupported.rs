@@ -3,9 +3,11 @@
 //! the op and "cuda".
 
 use super::context::CudaDevice;
-use crate::backend::{Backend, Custom, Int8};
+use crate::backend::{Backend, Custom, Int8, Sparse};
 
 impl Custom for CudaDevice {}
+
+impl Sparse for CudaDevice {}
 
 impl Int8 for CudaDevice {
     type Int8Weights = std::convert::Infallible;

@@ -35,6 +35,7 @@ with_gpu_feature! {
     mod pipelines;
     mod profile;
     mod reduce;
+    mod sparse;
     mod transfer;
     mod update;
     mod wait;
