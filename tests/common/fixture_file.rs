@@ -85,13 +85,14 @@ pub fn read_cases(text: &str) -> Vec<(String, BTreeMap<String, FixtureTensor>)> 
 }
 
 impl FixtureTensor {
-    /// The fixture as a tensor of its stored dtype (`f32`, `f16`, `bf16`, `i64` or `bool`).
+    /// The fixture as a tensor of its stored dtype (`f32`, `f64`, `f16`, `bf16`, `i64` or `bool`).
     pub fn to_tensor(&self) -> rumus::DynTensor {
         let dims = &self.dims;
         match self.dtype.as_str() {
             "f32" => {
                 rumus::DynTensor::from_vec(self.values.iter().map(|&v| v as f32).collect(), dims)
             }
+            "f64" => rumus::DynTensor::from_vec(self.values.clone(), dims),
             "f16" => rumus::DynTensor::from_vec(
                 self.values
                     .iter()

@@ -12,6 +12,7 @@ pub mod fixed_point;
 mod forward;
 pub mod functional;
 mod fused_cross_entropy;
+pub mod graph;
 pub mod init;
 mod linear;
 mod loss;
@@ -34,6 +35,7 @@ pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use forward::Forward;
 pub use fused_cross_entropy::CrossEntropyRecord;
+pub use graph::{GatConv, GcnConv, GinConv, SageConv, global_pool};
 pub use linear::Linear;
 pub use loss::{
     CrossEntropyOptions, KlReduction, NllLossOptions, Reduction, binary_cross_entropy,

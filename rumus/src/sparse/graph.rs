@@ -9,7 +9,6 @@ use super::coo::index_pairs;
 use super::pattern::{Pattern, invalid};
 use super::{Aggregation, CsrMatrix, aggregate, softmax};
 use crate::device::Device;
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::DynTensor;
 
@@ -37,6 +36,8 @@ pub struct Graph {
     adjacency: Pattern,
     self_looped: OnceLock<Box<Graph>>,
     gcn: OnceLock<CsrMatrix>,
+    sum: OnceLock<CsrMatrix>,
+    mean: OnceLock<CsrMatrix>,
 }
 
 impl Graph {
@@ -64,6 +65,8 @@ impl Graph {
             adjacency,
             self_looped: OnceLock::new(),
             gcn: OnceLock::new(),
+            sum: OnceLock::new(),
+            mean: OnceLock::new(),
         }
     }
 
@@ -170,24 +173,29 @@ impl Graph {
             .iter()
             .map(|&d| if d == 0 { 0.0 } else { 1.0 / (d as f32).sqrt() })
             .collect();
-        let ptr = looped.row_ptr();
-        let values: Vec<f32> = (0..self.nodes)
-            .flat_map(|i| {
-                let range = ptr[i] as usize..ptr[i + 1] as usize;
-                let cols = &looped.col_indices()[range];
-                let inv_sqrt = &inv_sqrt;
-                cols.iter()
-                    .map(move |&j| inv_sqrt[i] * inv_sqrt[j as usize])
-            })
-            .collect();
-        let values = DynTensor::from_vec(values, &[looped.nnz()])?.to(&self.device())?;
-        let matrix = CsrMatrix::from_pattern(looped.clone(), values)?;
+        let matrix = weighted(looped, |i, j| inv_sqrt[i] * inv_sqrt[j])?;
         Ok(self.gcn.get_or_init(|| matrix))
     }
 
-    /// The adjacency with every value 1, in `dtype`: `A x` sums each node's neighbours.
-    pub fn adjacency_matrix(&self, dtype: DType) -> Result<CsrMatrix> {
-        CsrMatrix::ones(self.adjacency.clone(), dtype)
+    /// The adjacency with every value 1 in f32, built once and kept: `A x` sums each node's
+    /// incoming messages.
+    pub fn sum_matrix(&self) -> Result<&CsrMatrix> {
+        if let Some(matrix) = self.sum.get() {
+            return Ok(matrix);
+        }
+        let matrix = weighted(&self.adjacency, |_, _| 1.0)?;
+        Ok(self.sum.get_or_init(|| matrix))
+    }
+
+    /// The adjacency with each node's incoming edges weighted `1 / in-degree` in f32, built
+    /// once and kept: `A x` averages each node's incoming messages (0 with none).
+    pub fn mean_matrix(&self) -> Result<&CsrMatrix> {
+        if let Some(matrix) = self.mean.get() {
+            return Ok(matrix);
+        }
+        let counts = self.in_degrees();
+        let matrix = weighted(&self.adjacency, |i, _| 1.0 / counts[i] as f32)?;
+        Ok(self.mean.get_or_init(|| matrix))
     }
 
     fn check_nodes(&self, x: &DynTensor) -> Result<()> {
@@ -201,6 +209,19 @@ impl Graph {
         }
         Ok(())
     }
+}
+
+/// `pattern` with the value `weight(row, column)` at each entry, in f32.
+fn weighted(pattern: &Pattern, weight: impl Fn(usize, usize) -> f32) -> Result<CsrMatrix> {
+    let ptr = pattern.row_ptr();
+    let cols = pattern.col_indices();
+    let mut values = Vec::with_capacity(pattern.nnz());
+    for i in 0..ptr.len() - 1 {
+        let entries = ptr[i] as usize..ptr[i + 1] as usize;
+        values.extend(cols[entries].iter().map(|&j| weight(i, j as usize)));
+    }
+    let values = DynTensor::from_vec(values, &[pattern.nnz()])?.to(&pattern.device())?;
+    CsrMatrix::from_pattern(pattern.clone(), values)
 }
 
 impl std::fmt::Debug for Graph {

@@ -10,12 +10,14 @@
 //!   other, so gradients of gradients work too.
 //! - [`Graph`]: edges as the adjacency `A[target, source]`, with per-edge gathers, the
 //!   per-node [`aggregate`] (sum, mean, max) of messages and the [`softmax`] over a node's
-//!   incoming edges, which the graph layers in [`crate::nn`] are written with.
+//!   incoming edges, which the graph layers in [`crate::nn`] are written with;
+//!   [`GraphBatch`] stacks small graphs into one.
 //!
 //! Indices are `i64`, as in PyTorch. A bad index is an error when the matrix is built,
 //! naming the entry; nothing past that point reads out of bounds.
 
 mod aggregate;
+mod batch;
 mod coo;
 mod csr;
 mod graph;
@@ -23,6 +25,7 @@ mod pattern;
 mod products;
 
 pub use aggregate::{Aggregation, aggregate, softmax};
+pub use batch::GraphBatch;
 pub use coo::CooMatrix;
 pub use csr::CsrMatrix;
 pub use graph::Graph;
