@@ -29,6 +29,7 @@
 pub mod cifar;
 pub mod csv;
 pub mod dataset;
+pub mod graphs;
 pub mod idx;
 #[cfg(feature = "images")]
 pub mod image_folder;
@@ -44,6 +45,7 @@ pub mod transform;
 pub use cifar::{Cifar10, read_cifar10_batch, read_cifar10_dir};
 pub use csv::{CsvOptions, parse_csv, read_csv};
 pub use dataset::{Dataset, InMemory, Map, MapRandom};
+pub use graphs::{GraphDataset, GraphDatasetBatch, LabelledGraph, NodeDataset};
 pub use idx::{
     IdxArray, IdxReader, ImageSet, decode_idx, read_idx, read_image_set, read_mnist_dir,
 };
