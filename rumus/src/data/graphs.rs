@@ -60,7 +60,9 @@ impl NodeDataset {
                 Some("test") => splits[2].push(node as i64),
                 Some("-") => {}
                 other => {
-                    return Err(lines.error(format!("split {other:?} is not train, val, test or -")));
+                    return Err(
+                        lines.error(format!("split {other:?} is not train, val, test or -"))
+                    );
                 }
             }
             for word in &words[2..] {

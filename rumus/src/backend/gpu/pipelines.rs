@@ -45,6 +45,8 @@ pub(crate) enum Module {
     Window,
     /// `int8.wgsl`: quantized linear layers.
     Int8,
+    /// `sparse.wgsl`: products with a compressed-row sparse matrix.
+    Sparse,
     /// A custom op's WGSL (`ops::custom`), compiled with wgpu's bounds checks and an
     /// explicit bind group layout; see [`PipelineCache::custom`].
     Custom(CustomModule),
@@ -134,6 +136,7 @@ impl Module {
             Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
             Module::Window => include_str!("../../../../shaders/window.wgsl"),
             Module::Int8 => include_str!("../../../../shaders/int8.wgsl"),
+            Module::Sparse => include_str!("../../../../shaders/sparse.wgsl"),
             Module::Custom(custom) => custom.source,
         }
     }
@@ -383,6 +386,7 @@ mod tests {
             Module::Optim,
             Module::Window,
             Module::Int8,
+            Module::Sparse,
         ];
         for dropout in [false, true] {
             modules.push(Module::AttentionCoop { dropout });
