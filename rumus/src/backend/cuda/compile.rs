@@ -33,6 +33,7 @@ const MODULES: &[(&str, &str)] = &[
     ("norm", include_str!("../../../../shaders/cuda/norm.cu")),
     ("optim", include_str!("../../../../shaders/cuda/optim.cu")),
     ("reduce", include_str!("../../../../shaders/cuda/reduce.cu")),
+    ("sparse", include_str!("../../../../shaders/cuda/sparse.cu")),
     ("window", include_str!("../../../../shaders/cuda/window.cu")),
 ];
 

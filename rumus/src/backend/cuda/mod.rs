@@ -35,6 +35,7 @@ with_cuda_feature! {
     mod optim;
     mod profile;
     mod reduce;
+    mod sparse;
     mod transfer;
     mod unsupported;
     mod window;

@@ -3,11 +3,9 @@
 //! the op and "cuda".
 
 use super::context::CudaDevice;
-use crate::backend::{Backend, Custom, Int8, Sparse};
+use crate::backend::{Backend, Custom, Int8};
 
 impl Custom for CudaDevice {}
-
-impl Sparse for CudaDevice {}
 
 impl Int8 for CudaDevice {
     type Int8Weights = std::convert::Infallible;
