@@ -4,7 +4,7 @@
 //! count: `RAYON_NUM_THREADS`.
 //!
 //! ```text
-//! cargo run --release --example bench_gnn -- EDGES NODES
+//! cargo run --release --example bench_gnn -- EDGES NODES [cpu|gpu|cuda]
 //! ```
 //!
 //! `EDGES` is a file of little-endian `i64`s: the sources, then the targets, of every edge.

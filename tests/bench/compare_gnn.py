@@ -5,6 +5,8 @@ on one stochastic block model graph (100,000 nodes in 10 blocks, 1,000,000 direc
 and ratios (rumus / reference; below 1 means rumus is faster).
 
     python3 tests/bench/compare_gnn.py [--threads 1,2]   # needs torch and torch_geometric
+    python3 tests/bench/compare_gnn.py --device cuda --binary target/release/examples/bench_gnn
+        # rumus on CUDA (or --device gpu: wgpu) against PyTorch Geometric on CUDA
 
 Workloads: `spmm` is the GCN-normalised adjacency times [nodes, 64] (torch.sparse.mm on a CSR
 tensor); `gcn_conv_fwd_bwd` one GCNConv(64, 64) forward and backward (PyG's GCNConv with
@@ -40,36 +42,48 @@ def sbm_edges(seed=0):
     return torch.stack([sources, targets])
 
 
-def median_ms(warmup, reps, f):
-    for _ in range(warmup):
+def median_ms(warmup, reps, f, cuda=False):
+    def run():
         f()
+        if cuda:
+            torch.cuda.synchronize()
+
+    for _ in range(warmup):
+        run()
     times = []
     for _ in range(reps):
         start = time.perf_counter()
-        f()
+        run()
         times.append((time.perf_counter() - start) * 1e3)
     return sorted(times)[reps // 2]
 
 
-def torch_workloads(edge_index, threads):
+def torch_workloads(edge_index, threads, device="cpu"):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    x = torch.randn(NODES, FEATURES)
-    labels = torch.arange(NODES) % CLASSES
+    cuda = device != "cpu"
+
+    def timed(warmup, reps, f):
+        return median_ms(warmup, reps, f, cuda)
+
+    edge_index = edge_index.to(device)
+    x = torch.randn(NODES, FEATURES, device=device)
+    labels = torch.arange(NODES, device=device) % CLASSES
     looped, weight = gcn_norm(edge_index, None, NODES, add_self_loops=True)
     adjacency = torch.sparse_coo_tensor(torch.stack([looped[1], looped[0]]), weight,
                                         (NODES, NODES)).coalesce().to_sparse_csr()
-    out = {"spmm": median_ms(3, 21, lambda: torch.sparse.mm(adjacency, x))}
+    out = {"spmm": timed(3, 21, lambda: torch.sparse.mm(adjacency, x))}
 
-    layer = GCNConv(FEATURES, FEATURES, cached=True)
+    layer = GCNConv(FEATURES, FEATURES, cached=True).to(device)
     x_grad = x.clone().requires_grad_()
 
     def conv():
         layer(x_grad, edge_index).sum().backward()
 
-    out["gcn_conv_fwd_bwd"] = median_ms(3, 15, conv)
+    out["gcn_conv_fwd_bwd"] = timed(3, 15, conv)
 
-    conv1, conv2 = GCNConv(FEATURES, 64, cached=True), GCNConv(64, CLASSES, cached=True)
+    conv1 = GCNConv(FEATURES, 64, cached=True).to(device)
+    conv2 = GCNConv(64, CLASSES, cached=True).to(device)
     opt = torch.optim.Adam(list(conv1.parameters()) + list(conv2.parameters()), lr=1e-3)
 
     def gcn_epoch():
@@ -78,9 +92,9 @@ def torch_workloads(edge_index, threads):
         F.cross_entropy(conv2(h, edge_index), labels).backward()
         opt.step()
 
-    out["gcn_epoch"] = median_ms(2, 11, gcn_epoch)
+    out["gcn_epoch"] = timed(2, 11, gcn_epoch)
 
-    gat1, gat2 = GATConv(FEATURES, 8, heads=8), GATConv(64, CLASSES, heads=1)
+    gat1, gat2 = GATConv(FEATURES, 8, heads=8).to(device), GATConv(64, CLASSES, heads=1).to(device)
     opt = torch.optim.Adam(list(gat1.parameters()) + list(gat2.parameters()), lr=1e-3)
 
     def gat_epoch():
@@ -89,21 +103,23 @@ def torch_workloads(edge_index, threads):
         F.cross_entropy(gat2(h, edge_index), labels).backward()
         opt.step()
 
-    out["gat_epoch"] = median_ms(1, 5, gat_epoch)
+    out["gat_epoch"] = timed(1, 5, gat_epoch)
     return out
 
 
-def rumus_workloads(path, threads):
+def rumus_workloads(path, threads, device="cpu", binary=None):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-    text = subprocess.run(
-        ["cargo", "run", "--quiet", "--release", "--example", "bench_gnn", "--", path, str(NODES)],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+    command = [binary] if binary else ["cargo", "run", "--quiet", "--release", "--example", "bench_gnn", "--"]
+    text = subprocess.run(command + [path, str(NODES), device],
+                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     return {name: float(value) for name, value in (line.split() for line in text.splitlines())}
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--device", default="cpu", help="cpu, gpu (wgpu) or cuda: rumus's device")
+    parser.add_argument("--binary", help="a built bench_gnn (default: cargo run --release)")
     args = parser.parse_args()
     edge_index = sbm_edges()
     with tempfile.NamedTemporaryFile(suffix=".i64", delete=False) as f:
@@ -112,9 +128,10 @@ def main():
     print(f"torch {torch.__version__}, {NODES} nodes, {EDGES} edges, {FEATURES} features")
     print("| workload | threads | rumus ms | reference ms | ratio |")
     print("|---|---|---|---|---|")
-    for threads in (int(t) for t in args.threads.split(",")):
-        ours = rumus_workloads(path, threads)
-        theirs = torch_workloads(edge_index, threads)
+    threads_list = [int(t) for t in args.threads.split(",")] if args.device == "cpu" else [1]
+    for threads in threads_list:
+        ours = rumus_workloads(path, threads, args.device, args.binary)
+        theirs = torch_workloads(edge_index, threads, "cpu" if args.device == "cpu" else "cuda")
         for name, ms in ours.items():
             print(f"| {name} | {threads} | {ms:.2f} | {theirs[name]:.2f} | {ms / theirs[name]:.2f} |")
     os.unlink(path)
