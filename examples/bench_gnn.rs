@@ -79,53 +79,72 @@ fn main() -> rumus::Result<()> {
     let (path, nodes) = match args.as_slice() {
         [_, path, nodes, ..] => (path.as_str(), nodes.parse::<usize>().expect("NODES")),
         _ => {
-            eprintln!("usage: bench_gnn EDGES NODES");
+            eprintln!("usage: bench_gnn EDGES NODES [cpu|gpu|cuda]");
             std::process::exit(2);
         }
     };
+    let device = Device::named(args.get(3).map_or("cpu", String::as_str))?;
+    // Every timed run waits for the device, so a GPU's queued work is counted.
+    let timed = |warmup, reps, f: &mut dyn FnMut()| {
+        median_ms(warmup, reps, || {
+            f();
+            device.synchronize().expect("device wait");
+        })
+    };
     let (sources, targets) = read_edges(path)?;
-    let graph = Graph::from_edges(&sources, &targets, nodes)?;
+    let graph = Graph::from_edges(&sources, &targets, nodes)?.to(&device)?;
     manual_seed(0);
-    let x = DynTensor::randn(&[nodes, FEATURES], DType::F32)?;
+    let x = DynTensor::randn(&[nodes, FEATURES], DType::F32)?.to(&device)?;
     let labels = DynTensor::from_vec(
         (0..nodes as i64).map(|i| i % CLASSES as i64).collect(),
         &[nodes],
-    )?;
+    )?
+    .to(&device)?;
 
     let adjacency = graph.gcn_normalized()?;
-    println!(
-        "spmm {:.4}",
-        median_ms(3, 21, || {
-            adjacency.matmul(&x).expect("spmm");
-        })
-    );
+    let spmm = timed(3, 21, &mut || {
+        adjacency.matmul(&x).expect("spmm");
+    });
+    println!("spmm {spmm:.4}");
 
-    let layer = GcnConv::<64, 64>::new()?;
+    let mut layer = GcnConv::<64, 64>::new()?;
+    layer.to_device(device.clone())?;
     let x_grad = x.clone().requires_grad_()?;
-    println!(
-        "gcn_conv_fwd_bwd {:.4}",
-        median_ms(3, 15, || {
-            let out = layer.forward_dyn(&x_grad, &graph).expect("forward");
-            drop(out.sum_all().expect("sum").backward().expect("backward"));
-        })
-    );
+    let mut conv = || {
+        let out = layer.forward_dyn(&x_grad, &graph).expect("forward");
+        drop(out.sum_all().expect("sum").backward().expect("backward"));
+    };
+    println!("gcn_conv_fwd_bwd {:.4}", timed(3, 15, &mut conv));
 
-    let gcn = Gcn::new()?;
+    let mut gcn = Gcn::new()?;
+    gcn.to_device(device.clone())?;
     let mut optimizer = Adam::new(gcn.parameters(), AdamConfig::adam())?;
-    println!(
-        "gcn_epoch {:.4}",
-        median_ms(2, 11, || {
-            epoch(&mut optimizer, gcn.logits(&x, &graph), &labels).expect("epoch");
-        })
-    );
+    let gcn_epoch = timed(2, 11, &mut || {
+        epoch(&mut optimizer, gcn.logits(&x, &graph), &labels).expect("epoch");
+    });
+    println!("gcn_epoch {gcn_epoch:.4}");
 
-    let gat = Gat::new()?;
+    let mut gat = Gat::new()?;
+    gat.to_device(device.clone())?;
     let mut optimizer = Adam::new(gat.parameters(), AdamConfig::adam())?;
-    println!(
-        "gat_epoch {:.4}",
-        median_ms(1, 5, || {
-            epoch(&mut optimizer, gat.logits(&x, &graph), &labels).expect("epoch");
-        })
-    );
+    let gat_epoch = timed(1, 5, &mut || {
+        epoch(&mut optimizer, gat.logits(&x, &graph), &labels).expect("epoch");
+    });
+    println!("gat_epoch {gat_epoch:.4}");
+
+    if let Device::Cuda(cuda) = &device {
+        // GPU time of each kernel of one GAT epoch: where a GPU epoch goes.
+        cuda.profile_kernels(true)?;
+        epoch(&mut optimizer, gat.logits(&x, &graph), &labels)?;
+        device.synchronize()?;
+        for (entry, time) in cuda.kernel_times()? {
+            eprintln!(
+                "kernel {entry} {} {:.3} ms",
+                time.dispatches,
+                time.seconds * 1e3
+            );
+        }
+        cuda.profile_kernels(false)?;
+    }
     Ok(())
 }

@@ -16,7 +16,7 @@ mod training;
 use models::{Gat, Gcn, Gin};
 use rumus::data::{GraphDataset, NodeDataset};
 use rumus::prelude::*;
-use training::{Recipe, normalize_rows, train_graphs, train_nodes};
+use training::{Recipe, fixed_split, normalize_rows, train_graphs, train_nodes};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data");
 

@@ -97,3 +97,15 @@ pub fn train_graphs(
     let every = DynTensor::from_vec((0..test.len() as i64).collect(), &[test.len()])?;
     accuracy(&out, &batch.labels, &every)
 }
+
+/// A fixed split of `graphs` graphs: a shuffle drawn from seed 5, the first `train` to train
+/// on, the rest to test.
+pub fn fixed_split(graphs: usize, train: usize) -> (Vec<usize>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..graphs).collect();
+    let mut generator = rumus::rng::Generator::new(5);
+    for i in (1..order.len()).rev() {
+        order.swap(i, (generator.next_u64() % (i as u64 + 1)) as usize);
+    }
+    let test = order.split_off(train.min(graphs));
+    (order, test)
+}
