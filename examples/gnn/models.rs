@@ -3,7 +3,7 @@
 //! same split for comparison).
 
 use rumus::data::GraphDatasetBatch;
-use rumus::nn::{Dropout, GatConv, GcnConv, GinConv, Linear};
+use rumus::nn::{Dropout, GatConv, GcnConv, GinConv, Linear, SageConv};
 use rumus::prelude::*;
 use rumus::sparse::{Aggregation, Graph};
 
@@ -79,5 +79,24 @@ impl Gin {
         let pooled = rumus::nn::global_pool(&h, &data.batch, Aggregation::Sum)?;
         let hidden = self.head1.forward_dyn(&pooled)?.relu()?;
         self.head2.forward_dyn(&self.drop.forward_dyn(&hidden)?)
+    }
+}
+
+/// GraphSAGE with the mean aggregator: two layers of 64, trained on sampled neighbourhoods.
+#[model]
+pub struct Sage {
+    conv1: SageConv<1433, 64>,
+    conv2: SageConv<64, 7>,
+    #[dropout(p = 0.5)]
+    drop: Dropout,
+}
+
+impl Sage {
+    pub fn logits(&self, x: &DynTensor, graph: &Graph) -> rumus::Result<DynTensor> {
+        let h = self
+            .conv1
+            .forward_dyn(&self.drop.forward_dyn(x)?, graph)?
+            .relu()?;
+        self.conv2.forward_dyn(&self.drop.forward_dyn(&h)?, graph)
     }
 }

@@ -109,3 +109,51 @@ pub fn fixed_split(graphs: usize, train: usize) -> (Vec<usize>, Vec<usize>) {
     let test = order.split_off(train.min(graphs));
     (order, test)
 }
+
+/// Trains `model` on mini-batches of `batch_size` training nodes, each over the
+/// neighbourhood [`sample_neighbors`](rumus::sparse::sample_neighbors) draws with `fanouts`
+/// (GraphSAGE's recipe for graphs too large to propagate over whole), then returns its
+/// validation and test accuracy on the whole graph in evaluation mode.
+pub fn train_sampled(
+    model: &dyn Module,
+    logits: impl Fn(&DynTensor, &Graph) -> rumus::Result<DynTensor>,
+    data: &NodeDataset,
+    x: &DynTensor,
+    (fanouts, batch_size): (&[usize], usize),
+    recipe: Recipe,
+) -> rumus::Result<(f64, f64)> {
+    let config = AdamConfig {
+        lr: recipe.lr,
+        weight_decay: recipe.weight_decay,
+        ..AdamConfig::adam()
+    };
+    let mut optimizer = Adam::new(model.parameters(), config)?;
+    let train: Vec<usize> = data
+        .train
+        .to_vec::<i64>()?
+        .iter()
+        .map(|&n| n as usize)
+        .collect();
+    let mut generator = rumus::rng::Generator::new(11);
+    {
+        let _training = ModeGuard::train(model);
+        for _ in 0..recipe.epochs {
+            for seeds in train.chunks(batch_size) {
+                let sampled =
+                    rumus::sparse::sample_neighbors(&data.graph, seeds, fanouts, &mut generator)?;
+                let out =
+                    logits(&sampled.gather(x)?, &sampled.graph)?.narrow(0, 0, sampled.seeds)?;
+                let labels = sampled.gather(&data.labels)?.narrow(0, 0, sampled.seeds)?;
+                let loss = cross_entropy(&out, &labels, &CrossEntropyOptions::default())?;
+                optimizer.step(&mut loss.backward()?)?;
+            }
+        }
+    }
+    let _eval = ModeGuard::eval(model);
+    let _untracked = rumus::autograd::no_grad();
+    let out = logits(x, &data.graph)?;
+    Ok((
+        accuracy(&out, &data.labels, &data.val)?,
+        accuracy(&out, &data.labels, &data.test)?,
+    ))
+}

@@ -11,7 +11,8 @@
 //! - [`Graph`]: edges as the adjacency `A[target, source]`, with per-edge gathers, the
 //!   per-node [`aggregate`] (sum, mean, max) of messages and the [`softmax`] over a node's
 //!   incoming edges, which the graph layers in [`crate::nn`] are written with;
-//!   [`GraphBatch`] stacks small graphs into one.
+//!   [`GraphBatch`] stacks small graphs into one, and [`sample_neighbors`] draws the
+//!   mini-batch subgraphs of GraphSAGE-style training on a large graph.
 //!
 //! Indices are `i64`, as in PyTorch. A bad index is an error when the matrix is built,
 //! naming the entry; nothing past that point reads out of bounds.
@@ -23,6 +24,7 @@ mod csr;
 mod graph;
 mod pattern;
 mod products;
+mod sampling;
 
 pub use aggregate::{Aggregation, aggregate, softmax};
 pub use batch::GraphBatch;
@@ -30,3 +32,4 @@ pub use coo::CooMatrix;
 pub use csr::CsrMatrix;
 pub use graph::Graph;
 pub use pattern::Pattern;
+pub use sampling::{SampledSubgraph, sample_neighbors};
