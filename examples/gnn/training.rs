@@ -16,6 +16,18 @@ pub struct Recipe {
     pub weight_decay: f64,
 }
 
+impl Recipe {
+    /// Adam over `model`'s parameters with the recipe's rate and (L2) weight decay.
+    fn adam(&self, model: &dyn Module) -> rumus::Result<Adam> {
+        let config = AdamConfig {
+            lr: self.lr,
+            weight_decay: self.weight_decay,
+            ..AdamConfig::adam()
+        };
+        Adam::new(model.parameters(), config)
+    }
+}
+
 /// Each row divided by its sum (rows of zeros stay zeros): PyTorch Geometric's
 /// `NormalizeFeatures`, the usual input of Cora models.
 pub fn normalize_rows(x: &DynTensor) -> rumus::Result<DynTensor> {
@@ -30,6 +42,22 @@ fn accuracy(logits: &DynTensor, labels: &DynTensor, nodes: &DynTensor) -> rumus:
     Ok(right as f64 / nodes.numel().max(1) as f64)
 }
 
+/// `model`'s validation and test accuracy on the whole graph, in evaluation mode.
+fn evaluate_nodes(
+    model: &dyn Module,
+    logits: impl Fn(&DynTensor, &Graph) -> rumus::Result<DynTensor>,
+    data: &NodeDataset,
+    x: &DynTensor,
+) -> rumus::Result<(f64, f64)> {
+    let _eval = ModeGuard::eval(model);
+    let _untracked = rumus::autograd::no_grad();
+    let out = logits(x, &data.graph)?;
+    Ok((
+        accuracy(&out, &data.labels, &data.val)?,
+        accuracy(&out, &data.labels, &data.test)?,
+    ))
+}
+
 /// Trains `model` (its logits given by `logits`) on the training nodes for the recipe's
 /// epochs, then returns its validation and test accuracy in evaluation mode.
 pub fn train_nodes(
@@ -39,12 +67,7 @@ pub fn train_nodes(
     x: &DynTensor,
     recipe: Recipe,
 ) -> rumus::Result<(f64, f64)> {
-    let config = AdamConfig {
-        lr: recipe.lr,
-        weight_decay: recipe.weight_decay,
-        ..AdamConfig::adam()
-    };
-    let mut optimizer = Adam::new(model.parameters(), config)?;
+    let mut optimizer = recipe.adam(model)?;
     let train_labels = data.labels.index_select(0, &data.train)?;
     {
         let _training = ModeGuard::train(model);
@@ -54,13 +77,7 @@ pub fn train_nodes(
             optimizer.step(&mut loss.backward()?)?;
         }
     }
-    let _eval = ModeGuard::eval(model);
-    let _untracked = rumus::autograd::no_grad();
-    let out = logits(x, &data.graph)?;
-    Ok((
-        accuracy(&out, &data.labels, &data.val)?,
-        accuracy(&out, &data.labels, &data.test)?,
-    ))
+    evaluate_nodes(model, logits, data, x)
 }
 
 /// Trains a graph classifier on the graphs `train` in shuffled batches of `batch_size`,
@@ -73,12 +90,7 @@ pub fn train_graphs(
     batch_size: usize,
     recipe: Recipe,
 ) -> rumus::Result<f64> {
-    let config = AdamConfig {
-        lr: recipe.lr,
-        weight_decay: recipe.weight_decay,
-        ..AdamConfig::adam()
-    };
-    let mut optimizer = Adam::new(model.parameters(), config)?;
+    let mut optimizer = recipe.adam(model)?;
     let mut generator = rumus::rng::Generator::new(1);
     {
         let _training = ModeGuard::train(model);
@@ -122,12 +134,7 @@ pub fn train_sampled(
     (fanouts, batch_size): (&[usize], usize),
     recipe: Recipe,
 ) -> rumus::Result<(f64, f64)> {
-    let config = AdamConfig {
-        lr: recipe.lr,
-        weight_decay: recipe.weight_decay,
-        ..AdamConfig::adam()
-    };
-    let mut optimizer = Adam::new(model.parameters(), config)?;
+    let mut optimizer = recipe.adam(model)?;
     let train: Vec<usize> = data
         .train
         .to_vec::<i64>()?
@@ -149,11 +156,5 @@ pub fn train_sampled(
             }
         }
     }
-    let _eval = ModeGuard::eval(model);
-    let _untracked = rumus::autograd::no_grad();
-    let out = logits(x, &data.graph)?;
-    Ok((
-        accuracy(&out, &data.labels, &data.val)?,
-        accuracy(&out, &data.labels, &data.test)?,
-    ))
+    evaluate_nodes(model, logits, data, x)
 }

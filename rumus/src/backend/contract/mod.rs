@@ -43,7 +43,7 @@ pub use matmul::Matmul;
 pub use norm::Norm;
 pub use optim::Optim;
 pub use reduce::Reduce;
-pub use sparse::{CsrPattern, Sparse};
+pub use sparse::{CsrPattern, Sparse, split_rows};
 pub use update::Update;
 pub use window::Windows;
 

@@ -5,7 +5,7 @@
 //! axes are one row of features.
 
 use super::{Backend, Src};
-use crate::error::Result;
+use crate::error::{Result, ShapeError};
 
 /// The structure of an `n x m` sparse matrix in compressed-row form: the entries of row `i`
 /// are `row_ptr[i]..row_ptr[i + 1]`, entry `e` sits in column `cols[e]`.
@@ -65,5 +65,18 @@ pub trait Sparse: Backend {
     ) -> Result<(Self::Memory, Self::Memory)> {
         let _ = (row_ptr, messages);
         Err(self.unsupported("segment_max"))
+    }
+}
+
+/// A dense operand's first axis (what the pattern indexes) and the product of the others
+/// (one row's width), or an error for a rank-0 operand.
+pub fn split_rows(dims: &[usize], op: &'static str) -> Result<(usize, usize)> {
+    match dims.split_first() {
+        Some((&rows, rest)) => Ok((rows, rest.iter().product())),
+        None => Err(ShapeError::Invalid {
+            context: op.into(),
+            message: "a dense operand needs at least one axis".into(),
+        }
+        .into()),
     }
 }

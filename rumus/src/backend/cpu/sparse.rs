@@ -12,7 +12,7 @@ use super::backend::{Cpu, ensure_output};
 use super::buffer::CpuBuffer;
 use super::parallel::{threads, worth_splitting};
 use super::simd::widest_isa;
-use crate::backend::contract::{CsrPattern, Sparse, Src, check_index_dtype};
+use crate::backend::contract::{CsrPattern, Sparse, Src, check_index_dtype, split_rows};
 use crate::dtype::DType;
 use crate::element::{Element, Float};
 use crate::error::{Error, Result, ShapeError};
@@ -507,17 +507,6 @@ fn check_row_count(row_ptr: &[i64], rows: usize, op: &'static str) -> Result<()>
         ));
     }
     Ok(())
-}
-
-/// The first axis's size and the product of the others (one row's width).
-fn split_rows(dims: &[usize], op: &'static str) -> Result<(usize, usize)> {
-    match dims.split_first() {
-        Some((&rows, rest)) => Ok((rows, rest.iter().product())),
-        None => Err(invalid(
-            op,
-            "a dense operand needs at least one axis".into(),
-        )),
-    }
 }
 
 fn same_dtype(op: &'static str, a: Src<'_, CpuBuffer>, b: Src<'_, CpuBuffer>) -> Result<()> {

@@ -5,9 +5,10 @@
 use super::context::CudaDevice;
 use super::launch::dtype_suffix;
 use super::memory::CudaBuffer;
+use crate::backend::contract::split_rows;
 use crate::backend::{CsrPattern, Pointwise, Sparse, Src, check_index_dtype};
 use crate::dtype::DType;
-use crate::error::{DeviceError, Result, ShapeError};
+use crate::error::{DeviceError, Result};
 
 const MODULE: &str = "sparse";
 
@@ -34,17 +35,6 @@ impl Contiguous {
     }
 }
 
-/// The first axis's size and the product of the others.
-fn split_rows(dims: &[usize], op: &'static str) -> Result<(usize, usize)> {
-    match dims.split_first() {
-        Some((&rows, rest)) => Ok((rows, rest.iter().product())),
-        None => Err(ShapeError::Invalid {
-            context: op.into(),
-            message: "a dense operand needs at least one axis".into(),
-        }
-        .into()),
-    }
-}
 
 /// The float dtype the kernels have (f32 or f64), shared by both operands.
 fn float_dtype(op: &'static str, a: DType, b: DType) -> Result<DType> {

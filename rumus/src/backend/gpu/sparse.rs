@@ -7,9 +7,10 @@ use super::context::GpuDevice;
 use super::elementwise::check_float;
 use super::memory::GpuBuffer;
 use super::pipelines::Module;
+use crate::backend::contract::split_rows;
 use crate::backend::{CsrPattern, Pointwise, Sparse, Src, check_index_dtype};
 use crate::dtype::DType;
-use crate::error::{Result, ShapeError};
+use crate::error::Result;
 
 /// Parameter slots of `sparse.wgsl`.
 mod slot {
@@ -56,17 +57,6 @@ impl<'a> Contiguous<'a> {
     }
 }
 
-/// The first axis's size and the product of the others.
-fn split_rows(dims: &[usize], op: &'static str) -> Result<(usize, usize)> {
-    match dims.split_first() {
-        Some((&rows, rest)) => Ok((rows, rest.iter().product())),
-        None => Err(ShapeError::Invalid {
-            context: op.into(),
-            message: "a dense operand needs at least one axis".into(),
-        }
-        .into()),
-    }
-}
 
 impl GpuDevice {
     /// Runs `entry` with the pattern's arrays, the two float operands and the outputs bound,
