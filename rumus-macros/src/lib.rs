@@ -73,7 +73,10 @@ pub fn tensor_fn(input: TokenStream) -> TokenStream {
 /// `RmsNorm`, `GroupNorm`, `Embedding` (i64 indices), `MultiheadAttention` (`self.attn(x)`,
 /// `self.attn(q, k, v)`, a trailing `causal`), `TransformerEncoderBlock` (`self.block(x)`,
 /// `self.block(x, causal)`), `Lstm`, `Gru`, `MaxPool2d`/`AvgPool2d`, `AdaptiveAvgPool2d`,
-/// `Flatten`, `Dropout` and the activation modules; parameter fields
+/// `Flatten`, `Dropout`, the activation modules, and the graph layers `GcnConv`, `SageConv`,
+/// `GinConv`, `GatConv` (`self.conv(x, graph)` on node features `[N, IN]`, with `graph: &Graph`
+/// a parameter of the function: parameters written with a reference type are not tensors
+/// and pass through unchecked); parameter fields
 /// (`w: Tensor<(D<10>, D<784>)>`) are values (`x @ self.w.t()`). Dims in field types are
 /// literals or consts (`Linear<784, HIDDEN>`, `Linear<784, { config::HIDDEN }>`).
 /// Convolutions and pools keep runtime spatial dims: a "same" window passes `H` through, any

@@ -34,6 +34,16 @@ impl Param {
     }
 }
 
+/// A parameter that is not a tensor, written with its Rust type (`graph: &Graph`): passed
+/// through to the generated function as it is, for the layers that take one beside a tensor
+/// (the graph layers).
+pub struct ContextParam {
+    pub name: Ident,
+    pub ty: syn::Type,
+    /// Its place among all the parameters, tensors included.
+    pub position: usize,
+}
+
 /// A function written in the DSL.
 pub struct TensorFn {
     pub attrs: Vec<Attribute>,
@@ -46,6 +56,8 @@ pub struct TensorFn {
     /// generated items that must live outside the impl.
     pub owner: Option<String>,
     pub params: Vec<Param>,
+    /// The parameters that are not tensors.
+    pub context: Vec<ContextParam>,
     pub ret: ShapeAst,
     pub body: Vec<Stmt>,
     pub tail: Expr,

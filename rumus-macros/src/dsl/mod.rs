@@ -166,11 +166,19 @@ fn signature(function: &TensorFn) -> TokenStream {
     } = function;
     let generics = generics(function);
     let self_param = function.has_self.then(|| quote!(&self,));
-    let params = function.params.iter().map(|p| {
-        let ty = arguments::parameter_type(function, p, &tensor_type(p));
-        let pname = &p.name;
-        quote!(#pname: #ty)
-    });
+    let mut params: Vec<TokenStream> = function
+        .params
+        .iter()
+        .map(|p| {
+            let ty = arguments::parameter_type(function, p, &tensor_type(p));
+            let pname = &p.name;
+            quote!(#pname: #ty)
+        })
+        .collect();
+    for context in &function.context {
+        let (name, ty) = (&context.name, &context.ty);
+        params.insert(context.position.min(params.len()), quote!(#name: #ty));
+    }
     let ret = shape_type_lenient(&function.ret);
     quote! {
         #(#attrs)*
@@ -182,6 +190,11 @@ fn signature(function: &TensorFn) -> TokenStream {
 fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream> {
     let mut lowering = Lowering::new(layers);
     lowering.dims = function.generics.iter().map(ToString::to_string).collect();
+    lowering.context = function
+        .context
+        .iter()
+        .map(|c| c.name.to_string())
+        .collect();
     for param in &function.params {
         for dim in &param.shape.dims {
             if let DimAst::Name(ident) = dim

@@ -4,7 +4,7 @@
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Ident, Token, Visibility, bracketed, parenthesized};
 
-use super::ast::{BinOp, DimAst, Expr, Param, ShapeAst, Stmt, TensorFn};
+use super::ast::{BinOp, ContextParam, DimAst, Expr, Param, ShapeAst, Stmt, TensorFn};
 
 impl Parse for ShapeAst {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -77,14 +77,27 @@ impl Parse for TensorFn {
             }
         }
         let mut params = Vec::new();
+        let mut context = Vec::new();
         while !content.is_empty() {
             let name: Ident = content.parse()?;
             content.parse::<Token![:]>()?;
+            if content.peek(Token![&]) {
+                // A parameter that is not a tensor (`graph: &Graph`), passed through.
+                context.push(ContextParam {
+                    name,
+                    ty: content.parse()?,
+                    position: params.len() + context.len(),
+                });
+                if !content.is_empty() {
+                    content.parse::<Token![,]>()?;
+                }
+                continue;
+            }
             if !content.peek(syn::token::Bracket) {
                 return Err(syn::Error::new(
                     content.span(),
                     format!(
-                        "parameter `{name}` needs a shape in brackets, e.g. `{name}: [B, 784]`"
+                        "parameter `{name}` needs a shape in brackets, e.g. `{name}: [B, 784]` (or a reference type for what is not a tensor, e.g. `graph: &Graph`)"
                     ),
                 ));
             }
@@ -116,6 +129,7 @@ impl Parse for TensorFn {
             has_self,
             owner: None,
             params,
+            context,
             ret,
             body,
             tail,

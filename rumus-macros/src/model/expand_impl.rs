@@ -62,10 +62,14 @@ impl Parse for ModelImpl {
     }
 }
 
-/// `impl Forward<In> for Model` for a `forward` method with one tensor parameter, so a model
-/// can be a layer of another model.
+/// `impl Forward<In> for Model` for a `forward` method with one tensor parameter (and no
+/// other), so a model can be a layer of another model.
 fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
-    if function.name != "forward" || function.params.len() != 1 || !function.has_self {
+    if function.name != "forward"
+        || function.params.len() != 1
+        || !function.context.is_empty()
+        || !function.has_self
+    {
         return TokenStream::new();
     }
     let param = &function.params[0];

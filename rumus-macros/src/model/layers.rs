@@ -128,6 +128,13 @@ pub enum LayerKind {
     Parameter {
         shape: Option<Shape>,
     },
+    /// The graph layers (`GcnConv<IN, OUT>`, `SageConv`, `GinConv`, and `GatConv<IN, OUT,
+    /// HEADS>` whose heads concatenate): node features `[N, IN]` and a graph give `[N,
+    /// output]`; the node count is a runtime size.
+    Graph {
+        input: Dim,
+        output: Dim,
+    },
     /// Any other module (a nested model, a user layer): shapes come from the type system.
     Other,
 }
@@ -463,6 +470,14 @@ fn kind_of(
             };
             LayerKind::AdaptivePool { output }
         }
+        ("GcnConv" | "SageConv" | "GinConv", [input, output]) => LayerKind::Graph {
+            input: input.clone(),
+            output: output.clone(),
+        },
+        ("GatConv", [input, output, heads]) => LayerKind::Graph {
+            input: input.clone(),
+            output: Dim::product(&[output.clone(), heads.clone()]),
+        },
         ("Flatten", []) => LayerKind::Flatten,
         ("Dropout" | "Relu" | "Sigmoid" | "Tanh" | "Gelu" | "Silu", []) => {
             LayerKind::ShapePreserving

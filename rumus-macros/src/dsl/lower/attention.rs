@@ -86,7 +86,7 @@ impl Lowering<'_> {
 
     /// Two dims that must be one size: an error now, a deferred check for consts, a check at
     /// run time for computed sizes.
-    fn same_dim(
+    pub(super) fn same_dim(
         &mut self,
         a: &Dim,
         b: &Dim,

@@ -34,6 +34,9 @@ impl Lowering<'_> {
         if let LayerKind::Attention { embed, block } = &layer.kind {
             return self.attention(&layer, embed, *block, args, span);
         }
+        if let LayerKind::Graph { input, output } = &layer.kind {
+            return self.graph_layer(&layer, (input, output), args, span);
+        }
         let [arg] = args else {
             return err(
                 span,
@@ -144,7 +147,7 @@ impl Lowering<'_> {
                     ),
                 );
             }
-            LayerKind::Parameter { .. } | LayerKind::Attention { .. } => {
+            LayerKind::Parameter { .. } | LayerKind::Attention { .. } | LayerKind::Graph { .. } => {
                 unreachable!("handled above")
             }
         };

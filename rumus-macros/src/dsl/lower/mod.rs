@@ -5,6 +5,7 @@
 mod arithmetic;
 mod attention;
 mod calls;
+mod graph;
 mod layers;
 mod linear;
 mod methods;
@@ -44,6 +45,9 @@ pub struct Lowering<'a> {
     /// Element types of the parameters declared with one (`ids: [B, T; i64]`), by name;
     /// every other value is `f32`.
     pub elements: HashMap<String, TokenStream>,
+    /// Names of the parameters that are not tensors (`graph: &Graph`): only layers that take
+    /// one (the graph layers) may be handed them.
+    pub context: Vec<String>,
     counter: usize,
 }
 
@@ -55,6 +59,7 @@ impl<'a> Lowering<'a> {
             dims: Vec::new(),
             layers,
             elements: HashMap::new(),
+            context: Vec::new(),
             counter: 0,
         }
     }
