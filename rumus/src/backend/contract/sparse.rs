@@ -57,7 +57,8 @@ pub trait Sparse: Backend {
     /// entry, in the pattern's order), feature by feature: `[n, ...]`, and the `i64` entry
     /// each maximum came from, of the same shape. A row with no entries gives 0 and the
     /// entry index `entries` (one past the last), so a gradient routed by it lands outside
-    /// the messages. A NaN message wins its feature, as `torch.amax` lets it.
+    /// the messages. A NaN message wins its feature on the host and on CUDA, as `torch.amax`
+    /// lets it; WGSL promises nothing about NaN comparisons, so on wgpu it may not.
     fn segment_max(
         &self,
         row_ptr: Src<'_, Self::Memory>,
