@@ -50,6 +50,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("ops", 5),
     ("amp", 6),
     ("onnx", 6),
+    ("sparse", 6),
     ("nn", 7),
     ("optim", 8),
     ("train", 9),
