@@ -14,7 +14,7 @@
 //! 5. `ops`: the differentiable ops, their shape rules and backward formulas, and the one hook
 //!    point every op runs through
 //! 6. hooks: `amp`, `onnx` (they register themselves with the ops-level hook point; `ops` never
-//!    names them)
+//!    names them); `sparse`, sparse matrices and message passing written with the ops
 //! 7. `nn`
 //! 8. `optim`
 //! 9. `train`, `data`, `io`, `distributed`
