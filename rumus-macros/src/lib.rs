@@ -103,6 +103,14 @@ pub fn model(args: TokenStream, input: TokenStream) -> TokenStream {
 
 /// `#[model] impl Name { ... }` becomes a call of the table `#[model]` left next to `Name`.
 fn expand_impl_attribute(input: proc_macro2::TokenStream) -> syn::Result<proc_macro2::TokenStream> {
+    // The type's name, past any generic parameters of the impl (`impl<const C: usize> Block<C>`).
+    if let Ok(item) = syn::parse2::<syn::ItemImpl>(input.clone())
+        && let syn::Type::Path(path) = &*item.self_ty
+        && let Some(last) = path.path.segments.last()
+    {
+        let table = quote::format_ident!("__rumus_model_{}", last.ident);
+        return Ok(quote::quote!(#table! { #input }));
+    }
     let mut tokens = input
         .clone()
         .into_iter()

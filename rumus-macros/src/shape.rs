@@ -153,16 +153,17 @@ pub fn deferred_check(span: proc_macro2::Span, a: &Dim, b: &Dim, message: &str) 
             quote!(.text(#middle).number(#second_value))
         }
     };
-    quote_spanned! {span=>
-        const _: () = if #va != #vb {
+    let body = quote_spanned! {span=>
+        if #va != #vb {
             let message = ::rumus::__private::ConstMessage::new()
                 .text(#open)
                 .number(#first_value)
                 #tail
                 .text(")");
             ::core::panic!("{}", message.as_str())
-        };
-    }
+        }
+    };
+    compile_time_assertion(&[a, b], span, body)
 }
 
 /// A tensor shape.
@@ -193,9 +194,34 @@ impl fmt::Display for Shape {
     }
 }
 
-/// How an identifier inside a shape is read: SCREAMING_CASE names (`HIDDEN`) are consts,
-/// everything else (`B`, `Batch`) a runtime dim.
+thread_local! {
+    /// The const generic parameters of the `#[model]` struct being expanded (`C` of
+    /// `struct Block<const C: usize>`). A dim name is otherwise read from its spelling alone,
+    /// and a single capital letter would pass for a runtime dim; every reader of dim names
+    /// (field types, DSL shapes, the generated signatures) consults this list instead of
+    /// taking it as an argument, so the struct's parameters reach them all.
+    static CONST_PARAMS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with `params` read as consts (the struct's const generic parameters).
+pub fn with_const_params<T>(params: Vec<String>, f: impl FnOnce() -> T) -> T {
+    let previous = CONST_PARAMS.with(|p| std::mem::replace(&mut *p.borrow_mut(), params));
+    let result = f();
+    CONST_PARAMS.with(|p| *p.borrow_mut() = previous);
+    result
+}
+
+/// Whether `name` is a const generic parameter of the struct being expanded.
+pub fn is_const_param(name: &str) -> bool {
+    CONST_PARAMS.with(|p| p.borrow().iter().any(|n| n == name))
+}
+
+/// How an identifier inside a shape is read: the struct's const generic parameters and
+/// SCREAMING_CASE names (`HIDDEN`) are consts, everything else (`B`, `Batch`) a runtime dim.
 pub fn dim_from_ident(name: &str) -> Dim {
+    if is_const_param(name) {
+        return Dim::Const(name.to_string());
+    }
     let screaming = name.len() > 1
         && name
             .chars()
@@ -222,7 +248,26 @@ pub fn dim_from_symbol(symbol: &str) -> Dim {
 /// Whether a runtime dim name is a generic parameter of the generated function (a single
 /// capital letter such as `B`) rather than a named dim type declared with `rumus::dim!`.
 pub fn is_generic_dim(name: &str) -> bool {
-    name.len() == 1 && name.chars().all(|c| c.is_ascii_uppercase())
+    name.len() == 1 && name.chars().all(|c| c.is_ascii_uppercase()) && !is_const_param(name)
+}
+
+/// A compile-time assertion `body` (a `()` expression that panics with the message). As an
+/// item (`const _`) where it names no generic parameter; inside a generic struct's code an
+/// item may not name the parameters, so there it is an inline `const` block, evaluated
+/// when the code is instantiated with the parameters' values.
+fn compile_time_assertion(
+    dims: &[&Dim],
+    span: proc_macro2::Span,
+    body: TokenStream,
+) -> TokenStream {
+    let generic = dims
+        .iter()
+        .any(|d| matches!(d, Dim::Const(name) if is_const_param(name)));
+    if generic {
+        quote_spanned!(span=> let () = const { #body };)
+    } else {
+        quote_spanned!(span=> const _: () = #body;)
+    }
 }
 
 /// A divisibility the macro cannot decide (`EMBED % HEADS` with a const), left to the
@@ -236,8 +281,8 @@ pub fn deferred_divisible(
     let (vw, vp) = (value_expr(width, span), value_expr(parts, span));
     let open = format!("{message} ({width} is ");
     let middle = format!(", {parts} is ");
-    quote_spanned! {span=>
-        const _: () = if #vp == 0 || #vw % #vp != 0 {
+    let body = quote_spanned! {span=>
+        if #vp == 0 || #vw % #vp != 0 {
             let message = ::rumus::__private::ConstMessage::new()
                 .text(#open)
                 .number(#vw)
@@ -245,6 +290,13 @@ pub fn deferred_divisible(
                 .number(#vp)
                 .text(")");
             ::core::panic!("{}", message.as_str())
-        };
-    }
+        }
+    };
+    compile_time_assertion(&[width, parts], span, body)
+}
+
+/// Whether a check made by [`deferred_check`] or [`deferred_divisible`] is a statement
+/// (it names a generic parameter), which must sit inside a function body.
+pub fn is_statement(check: &TokenStream) -> bool {
+    matches!(check.clone().into_iter().next(), Some(proc_macro2::TokenTree::Ident(i)) if i == "let")
 }

@@ -17,7 +17,7 @@ fn has_named_dims(param: &Param) -> bool {
             let name = name.to_string();
             !is_generic_dim(&name) && matches!(dim_from_ident(&name), crate::shape::Dim::Var(_))
         }
-        DimAst::Lit(_) => false,
+        DimAst::Lit(_) | DimAst::Infer(_) => false,
     })
 }
 
@@ -49,6 +49,7 @@ fn written(param: &Param) -> String {
         .map(|d| match d {
             DimAst::Lit(n) => n.to_string(),
             DimAst::Name(name) => name.to_string(),
+            DimAst::Infer(_) => "_".to_string(),
         })
         .collect();
     format!("[{}]", dims.join(", "))

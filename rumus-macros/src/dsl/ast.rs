@@ -3,11 +3,14 @@
 use proc_macro2::Span;
 use syn::{Attribute, Ident, Visibility};
 
-/// One axis written in a shape annotation: a literal or a name.
+/// One axis written in a shape annotation: a literal, a name, or `_`.
 #[derive(Debug, Clone)]
 pub enum DimAst {
     Lit(usize),
     Name(Ident),
+    /// `_` in a `let` annotation: whatever size the called module gives (a strided
+    /// convolution's output inside a sub-model), left to the type system.
+    Infer(Span),
 }
 
 /// `[B, 784]` as written.

@@ -15,6 +15,27 @@ use lower::{Lowering, Value};
 use crate::model::layers::Layer;
 use crate::shape::{Dim, Same, Shape, dim_from_ident, is_generic_dim};
 
+/// How a `_` of a `let` annotation is held: a size computed at run time, which the emitted
+/// code leaves to the type system (see [`Lowering::annotated_call`]).
+pub const INFERRED: &str = "_";
+
+/// A `_` in a parameter's shape: a parameter names its sizes, so callers' shapes bind them
+/// (`_` is for a `let` annotation of a call, or a returned size computed at run time).
+fn refuse_inferred(shape: &ShapeAst, what: &str) -> syn::Result<()> {
+    match shape.dims.iter().find_map(|d| match d {
+        DimAst::Infer(span) => Some(*span),
+        _ => None,
+    }) {
+        Some(span) => Err(syn::Error::new(
+            span,
+            format!(
+                "`_` stands for a size computed at run time, in a `let` annotation (`let h: [B, 64, _, _] = self.block(x);`) or the return shape; {what} needs a name or a number here"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A shape annotation resolved against the dims in scope.
 fn resolve(lowering: &Lowering, shape: &ShapeAst) -> syn::Result<Shape> {
     shape
@@ -23,6 +44,7 @@ fn resolve(lowering: &Lowering, shape: &ShapeAst) -> syn::Result<Shape> {
         .map(|d| match d {
             DimAst::Lit(n) => Ok(Dim::Lit(*n)),
             DimAst::Name(name) => lowering.dim_name(name),
+            DimAst::Infer(_) => Ok(Dim::Computed(INFERRED.into())),
         })
         .collect::<syn::Result<Vec<_>>>()
         .map(Shape)
@@ -32,6 +54,47 @@ fn resolve(lowering: &Lowering, shape: &ShapeAst) -> syn::Result<Shape> {
 /// pointing at the expression that produced it. Sizes computed at run time are checked when
 /// the function runs; the value comes back with the declared shape.
 fn check_declared(
+    lowering: &mut Lowering,
+    declared: &Shape,
+    (var, found): (syn::Ident, Shape),
+    expr: &Expr,
+    what: Declared,
+) -> syn::Result<Value> {
+    if declared.rank() != found.rank() {
+        return check_declared_sizes(lowering, declared, (var, found), expr, what);
+    }
+    // `_` takes the size the expression gives; the value is then held with a runtime size
+    // there (`Dyn`, as the signature's `_`).
+    let inferred = |d: &Dim| matches!(d, Dim::Computed(name) if name == INFERRED);
+    if declared.0.iter().any(inferred) {
+        let resolved = Shape(
+            declared
+                .0
+                .iter()
+                .zip(&found.0)
+                .map(|(d, f)| if inferred(d) { f.clone() } else { d.clone() })
+                .collect(),
+        );
+        let Value::Tensor { var, .. } =
+            check_declared_sizes(lowering, &resolved, (var, found), expr, what)?
+        else {
+            unreachable!("a checked tensor stays a tensor")
+        };
+        let held = quote::format_ident!("{}_held", var);
+        let ty = declared.to_type();
+        lowering.statements.push(quote! {
+            let #held: ::rumus::Tensor<#ty> = ::rumus::__private::wrap(::core::clone::Clone::clone(#var.as_dyn()));
+        });
+        return Ok(Value::Tensor {
+            var: held,
+            shape: declared.clone(),
+        });
+    }
+    check_declared_sizes(lowering, declared, (var, found), expr, what)
+}
+
+/// [`check_declared`] for a declared shape without `_`.
+fn check_declared_sizes(
     lowering: &mut Lowering,
     declared: &Shape,
     (var, found): (syn::Ident, Shape),
@@ -144,6 +207,7 @@ fn shape_type_lenient(shape: &ShapeAst) -> TokenStream {
     let dims = shape.dims.iter().map(|d| match d {
         DimAst::Lit(n) => Dim::Lit(*n).to_type(),
         DimAst::Name(name) => dim_from_ident(&name.to_string()).to_type(),
+        DimAst::Infer(_) => quote!(::rumus::Dyn),
     });
     quote!((#(#dims,)*))
 }
@@ -188,6 +252,9 @@ fn signature(function: &TensorFn) -> TokenStream {
 }
 
 fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream> {
+    for param in &function.params {
+        refuse_inferred(&param.shape, &format!("the parameter `{}`", param.name))?;
+    }
     let mut lowering = Lowering::new(layers);
     lowering.dims = function.generics.iter().map(ToString::to_string).collect();
     lowering.context = function

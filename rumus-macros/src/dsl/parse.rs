@@ -34,6 +34,9 @@ fn shape_with_element(input: ParseStream) -> syn::Result<(ShapeAst, Option<Ident
         if content.peek(syn::LitInt) {
             let lit: syn::LitInt = content.parse()?;
             dims.push(DimAst::Lit(lit.base10_parse()?));
+        } else if content.peek(Token![_]) {
+            let underscore: Token![_] = content.parse()?;
+            dims.push(DimAst::Infer(underscore.span));
         } else {
             dims.push(DimAst::Name(content.parse()?));
         }

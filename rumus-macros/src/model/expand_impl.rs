@@ -6,7 +6,7 @@ use quote::quote;
 use syn::parse::{Parse, ParseStream};
 use syn::{ImplItem, ItemStruct, Token, Type};
 
-use super::expand_struct::model_layers;
+use super::expand_struct::{const_params, impl_params, model_layers};
 use crate::dsl::{self, ast::TensorFn};
 use crate::shape::{dim_from_ident, is_generic_dim};
 
@@ -19,6 +19,8 @@ enum Item {
 /// `{ struct ... } impl Name { ... }`, as the hidden table hands it over.
 pub struct ModelImpl {
     structure: ItemStruct,
+    /// The impl's own parameters (`impl<const C: usize> Block<C>`), with its where clause.
+    generics: syn::Generics,
     self_ty: Type,
     items: Vec<Item>,
 }
@@ -30,7 +32,9 @@ impl Parse for ModelImpl {
         let structure: ItemStruct = content.parse()?;
         input.call(syn::Attribute::parse_outer)?;
         input.parse::<Token![impl]>()?;
+        let mut generics: syn::Generics = input.parse()?;
         let self_ty: Type = input.parse()?;
+        generics.where_clause = input.parse()?;
         let body;
         syn::braced!(body in input);
         let mut items = Vec::new();
@@ -56,6 +60,7 @@ impl Parse for ModelImpl {
         }
         Ok(ModelImpl {
             structure,
+            generics,
             self_ty,
             items,
         })
@@ -64,7 +69,7 @@ impl Parse for ModelImpl {
 
 /// `impl Forward<In> for Model` for a `forward` method with one tensor parameter (and no
 /// other), so a model can be a layer of another model.
-fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
+fn forward_impl(self_ty: &Type, impl_generics: &syn::Generics, function: &TensorFn) -> TokenStream {
     if function.name != "forward"
         || function.params.len() != 1
         || !function.context.is_empty()
@@ -77,6 +82,7 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
         let dims = shape.dims.iter().map(|d| match d {
             dsl::ast::DimAst::Lit(n) => quote!(::rumus::D<#n>),
             dsl::ast::DimAst::Name(name) => dim_from_ident(&name.to_string()).to_type(),
+            dsl::ast::DimAst::Infer(_) => quote!(::rumus::Dyn),
         });
         quote!((#(#dims,)*))
     };
@@ -91,8 +97,11 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
             generics.push(n.clone());
         }
     }
+    let dims: Vec<TokenStream> = generics.iter().map(|g| quote!(#g: ::rumus::Dim)).collect();
+    let params = impl_params(impl_generics, &dims);
+    let where_clause = &impl_generics.where_clause;
     quote! {
-        impl<#(#generics: ::rumus::Dim),*> ::rumus::nn::Forward<#input, #element> for #self_ty {
+        impl #params ::rumus::nn::Forward<#input, #element> for #self_ty #where_clause {
             type Out = #output;
             fn forward_typed(&self, x: &::rumus::Tensor<#input, #element>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
                 self.forward(x)
@@ -101,7 +110,46 @@ fn forward_impl(self_ty: &Type, function: &TensorFn) -> TokenStream {
     }
 }
 
-pub fn expand(mut model: ModelImpl) -> syn::Result<TokenStream> {
+pub fn expand(model: ModelImpl) -> syn::Result<TokenStream> {
+    let impl_names: Vec<String> = model
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.to_string()),
+            syn::GenericParam::Const(c) => Some(c.ident.to_string()),
+            syn::GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    let struct_names: Vec<String> = model
+        .structure
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.to_string()),
+            syn::GenericParam::Const(c) => Some(c.ident.to_string()),
+            syn::GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    if impl_names != struct_names {
+        let structure = &model.structure.ident;
+        let written = |names: &[String]| format!("<{}>", names.join(", "));
+        return Err(syn::Error::new_spanned(
+            &model.self_ty,
+            format!(
+                "a `#[model]` impl names the struct's generic parameters as the struct does: the struct is `{structure}{}` but the impl declares `impl{}`; the field types and the forward methods' shapes are read with the struct's names",
+                written(&struct_names),
+                written(&impl_names)
+            ),
+        ));
+    }
+    crate::shape::with_const_params(const_params(&model.structure.generics), || {
+        expand_in_scope(model)
+    })
+}
+
+fn expand_in_scope(mut model: ModelImpl) -> syn::Result<TokenStream> {
     let owner = match &model.self_ty {
         Type::Path(path) => path.path.segments.last().map(|s| s.ident.to_string()),
         _ => None,
@@ -127,7 +175,11 @@ pub fn expand(mut model: ModelImpl) -> syn::Result<TokenStream> {
             Item::Dsl(function) => dsl::stub(function),
             Item::Rust(item) => quote!(#item),
         });
-        return Ok(quote!(impl #self_ty { #(#items)* } #(#companions)*));
+        let (params, where_clause) = (
+            impl_params(&model.generics, &[]),
+            &model.generics.where_clause,
+        );
+        return Ok(quote!(impl #params #self_ty #where_clause { #(#items)* } #(#companions)*));
     };
     let mut methods = Vec::new();
     let mut extra = Vec::new();
@@ -135,13 +187,17 @@ pub fn expand(mut model: ModelImpl) -> syn::Result<TokenStream> {
         match item {
             Item::Dsl(function) => {
                 methods.push(dsl::expand(function, &layers));
-                extra.push(forward_impl(self_ty, function));
+                extra.push(forward_impl(self_ty, &model.generics, function));
             }
             Item::Rust(item) => methods.push(quote!(#item)),
         }
     }
+    let (params, where_clause) = (
+        impl_params(&model.generics, &[]),
+        &model.generics.where_clause,
+    );
     Ok(quote! {
-        impl #self_ty {
+        impl #params #self_ty #where_clause {
             #(#methods)*
         }
         #(#extra)*

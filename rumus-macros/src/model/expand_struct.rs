@@ -3,7 +3,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-use syn::{Fields, ItemStruct};
+use syn::{Fields, GenericParam, Generics, ItemStruct};
 
 use super::field_type::checkpointed_inner;
 use super::layers::{ConvFamily, FIELD_ATTRIBUTES, Layer, LayerKind};
@@ -59,14 +59,83 @@ pub fn model_layers(item: &ItemStruct) -> syn::Result<Vec<Layer>> {
         .collect()
 }
 
+/// The const generic parameters of a struct (`C` of `struct Block<const C: usize>`), which
+/// the shape checker reads as consts in its field types and forward methods.
+pub fn const_params(generics: &Generics) -> Vec<String> {
+    generics
+        .const_params()
+        .map(|p| p.ident.to_string())
+        .collect()
+}
+
 pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStream> {
-    if !item.generics.params.is_empty() {
-        return Err(syn::Error::new_spanned(
-            &item.generics,
-            "#[model] structs cannot have generic parameters yet",
-        ));
+    crate::shape::with_const_params(const_params(&item.generics), || {
+        expand_in_scope(options, item)
+    })
+}
+
+/// `<P1, P2, extra..>`: the struct's parameters with their bounds (defaults dropped, as an
+/// impl needs them), followed by `extra`.
+pub fn impl_params(generics: &Generics, extra: &[TokenStream]) -> TokenStream {
+    let own = generics.params.iter().map(|param| match param {
+        GenericParam::Type(t) => {
+            let mut t = t.clone();
+            (t.eq_token, t.default) = (None, None);
+            quote!(#t)
+        }
+        GenericParam::Const(c) => {
+            let mut c = c.clone();
+            (c.eq_token, c.default) = (None, None);
+            quote!(#c)
+        }
+        GenericParam::Lifetime(l) => quote!(#l),
+    });
+    let all: Vec<TokenStream> = own.chain(extra.iter().cloned()).collect();
+    if all.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(<#(#all),*>)
     }
+}
+
+/// The struct's where clause with `bound` added for each of its type parameters (`L:
+/// Module` for a model generic over a layer type), and `extra` predicates after.
+pub fn where_bounded(
+    generics: &Generics,
+    bound: TokenStream,
+    extra: &[TokenStream],
+) -> TokenStream {
+    let own = generics
+        .where_clause
+        .iter()
+        .flat_map(|w| w.predicates.iter().map(|p| quote!(#p)));
+    let bounded = generics.type_params().map(|t| {
+        let ident = &t.ident;
+        quote!(#ident: #bound)
+    });
+    let all: Vec<TokenStream> = own
+        .chain(if bound.is_empty() {
+            Vec::new()
+        } else {
+            bounded.collect()
+        })
+        .chain(extra.iter().cloned())
+        .collect();
+    if all.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(where #(#all),*)
+    }
+}
+
+fn expand_in_scope(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStream> {
     let name = &item.ident;
+    let generics = &item.generics;
+    let (_, ty_generics, _) = generics.split_for_impl();
+    let impl_generics = impl_params(generics, &[]);
+    let module_where = where_bounded(generics, quote!(::rumus::nn::Module), &[]);
+    let construct_where = where_bounded(generics, quote!(::rumus::nn::Construct), &[]);
+    let type_params: Vec<syn::Ident> = generics.type_params().map(|t| t.ident.clone()).collect();
     let name_str = name.to_string();
     let mut clean = item.clone();
     for field in clean.fields.iter_mut() {
@@ -84,7 +153,11 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
             return Ok(quote!(#error #clean #table_macro));
         }
     };
-    let declaration_checks = layers.iter().flat_map(|l| l.checks.iter());
+    // Checks naming a const parameter run where the parameters have values: in `new()`.
+    let (checks_in_new, declaration_checks): (Vec<&TokenStream>, Vec<&TokenStream>) = layers
+        .iter()
+        .flat_map(|l| l.checks.iter())
+        .partition(|check| crate::shape::is_statement(check));
 
     let visits = layers.iter().map(|l| {
         let (field, key) = (&l.member, &l.key);
@@ -122,7 +195,7 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
             let layer = layers_in_order
                 .next()
                 .expect("every unskipped field is a layer");
-            layer_init(layer, ty)
+            layer_init(layer, ty, &type_params)
         };
         match &f.ident {
             Some(field) => quote!(#field: #value),
@@ -134,7 +207,9 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
         _ => quote!(Self { #(#inits),* }),
     };
     let sequential = if options.sequential {
-        sequential_forward(name, &layers, options.activation.as_ref())?
+        sequential_forward(&item, &layers, options.activation.as_ref())?
+    } else if matches!(item.fields, Fields::Unnamed(_)) {
+        tuple_forward(&item, &layers)
     } else {
         TokenStream::new()
     };
@@ -144,7 +219,7 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
 
         #(#declaration_checks)*
 
-        impl ::rumus::nn::Module for #name {
+        impl #impl_generics ::rumus::nn::Module for #name #ty_generics #module_where {
             fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &::rumus::DynTensor)) {
                 #(#visits)*
             }
@@ -167,18 +242,25 @@ pub fn expand(options: ModelOptions, item: ItemStruct) -> syn::Result<TokenStrea
             }
         }
 
-        impl ::core::fmt::Display for #name {
+        impl #impl_generics ::core::fmt::Display for #name #ty_generics #module_where {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 ::core::writeln!(f, "{}", ::rumus::nn::Module::summary(self, #name_str))?;
                 ::core::write!(f, "Trainable parameters: {}", ::rumus::nn::group_digits(::rumus::nn::Module::num_parameters(self)))
             }
         }
 
-        impl #name {
+        impl #impl_generics #name #ty_generics #construct_where {
             /// Builds the model with every layer initialised from the global generator
             /// (`rumus::manual_seed`).
             pub fn new() -> ::rumus::Result<Self> {
+                #(#checks_in_new)*
                 ::core::result::Result::Ok(#construct)
+            }
+        }
+
+        impl #impl_generics ::rumus::nn::Construct for #name #ty_generics #construct_where {
+            fn construct() -> ::rumus::Result<Self> {
+                Self::new()
             }
         }
 
@@ -206,10 +288,18 @@ fn table(item: &ItemStruct) -> TokenStream {
 
 /// The expression that builds `layer`, of type `ty`, from the global generator; a
 /// `Checkpointed<T>` field wraps the `T` built as a field of its own type would be.
-fn layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
+fn layer_init(layer: &Layer, ty: &syn::Type, type_params: &[syn::Ident]) -> TokenStream {
+    if let syn::Type::Path(path) = ty
+        && path
+            .path
+            .get_ident()
+            .is_some_and(|ident| type_params.contains(ident))
+    {
+        return quote_spanned!(layer.type_span=> <#ty as ::rumus::nn::Construct>::construct()?);
+    }
     match checkpointed_inner(ty) {
         Some(inner) => {
-            let init = unwrapped_layer_init(layer, inner);
+            let init = layer_init(layer, inner, type_params);
             quote_spanned!(layer.type_span=> ::rumus::nn::Checkpointed::new(#init))
         }
         None => unwrapped_layer_init(layer, ty),
@@ -273,10 +363,15 @@ fn unwrapped_layer_init(layer: &Layer, ty: &syn::Type) -> TokenStream {
 /// `forward` for a chain of Linear layers; each layer's input must be its predecessor's output,
 /// and a mismatch is reported on the field that does not fit.
 fn sequential_forward(
-    name: &syn::Ident,
+    item: &ItemStruct,
     layers: &[Layer],
     activation: Option<&syn::Ident>,
 ) -> syn::Result<TokenStream> {
+    let name = &item.ident;
+    let (_, ty_generics, _) = item.generics.split_for_impl();
+    let impl_generics = impl_params(&item.generics, &[]);
+    let forward_generics = impl_params(&item.generics, &[quote!(B: ::rumus::Dim)]);
+    let where_clause = where_bounded(&item.generics, TokenStream::new(), &[]);
     let mut chain = Vec::new();
     for layer in layers {
         match &layer.kind {
@@ -343,7 +438,7 @@ fn sequential_forward(
         quote!(let h: ::rumus::Tensor<(B, #out_ty)> = ::rumus::__private::wrap(#call?#act);)
     });
     Ok(quote! {
-        impl #name {
+        impl #impl_generics #name #ty_generics #where_clause {
             /// The layers applied in declaration order.
             pub fn forward<B: ::rumus::Dim>(&self, x: &::rumus::Tensor<(B, #in_ty)>) -> ::rumus::Result<::rumus::Tensor<(B, #out_ty)>> {
                 #(#checks)*
@@ -353,11 +448,90 @@ fn sequential_forward(
             }
         }
 
-        impl<B: ::rumus::Dim> ::rumus::nn::Forward<(B, #in_ty)> for #name {
+        impl #forward_generics ::rumus::nn::Forward<(B, #in_ty)> for #name #ty_generics #where_clause {
             type Out = (B, #out_ty);
             fn forward_typed(&self, x: &::rumus::Tensor<(B, #in_ty)>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
                 self.forward(x)
             }
         }
     })
+}
+
+/// A tuple struct's forward pass, as PyTorch's `nn.Sequential` runs its children: each field
+/// fed the previous one's output, through [`Forward`](rumus::nn::Forward), so the type
+/// system checks the chain where the model is used. Tuple structs whose fields cannot chain
+/// (a parameter tensor, a graph layer that needs its graph) get none.
+fn tuple_forward(item: &ItemStruct, layers: &[Layer]) -> TokenStream {
+    let chainable = layers.iter().all(|l| {
+        !matches!(
+            l.kind,
+            LayerKind::Parameter { .. } | LayerKind::Graph { .. }
+        )
+    });
+    let Some(last_index) = layers.len().checked_sub(1).filter(|_| chainable) else {
+        return TokenStream::new();
+    };
+    let name = &item.ident;
+    let (_, ty_generics, _) = item.generics.split_for_impl();
+    let fields: Vec<&syn::Type> = item
+        .fields
+        .iter()
+        .filter(|f| !is_skipped(f))
+        .map(|f| &f.ty)
+        .collect();
+    let forward = quote!(::rumus::nn::Forward);
+    // `Forward<In>` of each field, `In` being the previous field's output.
+    let mut inputs = vec![quote!(__S, __E)];
+    for (i, ty) in fields.iter().enumerate().take(last_index) {
+        let previous = &inputs[i];
+        inputs.push(quote!(<#ty as #forward<#previous>>::Out));
+    }
+    let bounds: Vec<TokenStream> = fields
+        .iter()
+        .zip(&inputs)
+        .map(|(ty, input)| quote!(#ty: #forward<#input>))
+        .collect();
+    let (last_ty, last_input) = (fields[last_index], &inputs[last_index]);
+    let steps = layers
+        .iter()
+        .zip(fields.iter().zip(&inputs))
+        .enumerate()
+        .map(|(i, (layer, (ty, input)))| {
+            let member = &layer.member;
+            let argument = if i == 0 { quote!(x) } else { quote!(&h) };
+            quote!(let h = <#ty as #forward<#input>>::forward_typed(&self.#member, #argument)?;)
+        });
+    let generics = impl_params(
+        &item.generics,
+        &[
+            quote!(__S: ::rumus::Shape),
+            quote!(__E: ::rumus::element::Element),
+        ],
+    );
+    let where_clause = where_bounded(&item.generics, TokenStream::new(), &bounds);
+    let method_generics = impl_params(&item.generics, &[]);
+    let method_where = where_bounded(&item.generics, TokenStream::new(), &[]);
+    quote! {
+        impl #generics #forward<__S, __E> for #name #ty_generics #where_clause {
+            type Out = <#last_ty as #forward<#last_input>>::Out;
+            fn forward_typed(&self, x: &::rumus::Tensor<__S, __E>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
+                #(#steps)*
+                ::core::result::Result::Ok(h)
+            }
+        }
+
+        impl #method_generics #name #ty_generics #method_where {
+            /// The fields applied in order, each to the previous one's output (PyTorch's
+            /// `nn.Sequential`).
+            pub fn forward<__S: ::rumus::Shape, __E: ::rumus::element::Element>(
+                &self,
+                x: &::rumus::Tensor<__S, __E>,
+            ) -> ::rumus::Result<::rumus::Tensor<<Self as #forward<__S, __E>>::Out>>
+            where
+                Self: #forward<__S, __E>,
+            {
+                #forward::<__S, __E>::forward_typed(self, x)
+            }
+        }
+    }
 }

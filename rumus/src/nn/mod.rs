@@ -4,6 +4,7 @@ mod activation;
 mod attention;
 pub mod block_quantized;
 mod checkpointed;
+mod construct;
 mod conv;
 mod convert;
 mod dropout;
@@ -30,6 +31,7 @@ pub use attention::{
     TransformerEncoderBlock, causal_mask, multi_head_attention,
 };
 pub use checkpointed::Checkpointed;
+pub use construct::Construct;
 pub use conv::{Conv1d, Conv2d, ConvTranspose2d};
 pub use dropout::Dropout;
 pub use embedding::Embedding;

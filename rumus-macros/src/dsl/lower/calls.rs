@@ -140,8 +140,23 @@ impl Lowering<'_> {
         };
         let var = self.fresh();
         let ty = shape.to_type();
-        self.statements
-            .push(quote_spanned! {span=> let #var: ::rumus::Tensor<#ty> = #call; });
+        let inferred = |d: &Dim| matches!(d, Dim::Computed(n) if n == crate::dsl::INFERRED);
+        if shape.0.iter().any(inferred) {
+            // `_` sizes are whatever the module's `Forward::Out` says (a generic, `Dyn`);
+            // past this `let` the value is held with those sizes as runtime (`Dyn`) ones.
+            let written = shape
+                .0
+                .iter()
+                .map(|d| if inferred(d) { quote!(_) } else { d.to_type() });
+            let raw = self.fresh();
+            self.statements.push(quote_spanned! {span=>
+                let #raw: ::rumus::Tensor<(#(#written,)*)> = #call;
+                let #var: ::rumus::Tensor<#ty> = ::rumus::__private::wrap(::core::clone::Clone::clone(#raw.as_dyn()));
+            });
+        } else {
+            self.statements
+                .push(quote_spanned! {span=> let #var: ::rumus::Tensor<#ty> = #call; });
+        }
         Ok(Value::Tensor { var, shape })
     }
 
