@@ -14,6 +14,18 @@ pub fn wrap<S: Shape>(tensor: DynTensor) -> Tensor<S> {
     Tensor::wrap(tensor)
 }
 
+/// Applies a module whose shapes the macros leave to the type system (a nested model, a
+/// user layer). One generic function, so a module that cannot take `S` is reported once, on
+/// the call, by `Forward`'s message.
+pub fn forward<M, S, E>(module: &M, x: &Tensor<S, E>) -> crate::Result<Tensor<M::Out>>
+where
+    M: crate::nn::Forward<S, E>,
+    S: Shape,
+    E: crate::element::Element,
+{
+    module.forward_typed(x)
+}
+
 /// Wraps a tensor whose shape the macro could not prove, checking it at run time.
 #[inline]
 pub fn wrap_checked<S: Shape>(tensor: DynTensor, context: &str) -> Result<Tensor<S>, ShapeError> {

@@ -71,3 +71,24 @@ fn models_use_typed_layers_with_declared_shapes() {
         "every parameter gets a gradient"
     );
 }
+
+#[test]
+fn a_linear_layer_fed_the_wrong_width_names_itself_and_its_input_width() {
+    let layer = rumus::nn::Linear::<2, 3>::new().unwrap();
+    let x = DynTensor::zeros(&[4, 3], DType::F32).unwrap();
+    let message = layer.forward_dyn(&x).unwrap_err().to_string();
+    assert!(
+        message.contains("Linear<2, 3>")
+            && message.contains("[.., 2]")
+            && message.contains("[4, 3]"),
+        "{message}"
+    );
+    // The op itself says which axis of which operand disagrees, in PyTorch's weight layout.
+    let weight = DynTensor::zeros(&[3, 2], DType::F32).unwrap();
+    let message = x.linear(&weight, None).unwrap_err().to_string();
+    assert!(
+        message.contains("[4, 3] has 3 features")
+            && message.contains("[out_features, in_features]) takes 2"),
+        "{message}"
+    );
+}

@@ -365,6 +365,9 @@ fn try_expand(function: &TensorFn, layers: &[Layer]) -> syn::Result<TokenStream>
             number => number,
         };
         lowering.env.insert(stmt.name.to_string(), bound);
+        lowering
+            .definitions
+            .push((stmt.name.to_string(), stmt.expr.clone()));
     }
 
     let ret = resolve(&lowering, &function.ret)?;

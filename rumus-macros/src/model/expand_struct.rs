@@ -146,11 +146,28 @@ fn expand_in_scope(options: ModelOptions, item: ItemStruct) -> syn::Result<Token
     let table_macro = table(&item);
     let layers = match model_layers(&item) {
         Ok(layers) => layers,
-        // A field the macro rejects: the struct and its table stay, so this error is the only
-        // one (the impl's forward methods expand to stubs).
+        // A field the macro rejects: the struct, its table and stand-ins for what `#[model]`
+        // gives it stay, so this error is the only one (the impl's forward methods expand to
+        // stubs, and callers of `new()` or of `Module` methods still type-check).
         Err(error) => {
             let error = error.to_compile_error();
-            return Ok(quote!(#error #clean #table_macro));
+            return Ok(quote! {
+                #error
+                #clean
+                impl #impl_generics ::rumus::nn::Module for #name #ty_generics #module_where {
+                    fn visit(&self, _: &str, _: &mut dyn FnMut(&str, &::rumus::DynTensor)) {}
+                    fn describe(&self) -> ::std::string::String {
+                        ::std::string::String::from(#name_str)
+                    }
+                }
+                impl #impl_generics #name #ty_generics #construct_where {
+                    #[allow(dead_code)]
+                    pub fn new() -> ::rumus::Result<Self> {
+                        ::core::unreachable!("the struct did not expand")
+                    }
+                }
+                #table_macro
+            });
         }
     };
     // Checks naming a const parameter run where the parameters have values: in `new()`.

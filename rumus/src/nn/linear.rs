@@ -37,6 +37,17 @@ impl<const IN: usize, const OUT: usize> Linear<IN, OUT> {
 
     /// Applies the layer to the last axis of a tensor of any rank (untyped).
     pub fn forward_dyn(&self, x: &DynTensor) -> Result<DynTensor> {
+        if x.dims().last() != Some(&IN) {
+            return Err(crate::error::ShapeError::Invalid {
+                context: format!("Linear<{IN}, {OUT}>"),
+                message: format!(
+                    "the layer takes [.., {IN}] but got {:?}; feed it {IN} features on the last axis, or declare Linear<{}, {OUT}>",
+                    x.dims(),
+                    x.dims().last().map_or("..".to_string(), ToString::to_string),
+                ),
+            }
+            .into());
+        }
         x.linear(&self.weight, self.bias.as_ref())
     }
 

@@ -53,6 +53,19 @@ impl DynTensor {
                 }
                 .into());
             }
+            let in_features = weight.dims()[1];
+            if self.dims().last() != Some(&in_features) {
+                return Err(ShapeError::Invalid {
+                    context: "linear".into(),
+                    message: format!(
+                        "the input {:?} has {} features on its last axis, but the weight {:?} ([out_features, in_features]) takes {in_features}; feed [.., {in_features}], or use a weight whose second axis matches the input",
+                        self.dims(),
+                        self.dims().last().map_or("no".to_string(), ToString::to_string),
+                        weight.dims(),
+                    ),
+                }
+                .into());
+            }
             let weight_t = weight.transpose(0, 1)?;
             let Some(bias) = bias else {
                 return self.matmul(&weight_t);

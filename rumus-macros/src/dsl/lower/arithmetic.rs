@@ -59,7 +59,8 @@ impl Lowering<'_> {
                     let shape = self.matmul_shape(&sa, &sb, rspan, names)?;
                     return Ok(self.emit(span, shape, quote!(#a.as_dyn().matmul(#b.as_dyn()))));
                 }
-                let hint = keepdim_hint((lhs, &sa), (rhs, &sb));
+                let hint = keepdim_hint((lhs, &sa), (rhs, &sb))
+                    .or_else(|| self.width_hint((lhs, &sa), (rhs, &sb)));
                 let shape = self.broadcast(&sa, &sb, sym, rspan, hint)?;
                 let method = format_ident!(
                     "{}",

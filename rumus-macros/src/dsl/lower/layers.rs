@@ -61,7 +61,7 @@ impl Lowering<'_> {
                 kernel,
                 options,
             } => {
-                self.channels(&layer, input, &shape, span, arg.span())?;
+                self.channels(&layer, input, &shape, span, arg)?;
                 let window = Window {
                     kernel: *kernel,
                     stride: options.stride,
@@ -86,7 +86,7 @@ impl Lowering<'_> {
                 shape.clone()
             }
             LayerKind::BatchNorm { channels } | LayerKind::GroupNorm { channels } => {
-                self.channels(&layer, channels, &shape, span, arg.span())?;
+                self.channels(&layer, channels, &shape, span, arg)?;
                 shape.clone()
             }
             LayerKind::Embedding { width } => {
@@ -139,11 +139,16 @@ impl Lowering<'_> {
             }
             LayerKind::ShapePreserving => shape.clone(),
             LayerKind::Other => {
+                let mut sizes = vec![shape.0[0].to_string()];
+                sizes.extend(std::iter::repeat_n("_".to_string(), shape.rank() - 1));
                 return err(
                     span,
                     format!(
-                        "the shape checker does not know what `{field}` returns; bind the result with its shape, e.g. `let h: {shape} = self.{field}({});` if it keeps the shape of its input (the type system then checks it)",
-                        input_name(arg)
+                        "the shape checker does not see what `{field}` ({}) returns; bind the result with the shape its forward declares, e.g. `let h: [{}] = self.{field}({});`, with the sizes you know in place of `_` (the type system checks them, and the input, against `{}`'s forward)",
+                        layer_type(&layer),
+                        sizes.join(", "),
+                        input_name(arg),
+                        layer_type(&layer),
                     ),
                 );
             }
@@ -307,8 +312,9 @@ impl Lowering<'_> {
         expected: &Dim,
         shape: &Shape,
         span: Span,
-        arg_span: Span,
+        arg: &Expr,
     ) -> Result<Dim> {
+        let arg_span = arg.span();
         let (field, ty) = (&layer.name, layer.type_name.as_str());
         let (layouts, ranks): (&str, &[usize]) = match &layer.kind {
             LayerKind::Conv {
@@ -344,6 +350,49 @@ impl Lowering<'_> {
                 format!("`{field}` takes {expected} channels but receives {shape}"),
             ),
             Same::No => {
+                // The layout of the input's rank (BatchNorm takes several).
+                let layout = layouts
+                    .split_inclusive(']')
+                    .filter_map(|part| part.find('[').map(|at| &part[at..]))
+                    .find(|l| l.matches(',').count() + 1 == shape.rank())
+                    .unwrap_or(layouts)
+                    .replace('C', &expected.to_string())
+                    .replace("[B, ", &format!("[{}, ", shape.0[0]));
+                // Channels last (`[B, T, C]`, `[B, H, W, C]`): move them to axis 1.
+                let channels_last = shape.rank() > 2
+                    && shape
+                        .0
+                        .last()
+                        .is_some_and(|last| last.same(expected) == Same::Yes);
+                if channels_last {
+                    let name = input_name(arg);
+                    let (moved, back) = if shape.rank() == 3 {
+                        (format!("{name}.transpose(1, 2)"), ".transpose(1, 2)")
+                    } else {
+                        (
+                            format!("{name}.permute([0, 3, 1, 2])"),
+                            ".permute([0, 2, 3, 1])",
+                        )
+                    };
+                    let mut dims = shape.0.clone();
+                    let last = dims.pop().expect("rank > 2");
+                    dims.insert(1, last);
+                    return err(
+                        span,
+                        format!(
+                            "`{field}` takes {layout}, channels first, but receives {shape}, whose {expected} channels are last\n  help: move the channels to axis 1: `self.{field}({moved})` takes {} (and `{back}` turns the result back, if the rest of the model is channels-last)",
+                            Shape(dims)
+                        ),
+                    );
+                }
+                if got.lit().is_none() {
+                    return err(
+                        span,
+                        format!(
+                            "`{field}` takes {layout} but receives {shape}: axis 1, the channels, is {got}, not {expected}\n  help: pass the tensor with its {expected} channels on axis 1"
+                        ),
+                    );
+                }
                 let declared = match &layer.kind {
                     LayerKind::Conv { output, kernel, .. } => {
                         format!("{ty}<{got}, {output}, {kernel}>")
@@ -356,13 +405,7 @@ impl Lowering<'_> {
                 return err(
                     span,
                     format!(
-                        "`{field}` takes {} but receives {shape} with {got} channels\n  help: declare `{field}: {declared}`",
-                        layouts
-                            .split(" or ")
-                            .last()
-                            .unwrap_or(layouts)
-                            .replace('C', &expected.to_string())
-                            .replace("[B, ", &format!("[{}, ", shape.0[0]))
+                        "`{field}` takes {layout} but receives {shape} with {got} channels\n  help: declare `{field}: {declared}`"
                     ),
                 );
             }
@@ -426,6 +469,15 @@ impl Lowering<'_> {
             );
         }
         Ok((shape.0[2].clone(), shape.0[3].clone()))
+    }
+}
+
+/// The field's type as written, for messages.
+fn layer_type(layer: &Layer) -> String {
+    if layer.type_name.is_empty() {
+        format!("`{}`'s type", layer.name)
+    } else {
+        layer.type_name.clone()
     }
 }
 

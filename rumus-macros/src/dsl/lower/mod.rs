@@ -10,6 +10,7 @@ mod layers;
 mod linear;
 mod methods;
 mod views;
+mod width_hint;
 mod window;
 
 use std::collections::HashMap;
@@ -48,6 +49,9 @@ pub struct Lowering<'a> {
     /// Names of the parameters that are not tensors (`graph: &Graph`): only layers that take
     /// one (the graph layers) may be handed them.
     pub context: Vec<String>,
+    /// The expression each `let` bound, in order (a name bound twice appears twice): hints
+    /// trace a value back to the layer that gave it its width.
+    pub definitions: Vec<(String, Expr)>,
     counter: usize,
 }
 
@@ -60,6 +64,7 @@ impl<'a> Lowering<'a> {
             layers,
             elements: HashMap::new(),
             context: Vec::new(),
+            definitions: Vec::new(),
             counter: 0,
         }
     }

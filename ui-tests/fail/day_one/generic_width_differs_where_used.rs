@@ -1,0 +1,23 @@
+//! A model generic over its width, used at a width its forward cannot take: the message
+//! names the parameter and its value.
+use rumus::prelude::*;
+
+#[model]
+struct Head<const C: usize> {
+    fc: Linear<C, 10>,
+}
+
+#[model]
+impl<const C: usize> Head<C> {
+    tensor_fn! {
+        fn forward(&self, x: [B, 64]) -> [B, 10] {
+            self.fc(x)
+        }
+    }
+}
+
+fn main() -> rumus::Result<()> {
+    let head = Head::<32>::new()?;
+    head.forward(&Tensor::<(D<2>, D<64>)>::zeros())?;
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! The skip written first and the layer output after, through dropout.
+use rumus::prelude::*;
+
+#[model]
+struct Block {
+    ff1: Linear<64, 256>,
+    ff2: Linear<256, 96>,
+    #[dropout(p = 0.1)]
+    drop: Dropout,
+}
+
+#[model]
+impl Block {
+    tensor_fn! {
+        fn forward(&self, x: [B, 64]) -> [B, 64] {
+            x + self.drop(self.ff2(gelu(self.ff1(x))))
+        }
+    }
+}
+
+fn main() {}
