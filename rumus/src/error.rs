@@ -160,6 +160,13 @@ pub enum AutogradError {
         /// The custom op.
         op: &'static str,
     },
+    /// Under [`crate::detect_anomaly`]: the first op whose output (forward) or whose
+    /// inputs' gradients (backward) hold NaN or infinity while what it read was finite.
+    #[error("anomaly: {message}")]
+    Anomaly {
+        /// Which op, where, on what shapes, and what it produced.
+        message: String,
+    },
     /// `create_graph` through a segment wrapped in [`crate::autograd::checkpoint`].
     #[error(
         "backward of checkpoint: a recorded backward pass (`create_graph`) cannot go through a checkpointed segment; call the segment without `checkpoint` where higher-order gradients are needed"

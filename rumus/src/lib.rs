@@ -62,6 +62,7 @@ pub use error::{AutogradError, DeviceError, Error, Result, ShapeError};
 pub use half::bf16;
 /// The element type of `DType::F16` tensors (`from_vec`, `to_vec`), from the `half` crate.
 pub use half::f16;
+pub use ops::detect_anomaly;
 pub use rng::manual_seed;
 pub use rumus_macros::{model, tensor_fn};
 pub use shape::{D, Dim, Dyn, Shape};

@@ -80,12 +80,12 @@ pub fn impl_params(generics: &Generics, extra: &[TokenStream]) -> TokenStream {
     let own = generics.params.iter().map(|param| match param {
         GenericParam::Type(t) => {
             let mut t = t.clone();
-            (t.eq_token, t.default) = (None, None);
+            t.default = None;
             quote!(#t)
         }
         GenericParam::Const(c) => {
             let mut c = c.clone();
-            (c.eq_token, c.default) = (None, None);
+            c.default = None;
             quote!(#c)
         }
         GenericParam::Lifetime(l) => quote!(#l),
@@ -514,9 +514,9 @@ fn tuple_forward(item: &ItemStruct, layers: &[Layer]) -> TokenStream {
         .zip(fields.iter().zip(&inputs))
         .enumerate()
         .map(|(i, (layer, (ty, input)))| {
-            let member = &layer.member;
+            let (member, key) = (&layer.member, &layer.key);
             let argument = if i == 0 { quote!(x) } else { quote!(&h) };
-            quote!(let h = <#ty as #forward<#input>>::forward_typed(&self.#member, #argument)?;)
+            quote!(let h = ::rumus::__private::in_field(#key, || <#ty as #forward<#input>>::forward_typed(&self.#member, #argument))?;)
         });
     let generics = impl_params(
         &item.generics,

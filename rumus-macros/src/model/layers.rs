@@ -536,12 +536,14 @@ impl Layer {
         inputs: &[TokenStream],
         call: impl Fn(&TokenStream, &[TokenStream]) -> TokenStream,
     ) -> TokenStream {
-        let member = &self.member;
+        let (member, key) = (&self.member, &self.key);
+        // Run as the field, so anomaly mode can name it.
         if !self.checkpointed {
-            return call(&quote!(self.#member), inputs);
+            let body = call(&quote!(self.#member), inputs);
+            return quote!(::rumus::__private::in_field(#key, || #body));
         }
         let handed: Vec<TokenStream> = (0..inputs.len()).map(|i| quote!(&inputs[#i])).collect();
         let body = call(&quote!(layer), &handed);
-        quote!(self.#member.forward_with(&[#(#inputs),*], |layer, inputs| #body))
+        quote!(::rumus::__private::in_field(#key, || self.#member.forward_with(&[#(#inputs),*], |layer, inputs| #body)))
     }
 }

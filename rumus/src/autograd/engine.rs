@@ -128,7 +128,15 @@ fn run_backward(
                     results.insert(id, grad.clone());
                 }
                 let needs: Vec<bool> = node.inputs.iter().map(Option::is_some).collect();
-                node.op.backward(grad, &needs)?
+                let input_grads = if super::anomaly::anomaly_enabled() {
+                    super::anomaly::in_backward_of(node.op.name(), || {
+                        node.op.backward(grad, &needs)
+                    })?
+                } else {
+                    node.op.backward(grad, &needs)?
+                };
+                super::anomaly::check_backward(node.op.name(), grad, &input_grads)?;
+                input_grads
             }
             None => Vec::new(),
         };

@@ -7,7 +7,9 @@
 //! gradients into an accumulate-only [`GradientStore`]. Under [`no_grad`] nothing is recorded
 //! and no graph metadata is allocated.
 
+pub(crate) mod anomaly;
 mod checkpoint;
+mod dot;
 mod engine;
 mod grad_mode;
 mod gradcheck;
@@ -15,7 +17,9 @@ mod gradients;
 mod node;
 mod record;
 
+pub use anomaly::anomaly_enabled;
 pub use checkpoint::{CheckpointRecord, Segment, checkpoint};
+pub use dot::graph_dot;
 pub use engine::{ReadyHook, grad, grad_with};
 pub use grad_mode::{GradModeGuard, enable_grad, is_grad_enabled, no_grad};
 pub use gradcheck::{GradcheckError, GradcheckOptions, gradcheck};

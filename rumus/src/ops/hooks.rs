@@ -177,6 +177,7 @@ pub(crate) trait Trace: Sync {
 
 const AUTOCAST: u8 = 1;
 const TRACE: u8 = 2;
+const ANOMALY: u8 = 4;
 
 thread_local! {
     /// Which hooks are installed on this thread: what an op reads when none is.
@@ -206,6 +207,11 @@ pub(crate) fn install_autocast(
 pub(crate) fn install_trace(hook: Option<&'static dyn Trace>) -> Option<&'static dyn Trace> {
     set_flag(TRACE, hook.is_some());
     TRACE_HOOK.with(|h| h.replace(hook))
+}
+
+/// Makes every op on this thread check its output for NaN and infinity (anomaly mode).
+pub(crate) fn set_anomaly_flag(on: bool) {
+    set_flag(ANOMALY, on);
 }
 
 /// Whether an autocast hook is installed on this thread (the fused attention and the
@@ -281,6 +287,11 @@ fn hooked(
     };
     if let Some(tracer) = tracer {
         tracer.leave(&call, operands, output.as_ref().ok());
+    }
+    if flags & ANOMALY != 0
+        && let Ok(output) = &output
+    {
+        super::anomaly::check_forward(&call, operands, output)?;
     }
     output
 }

@@ -1,6 +1,7 @@
 //! Differentiable tensor ops, one family per file. Each file holds the forward (as methods on
 //! [`DynTensor`](crate::DynTensor)) and the backward formulas of its records.
 
+pub mod anomaly;
 pub mod attention;
 pub mod backward;
 pub mod cast;
@@ -23,6 +24,7 @@ pub mod transfer;
 pub mod unary;
 pub mod view;
 
+pub use anomaly::{AnomalyGuard, detect_anomaly};
 pub use backward::BackwardOp;
 pub use elementwise::{BinaryOp, CompareOp};
 pub use mask::causal_mask;

@@ -133,7 +133,8 @@ impl Lowering<'_> {
                 let in_ty = input.to_type();
                 let element = self.elements.get(&x.to_string()).cloned();
                 let element = element.unwrap_or_else(|| quote!(f32));
-                quote_spanned!(span=> ::rumus::__private::forward::<_, #in_ty, #element>(&#layer, &#x)?)
+                let key = field.to_string();
+                quote_spanned!(span=> ::rumus::__private::in_field(#key, || ::rumus::__private::forward::<_, #in_ty, #element>(&#layer, &#x))?)
             }
             Expr::Call { name, .. } => quote_spanned!(span=> #name(#(&#vars),*)?),
             _ => unreachable!("matched above"),

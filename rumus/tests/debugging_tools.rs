@@ -1,0 +1,156 @@
+//! Tools for finding what went wrong in a model: anomaly mode names the first op that turns
+//! finite values into NaN or infinity (forward: with its shapes and the `#[model]` field it
+//! ran in; backward: the record whose gradient did), and `graph_dot` draws the recorded graph.
+
+use rumus::autograd::graph_dot;
+use rumus::prelude::*;
+
+#[model]
+struct Encoder {
+    fc1: Linear<2, 3>,
+}
+
+#[model]
+impl Encoder {
+    tensor_fn! {
+        pub fn forward(&self, x: [B, 2]) -> [B, 3] {
+            relu(self.fc1(x))
+        }
+    }
+}
+
+#[model]
+struct Net {
+    encoder: Encoder,
+    head: Linear<3, 1>,
+}
+
+#[model]
+impl Net {
+    tensor_fn! {
+        pub fn forward(&self, x: [B, 2]) -> [B, 1] {
+            let h: [B, 3] = self.encoder(x);
+            self.head(h)
+        }
+    }
+}
+
+/// Weights of 1e30 times inputs of 1e30: finite operands whose product overflows f32.
+fn overflowing_net() -> (Net, Tensor<(Dyn, D<2>)>) {
+    let net = Net::new().unwrap();
+    let weight = DynTensor::full(&[3, 2], 1e30, DType::F32).unwrap();
+    {
+        let _no_grad = rumus::no_grad();
+        net.encoder.fc1.weight.copy_(&weight).unwrap();
+    }
+    let x =
+        Tensor::<(Dyn, D<2>)>::from_vec_with_dims(vec![1e30f32, 1e30, 1.0, 1.0], &[2, 2]).unwrap();
+    (net, x)
+}
+
+#[test]
+fn anomaly_mode_names_the_op_its_shapes_and_the_field_that_overflowed() {
+    let (net, x) = overflowing_net();
+    // Without anomaly mode the infinity flows on silently.
+    let quiet = net.forward(&x).unwrap().as_dyn().to_f64_vec();
+    assert!(quiet.iter().any(|v| !v.is_finite()), "{quiet:?}");
+
+    let _anomaly = rumus::detect_anomaly();
+    let message = net.forward(&x).unwrap_err().to_string();
+    assert!(message.starts_with("anomaly:"), "{message}");
+    assert!(message.contains("in `encoder.fc1`"), "{message}");
+    assert!(
+        message.contains("[2, 2]") && message.contains("[2, 3]"),
+        "{message}"
+    );
+    assert!(message.contains("infinite values of 6"), "{message}");
+}
+
+#[test]
+fn anomaly_mode_ends_with_its_guard() {
+    let (net, x) = overflowing_net();
+    {
+        let _anomaly = rumus::detect_anomaly();
+        assert!(rumus::autograd::anomaly_enabled());
+        assert!(net.forward(&x).is_err());
+    }
+    assert!(!rumus::autograd::anomaly_enabled());
+    assert!(net.forward(&x).is_ok());
+}
+
+#[test]
+fn anomaly_mode_names_the_backward_record_whose_gradient_is_not_finite() {
+    // sqrt(0) = 0 is finite; its derivative 1 / (2 sqrt(0)) is not.
+    let x = DynTensor::from_vec(vec![0.0f32, 4.0], &[2])
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let loss = x.sqrt().unwrap().sum(&[0], false).unwrap();
+    let silent = loss.backward().unwrap();
+    assert!(silent.get(&x).unwrap().to_f64_vec()[0].is_infinite());
+
+    let _anomaly = rumus::detect_anomaly();
+    let loss = x.sqrt().unwrap().sum(&[0], false).unwrap();
+    let message = loss.backward().unwrap_err().to_string();
+    // The formula's own op is named, as part of the record's backward pass.
+    assert!(
+        message.contains("(in the backward pass of `sqrt`)"),
+        "{message}"
+    );
+    assert!(message.contains("1 infinite values of 2"), "{message}");
+}
+
+#[test]
+fn the_graph_as_dot_shows_each_parameter_once_and_a_shared_value_once() {
+    let net = Net::new().unwrap();
+    let x =
+        Tensor::<(Dyn, D<2>)>::from_vec_with_dims(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    let h = net.forward(&x).unwrap();
+    // `h` read twice: its record is one node with two arrows out.
+    let loss = h
+        .as_dyn()
+        .add(h.as_dyn())
+        .unwrap()
+        .sum(&[0, 1], false)
+        .unwrap();
+    let dot = graph_dot(&loss, &net.named_parameters());
+    assert!(dot.starts_with("digraph autograd {") && dot.trim_end().ends_with('}'));
+    for name in [
+        "encoder.fc1.weight",
+        "encoder.fc1.bias",
+        "head.weight",
+        "head.bias",
+    ] {
+        let label = format!("label=\"{name}\"");
+        assert_eq!(dot.matches(&label).count(), 1, "{name} once in\n{dot}");
+    }
+    // Every arrow joins two declared nodes.
+    let declared: Vec<&str> = dot
+        .lines()
+        .filter(|l| l.contains("[label="))
+        .map(|l| l.trim().split(' ').next().unwrap())
+        .collect();
+    let arrows: Vec<(&str, &str)> = dot
+        .lines()
+        .filter_map(|l| l.trim().trim_end_matches(';').split_once(" -> "))
+        .collect();
+    for (from, to) in &arrows {
+        assert!(
+            declared.contains(from) && declared.contains(to),
+            "{from} -> {to} in\n{dot}"
+        );
+    }
+    // The add reads the head's output twice: two arrows from one node into it.
+    let add = declared
+        .iter()
+        .find(|n| dot.contains(&format!("{n} [label=\"add\"]")))
+        .expect("an add node");
+    let into_add: Vec<&&str> = arrows
+        .iter()
+        .filter(|(_, to)| to == add)
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(into_add.len(), 2, "{dot}");
+    assert_eq!(into_add[0], into_add[1], "{dot}");
+    assert_eq!(dot.matches("[label=\"relu\"]").count(), 1, "{dot}");
+}
