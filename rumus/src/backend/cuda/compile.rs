@@ -16,25 +16,25 @@ use crate::backend::kinds::{BinaryOp, CompareOp, UnaryOp};
 use crate::error::{DeviceError, Result};
 
 /// What every module starts with after the op codes.
-const COMMON: &str = include_str!("../../../../shaders/cuda/common.cuh");
+const COMMON: &str = include_str!("../../../shaders/cuda/common.cuh");
 
 /// Every module: its name and source.
 const MODULES: &[(&str, &str)] = &[
     (
         "attention",
-        include_str!("../../../../shaders/cuda/attention.cu"),
+        include_str!("../../../shaders/cuda/attention.cu"),
     ),
     (
         "elementwise",
-        include_str!("../../../../shaders/cuda/elementwise.cu"),
+        include_str!("../../../shaders/cuda/elementwise.cu"),
     ),
-    ("index", include_str!("../../../../shaders/cuda/index.cu")),
-    ("loss", include_str!("../../../../shaders/cuda/loss.cu")),
-    ("norm", include_str!("../../../../shaders/cuda/norm.cu")),
-    ("optim", include_str!("../../../../shaders/cuda/optim.cu")),
-    ("reduce", include_str!("../../../../shaders/cuda/reduce.cu")),
-    ("sparse", include_str!("../../../../shaders/cuda/sparse.cu")),
-    ("window", include_str!("../../../../shaders/cuda/window.cu")),
+    ("index", include_str!("../../../shaders/cuda/index.cu")),
+    ("loss", include_str!("../../../shaders/cuda/loss.cu")),
+    ("norm", include_str!("../../../shaders/cuda/norm.cu")),
+    ("optim", include_str!("../../../shaders/cuda/optim.cu")),
+    ("reduce", include_str!("../../../shaders/cuda/reduce.cu")),
+    ("sparse", include_str!("../../../shaders/cuda/sparse.cu")),
+    ("window", include_str!("../../../shaders/cuda/window.cu")),
 ];
 
 /// `#define UNARY_RELU 8` and the like, for every op code kernels switch on.

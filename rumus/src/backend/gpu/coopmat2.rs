@@ -256,7 +256,7 @@ pub(crate) unsafe fn open(
 pub(crate) fn matmul_tensor_spirv(a_row_major: bool, b_row_major: bool, f32_out: bool) -> Vec<u32> {
     macro_rules! built {
         ($name:literal) => {
-            include_bytes!(concat!("../../../../shaders/spirv/matmul_tensor_", $name, ".spv"))
+            include_bytes!(concat!("../../../shaders/spirv/matmul_tensor_", $name, ".spv"))
         };
     }
     let bytes: &[u8] = match (a_row_major, b_row_major, f32_out) {
@@ -290,8 +290,8 @@ mod tests {
     /// extension, so a kernel edited without rebuilding would otherwise pass CI unnoticed.
     #[test]
     fn spirv_is_built_from_the_current_source() {
-        let source = include_str!("../../../../shaders/matmul_tensor.comp");
-        let recorded = include_str!("../../../../shaders/spirv/matmul_tensor.spv.source-fnv1a");
+        let source = include_str!("../../../shaders/matmul_tensor.comp");
+        let recorded = include_str!("../../../shaders/spirv/matmul_tensor.spv.source-fnv1a");
         assert_eq!(
             recorded.trim(),
             format!("{:016x}", fnv1a(source.as_bytes())),

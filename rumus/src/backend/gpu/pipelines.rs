@@ -105,38 +105,38 @@ impl Module {
                 SOURCE.get_or_init(|| {
                     super::elementwise::op_code_constants()
                         + concat!(
-                            include_str!("../../../../shaders/elementwise.wgsl"),
-                            include_str!("../../../../shaders/half.wgsl"),
-                            include_str!("../../../../shaders/dropout_draws.wgsl")
+                            include_str!("../../../shaders/elementwise.wgsl"),
+                            include_str!("../../../shaders/half.wgsl"),
+                            include_str!("../../../shaders/dropout_draws.wgsl")
                         )
                 })
             }
-            Module::Reduce => include_str!("../../../../shaders/reduce.wgsl"),
+            Module::Reduce => include_str!("../../../shaders/reduce.wgsl"),
             Module::Matmul | Module::MatmulHalf => concat!(
-                include_str!("../../../../shaders/matmul.wgsl"),
-                include_str!("../../../../shaders/matmul_batch.wgsl")
+                include_str!("../../../shaders/matmul.wgsl"),
+                include_str!("../../../shaders/matmul_batch.wgsl")
             ),
             Module::MatmulCoop { .. } => concat!(
-                include_str!("../../../../shaders/matmul_coop.wgsl"),
-                include_str!("../../../../shaders/matmul_batch.wgsl"),
-                include_str!("../../../../shaders/half.wgsl")
+                include_str!("../../../shaders/matmul_coop.wgsl"),
+                include_str!("../../../shaders/matmul_batch.wgsl"),
+                include_str!("../../../shaders/half.wgsl")
             ),
-            Module::Index => include_str!("../../../../shaders/index.wgsl"),
-            Module::Norm => include_str!("../../../../shaders/norm.wgsl"),
+            Module::Index => include_str!("../../../shaders/index.wgsl"),
+            Module::Norm => include_str!("../../../shaders/norm.wgsl"),
             Module::Attention { .. } => concat!(
-                include_str!("../../../../shaders/attention.wgsl"),
-                include_str!("../../../../shaders/attention_common.wgsl"),
-                include_str!("../../../../shaders/dropout_draws.wgsl")
+                include_str!("../../../shaders/attention.wgsl"),
+                include_str!("../../../shaders/attention_common.wgsl"),
+                include_str!("../../../shaders/dropout_draws.wgsl")
             ),
             Module::AttentionCoop { .. } => concat!(
-                include_str!("../../../../shaders/attention_coop.wgsl"),
-                include_str!("../../../../shaders/attention_common.wgsl"),
-                include_str!("../../../../shaders/dropout_draws.wgsl")
+                include_str!("../../../shaders/attention_coop.wgsl"),
+                include_str!("../../../shaders/attention_common.wgsl"),
+                include_str!("../../../shaders/dropout_draws.wgsl")
             ),
-            Module::Optim => include_str!("../../../../shaders/optim.wgsl"),
-            Module::Window => include_str!("../../../../shaders/window.wgsl"),
-            Module::Int8 => include_str!("../../../../shaders/int8.wgsl"),
-            Module::Sparse => include_str!("../../../../shaders/sparse.wgsl"),
+            Module::Optim => include_str!("../../../shaders/optim.wgsl"),
+            Module::Window => include_str!("../../../shaders/window.wgsl"),
+            Module::Int8 => include_str!("../../../shaders/int8.wgsl"),
+            Module::Sparse => include_str!("../../../shaders/sparse.wgsl"),
             Module::Custom(custom) => custom.source,
         }
     }
