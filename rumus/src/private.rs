@@ -8,7 +8,7 @@ use crate::tensor::{DynTensor, Tensor};
 pub use rumus_macros::__method_cases as method_cases;
 pub use rumus_macros::__model_impl as model_impl;
 
-pub use crate::ops::anomaly::in_field;
+pub use crate::ops::fields::in_field;
 
 /// Wraps the result of an op whose shape the macro proved.
 #[inline]

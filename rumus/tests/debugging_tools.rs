@@ -154,3 +154,60 @@ fn the_graph_as_dot_shows_each_parameter_once_and_a_shared_value_once() {
     assert_eq!(into_add[0], into_add[1], "{dot}");
     assert_eq!(dot.matches("[label=\"relu\"]").count(), 1, "{dot}");
 }
+
+#[test]
+fn a_summary_lists_each_field_outer_first_with_its_output_shape_and_parameters() {
+    let net = Net::new().unwrap();
+    let x = Tensor::<(Dyn, D<2>)>::zeros_with_dims(&[5, 2]).unwrap();
+    let summary = rumus::nn::summarize(&net, &x).unwrap();
+    let rows: Vec<(&str, &[usize], usize)> = summary
+        .rows
+        .iter()
+        .map(|r| (r.path.as_str(), r.output.as_slice(), r.parameters))
+        .collect();
+    // Linear<2, 3>: 2 * 3 weights and 3 biases; Linear<3, 1>: 3 + 1.
+    assert_eq!(
+        rows,
+        [
+            ("encoder", &[5, 3][..], 9),
+            ("encoder.fc1", &[5, 3][..], 9),
+            ("head", &[5, 1][..], 4),
+        ]
+    );
+    assert_eq!(
+        (summary.input.as_slice(), summary.output.as_slice()),
+        (&[5, 2][..], &[5, 1][..])
+    );
+    assert_eq!(summary.parameters, net.num_parameters());
+    let text = summary.to_string();
+    assert!(
+        text.contains("  fc1") && text.contains("Total parameters: 13"),
+        "{text}"
+    );
+}
+
+#[test]
+fn forward_hooks_see_inner_fields_first_and_stop_when_dropped() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    let net = Net::new().unwrap();
+    let x = Tensor::<(Dyn, D<2>)>::zeros_with_dims(&[4, 2]).unwrap();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let log = seen.clone();
+    let hook = rumus::nn::register_forward_hook(move |path, output| {
+        log.borrow_mut()
+            .push((path.to_string(), output.dims().to_vec()));
+    });
+    net.forward(&x).unwrap();
+    drop(hook);
+    net.forward(&x).unwrap();
+    assert_eq!(
+        *seen.borrow(),
+        [
+            ("encoder.fc1".to_string(), vec![4, 3]),
+            ("encoder".to_string(), vec![4, 3]),
+            ("head".to_string(), vec![4, 1]),
+        ]
+    );
+}

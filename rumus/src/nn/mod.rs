@@ -24,6 +24,7 @@ mod pool;
 pub mod quantized;
 mod recurrent;
 mod state_loading;
+mod summary;
 
 pub use activation::{Gelu, Relu, Sigmoid, Silu, Tanh};
 pub use attention::{
@@ -51,3 +52,6 @@ pub use norm::{BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RmsNor
 pub use pool::{AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d};
 pub use recurrent::{Gru, Lstm, RnnWeights, gru, lstm};
 pub use state_loading::{LoadOptions, LoadReport};
+pub use summary::{ModelSummary, SummaryRow, summarize};
+
+pub use crate::ops::fields::{ForwardHookHandle, register_forward_hook};

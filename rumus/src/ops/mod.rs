@@ -10,6 +10,7 @@ pub mod custom;
 pub(crate) mod direct_conv;
 pub(crate) mod dropout;
 pub mod elementwise;
+pub mod fields;
 pub(crate) mod hooks;
 pub mod index;
 pub mod inplace;
