@@ -14,6 +14,9 @@ use crate::ops::fields::register_forward_hook;
 use crate::shape::Shape;
 use crate::tensor::typed::Tensor;
 
+/// A field's dotted path and the shape of its output.
+type FieldShape = (String, Vec<usize>);
+
 /// One field of a [`ModelSummary`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryRow {
@@ -74,7 +77,7 @@ where
     E: Element,
 {
     // (path, output dims) as each field finishes: inner fields before the field holding them.
-    let finished: Rc<RefCell<Vec<(String, Vec<usize>)>>> = Rc::default();
+    let finished: Rc<RefCell<Vec<FieldShape>>> = Rc::default();
     let output = {
         let log = finished.clone();
         let _hook = register_forward_hook(move |path, out| {
@@ -112,25 +115,25 @@ where
 
 /// Fields in the order they started, from the order they finished: a field finishes after
 /// the fields inside it, which are the ones just before it with its path as their prefix.
-fn outer_first(finished: &[(String, Vec<usize>)]) -> Vec<(String, Vec<usize>)> {
+fn outer_first(finished: &[FieldShape]) -> Vec<FieldShape> {
     // Each finished field, with the fields that finished inside it.
-    let mut pending: Vec<(String, Vec<usize>, Vec<(String, Vec<usize>)>)> = Vec::new();
+    let mut pending: Vec<(FieldShape, Vec<FieldShape>)> = Vec::new();
     for (path, dims) in finished {
         let prefix = format!("{path}.");
         let first_inner = pending
             .iter()
-            .rposition(|(p, _, _)| !p.starts_with(&prefix))
+            .rposition(|((p, _), _)| !p.starts_with(&prefix))
             .map_or(0, |i| i + 1);
         let mut inner = Vec::new();
-        for (p, d, nested) in pending.drain(first_inner..) {
-            inner.push((p, d));
+        for (field, nested) in pending.drain(first_inner..) {
+            inner.push(field);
             inner.extend(nested);
         }
-        pending.push((path.clone(), dims.clone(), inner));
+        pending.push(((path.clone(), dims.clone()), inner));
     }
     pending
         .into_iter()
-        .flat_map(|(p, d, nested)| std::iter::once((p, d)).chain(nested))
+        .flat_map(|(field, nested)| std::iter::once(field).chain(nested))
         .collect()
 }
 
