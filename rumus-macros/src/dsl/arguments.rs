@@ -35,9 +35,14 @@ fn param_generics(param: &Param) -> Vec<syn::Ident> {
     names
 }
 
+/// The parameter's trait, named to read well where rustc prints it ("the trait
+/// `x_of_pool_sequence` is not implemented for ..."): `x_of_pool_sequence`, or
+/// `x_of_Encoder_forward` for a method.
 fn trait_name(function: &TensorFn, param: &Param) -> syn::Ident {
-    let owner = function.owner.as_deref().unwrap_or("fn");
-    format_ident!("__RumusArg_{}_{}_{}", owner, function.name, param.name)
+    match function.owner.as_deref() {
+        Some(owner) => format_ident!("{}_of_{}_{}", param.name, owner, function.name),
+        None => format_ident!("{}_of_{}", param.name, function.name),
+    }
 }
 
 /// `[Batch, Seq, 64]` as written.
@@ -84,7 +89,7 @@ pub fn traits(function: &TensorFn, tensor_type: impl Fn(&Param) -> TokenStream) 
         let tensor = tensor_type(param);
         let shape = written(param);
         let message = format!(
-            "`{}` takes `{}` as {shape}, but this tensor has other dims",
+            "`{}` takes `{}` as {shape}, but this argument is `{{Self}}`",
             function.name, param.name
         );
         let label = format!("expected a tensor of shape {shape}");
