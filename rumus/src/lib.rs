@@ -67,7 +67,7 @@ pub use rng::manual_seed;
 pub use rumus_macros::{model, tensor_fn};
 pub use shape::{D, Dim, Dyn, Shape};
 pub use tensor::DynTensor;
-pub use tensor::typed::{Elementwise, StaticShape, Tensor};
+pub use tensor::typed::{Elementwise, MatmulRhs, StaticShape, Tensor};
 
 /// The names most programs need: tensors and their shapes, the macros, and the layers of
 /// everyday models (the rest of [`nn`] by path: attention, recurrent layers, losses, ...).

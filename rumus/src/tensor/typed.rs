@@ -368,20 +368,44 @@ impl<E: Element> Tensor<(), E> {
     }
 }
 
-// The products are written out rather than generated from the method table: their signatures are what
-// a shape mistake's error note shows.
+/// A right operand of [`Tensor::matmul`] for a left operand with `K` columns: a matrix
+/// `[K, N]`. A trait rather than the type `Tensor<(K, N), E>` so that a mismatch (most often
+/// a weight kept in PyTorch's `[out, in]` layout) says what to do instead of rustc's bare
+/// "mismatched types".
+#[diagnostic::on_unimplemented(
+    message = "matmul: the left operand has `{K}` columns of `{E}`, so the right operand must be a `[{K}, N]` matrix of `{E}`, not `{Self}`",
+    label = "not a `[{K}, N]` matrix of `{E}`",
+    note = "a weight stored as [out_features, in_features] (PyTorch's layout) multiplies as `x.matmul(&w.t())`, or use `x.linear(&w, bias)`"
+)]
+pub trait MatmulRhs<K: Dim, E: Element> {
+    /// The product's columns.
+    type N: Dim;
+    /// The operand as an untyped tensor.
+    fn untyped(&self) -> &DynTensor;
+}
+
+#[diagnostic::do_not_recommend]
+impl<K: Dim, N: Dim, E: Element> MatmulRhs<K, E> for Tensor<(K, N), E> {
+    type N = N;
+    fn untyped(&self) -> &DynTensor {
+        &self.inner
+    }
+}
+
+// The other products are written out rather than generated from the method table: their
+// signatures are what a shape mistake's error note shows.
 impl<M: Dim, K: Dim, E: Float> Tensor<(M, K), E> {
     /// Matrix product `[M, K] @ [K, N] -> [M, N]`; panics where
     /// [`try_matmul`](Self::try_matmul) returns an error.
     #[track_caller]
-    pub fn matmul<N: Dim>(&self, rhs: &Tensor<(K, N), E>) -> Tensor<(M, N), E> {
+    pub fn matmul<R: MatmulRhs<K, E>>(&self, rhs: &R) -> Tensor<(M, R::N), E> {
         proven(self.try_matmul(rhs))
     }
 
     /// Matrix product `[M, K] @ [K, N] -> [M, N]`, returning the run-time error (dtype,
     /// device, memory) instead of panicking.
-    pub fn try_matmul<N: Dim>(&self, rhs: &Tensor<(K, N), E>) -> Result<Tensor<(M, N), E>> {
-        Ok(Tensor::wrap(self.inner.matmul(&rhs.inner)?))
+    pub fn try_matmul<R: MatmulRhs<K, E>>(&self, rhs: &R) -> Result<Tensor<(M, R::N), E>> {
+        Ok(Tensor::wrap(self.inner.matmul(rhs.untyped())?))
     }
 
     /// The transpose `[K, M]` (a view).
