@@ -60,7 +60,7 @@ fn anomaly_mode_names_the_op_its_shapes_and_the_field_that_overflowed() {
     assert!(message.starts_with("anomaly:"), "{message}");
     assert!(message.contains("in `encoder.fc1`"), "{message}");
     assert!(
-        message.contains("[2, 2]") && message.contains("[2, 3]"),
+        message.contains("on [2, 2], [2, 3] and [3]") && message.contains("its [2, 3] output"),
         "{message}"
     );
     assert!(message.contains("infinite values of 6"), "{message}");

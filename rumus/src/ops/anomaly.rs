@@ -61,6 +61,10 @@ pub(crate) fn check_forward(
         .find_map(|wrapper| name.strip_prefix(wrapper)?.strip_suffix(')'))
         .unwrap_or(name);
     let shapes: Vec<String> = operands.iter().map(|t| format!("{:?}", t.dims())).collect();
+    let shapes = match shapes.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => shapes.join(""),
+    };
     let field = super::fields::current_path();
     let mut place = if field.is_empty() {
         String::new()
@@ -72,8 +76,7 @@ pub(crate) fn check_forward(
     }
     Err(AutogradError::Anomaly {
         message: format!(
-            "`{op}`{place} on {} gave {} {:?} from finite inputs; look at what it divides by, takes the log or the square root of, or exponentiates",
-            shapes.join(" and "),
+            "`{op}`{place} on {shapes} gave {} in its {:?} output from finite inputs; look at what it divides by, takes the log or the square root of, or exponentiates",
             describe_non_finite(bad, output.numel()),
             output.dims(),
         ),
