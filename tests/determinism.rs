@@ -50,7 +50,7 @@ fn digits_history(epochs: usize) -> Vec<(f64, f64, f64, f64)> {
     history
         .iter()
         .map(|s| {
-            let (train, eval) = (s.train, s.eval);
+            let (train, eval) = (&s.train, &s.eval);
             (
                 train.mean_loss(),
                 train.accuracy(),

@@ -6,7 +6,7 @@ use rumus::data::transform::reshape;
 use rumus::data::{Batch, DataLoader, Dataset, read_mnist_dir};
 use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
-use rumus::train::{Run, Trainer, classification};
+use rumus::train::{Accuracy, Run, StepOutput, Trainer, classification};
 
 const DATA: &str = "/usr/share/datasets/fashion-mnist";
 
@@ -17,7 +17,7 @@ struct Mlp {
 }
 
 /// The model's loss and metrics on a batch, through the typed boundary `[N, 784]`.
-fn measure(model: &Mlp, batch: &Batch) -> rumus::Result<(DynTensor, rumus::train::Metrics)> {
+fn measure(model: &Mlp, batch: &Batch) -> rumus::Result<(DynTensor, StepOutput)> {
     classification(
         model.forward(&batch.input::<(Dyn, D<784>)>()?)?.as_dyn(),
         &batch.target,
@@ -47,18 +47,20 @@ fn mlp_reaches_85_percent_on_fashion_mnist() {
     let mut test_loader = DataLoader::new(test.map(reshape(&[784])), 10_000).unwrap();
     let history = Trainer::new(4)
         .quiet()
+        .metric(Accuracy::new())
         .fit(
             Run::new(&model, &mut optimizer),
             |_| Ok(loader.epoch()),
             |batch: Batch, optimizer| {
-                let (loss, metrics) = measure(&model, &batch)?;
+                let (loss, output) = measure(&model, &batch)?;
                 optimizer.step(&mut loss.backward()?)?;
-                Ok(metrics)
+                Ok(output)
             },
             || {
-                let _guard = rumus::no_grad();
-                let batch = test_loader.epoch().next().expect("one batch")?;
-                Ok(measure(&model, &batch)?.1)
+                let model = &model;
+                Ok(test_loader
+                    .epoch()
+                    .map(move |batch| Ok(measure(model, &batch?)?.1)))
             },
             |end| {
                 eprintln!("{}", end.summary);

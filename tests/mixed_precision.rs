@@ -15,7 +15,7 @@ use rumus::data::{Batch, Collate, DataLoader, Sample};
 use rumus::nn::Module;
 use rumus::optim::{Adam, AdamConfig, Sgd, SgdConfig};
 use rumus::prelude::*;
-use rumus::train::classification;
+use rumus::train::{Accuracy, Metric, classification};
 
 /// `t` rounded to `dtype` (f16 or bf16) and back: what autocast feeds the product.
 fn rounded(t: &DynTensor, dtype: DType) -> DynTensor {
@@ -201,10 +201,9 @@ fn the_digits_mlp_trains_under_autocast_with_loss_scaling() {
     }
     let accuracy = {
         let (_guard, _autocast) = (rumus::no_grad(), autocast());
-        classification(&logits(&test), &test.target)
-            .unwrap()
-            .1
-            .accuracy()
+        let mut accuracy = Accuracy::new();
+        accuracy.update(&logits(&test), &test.target).unwrap();
+        accuracy.compute()
     };
     assert!(
         accuracy >= 0.96,

@@ -22,8 +22,8 @@ use rumus::optim::{
 use rumus::prelude::*;
 use rumus::rng::Generator;
 use rumus::train::{
-    CSV_HEADER, CURVE_SIZE, EVAL_COLOR, EarlyStopping, EpochSummary, Metric, Metrics, Run,
-    TRAIN_COLOR, Trainer, classification, write_curve,
+    Accuracy, CURVE_SIZE, EVAL_COLOR, EarlyStopping, EpochSummary, Monitor, PhaseSummary, Run,
+    StepOutput, TRAIN_COLOR, Trainer, classification, write_curve,
 };
 
 /// Tests that draw from the process-wide generator (every model initialisation does) hold
@@ -73,7 +73,7 @@ fn data() -> impl Dataset<Item = Sample> {
 /// and optimizer rates, and the CSV it wrote (without the seconds column).
 #[derive(Debug, PartialEq)]
 struct Outcome {
-    history: Vec<(usize, Metrics, Metrics, u64)>,
+    history: Vec<(usize, PhaseSummary, PhaseSummary, u64)>,
     model: Vec<(String, Vec<u64>)>,
     lrs: Vec<u64>,
     csv: Vec<String>,
@@ -136,19 +136,17 @@ fn train(trainer: Trainer, csv: &Path, mut after_epoch: impl FnMut(usize, Checkp
     let history = trainer
         .quiet()
         .csv(csv)
-        .early_stopping(EarlyStopping::new(Metric::EvalLoss).patience(100))
+        .metric(Accuracy::new())
+        .early_stopping(EarlyStopping::new(Monitor::EVAL_LOSS).patience(100))
         .fit(
             Run::new(&model, &mut optimizer).scheduler(&mut scheduler),
             |epoch| Ok(loader.epoch_from(epoch as u64 - 1, 0)),
             |batch: Batch, optimizer| {
-                let (loss, metrics) = measure(&batch, true)?;
+                let (loss, output) = measure(&batch, true)?;
                 optimizer.step(&mut loss.backward()?)?;
-                Ok(metrics)
+                Ok(output)
             },
-            || {
-                let _guard = rumus::no_grad();
-                Ok(measure(&eval, false)?.1)
-            },
+            || Ok([measure(&eval, false).map(|(_, output)| output)]),
             |end| {
                 after_epoch(end.summary.epoch, end.checkpoint().unwrap());
                 Ok(())
@@ -158,7 +156,7 @@ fn train(trainer: Trainer, csv: &Path, mut after_epoch: impl FnMut(usize, Checkp
     Outcome {
         history: history
             .iter()
-            .map(|s| (s.epoch, s.train, s.eval, s.lr.to_bits()))
+            .map(|s| (s.epoch, s.train.clone(), s.eval.clone(), s.lr.to_bits()))
             .collect(),
         model: bits(&model.state_dict().unwrap()),
         lrs: optimizer.lrs().iter().map(|v| v.to_bits()).collect(),
@@ -210,14 +208,13 @@ fn the_trainer_validates_in_evaluation_mode() {
             |_epoch| Ok(loader.epoch()),
             |batch: Batch, optimizer| {
                 step_modes.push(model.training());
-                let (loss, metrics) = measure(&batch)?;
+                let (loss, output) = measure(&batch)?;
                 optimizer.step(&mut loss.backward()?)?;
-                Ok(metrics)
+                Ok(output)
             },
             || {
                 eval_modes.push(model.training());
-                let _guard = rumus::no_grad();
-                Ok(measure(&eval)?.1)
+                Ok([measure(&eval).map(|(_, output)| output)])
             },
             |_end| Ok(()),
         )
@@ -231,14 +228,15 @@ fn the_trainer_validates_in_evaluation_mode() {
     let after = {
         let _eval = ModeGuard::eval(&model);
         let _guard = rumus::no_grad();
-        measure(&eval).unwrap().1
+        measure(&eval).unwrap().1.loss
     };
-    assert_eq!(history.last().unwrap().eval, after);
+    // 16 examples: the trainer's sum of 16 times the mean, divided by 16, is exact.
+    assert_eq!(history.last().unwrap().eval.mean_loss(), after);
     // In training mode the same pass gives other numbers (dropout, batch statistics): the
     // comparison above can tell the modes apart.
     let training = {
         let _guard = rumus::no_grad();
-        measure(&eval).unwrap().1
+        measure(&eval).unwrap().1.loss
     };
     assert_ne!(training, after);
 }
@@ -280,7 +278,10 @@ fn a_resumed_run_equals_the_uninterrupted_one_bit_for_bit() {
     let checkpoint = Checkpoint::load(&saved).unwrap();
     assert_eq!(checkpoint.epoch, 2);
     assert!(checkpoint.loop_state.contains_key("scheduler.best"));
-    assert!(checkpoint.loop_state.contains_key("early_stopping.wait"));
+    assert!(
+        checkpoint.loop_state.contains_key("callback.0.wait"),
+        "early stopping's state"
+    );
 
     let resumed = one_thread(|| {
         train(
@@ -304,8 +305,8 @@ fn resuming_from_a_checkpoint_the_trainer_did_not_write_is_an_error() {
         .fit(
             Run::new(&model, &mut optimizer),
             |_| Ok(Vec::<rumus::Result<()>>::new()),
-            |_, _| Ok(Metrics::default()),
-            || Ok(Metrics::default()),
+            |_, _| Ok(StepOutput::loss(0.0, 0)),
+            || Ok(Vec::new()),
             |_| Ok(()),
         )
         .unwrap_err()
@@ -316,21 +317,36 @@ fn resuming_from_a_checkpoint_the_trainer_did_not_write_is_an_error() {
 // ---------------------------------------------------------------------------------------
 // Early stopping and callbacks, on scripted metrics.
 
+/// A batch of `count` examples with mean loss `loss` whose two-class scores put `correct` of
+/// them in their class.
+fn scored(loss: f64, correct: usize, count: usize) -> StepOutput {
+    let scores: Vec<f32> = (0..count).flat_map(|_| [1.0, 0.0]).collect();
+    let labels: Vec<i64> = (0..count).map(|i| i64::from(i >= correct)).collect();
+    StepOutput {
+        loss,
+        count,
+        prediction: Some((
+            DynTensor::from_vec(scores, &[count, 2]).unwrap(),
+            DynTensor::from_vec(labels, &[count]).unwrap(),
+        )),
+    }
+}
+
 /// Runs up to `epochs` epochs without batches whose evaluation returns `scripted[epoch - 1]`
-/// (a mean loss and an accuracy out of 100), with `trainer`'s settings.
+/// (a mean loss and an accuracy out of 100), with `trainer`'s settings and accuracy.
 fn scripted(trainer: Trainer, scripted: &[(f64, usize)]) -> rumus::Result<Vec<EpochSummary>> {
     let _rng = lock_rng(); // initialising the model draws from the process-wide generator
     let model = Linear::<2, 2>::new()?;
     let mut optimizer = Sgd::new(model.parameters(), SgdConfig::default())?;
     let mut epoch = 0;
-    trainer.quiet().fit(
+    trainer.quiet().metric(Accuracy::new()).fit(
         Run::new(&model, &mut optimizer),
         |_| Ok(Vec::<rumus::Result<()>>::new()),
-        |_, _| Ok(Metrics::default()),
+        |_, _| Ok(StepOutput::loss(0.0, 0)),
         || {
             let (loss, correct) = scripted[epoch];
             epoch += 1;
-            Ok(Metrics::batch(loss, correct, 100))
+            Ok([Ok(scored(loss, correct, 100))])
         },
         |_| Ok(()),
     )
@@ -350,7 +366,7 @@ fn eval_losses(history: &[EpochSummary]) -> Vec<f64> {
 fn early_stopping_on_a_falling_loss_keeps_the_history() {
     let losses = [1.0, 0.8, 0.78, 0.9, 0.7, 0.69, 0.66, 0.68, 0.1, 0.1];
     let script: Vec<(f64, usize)> = losses.iter().map(|&l| (l, 50)).collect();
-    let rule = EarlyStopping::new(Metric::EvalLoss)
+    let rule = EarlyStopping::new(Monitor::EVAL_LOSS)
         .patience(3)
         .min_delta(0.05);
     let history = scripted(Trainer::new(10).early_stopping(rule), &script).unwrap();
@@ -358,7 +374,7 @@ fn early_stopping_on_a_falling_loss_keeps_the_history() {
         history.iter().map(|s| s.epoch).collect::<Vec<_>>(),
         (1..=8).collect::<Vec<_>>()
     );
-    // `Metrics::batch` keeps the sum over the 100 examples; the mean divides it back.
+    // The trainer keeps the sum over the 100 examples; the mean divides it back.
     let expected: Vec<f64> = losses[..8].iter().map(|&l| l * 100.0 / 100.0).collect();
     assert_eq!(eval_losses(&history), expected);
 }
@@ -368,17 +384,17 @@ fn early_stopping_on_a_falling_loss_keeps_the_history() {
 #[test]
 fn early_stopping_on_a_rising_accuracy_and_on_nan() {
     let script = [(1.0, 50), (1.0, 60), (1.0, 60), (1.0, 90)];
-    let rule = EarlyStopping::new(Metric::EvalAccuracy).patience(1);
+    let rule = EarlyStopping::new(Monitor::EVAL_ACCURACY).patience(1);
     let history = scripted(Trainer::new(4).early_stopping(rule), &script).unwrap();
     assert_eq!(history.len(), 3);
 
     let script = [(1.0, 50), (f64::NAN, 50), (0.5, 50)];
-    let rule = EarlyStopping::new(Metric::EvalLoss).patience(10);
+    let rule = EarlyStopping::new(Monitor::EVAL_LOSS).patience(10);
     let history = scripted(Trainer::new(3).early_stopping(rule), &script).unwrap();
     assert_eq!(history.len(), 2);
     assert!(history[1].eval.mean_loss().is_nan());
 
-    let rule = EarlyStopping::new(Metric::EvalLoss).min_delta(-1.0);
+    let rule = EarlyStopping::new(Monitor::EVAL_LOSS).min_delta(-1.0);
     let err = scripted(Trainer::new(3).early_stopping(rule), &script).unwrap_err();
     assert!(err.to_string().contains("min_delta is -1"), "{err}");
 }
@@ -418,11 +434,11 @@ fn callbacks_use_the_lent_optimizer_and_scheduler() {
             |_| Ok([Ok(()), Ok(())]),
             |(), optimizer| {
                 seen_lrs.push(optimizer.lrs()[0]);
-                let (loss, metrics) = classification(&model.forward_dyn(&x)?, &y)?;
+                let (loss, output) = classification(&model.forward_dyn(&x)?, &y)?;
                 optimizer.step(&mut loss.backward()?)?;
-                Ok(metrics)
+                Ok(output)
             },
-            || Ok(Metrics::batch(1.0, 1, 2)),
+            || Ok([Ok(StepOutput::loss(1.0, 2))]),
             |end| {
                 let scheduler = end.scheduler.as_deref().expect("the run's scheduler");
                 assert_eq!(scheduler.epoch(), end.summary.epoch as u64);
@@ -464,16 +480,16 @@ fn the_csv_has_a_row_per_epoch_as_soon_as_the_epoch_ends() {
     let losses = [2.5, 1.25, 0.625];
     let mut epoch = 0;
     let mut rows_seen = Vec::new();
-    let history = Trainer::new(3)
-        .quiet()
-        .csv(&path)
+    let mut trainer = Trainer::new(3).quiet().csv(&path).metric(Accuracy::new());
+    let header = trainer.csv_header();
+    let history = trainer
         .fit(
             Run::new(&model, &mut optimizer),
             |_| Ok([Ok(())]),
-            |(), _| Ok(Metrics::batch(4.0, 3, 4)),
+            |(), _| Ok(scored(4.0, 3, 4)),
             || {
                 epoch += 1;
-                Ok(Metrics::batch(losses[epoch - 1], epoch, 10))
+                Ok([Ok(scored(losses[epoch - 1], epoch, 10))])
             },
             |end| {
                 let text = std::fs::read_to_string(&path).unwrap();
@@ -490,9 +506,9 @@ fn the_csv_has_a_row_per_epoch_as_soon_as_the_epoch_ends() {
     );
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0], CSV_HEADER);
+    assert_eq!(lines[0], header);
     assert_eq!(
-        CSV_HEADER,
+        header,
         "epoch,train_loss,train_accuracy,eval_loss,eval_accuracy,lr,seconds"
     );
     for (i, line) in lines[1..].iter().enumerate() {
@@ -660,16 +676,22 @@ fn tensorboard_events_decode_with_valid_crcs_and_the_epoch_values() {
             }
         }
         assert_eq!(step, Some(summary.epoch as u64));
+        // No training batches: a loss of 0 over nothing, and an accuracy of nothing (NaN).
         let expected = [
             ("train/loss", 0.0),
-            ("train/accuracy", 0.0),
+            ("train/accuracy", f32::NAN),
             ("eval/loss", summary.eval.mean_loss() as f32),
             ("eval/accuracy", summary.eval.accuracy() as f32),
             ("lr", 0.01),
         ];
-        let expected: Vec<(String, f32)> =
-            expected.iter().map(|(t, v)| (t.to_string(), *v)).collect();
-        assert_eq!(scalars, expected);
+        let bits = |pairs: Vec<(String, f32)>| -> Vec<(String, Option<u32>)> {
+            pairs
+                .into_iter()
+                .map(|(t, v)| (t, (!v.is_nan()).then(|| v.to_bits())))
+                .collect()
+        };
+        let expected = expected.iter().map(|(t, v)| (t.to_string(), *v)).collect();
+        assert_eq!(bits(scalars), bits(expected));
     }
     assert_eq!(
         history
@@ -724,14 +746,23 @@ impl Image {
     }
 }
 
+/// A phase of `count` examples with mean loss `loss` and accuracy `accuracy`.
+fn phase(loss: f64, accuracy: f64, count: usize) -> PhaseSummary {
+    PhaseSummary {
+        loss_sum: loss * count as f64,
+        count,
+        values: vec![("accuracy".into(), accuracy)],
+    }
+}
+
 fn history_of(values: &[(f64, f64, f64, f64)]) -> Vec<EpochSummary> {
     values
         .iter()
         .enumerate()
         .map(|(i, &(tl, ta, el, ea))| EpochSummary {
             epoch: i + 1,
-            train: Metrics::batch(tl, (ta * 100.0) as usize, 100),
-            eval: Metrics::batch(el, (ea * 100.0) as usize, 100),
+            train: phase(tl, ta, 100),
+            eval: phase(el, ea, 100),
             lr: 0.01,
             seconds: 1.0,
         })
@@ -808,8 +839,8 @@ fn a_curve_that_cannot_be_written_is_an_error_naming_the_file() {
 fn the_console_line_names_its_numbers_as_the_csv_header_does() {
     let summary = EpochSummary {
         epoch: 3,
-        train: Metrics::batch(0.5, 3, 4),
-        eval: Metrics::batch(1.25, 1, 8),
+        train: phase(0.5, 0.75, 4),
+        eval: phase(1.25, 0.125, 8),
         lr: 0.01,
         seconds: 2.0,
     };
@@ -819,7 +850,8 @@ fn the_console_line_names_its_numbers_as_the_csv_header_does() {
         .filter_map(|word| word.split_once('='))
         .map(|(name, value)| (name, value.parse().unwrap()))
         .collect();
-    let expected_names: Vec<&str> = CSV_HEADER.split(',').skip(1).take(5).collect();
+    let header = Trainer::new(1).metric(Accuracy::new()).csv_header();
+    let expected_names: Vec<&str> = header.split(',').skip(1).take(5).collect();
     let names: Vec<&str> = pairs.iter().map(|&(name, _)| name).collect();
     assert_eq!(names, expected_names, "{line}");
     let values: Vec<f64> = pairs.iter().map(|&(_, value)| value).collect();

@@ -16,7 +16,7 @@ use rumus::data::{Batch, Collate, DataLoader, Sample};
 use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::rng::Generator;
-use rumus::train::{Metrics, Run, Trainer, classification};
+use rumus::train::{Accuracy, Run, StepOutput, Trainer, classification};
 
 use swish::{swish, swish_typed};
 
@@ -85,25 +85,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..AdamConfig::adam()
         },
     )?;
-    let measure = |batch: &Batch| -> rumus::Result<(DynTensor, Metrics)> {
+    let measure = |batch: &Batch| -> rumus::Result<(DynTensor, StepOutput)> {
         classification(
             model.forward(&batch.input::<(Dyn, D<64>)>()?)?.as_dyn(),
             &batch.target,
         )
     };
     let mut loader = DataLoader::new(train, 32)?.shuffle(11);
-    let history = Trainer::new(20).quiet().fit(
+    let history = Trainer::new(20).quiet().metric(Accuracy::new()).fit(
         Run::new(&model, &mut optimizer),
         |_epoch| Ok(loader.epoch()),
         |batch: Batch, optimizer| {
-            let (loss, metrics) = measure(&batch)?;
+            let (loss, output) = measure(&batch)?;
             optimizer.step(&mut loss.backward()?)?;
-            Ok(metrics)
+            Ok(output)
         },
-        || {
-            let _guard = rumus::no_grad();
-            Ok(measure(&test)?.1)
-        },
+        || Ok([measure(&test).map(|(_, output)| output)]),
         |_| Ok(()),
     )?;
     let last = history.last().expect("20 epochs");

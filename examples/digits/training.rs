@@ -5,7 +5,7 @@ use rumus::data::{Batch, Collate, CsvOptions, DataLoader, InMemory, Sample, pars
 use rumus::optim::{Adam, AdamConfig};
 use rumus::prelude::*;
 use rumus::rng::Generator;
-use rumus::train::{EpochSummary, Metrics, Run, Trainer, classification};
+use rumus::train::{Accuracy, EpochSummary, Run, StepOutput, Trainer, classification};
 
 /// The 1797 images of the UCI handwritten digits set, compiled into the binary: 64 pixel
 /// values from 0 to 16, then the digit.
@@ -42,7 +42,7 @@ impl Mlp {
 }
 
 /// Loss and metrics of `model` on `images`/`labels`.
-fn measure(model: &Mlp, batch: &Batch) -> rumus::Result<(DynTensor, Metrics)> {
+fn measure(model: &Mlp, batch: &Batch) -> rumus::Result<(DynTensor, StepOutput)> {
     classification(
         model.forward(&batch.input::<(Dyn, D<64>)>()?)?.as_dyn(),
         &batch.target,
@@ -64,20 +64,17 @@ pub fn train(trainer: Trainer) -> rumus::Result<Vec<EpochSummary>> {
         },
     )?;
     let mut loader = DataLoader::new(train, 32)?.shuffle(11);
-    trainer.fit(
+    trainer.metric(Accuracy::new()).fit(
         Run::new(&model, &mut optimizer),
         // Epoch `e` (from 1) is the loader's epoch `e - 1`, whatever came before: a run
         // resumed from a checkpoint sees the batches the uninterrupted run would have.
         |epoch| Ok(loader.epoch_from(epoch as u64 - 1, 0)),
         |batch: Batch, optimizer| {
-            let (loss, metrics) = measure(&model, &batch)?;
+            let (loss, output) = measure(&model, &batch)?;
             optimizer.step(&mut loss.backward()?)?;
-            Ok(metrics)
+            Ok(output)
         },
-        || {
-            let _guard = rumus::no_grad();
-            Ok(measure(&model, &test)?.1)
-        },
+        || Ok([measure(&model, &test).map(|(_, output)| output)]),
         |_| Ok(()),
     )
 }

@@ -28,7 +28,7 @@
 use rumus::data::{Batch, DataLoader, read_mnist_dir};
 use rumus::optim::{Adam, AdamConfig, CosineAnnealingLr, LrScheduler};
 use rumus::prelude::*;
-use rumus::train::{Run, Trainer, classification};
+use rumus::train::{Accuracy, Run, StepOutput, Trainer, classification};
 
 mod model;
 mod ranks;
@@ -88,13 +88,9 @@ fn options() -> Result<Options, String> {
 /// The shape of a batch of 28x28 grey images.
 type Images = (Dyn, D<1>, D<28>, D<28>);
 
-/// The model's loss and metrics on a batch; the images enter typed code as `[N, 1, 28, 28]`
+/// The model's loss and its report of a batch; the images enter typed code as `[N, 1, 28, 28]`
 /// and move to the model's device (the loader fills host memory).
-fn measure(
-    model: &Cnn,
-    batch: &Batch,
-    device: &Device,
-) -> rumus::Result<(DynTensor, rumus::train::Metrics)> {
+fn measure(model: &Cnn, batch: &Batch, device: &Device) -> rumus::Result<(DynTensor, StepOutput)> {
     let images = batch.input::<Images>()?.to(device)?;
     classification(model.forward(&images)?.as_dyn(), &batch.target)
 }
@@ -141,22 +137,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         Trainer::new(options.epochs).quiet()
     };
+    let mut trainer = trainer.metric(Accuracy::new());
     // The trainer steps the scheduler after each epoch.
     let history = trainer.fit(
         Run::new(&model, &mut optimizer).scheduler(&mut scheduler),
         |_| Ok(loader.epoch()),
         |batch: Batch, optimizer| {
-            let (loss, metrics) = measure(&model, &batch, &options.device)?;
+            let (loss, output) = measure(&model, &batch, &options.device)?;
             optimizer.step(&mut ranks.backward(&loss)?)?;
-            Ok(metrics)
+            Ok(output)
         },
         || {
-            let _guard = rumus::no_grad();
-            let mut total = rumus::train::Metrics::default();
-            for batch in test_loader.epoch() {
-                total.add(measure(&model, &batch?, &options.device)?.1);
-            }
-            Ok(total)
+            let device = &options.device;
+            Ok(test_loader
+                .epoch()
+                .map(move |batch| Ok(measure(&model, &batch?, device)?.1)))
         },
         |_| Ok(()),
     )?;

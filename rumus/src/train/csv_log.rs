@@ -6,11 +6,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::metrics::EpochSummary;
+use super::summary::EpochSummary;
 use crate::error::{Error, Result};
-
-/// The header row.
-pub const CSV_HEADER: &str = "epoch,train_loss,train_accuracy,eval_loss,eval_accuracy,lr,seconds";
 
 /// An open CSV log.
 pub(super) struct CsvLog {
@@ -19,16 +16,16 @@ pub(super) struct CsvLog {
 }
 
 impl CsvLog {
-    /// Creates (or truncates) `path` and writes the header and the rows of `history`: the
+    /// Creates (or truncates) `path` and writes `header` and the rows of `history`: the
     /// epochs a resumed run already has. Rows a crashed run wrote after its checkpoint are
     /// dropped this way rather than repeated, since the epochs will be trained again.
-    pub(super) fn create(path: &Path, history: &[EpochSummary]) -> Result<Self> {
+    pub(super) fn create(path: &Path, header: &str, history: &[EpochSummary]) -> Result<Self> {
         let file = File::create(path).map_err(|e| io_error(path, "cannot create", e))?;
         let mut log = CsvLog {
             file,
             path: path.to_path_buf(),
         };
-        log.write(&format!("{CSV_HEADER}\n"))?;
+        log.write(&format!("{header}\n"))?;
         for summary in history {
             log.append(summary)?;
         }
@@ -49,16 +46,12 @@ impl CsvLog {
 
 /// `epoch,train_loss,...` of one epoch; numbers in Rust's shortest round-trip form.
 fn row(s: &EpochSummary) -> String {
-    format!(
-        "{},{},{},{},{},{},{}\n",
-        s.epoch,
-        s.train.mean_loss(),
-        s.train.accuracy(),
-        s.eval.mean_loss(),
-        s.eval.accuracy(),
-        s.lr,
-        s.seconds
-    )
+    let values: Vec<String> = s
+        .named_values()
+        .iter()
+        .map(|(_, v)| v.to_string())
+        .collect();
+    format!("{},{},{},{}\n", s.epoch, values.join(","), s.lr, s.seconds)
 }
 
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> Error {

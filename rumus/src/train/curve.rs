@@ -1,6 +1,6 @@
-//! The curves of a run as a PNG: a loss panel (train and evaluation) beside an accuracy
-//! panel (train and evaluation), each with a title, axes, tick labels, axis labels and a
-//! legend. The text is drawn with DejaVu Sans embedded in the binary (`assets/`, its licence
+//! The curves of a run as a PNG: a loss panel (train and evaluation) beside a panel of the
+//! trainer's first metric (train and evaluation), each with a title, axes, tick labels, axis
+//! labels, a marker per epoch and a legend. The text is drawn with DejaVu Sans embedded in the binary (`assets/`, its licence
 //! beside it) through plotters' `ab_glyph` backend, so no system font or fontconfig is
 //! needed.
 
@@ -11,7 +11,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::register_font;
 
-use super::metrics::EpochSummary;
+use super::summary::EpochSummary;
 use crate::error::{Error, Result};
 
 /// Width and height of the image, in pixels.
@@ -26,9 +26,10 @@ pub const EVAL_COLOR: (u8, u8, u8) = (31, 119, 180);
 const FAMILY: &str = "sans-serif";
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
-/// Writes the curves of `history` to `path` (PNG, [`CURVE_SIZE`]): loss on the left,
-/// accuracy on the right, train in [`TRAIN_COLOR`], evaluation in [`EVAL_COLOR`].
-/// Non-finite values (a diverged loss) are left out of the lines.
+/// Writes the curves of `history` to `path` (PNG, [`CURVE_SIZE`]): loss on the left, the
+/// first metric (accuracy, F1, ...) on the right when the run measured one, train in
+/// [`TRAIN_COLOR`], evaluation in [`EVAL_COLOR`]. Each axis spans its values (a loss from
+/// 0). Non-finite values (a diverged loss) are left out of the lines.
 pub fn write_curve(history: &[EpochSummary], path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let fail = |e: &dyn std::fmt::Display| Error::Io {
@@ -40,36 +41,40 @@ pub fn write_curve(history: &[EpochSummary], path: impl AsRef<Path>) -> Result<(
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let title = format!("Training: {} epochs", history.len());
     let body = root.titled(&title, (FAMILY, 26)).map_err(|e| fail(&e))?;
-    let panels = body.split_evenly((1, 2));
+    let metric = history
+        .first()
+        .and_then(|s| s.train.values.first())
+        .map(|(n, _)| n.clone());
+    let panels = body.split_evenly((1, if metric.is_some() { 2 } else { 1 }));
     let loss = [
-        ("train loss", series(history, |s| s.train.mean_loss())),
-        ("eval loss", series(history, |s| s.eval.mean_loss())),
+        ("train loss", series(history, |s| Some(s.train.mean_loss()))),
+        ("eval loss", series(history, |s| Some(s.eval.mean_loss()))),
     ];
-    let top = loss
-        .iter()
-        .flat_map(|(_, points)| points.iter().map(|&(_, v)| v))
-        .fold(0.0f64, f64::max);
-    let loss_top = if top > 0.0 { top * 1.1 } else { 1.0 };
-    panel(
-        &panels[0],
-        ("Loss", "loss"),
-        loss_top,
-        &loss,
-        SeriesLabelPosition::UpperRight,
-    )
-    .map_err(|e| fail(&e))?;
-    let accuracy = [
-        ("train accuracy", series(history, |s| s.train.accuracy())),
-        ("eval accuracy", series(history, |s| s.eval.accuracy())),
-    ];
-    panel(
-        &panels[1],
-        ("Accuracy", "accuracy"),
-        1.05,
-        &accuracy,
-        SeriesLabelPosition::LowerRight,
-    )
-    .map_err(|e| fail(&e))?;
+    let (_, top) = span(&loss);
+    let loss_range = 0.0..if top > 0.0 { top * 1.1 } else { 1.0 };
+    let legend = SeriesLabelPosition::UpperRight;
+    panel(&panels[0], ("Loss", "loss"), loss_range, &loss, legend).map_err(|e| fail(&e))?;
+    if let Some(name) = metric {
+        let values = [
+            (
+                format!("train {name}"),
+                series(history, |s| s.train.get(&name)),
+            ),
+            (
+                format!("eval {name}"),
+                series(history, |s| s.eval.get(&name)),
+            ),
+        ];
+        let values = values
+            .each_ref()
+            .map(|(label, points)| (label.as_str(), points.clone()));
+        let (low, high) = span(&values);
+        let margin = ((high - low) * 0.1).max(1e-3);
+        let caption = name.replace('_', " ");
+        let range = low - margin..high + margin;
+        let legend = SeriesLabelPosition::LowerRight;
+        panel(&panels[1], (&caption, &name), range, &values, legend).map_err(|e| fail(&e))?;
+    }
     root.present().map_err(|e| fail(&e))
 }
 
@@ -84,24 +89,43 @@ fn register_embedded_font() -> std::result::Result<(), String> {
         .clone()
 }
 
-/// `(epoch, value)` for every epoch whose value is finite.
-fn series(history: &[EpochSummary], value: fn(&EpochSummary) -> f64) -> Vec<(f64, f64)> {
+/// `(epoch, value)` for every epoch whose value exists and is finite.
+fn series(
+    history: &[EpochSummary],
+    value: impl Fn(&EpochSummary) -> Option<f64>,
+) -> Vec<(f64, f64)> {
     history
         .iter()
-        .map(|s| (s.epoch as f64, value(s)))
+        .filter_map(|s| Some((s.epoch as f64, value(s)?)))
         .filter(|(_, v)| v.is_finite())
         .collect()
 }
 
+/// The lowest and highest value of the lines (`(0, 0)` with no points).
+fn span(lines: &[(&str, Vec<(f64, f64)>); 2]) -> (f64, f64) {
+    let values = || {
+        lines
+            .iter()
+            .flat_map(|(_, points)| points.iter().map(|&(_, v)| v))
+    };
+    match values().next() {
+        None => (0.0, 0.0),
+        Some(first) => (
+            values().fold(first, f64::min),
+            values().fold(first, f64::max),
+        ),
+    }
+}
+
 type Panel<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 
-/// One chart: its caption, epochs 1..n on x, `0..top` on y, a train and an eval line, and
-/// a legend where the lines usually are not (upper right for falling losses, lower right
-/// for rising accuracies).
+/// One chart: its caption, epochs 1..n on x, `range` on y, a train and an eval line with a
+/// marker per epoch, and a legend where the lines usually are not (upper right for falling
+/// losses, lower right for rising accuracies).
 fn panel(
     area: &Panel<'_>,
     (caption, y_label): (&str, &str),
-    top: f64,
+    range: std::ops::Range<f64>,
     lines: &[(&str, Vec<(f64, f64)>); 2],
     legend: SeriesLabelPosition,
 ) -> std::result::Result<
@@ -117,7 +141,7 @@ fn panel(
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(65)
-        .build_cartesian_2d(1.0..last, 0.0..top)?;
+        .build_cartesian_2d(1.0..last, range)?;
     chart
         .configure_mesh()
         .x_desc("epoch")
@@ -134,7 +158,9 @@ fn panel(
         .zip([TRAIN_COLOR, EVAL_COLOR].map(|(r, g, b)| RGBColor(r, g, b)))
     {
         chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(3)))?
+            .draw_series(
+                LineSeries::new(points.clone(), color.filled().stroke_width(3)).point_size(4),
+            )?
             .label(*name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))

@@ -1,38 +1,46 @@
-//! Stopping a run once a metric stops improving, as PyTorch Lightning's `EarlyStopping`
-//! callback: `patience` epochs in a row without an improvement of more than `min_delta`, or a
-//! metric that is no longer finite, end training after the epoch. The history so far is kept.
+//! Stopping a run once a monitored value stops improving, as PyTorch Lightning's
+//! `EarlyStopping` callback: `patience` epochs in a row without an improvement of more than
+//! `min_delta`, or a value that is no longer finite, end training after the epoch. The
+//! history so far is kept.
 
 use std::collections::BTreeMap;
 
-use super::metrics::{EpochSummary, Metric};
+use super::callback::{Callback, FitStart};
+use super::monitor::Monitor;
+use super::run::EpochEnd;
+use super::summary::EpochSummary;
 use crate::error::{Error, Result};
 use crate::optim::Mode;
 
 const KEY_BEST: &str = "best";
 const KEY_WAIT: &str = "wait";
 
-/// Watches one [`Metric`] and says when to stop. Give it to
-/// [`Trainer::early_stopping`](super::Trainer::early_stopping).
+/// Watches one value and says when to stop: a [`Callback`]. Give it to
+/// [`Trainer::early_stopping`](super::Trainer::early_stopping) or
+/// [`Trainer::callback`](super::Trainer::callback).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EarlyStopping {
-    /// The metric watched; whether it should fall or rise is [`Metric::mode`].
-    pub metric: Metric,
+    /// The value watched; whether it should fall or rise is the metric's
+    /// ([`Monitor::mode`]), known once training starts.
+    pub monitor: Monitor,
     /// Epochs in a row without improvement before stopping (Lightning's default: 3).
     pub patience: u64,
     /// An improvement must beat the best by more than this (finite, `>= 0`).
     pub min_delta: f64,
+    mode: Mode,
     best: f64,
     wait: u64,
 }
 
 impl EarlyStopping {
-    /// Watches `metric` with patience 3 and no minimum improvement (Lightning's defaults).
-    pub fn new(metric: Metric) -> Self {
+    /// Watches `monitor` with patience 3 and no minimum improvement (Lightning's defaults).
+    pub fn new(monitor: Monitor) -> Self {
         EarlyStopping {
-            metric,
+            monitor,
             patience: 3,
             min_delta: 0.0,
-            best: metric.mode().worst(),
+            mode: Mode::Min,
+            best: f64::NAN,
             wait: 0,
         }
     }
@@ -49,7 +57,7 @@ impl EarlyStopping {
         self
     }
 
-    /// The best value seen so far (infinite before the first epoch).
+    /// The best value seen so far (infinite before the first epoch, NaN before training).
     pub fn best(&self) -> f64 {
         self.best
     }
@@ -59,9 +67,8 @@ impl EarlyStopping {
         self.wait
     }
 
-    /// Refuses a `min_delta` that is negative or not finite (the trainer checks before the
-    /// first epoch).
-    pub fn check(&self) -> Result<()> {
+    /// Refuses a `min_delta` that is negative or not finite.
+    fn check(&self) -> Result<()> {
         if self.min_delta.is_finite() && self.min_delta >= 0.0 {
             return Ok(());
         }
@@ -76,16 +83,16 @@ impl EarlyStopping {
     }
 
     /// Takes an epoch's summary; returns why training should stop, or `None` to go on.
-    pub fn update(&mut self, summary: &EpochSummary) -> Option<String> {
-        let value = self.metric.of(summary);
-        let name = self.metric.name();
+    fn update(&mut self, summary: &EpochSummary) -> Option<String> {
+        let value = self.monitor.of(summary).unwrap_or(f64::NAN);
+        let name = self.monitor.name();
         if !value.is_finite() {
             return Some(format!(
                 "{name} is {value} at epoch {}, which is not finite",
                 summary.epoch
             ));
         }
-        let improved = match self.metric.mode() {
+        let improved = match self.mode {
             Mode::Min => value < self.best - self.min_delta,
             Mode::Max => value > self.best + self.min_delta,
         };
@@ -102,17 +109,39 @@ impl EarlyStopping {
             )
         })
     }
+}
 
-    /// The best value and the wait count, as exact text (for checkpoints).
-    pub(super) fn state(&self) -> BTreeMap<String, String> {
+impl Callback for EarlyStopping {
+    fn name(&self) -> String {
+        format!("early_stopping({})", self.monitor.name())
+    }
+
+    /// Checks `min_delta` and learns whether the monitored value should fall or rise.
+    fn on_fit_start(&mut self, start: &FitStart<'_>) -> Result<()> {
+        self.check()?;
+        self.mode = start.mode(&self.monitor)?;
+        if self.best.is_nan() {
+            self.best = self.mode.worst();
+        }
+        Ok(())
+    }
+
+    fn on_epoch_end(&mut self, end: &mut EpochEnd<'_>) -> Result<()> {
+        if let Some(reason) = self.update(end.summary) {
+            end.stop_because(reason);
+        }
+        Ok(())
+    }
+
+    /// The best value and the wait count, as exact text.
+    fn state(&self) -> BTreeMap<String, String> {
         BTreeMap::from([
             (KEY_BEST.to_string(), format!("{:e}", self.best)),
             (KEY_WAIT.to_string(), self.wait.to_string()),
         ])
     }
 
-    /// Restores [`EarlyStopping::state`]; `source` names the checkpoint in errors.
-    pub(super) fn restore(&mut self, state: &BTreeMap<String, String>, source: &str) -> Result<()> {
+    fn restore(&mut self, state: &BTreeMap<String, String>, source: &str) -> Result<()> {
         let bad = |key: &str| Error::InvalidArgument {
             op: "Trainer::resume_from",
             message: format!(

@@ -1,19 +1,22 @@
 //! What a [`Trainer`](super::Trainer) trains ([`Run`]: the model, its optimizer, maybe a
-//! scheduler) and what its end-of-epoch callback receives ([`EpochEnd`]). The trainer holds
-//! the optimizer and the scheduler and lends them to the callbacks, so stepping a scheduler
-//! or saving a checkpoint in a callback needs no `RefCell`.
+//! scheduler) and what the end-of-epoch hooks receive ([`EpochEnd`]). The trainer holds
+//! the optimizer and the scheduler and lends them to the hooks, so stepping a scheduler
+//! or saving a checkpoint in a hook needs no `RefCell`.
 
-use super::early_stopping::EarlyStopping;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use super::loop_state;
-use super::metrics::{EpochSummary, Metric};
-use crate::error::Result;
+use super::monitor::Monitor;
+use super::summary::EpochSummary;
+use crate::error::{Error, Result};
 use crate::io::Checkpoint;
 use crate::nn::Module;
 use crate::optim::{Optimizer, Scheduler};
 
 /// The parts of one training run: the model (read for checkpoints), the optimizer (lent to
 /// the step closure each batch) and an optional scheduler, stepped by the trainer after each
-/// epoch with the monitored metric (as Lightning's `interval: "epoch"`).
+/// epoch with the monitored value (as Lightning's `interval: "epoch"`).
 ///
 /// A scheduler stepped per batch (one-cycle, warm-up) is not given here: the step closure
 /// owns it and steps it with the optimizer it is lent.
@@ -21,7 +24,7 @@ pub struct Run<'a> {
     pub(super) model: &'a dyn Module,
     pub(super) optimizer: &'a mut dyn Optimizer,
     pub(super) scheduler: Option<&'a mut dyn Scheduler>,
-    pub(super) monitor: Metric,
+    pub(super) monitor: Monitor,
 }
 
 impl<'a> Run<'a> {
@@ -31,7 +34,7 @@ impl<'a> Run<'a> {
             model,
             optimizer,
             scheduler: None,
-            monitor: Metric::EvalLoss,
+            monitor: Monitor::EVAL_LOSS,
         }
     }
 
@@ -42,17 +45,18 @@ impl<'a> Run<'a> {
         self
     }
 
-    /// The metric the scheduler is stepped with (a
+    /// The value the scheduler is stepped with (a
     /// [`ReduceLrOnPlateau`](crate::optim::ReduceLrOnPlateau) in mode `Max` wants
-    /// [`Metric::EvalAccuracy`]).
-    pub fn monitor(mut self, metric: Metric) -> Self {
-        self.monitor = metric;
+    /// [`Monitor::EVAL_ACCURACY`]).
+    pub fn monitor(mut self, monitor: Monitor) -> Self {
+        self.monitor = monitor;
         self
     }
 }
 
-/// What the end-of-epoch callback of [`Trainer::fit`](super::Trainer::fit) gets, after the
-/// scheduler has stepped and early stopping has seen the epoch.
+/// What the end-of-epoch hooks of [`Trainer::fit`](super::Trainer::fit) get (its
+/// `after_epoch` closure and every [`Callback::on_epoch_end`](super::Callback)), after the
+/// scheduler has stepped and the logs have the epoch.
 pub struct EpochEnd<'r> {
     /// The epoch just finished.
     pub summary: &'r EpochSummary,
@@ -64,18 +68,32 @@ pub struct EpochEnd<'r> {
     pub optimizer: &'r mut dyn Optimizer,
     /// The scheduler of the [`Run`], if it has one.
     pub scheduler: Option<&'r mut dyn Scheduler>,
-    pub(super) early_stopping: Option<&'r EarlyStopping>,
+    /// The callbacks' states, for [`EpochEnd::checkpoint`]; `None` inside a callback, whose
+    /// own state is still changing.
+    pub(super) callback_states: Option<BTreeMap<String, String>>,
     pub(super) steps: u64,
-    pub(super) stop: bool,
+    pub(super) stop: Option<String>,
+    pub(super) save_to: Vec<PathBuf>,
 }
 
 impl EpochEnd<'_> {
     /// Everything needed to resume after this epoch, with
     /// [`Trainer::resume_from`](super::Trainer::resume_from): model, optimizer, scheduler,
-    /// the process-wide generator, early stopping and the history. Save it with
-    /// [`Checkpoint::save`]. Fails when a GPU tensor cannot be read back or a copy cannot be
-    /// allocated.
+    /// the process-wide generator, the callbacks' states (early stopping, ...) and the
+    /// history. Save it with [`Checkpoint::save`]. Fails when a GPU tensor cannot be read
+    /// back or a copy cannot be allocated; inside a callback, use
+    /// [`EpochEnd::save_checkpoint`] instead.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
+        let states = self
+            .callback_states
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument {
+                op: "EpochEnd::checkpoint",
+                message: "a callback cannot capture a checkpoint while the callbacks' states are \
+                      changing; ask for one with `end.save_checkpoint(path)`, which the trainer \
+                      writes once every callback has run"
+                    .into(),
+            })?;
         let scheduler = self.scheduler.as_deref();
         let mut checkpoint = Checkpoint::capture(
             self.model,
@@ -84,12 +102,29 @@ impl EpochEnd<'_> {
             self.summary.epoch as u64,
             self.steps,
         )?;
-        checkpoint.loop_state = loop_state::capture(self.history, scheduler, self.early_stopping);
+        checkpoint.loop_state = loop_state::capture(self.history, scheduler, states, None);
         Ok(checkpoint)
+    }
+
+    /// Saves a checkpoint ([`EpochEnd::checkpoint`]) to `path` once every callback and the
+    /// `after_epoch` closure have run (atomically: a crash while saving leaves the previous
+    /// file).
+    pub fn save_checkpoint(&mut self, path: impl Into<PathBuf>) {
+        self.save_to.push(path.into());
     }
 
     /// Ends training after this epoch (the history so far is returned).
     pub fn stop(&mut self) {
-        self.stop = true;
+        self.stop_because("the callback asked to stop");
+    }
+
+    /// [`EpochEnd::stop`], with the reason printed in the trainer's last line.
+    pub fn stop_because(&mut self, reason: impl Into<String>) {
+        self.stop.get_or_insert(reason.into());
+    }
+
+    /// Whether a hook has asked to stop.
+    pub fn stopping(&self) -> bool {
+        self.stop.is_some()
     }
 }

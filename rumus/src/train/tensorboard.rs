@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::metrics::EpochSummary;
+use super::summary::EpochSummary;
 use crate::error::{Error, Result};
 
 /// An open event file.
@@ -50,15 +50,15 @@ impl TensorBoardLog {
     }
 
     /// Writes the scalars of one epoch at step `summary.epoch`: `train/loss`,
-    /// `train/accuracy`, `eval/loss`, `eval/accuracy` and `lr`.
+    /// `train/<metric>`..., `eval/loss`, `eval/<metric>`... and `lr` (the CSV log's names
+    /// with a `/` after the phase, which TensorBoard groups by).
     pub(super) fn append(&mut self, summary: &EpochSummary) -> Result<()> {
-        let scalars = [
-            ("train/loss", summary.train.mean_loss()),
-            ("train/accuracy", summary.train.accuracy()),
-            ("eval/loss", summary.eval.mean_loss()),
-            ("eval/accuracy", summary.eval.accuracy()),
-            ("lr", summary.lr),
-        ];
+        let mut scalars: Vec<(String, f64)> = summary
+            .named_values()
+            .into_iter()
+            .map(|(name, v)| (name.replacen('_', "/", 1), v))
+            .collect();
+        scalars.push(("lr".into(), summary.lr));
         let mut values = Vec::new();
         for (tag, value) in scalars {
             let mut entry = Vec::new();

@@ -1,52 +1,59 @@
 //! A training loop for the common case, in the spirit of PyTorch Lightning's `Trainer`;
 //! anything it does not fit is a plain loop over the same pieces (`backward`, an optimizer's
-//! `step`, [`Metrics`]). Its parts live beside it: [`EarlyStopping`], the CSV and
+//! `step`, the [`Metric`]s). Its parts live beside it: [`EarlyStopping`], the CSV and
 //! TensorBoard logs, the curves, and the checkpointed loop state.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::callback::{BatchEnd, Callback, FitStart};
 use super::csv_log::CsvLog;
 use super::early_stopping::EarlyStopping;
-use super::loop_state;
-use super::metrics::{EpochSummary, Metrics};
+use super::lent_optimizer::LentOptimizer;
+use super::loop_state::{self, MidEpoch};
+use super::metric::Metric;
+use super::phase::PhaseMeter;
 use super::run::{EpochEnd, Run};
+use super::save_checkpoints::SaveCheckpoints;
+use super::step::StepOutput;
+use super::summary::EpochSummary;
 use super::tensorboard::TensorBoardLog;
-use crate::error::Result;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::io::Checkpoint;
 use crate::nn::ModeGuard;
 use crate::optim::{Optimizer, Scheduler};
 
 /// Runs epochs of training steps, evaluates after each, steps the scheduler, and reports:
 /// one summary line per epoch, a progress bar over the batches (on a terminal), a CSV row per
-/// epoch, TensorBoard scalars, and the curves at the end. It can stop early on a metric,
-/// save a checkpoint after every epoch, and resume from one exactly where it left off.
+/// epoch, TensorBoard scalars, and the curves at the end. It measures the loss and any
+/// [`Metric`]s, runs [`Callback`]s (early stopping, checkpoints, ...), and can accumulate
+/// and clip gradients and run under autocast. It can resume from a checkpoint exactly where
+/// the run left off.
 ///
 /// ```
 /// use rumus::optim::{Sgd, SgdConfig};
 /// use rumus::prelude::*;
-/// use rumus::train::{Run, Trainer, classification};
+/// use rumus::train::{Accuracy, Run, Trainer, classification};
 ///
 /// // Two points, two classes, one linear layer.
 /// let model = Linear::<2, 2>::new()?;
 /// let x = DynTensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2])?;
 /// let y = DynTensor::from_vec(vec![0i64, 1], &[2])?;
 /// let mut optimizer = Sgd::new(model.parameters(), SgdConfig { lr: 0.5, ..Default::default() })?;
-/// let history = Trainer::new(20).quiet().fit(
+/// let history = Trainer::new(20).quiet().metric(Accuracy::new()).fit(
 ///     Run::new(&model, &mut optimizer),
 ///     // The batches of an epoch (1, 2, ...): here one batch; usually a DataLoader epoch.
 ///     |_epoch| Ok([Ok((x.clone(), y.clone()))]),
 ///     // One training step; the trainer lends the optimizer.
 ///     |(x, y): (DynTensor, DynTensor), optimizer| {
-///         let (loss, metrics) = classification(&model.forward_dyn(&x)?, &y)?;
+///         let (loss, output) = classification(&model.forward_dyn(&x)?, &y)?;
 ///         optimizer.step(&mut loss.backward()?)?;
-///         Ok(metrics)
+///         Ok(output)
 ///     },
-///     // The evaluation after each epoch.
-///     || {
-///         let _guard = rumus::no_grad();
-///         Ok(classification(&model.forward_dyn(&x)?, &y)?.1)
-///     },
+///     // The evaluation after each epoch: its batches' outputs (run without gradients, in
+///     // evaluation mode).
+///     || Ok([classification(&model.forward_dyn(&x)?, &y).map(|(_, output)| output)]),
 ///     // After each epoch: `end.checkpoint()?.save(..)`, `end.stop()`, ...
 ///     |_end| Ok(()),
 /// )?;
@@ -61,23 +68,24 @@ pub struct Trainer {
     pub progress: bool,
     /// Print the per-epoch summary line.
     pub verbose: bool,
-    /// Where to write the loss/accuracy curves (feature `plot`).
+    /// Where to write the loss and metric curves (feature `plot`).
     pub curve_path: Option<PathBuf>,
     /// Where to write the per-epoch CSV log.
     pub csv_path: Option<PathBuf>,
     /// The directory of the TensorBoard event file.
     pub tensorboard_dir: Option<PathBuf>,
-    /// Where to save a checkpoint after every epoch.
-    pub checkpoint_path: Option<PathBuf>,
-    /// When to stop before `epochs`.
-    pub early_stopping: Option<EarlyStopping>,
     /// The checkpoint to resume from.
     pub resume: Option<Checkpoint>,
+    metrics: Vec<Box<dyn Metric>>,
+    callbacks: Vec<Box<dyn Callback>>,
+    accumulate: usize,
+    clip_norm: Option<f64>,
+    autocast: Option<DType>,
 }
 
 impl Trainer {
-    /// A trainer for `epochs` epochs, with the progress bar and summary lines on, and no
-    /// files written.
+    /// A trainer for `epochs` epochs, with the progress bar and summary lines on, the loss
+    /// as its only measure, and no files written.
     pub fn new(epochs: usize) -> Self {
         Trainer {
             epochs,
@@ -86,13 +94,30 @@ impl Trainer {
             curve_path: None,
             csv_path: None,
             tensorboard_dir: None,
-            checkpoint_path: None,
-            early_stopping: None,
             resume: None,
+            metrics: Vec::new(),
+            callbacks: Vec::new(),
+            accumulate: 1,
+            clip_norm: None,
+            autocast: None,
         }
     }
 
-    /// Writes the loss and accuracy curves to `path` (PNG) after training (needs the `plot`
+    /// Measures `metric` on every training and evaluation batch, logged as
+    /// `train_<name>` and `eval_<name>` (the steps must report their predictions:
+    /// [`StepOutput::new`] or [`classification`](super::classification)).
+    pub fn metric(mut self, metric: impl Metric + 'static) -> Self {
+        self.metrics.push(Box::new(metric));
+        self
+    }
+
+    /// Runs `callback` at its hooks, after the callbacks added before it.
+    pub fn callback(mut self, callback: impl Callback + 'static) -> Self {
+        self.callbacks.push(Box::new(callback));
+        self
+    }
+
+    /// Writes the loss and metric curves to `path` (PNG) after training (needs the `plot`
     /// feature; without it `fit` fails before the first epoch).
     pub fn curve(mut self, path: impl Into<PathBuf>) -> Self {
         self.curve_path = Some(path.into());
@@ -106,95 +131,147 @@ impl Trainer {
         self
     }
 
-    /// Logs every epoch to the CSV file `path` (header
-    /// [`CSV_HEADER`](super::CSV_HEADER)), a row as each epoch ends. A fresh run
-    /// starts the file anew; a resumed one rewrites the rows of its checkpoint's history and
-    /// goes on from there.
+    /// Logs every epoch to the CSV file `path` (header [`Trainer::csv_header`]), a row as
+    /// each epoch ends. A fresh run starts the file anew; a resumed one rewrites the rows of
+    /// its checkpoint's history and goes on from there.
     pub fn csv(mut self, path: impl Into<PathBuf>) -> Self {
         self.csv_path = Some(path.into());
         self
     }
 
     /// Logs every epoch's scalars to a new TensorBoard event file in `dir`
-    /// (`tensorboard --logdir dir`).
+    /// (`tensorboard --logdir dir`): `train/loss`, `train/<metric>`, `eval/...` and `lr`.
     pub fn tensorboard(mut self, dir: impl Into<PathBuf>) -> Self {
         self.tensorboard_dir = Some(dir.into());
         self
     }
 
-    /// Saves a checkpoint to `path` after every epoch (atomically: a crash while saving
-    /// leaves the previous one), to resume from with [`Trainer::resume_from`].
-    pub fn checkpoint(mut self, path: impl Into<PathBuf>) -> Self {
-        self.checkpoint_path = Some(path.into());
+    /// Saves a checkpoint to `path` after every epoch (the callback
+    /// [`SaveCheckpoints::every_epoch`]), to resume from with [`Trainer::resume_from`].
+    pub fn checkpoint(self, path: impl Into<PathBuf>) -> Self {
+        self.callback(SaveCheckpoints::every_epoch(path))
+    }
+
+    /// Stops training when `rule` says so (the callback itself).
+    pub fn early_stopping(self, rule: EarlyStopping) -> Self {
+        self.callback(rule)
+    }
+
+    /// Steps the optimizer once per `batches` training batches, with their gradients
+    /// averaged (Lightning's `accumulate_grad_batches`): the step closure still calls
+    /// `optimizer.step(..)` every batch. An epoch whose batch count is not a multiple steps
+    /// with what it has at its end.
+    pub fn accumulate_gradients(mut self, batches: usize) -> Result<Self> {
+        if batches == 0 {
+            return Err(Error::InvalidArgument {
+                op: "Trainer::accumulate_gradients",
+                message: "batches is 0; give how many batches' gradients make one optimizer                           step (1: no accumulation)"
+                    .into(),
+            });
+        }
+        self.accumulate = batches;
+        Ok(self)
+    }
+
+    /// Scales the gradients so their joint L2 norm is at most `max_norm` before each
+    /// optimizer step ([`clip_grad_norm`](crate::optim::clip_grad_norm), Lightning's
+    /// `gradient_clip_val`).
+    pub fn clip_grad_norm(mut self, max_norm: f64) -> Result<Self> {
+        if !(max_norm.is_finite() && max_norm > 0.0) {
+            return Err(Error::InvalidArgument {
+                op: "Trainer::clip_grad_norm",
+                message: format!("max_norm is {max_norm}; it must be a finite number > 0"),
+            });
+        }
+        self.clip_norm = Some(max_norm);
+        Ok(self)
+    }
+
+    /// Runs the steps and the evaluation under [`autocast_with`](crate::amp::autocast_with)
+    /// `(dtype)` (`DType::BF16`, or `DType::F16`, whose step should scale its loss with a
+    /// [`GradScaler`](crate::optim::GradScaler)); `None` (the default) runs in full
+    /// precision.
+    pub fn autocast(mut self, dtype: Option<DType>) -> Self {
+        self.autocast = dtype;
         self
     }
 
-    /// Stops training when `rule` says so.
-    pub fn early_stopping(mut self, rule: EarlyStopping) -> Self {
-        self.early_stopping = Some(rule);
-        self
-    }
-
-    /// Continues the run that wrote `checkpoint` (with [`Trainer::checkpoint`] or
-    /// [`EpochEnd::checkpoint`]): before the first epoch, `fit` restores the model, the
-    /// optimizer, the scheduler, the process-wide generator, early stopping and the
-    /// history, then trains epochs `checkpoint.epoch + 1 ..= epochs`. Build the model,
-    /// optimizer and scheduler as for a fresh run; for the same batches as the
-    /// uninterrupted run, `batches(epoch)` should depend on `epoch` only, e.g.
-    /// `loader.epoch_from(epoch as u64 - 1, 0)`.
+    /// Continues the run that wrote `checkpoint` (with [`Trainer::checkpoint`],
+    /// [`SaveCheckpoints`] or [`EpochEnd::checkpoint`]): before the first epoch, `fit`
+    /// restores the model, the optimizer, the scheduler, the process-wide generator, the
+    /// callbacks' states and the history, then trains epochs `checkpoint.epoch + 1 ..=
+    /// epochs` (a checkpoint saved mid-epoch skips that epoch's batches already trained).
+    /// Build the model, optimizer, scheduler and callbacks as for a fresh run; for the same
+    /// batches as the uninterrupted run, `batches(epoch)` should depend on `epoch` only,
+    /// e.g. `loader.epoch_from(epoch as u64 - 1, 0)`.
     pub fn resume_from(mut self, checkpoint: Checkpoint) -> Self {
         self.resume = Some(checkpoint);
         self
     }
 
+    /// The CSV log's header: `epoch,train_loss,train_<metric>...,eval_loss,eval_<metric>...,lr,seconds`.
+    pub fn csv_header(&self) -> String {
+        let mut columns = vec!["epoch".to_string()];
+        for phase in ["train", "eval"] {
+            columns.push(format!("{phase}_loss"));
+            columns.extend(self.metrics.iter().map(|m| format!("{phase}_{}", m.name())));
+        }
+        columns.extend(["lr".to_string(), "seconds".to_string()]);
+        columns.join(",")
+    }
+
     /// Trains `run`. `batches(epoch)` gives the epoch's batches (epochs count from 1): a
     /// [`DataLoader`](crate::data::DataLoader) epoch, or any iterator of `Result`s; `step`
-    /// trains on one batch with the optimizer it is lent and reports its metrics; `evaluate`
-    /// measures the model after the epoch. The trainer switches the model's mode itself, as
-    /// Lightning and Keras do: training mode for the steps, evaluation mode for `evaluate`
-    /// (dropout off, BatchNorm's running statistics used and left as they are), and the
-    /// mode it had before once `fit` returns. Then the scheduler steps, early stopping looks at
-    /// the epoch, the logs get their row, and `after_epoch` runs with the optimizer and the
-    /// scheduler (see [`EpochEnd`]). The first error stops training and is returned.
+    /// trains on one batch with the optimizer it is lent and reports the batch
+    /// ([`StepOutput`]); `evaluate` gives the evaluation's batch reports after each epoch,
+    /// which the trainer reads without gradients. The trainer switches the model's mode
+    /// itself, as Lightning and Keras do: training mode for the steps, evaluation mode for
+    /// `evaluate` (dropout off, BatchNorm's running statistics used and left as they are),
+    /// and the mode it had before once `fit` returns. Then the scheduler steps, the logs get
+    /// their row, the callbacks run, then `after_epoch` (see [`EpochEnd`]), then the
+    /// checkpoints asked for are written. The first error stops training and is returned.
     ///
     /// Returns every epoch's summary, a resumed run's earlier ones included; a run stopped
     /// early returns the epochs it trained.
-    pub fn fit<B, I>(
-        &self,
+    pub fn fit<B, I, E>(
+        &mut self,
         mut run: Run<'_>,
         mut batches: impl FnMut(usize) -> Result<I>,
-        mut step: impl FnMut(B, &mut dyn Optimizer) -> Result<Metrics>,
-        mut evaluate: impl FnMut() -> Result<Metrics>,
+        mut step: impl FnMut(B, &mut dyn Optimizer) -> Result<StepOutput>,
+        mut evaluate: impl FnMut() -> Result<E>,
         mut after_epoch: impl FnMut(&mut EpochEnd<'_>) -> Result<()>,
     ) -> Result<Vec<EpochSummary>>
     where
         I: IntoIterator<Item = Result<B>>,
+        E: IntoIterator<Item = Result<StepOutput>>,
     {
         if let Some(path) = &self.curve_path {
             check_can_plot(path)?;
         }
-        let mut early_stopping = self.early_stopping.clone();
-        if let Some(rule) = &early_stopping {
-            rule.check()?;
-        }
-        let (mut history, mut steps) = match &self.resume {
+        let (mut history, mut resumed_mid_epoch, mut steps) = match &self.resume {
             Some(checkpoint) => {
                 checkpoint.restore(run.model, run.optimizer)?;
                 let scheduler = run.scheduler.as_mut().map(shorten);
-                let history = loop_state::restore(
-                    checkpoint,
-                    run.optimizer,
-                    scheduler,
-                    early_stopping.as_mut(),
-                )?;
-                (history, checkpoint.step)
+                let (history, mid) =
+                    loop_state::restore(checkpoint, run.optimizer, scheduler, &mut self.callbacks)?;
+                (history, mid, checkpoint.step)
             }
-            None => (Vec::with_capacity(self.epochs), 0),
+            None => (Vec::with_capacity(self.epochs), MidEpoch::default(), 0),
         };
+        if run.scheduler.is_some() {
+            run.monitor.mode(&self.metrics)?;
+        }
+        let start = FitStart {
+            metrics: &self.metrics,
+            epochs: self.epochs,
+        };
+        for callback in &mut self.callbacks {
+            callback.on_fit_start(&start)?;
+        }
         let mut csv = self
             .csv_path
             .as_deref()
-            .map(|path| CsvLog::create(path, &history))
+            .map(|path| CsvLog::create(path, &self.csv_header(), &history))
             .transpose()?;
         let mut tensorboard = self
             .tensorboard_dir
@@ -203,64 +280,129 @@ impl Trainer {
             .transpose()?;
         // The model's mode before training comes back when `fit` returns, even with an error.
         let _mode = ModeGuard::train(run.model);
+        let _autocast = self.autocast.map(crate::amp::autocast_with).transpose()?;
+        let mut train = PhaseMeter::new(&self.metrics);
+        let mut eval = PhaseMeter::new(&self.metrics);
         for epoch in history.len() + 1..=self.epochs {
-            let start = Instant::now();
+            let started = Instant::now();
             run.model.set_training(true);
             let lr = run.optimizer.lrs().first().copied().unwrap_or(0.0);
             let work = batches(epoch)?.into_iter();
             let bar = self.progress_bar(work.size_hint().0, epoch);
-            let mut train = Metrics::default();
-            for batch in work {
-                train.add(step(batch?, &mut *run.optimizer)?);
+            let skip = std::mem::take(&mut resumed_mid_epoch);
+            train.reset();
+            train.carry(skip.loss_sum, skip.count);
+            let mut lent = LentOptimizer::new(&mut *run.optimizer, self.accumulate, self.clip_norm);
+            let mut saves = Vec::new();
+            let mut ended_early = false;
+            for (index, batch) in work.enumerate() {
+                let batch = batch?;
+                if index < skip.batches {
+                    continue;
+                }
+                let output = step(batch, &mut lent)?;
+                train.add(&output, "training")?;
                 steps += 1;
-                bar.tick(&train);
+                bar.tick(train.mean_loss());
+                let mut end = BatchEnd {
+                    epoch,
+                    batch: index + 1,
+                    steps,
+                    loss: output.loss,
+                    model: run.model,
+                    optimizer: &lent,
+                    save_to: std::mem::take(&mut saves),
+                    stop: false,
+                };
+                for callback in &mut self.callbacks {
+                    callback.on_train_batch_end(&mut end)?;
+                }
+                saves = end.save_to;
+                if !saves.is_empty() && !lent.has_pending() {
+                    let mut checkpoint = Checkpoint::capture(
+                        run.model,
+                        &lent,
+                        run.scheduler.as_deref().map(|s| s.epoch()),
+                        epoch as u64 - 1,
+                        steps,
+                    )?;
+                    let mid = MidEpoch {
+                        batches: index + 1,
+                        loss_sum: train.loss_sum(),
+                        count: train.count(),
+                    };
+                    checkpoint.loop_state = loop_state::capture(
+                        &history,
+                        run.scheduler.as_deref(),
+                        &loop_state::callback_states(&self.callbacks),
+                        Some(mid),
+                    );
+                    for path in saves.drain(..) {
+                        checkpoint.save(&path)?;
+                    }
+                }
+                if end.stop {
+                    ended_early = true;
+                    break;
+                }
             }
+            lent.flush()?;
             bar.finish();
-            let eval = {
+            eval.reset();
+            {
                 let _eval = ModeGuard::eval(run.model);
-                evaluate()?
-            };
+                let _no_grad = crate::no_grad();
+                for output in evaluate()? {
+                    eval.add(&output?, "evaluation")?;
+                }
+            }
+            let eval_summary = eval.summary();
+            for callback in &mut self.callbacks {
+                callback.on_validation_end(epoch, &eval_summary)?;
+            }
             let summary = EpochSummary {
                 epoch,
-                train,
-                eval,
+                train: train.summary(),
+                eval: eval_summary,
                 lr,
-                seconds: start.elapsed().as_secs_f64(),
+                seconds: started.elapsed().as_secs_f64(),
             };
             if self.verbose {
                 println!("{summary}");
             }
             if let Some(scheduler) = run.scheduler.as_mut() {
-                scheduler.step_epoch(run.optimizer, run.monitor.of(&summary));
+                let value = run.monitor.of(&summary).unwrap_or(f64::NAN);
+                scheduler.step_epoch(run.optimizer, value);
             }
-            let stop_reason = early_stopping.as_mut().and_then(|e| e.update(&summary));
-            history.push(summary);
             if let Some(log) = &mut csv {
                 log.append(&summary)?;
             }
             if let Some(log) = &mut tensorboard {
                 log.append(&summary)?;
             }
+            history.push(summary);
             let mut end = EpochEnd {
-                summary: &summary,
+                summary: history.last().expect("just pushed"),
                 history: &history,
                 model: run.model,
                 optimizer: &mut *run.optimizer,
                 scheduler: run.scheduler.as_mut().map(shorten),
-                early_stopping: early_stopping.as_ref(),
+                callback_states: None,
                 steps,
-                stop: false,
+                stop: ended_early.then(|| "a callback ended the epoch early".to_string()),
+                save_to: Vec::new(),
             };
-            after_epoch(&mut end)?;
-            if let Some(path) = &self.checkpoint_path {
-                end.checkpoint()?.save(path)?;
+            for callback in &mut self.callbacks {
+                callback.on_epoch_end(&mut end)?;
             }
-            if end.stop || stop_reason.is_some() {
+            end.callback_states = Some(loop_state::callback_states(&self.callbacks));
+            after_epoch(&mut end)?;
+            for path in std::mem::take(&mut end.save_to) {
+                end.checkpoint()?.save(&path)?;
+            }
+            if let Some(reason) = end.stop {
                 if self.verbose {
-                    let reason = stop_reason
-                        .as_deref()
-                        .unwrap_or("the callback asked to stop");
-                    println!("early stopping after epoch {epoch}: {reason}");
+                    println!("stopping after epoch {epoch}: {reason}");
                 }
                 break;
             }
@@ -331,10 +473,10 @@ impl Progress {
     }
 
     #[allow(unused_variables)]
-    fn tick(&self, so_far: &Metrics) {
+    fn tick(&self, mean_loss: f64) {
         #[cfg(feature = "progress")]
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("loss {:.4}", so_far.mean_loss()));
+            bar.set_message(format!("loss {mean_loss:.4}"));
             bar.inc(1);
         }
     }
