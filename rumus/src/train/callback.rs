@@ -18,7 +18,7 @@ use crate::optim::{Mode, Optimizer};
 /// Something that runs at points of a training run. Every method has a default that does
 /// nothing, so a callback writes only the hooks it needs. An error from a hook stops
 /// training and is what `fit` returns.
-pub trait Callback {
+pub trait Callback: Send {
     /// What it is, for its entries in a checkpoint's loop state and in errors.
     fn name(&self) -> String;
 

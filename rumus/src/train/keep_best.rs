@@ -3,7 +3,8 @@
 //! `epoch=<e>-<monitor>=<value>.ckpt` in a directory, and the one it pushes out is deleted.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::callback::{Callback, FitStart};
 use super::monitor::Monitor;
@@ -13,16 +14,51 @@ use crate::optim::Mode;
 
 const KEY_KEPT: &str = "kept";
 
-/// Keeps the `k` best epochs' checkpoints in a directory. [`KeepBest::best`] says which
-/// file holds the best one.
-#[derive(Debug, Clone, PartialEq)]
+/// Keeps the `k` best epochs' checkpoints in a directory. The trainer owns the callback; a
+/// [`KeptCheckpoints`] taken before training says which files it kept.
+///
+/// ```no_run
+/// use rumus::train::{KeepBest, Monitor, Trainer};
+///
+/// let keep = KeepBest::new("checkpoints", Monitor::EVAL_LOSS, 3)?;
+/// let kept = keep.kept();
+/// let trainer = Trainer::new(20).callback(keep);
+/// // ... trainer.fit(..)?; then:
+/// if let Some((path, loss)) = kept.best() {
+///     println!("best: {} (eval_loss {loss})", path.display());
+/// }
+/// # Ok::<(), rumus::Error>(())
+/// ```
+#[derive(Debug, Clone)]
 pub struct KeepBest {
     dir: PathBuf,
     monitor: Monitor,
     k: usize,
     mode: Mode,
-    /// The files kept, with their values, best first.
-    kept: Vec<(f64, PathBuf)>,
+    kept: KeptCheckpoints,
+}
+
+/// The files a [`KeepBest`] keeps, with their values, best first; shared with the callback,
+/// so it can be read after `fit` has taken the callback.
+#[derive(Debug, Clone, Default)]
+pub struct KeptCheckpoints(Arc<Mutex<Vec<(f64, PathBuf)>>>);
+
+impl KeptCheckpoints {
+    /// The best checkpoint so far and its value.
+    pub fn best(&self) -> Option<(PathBuf, f64)> {
+        self.list().first().map(|(v, p)| (p.clone(), *v))
+    }
+
+    /// Every checkpoint kept and its value, best first.
+    pub fn all(&self) -> Vec<(PathBuf, f64)> {
+        self.list().iter().map(|(v, p)| (p.clone(), *v)).collect()
+    }
+
+    fn list(&self) -> MutexGuard<'_, Vec<(f64, PathBuf)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 impl KeepBest {
@@ -40,18 +76,13 @@ impl KeepBest {
             monitor,
             k,
             mode: Mode::Min,
-            kept: Vec::new(),
+            kept: KeptCheckpoints::default(),
         })
     }
 
-    /// The best checkpoint so far and its value.
-    pub fn best(&self) -> Option<(&Path, f64)> {
-        self.kept.first().map(|(v, p)| (p.as_path(), *v))
-    }
-
-    /// Every checkpoint kept, best first.
-    pub fn kept(&self) -> impl Iterator<Item = (&Path, f64)> {
-        self.kept.iter().map(|(v, p)| (p.as_path(), *v))
+    /// The files kept, readable while and after the trainer runs the callback.
+    pub fn kept(&self) -> KeptCheckpoints {
+        self.kept.clone()
     }
 
     fn better(&self, a: f64, b: f64) -> bool {
@@ -81,11 +112,11 @@ impl Callback for KeepBest {
         if value.is_nan() {
             return Ok(());
         }
-        let rank = self
-            .kept
+        let mut kept = self.kept.list();
+        let rank = kept
             .iter()
             .position(|&(v, _)| self.better(value, v))
-            .unwrap_or(self.kept.len());
+            .unwrap_or(kept.len());
         if rank >= self.k {
             return Ok(());
         }
@@ -96,9 +127,9 @@ impl Callback for KeepBest {
         );
         let path = self.dir.join(name);
         end.save_checkpoint(path.clone());
-        self.kept.insert(rank, (value, path));
-        if self.kept.len() > self.k {
-            let (_, dropped) = self.kept.pop().expect("more than k >= 1 kept");
+        kept.insert(rank, (value, path));
+        if kept.len() > self.k {
+            let (_, dropped) = kept.pop().expect("more than k >= 1 kept");
             std::fs::remove_file(&dropped).or_else(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => Ok(()),
                 _ => Err(Error::Io {
@@ -117,6 +148,7 @@ impl Callback for KeepBest {
     fn state(&self) -> BTreeMap<String, String> {
         let lines: String = self
             .kept
+            .list()
             .iter()
             .map(|(v, p)| format!("{v:e}\t{}\n", p.display()))
             .collect();
@@ -128,13 +160,13 @@ impl Callback for KeepBest {
             op: "Trainer::resume_from",
             message: format!("{source}: it holds no list of the best checkpoints"),
         })?;
-        self.kept = text
+        *self.kept.list() = text
             .split_terminator('\n')
             .map(|line| {
                 let (value, path) = line.split_once('\t')?;
                 Some((value.parse().ok()?, PathBuf::from(path)))
             })
-            .collect::<Option<_>>()
+            .collect::<Option<Vec<_>>>()
             .ok_or_else(|| Error::InvalidArgument {
                 op: "Trainer::resume_from",
                 message: format!("{source}: its list of the best checkpoints is malformed"),

@@ -4,7 +4,7 @@
 
 use crate::autograd::GradientStore;
 use crate::error::Result;
-use crate::optim::{Optimizer, Params, clip_grad_norm};
+use crate::optim::{Optimizer, OptimizerState, Params, clip_grad_norm};
 use crate::tensor::DynTensor;
 
 /// Sums the gradients of `accumulate` step calls, averages them (the gradient of the mean
@@ -91,5 +91,13 @@ impl Optimizer for LentOptimizer<'_> {
 
     fn params_mut(&mut self) -> &mut Params {
         self.inner.params_mut()
+    }
+
+    fn state_dict(&self) -> Result<OptimizerState> {
+        self.inner.state_dict()
+    }
+
+    fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
+        self.inner.load_state_dict(state)
     }
 }

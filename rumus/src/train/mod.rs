@@ -25,7 +25,7 @@ pub use callback::{BatchEnd, Callback, FitStart};
 #[cfg(feature = "plot")]
 pub use curve::{CURVE_SIZE, EVAL_COLOR, TRAIN_COLOR, write_curve};
 pub use early_stopping::EarlyStopping;
-pub use keep_best::KeepBest;
+pub use keep_best::{KeepBest, KeptCheckpoints};
 pub use lr_log::LearningRateLog;
 pub use metric::{Accuracy, F1Score, MeanAbsoluteError, MeanSquaredError, Metric, Perplexity};
 pub use monitor::{Monitor, Phase};
