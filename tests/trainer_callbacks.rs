@@ -29,7 +29,10 @@ fn lock_rng() -> MutexGuard<'static, ()> {
     GLOBAL_RNG.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn bits(state: &StateDict) -> Vec<(String, Vec<u64>)> {
+/// Each parameter's name and the bits of its values.
+type ParameterBits = Vec<(String, Vec<u64>)>;
+
+fn bits(state: &StateDict) -> ParameterBits {
     state
         .iter()
         .map(|(n, t)| {
@@ -188,7 +191,7 @@ fn run_with_step_checkpoints(
     trainer: Trainer,
     path: &std::path::Path,
     fail_at: Option<u64>,
-) -> rumus::Result<(Vec<EpochSummary>, Vec<(String, Vec<u64>)>)> {
+) -> rumus::Result<(Vec<EpochSummary>, ParameterBits)> {
     rumus::manual_seed(21);
     let model = Mlp::new()?;
     let mut optimizer = Adam::new(model.parameters(), AdamConfig::adam())?;

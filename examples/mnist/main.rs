@@ -148,10 +148,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(output)
         },
         || {
-            let device = &options.device;
+            let (model, device) = (&model, &options.device);
             Ok(test_loader
                 .epoch()
-                .map(move |batch| Ok(measure(&model, &batch?, device)?.1)))
+                .map(move |batch| Ok(measure(model, &batch?, device)?.1)))
         },
         |_| Ok(()),
     )?;

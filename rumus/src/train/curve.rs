@@ -70,7 +70,13 @@ pub fn write_curve(history: &[EpochSummary], path: impl AsRef<Path>) -> Result<(
             .map(|(label, points)| (label.as_str(), points.clone()));
         let (low, high) = span(&values);
         let margin = ((high - low) * 0.1).max(1e-3);
-        let caption = name.replace('_', " ");
+        let mut words = name.chars().map(|c| if c == '_' { ' ' } else { c });
+        let caption: String = words
+            .next()
+            .into_iter()
+            .flat_map(char::to_uppercase)
+            .chain(words)
+            .collect();
         let range = low - margin..high + margin;
         let legend = SeriesLabelPosition::LowerRight;
         panel(&panels[1], (&caption, &name), range, &values, legend).map_err(|e| fail(&e))?;

@@ -52,7 +52,10 @@ impl Callback for SaveCheckpoints {
     }
 
     fn on_train_batch_end(&mut self, end: &mut BatchEnd<'_>) -> Result<()> {
-        if self.every_steps.is_some_and(|n| end.steps % n == 0) {
+        if self
+            .every_steps
+            .is_some_and(|n| end.steps.is_multiple_of(n))
+        {
             end.save_checkpoint(self.path.clone());
         }
         Ok(())
