@@ -1,6 +1,7 @@
 //! Tools for finding what went wrong in a model: anomaly mode names the first op that turns
 //! finite values into NaN or infinity (forward: with its shapes and the `#[model]` field it
-//! ran in; backward: the record whose gradient did), and `graph_dot` draws the recorded graph.
+//! ran in; backward: the record whose gradient did), `graph_dot` draws the recorded graph,
+//! and backward hooks see (tensor hooks: and may replace) the gradients `grad` computes.
 
 use rumus::autograd::graph_dot;
 use rumus::prelude::*;
@@ -210,4 +211,120 @@ fn forward_hooks_see_inner_fields_first_and_stop_when_dropped() {
             ("head".to_string(), vec![4, 1]),
         ]
     );
+}
+
+/// `y = sum((3 x)^2)`: the gradient reaching `h = 3 x` is `2 h`, and `x`'s is `3 * 2 h`.
+fn squared(x: &DynTensor) -> (DynTensor, DynTensor) {
+    let h = x.mul_scalar(3.0).unwrap();
+    let y = h.mul(&h).unwrap().sum_all().unwrap();
+    (h, y)
+}
+
+#[test]
+fn a_tensor_hook_sees_the_finished_gradient_and_may_replace_it() {
+    let x = DynTensor::from_vec(vec![1.0f32, -2.0], &[2])
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let (h, y) = squared(&x);
+    let expected_h = rumus::autograd::grad(&[&y], &[&h], false).unwrap()[0].to_f64_vec();
+    assert_eq!(expected_h, [6.0, -12.0]);
+
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let first = h
+        .register_hook(move |g| {
+            log.lock().unwrap().push(g.to_f64_vec());
+            Ok(Some(g.mul_scalar(0.5)?))
+        })
+        .unwrap();
+    // A second hook sees the first one's result.
+    let log = seen.clone();
+    let second = h
+        .register_hook(move |g| {
+            log.lock().unwrap().push(g.to_f64_vec());
+            Ok(None)
+        })
+        .unwrap();
+    let grads = y.backward().unwrap();
+    assert_eq!(*seen.lock().unwrap(), [expected_h.clone(), vec![3.0, -6.0]]);
+    // The halved gradient flowed on to `x`: 3 * (2 h) / 2.
+    assert_eq!(grads.grad(&x).unwrap().to_f64_vec(), [9.0, -18.0]);
+
+    drop((first, second));
+    let grads = y.backward().unwrap();
+    assert_eq!(grads.grad(&x).unwrap().to_f64_vec(), [18.0, -36.0]);
+    assert_eq!(seen.lock().unwrap().len(), 2, "dropped hooks do not run");
+}
+
+#[test]
+fn a_leaf_hook_changes_the_stored_gradient_and_bad_hooks_are_errors() {
+    let x = DynTensor::from_vec(vec![1.0f32, -2.0], &[2])
+        .unwrap()
+        .requires_grad_()
+        .unwrap();
+    let (_, y) = squared(&x);
+    let zero = x.register_hook(|g| Ok(Some(g.mul_scalar(0.0)?))).unwrap();
+    assert_eq!(
+        y.backward().unwrap().grad(&x).unwrap().to_f64_vec(),
+        [0.0, 0.0]
+    );
+    drop(zero);
+
+    let wrong = x
+        .register_hook(|_| Ok(Some(DynTensor::zeros(&[3], DType::F32)?)))
+        .unwrap();
+    let err = y.backward().unwrap_err().to_string();
+    assert!(
+        err.contains("returned a [3] f32 gradient for a [2] f32 one"),
+        "{err}"
+    );
+    drop(wrong);
+
+    let constant = DynTensor::zeros(&[2], DType::F32).unwrap();
+    let err = constant
+        .register_hook(|_| Ok(None))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("does not require a gradient"), "{err}");
+}
+
+/// Every field's output gradient, head first, each equal to what `grad` computes for the
+/// output a forward hook saw.
+#[test]
+fn module_backward_hooks_see_each_fields_output_gradient() {
+    let net = Net::new().unwrap();
+    let x =
+        Tensor::<(Dyn, D<2>)>::from_vec_with_dims(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    let outputs = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let keep = outputs.clone();
+    let forward = rumus::nn::register_forward_hook(move |path, out| {
+        keep.borrow_mut().push((path.to_string(), out.clone()));
+    });
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let backward = rumus::nn::register_backward_hook(move |path, grad| {
+        log.lock()
+            .unwrap()
+            .push((path.to_string(), grad.to_f64_vec()));
+    });
+    let out = net.forward(&x).unwrap();
+    let loss = out.as_dyn().mul(out.as_dyn()).unwrap().sum_all().unwrap();
+    loss.backward().unwrap();
+    drop(forward);
+    let calls = seen.lock().unwrap().clone();
+    let paths: Vec<&str> = calls.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["head", "encoder", "encoder.fc1"]);
+    for (path, grad) in &calls {
+        let outputs = outputs.borrow();
+        let output = &outputs.iter().find(|(p, _)| p == path).unwrap().1;
+        let expected = rumus::autograd::grad(&[&loss], &[output], false).unwrap();
+        assert_eq!(grad, &expected[0].to_f64_vec(), "{path}");
+    }
+    // Removed with its handle: the next backward calls nothing.
+    drop(backward);
+    let out = net.forward(&x).unwrap();
+    out.as_dyn().sum_all().unwrap().backward().unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 3);
 }

@@ -8,6 +8,7 @@ use triomphe::Arc;
 use super::grad_mode::{enable_grad, no_grad};
 use super::gradients::{GradientStore, accumulate_into};
 use super::node::{Node, TensorId};
+use super::tensor_hooks;
 use crate::error::{AutogradError, Result, ShapeError};
 use crate::tensor::DynTensor;
 
@@ -119,13 +120,20 @@ fn run_backward(
             ready.push(id);
         }
     }
+    // Results whose tensor hooks have run: records' gradients as they are visited, leaves
+    // reported ready; the other leaves run theirs at the end, once their sums are complete.
+    let mut hooked: HashSet<TensorId> = HashSet::new();
     while let Some(id) = ready.pop() {
         let node = nodes.remove(&id).expect("every ready id was discovered");
-        let grad = pending.remove(&id);
+        let grad = pending
+            .remove(&id)
+            .map(|grad| tensor_hooks::run(id, grad))
+            .transpose()?;
         let input_grads = match &grad {
             Some(grad) => {
                 if wanted.keeps(id, false) {
                     results.insert(id, grad.clone());
+                    hooked.insert(id);
                 }
                 let needs: Vec<bool> = node.inputs.iter().map(Option::is_some).collect();
                 let input_grads = if super::anomaly::anomaly_enabled() {
@@ -158,9 +166,12 @@ fn run_backward(
                         .expect("counted during discovery");
                     *count -= 1;
                     if *count == 0
-                        && let Some(grad) = results.get(&edge.id)
+                        && let Some(grad) = results.remove(&edge.id)
                     {
-                        hook(edge.id, grad)?;
+                        let grad = tensor_hooks::run(edge.id, grad)?;
+                        hook(edge.id, &grad)?;
+                        results.insert(edge.id, grad);
+                        hooked.insert(edge.id);
                     }
                 }
             } else {
@@ -172,6 +183,11 @@ fn run_backward(
                     ready.push(edge.id);
                 }
             }
+        }
+    }
+    for (id, grad) in results.iter_mut() {
+        if tensor_hooks::installed() && !hooked.contains(id) {
+            *grad = tensor_hooks::run(*id, grad.clone())?;
         }
     }
     Ok(results)

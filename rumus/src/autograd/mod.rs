@@ -16,6 +16,7 @@ mod gradcheck;
 mod gradients;
 mod node;
 mod record;
+pub(crate) mod tensor_hooks;
 
 pub use anomaly::anomaly_enabled;
 pub use checkpoint::{CheckpointRecord, Segment, checkpoint};
@@ -26,5 +27,6 @@ pub use gradcheck::{GradcheckError, GradcheckOptions, gradcheck};
 pub use gradients::GradientStore;
 pub use node::{GraphLinks, Node, Saved, TensorId, live_nodes};
 pub use record::BackwardRecord;
+pub use tensor_hooks::GradHookHandle;
 
 pub(crate) use node::{GradMeta, record};

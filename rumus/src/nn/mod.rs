@@ -54,4 +54,6 @@ pub use recurrent::{Gru, Lstm, RnnWeights, gru, lstm};
 pub use state_loading::{LoadOptions, LoadReport};
 pub use summary::{ModelSummary, SummaryRow, summarize};
 
-pub use crate::ops::fields::{ForwardHookHandle, register_forward_hook};
+pub use crate::ops::fields::{
+    BackwardHookHandle, ForwardHookHandle, register_backward_hook, register_forward_hook,
+};
