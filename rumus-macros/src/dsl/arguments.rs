@@ -45,8 +45,8 @@ fn trait_name(function: &TensorFn, param: &Param) -> syn::Ident {
     }
 }
 
-/// `[Batch, Seq, 64]` as written.
-fn written(param: &Param) -> String {
+/// `[Batch, Seq, 64]` (or `[B, T; i64]`) as written.
+pub fn written(param: &Param) -> String {
     let dims: Vec<String> = param
         .shape
         .dims
@@ -57,7 +57,10 @@ fn written(param: &Param) -> String {
             DimAst::Infer(_) => "_".to_string(),
         })
         .collect();
-    format!("[{}]", dims.join(", "))
+    match &param.element {
+        Some(element) => format!("[{}; {element}]", dims.join(", ")),
+        None => format!("[{}]", dims.join(", ")),
+    }
 }
 
 /// The type of `param` in the generated signature.

@@ -1,7 +1,7 @@
 //! The tensor DSL shared by `tensor_fn!` and `#[model]` forward methods: parse, infer every
 //! shape, emit typed Rust.
 
-mod arguments;
+pub mod arguments;
 pub mod ast;
 pub mod lower;
 pub mod parse;

@@ -98,16 +98,23 @@ fn forward_impl(self_ty: &Type, impl_generics: &syn::Generics, function: &Tensor
         }
     }
     let dims: Vec<TokenStream> = generics.iter().map(|g| quote!(#g: ::rumus::Dim)).collect();
-    let params = impl_params(impl_generics, &dims);
-    let where_clause = &impl_generics.where_clause;
-    quote! {
-        impl #params ::rumus::nn::Forward<#input, #element> for #self_ty #where_clause {
-            type Out = #output;
-            fn forward_typed(&self, x: &::rumus::Tensor<#input, #element>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
-                self.forward(x)
-            }
-        }
-    }
+    let Type::Path(path) = self_ty else {
+        return TokenStream::new();
+    };
+    let Some(model) = path.path.segments.last().map(|s| &s.ident) else {
+        return TokenStream::new();
+    };
+    let written = dsl::arguments::written(param);
+    super::input_contract::forward_through_contract(&super::input_contract::InputContract {
+        model,
+        self_ty: quote!(#self_ty),
+        generics: impl_generics,
+        dims,
+        input,
+        element,
+        output,
+        written,
+    })
 }
 
 pub fn expand(model: ModelImpl) -> syn::Result<TokenStream> {

@@ -387,7 +387,6 @@ fn sequential_forward(
     let name = &item.ident;
     let (_, ty_generics, _) = item.generics.split_for_impl();
     let impl_generics = impl_params(&item.generics, &[]);
-    let forward_generics = impl_params(&item.generics, &[quote!(B: ::rumus::Dim)]);
     let where_clause = where_bounded(&item.generics, TokenStream::new(), &[]);
     let mut chain = Vec::new();
     for layer in layers {
@@ -454,6 +453,17 @@ fn sequential_forward(
         );
         quote!(let h: ::rumus::Tensor<(B, #out_ty)> = ::rumus::__private::wrap(#call?#act);)
     });
+    let forward =
+        super::input_contract::forward_through_contract(&super::input_contract::InputContract {
+            model: name,
+            self_ty: quote!(#name #ty_generics),
+            generics: &item.generics,
+            dims: vec![quote!(B: ::rumus::Dim)],
+            input: quote!((B, #in_ty)),
+            element: quote!(f32),
+            output: quote!((B, #out_ty)),
+            written: format!("[B, {input}]"),
+        });
     Ok(quote! {
         impl #impl_generics #name #ty_generics #where_clause {
             /// The layers applied in declaration order.
@@ -465,12 +475,7 @@ fn sequential_forward(
             }
         }
 
-        impl #forward_generics ::rumus::nn::Forward<(B, #in_ty)> for #name #ty_generics #where_clause {
-            type Out = (B, #out_ty);
-            fn forward_typed(&self, x: &::rumus::Tensor<(B, #in_ty)>) -> ::rumus::Result<::rumus::Tensor<Self::Out>> {
-                self.forward(x)
-            }
-        }
+        #forward
     })
 }
 

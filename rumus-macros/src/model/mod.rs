@@ -11,4 +11,5 @@
 pub mod expand_impl;
 pub mod expand_struct;
 mod field_type;
+mod input_contract;
 pub mod layers;

@@ -276,6 +276,15 @@ impl<S: Shape, E: Float> Tensor<S, E> {
         Ok(Tensor::wrap(self.inner.requires_grad_()?))
     }
 
+    /// [`DynTensor::register_hook`] on this tensor: `hook` sees its finished gradient in every
+    /// backward pass and may return a replacement.
+    pub fn register_hook(
+        &self,
+        hook: impl Fn(&DynTensor) -> Result<Option<DynTensor>> + Send + Sync + 'static,
+    ) -> Result<crate::autograd::GradHookHandle> {
+        self.inner.register_hook(hook)
+    }
+
     /// Standard normal samples with runtime `dims`, from the global generator.
     pub fn randn_with_dims(dims: &[usize]) -> Result<Self> {
         S::check(dims, "randn")?;
