@@ -445,3 +445,32 @@ fn autocast_is_on_while_steps_and_evaluation_run() {
     assert_eq!(seen.into_inner(), [Some(rumus::DType::BF16); 2]);
     assert_eq!(rumus::amp::autocast_dtype(), None);
 }
+
+/// A second `fit` of the same trainer starts early stopping afresh: the first run's best
+/// (1.0) would stop the second after its first epoch.
+#[test]
+fn early_stopping_starts_afresh_on_a_second_fit() {
+    let _rng = lock_rng();
+    let model = Linear::<2, 2>::new().unwrap();
+    let mut optimizer = Sgd::new(model.parameters(), SgdConfig::default()).unwrap();
+    let rule = rumus::train::EarlyStopping::new(Monitor::EVAL_LOSS).patience(1);
+    let mut trainer = Trainer::new(3).quiet().early_stopping(rule);
+    let mut run = |losses: &[f64]| {
+        let mut epoch = 0;
+        trainer
+            .fit(
+                Run::new(&model, &mut optimizer),
+                |_| Ok(Vec::<rumus::Result<()>>::new()),
+                |_, _| Ok(StepOutput::loss(0.0, 0)),
+                || {
+                    epoch += 1;
+                    Ok([Ok(StepOutput::loss(losses[epoch - 1], 10))])
+                },
+                |_| Ok(()),
+            )
+            .unwrap()
+            .len()
+    };
+    assert_eq!(run(&[1.0, 2.0, 0.5]), 2, "no improvement at epoch 2 stops");
+    assert_eq!(run(&[3.0, 2.5, 2.4]), 3);
+}

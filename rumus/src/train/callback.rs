@@ -61,6 +61,9 @@ pub struct FitStart<'r> {
     pub metrics: &'r [Box<dyn Metric>],
     /// The last epoch of the run.
     pub epochs: usize,
+    /// Whether the run resumes from a checkpoint (whose callback states were just restored);
+    /// a fresh run's callbacks start from scratch.
+    pub resumed: bool,
 }
 
 impl FitStart<'_> {

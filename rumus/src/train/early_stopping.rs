@@ -116,12 +116,14 @@ impl Callback for EarlyStopping {
         format!("early_stopping({})", self.monitor.name())
     }
 
-    /// Checks `min_delta` and learns whether the monitored value should fall or rise.
+    /// Checks `min_delta`, learns whether the monitored value should fall or rise, and
+    /// starts a fresh run from no best (a second `fit` of the same trainer included).
     fn on_fit_start(&mut self, start: &FitStart<'_>) -> Result<()> {
         self.check()?;
         self.mode = start.mode(&self.monitor)?;
-        if self.best.is_nan() {
+        if !start.resumed {
             self.best = self.mode.worst();
+            self.wait = 0;
         }
         Ok(())
     }

@@ -264,6 +264,7 @@ impl Trainer {
         let start = FitStart {
             metrics: &self.metrics,
             epochs: self.epochs,
+            resumed: self.resume.is_some(),
         };
         for callback in &mut self.callbacks {
             callback.on_fit_start(&start)?;
