@@ -28,7 +28,7 @@ pub use early_stopping::EarlyStopping;
 pub use keep_best::{KeepBest, KeptCheckpoints};
 pub use lr_log::LearningRateLog;
 pub use metric::{Accuracy, F1Score, MeanAbsoluteError, MeanSquaredError, Metric, Perplexity};
-pub use monitor::{Monitor, Phase};
+pub use monitor::Monitor;
 pub use run::{EpochEnd, Run};
 pub use save_checkpoints::SaveCheckpoints;
 pub use step::{StepOutput, classification};

@@ -10,7 +10,7 @@ use crate::optim::Mode;
 
 /// The phase a monitored number comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+enum Phase {
     /// The epoch's training batches.
     Train,
     /// The evaluation after the epoch.
