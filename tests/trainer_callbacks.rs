@@ -185,11 +185,12 @@ fn noisy_data() -> impl Dataset<Item = Sample> {
     })
 }
 
-/// Trains the MLP (dropout, Adam, a shuffling loader) for 3 epochs of 5 batches with a
-/// checkpoint every 4 batches; `fail_at` makes the step of that global batch fail (a crash).
+/// Trains the MLP (dropout, Adam, a shuffling loader) for `trainer`'s epochs of 5 batches
+/// with a checkpoint every `every` batches; `fail_at` makes the step of that global batch
+/// fail (a crash).
 fn run_with_step_checkpoints(
     trainer: Trainer,
-    path: &std::path::Path,
+    (path, every): (&std::path::Path, u64),
     fail_at: Option<u64>,
 ) -> rumus::Result<(Vec<EpochSummary>, ParameterBits)> {
     rumus::manual_seed(21);
@@ -207,7 +208,7 @@ fn run_with_step_checkpoints(
     };
     let mut trainer = trainer
         .quiet()
-        .callback(SaveCheckpoints::every_steps(path, 4)?);
+        .callback(SaveCheckpoints::every_steps(path, every)?);
     let history = trainer.fit(
         Run::new(&model, &mut optimizer),
         |epoch| Ok(loader.epoch_from(epoch as u64 - 1, 0)),
@@ -249,11 +250,11 @@ fn a_run_resumed_from_a_mid_epoch_checkpoint_equals_the_uninterrupted_one() {
         .unwrap();
     let full_path = dir.join("full.ckpt");
     let (full_history, full_model) = pool
-        .install(|| run_with_step_checkpoints(Trainer::new(3), &full_path, None))
+        .install(|| run_with_step_checkpoints(Trainer::new(3), (&full_path, 4), None))
         .unwrap();
 
     let path = dir.join("crash.ckpt");
-    let crashed = pool.install(|| run_with_step_checkpoints(Trainer::new(3), &path, Some(11)));
+    let crashed = pool.install(|| run_with_step_checkpoints(Trainer::new(3), (&path, 4), Some(11)));
     let err = crashed.unwrap_err().to_string();
     assert!(err.contains("the machine went away"), "{err}");
     let checkpoint = Checkpoint::load(&path).unwrap();
@@ -262,7 +263,37 @@ fn a_run_resumed_from_a_mid_epoch_checkpoint_equals_the_uninterrupted_one() {
 
     let resumed = Trainer::new(3).resume_from(checkpoint);
     let (history, model) = pool
-        .install(|| run_with_step_checkpoints(resumed, &path, None))
+        .install(|| run_with_step_checkpoints(resumed, (&path, 4), None))
+        .unwrap();
+    assert_eq!(without_seconds(history), without_seconds(full_history));
+    assert_eq!(model, full_model);
+}
+
+/// Accumulating pairs of batches, a save asked for at batch 5 (an epoch's last, its
+/// gradient still waiting for a partner) waits for the epoch's closing step; the run resumed
+/// from it skips the whole epoch's batches, evaluates it and goes on as the uninterrupted run.
+#[test]
+fn a_save_asked_for_mid_accumulation_waits_for_the_step_and_resumes_exactly() {
+    let _rng = lock_rng();
+    let dir = Scratch::new("trainer-accumulated-save");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let trainer = || Trainer::new(2).accumulate_gradients(2).unwrap();
+    let full_path = dir.join("full.ckpt");
+    let (full_history, full_model) = pool
+        .install(|| run_with_step_checkpoints(trainer(), (&full_path, 5), None))
+        .unwrap();
+    let path = dir.join("crash.ckpt");
+    let crashed = pool.install(|| run_with_step_checkpoints(trainer(), (&path, 5), Some(7)));
+    assert!(crashed.is_err());
+    let checkpoint = Checkpoint::load(&path).unwrap();
+    assert_eq!((checkpoint.epoch, checkpoint.step), (0, 5));
+    assert_eq!(checkpoint.loop_state["epoch.batches"], "5");
+    let resumed = trainer().resume_from(checkpoint);
+    let (history, model) = pool
+        .install(|| run_with_step_checkpoints(resumed, (&path, 5), None))
         .unwrap();
     assert_eq!(without_seconds(history), without_seconds(full_history));
     assert_eq!(model, full_model);

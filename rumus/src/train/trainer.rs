@@ -21,7 +21,7 @@ use super::tensorboard::TensorBoardLog;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::io::Checkpoint;
-use crate::nn::ModeGuard;
+use crate::nn::{ModeGuard, Module};
 use crate::optim::{Optimizer, Scheduler};
 
 /// Runs epochs of training steps, evaluates after each, steps the scheduler, and reports:
@@ -296,6 +296,7 @@ impl Trainer {
             let mut lent = LentOptimizer::new(&mut *run.optimizer, self.accumulate, self.clip_norm);
             let mut saves = Vec::new();
             let mut ended_early = false;
+            let mut trained = skip.batches;
             for (index, batch) in work.enumerate() {
                 let batch = batch?;
                 if index < skip.batches {
@@ -304,10 +305,11 @@ impl Trainer {
                 let output = step(batch, &mut lent)?;
                 train.add(&output, "training")?;
                 steps += 1;
+                trained = index + 1;
                 bar.tick(train.mean_loss());
                 let mut end = BatchEnd {
                     epoch,
-                    batch: index + 1,
+                    batch: trained,
                     steps,
                     loss: output.loss,
                     model: run.model,
@@ -319,35 +321,20 @@ impl Trainer {
                     callback.on_train_batch_end(&mut end)?;
                 }
                 saves = end.save_to;
-                if !saves.is_empty() && !lent.has_pending() {
-                    let mut checkpoint = Checkpoint::capture(
-                        run.model,
-                        &lent,
-                        run.scheduler.as_deref().map(|s| s.epoch()),
-                        epoch as u64 - 1,
-                        steps,
-                    )?;
-                    let mid = MidEpoch {
-                        batches: index + 1,
-                        loss_sum: train.loss_sum(),
-                        count: train.count(),
-                    };
-                    checkpoint.loop_state = loop_state::capture(
-                        &history,
-                        run.scheduler.as_deref(),
-                        &loop_state::callback_states(&self.callbacks),
-                        Some(mid),
-                    );
-                    for path in saves.drain(..) {
-                        checkpoint.save(&path)?;
-                    }
-                }
                 if end.stop {
                     ended_early = true;
                     break;
                 }
+                if !lent.has_pending() {
+                    let parts = (run.model, &lent as &dyn Optimizer, run.scheduler.as_deref());
+                    let at = (epoch, steps, trained);
+                    self.save_mid_epoch(&mut saves, parts, &history, at, &train)?;
+                }
             }
+            // Saves asked for while gradients were still accumulating wait for this step.
             lent.flush()?;
+            let parts = (run.model, &lent as &dyn Optimizer, run.scheduler.as_deref());
+            self.save_mid_epoch(&mut saves, parts, &history, (epoch, steps, trained), &train)?;
             bar.finish();
             eval.reset();
             {
@@ -413,6 +400,39 @@ impl Trainer {
             super::curve::write_curve(&history, path)?;
         }
         Ok(history)
+    }
+
+    /// Writes the checkpoints asked for in `saves` (none: nothing), `trained` batches into
+    /// `epoch`: what a resumed run needs to skip those batches and carry their loss.
+    fn save_mid_epoch(
+        &self,
+        saves: &mut Vec<PathBuf>,
+        (model, optimizer, scheduler): (&dyn Module, &dyn Optimizer, Option<&dyn Scheduler>),
+        history: &[EpochSummary],
+        (epoch, steps, trained): (usize, u64, usize),
+        train: &PhaseMeter,
+    ) -> Result<()> {
+        if saves.is_empty() {
+            return Ok(());
+        }
+        let mut checkpoint = Checkpoint::capture(
+            model,
+            optimizer,
+            scheduler.map(|s| s.epoch()),
+            epoch as u64 - 1,
+            steps,
+        )?;
+        let mid = MidEpoch {
+            batches: trained,
+            loss_sum: train.loss_sum(),
+            count: train.count(),
+        };
+        let callbacks = loop_state::callback_states(&self.callbacks);
+        checkpoint.loop_state = loop_state::capture(history, scheduler, &callbacks, Some(mid));
+        for path in saves.drain(..) {
+            checkpoint.save(&path)?;
+        }
+        Ok(())
     }
 
     fn progress_bar(&self, len: usize, epoch: usize) -> Progress {
