@@ -34,6 +34,7 @@ const NOT_TENSOR_FN_METHODS: &[&str] = &[
     "value",
     // Training and placement, decided outside a forward pass.
     "requires_grad_",
+    "register_hook",
     "backward",
     "to",
     // A change of element type: `tensor_fn!` values past the parameters are `f32`.
