@@ -85,11 +85,37 @@ fn check_export(
     x: &DynTensor,
     forward: impl Fn(&DynTensor) -> rumus::Result<DynTensor>,
 ) {
-    let expected = forward(x).unwrap();
     let path = scratch(&format!("{name}.onnx"));
     rumus::onnx::export(model, x, &forward, &path).unwrap();
-    // rumus's own importer runs what it exported (the same op set both ways).
-    let imported = rumus::onnx::OnnxModel::load(&path)
+    check_runs(name, &path, x, &forward(x).unwrap());
+}
+
+/// Exports `forward` of `model` on `x` with `options`, then runs the file at each of
+/// `inputs` (other sizes of the dynamic axes) in rumus's importer and onnxruntime.
+fn check_dynamic_export(
+    name: &str,
+    model: &dyn Module,
+    x: &DynTensor,
+    forward: impl Fn(&DynTensor) -> rumus::Result<DynTensor>,
+    options: &rumus::onnx::ExportOptions,
+    inputs: &[DynTensor],
+) {
+    let path = scratch(&format!("{name}.onnx"));
+    rumus::onnx::export_with(model, x, &forward, options, &path).unwrap();
+    for (k, input) in inputs.iter().enumerate() {
+        check_runs(
+            &format!("{name}_{k}"),
+            &path,
+            input,
+            &forward(input).unwrap(),
+        );
+    }
+}
+
+/// The file at `path` gives `expected` on `x`, in rumus's own importer (the same op set both
+/// ways) and in onnxruntime.
+fn check_runs(name: &str, path: &Path, x: &DynTensor, expected: &DynTensor) {
+    let imported = rumus::onnx::OnnxModel::load(path)
         .and_then(|m| m.run(&[x]))
         .unwrap_or_else(|e| panic!("{name}: import: {e}"));
     assert_eq!(
@@ -107,21 +133,27 @@ fn check_export(
         return;
     };
     let (input, input_dtype) = raw(x);
-    let (output, _) = raw(&expected);
+    let (output, _) = raw(expected);
     let (input_path, output_path) = (
         scratch(&format!("{name}.input")),
         scratch(&format!("{name}.output")),
     );
     std::fs::write(&input_path, input).unwrap();
     std::fs::write(&output_path, output).unwrap();
+    let dims = |t: &DynTensor| {
+        let dims: Vec<String> = t.dims().iter().map(usize::to_string).collect();
+        dims.join(",")
+    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/onnx/check_model.py");
     let result = Command::new(&python)
         .arg(script)
-        .arg(&path)
+        .arg(path)
         .arg(&input_path)
         .arg(input_dtype)
         .arg(&output_path)
         .arg("1e-5")
+        .arg(dims(x))
+        .arg(dims(expected))
         .output()
         .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
     assert!(
@@ -311,4 +343,130 @@ fn an_op_without_an_onnx_form_is_an_error_naming_it() {
         message.contains("without an ONNX export") && message.contains("[2, 3, 1]"),
         "{message}"
     );
+}
+
+#[test]
+fn a_dynamic_batch_runs_at_other_batch_sizes() {
+    use rumus::onnx::ExportOptions;
+    let batch = ExportOptions::new().dynamic_axis(0, "batch");
+    manual_seed(21);
+    let mlp = digits::Mlp::new().unwrap();
+    let mlp_forward = |x: &DynTensor| {
+        let x: Tensor<(Dyn, D<64>)> = x.clone().try_shape()?;
+        Ok(mlp.forward(&x)?.as_dyn().clone())
+    };
+    // Traced at batch 1, which the export raises to 2 and 3.
+    let inputs = [
+        random(&[3, 64], 22),
+        random(&[1, 64], 23),
+        random(&[7, 64], 24),
+    ];
+    check_dynamic_export(
+        "dynamic_mlp",
+        &mlp,
+        &random(&[1, 64], 25),
+        mlp_forward,
+        &batch,
+        &inputs,
+    );
+
+    let cnn = mnist_model::Cnn::new().unwrap();
+    let cnn_forward = |x: &DynTensor| {
+        let x: Tensor<(Dyn, D<1>, D<28>, D<28>)> = x.clone().try_shape()?;
+        Ok(cnn.forward(&x)?.as_dyn().clone())
+    };
+    let inputs = [random(&[1, 1, 28, 28], 26), random(&[5, 1, 28, 28], 27)];
+    check_dynamic_export(
+        "dynamic_cnn",
+        &cnn,
+        &random(&[2, 1, 28, 28], 28),
+        cnn_forward,
+        &batch,
+        &inputs,
+    );
+
+    let resnet = SmallResNet::new().unwrap();
+    resnet.eval();
+    let inputs = [random(&[1, 3, 16, 16], 29), random(&[4, 3, 16, 16], 30)];
+    check_dynamic_export(
+        "dynamic_resnet",
+        &resnet,
+        &random(&[2, 3, 16, 16], 31),
+        |x| resnet.forward(x),
+        &batch,
+        &inputs,
+    );
+}
+
+#[test]
+fn a_transformer_runs_at_other_batch_sizes_and_lengths() {
+    manual_seed(32);
+    let model = char_model::CharTransformer::new().unwrap();
+    model.eval();
+    let ids = |b: usize, t: usize| {
+        DynTensor::from_vec((0..b * t).map(|i| (i * 7 % 60) as i64).collect(), &[b, t]).unwrap()
+    };
+    let options = rumus::onnx::ExportOptions::new()
+        .dynamic_axis(0, "batch")
+        .dynamic_axis(1, "sequence");
+    // Positions (`arange`), the causal mask and the heads' reshapes all follow the length.
+    check_dynamic_export(
+        "dynamic_char_transformer",
+        &model,
+        &ids(2, 16),
+        |ids| model.forward(ids),
+        &options,
+        &[ids(1, 5), ids(3, 23), ids(2, 64)],
+    );
+}
+
+#[test]
+fn a_size_the_graph_cannot_compute_is_an_error_naming_it() {
+    use rumus::onnx::{ExportOptions, to_bytes_with};
+    manual_seed(33);
+    let model = Layers::new().unwrap();
+    model.eval();
+    let x = random(&[2, 5, 6], 34);
+    let sequence = ExportOptions::new().dynamic_axis(1, "sequence");
+    // All positions but the last: `T - 1` is no product of sizes.
+    let message = to_bytes_with(
+        &model,
+        &x,
+        |x| x.narrow(1, 0, x.dims()[1] - 1)?.tanh(),
+        &sequence,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.contains("Slice") && message.contains("\"sequence\"") && message.contains("static"),
+        "{message}"
+    );
+    // An `if` on the size changes the ops.
+    let message = to_bytes_with(
+        &model,
+        &x,
+        |x| {
+            if x.dims()[1] > 4 {
+                x.tanh()
+            } else {
+                x.sigmoid()
+            }
+        },
+        &sequence,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.contains("Tanh") && message.contains("Sigmoid"),
+        "{message}"
+    );
+    let message = to_bytes_with(
+        &model,
+        &x,
+        |x| x.tanh(),
+        &ExportOptions::new().dynamic_axis(3, "width"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(message.contains("rank 3"), "{message}");
 }

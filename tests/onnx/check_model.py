@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks one model exported by rumus against onnxruntime, for tests/onnx_export.rs:
 
-    check_model.py MODEL.onnx INPUT.bin INPUT_DTYPE OUTPUT.bin TOLERANCE
+    check_model.py MODEL.onnx INPUT.bin INPUT_DTYPE OUTPUT.bin TOLERANCE [INPUT_DIMS OUTPUT_DIMS]
 
 INPUT.bin and OUTPUT.bin hold rumus's input and output, little-endian, in the model's
-declared shapes (OUTPUT is f32 or f64). The model must pass `onnx.checker` (full check,
+declared shapes (OUTPUT is f32 or f64), or in INPUT_DIMS and OUTPUT_DIMS (comma-separated)
+where given: a model with dynamic axes is run at sizes other than the traced ones. The model must pass `onnx.checker` (full check,
 with shape inference), name every initializer once, and give rumus's output under
 onnxruntime to within TOLERANCE (absolute, plus the same relative). Exits non-zero with a
 message on the first failure.
@@ -18,6 +19,7 @@ import onnxruntime as ort
 
 model_path, input_path, input_dtype, output_path, tolerance = sys.argv[1:6]
 tolerance = float(tolerance)
+given_dims = [[int(d) for d in arg.split(",") if d] for arg in sys.argv[6:8]]
 
 model = onnx.load(model_path)
 onnx.checker.check_model(model, full_check=True)
@@ -33,11 +35,11 @@ def shape_of(value_info):
 
 (graph_input,) = model.graph.input
 (graph_output,) = model.graph.output
-x = np.fromfile(input_path, dtype=np.dtype(input_dtype).newbyteorder("<")).reshape(
-    shape_of(graph_input))
+input_dims, output_dims = given_dims or (shape_of(graph_input), shape_of(graph_output))
+x = np.fromfile(input_path, dtype=np.dtype(input_dtype).newbyteorder("<")).reshape(input_dims)
 output_type = onnx.helper.tensor_dtype_to_np_dtype(graph_output.type.tensor_type.elem_type)
 expected = np.fromfile(output_path, dtype=np.dtype(output_type).newbyteorder("<")).reshape(
-    shape_of(graph_output))
+    output_dims)
 
 options = ort.SessionOptions()
 # Run the graph as written: fusions could hide a node that computes the wrong thing.

@@ -16,6 +16,9 @@
 //! - Parameters and buffers become initializers under their state-dict names
 //!   (`fc1.weight`), so the file's weights are found by the same names as in PyTorch.
 //! - The graph has the example's shapes: one input `input`, one output `output`.
+//!   [`export_with`] and [`ExportOptions::dynamic_axis`] leave chosen input axes (the batch,
+//!   a sequence length) to be given at run time, as `torch.onnx.export`'s `dynamic_axes`
+//!   does: sizes computed from them become `Shape` arithmetic in the graph.
 //! - [`OnnxModel`] reads an ONNX file (from `torch.onnx.export` or anything else at opset
 //!   13 to 22) and runs it with rumus's ops; an op outside [`IMPORTED_OPS`] is an error
 //!   naming it when the file is loaded, and so is a node that the ranks and types of the
@@ -36,6 +39,8 @@
 
 mod calls;
 mod decode;
+mod dynamic;
+mod export;
 mod import;
 mod import_gather_ops;
 mod import_logic_ops;
@@ -48,95 +53,10 @@ mod nodes;
 mod proto;
 mod trace;
 
-use std::path::Path;
-
+pub use export::{ExportOptions, export, export_with, to_bytes, to_bytes_with};
 pub use import::{MAX_IMPORT_OPSET, MIN_IMPORT_OPSET, OnnxModel};
 pub use import_ops::SUPPORTED as IMPORTED_OPS;
 pub use limits::Limits;
 
-use crate::autograd::enable_grad;
-use crate::error::{Error, Result};
-use crate::io::write_atomic;
-use crate::nn::Module;
-use crate::tensor::DynTensor;
-use proto::{Model, ValueInfo};
-
 /// The opset the exported nodes are written for.
 pub const OPSET: i64 = 17;
-
-/// Traces `forward` on `example` and writes the ONNX model to `path` (atomically). `model`
-/// names the parameters and buffers the pass reads; put it in eval mode first.
-pub fn export(
-    model: &dyn Module,
-    example: &DynTensor,
-    forward: impl FnOnce(&DynTensor) -> Result<DynTensor>,
-    path: impl AsRef<Path>,
-) -> Result<()> {
-    let bytes = to_bytes(model, example, forward)?;
-    write_atomic(path.as_ref(), &bytes)
-}
-
-/// [`export`] to bytes in memory.
-pub fn to_bytes(
-    model: &dyn Module,
-    example: &DynTensor,
-    forward: impl FnOnce(&DynTensor) -> Result<DynTensor>,
-) -> Result<Vec<u8>> {
-    let _grad = enable_grad();
-    // A float input requires a gradient so everything computed from it can be told apart
-    // from constants (see the `trace` module).
-    let input = if example.dtype().is_float() {
-        example.detach().requires_grad_()?
-    } else {
-        example.detach()
-    };
-    let mut named: Vec<(String, DynTensor, bool)> = model
-        .named_tensors()
-        .into_iter()
-        .map(|(name, t)| (name, t, true))
-        .collect();
-    named.push(("input".to_string(), input.clone(), false));
-    let (output, mut tracer) = trace::run(named, || forward(&input))?;
-    if let Some(error) = tracer.error.take() {
-        return Err(error);
-    }
-    // Values made by nodes have names starting with `/`; anything else returned is the
-    // input, a parameter or a constant.
-    let output_name = match tracer.name_of(&output) {
-        Some(name) if name.starts_with('/') => name.to_string(),
-        _ => {
-            return Err(Error::InvalidArgument {
-                op: trace::OP,
-                message: "the forward pass returned a tensor no exportable op computed (the \
-                          input, a parameter or a constant)"
-                    .into(),
-            });
-        }
-    };
-    let mut nodes = tracer.nodes;
-    // The graph output has its own name: rename the value where it is produced.
-    for node in &mut nodes {
-        for name in node.inputs.iter_mut().chain(node.outputs.iter_mut()) {
-            if *name == output_name {
-                *name = "output".to_string();
-            }
-        }
-    }
-    let model = Model {
-        graph_name: "rumus".to_string(),
-        opset: OPSET,
-        nodes,
-        initializers: tracer.initializers,
-        inputs: vec![ValueInfo {
-            name: "input".into(),
-            dtype: example.dtype(),
-            dims: example.dims().to_vec(),
-        }],
-        outputs: vec![ValueInfo {
-            name: "output".into(),
-            dtype: output.dtype(),
-            dims: output.dims().to_vec(),
-        }],
-    };
-    Ok(model.encode())
-}

@@ -381,12 +381,30 @@ pub(crate) fn onnx_adaptive_avg_pool2d(
     Ok(())
 }
 
-/// A reshape to `out`'s (static) shape.
+/// A reshape to `out`'s shape: `Flatten` where it joins the leading and the trailing axes
+/// into two (as `nn.Flatten` and a `[B, T, C]` to `[B * T, C]` do), which holds at every size
+/// of those axes; otherwise `Reshape` to the traced shape (a dynamic export computes its
+/// target from the input's shape).
 pub(crate) fn onnx_reshape(e: &mut Emit<'_>, x: &DynTensor, out: &DynTensor) -> Result<()> {
     let input = e.input(x)?;
+    if let Some(axis) = flatten_axis(x.dims(), out.dims()) {
+        e.single("Flatten", vec![input], out, vec![Int("axis", axis as i64)]);
+        return Ok(());
+    }
     let shape = e.ints(&ints(out.dims()))?;
     e.single("Reshape", vec![input, shape], out, vec![]);
     Ok(())
+}
+
+/// The axis `a` (at least 1) with `to == [prod(from[..a]), prod(from[a..])]`, if any.
+fn flatten_axis(from: &[usize], to: &[usize]) -> Option<usize> {
+    let &[rows, columns] = to else {
+        return None;
+    };
+    (1..from.len()).find(|&a| {
+        from[..a].iter().product::<usize>() == rows
+            && from[a..].iter().product::<usize>() == columns
+    })
 }
 
 pub(crate) fn onnx_permute(

@@ -17,7 +17,7 @@ pub fn elem_type(dtype: DType) -> i64 {
 }
 
 /// An attribute of a node (`AttributeProto`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Attribute {
     Int(&'static str, i64),
     Float(&'static str, f32),
@@ -25,7 +25,7 @@ pub enum Attribute {
 }
 
 /// A node of the graph (`NodeProto`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub op_type: &'static str,
     pub name: String,
@@ -36,7 +36,7 @@ pub struct Node {
 }
 
 /// A constant of the graph (`TensorProto` with `raw_data`, little-endian).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Initializer {
     pub name: String,
     pub dtype: DType,
@@ -44,12 +44,24 @@ pub struct Initializer {
     pub raw: Vec<u8>,
 }
 
-/// A graph input or output (`ValueInfoProto` with a tensor type and static shape).
+/// A graph input or output (`ValueInfoProto` with a tensor type and shape).
 #[derive(Debug, Clone)]
 pub struct ValueInfo {
     pub name: String,
     pub dtype: DType,
-    pub dims: Vec<usize>,
+    pub dims: Vec<Dim>,
+}
+
+/// One dimension of a graph input or output (`TensorShapeProto.Dimension`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dim {
+    /// A size fixed in the file (`dim_value`).
+    Fixed(usize),
+    /// A size given at run time, known by name (`dim_param`): two dimensions of one name
+    /// are equal.
+    Named(String),
+    /// A size given at run time that no name describes (neither field set).
+    Unknown,
 }
 
 /// A whole model (`ModelProto` with one `GraphProto`).
@@ -154,9 +166,13 @@ fn encode_initializer(initializer: &Initializer) -> Vec<u8> {
 
 fn encode_value_info(value: &ValueInfo) -> Vec<u8> {
     let mut shape = Message::default();
-    for &d in &value.dims {
+    for d in &value.dims {
         let mut dim = Message::default();
-        dim.int(1, d as i64);
+        match d {
+            Dim::Fixed(size) => dim.int(1, *size as i64),
+            Dim::Named(name) => dim.string(2, name),
+            Dim::Unknown => {}
+        }
         shape.message(1, &dim.bytes);
     }
     let mut tensor_type = Message::default();
