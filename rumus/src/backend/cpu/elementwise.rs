@@ -17,6 +17,12 @@ use crate::shape::Layout;
 impl Pointwise for Cpu {
     fn unary(&self, x: Src<'_, CpuBuffer>, op: UnaryOp) -> Result<CpuBuffer> {
         ensure_output(op.name(), x.dims(), x.dtype())?;
+        if let (CpuBuffer::F32(data), true) = (x.memory, x.layout.is_contiguous()) {
+            let start = x.layout.offset();
+            if let Some(out) = super::vector_math::forward(op, &data[start..start + x.numel()]) {
+                return Ok(CpuBuffer::F32(out));
+            }
+        }
         Ok(with_float!(x.memory, op.name(), |data: T| T::into_buffer(
             unary(data, x.layout, op)
         )))
@@ -35,7 +41,16 @@ impl Pointwise for Cpu {
         let (lg, lx) = (grad.layout, x.layout);
         Ok(match (grad.memory, x.memory) {
             (CpuBuffer::F32(g), CpuBuffer::F32(v)) => {
-                Some(f32::into_buffer(activation_grad(g, lg, v, lx, op)))
+                let vectorised = (lg.is_contiguous() && lx.is_contiguous())
+                    .then(|| {
+                        let n = x.numel();
+                        let (g, v) = (&g[lg.offset()..][..n], &v[lx.offset()..][..n]);
+                        super::vector_math::backward(op, g, v)
+                    })
+                    .flatten();
+                Some(CpuBuffer::F32(
+                    vectorised.unwrap_or_else(|| activation_grad(g, lg, v, lx, op)),
+                ))
             }
             (CpuBuffer::F64(g), CpuBuffer::F64(v)) => {
                 Some(f64::into_buffer(activation_grad(g, lg, v, lx, op)))

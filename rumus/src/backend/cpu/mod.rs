@@ -29,6 +29,7 @@ pub mod strided;
 mod transpose;
 pub mod unfold;
 mod update;
+mod vector_math;
 mod window;
 
 pub use backend::Cpu;

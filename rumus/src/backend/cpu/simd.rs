@@ -57,20 +57,20 @@ macro_rules! widest_isa {
             {
                 #[target_feature(enable = "avx512f")]
                 unsafe fn avx512<$T: $bound>($($arg: $ty),*) {
-                    $plain($($arg),*)
+                    $plain::<$T>($($arg),*)
                 }
-                #[target_feature(enable = "avx2")]
+                #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2<$T: $bound>($($arg: $ty),*) {
-                    $plain($($arg),*)
+                    $plain::<$T>($($arg),*)
                 }
                 match $crate::backend::cpu::simd::Isa::detect() {
                     // SAFETY: `Isa::detect` found the instruction set on this CPU.
-                    Some($crate::backend::cpu::simd::Isa::Avx512) => return unsafe { avx512($($arg),*) },
-                    Some($crate::backend::cpu::simd::Isa::Avx2) => return unsafe { avx2($($arg),*) },
+                    Some($crate::backend::cpu::simd::Isa::Avx512) => return unsafe { avx512::<$T>($($arg),*) },
+                    Some($crate::backend::cpu::simd::Isa::Avx2) => return unsafe { avx2::<$T>($($arg),*) },
                     None => {}
                 }
             }
-            $plain($($arg),*)
+            $plain::<$T>($($arg),*)
         }
     };
 }
