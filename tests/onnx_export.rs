@@ -281,6 +281,38 @@ fn attention_embedding_and_activations_export() {
     });
 }
 
+#[test]
+fn an_exported_gelu_runs_as_one_node() {
+    // GELU is written as ONNX writes it before opset 20: Div, Erf, Add, Mul, Mul.
+    let x = random(&[4, 300], 19);
+    let path = scratch("gelu.onnx");
+    let model = Layers::new().unwrap();
+    rumus::onnx::export(&model, &x, |x| x.gelu(), &path).unwrap();
+    let imported = rumus::onnx::OnnxModel::load(&path).unwrap();
+    let described = format!("{imported:?}");
+    assert!(described.contains("nodes: 1,"), "{described}");
+    check_runs("gelu", &path, &x, &x.gelu().unwrap());
+    // Against the definition in f64: the fused node keeps GELU's accuracy.
+    let values = imported.run(&[&x]).unwrap()[0].to_f64_vec();
+    for (v, x) in values.iter().zip(x.to_f64_vec()) {
+        let exact = 0.5 * x * (1.0 + erf64(x / std::f64::consts::SQRT_2));
+        assert!(
+            (v - exact).abs() <= 1e-6 * (1.0 + exact.abs()),
+            "gelu({x}) = {v}, not {exact}"
+        );
+    }
+}
+
+/// `erf` in f64 from its Maclaurin series (|x| below 4 here).
+fn erf64(x: f64) -> f64 {
+    let (mut term, mut sum) = (x, x);
+    for n in 1..200 {
+        term *= -x * x / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * std::f64::consts::FRAC_2_SQRT_PI
+}
+
 /// The recurrent layers, RMSNorm and a bias-free convolution (the stateless layers are
 /// made where they are used).
 #[model]

@@ -3,8 +3,10 @@
 against onnxruntime on the same files, same thread count, in one run. The models are
 torchvision's and `transformers`' architectures, randomly initialised, in eval mode,
 exported by `torch.onnx.export` (the TorchScript exporter, opset 17), plus single layers
-that show where the time goes. Two alternating rounds; the faster median of each side is
-kept. Ratio = rumus / onnxruntime time (below 1, rumus is faster).
+that show where the time goes. Each side is timed in a process of its own (an idle
+onnxruntime or PyTorch thread pool spins for a while after a run and would take a core from
+the other side), on the same random input. Two alternating rounds; the faster median of each
+side is kept. Ratio = rumus / onnxruntime time (below 1, rumus is faster).
 
     python3 tests/bench/compare_onnx.py [THREADS...] [--only NAME,NAME]
     # needs torch, torchvision, transformers, onnx and onnxruntime (pip install ...)
@@ -18,12 +20,31 @@ import time
 
 import numpy as np
 import onnxruntime as ort
-import torch
-import torch.nn as nn
-import torchvision.models as tv
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import cpu_model, median_ms  # noqa: E402
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--onnxruntime"]:
+    # The onnxruntime side, in a process of its own: PATH DIMS KIND THREADS REPS.
+    path, dims, kind, threads, reps = sys.argv[2:7]
+    dims = [int(d) for d in dims.split(",")]
+    rng = np.random.default_rng(0)
+    if kind == "f32":
+        x = rng.standard_normal(dims, dtype=np.float32)
+    else:
+        x = rng.integers(0, int(kind.split(":")[1]), dims, dtype=np.int64)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(threads)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    print(median_ms(3, int(reps), lambda: session.run(None, {name: x})))
+    sys.exit(0)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torchvision.models as tv  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -102,14 +123,10 @@ def export(name, directory):
     return path, dims, kind, example.numpy()
 
 
-def onnxruntime_ms(path, x, threads, reps):
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    return median_ms(3, reps, lambda: session.run(None, {name: x}))
+def onnxruntime_ms(path, dims, kind, threads, reps):
+    command = [sys.executable, os.path.abspath(__file__), "--onnxruntime", path,
+               ",".join(map(str, dims)), kind, str(threads), str(reps)]
+    return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
 
 
 def rumus_ms(binary, path, dims, kind, threads, reps):
@@ -120,6 +137,8 @@ def rumus_ms(binary, path, dims, kind, threads, reps):
 
 
 def main():
+    # PyTorch only exports here; its own threads stay out of the timed processes' way.
+    torch.set_num_threads(1)
     args = sys.argv[1:]
     only = None
     if "--only" in args:
@@ -137,12 +156,12 @@ def main():
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as directory:
         for name in names:
-            path, dims, kind, x = export(name, directory)
+            path, dims, kind, _ = export(name, directory)
             for threads in thread_counts:
                 reps = 20
                 best_rumus, best_ort = float("inf"), float("inf")
                 for _ in range(2):
-                    best_ort = min(best_ort, onnxruntime_ms(path, x, threads, reps))
+                    best_ort = min(best_ort, onnxruntime_ms(path, dims, kind, threads, reps))
                     best_rumus = min(best_rumus, rumus_ms(binary, path, dims, kind, threads, reps))
                 print(f"| {name} | {threads} | {best_rumus:.3f} | {best_ort:.3f} | "
                       f"{best_rumus / best_ort:.2f} |", flush=True)

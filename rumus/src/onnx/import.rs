@@ -163,12 +163,14 @@ impl OnnxModel {
             })
             .collect::<Result<_>>()?;
         check_nodes(&proto.nodes, &initializers, &inputs).map_err(format)?;
+        let outputs: Vec<String> = proto.outputs.into_iter().map(|o| o.name).collect();
+        let nodes = super::fuse::fuse_gelu(proto.nodes, &initializers, &outputs);
         Ok(OnnxModel {
             path: path.to_string(),
-            nodes: proto.nodes,
+            nodes,
             initializers,
             inputs,
-            outputs: proto.outputs.into_iter().map(|o| o.name).collect(),
+            outputs,
             opset,
             limits,
         })

@@ -41,6 +41,7 @@ mod calls;
 mod decode;
 mod dynamic;
 mod export;
+mod fuse;
 mod import;
 mod import_gather_ops;
 mod import_logic_ops;

@@ -465,6 +465,12 @@ impl DynTensor {
             }
             let w = window_of("conv2d", self.dims(), (kh, kw), stride, padding, dilation)?;
             let [oh, ow] = w.output();
+            if groups == c
+                && oc == c
+                && let Some(out) = depthwise_inference(self, weight, bias, &w)?
+            {
+                return Ok(DynTensor::computed(out, &[n, c, oh, ow]));
+            }
             if let Some(chunk) = Storage::conv_batch_chunk(self.operand(), w.taps() * oh * ow)? {
                 // The whole batch's columns would not fit the backend at once: convolve in
                 // slices of the batch (narrow and cat are on the graph, so gradients flow as
@@ -683,4 +689,27 @@ pub(crate) fn window_sum2d_backward(grad: &DynTensor, window: &Window2d) -> Resu
 
 pub(crate) fn window_spread2d_backward(grad: &DynTensor, window: &Window2d) -> Result<DynTensor> {
     grad.window_sum(*window)
+}
+
+/// A depthwise convolution through the backend's own kernel, when nothing is recorded for a
+/// backward pass (inference, `no_grad`, an imported model) and the backend has one; `None`
+/// sends it down the general path.
+fn depthwise_inference(
+    x: &DynTensor,
+    weight: &DynTensor,
+    bias: Option<&DynTensor>,
+    window: &Window2d,
+) -> Result<Option<Storage>> {
+    let operands = || std::iter::once(x).chain([weight]).chain(bias);
+    let recorded = crate::autograd::is_grad_enabled() && operands().any(DynTensor::requires_grad);
+    let one_device = operands().all(|t| t.device() == x.device());
+    if recorded || !one_device || autocast_applies(&OpCall::Product, &[x, weight]) {
+        return Ok(None);
+    }
+    Storage::depthwise_conv2d(
+        x.operand(),
+        weight.operand(),
+        bias.map(DynTensor::operand),
+        window,
+    )
 }

@@ -62,6 +62,21 @@ impl Storage {
         Ok(out.zip(plan.into_inner()))
     }
 
+    /// Depthwise `conv2d` for inference, where the backend has a kernel for it.
+    pub(crate) fn depthwise_conv2d(
+        x: Operand<'_>,
+        weight: Operand<'_>,
+        bias: Option<Operand<'_>>,
+        window: &Window2d,
+    ) -> Result<Option<Storage>> {
+        match bias {
+            None => on_backend!("conv2d", [x, weight], |be, [x, w]| be
+                .depthwise_conv2d(x, w, None, window)),
+            Some(bias) => on_backend!("conv2d", [x, weight, bias], |be, [x, w, b]| be
+                .depthwise_conv2d(x, w, Some(b), window)),
+        }
+    }
+
     /// The input gradient of the direct convolution `plan`.
     pub(crate) fn conv2d_direct_input_grad(
         dy: Operand<'_>,

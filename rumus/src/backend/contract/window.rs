@@ -51,6 +51,21 @@ pub trait Windows: Backend {
         Ok(None)
     }
 
+    /// Depthwise `conv2d` (one filter per channel: `weight` `[C, 1, KH, KW]`, `groups` = C)
+    /// of `x` over `window` plus `bias`, for inference (nothing is recorded for a backward
+    /// pass); `None` where the backend has no kernel of its own for it (the op then takes
+    /// the general path).
+    fn depthwise_conv2d(
+        &self,
+        x: Src<'_, Self::Memory>,
+        weight: Src<'_, Self::Memory>,
+        bias: Option<Src<'_, Self::Memory>>,
+        window: &Window2d,
+    ) -> Result<Option<Self::Memory>> {
+        let _ = (x, weight, bias, window);
+        Ok(None)
+    }
+
     /// The input gradient of a direct convolution `plan` from the output's gradient `dy`.
     fn conv2d_direct_input_grad(
         &self,

@@ -10,6 +10,7 @@ mod concat;
 mod conv_tiles;
 mod cross_entropy;
 mod custom;
+mod depthwise_conv;
 pub mod direct_conv;
 pub mod dropout;
 mod elementwise;

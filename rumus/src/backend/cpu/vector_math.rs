@@ -1,4 +1,5 @@
-//! f32 `exp` and the activations built on it (sigmoid, SiLU, tanh, GELU and tanh-GELU),
+//! f32 `exp`, `erf` and the activations built on them (sigmoid, SiLU, tanh, GELU and
+//! tanh-GELU),
 //! forward and backward, as branch-free polynomial code the compiler vectorises: compiled per
 //! instruction set by [`widest_isa!`], 16 lanes on AVX-512. The scalar `libm` calls these
 //! replace cost 8-25 ns an element; ONNX models spend much of their time in them.
@@ -12,6 +13,9 @@
 //!   exact), `e^r` a degree-7 polynomial fitted to relative error 2.2e-10, scaled by `2^n`
 //!   in two halves so results that are subnormal round once. At most 2 ulp (1.25 measured);
 //!   0 below `-103.97`, infinity above `88.72`, NaN for NaN.
+//! - `erf(x)`: `x P(x^2)` below `|x| = 0.75` (the polynomial GELU uses), above it
+//!   `1 - erfc(|x|)` from GELU's fit of `erfc`: at most 3 ulp (ONNX exports of GELU compute
+//!   `erf` on its own).
 //! - `sigmoid(x)`: `1 / (1 + e)` or `e / (1 + e)` with `e = exp(-|x|)`, so neither tail
 //!   cancels: at most 3.5 ulp (2.98 measured). `silu(x) = x sigmoid(x)`: at most 4 ulp
 //!   (3.66) down to x = -87, below which the sigmoid is subnormal and the result (under
@@ -204,6 +208,27 @@ fn twice_normal_cdf_from(x: f32, tail: f32) -> f32 {
     }
 }
 
+/// `erf(x)`: `x P(x^2)` below `|x| = 0.75`, else `1 - erfc(|x|)` with its sign, `erfc`
+/// from the same fit as GELU's (its relative error matters little there: `erfc(0.75)` is
+/// 0.29 and falls fast).
+#[inline(always)]
+fn erf(x: f32) -> f32 {
+    let t = x.abs();
+    let near_zero = x * horner(&ERF_POLY, x * x);
+    let u = 1.0 / (1.0 + 0.5 * t);
+    let g = horner(&ERFC_POLY, (u - 7.0 / 12.0) * 2.4);
+    let far = (1.0 - u * exp(g - t * t)).copysign(x);
+    if t < ERF_SMALL { near_zero } else { far }
+}
+
+/// `erf'(x) = 2 / √π exp(-x^2)`, `x^2` split as in [`erfc_parts`].
+#[inline(always)]
+fn erf_slope(x: f32) -> f32 {
+    let high = f32::from_bits(x.to_bits() & 0xFFFF_F000);
+    let low = x - high;
+    std::f32::consts::FRAC_2_SQRT_PI * exp(-(high * high)) * exp(-((2.0 * high + low) * low))
+}
+
 /// `2 Φ(x) = erfc(-x / √2)`.
 #[inline(always)]
 fn twice_normal_cdf(x: f32) -> f32 {
@@ -287,6 +312,7 @@ macro_rules! activation {
 }
 
 activation!(Exp, exp, exp);
+activation!(Erf, erf, erf_slope);
 activation!(Sigmoid, sigmoid, sigmoid_slope);
 activation!(Silu, |x: f32| x * sigmoid(x), |x: f32| {
     let (e, p) = sigmoid_parts(x);
@@ -325,6 +351,7 @@ widest_isa! {
 pub(super) fn forward(op: UnaryOp, src: &[f32]) -> Option<Vec<f32>> {
     Some(match op {
         UnaryOp::Exp => each::<Exp>(src),
+        UnaryOp::Erf => each::<Erf>(src),
         UnaryOp::Sigmoid => each::<Sigmoid>(src),
         UnaryOp::Silu => each::<Silu>(src),
         UnaryOp::Tanh => each::<Tanh>(src),
@@ -463,8 +490,9 @@ mod tests {
             f64,
             fn(f32) -> bool,
         );
-        let bounds: [Bound; 6] = [
+        let bounds: [Bound; 7] = [
             ("exp", exp, f64::exp, 2.0, everywhere),
+            ("erf", erf, libm::erf, 3.0, everywhere),
             ("sigmoid", sigmoid, sigmoid64, 3.5, everywhere),
             ("silu", Silu::value, |x| x * sigmoid64(x), 4.0, silu_normal),
             ("tanh", tanh, f64::tanh, 2.0, everywhere),
@@ -508,7 +536,13 @@ mod tests {
         // (slope, truth, an absolute floor for slopes that cross zero, where the relative
         // error of any formula is unbounded)
         type Slope = (&'static str, fn(f32) -> f32, fn(f64) -> f64, f64);
-        let slopes: [Slope; 5] = [
+        let slopes: [Slope; 6] = [
+            (
+                "erf",
+                erf_slope,
+                |x| std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp(),
+                0.0,
+            ),
             (
                 "sigmoid",
                 sigmoid_slope,
@@ -560,6 +594,7 @@ mod tests {
         let grad: Vec<f32> = (0..x.len()).map(|i| 1.0 + (i % 7) as f32).collect();
         let ops = [
             UnaryOp::Exp,
+            UnaryOp::Erf,
             UnaryOp::Sigmoid,
             UnaryOp::Silu,
             UnaryOp::Tanh,
@@ -572,6 +607,7 @@ mod tests {
             for (i, &xi) in x.iter().enumerate() {
                 let scalar = match op {
                     UnaryOp::Exp => Exp::value(xi),
+                    UnaryOp::Erf => Erf::value(xi),
                     UnaryOp::Sigmoid => Sigmoid::value(xi),
                     UnaryOp::Silu => Silu::value(xi),
                     UnaryOp::Tanh => Tanh::value(xi),
