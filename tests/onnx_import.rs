@@ -43,6 +43,18 @@ fn pytorch_exports_run_with_pytorchs_outputs() {
 }
 
 #[test]
+fn pytorch_lstm_and_gru_layers_run_with_pytorchs_outputs() {
+    // A two-layer bidirectional LSTM into a GRU: LSTM and GRU nodes with every output used
+    // (`make_onnx_recurrent.py`), at a batch other than the export's.
+    let text = std::fs::read_to_string(fixture("recurrent.txt")).unwrap();
+    let cases = read_cases(&text);
+    let (name, tensors) = cases.into_iter().next().unwrap();
+    let model = OnnxModel::load(fixture("recurrent.onnx")).unwrap();
+    let outputs = model.run(&[&tensors["input"].to_tensor()]).unwrap();
+    assert_close(&name, "output", &outputs[0], &tensors["output"]);
+}
+
+#[test]
 fn weights_keep_their_pytorch_names() {
     let model = OnnxModel::load(fixture("mlp.onnx")).unwrap();
     let names: Vec<&str> = model
@@ -291,6 +303,25 @@ fn nodes_that_cannot_run_are_refused_at_load_by_name() {
         &load_error(&g),
         &["\"Conv_y\"", "rank-3 input by a rank-4 weight"],
     );
+
+    // Recurrent layers beyond what PyTorch exports are refused by name when loading.
+    let recurrent = |op: &str, attrs: &[Attr]| {
+        let mut g = Graph::new(17);
+        g.input("x", &[2, 1, 3])
+            .floats("w", &[1, 12, 3], &[0.0; 36])
+            .floats("r", &[1, 12, 4], &[0.0; 48])
+            .node(op, &["x", "w", "r"], &["y"], attrs)
+            .output("y");
+        load_error(&g)
+    };
+    let refused = recurrent(
+        "LSTM",
+        &[Attr::Int("hidden_size", 3), Attr::Int("layout", 1)],
+    );
+    assert_names(&refused, &["\"LSTM_y\"", "layout=1"]);
+    let refused = recurrent("GRU", &[Attr::Int("hidden_size", 4)]);
+    assert_names(&refused, &["\"GRU_y\"", "linear_before_reset=0"]);
+    assert_names(&recurrent("LSTM", &[]), &["positive hidden_size"]);
 
     let pool = |attrs: &[Attr]| {
         let mut g = Graph::new(17);

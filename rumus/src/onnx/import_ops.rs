@@ -7,6 +7,7 @@ use super::import::tensor_of;
 use super::import_gather_ops as gather_ops;
 use super::import_logic_ops as logic_ops;
 use super::import_norm_ops as norm_ops;
+use super::import_recurrent_ops as recurrent_ops;
 use super::import_tensor_ops as tensor_ops;
 use super::import_window_ops as window_ops;
 use super::limits::{self, Limits};
@@ -46,6 +47,7 @@ pub const SUPPORTED: &[&str] = &[
     "Gelu",
     "Gemm",
     "GlobalAveragePool",
+    "GRU",
     "Greater",
     "GreaterOrEqual",
     "HardSigmoid",
@@ -54,6 +56,7 @@ pub const SUPPORTED: &[&str] = &[
     "InstanceNormalization",
     "IsInf",
     "IsNaN",
+    "LSTM",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
@@ -209,6 +212,7 @@ pub(super) fn check_at_load(
     match op {
         "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" => window_ops::check(op, &a, ranks),
         "GatherElements" | "GatherND" => gather_ops::check(op, &a, ranks),
+        "LSTM" | "GRU" => recurrent_ops::check(op, &a),
         _ => logic_ops::check(op, &a, dtypes),
     }
 }
@@ -233,6 +237,7 @@ pub fn evaluate(
         "IsInf" => one(logic_ops::is_inf(&a, args)?),
         "GatherElements" => one(gather_ops::gather_elements(&a, args)?),
         "GatherND" => one(gather_ops::gather_nd(&a, args)?),
+        "LSTM" | "GRU" => recurrent_ops::run(&node.op_type, &a, args, limits),
         "Exp" => one(x()?.exp()?),
         "Log" => one(x()?.log()?),
         "Sqrt" => one(x()?.sqrt()?),

@@ -31,7 +31,9 @@
 //!   PyTorch's outputs (`tests/onnx_import.rs`). The ops of BERT-style encoders (masks
 //!   through `And`/`IsNaN`/`IsInf`, `GatherElements`, `GatherND`), T5's integer `Abs`,
 //!   Whisper's 1-D convolutions and squeezenet's `ceil_mode` pools are imported too, each
-//!   checked against onnxruntime one node at a time.
+//!   checked against onnxruntime one node at a time, and so are `nn.LSTM` and `nn.GRU` layers
+//!   (`LSTM` and `GRU` nodes, every direction). At load, PyTorch's pre-opset-20 GELU (five
+//!   nodes) becomes one `Gelu`.
 //! - The trace follows the ops the pass runs (Rust control flow is unrolled), as
 //!   `torch.onnx.export` does. An op without an ONNX form is an error naming it, never a
 //!   value baked into the file; so is a model left in training mode where that matters
@@ -47,6 +49,7 @@ mod import_gather_ops;
 mod import_logic_ops;
 mod import_norm_ops;
 mod import_ops;
+mod import_recurrent_ops;
 mod import_tensor_ops;
 mod import_window_ops;
 mod limits;
