@@ -302,10 +302,16 @@ impl Monomial {
         let mut denominator: i128 = 1;
         for (k, &probe) in probes.iter().enumerate() {
             let (at, other) = (sizes.base[k] as i128, sizes.probe[k] as i128);
-            // probe / base = (other / at)^e, exactly.
-            let power = (0..=MAX_POWER)
-                .find(|&e| probe as i128 * at.pow(e) == base as i128 * other.pow(e))?;
-            denominator *= at.pow(power);
+            // probe / base = (other / at)^e, exactly (no product past i128 matches).
+            let matches = |e: u32| {
+                let lhs = at.checked_pow(e).and_then(|p| p.checked_mul(probe as i128));
+                let rhs = other
+                    .checked_pow(e)
+                    .and_then(|p| p.checked_mul(base as i128));
+                lhs.is_some() && lhs == rhs
+            };
+            let power = (0..=MAX_POWER).find(|&e| matches(e))?;
+            denominator = denominator.checked_mul(at.pow(power))?;
             powers.push(power);
         }
         let base = base as i128;
