@@ -421,3 +421,37 @@ fn crossed_bounds_behave_as_in_pytorch() {
     let drawn = DynTensor::uniform(&[100], -2.0, -2.0, DType::F32).unwrap();
     assert!(drawn.to_vec::<f32>().unwrap().iter().all(|&v| v == -2.0));
 }
+
+#[test]
+fn a_depthwise_convolution_without_gradients_agrees_with_the_recorded_path() {
+    // Without a gradient to record the CPU runs its direct depthwise kernel (eight channels
+    // per vector, tasks over groups of planes); with one, the unfold-and-product path.
+    for (stride, bias, channels) in [(1, true, 24), (2, false, 13)] {
+        let x = randn(&[2, channels, 40, 37], 10);
+        let weight = randn(&[channels, 1, 3, 3], 11);
+        let b = randn(&[channels], 12);
+        let conv = |x: &DynTensor| {
+            x.conv2d(
+                &weight,
+                bias.then_some(&b),
+                (stride, stride),
+                (1, 1),
+                (1, 1),
+                channels,
+            )
+            .unwrap()
+        };
+        let recorded = conv(&x.detach().requires_grad_().unwrap());
+        assert!(recorded.requires_grad());
+        let direct = {
+            let _guard = rumus::no_grad();
+            conv(&x)
+        };
+        assert_eq!(direct.dims(), recorded.dims());
+        assert_close(
+            &direct.to_f64_vec(),
+            &recorded.to_f64_vec(),
+            &format!("depthwise stride {stride}"),
+        );
+    }
+}
