@@ -3,16 +3,21 @@
 // cores under autocast (`*_half_*` in f16, `*_bf16_*` in bfloat16), and in f32 on the CUDA
 // cores (`*_f32_*`, at the end), which keep f32's precision as PyTorch's f32 attention does.
 //
-// The tensor-core kernels: a block of 4 warps owns 64 rows of one problem (queries for the
+// The tensor-core kernels: a block of 8 warps owns 128 rows of one problem (queries for the
 // forward pass and dQ, keys for dK/dV); each warp owns 16 of them and multiplies 16 x 8 x 16
 // tiles with `mma.sync` (16-bit operands, f32 sums), so every product's result lands in the
 // registers that feed the next product. The other side is walked in tiles staged in shared
-// memory as 16-bit elements (rows padded by 8, so the fragment loads of a warp hit 32
-// different banks). Operands are f32 in memory (autocast's activations) and rounded on
-// staging; scores, softmax statistics and every sum stay f32. Probabilities (unnormalised,
-// after dropout) and score gradients are rounded before the product they feed, as
-// FlashAttention does. Widths are padded with zeros to the kernel's D (64 or 128), lengths
-// to whole tiles.
+// memory as 16-bit elements, row-major, rows padded by 8 elements (so the 8 rows one
+// `ldmatrix` reads hit 32 different banks). `ldmatrix` reads a tile as B fragments, with
+// `.trans` where the product needs its columns, so no tile is staged twice. While a block
+// multiplies one tile, each thread's loads of the next are in flight into registers (float4
+// where the rows allow), so memory latency hides behind the products. Operands are f32 in
+// memory (autocast's activations) and rounded on staging; scores, softmax statistics and
+// every sum stay f32. Probabilities (unnormalised, after dropout) and score gradients are
+// rounded before the product they feed, as FlashAttention does. Widths are padded with zeros
+// to the kernel's D (64 or 128), lengths to whole tiles. Only tiles on a mask's edge (the
+// causal diagonal, padding, the ends) test each score, and a warp skips a tile its causal
+// mask hides whole.
 //
 // Fragments of `mma.m16n8k16` (PTX ISA, "Matrix Fragments for mma.m16n8k16"), for lane
 // `4 g + c` of a warp: A (16 x 16, row-major) in 4 words, word w holding row `g + 8 (w & 1)`,
@@ -54,9 +59,13 @@ struct Sdpa {
 
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
-// Threads per block: 4 warps of 16 rows each.
+// Threads per block of the f32 kernels.
 #define ATTENTION_THREADS 128
-#define ATTENTION_ROWS 64
+// The tensor-core kernels: 8 warps of 16 rows each a block (backend/cuda/attention.rs's
+// `Kernels::threads` and `rows_per_block`).
+#define TC_WARPS 8
+#define TC_THREADS (32 * TC_WARPS)
+#define TC_ROWS (16 * TC_WARPS)
 
 __device__ __forceinline__ i64 row_base(const Rows& r, i64 n) {
     i64 b = n / r.heads;
@@ -67,22 +76,63 @@ __device__ __forceinline__ unsigned int half_pair(const unsigned short* p) {
     return *(const unsigned int*)p;
 }
 
-// Rows `first..first + ROWS` (those below `count`) of one operand, columns below `width`, as
-// 16-bit elements `E` in shared memory: `tile[r PITCH + c]`, or transposed `tile[c PITCH + r]`; zeros
-// elsewhere up to COLS columns.
-template <typename E, int ROWS, int COLS, int PITCH, bool TRANSPOSED>
-__device__ void stage(unsigned short* tile, const float* x, i64 base, i64 row_stride, int first, int count,
-                      int width) {
-    for (int e = threadIdx.x; e < ROWS * COLS; e += ATTENTION_THREADS) {
-        int r = e / COLS, c = e % COLS;
-        float value = 0.0f;
-        if (first + r < count && c < width) value = x[base + (i64)(first + r) * row_stride + c];
-        unsigned short h = E::round(value);
-        if (TRANSPOSED) {
-            tile[c * PITCH + r] = h;
-        } else {
-            tile[r * PITCH + c] = h;
+// One problem's rows of an f32 operand: `count` rows of `width` columns from `x + base`,
+// `stride` apart; `vector` when every row starts on 16 bytes (whole float4 loads).
+struct Source {
+    const float* x;
+    i64 base, stride;
+    int count, width;
+    bool vector;
+};
+
+__device__ __forceinline__ Source source(const float* x, const Rows& r, i64 n, int count, int width) {
+    Source s;
+    s.x = x;
+    s.base = row_base(r, n);
+    s.stride = r.row;
+    s.count = count;
+    s.width = width;
+    s.vector = ((u64)x & 15) == 0 && ((s.base | s.stride) & 3) == 0;
+    return s;
+}
+
+// A tile of ROWS rows and D columns on its way to shared memory: each thread's chunks of 4
+// neighbouring columns, chunk `threadIdx.x + m TC_THREADS` of the tile's row-major chunks.
+template <int ROWS, int D> struct Fetched {
+    static const int CHUNKS = ROWS * D / 4 / TC_THREADS;
+    float4 chunk[CHUNKS];
+};
+
+// Rows `first..first + ROWS` of a source into `f` (zeros past its rows and columns).
+template <int ROWS, int D>
+__device__ __forceinline__ void fetch(Fetched<ROWS, D>& f, const Source& s, int first) {
+#pragma unroll
+    for (int m = 0; m < Fetched<ROWS, D>::CHUNKS; ++m) {
+        int e = threadIdx.x + m * TC_THREADS, r = e / (D / 4), col = (e % (D / 4)) * 4;
+        float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (first + r < s.count && col < s.width) {
+            const float* at = s.x + s.base + (i64)(first + r) * s.stride + col;
+            if (s.vector && col + 4 <= s.width) {
+                value = __ldg((const float4*)at);
+            } else {
+                value.x = at[0];
+                if (col + 1 < s.width) value.y = at[1];
+                if (col + 2 < s.width) value.z = at[2];
+                if (col + 3 < s.width) value.w = at[3];
+            }
         }
+        f.chunk[m] = value;
+    }
+}
+
+// The fetched rows rounded to E, into `tile[r PITCH + c]`.
+template <typename E, int ROWS, int D, int PITCH>
+__device__ __forceinline__ void store(unsigned short* tile, const Fetched<ROWS, D>& f) {
+#pragma unroll
+    for (int m = 0; m < Fetched<ROWS, D>::CHUNKS; ++m) {
+        int e = threadIdx.x + m * TC_THREADS, r = e / (D / 4), col = (e % (D / 4)) * 4;
+        float4 v = f.chunk[m];
+        *(uint2*)(tile + r * PITCH + col) = make_uint2(E::pack(v.x, v.y), E::pack(v.z, v.w));
     }
 }
 
@@ -100,6 +150,18 @@ __device__ __forceinline__ void load_a(unsigned int (*a)[4], const unsigned shor
     }
 }
 
+// The A fragments of this warp's 16 of the TC_ROWS rows from `first` of a source, staged
+// through `smem` (free again on return).
+template <typename E, int D, int PITCH>
+__device__ __forceinline__ void rows_as_a(unsigned int (*a)[4], unsigned short* smem, const Source& s, int first) {
+    Fetched<TC_ROWS, D> rows;
+    fetch(rows, s, first);
+    store<E, TC_ROWS, D, PITCH>(smem, rows);
+    __syncthreads();
+    load_a<D / 16, PITCH>(a, smem, (threadIdx.x >> 5) * 16);
+    __syncthreads();
+}
+
 // C tiles `[16, 8 N]` as the A fragments of the N / 2 steps of 16 they feed, rounded to E.
 template <typename E, int N>
 __device__ __forceinline__ void as_a(unsigned int (*a)[4], float (*c)[4]) {
@@ -112,11 +174,10 @@ __device__ __forceinline__ void as_a(unsigned int (*a)[4], float (*c)[4]) {
 }
 
 // The 16-bit element of a family of tensor-core kernels: IEEE half (`F16`, autocast's
-// default) or bfloat16 (`BF16`, `autocast_with(DType::BF16)`): its rounding of one float,
-// of two into one word (the first in the low half), and its `mma`. Before sm_80 there is
-// no m16n8k16; backend/cuda/attention.rs takes the f32 kernels there.
+// default) or bfloat16 (`BF16`, `autocast_with(DType::BF16)`): its rounding of two floats
+// into one word (the first in the low half), and its `mma`. Before sm_80 there is no
+// m16n8k16; backend/cuda/attention.rs takes the f32 kernels there.
 struct F16 {
-    static __device__ __forceinline__ unsigned short round(float f) { return float_to_half(f); }
     static __device__ __forceinline__ unsigned int pack(float low, float high) {
 #if __CUDA_ARCH__ >= 800
         unsigned int word;
@@ -136,9 +197,14 @@ struct F16 {
     }
 };
 struct BF16 {
-    static __device__ __forceinline__ unsigned short round(float f) { return float_to_bf16(f).bits; }
     static __device__ __forceinline__ unsigned int pack(float low, float high) {
-        return (unsigned int)round(low) | ((unsigned int)round(high) << 16);
+#if __CUDA_ARCH__ >= 800
+        unsigned int word;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(word) : "f"(high), "f"(low));
+        return word;
+#else
+        return (unsigned int)float_to_bf16(low).bits | ((unsigned int)float_to_bf16(high).bits << 16);
+#endif
     }
     static __device__ __forceinline__ void mma(float* c, unsigned int* a, unsigned int b0, unsigned int b1) {
 #if __CUDA_ARCH__ >= 800
@@ -150,28 +216,64 @@ struct BF16 {
     }
 };
 
-// c[N] += A (STEPS steps of 16 columns) times the B tiles read from `tile`, stored as B's
-// columns in rows (`tile[n PITCH + k]`): c = A tile^T.
+// Four 8 x 8 matrices of 16-bit elements from shared memory, lane l giving the address of
+// row l % 8 of matrix l / 8. Lane `4 g + c` gets in word i matrix i's row g, columns 2 c and
+// 2 c + 1; with TRANS, its column g, rows 2 c and 2 c + 1.
+template <bool TRANS>
+__device__ __forceinline__ void load_matrices(unsigned int* b, const unsigned short* row) {
+#if __CUDA_ARCH__ >= 800
+    unsigned int at;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(at) : "l"(row));
+    if (TRANS) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                     : "r"(at)
+                     : "memory");
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                     : "r"(at)
+                     : "memory");
+    }
+#endif
+}
+
+// c[N] += A (STEPS steps of 16 columns) B, where B's columns are the tile's rows
+// (`tile[n PITCH + k]`: q k^T with the keys staged).
 template <typename E, int N, int STEPS, int PITCH>
-__device__ __forceinline__ void multiply(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
-    int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+__device__ __forceinline__ void multiply_by_rows(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+    int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
+#pragma unroll
     for (int step = 0; step < STEPS; ++step) {
-        for (int n = 0; n < N; ++n) {
-            const unsigned short* column = tile + (n * 8 + g) * PITCH + step * 16 + 2 * q;
-            E::mma(c[n], a[step], half_pair(column), half_pair(column + 8));
+#pragma unroll
+        for (int n = 0; n < N; n += 2) {
+            unsigned int b[4];
+            load_matrices<false>(b, tile + ((n + (matrix >> 1)) * 8 + row) * PITCH + step * 16 + (matrix & 1) * 8);
+            E::mma(c[n], a[step], b[0], b[1]);
+            E::mma(c[n + 1], a[step], b[2], b[3]);
+        }
+    }
+}
+
+// c[N] += A (STEPS steps of 16 columns) B, where B's rows are the tile's rows
+// (`tile[k PITCH + n]`: p v with the values staged).
+template <typename E, int N, int STEPS, int PITCH>
+__device__ __forceinline__ void multiply_by_columns(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+    int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
+#pragma unroll
+    for (int step = 0; step < STEPS; ++step) {
+#pragma unroll
+        for (int n = 0; n < N; n += 2) {
+            unsigned int b[4];
+            load_matrices<true>(b, tile + (step * 16 + (matrix & 1) * 8 + row) * PITCH + (n + (matrix >> 1)) * 8);
+            E::mma(c[n], a[step], b[0], b[1]);
+            E::mma(c[n + 1], a[step], b[2], b[3]);
         }
     }
 }
 
 template <int N> __device__ __forceinline__ void zero(float (*c)[4]) {
     for (int n = 0; n < N; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
-}
-
-// c[N] = A tile^T (a fresh product, as `multiply` accumulates one).
-template <typename E, int N, int STEPS, int PITCH>
-__device__ __forceinline__ void product(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
-    zero<N>(c);
-    multiply<E, N, STEPS, PITCH>(c, a, tile);
 }
 
 // The combination of `v` over the 4 lanes that hold one row of a C tile.
@@ -217,46 +319,55 @@ __device__ __forceinline__ const u8* padding_of(const Sdpa& p, const u8* mask, i
     return p.padded ? mask + (n / p.per_mask_row) * p.s : 0;
 }
 
-// The output of 64 queries and their log-sum-exp (natural), walking the keys 64 at a time
+// The output of 128 queries and their log-sum-exp (natural), walking the keys BK at a time
 // with a running maximum and sum per row.
-template <typename E, int D>
-__device__ void forward_half(float* out, float* lse, const float* q, const float* k, const float* v,
-                             const u8* mask, const Sdpa& p) {
-    const int BK = 64, PD = D + 8, PK = BK + 8;
-    const int TILES = BK * PD + D * PK;
-    __shared__ __align__(16) unsigned short smem[TILES > ATTENTION_ROWS * PD ? TILES : ATTENTION_ROWS * PD];
-    unsigned short *ks = smem, *vt = smem + BK * PD;
-    Owned block = owned(p.t, ATTENTION_ROWS);
+template <typename E, int D, int BK>
+__device__ void forward_tc(float* out, float* lse, const float* q, const float* k, const float* v, const u8* mask,
+                           const Sdpa& p) {
+    const int PD = D + 8, TILES = 2 * BK * PD, STAGED = TC_ROWS * PD;
+    __shared__ __align__(16) unsigned short smem[TILES > STAGED ? TILES : STAGED];
+    unsigned short *ks = smem, *vs = smem + BK * PD;
+    Owned block = owned(p.t, TC_ROWS);
     i64 n = block.n;
     int q0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    // This warp's first and last query.
+    int first = q0 + warp * 16, last = first + 15;
     const u8* padding = padding_of(p, mask, n);
-    i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
+    Source keys = source(k, p.k, n, p.s, p.d), values = source(v, p.v, n, p.s, p.dv);
 
-    stage<E, ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
-    __syncthreads();
     unsigned int qa[D / 16][4];
-    load_a<D / 16, PD>(qa, smem, warp * 16);
+    rows_as_a<E, D, PD>(qa, smem, source(q, p.q, n, p.t, p.d), q0);
 
-    int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    int row[2] = {first + g, first + g + 8};
     float o[D / 8][4];
     zero<D / 8>(o);
     float m[2] = {-infinity<float>(), -infinity<float>()}, l[2] = {0.0f, 0.0f};
-    int end = keys_seen(p, q0, ATTENTION_ROWS);
+    int end = keys_seen(p, q0, TC_ROWS);
+    Fetched<BK, D> kf, vf;
+    fetch(kf, keys, 0);
+    fetch(vf, values, 0);
     for (int k0 = 0; k0 < end; k0 += BK) {
         __syncthreads();
-        stage<E, BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
-        stage<E, BK, D, PK, true>(vt, v, vb, p.v.row, k0, p.s, p.dv);
+        store<E, BK, D, PD>(ks, kf);
+        store<E, BK, D, PD>(vs, vf);
         __syncthreads();
+        if (k0 + BK < end) {
+            fetch(kf, keys, k0 + BK);
+            fetch(vf, values, k0 + BK);
+        }
+        if (p.causal && k0 > last) continue;
+        bool edge = p.padded || k0 + BK > p.s || (p.causal && k0 + BK - 1 > first);
         float sc[BK / 8][4];
-        product<E, BK / 8, D / 16, PD>(sc, qa, ks);
+        zero<BK / 8>(sc);
+        multiply_by_rows<E, BK / 8, D / 16, PD>(sc, qa, ks);
         float tile_max[2] = {-infinity<float>(), -infinity<float>()};
 #pragma unroll
         for (int t = 0; t < BK / 8; ++t) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 int j = k0 + t * 8 + 2 * c + (e & 1);
-                float x = hidden(p, padding, row[e >> 1], j) ? -infinity<float>() : sc[t][e] * p.scale_log2;
+                float x = edge && hidden(p, padding, row[e >> 1], j) ? -infinity<float>() : sc[t][e] * p.scale_log2;
                 sc[t][e] = x;
                 tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
             }
@@ -286,7 +397,7 @@ __device__ void forward_half(float* out, float* lse, const float* q, const float
         }
         unsigned int pa[BK / 16][4];
         as_a<E, BK / 8>(pa, sc);
-        multiply<E, D / 8, BK / 16, PK>(o, pa, vt);
+        multiply_by_columns<E, D / 8, BK / 16, PD>(o, pa, vs);
     }
     i64 ob = row_base(p.r0, n);
     for (int r = 0; r < 2; ++r) {
@@ -316,57 +427,64 @@ __device__ __forceinline__ float probability(float score, float lse2) {
     return lse2 == -infinity<float>() ? 0.0f : exp2f(score - lse2);
 }
 
-// dQ of 64 queries: the probabilities recomputed from the log-sum-exp one key tile (BK keys)
+// dQ of 128 queries: the probabilities recomputed from the log-sum-exp one key tile (BK keys)
 // at a time, dS = P (dP - delta), dQ = scale dS K.
 template <typename E, int D, int BK>
-__device__ void backward_dq_half(float* dq, const float* q, const float* k, const float* v, const u8* mask,
-                                 const float* grad, const float* lse, const float* delta, const Sdpa& p) {
-    const int PD = D + 8, PK = BK + 8;
-    const int STAGED = 2 * ATTENTION_ROWS * PD, TILES = 2 * BK * PD + D * PK;
-    __shared__ __align__(16) unsigned short smem[STAGED > TILES ? STAGED : TILES];
-    unsigned short *ks = smem, *vs = smem + BK * PD, *kt = smem + 2 * BK * PD;
-    Owned block = owned(p.t, ATTENTION_ROWS);
+__device__ void backward_dq_tc(float* dq, const float* q, const float* k, const float* v, const u8* mask,
+                               const float* grad, const float* lse, const float* delta, const Sdpa& p) {
+    const int PD = D + 8, TILES = 2 * BK * PD, STAGED = TC_ROWS * PD;
+    __shared__ __align__(16) unsigned short smem[TILES > STAGED ? TILES : STAGED];
+    unsigned short *ks = smem, *vs = smem + BK * PD;
+    Owned block = owned(p.t, TC_ROWS);
     i64 n = block.n;
     int q0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    int first = q0 + warp * 16, last = first + 15;
     const u8* padding = padding_of(p, mask, n);
-    i64 kb = row_base(p.k, n), vb = row_base(p.v, n);
+    Source keys = source(k, p.k, n, p.s, p.d), values = source(v, p.v, n, p.s, p.dv);
 
-    stage<E, ATTENTION_ROWS, D, PD, false>(smem, q, row_base(p.q, n), p.q.row, q0, p.t, p.d);
-    stage<E, ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, grad, row_base(p.grad, n), p.grad.row, q0,
-                                        p.t, p.dv);
-    __syncthreads();
     unsigned int qa[D / 16][4], ga[D / 16][4];
-    load_a<D / 16, PD>(qa, smem, warp * 16);
-    load_a<D / 16, PD>(ga, smem + ATTENTION_ROWS * PD, warp * 16);
+    rows_as_a<E, D, PD>(qa, smem, source(q, p.q, n, p.t, p.d), q0);
+    rows_as_a<E, D, PD>(ga, smem, source(grad, p.grad, n, p.t, p.dv), q0);
 
-    int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    int row[2] = {first + g, first + g + 8};
     float lse2[2], dl[2];
     for (int r = 0; r < 2; ++r) row_saved(p, lse, delta, n, row[r], &lse2[r], &dl[r]);
     float acc[D / 8][4];
     zero<D / 8>(acc);
-    int end = keys_seen(p, q0, ATTENTION_ROWS);
+    int end = keys_seen(p, q0, TC_ROWS);
+    Fetched<BK, D> kf, vf;
+    fetch(kf, keys, 0);
+    fetch(vf, values, 0);
     for (int k0 = 0; k0 < end; k0 += BK) {
         __syncthreads();
-        stage<E, BK, D, PD, false>(ks, k, kb, p.k.row, k0, p.s, p.d);
-        stage<E, BK, D, PD, false>(vs, v, vb, p.v.row, k0, p.s, p.dv);
-        stage<E, BK, D, PK, true>(kt, k, kb, p.k.row, k0, p.s, p.d);
+        store<E, BK, D, PD>(ks, kf);
+        store<E, BK, D, PD>(vs, vf);
         __syncthreads();
+        if (k0 + BK < end) {
+            fetch(kf, keys, k0 + BK);
+            fetch(vf, values, k0 + BK);
+        }
+        if (p.causal && k0 > last) continue;
+        bool edge = p.padded || k0 + BK > p.s || last >= p.t || (p.causal && k0 + BK - 1 > first);
         float sc[BK / 8][4], dp[BK / 8][4];
-        product<E, BK / 8, D / 16, PD>(sc, qa, ks);
-        product<E, BK / 8, D / 16, PD>(dp, ga, vs);
+        zero<BK / 8>(sc);
+        zero<BK / 8>(dp);
+        multiply_by_rows<E, BK / 8, D / 16, PD>(sc, qa, ks);
+        multiply_by_rows<E, BK / 8, D / 16, PD>(dp, ga, vs);
 #pragma unroll
         for (int t = 0; t < BK / 8; ++t) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 int i = row[e >> 1], j = k0 + t * 8 + 2 * c + (e & 1);
-                float prob = hidden(p, padding, i, j) ? 0.0f : probability(sc[t][e] * p.scale_log2, lse2[e >> 1]);
+                float prob = edge && hidden(p, padding, i, j) ? 0.0f
+                                                              : probability(sc[t][e] * p.scale_log2, lse2[e >> 1]);
                 sc[t][e] = prob * (dp[t][e] * dropout_factor(p, n, i, j) - dl[e >> 1]);
             }
         }
         unsigned int sa[BK / 16][4];
         as_a<E, BK / 8>(sa, sc);
-        multiply<E, D / 8, BK / 16, PK>(acc, sa, kt);
+        multiply_by_columns<E, D / 8, BK / 16, PD>(acc, sa, ks);
     }
     i64 base = row_base(p.r0, n);
     for (int t = 0; t < D / 8; ++t) {
@@ -377,55 +495,64 @@ __device__ void backward_dq_half(float* dq, const float* q, const float* k, cons
     }
 }
 
-// dK and dV of 64 keys, walking the queries BQ at a time (under the causal mask, from the
+// dK and dV of 128 keys, walking the queries BQ at a time (under the causal mask, from the
 // first query that sees any of them): dV = P^T dO (dropped out), dS^T = P^T (dP^T - delta),
 // dK = scale dS^T Q.
 template <typename E, int D, int BQ>
-__device__ void backward_dkv_half(float* dk, float* dv, const float* q, const float* k, const float* v,
-                                  const u8* mask, const float* grad, const float* lse, const float* delta,
-                                  const Sdpa& p) {
-    const int PD = D + 8, PQ = BQ + 8;
-    const int STAGED = 2 * ATTENTION_ROWS * PD, TILES = 2 * BQ * PD + 2 * D * PQ;
-    __shared__ __align__(16) unsigned short smem[STAGED > TILES ? STAGED : TILES];
+__device__ void backward_dkv_tc(float* dk, float* dv, const float* q, const float* k, const float* v,
+                                const u8* mask, const float* grad, const float* lse, const float* delta,
+                                const Sdpa& p) {
+    const int PD = D + 8, TILES = 2 * BQ * PD, STAGED = TC_ROWS * PD;
+    __shared__ __align__(16) unsigned short smem[TILES > STAGED ? TILES : STAGED];
     __shared__ float lse_tile[BQ], delta_tile[BQ];
-    unsigned short *qs = smem, *gs = smem + BQ * PD, *qt = smem + 2 * BQ * PD, *gt = qt + D * PQ;
-    Owned block = owned(p.s, ATTENTION_ROWS);
+    unsigned short *qs = smem, *gs = smem + BQ * PD;
+    Owned block = owned(p.s, TC_ROWS);
     i64 n = block.n;
     int k0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    // This warp's first and last key.
+    int first = k0 + warp * 16, last = first + 15;
     const u8* padding = padding_of(p, mask, n);
-    i64 qb = row_base(p.q, n), gb = row_base(p.grad, n);
+    Source queries = source(q, p.q, n, p.t, p.d), grads = source(grad, p.grad, n, p.t, p.dv);
 
-    stage<E, ATTENTION_ROWS, D, PD, false>(smem, k, row_base(p.k, n), p.k.row, k0, p.s, p.d);
-    stage<E, ATTENTION_ROWS, D, PD, false>(smem + ATTENTION_ROWS * PD, v, row_base(p.v, n), p.v.row, k0, p.s, p.dv);
-    __syncthreads();
     unsigned int ka[D / 16][4], va[D / 16][4];
-    load_a<D / 16, PD>(ka, smem, warp * 16);
-    load_a<D / 16, PD>(va, smem + ATTENTION_ROWS * PD, warp * 16);
+    rows_as_a<E, D, PD>(ka, smem, source(k, p.k, n, p.s, p.d), k0);
+    rows_as_a<E, D, PD>(va, smem, source(v, p.v, n, p.s, p.dv), k0);
 
-    int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    int key[2] = {first + g, first + g + 8};
     float dka[D / 8][4], dva[D / 8][4];
     zero<D / 8>(dka);
     zero<D / 8>(dva);
-    for (int i0 = p.causal ? k0 / BQ * BQ : 0; i0 < p.t; i0 += BQ) {
+    int start = p.causal ? k0 / BQ * BQ : 0;
+    Fetched<BQ, D> qf, gf;
+    fetch(qf, queries, start);
+    fetch(gf, grads, start);
+    for (int i0 = start; i0 < p.t; i0 += BQ) {
         __syncthreads();
-        stage<E, BQ, D, PD, false>(qs, q, qb, p.q.row, i0, p.t, p.d);
-        stage<E, BQ, D, PD, false>(gs, grad, gb, p.grad.row, i0, p.t, p.dv);
-        stage<E, BQ, D, PQ, true>(qt, q, qb, p.q.row, i0, p.t, p.d);
-        stage<E, BQ, D, PQ, true>(gt, grad, gb, p.grad.row, i0, p.t, p.dv);
-        for (int r = threadIdx.x; r < BQ; r += ATTENTION_THREADS) {
-            row_saved(p, lse, delta, n, i0 + r, &lse_tile[r], &delta_tile[r]);
+        store<E, BQ, D, PD>(qs, qf);
+        store<E, BQ, D, PD>(gs, gf);
+        if (threadIdx.x < BQ) {
+            row_saved(p, lse, delta, n, i0 + threadIdx.x, &lse_tile[threadIdx.x], &delta_tile[threadIdx.x]);
         }
         __syncthreads();
+        if (i0 + BQ < p.t) {
+            fetch(qf, queries, i0 + BQ);
+            fetch(gf, grads, i0 + BQ);
+        }
+        // Queries that all come before this warp's keys see none of them.
+        if (p.causal && i0 + BQ - 1 < first) continue;
+        bool edge = p.padded || i0 + BQ > p.t || last >= p.s || (p.causal && i0 < last);
         float st[BQ / 8][4], dpt[BQ / 8][4];
-        product<E, BQ / 8, D / 16, PD>(st, ka, qs);
-        product<E, BQ / 8, D / 16, PD>(dpt, va, gs);
+        zero<BQ / 8>(st);
+        zero<BQ / 8>(dpt);
+        multiply_by_rows<E, BQ / 8, D / 16, PD>(st, ka, qs);
+        multiply_by_rows<E, BQ / 8, D / 16, PD>(dpt, va, gs);
 #pragma unroll
         for (int t = 0; t < BQ / 8; ++t) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 int local = t * 8 + 2 * c + (e & 1), i = i0 + local, j = key[e >> 1];
-                float prob = i >= p.t || hidden(p, padding, i, j)
+                float prob = edge && (i >= p.t || hidden(p, padding, i, j))
                                  ? 0.0f
                                  : probability(st[t][e] * p.scale_log2, lse_tile[local]);
                 float factor = dropout_factor(p, n, i, j);
@@ -436,8 +563,8 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
         unsigned int pa[BQ / 16][4], sa[BQ / 16][4];
         as_a<E, BQ / 8>(pa, st);
         as_a<E, BQ / 8>(sa, dpt);
-        multiply<E, D / 8, BQ / 16, PQ>(dva, pa, gt);
-        multiply<E, D / 8, BQ / 16, PQ>(dka, sa, qt);
+        multiply_by_columns<E, D / 8, BQ / 16, PD>(dva, pa, gs);
+        multiply_by_columns<E, D / 8, BQ / 16, PD>(dka, sa, qs);
     }
     i64 kbase = row_base(p.r0, n), vbase = row_base(p.r1, n);
     for (int t = 0; t < D / 8; ++t) {
@@ -450,31 +577,31 @@ __device__ void backward_dkv_half(float* dk, float* dv, const float* q, const fl
     }
 }
 
-// Entry points per element (`half`: f16, `bf16`) and width D: the walked side's tile is 64
-// rows for D = 64 and 32 for D = 128 (what keeps the staged tiles in 48 KiB of shared
-// memory).
-#define TENSOR_CORE_ATTENTION_ENTRIES(NAME, E, D, WALK)                                          \
-    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+// Entry points per element (`half`: f16, `bf16`) and width D, with the rows of the walked
+// side each pass stages at a time: fewer for D = 128, where the accumulators take more
+// registers (the staged tiles stay within 48 KiB of shared memory either way).
+#define TENSOR_CORE_ATTENTION_ENTRIES(NAME, E, D, FORWARD_KEYS, DQ_KEYS, DKV_QUERIES)             \
+    extern "C" __global__ void __launch_bounds__(TC_THREADS)                                      \
         attention_forward_##NAME##_d##D(float* out, float* lse, const float* q, const float* k,   \
                                         const float* v, const u8* mask, Sdpa p) {                 \
-        forward_half<E, D>(out, lse, q, k, v, mask, p);                                           \
+        forward_tc<E, D, FORWARD_KEYS>(out, lse, q, k, v, mask, p);                               \
     }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+    extern "C" __global__ void __launch_bounds__(TC_THREADS)                                      \
         attention_dq_##NAME##_d##D(float* dq, const float* q, const float* k, const float* v,     \
                                    const u8* mask, const float* grad, const float* lse,           \
                                    const float* delta, Sdpa p) {                                  \
-        backward_dq_half<E, D, WALK>(dq, q, k, v, mask, grad, lse, delta, p);                     \
+        backward_dq_tc<E, D, DQ_KEYS>(dq, q, k, v, mask, grad, lse, delta, p);                    \
     }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(ATTENTION_THREADS)                               \
+    extern "C" __global__ void __launch_bounds__(TC_THREADS)                                      \
         attention_dkv_##NAME##_d##D(float* dk, float* dv, const float* q, const float* k,         \
                                     const float* v, const u8* mask, const float* grad,            \
                                     const float* lse, const float* delta, Sdpa p) {               \
-        backward_dkv_half<E, D, WALK>(dk, dv, q, k, v, mask, grad, lse, delta, p);                \
+        backward_dkv_tc<E, D, DKV_QUERIES>(dk, dv, q, k, v, mask, grad, lse, delta, p);           \
     }
-TENSOR_CORE_ATTENTION_ENTRIES(half, F16, 64, 64)
-TENSOR_CORE_ATTENTION_ENTRIES(half, F16, 128, 32)
-TENSOR_CORE_ATTENTION_ENTRIES(bf16, BF16, 64, 64)
-TENSOR_CORE_ATTENTION_ENTRIES(bf16, BF16, 128, 32)
+TENSOR_CORE_ATTENTION_ENTRIES(half, F16, 64, 64, 32, 32)
+TENSOR_CORE_ATTENTION_ENTRIES(half, F16, 128, 32, 16, 16)
+TENSOR_CORE_ATTENTION_ENTRIES(bf16, BF16, 64, 64, 32, 32)
+TENSOR_CORE_ATTENTION_ENTRIES(bf16, BF16, 128, 32, 16, 16)
 
 // The f32 kernels: a quad of 4 neighbouring lanes owns one row (32 rows a block), each lane a
 // quarter of the row's width in float4 chunks (`lane % 4 + 4 m`), so a dot product is 2

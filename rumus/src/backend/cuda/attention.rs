@@ -17,13 +17,10 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 
-/// Threads per block (`ATTENTION_THREADS`).
-const THREADS: u32 = 128;
-
 /// The kernels of one fused attention, with their row width (`D`, rows zero-padded to it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kernels {
-    /// `*_half_d{64,128}` (f16) and `*_bf16_d{64,128}`: tensor cores, 4 warps of 16 rows a
+    /// `*_half_d{64,128}` (f16) and `*_bf16_d{64,128}`: tensor cores, 8 warps of 16 rows a
     /// block.
     Half(usize, DType),
     /// `*_f32_d{16,32,64,128}`: CUDA cores, 32 rows of 4 lanes a block.
@@ -31,11 +28,19 @@ enum Kernels {
 }
 
 impl Kernels {
-    /// Rows of the owned side a block takes (`ATTENTION_ROWS`, `QUAD_ROWS`).
+    /// Rows of the owned side a block takes (`TC_ROWS`, `QUAD_ROWS`).
     fn rows_per_block(self) -> usize {
         match self {
-            Kernels::Half(..) => 64,
+            Kernels::Half(..) => 128,
             Kernels::F32(_) => 32,
+        }
+    }
+
+    /// Threads per block (`TC_THREADS`, `ATTENTION_THREADS`).
+    fn threads(self) -> u32 {
+        match self {
+            Kernels::Half(..) => 256,
+            Kernels::F32(_) => 128,
         }
     }
 
@@ -274,7 +279,7 @@ impl CudaDevice {
                     g.batch
                 ),
             })?;
-        self.launch(kernel, (blocks, 1, 1), (THREADS, 1, 1), 0, args)
+        self.launch(kernel, (blocks, 1, 1), (kernels.threads(), 1, 1), 0, args)
     }
 }
 
