@@ -193,7 +193,7 @@ fn tensor_of(t: &common::fixture_file::FixtureTensor) -> DynTensor {
 fn single_ops_match_onnxruntime() {
     let text = std::fs::read_to_string(fixture("single_ops.txt")).unwrap();
     let cases = read_cases(&text);
-    assert_eq!(cases.len(), 188);
+    assert_eq!(cases.len(), 208);
     let mut failures = Vec::new();
     for (name, tensors) in &cases {
         let model = OnnxModel::load(fixture(&format!("single_ops/{name}.onnx"))).unwrap();
@@ -445,6 +445,76 @@ fn gather_indices_out_of_range_are_errors_naming_them() {
     );
     let refused = run("GatherND", &[3]).unwrap_err().to_string();
     assert_names(&refused, &["\"GatherND_y\"", "index 3 (element 0"]);
+}
+
+/// Scatters refuse what would write outside the data or leave the result undefined (two
+/// updates of one element under reduction `none`); the reductions rumus lacks and the Einsum
+/// forms it lacks are refused when the file is loaded, naming the node and the fix.
+#[test]
+fn scatters_and_einsums_that_cannot_run_are_errors_naming_them() {
+    let x = DynTensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let scatter = |op: &str, indices: &[i64], attrs: &[Attr]| -> rumus::Result<Vec<DynTensor>> {
+        let mut g = Graph::new(18);
+        let updates = vec![10.0; indices.len()];
+        g.input("x", &[3])
+            .ints("i", indices)
+            .floats("u", &[indices.len()], &updates);
+        g.node(op, &["x", "i", "u"], &["y"], attrs).output("y");
+        let model = OnnxModel::from_bytes(&g.bytes(), "scatter.onnx")?;
+        model.run(&[&x])
+    };
+    let replaced = scatter("ScatterElements", &[-1, 0], &[]).unwrap();
+    assert_eq!(replaced[0].to_vec::<f32>().unwrap(), [10.0, 2.0, 10.0]);
+    let added = scatter(
+        "ScatterElements",
+        &[2, -1],
+        &[Attr::Str("reduction", "add")],
+    )
+    .unwrap();
+    assert_eq!(added[0].to_vec::<f32>().unwrap(), [1.0, 2.0, 23.0]);
+    let twice = scatter("ScatterElements", &[1, -2], &[])
+        .unwrap_err()
+        .to_string();
+    assert_names(
+        &twice,
+        &[
+            "\"ScatterElements_y\"",
+            "updates 0 and 1 write the same element",
+            "\"add\"",
+        ],
+    );
+    let outside = scatter("ScatterElements", &[3], &[])
+        .unwrap_err()
+        .to_string();
+    assert_names(&outside, &["index 3 (element 0 of the indices)", "size 3"]);
+    let multiplied = scatter("ScatterElements", &[0], &[Attr::Str("reduction", "mul")])
+        .unwrap_err()
+        .to_string();
+    assert_names(
+        &multiplied,
+        &["scatter.onnx", "reduction = \"mul\" is not supported"],
+    );
+
+    let einsum = |equation: &'static str, operands: usize| {
+        let mut g = Graph::new(17);
+        g.input("a", &[3, 3])
+            .input("b", &[3, 3])
+            .input("c", &[3, 3]);
+        let inputs = &["a", "b", "c"][..operands];
+        g.node("Einsum", inputs, &["y"], &[Attr::Str("equation", equation)])
+            .output("y");
+        load_error(&g)
+    };
+    assert_names(
+        &einsum("ii->i", 1),
+        &["\"Einsum_y\"", "a letter repeated within one term"],
+    );
+    assert_names(&einsum("ij,jk,kl->il", 3), &["3 operands"]);
+    assert_names(&einsum("ij,jk->ik", 1), &["2 terms for 1 operands"]);
+    assert_names(
+        &einsum("ij,jk->iz", 2),
+        &["the output's letter z is in no operand"],
+    );
 }
 
 /// `Range` counts its length before making it: one past memory (from a file of a few

@@ -1,7 +1,8 @@
 //! Imported ONNX gathers beyond `Gather`: `GatherElements` (PyTorch's `gather`, as BERT
 //! exports pick position and token-type ids) and `GatherND` (the dynamo exporter's advanced
 //! indexing). Indices are checked on the host first, so an index out of range is an error
-//! naming it and where it is, never a read outside the data.
+//! naming it and where it is, never a read outside the data (the scatters of
+//! import_scatter_ops.rs check theirs the same way).
 
 use super::import_ops::{Attributes, arg, axis, invalid};
 use crate::dtype::DType;
@@ -9,7 +10,7 @@ use crate::error::Result;
 use crate::tensor::DynTensor;
 
 /// The values of an index tensor, `int64` (or `int32`, which ONNX files hold as `int64`).
-fn index_values(op: &str, indices: &DynTensor) -> Result<Vec<i64>> {
+pub(super) fn index_values(op: &str, indices: &DynTensor) -> Result<Vec<i64>> {
     if indices.dtype() != DType::I64 {
         return Err(invalid(format!(
             "{op} with {} indices: expected int64",
@@ -21,7 +22,7 @@ fn index_values(op: &str, indices: &DynTensor) -> Result<Vec<i64>> {
 
 /// `index` (negative counting from the end, as ONNX allows) resolved within `size`, or the
 /// error naming it, its position `at` among the indices and the axis it indexes.
-fn resolve(op: &str, index: i64, size: usize, at: usize, axis: usize) -> Result<i64> {
+pub(super) fn resolve(op: &str, index: i64, size: usize, at: usize, axis: usize) -> Result<i64> {
     let size = size as i64;
     let resolved = if index < 0 { index + size } else { index };
     if (0..size).contains(&resolved) {

@@ -4,10 +4,12 @@
 
 use super::decode::{AttributeValue, NodeProto};
 use super::import::tensor_of;
+use super::import_einsum as einsum;
 use super::import_gather_ops as gather_ops;
 use super::import_logic_ops as logic_ops;
 use super::import_norm_ops as norm_ops;
 use super::import_recurrent_ops as recurrent_ops;
+use super::import_scatter_ops as scatter_ops;
 use super::import_tensor_ops as tensor_ops;
 use super::import_window_ops as window_ops;
 use super::limits::{self, Limits};
@@ -34,6 +36,7 @@ pub const SUPPORTED: &[&str] = &[
     "CumSum",
     "Div",
     "Dropout",
+    "Einsum",
     "Elu",
     "Equal",
     "Erf",
@@ -78,10 +81,13 @@ pub const SUPPORTED: &[&str] = &[
     "ReduceMax",
     "ReduceMean",
     "ReduceMin",
+    "ReduceProd",
     "ReduceSum",
     "Relu",
     "Reshape",
     "Resize",
+    "ScatterElements",
+    "ScatterND",
     "Shape",
     "Sigmoid",
     "Sign",
@@ -144,6 +150,15 @@ impl Attributes<'_> {
         match self.get(name) {
             Some(AttributeValue::Float(v)) => *v,
             _ => default,
+        }
+    }
+
+    /// A string attribute (its bytes read as UTF-8, lossily), `None` when absent or of
+    /// another type.
+    pub(super) fn string(&self, name: &str) -> Option<String> {
+        match self.get(name) {
+            Some(AttributeValue::String(s)) => Some(String::from_utf8_lossy(s).into_owned()),
+            _ => None,
         }
     }
 
@@ -212,6 +227,8 @@ pub(super) fn check_at_load(
     match op {
         "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" => window_ops::check(op, &a, ranks),
         "GatherElements" | "GatherND" => gather_ops::check(op, &a, ranks),
+        "ScatterElements" | "ScatterND" => scatter_ops::check(op, &a, ranks),
+        "Einsum" => einsum::check(&a, ranks.len()),
         "LSTM" | "GRU" => recurrent_ops::check(op, &a),
         _ => logic_ops::check(op, &a, dtypes),
     }
@@ -237,6 +254,8 @@ pub fn evaluate(
         "IsInf" => one(logic_ops::is_inf(&a, args)?),
         "GatherElements" => one(gather_ops::gather_elements(&a, args)?),
         "GatherND" => one(gather_ops::gather_nd(&a, args)?),
+        "ScatterElements" => one(scatter_ops::scatter_elements(&a, args)?),
+        "ScatterND" => one(scatter_ops::scatter_nd(&a, args)?),
         "LSTM" | "GRU" => recurrent_ops::run(&node.op_type, &a, args, limits),
         "Exp" => one(x()?.exp()?),
         "Log" => one(x()?.log()?),
@@ -313,6 +332,7 @@ pub fn evaluate(
             one(x.matmul(y)?)
         }
         "Gemm" => gemm(&a, args, limits),
+        "Einsum" => one(einsum::einsum(&a, args, limits)?),
         "Conv" => window_ops::conv(&a, args, limits),
         "ConvTranspose" => window_ops::conv_transpose(&a, args, limits),
         "MaxPool" | "AveragePool" => window_ops::pool(&node.op_type, &a, x()?, limits),
@@ -348,7 +368,9 @@ pub fn evaluate(
                 x.log_softmax(axis)?
             })
         }
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" => reduce(&node.op_type, &a, args),
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" => {
+            reduce(&node.op_type, &a, args)
+        }
         "Reshape" => reshape(x()?, &ints_of(arg(args, 1)?)?, a.int("allowzero", 0) != 0),
         "Flatten" => {
             let x = x()?;
@@ -646,10 +668,7 @@ fn extremum_of(op: &str, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> 
 /// `sizes` or by `scales`; cubic resampling, cropping and antialiasing are errors.
 fn resize(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
     use tensor_ops::{Coordinates, Sampling};
-    let text = |name: &str, default: &str| match a.get(name) {
-        Some(AttributeValue::String(s)) => String::from_utf8_lossy(s).into_owned(),
-        _ => default.to_string(),
-    };
+    let text = |name: &str, default: &str| a.string(name).unwrap_or_else(|| default.to_string());
     let (mode, coordinates, rounding) = (
         text("mode", "nearest"),
         text("coordinate_transformation_mode", "half_pixel"),
@@ -782,8 +801,56 @@ fn reduce(op: &str, a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Result<V
         "ReduceMean" => x.mean(&axes, keepdim)?,
         "ReduceSum" => x.sum(&axes, keepdim)?,
         "ReduceMin" => x.min(&axes, keepdim)?,
+        "ReduceProd" => product(x, &axes, keepdim)?,
         _ => x.max(&axes, keepdim)?,
     })
+}
+
+/// `ReduceProd`: the product over `axes`, on the host (rumus has no product kernel; exported
+/// graphs take products of small shape tensors, a sequence's length times its batch). Integers
+/// multiply exactly, with wrapping as onnxruntime's do; floats in f64, rounded once to their
+/// dtype.
+fn product(x: &DynTensor, axes: &[isize], keepdim: bool) -> Result<DynTensor> {
+    let reduced: Vec<usize> = axes.iter().map(|&a| a as usize).collect();
+    let kept: Vec<usize> = (0..x.rank()).filter(|a| !reduced.contains(a)).collect();
+    let order: Vec<usize> = kept.iter().chain(&reduced).copied().collect();
+    let inner: usize = reduced.iter().map(|&a| x.dims()[a]).product();
+    let outputs: usize = kept.iter().map(|&a| x.dims()[a]).product();
+    let dims: Vec<usize> = (0..x.rank())
+        .filter_map(|a| match (reduced.contains(&a), keepdim) {
+            (false, _) => Some(x.dims()[a]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    let grouped = x.permute(&order)?.contiguous()?;
+    let out = if x.dtype() == DType::I64 {
+        let values = grouped.to_vec::<i64>()?;
+        let products = row_products(&values, (outputs, inner), 1i64, |a, b| a.wrapping_mul(b));
+        DynTensor::from_vec(products, &dims)?
+    } else {
+        let values = grouped.try_to_f64_vec()?;
+        let products = row_products(&values, (outputs, inner), 1.0, |a, b| a * b);
+        DynTensor::from_vec(products, &dims)?.to_dtype(x.dtype())?
+    };
+    out.to(&x.device())
+}
+
+/// The products of `outputs` runs of `inner` neighbouring values (each `unit` when the runs
+/// are empty).
+fn row_products<T: Copy>(
+    values: &[T],
+    (outputs, inner): (usize, usize),
+    unit: T,
+    times: fn(T, T) -> T,
+) -> Vec<T> {
+    if inner == 0 {
+        return vec![unit; outputs];
+    }
+    values
+        .chunks_exact(inner)
+        .map(|run| run.iter().fold(unit, |p, &v| times(p, v)))
+        .collect()
 }
 
 /// ONNX `Reshape`: a 0 keeps the input's dim (unless `allowzero`), one -1 is inferred.
