@@ -12,7 +12,7 @@
 //! cargo run --release --example bench_gpu ops        # each op of one encoder block
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
 //!                                                    # (`profile autocast`, `profile bf16`,
-//!                                                    # `profile gpt`)
+//!                                                    # `profile gpt`, `profile attention`)
 //! cargo run --release --example bench_gpu gpt        # the GPT-2-small step alone
 //! cargo run --release --example bench_gpu attention  # causal attention, T = 4096, f32 and autocast
 //! cargo run --release --example bench_gpu cuda hgemm # any of these on the CUDA device
@@ -354,6 +354,13 @@ fn has_bf16(device: &Device) -> bool {
 /// `autocast` if given: milliseconds per call and the growth of the buffer pool's high-water
 /// mark in MiB.
 fn attention_step(device: &Device, autocast: Option<DType>) -> (f64, f64) {
+    let step = attention_call(device, autocast);
+    let ((), grown) = memory_growth_mib(device, &step);
+    (seconds_per_call_settled(device, 3, step) * 1e3, grown)
+}
+
+/// A call of causal attention, forward and backward, on three [4, 8, 4096, 64] leaves.
+fn attention_call(device: &Device, autocast: Option<DType>) -> impl Fn() + use<> {
     let leaf = || {
         DynTensor::randn(&[4, 8, 4096, 64], DType::F32)
             .unwrap()
@@ -367,15 +374,13 @@ fn attention_step(device: &Device, autocast: Option<DType>) -> (f64, f64) {
         causal: true,
         ..Default::default()
     };
-    let step = || {
+    move || {
         let out = {
             let _autocast = autocast.map(|dtype| autocast_with(dtype).unwrap());
             q.scaled_dot_product_attention(&k, &v, options).unwrap()
         };
         out.sum_all().unwrap().backward().unwrap();
-    };
-    let ((), grown) = memory_growth_mib(device, step);
-    (seconds_per_call_settled(device, 3, step) * 1e3, grown)
+    }
 }
 
 /// GPT-2 small training on random tokens under f16 autocast with loss scaling, AdamW, batches
@@ -546,6 +551,8 @@ fn step_profile(device: &Device) -> rumus::Result<()> {
     let mut step: Box<dyn FnMut()> = if arg("gpt") {
         let mut bench = GptBench::new(device);
         Box::new(move || bench.step())
+    } else if arg("attention") {
+        Box::new(attention_call(device, Some(DType::BF16)))
     } else {
         let mut bench = TransformerBench::new(device);
         let (mixed, mut scaler) = (arg("autocast"), GradScaler::new());
