@@ -105,17 +105,16 @@ impl Equation {
                 return Err(refused(equation, "a letter repeated within one term"));
             }
         }
-        if let Some(out) = &output {
-            if let Some(&l) = out
-                .letters
+        let missing = output.as_ref().and_then(|out| {
+            out.letters
                 .iter()
                 .find(|l| !inputs.iter().any(|t| t.letters.contains(l)))
-            {
-                return Err(invalid(format!(
-                    "Einsum \"{equation}\": the output's letter {} is in no operand",
-                    l as char
-                )));
-            }
+        });
+        if let Some(&l) = missing {
+            return Err(invalid(format!(
+                "Einsum \"{equation}\": the output's letter {} is in no operand",
+                l as char
+            )));
         }
         Ok(Equation { inputs, output })
     }
