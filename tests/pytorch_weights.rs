@@ -185,6 +185,58 @@ fn non_strict_loading_reports_what_did_not_match() {
     assert_close("logits", &logits, &case["logits"], 1e-5);
 }
 
+/// A state that does not fit names every tensor that does not, not the first, with the
+/// likely cause where the shapes tell it (a transposed matrix, as Hugging Face's GPT-2
+/// stores its `Conv1D` weights), and loads nothing.
+#[test]
+fn every_tensor_that_does_not_fit_is_named_at_once() {
+    let model = SmallResNet::new().unwrap();
+    let before = model.state_dict().unwrap();
+    let mut state = read_state(WEIGHTS.as_str()).unwrap();
+    let mut altered = Vec::new();
+    for (name, tensor) in state.iter_mut() {
+        if name == "fc.weight" {
+            *tensor = tensor.transpose(0, 1).unwrap().contiguous().unwrap();
+            altered.push(name.clone());
+        } else if name.ends_with("running_mean") && altered.len() < 13 {
+            let n = tensor.numel();
+            *tensor = tensor.reshape(&[1, n]).unwrap();
+            altered.push(name.clone());
+        }
+    }
+    assert!(altered.len() >= 3, "{altered:?}");
+    let message = model.load_state_dict(&state).unwrap_err().to_string();
+    assert!(
+        message.contains(&format!(
+            "{} of {} matched tensors do not fit",
+            altered.len(),
+            before.len()
+        )),
+        "{message}"
+    );
+    assert!(message.contains("`fc.weight` has shape [10, "), "{message}");
+    assert!(message.contains("transposed"), "{message}");
+    // Up to ten named, then a count of the rest.
+    let named = altered
+        .iter()
+        .filter(|name| message.contains(&format!("`{name}`")))
+        .count();
+    assert_eq!(named, altered.len().min(10), "{message}");
+    if altered.len() > 10 {
+        assert!(
+            message.contains(&format!("and {} more", altered.len() - 10)),
+            "{message}"
+        );
+    }
+    for ((name, a), (_, b)) in before.iter().zip(model.state_dict().unwrap().iter()) {
+        assert_eq!(
+            a.to_f64_vec(),
+            b.to_f64_vec(),
+            "{name} unchanged by a failed load"
+        );
+    }
+}
+
 #[test]
 fn training_counts_batches_and_saves_the_counter_as_pytorch_does() {
     let case = fixture();

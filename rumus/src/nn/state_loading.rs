@@ -89,44 +89,35 @@ pub(super) fn load(
     report.missing_keys.sort_unstable();
     report.unexpected_keys.sort_unstable();
     if options.strict && (!report.missing_keys.is_empty() || !report.unexpected_keys.is_empty()) {
-        let under = match options.prefix.as_str() {
-            "" => String::new(),
-            prefix => format!(" (under `{prefix}`)"),
-        };
         return Err(Error::InvalidArgument {
             op: OP,
             message: format!(
-                "missing keys {}, unexpected keys {}{under}; load with \
+                "missing keys {}, unexpected keys {}{}; load with \
                  `LoadOptions::new().strict(false)` to keep what matches",
                 some_names(&report.missing_keys),
-                some_names(&report.unexpected_keys)
+                some_names(&report.unexpected_keys),
+                under(&options.prefix)
             ),
         });
     }
     let matched: Vec<(&str, &DynTensor, &DynTensor)> = (own.iter())
         .filter_map(|(name, target)| Some((name.as_str(), target, *given.get(name.as_str())?)))
         .collect();
-    for &(name, target, source) in &matched {
-        if source.dims() != target.dims() {
-            return Err(ShapeError::Invalid {
-                context: format!("load_state_dict `{}{name}`", options.prefix),
-                message: format!(
-                    "the model has shape {:?}, the state dict {:?}",
-                    target.dims(),
-                    source.dims()
-                ),
-            }
-            .into());
+    let misfits: Vec<String> = matched
+        .iter()
+        .filter_map(|&(name, target, source)| misfit(name, target, source))
+        .collect();
+    if !misfits.is_empty() {
+        return Err(ShapeError::Invalid {
+            context: format!("{OP}{}", under(&options.prefix)),
+            message: format!(
+                "{} of {} matched tensors do not fit (nothing was loaded): {}",
+                misfits.len(),
+                matched.len(),
+                some_misfits(&misfits)
+            ),
         }
-        let convertible = source.dtype() == target.dtype()
-            || (is_floating(source.dtype()) && is_floating(target.dtype()));
-        if !convertible {
-            return Err(Error::DTypeMismatch {
-                op: OP,
-                lhs: target.dtype(),
-                rhs: source.dtype(),
-            });
-        }
+        .into());
     }
     let _guard = no_grad();
     for (_, target, source) in matched {
@@ -134,6 +125,53 @@ pub(super) fn load(
         target.copy_(&source)?;
     }
     Ok(report)
+}
+
+/// " (under `prefix`)" for a prefixed load, else nothing.
+fn under(prefix: &str) -> String {
+    match prefix {
+        "" => String::new(),
+        prefix => format!(" (under `{prefix}`)"),
+    }
+}
+
+/// What keeps the state's `source` from loading into the module's `target` (a shape or a
+/// dtype), with the likely cause where the shapes tell it; `None` when it fits.
+fn misfit(name: &str, target: &DynTensor, source: &DynTensor) -> Option<String> {
+    let (model, state) = (target.dims(), source.dims());
+    if model != state {
+        let reversed: Vec<usize> = state.iter().rev().copied().collect();
+        let hint = if model.len() == 2 && reversed == model {
+            " (the state holds it transposed, as Hugging Face's GPT-2 `Conv1D` layers do: \
+             transpose it before loading)"
+        } else if model.iter().product::<usize>() == state.iter().product::<usize>() {
+            " (as many elements: a reshape or a packed layout?)"
+        } else {
+            ""
+        };
+        return Some(format!(
+            "`{name}` has shape {model:?} in the model, {state:?} in the state{hint}"
+        ));
+    }
+    let convertible = source.dtype() == target.dtype()
+        || (is_floating(source.dtype()) && is_floating(target.dtype()));
+    (!convertible).then(|| {
+        format!(
+            "`{name}` is {} in the model, {} in the state",
+            target.dtype(),
+            source.dtype()
+        )
+    })
+}
+
+/// Every misfit when few, else the first ten and how many more.
+fn some_misfits(misfits: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let shown = misfits[..misfits.len().min(SHOWN)].join("; ");
+    match misfits.len().checked_sub(SHOWN) {
+        Some(more) if more > 0 => format!("{shown}; and {more} more"),
+        _ => shown,
+    }
 }
 
 fn is_floating(dtype: crate::dtype::DType) -> bool {
