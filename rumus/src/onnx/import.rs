@@ -211,6 +211,35 @@ impl OnnxModel {
         self.opset
     }
 
+    /// The same model with its floating-point weights on `device` (`Device::gpu()`,
+    /// `Device::cuda()`): [`run`](Self::run) then takes inputs there and computes there.
+    /// Integer and boolean initializers (the shape arithmetic exporters write, whose values
+    /// may not fit a GPU's 32-bit integers) stay on the host and join the device's tensors
+    /// only where an op mixes them.
+    pub fn to(&self, device: &crate::Device) -> Result<OnnxModel> {
+        let initializers = self
+            .initializers
+            .iter()
+            .map(|(name, t)| {
+                let moved = if t.dtype().is_float() {
+                    t.to(device)?
+                } else {
+                    t.clone()
+                };
+                Ok((name.clone(), moved))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(OnnxModel {
+            path: self.path.clone(),
+            nodes: self.nodes.clone(),
+            initializers,
+            inputs: self.inputs.clone(),
+            outputs: self.outputs.clone(),
+            opset: self.opset,
+            limits: self.limits.clone(),
+        })
+    }
+
     /// Runs the graph on `inputs` (one per [`input_names`](Self::input_names), with the
     /// file's static dims) and returns its outputs. Every node's work and every allocation
     /// its ops make stay within the model's [`Limits`].
@@ -276,6 +305,11 @@ impl OnnxModel {
                     })
                 })
                 .collect::<Result<Vec<Option<&DynTensor>>>>()?;
+            let moved = onto_one_device(&args).map_err(|e| self.node_error(node, e.to_string()))?;
+            let args: Vec<Option<&DynTensor>> = match &moved {
+                Some(moved) => moved.iter().map(Option::as_ref).collect(),
+                None => args,
+            };
             let results = evaluate(node, &args, &self.limits)
                 .map_err(|e| self.node_error(node, e.to_string()))?;
             for (k, result) in results.iter().enumerate() {
@@ -355,4 +389,20 @@ pub(super) fn tensor_of(t: TensorData) -> Result<DynTensor> {
         TensorValues::I64(v) => DynTensor::from_vec(v, &dims)?,
         TensorValues::Bool(v) => DynTensor::from_vec(v, &dims)?,
     })
+}
+
+/// A node's inputs on one device when they are on several: the host tensors an op made (a
+/// mask, a filled constant) join the accelerator's; `None` when they already share one.
+fn onto_one_device(args: &[Option<&DynTensor>]) -> Result<Option<Vec<Option<DynTensor>>>> {
+    let devices: Vec<crate::Device> = args.iter().flatten().map(|t| t.device()).collect();
+    let Some(target) = devices.iter().find(|d| !matches!(d, crate::Device::Cpu)) else {
+        return Ok(None);
+    };
+    if devices.iter().all(|d| d == target) {
+        return Ok(None);
+    }
+    args.iter()
+        .map(|t| t.map(|t| t.to(target)).transpose())
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
 }

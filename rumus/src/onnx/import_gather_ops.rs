@@ -93,7 +93,8 @@ pub(super) fn gather_elements(
         .enumerate()
         .map(|(k, i)| resolve("GatherElements", i, size, k, at))
         .collect::<Result<Vec<_>>>()?;
-    data.gather(at as isize, &DynTensor::from_vec(resolved, indices.dims())?)
+    let index = DynTensor::from_vec(resolved, indices.dims())?.to(&data.device())?;
+    data.gather(at as isize, &index)
 }
 
 /// `GatherND`: each row of the last axis of `indices` (`k` values) picks a slice
@@ -137,9 +138,10 @@ pub(super) fn gather_nd(a: &Attributes<'_>, args: &[Option<&DynTensor>]) -> Resu
     }
     let mut folded = vec![batches * per_batch];
     folded.extend_from_slice(rest);
-    let picked = data
-        .reshape(&folded)?
-        .index_select(0, &DynTensor::from_vec(rows, &[tuples])?)?;
+    let picked = data.reshape(&folded)?.index_select(
+        0,
+        &DynTensor::from_vec(rows, &[tuples])?.to(&data.device())?,
+    )?;
     let mut dims = idims[..idims.len() - 1].to_vec();
     dims.extend_from_slice(rest);
     picked.reshape(&dims)

@@ -935,7 +935,8 @@ fn slice(args: &[Option<&DynTensor>]) -> Result<Vec<DynTensor>> {
         crate::alloc::ensure_output("Slice", &[count as usize], 8)?;
         let picked: Vec<i64> = (0..count).map(|i| first + i * step).collect();
         let count = picked.len();
-        out = out.index_select(ax as isize, &DynTensor::from_vec(picked, &[count])?)?;
+        let picked = DynTensor::from_vec(picked, &[count])?.to(&out.device())?;
+        out = out.index_select(ax as isize, &picked)?;
     }
     one(out)
 }
@@ -949,7 +950,8 @@ fn gather(data: &DynTensor, indices: &DynTensor, axis_value: i64) -> Result<Vec<
         .map(|i| if i < 0 { i + size } else { i })
         .collect();
     let count = flat.len();
-    let picked = data.index_select(ax as isize, &DynTensor::from_vec(flat, &[count])?)?;
+    let flat = DynTensor::from_vec(flat, &[count])?.to(&data.device())?;
+    let picked = data.index_select(ax as isize, &flat)?;
     let mut dims = data.dims()[..ax].to_vec();
     dims.extend_from_slice(indices.dims());
     dims.extend_from_slice(&data.dims()[ax + 1..]);
