@@ -236,7 +236,7 @@ impl OnnxModel {
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
             opset: self.opset,
-            limits: self.limits.clone(),
+            limits: self.limits,
         })
     }
 
