@@ -106,6 +106,16 @@ template <int ROWS, int D> struct Fetched {
 // Rows `first..first + ROWS` of a source into `f` (zeros past its rows and columns).
 template <int ROWS, int D>
 __device__ __forceinline__ void fetch(Fetched<ROWS, D>& f, const Source& s, int first) {
+    if (s.vector && s.width == D && first + ROWS <= s.count) {
+        // Whole rows, all there: one float4 per chunk, no checks.
+        const float* rows = s.x + s.base + (i64)first * s.stride;
+#pragma unroll
+        for (int m = 0; m < Fetched<ROWS, D>::CHUNKS; ++m) {
+            int e = threadIdx.x + m * TC_THREADS, r = e / (D / 4), col = (e % (D / 4)) * 4;
+            f.chunk[m] = __ldg((const float4*)(rows + r * s.stride + col));
+        }
+        return;
+    }
 #pragma unroll
     for (int m = 0; m < Fetched<ROWS, D>::CHUNKS; ++m) {
         int e = threadIdx.x + m * TC_THREADS, r = e / (D / 4), col = (e % (D / 4)) * 4;
@@ -218,7 +228,9 @@ struct BF16 {
 
 // Four 8 x 8 matrices of 16-bit elements from shared memory, lane l giving the address of
 // row l % 8 of matrix l / 8. Lane `4 g + c` gets in word i matrix i's row g, columns 2 c and
-// 2 c + 1; with TRANS, its column g, rows 2 c and 2 c + 1.
+// 2 c + 1; with TRANS, its column g, rows 2 c and 2 c + 1. (Volatile, as the barriers
+// between staging and reading need, but without a memory clobber, so the loads of one step
+// can be issued ahead of the products of the step before.)
 template <bool TRANS>
 __device__ __forceinline__ void load_matrices(unsigned int* b, const unsigned short* row) {
 #if __CUDA_ARCH__ >= 800
@@ -227,49 +239,60 @@ __device__ __forceinline__ void load_matrices(unsigned int* b, const unsigned sh
     if (TRANS) {
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                      : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-                     : "r"(at)
-                     : "memory");
+                     : "r"(at));
     } else {
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                      : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-                     : "r"(at)
-                     : "memory");
+                     : "r"(at));
     }
 #endif
 }
 
-// c[N] += A (STEPS steps of 16 columns) B, where B's columns are the tile's rows
-// (`tile[n PITCH + k]`: q k^T with the keys staged).
-template <typename E, int N, int STEPS, int PITCH>
-__device__ __forceinline__ void multiply_by_rows(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+// The B fragments of one 16-deep step of a staged tile for N / 2 pairs of 8-wide column
+// tiles: `BY_ROWS`, B's columns are the tile's rows (`tile[n PITCH + k]`: q k^T with the keys
+// staged); otherwise B's rows are the tile's rows (`tile[k PITCH + n]`: p v with the values
+// staged), read transposed.
+template <int N, int PITCH, bool BY_ROWS>
+__device__ __forceinline__ void load_step(unsigned int (*b)[4], const unsigned short* tile, int step) {
     int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
 #pragma unroll
-    for (int step = 0; step < STEPS; ++step) {
-#pragma unroll
-        for (int n = 0; n < N; n += 2) {
-            unsigned int b[4];
-            load_matrices<false>(b, tile + ((n + (matrix >> 1)) * 8 + row) * PITCH + step * 16 + (matrix & 1) * 8);
-            E::mma(c[n], a[step], b[0], b[1]);
-            E::mma(c[n + 1], a[step], b[2], b[3]);
+    for (int pair = 0; pair < N / 2; ++pair) {
+        int n = 2 * pair + (matrix >> 1);
+        if (BY_ROWS) {
+            load_matrices<false>(b[pair], tile + (n * 8 + row) * PITCH + step * 16 + (matrix & 1) * 8);
+        } else {
+            load_matrices<true>(b[pair], tile + (step * 16 + (matrix & 1) * 8 + row) * PITCH + n * 8);
         }
     }
 }
 
-// c[N] += A (STEPS steps of 16 columns) B, where B's rows are the tile's rows
-// (`tile[k PITCH + n]`: p v with the values staged).
-template <typename E, int N, int STEPS, int PITCH>
-__device__ __forceinline__ void multiply_by_columns(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
-    int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
+// c[N] += A (STEPS steps of 16 columns) B, B read from a staged tile as `load_step` says,
+// each step's fragments loaded while the step before multiplies.
+template <typename E, int N, int STEPS, int PITCH, bool BY_ROWS>
+__device__ __forceinline__ void multiply(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+    unsigned int b[2][N / 2][4];
+    load_step<N, PITCH, BY_ROWS>(b[0], tile, 0);
 #pragma unroll
     for (int step = 0; step < STEPS; ++step) {
+        if (step + 1 < STEPS) load_step<N, PITCH, BY_ROWS>(b[(step + 1) & 1], tile, step + 1);
 #pragma unroll
-        for (int n = 0; n < N; n += 2) {
-            unsigned int b[4];
-            load_matrices<true>(b, tile + (step * 16 + (matrix & 1) * 8 + row) * PITCH + (n + (matrix >> 1)) * 8);
-            E::mma(c[n], a[step], b[0], b[1]);
-            E::mma(c[n + 1], a[step], b[2], b[3]);
+        for (int pair = 0; pair < N / 2; ++pair) {
+            E::mma(c[2 * pair], a[step], b[step & 1][pair][0], b[step & 1][pair][1]);
+            E::mma(c[2 * pair + 1], a[step], b[step & 1][pair][2], b[step & 1][pair][3]);
         }
     }
+}
+
+// c[N] += A B with B's columns the tile's rows (q k^T with the keys staged).
+template <typename E, int N, int STEPS, int PITCH>
+__device__ __forceinline__ void multiply_by_rows(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+    multiply<E, N, STEPS, PITCH, true>(c, a, tile);
+}
+
+// c[N] += A B with B's rows the tile's rows (p v with the values staged).
+template <typename E, int N, int STEPS, int PITCH>
+__device__ __forceinline__ void multiply_by_columns(float (*c)[4], unsigned int (*a)[4], const unsigned short* tile) {
+    multiply<E, N, STEPS, PITCH, false>(c, a, tile);
 }
 
 template <int N> __device__ __forceinline__ void zero(float (*c)[4]) {
@@ -283,16 +306,19 @@ template <typename Op> __device__ __forceinline__ float across_row(float v) {
 }
 
 // The problem and the first of the `per_block` rows (of `rows`) this block owns: blocks
-// count the row tiles of problem 0, then of problem 1, ...
+// count the row tiles of problem 0, then of problem 1, ... With `last_first` (the query
+// tiles of a causal mask, where a later tile walks more keys) each problem's tiles come in
+// reverse order, so the longest blocks start first and the last wave holds short ones.
 struct Owned {
     i64 n;
     int first;
 };
-__device__ __forceinline__ Owned owned(int rows, int per_block) {
+__device__ __forceinline__ Owned owned(int rows, int per_block, bool last_first = false) {
     int tiles = (rows + per_block - 1) / per_block;
     Owned o;
     o.n = blockIdx.x / tiles;
-    o.first = (int)(blockIdx.x % tiles) * per_block;
+    int tile = (int)(blockIdx.x % tiles);
+    o.first = (last_first ? tiles - 1 - tile : tile) * per_block;
     return o;
 }
 
@@ -319,22 +345,104 @@ __device__ __forceinline__ const u8* padding_of(const Sdpa& p, const u8* mask, i
     return p.padded ? mask + (n / p.per_mask_row) * p.s : 0;
 }
 
+// Walks rows `start..end` of two sources (keys and values, or queries and the output's
+// gradients) STEP rows at a time: each step's two tiles staged in shared memory, `tiles`
+// holding two buffers of two `STEP x PITCH` tiles, while the next step's rows are in flight
+// into registers. `extra(first, buffer)` stages whatever else a step needs beside its tiles,
+// and `body(first, buffer, a, b)` works on them. A step stages the next one into the other
+// buffer after its own work, so one barrier per step suffices.
+template <typename E, int STEP, int D, int PITCH, typename Extra, typename Body>
+__device__ __forceinline__ void walk(unsigned short* tiles, const Source& sa, const Source& sb, int start, int end,
+                                     Extra extra, Body body) {
+    if (start >= end) return;
+    const int TILE = STEP * PITCH;
+    Fetched<STEP, D> fa, fb;
+    fetch(fa, sa, start);
+    fetch(fb, sb, start);
+    store<E, STEP, D, PITCH>(tiles, fa);
+    store<E, STEP, D, PITCH>(tiles + TILE, fb);
+    extra(start, 0);
+    if (start + STEP < end) {
+        fetch(fa, sa, start + STEP);
+        fetch(fb, sb, start + STEP);
+    }
+    __syncthreads();
+    int buffer = 0;
+    for (int first = start; first < end; first += STEP) {
+        unsigned short* staged = tiles + buffer * 2 * TILE;
+        body(first, buffer, staged, staged + TILE);
+        if (first + STEP < end) {
+            unsigned short* next = tiles + (buffer ^ 1) * 2 * TILE;
+            store<E, STEP, D, PITCH>(next, fa);
+            store<E, STEP, D, PITCH>(next + TILE, fb);
+            extra(first + STEP, buffer ^ 1);
+            if (first + 2 * STEP < end) {
+                fetch(fa, sa, first + 2 * STEP);
+                fetch(fb, sb, first + 2 * STEP);
+            }
+        }
+        __syncthreads();
+        buffer ^= 1;
+    }
+}
+
+// Shared memory of a tensor-core kernel: the owned rows staged once (TC_ROWS rows), then in
+// the same place the walk's two buffers of two tiles of STEP rows.
+template <int STEP, int PITCH> struct TcShared {
+    static const int TILES = 4 * STEP * PITCH, STAGED = TC_ROWS * PITCH;
+    static const int SIZE = TILES > STAGED ? TILES : STAGED;
+};
+
+// 2^x to about 2 ulp, results below 2^-126 flushed to zero (probabilities that small next
+// to a row's largest), on the special function unit alone: the tensor-core kernels' softmax.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// The C tiles of a warp's 16 rows against N * 8 walked columns from `first`: float e of tile
+// t is row `rows[e >> 1]` (lane `4 g + c`: g and g + 8 of the 16), column
+// `first + 8 t + 2 c + (e & 1)`.
+__device__ __forceinline__ int tile_column(int first, int t, int e) {
+    return first + t * 8 + 2 * (threadIdx.x & 3) + (e & 1);
+}
+
+template <int N> __device__ __forceinline__ void scale(float (*s)[4], float factor) {
+    for (int t = 0; t < N; ++t)
+        for (int e = 0; e < 4; ++e) s[t][e] *= factor;
+}
+
+// `value` in place of the scores (queries in rows, keys in columns from k0) the masks hide.
+template <int N>
+__device__ __forceinline__ void mask_keys(float (*s)[4], float value, const Sdpa& p, const u8* padding, const int* rows,
+                                          int k0) {
+    for (int t = 0; t < N; ++t)
+        for (int e = 0; e < 4; ++e)
+            if (hidden(p, padding, rows[e >> 1], tile_column(k0, t, e))) s[t][e] = value;
+}
+
+// Dropout's factors applied to probabilities (queries in rows, keys in columns from k0).
+template <int N>
+__device__ __forceinline__ void drop_keys(float (*s)[4], const Sdpa& p, i64 n, const int* rows, int k0) {
+    for (int t = 0; t < N; ++t)
+        for (int e = 0; e < 4; ++e) s[t][e] *= dropout_factor(p, n, rows[e >> 1], tile_column(k0, t, e));
+}
+
 // The output of 128 queries and their log-sum-exp (natural), walking the keys BK at a time
 // with a running maximum and sum per row.
 template <typename E, int D, int BK>
 __device__ void forward_tc(float* out, float* lse, const float* q, const float* k, const float* v, const u8* mask,
                            const Sdpa& p) {
-    const int PD = D + 8, TILES = 2 * BK * PD, STAGED = TC_ROWS * PD;
-    __shared__ __align__(16) unsigned short smem[TILES > STAGED ? TILES : STAGED];
-    unsigned short *ks = smem, *vs = smem + BK * PD;
-    Owned block = owned(p.t, TC_ROWS);
+    const int PD = D + 8;
+    __shared__ __align__(16) unsigned short smem[TcShared<BK, PD>::SIZE];
+    Owned block = owned(p.t, TC_ROWS, p.causal);
     i64 n = block.n;
     int q0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     // This warp's first and last query.
     int first = q0 + warp * 16, last = first + 15;
     const u8* padding = padding_of(p, mask, n);
-    Source keys = source(k, p.k, n, p.s, p.d), values = source(v, p.v, n, p.s, p.dv);
 
     unsigned int qa[D / 16][4];
     rows_as_a<E, D, PD>(qa, smem, source(q, p.q, n, p.t, p.d), q0);
@@ -343,62 +451,45 @@ __device__ void forward_tc(float* out, float* lse, const float* q, const float* 
     float o[D / 8][4];
     zero<D / 8>(o);
     float m[2] = {-infinity<float>(), -infinity<float>()}, l[2] = {0.0f, 0.0f};
-    int end = keys_seen(p, q0, TC_ROWS);
-    Fetched<BK, D> kf, vf;
-    fetch(kf, keys, 0);
-    fetch(vf, values, 0);
-    for (int k0 = 0; k0 < end; k0 += BK) {
-        __syncthreads();
-        store<E, BK, D, PD>(ks, kf);
-        store<E, BK, D, PD>(vs, vf);
-        __syncthreads();
-        if (k0 + BK < end) {
-            fetch(kf, keys, k0 + BK);
-            fetch(vf, values, k0 + BK);
-        }
-        if (p.causal && k0 > last) continue;
-        bool edge = p.padded || k0 + BK > p.s || (p.causal && k0 + BK - 1 > first);
-        float sc[BK / 8][4];
-        zero<BK / 8>(sc);
-        multiply_by_rows<E, BK / 8, D / 16, PD>(sc, qa, ks);
-        float tile_max[2] = {-infinity<float>(), -infinity<float>()};
-#pragma unroll
-        for (int t = 0; t < BK / 8; ++t) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                int j = k0 + t * 8 + 2 * c + (e & 1);
-                float x = edge && hidden(p, padding, row[e >> 1], j) ? -infinity<float>() : sc[t][e] * p.scale_log2;
-                sc[t][e] = x;
-                tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+    walk<E, BK, D, PD>(
+        smem, source(k, p.k, n, p.s, p.d), source(v, p.v, n, p.s, p.dv), 0, keys_seen(p, q0, TC_ROWS),
+        [](int, int) {},
+        [&](int k0, int, const unsigned short* ks, const unsigned short* vs) {
+            if (p.causal && k0 > last) return;
+            bool edge = p.padded || k0 + BK > p.s || (p.causal && k0 + BK - 1 > first);
+            float sc[BK / 8][4];
+            zero<BK / 8>(sc);
+            multiply_by_rows<E, BK / 8, D / 16, PD>(sc, qa, ks);
+            scale<BK / 8>(sc, p.scale_log2);
+            if (edge) mask_keys<BK / 8>(sc, -infinity<float>(), p, padding, row, k0);
+            float tile_max[2] = {-infinity<float>(), -infinity<float>()};
+            for (int t = 0; t < BK / 8; ++t)
+                for (int e = 0; e < 4; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[t][e]);
+            float base[2];
+            for (int r = 0; r < 2; ++r) {
+                float new_max = fmaxf(m[r], across_row<Max<float> >(tile_max[r]));
+                // Every key hidden so far: exponentials of minus infinity, relative to 0.
+                base[r] = new_max == -infinity<float>() ? 0.0f : new_max;
+                float rescale = fast_exp2(m[r] - base[r]);
+                m[r] = new_max;
+                l[r] *= rescale;
+                for (int t = 0; t < D / 8; ++t) {
+                    o[t][2 * r] *= rescale;
+                    o[t][2 * r + 1] *= rescale;
+                }
             }
-        }
-        float base[2];
-        for (int r = 0; r < 2; ++r) {
-            float new_max = fmaxf(m[r], across_row<Max<float> >(tile_max[r]));
-            // Every key hidden so far: exponentials of minus infinity, relative to 0.
-            base[r] = new_max == -infinity<float>() ? 0.0f : new_max;
-            float rescale = exp2f(m[r] - base[r]);
-            m[r] = new_max;
-            l[r] *= rescale;
-            for (int t = 0; t < D / 8; ++t) {
-                o[t][2 * r] *= rescale;
-                o[t][2 * r + 1] *= rescale;
+            for (int t = 0; t < BK / 8; ++t) {
+                for (int e = 0; e < 4; ++e) {
+                    sc[t][e] = fast_exp2(sc[t][e] - base[e >> 1]);
+                    l[e >> 1] += sc[t][e];
+                }
             }
-        }
-#pragma unroll
-        for (int t = 0; t < BK / 8; ++t) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float weight = exp2f(sc[t][e] - base[e >> 1]);
-                l[e >> 1] += weight;
-                // Dropout changes the probability in the output, not in the sum.
-                sc[t][e] = weight * dropout_factor(p, n, row[e >> 1], k0 + t * 8 + 2 * c + (e & 1));
-            }
-        }
-        unsigned int pa[BK / 16][4];
-        as_a<E, BK / 8>(pa, sc);
-        multiply_by_columns<E, D / 8, BK / 16, PD>(o, pa, vs);
-    }
+            // Dropout changes the probability in the output, not in the sum.
+            if (p.dropout) drop_keys<BK / 8>(sc, p, n, row, k0);
+            unsigned int pa[BK / 16][4];
+            as_a<E, BK / 8>(pa, sc);
+            multiply_by_columns<E, D / 8, BK / 16, PD>(o, pa, vs);
+        });
     i64 ob = row_base(p.r0, n);
     for (int r = 0; r < 2; ++r) {
         float sum = across_row<Sum<float> >(l[r]);
@@ -427,21 +518,24 @@ __device__ __forceinline__ float probability(float score, float lse2) {
     return lse2 == -infinity<float>() ? 0.0f : exp2f(score - lse2);
 }
 
+// The same through `fast_exp2` (the tensor-core kernels).
+__device__ __forceinline__ float fast_probability(float score, float lse2) {
+    return lse2 == -infinity<float>() ? 0.0f : fast_exp2(score - lse2);
+}
+
 // dQ of 128 queries: the probabilities recomputed from the log-sum-exp one key tile (BK keys)
 // at a time, dS = P (dP - delta), dQ = scale dS K.
 template <typename E, int D, int BK>
 __device__ void backward_dq_tc(float* dq, const float* q, const float* k, const float* v, const u8* mask,
                                const float* grad, const float* lse, const float* delta, const Sdpa& p) {
-    const int PD = D + 8, TILES = 2 * BK * PD, STAGED = TC_ROWS * PD;
-    __shared__ __align__(16) unsigned short smem[TILES > STAGED ? TILES : STAGED];
-    unsigned short *ks = smem, *vs = smem + BK * PD;
-    Owned block = owned(p.t, TC_ROWS);
+    const int PD = D + 8;
+    __shared__ __align__(16) unsigned short smem[TcShared<BK, PD>::SIZE];
+    Owned block = owned(p.t, TC_ROWS, p.causal);
     i64 n = block.n;
     int q0 = block.first;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     int first = q0 + warp * 16, last = first + 15;
     const u8* padding = padding_of(p, mask, n);
-    Source keys = source(k, p.k, n, p.s, p.d), values = source(v, p.v, n, p.s, p.dv);
 
     unsigned int qa[D / 16][4], ga[D / 16][4];
     rows_as_a<E, D, PD>(qa, smem, source(q, p.q, n, p.t, p.d), q0);
@@ -452,40 +546,27 @@ __device__ void backward_dq_tc(float* dq, const float* q, const float* k, const 
     for (int r = 0; r < 2; ++r) row_saved(p, lse, delta, n, row[r], &lse2[r], &dl[r]);
     float acc[D / 8][4];
     zero<D / 8>(acc);
-    int end = keys_seen(p, q0, TC_ROWS);
-    Fetched<BK, D> kf, vf;
-    fetch(kf, keys, 0);
-    fetch(vf, values, 0);
-    for (int k0 = 0; k0 < end; k0 += BK) {
-        __syncthreads();
-        store<E, BK, D, PD>(ks, kf);
-        store<E, BK, D, PD>(vs, vf);
-        __syncthreads();
-        if (k0 + BK < end) {
-            fetch(kf, keys, k0 + BK);
-            fetch(vf, values, k0 + BK);
-        }
-        if (p.causal && k0 > last) continue;
-        bool edge = p.padded || k0 + BK > p.s || last >= p.t || (p.causal && k0 + BK - 1 > first);
-        float sc[BK / 8][4], dp[BK / 8][4];
-        zero<BK / 8>(sc);
-        zero<BK / 8>(dp);
-        multiply_by_rows<E, BK / 8, D / 16, PD>(sc, qa, ks);
-        multiply_by_rows<E, BK / 8, D / 16, PD>(dp, ga, vs);
-#pragma unroll
-        for (int t = 0; t < BK / 8; ++t) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                int i = row[e >> 1], j = k0 + t * 8 + 2 * c + (e & 1);
-                float prob = edge && hidden(p, padding, i, j) ? 0.0f
-                                                              : probability(sc[t][e] * p.scale_log2, lse2[e >> 1]);
-                sc[t][e] = prob * (dp[t][e] * dropout_factor(p, n, i, j) - dl[e >> 1]);
-            }
-        }
-        unsigned int sa[BK / 16][4];
-        as_a<E, BK / 8>(sa, sc);
-        multiply_by_columns<E, D / 8, BK / 16, PD>(acc, sa, ks);
-    }
+    walk<E, BK, D, PD>(
+        smem, source(k, p.k, n, p.s, p.d), source(v, p.v, n, p.s, p.dv), 0, keys_seen(p, q0, TC_ROWS),
+        [](int, int) {},
+        [&](int k0, int, const unsigned short* ks, const unsigned short* vs) {
+            if (p.causal && k0 > last) return;
+            bool edge = p.padded || k0 + BK > p.s || last >= p.t || (p.causal && k0 + BK - 1 > first);
+            float sc[BK / 8][4], dp[BK / 8][4];
+            zero<BK / 8>(sc);
+            zero<BK / 8>(dp);
+            multiply_by_rows<E, BK / 8, D / 16, PD>(sc, qa, ks);
+            multiply_by_rows<E, BK / 8, D / 16, PD>(dp, ga, vs);
+            for (int t = 0; t < BK / 8; ++t)
+                for (int e = 0; e < 4; ++e) sc[t][e] = fast_probability(sc[t][e] * p.scale_log2, lse2[e >> 1]);
+            if (edge) mask_keys<BK / 8>(sc, 0.0f, p, padding, row, k0);
+            if (p.dropout) drop_keys<BK / 8>(dp, p, n, row, k0);
+            for (int t = 0; t < BK / 8; ++t)
+                for (int e = 0; e < 4; ++e) sc[t][e] *= dp[t][e] - dl[e >> 1];
+            unsigned int sa[BK / 16][4];
+            as_a<E, BK / 8>(sa, sc);
+            multiply_by_columns<E, D / 8, BK / 16, PD>(acc, sa, ks);
+        });
     i64 base = row_base(p.r0, n);
     for (int t = 0; t < D / 8; ++t) {
         for (int e = 0; e < 4; ++e) {
@@ -502,10 +583,10 @@ template <typename E, int D, int BQ>
 __device__ void backward_dkv_tc(float* dk, float* dv, const float* q, const float* k, const float* v,
                                 const u8* mask, const float* grad, const float* lse, const float* delta,
                                 const Sdpa& p) {
-    const int PD = D + 8, TILES = 2 * BQ * PD, STAGED = TC_ROWS * PD;
-    __shared__ __align__(16) unsigned short smem[TILES > STAGED ? TILES : STAGED];
-    __shared__ float lse_tile[BQ], delta_tile[BQ];
-    unsigned short *qs = smem, *gs = smem + BQ * PD;
+    const int PD = D + 8;
+    __shared__ __align__(16) unsigned short smem[TcShared<BQ, PD>::SIZE];
+    // The walked queries' log-sum-exps and deltas, per buffer.
+    __shared__ float lse_tile[2][BQ], delta_tile[2][BQ];
     Owned block = owned(p.s, TC_ROWS);
     i64 n = block.n;
     int k0 = block.first;
@@ -513,7 +594,6 @@ __device__ void backward_dkv_tc(float* dk, float* dv, const float* q, const floa
     // This warp's first and last key.
     int first = k0 + warp * 16, last = first + 15;
     const u8* padding = padding_of(p, mask, n);
-    Source queries = source(q, p.q, n, p.t, p.d), grads = source(grad, p.grad, n, p.t, p.dv);
 
     unsigned int ka[D / 16][4], va[D / 16][4];
     rows_as_a<E, D, PD>(ka, smem, source(k, p.k, n, p.s, p.d), k0);
@@ -523,49 +603,49 @@ __device__ void backward_dkv_tc(float* dk, float* dv, const float* q, const floa
     float dka[D / 8][4], dva[D / 8][4];
     zero<D / 8>(dka);
     zero<D / 8>(dva);
-    int start = p.causal ? k0 / BQ * BQ : 0;
-    Fetched<BQ, D> qf, gf;
-    fetch(qf, queries, start);
-    fetch(gf, grads, start);
-    for (int i0 = start; i0 < p.t; i0 += BQ) {
-        __syncthreads();
-        store<E, BQ, D, PD>(qs, qf);
-        store<E, BQ, D, PD>(gs, gf);
-        if (threadIdx.x < BQ) {
-            row_saved(p, lse, delta, n, i0 + threadIdx.x, &lse_tile[threadIdx.x], &delta_tile[threadIdx.x]);
-        }
-        __syncthreads();
-        if (i0 + BQ < p.t) {
-            fetch(qf, queries, i0 + BQ);
-            fetch(gf, grads, i0 + BQ);
-        }
-        // Queries that all come before this warp's keys see none of them.
-        if (p.causal && i0 + BQ - 1 < first) continue;
-        bool edge = p.padded || i0 + BQ > p.t || last >= p.s || (p.causal && i0 < last);
-        float st[BQ / 8][4], dpt[BQ / 8][4];
-        zero<BQ / 8>(st);
-        zero<BQ / 8>(dpt);
-        multiply_by_rows<E, BQ / 8, D / 16, PD>(st, ka, qs);
-        multiply_by_rows<E, BQ / 8, D / 16, PD>(dpt, va, gs);
-#pragma unroll
-        for (int t = 0; t < BQ / 8; ++t) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                int local = t * 8 + 2 * c + (e & 1), i = i0 + local, j = key[e >> 1];
-                float prob = edge && (i >= p.t || hidden(p, padding, i, j))
-                                 ? 0.0f
-                                 : probability(st[t][e] * p.scale_log2, lse_tile[local]);
-                float factor = dropout_factor(p, n, i, j);
-                st[t][e] = prob * factor;
-                dpt[t][e] = prob * (dpt[t][e] * factor - delta_tile[local]);
+    walk<E, BQ, D, PD>(
+        smem, source(q, p.q, n, p.t, p.d), source(grad, p.grad, n, p.t, p.dv), p.causal ? k0 / BQ * BQ : 0, p.t,
+        [&](int i0, int buffer) {
+            if (threadIdx.x < BQ) {
+                row_saved(p, lse, delta, n, i0 + threadIdx.x, &lse_tile[buffer][threadIdx.x],
+                          &delta_tile[buffer][threadIdx.x]);
             }
-        }
-        unsigned int pa[BQ / 16][4], sa[BQ / 16][4];
-        as_a<E, BQ / 8>(pa, st);
-        as_a<E, BQ / 8>(sa, dpt);
-        multiply_by_columns<E, D / 8, BQ / 16, PD>(dva, pa, gs);
-        multiply_by_columns<E, D / 8, BQ / 16, PD>(dka, sa, qs);
-    }
+        },
+        [&](int i0, int buffer, const unsigned short* qs, const unsigned short* gs) {
+            // Queries that all come before this warp's keys see none of them.
+            if (p.causal && i0 + BQ - 1 < first) return;
+            bool edge = p.padded || i0 + BQ > p.t || last >= p.s || (p.causal && i0 < last);
+            float st[BQ / 8][4], dpt[BQ / 8][4];
+            zero<BQ / 8>(st);
+            zero<BQ / 8>(dpt);
+            multiply_by_rows<E, BQ / 8, D / 16, PD>(st, ka, qs);
+            multiply_by_rows<E, BQ / 8, D / 16, PD>(dpt, va, gs);
+            // Keys in rows, queries (`i0 + local`) in columns.
+            const float *lse_of = lse_tile[buffer], *delta_of = delta_tile[buffer];
+            for (int t = 0; t < BQ / 8; ++t)
+                for (int e = 0; e < 4; ++e)
+                    st[t][e] = fast_probability(st[t][e] * p.scale_log2, lse_of[tile_column(0, t, e)]);
+            if (edge) {
+                for (int t = 0; t < BQ / 8; ++t) {
+                    for (int e = 0; e < 4; ++e) {
+                        int i = tile_column(i0, t, e);
+                        if (i >= p.t || hidden(p, padding, i, key[e >> 1])) st[t][e] = 0.0f;
+                    }
+                }
+            }
+            for (int t = 0; t < BQ / 8; ++t) {
+                for (int e = 0; e < 4; ++e) {
+                    float factor = p.dropout ? dropout_factor(p, n, tile_column(i0, t, e), key[e >> 1]) : 1.0f;
+                    dpt[t][e] = st[t][e] * (dpt[t][e] * factor - delta_of[tile_column(0, t, e)]);
+                    st[t][e] *= factor;
+                }
+            }
+            unsigned int pa[BQ / 16][4], sa[BQ / 16][4];
+            as_a<E, BQ / 8>(pa, st);
+            as_a<E, BQ / 8>(sa, dpt);
+            multiply_by_columns<E, D / 8, BQ / 16, PD>(dva, pa, gs);
+            multiply_by_columns<E, D / 8, BQ / 16, PD>(dka, sa, qs);
+        });
     i64 kbase = row_base(p.r0, n), vbase = row_base(p.r1, n);
     for (int t = 0; t < D / 8; ++t) {
         for (int e = 0; e < 4; ++e) {
@@ -685,7 +765,7 @@ __device__ void forward_f32(float* out, float* lse, const float* q, const float*
     const int D = 16 * C;
     __shared__ __align__(16) float ks[QUAD_ROWS * D];
     __shared__ __align__(16) float vs[QUAD_ROWS * D];
-    Owned block = owned(p.t, QUAD_ROWS);
+    Owned block = owned(p.t, QUAD_ROWS, p.causal);
     i64 n = block.n;
     int q0 = block.first, i = q0 + (threadIdx.x >> 2);
     const u8* padding = padding_of(p, mask, n);
@@ -730,7 +810,7 @@ __device__ void backward_dq_f32(float* dq, const float* q, const float* k, const
     const int D = 16 * C;
     __shared__ __align__(16) float ks[QUAD_ROWS * D];
     __shared__ __align__(16) float vs[QUAD_ROWS * D];
-    Owned block = owned(p.t, QUAD_ROWS);
+    Owned block = owned(p.t, QUAD_ROWS, p.causal);
     i64 n = block.n;
     int q0 = block.first, i = q0 + (threadIdx.x >> 2);
     const u8* padding = padding_of(p, mask, n);
