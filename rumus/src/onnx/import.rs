@@ -394,15 +394,15 @@ pub(super) fn tensor_of(t: TensorData) -> Result<DynTensor> {
 /// A node's inputs on one device when they are on several: the host tensors an op made (a
 /// mask, a filled constant) join the accelerator's; `None` when they already share one.
 fn onto_one_device(args: &[Option<&DynTensor>]) -> Result<Option<Vec<Option<DynTensor>>>> {
-    let devices: Vec<crate::Device> = args.iter().flatten().map(|t| t.device()).collect();
-    let Some(target) = devices.iter().find(|d| !matches!(d, crate::Device::Cpu)) else {
+    let mut devices = args.iter().flatten().map(|t| t.device());
+    let Some(target) = devices.find(|d| !matches!(d, crate::Device::Cpu)) else {
         return Ok(None);
     };
-    if devices.iter().all(|d| d == target) {
+    if args.iter().flatten().all(|t| t.device() == target) {
         return Ok(None);
     }
     args.iter()
-        .map(|t| t.map(|t| t.to(target)).transpose())
+        .map(|t| t.map(|t| t.to(&target)).transpose())
         .collect::<Result<Vec<_>>>()
         .map(Some)
 }

@@ -46,8 +46,8 @@ pub(super) fn check(op: &str, a: &Attributes<'_>, ranks: &[Option<usize>]) -> Re
     }
 }
 
-/// `GatherElements`'s `axis` within data of `rank`.
-fn elements_axis(a: &Attributes<'_>, rank: usize) -> Result<usize> {
+/// `GatherElements`'s (and `ScatterElements`') `axis` within data of `rank`.
+pub(super) fn elements_axis(a: &Attributes<'_>, rank: usize) -> Result<usize> {
     let value = a.checked_int("axis", 0)?;
     axis(value, rank).map_err(|_| {
         invalid(format!(

@@ -5,8 +5,8 @@
 //! host first, so one out of range is an error naming it, and so is an index written twice
 //! under `none`, whose result ONNX leaves undefined (rumus refuses rather than pick one).
 
-use super::import_gather_ops::{index_values, resolve};
-use super::import_ops::{Attributes, arg, axis, invalid};
+use super::import_gather_ops::{elements_axis, index_values, resolve};
+use super::import_ops::{Attributes, arg, invalid};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::DynTensor;
@@ -40,16 +40,6 @@ pub(super) fn check(op: &str, a: &Attributes<'_>, ranks: &[Option<usize>]) -> Re
         ("ScatterElements", Some(rank)) => elements_axis(a, rank).map(drop),
         _ => Ok(()),
     }
-}
-
-/// `ScatterElements`'s `axis` within data of `rank`.
-fn elements_axis(a: &Attributes<'_>, rank: usize) -> Result<usize> {
-    let value = a.checked_int("axis", 0)?;
-    axis(value, rank).map_err(|_| {
-        invalid(format!(
-            "ScatterElements: attribute axis = {value} is out of range for data of rank {rank}"
-        ))
-    })
 }
 
 /// The error for two updates aimed at one place under reduction `none`.
