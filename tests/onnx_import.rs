@@ -483,6 +483,21 @@ fn scatters_and_einsums_that_cannot_run_are_errors_naming_them() {
             "\"add\"",
         ],
     );
+    // Indices of another rank than the data's name no element of it.
+    let mut g = Graph::new(18);
+    g.input("x", &[3])
+        .ints("i", &[0])
+        .floats("u", &[1], &[1.0])
+        .node("Unsqueeze", &["i", "i"], &["i2"], &[])
+        .node("Unsqueeze", &["u", "i"], &["u2"], &[])
+        .node("ScatterElements", &["x", "i2", "u2"], &["y"], &[])
+        .output("y");
+    let ranked = OnnxModel::from_bytes(&g.bytes(), "scatter.onnx")
+        .unwrap()
+        .run(&[&x])
+        .unwrap_err()
+        .to_string();
+    assert_names(&ranked, &["indices [1, 1]", "the data's rank"]);
     let outside = scatter("ScatterElements", &[3], &[])
         .unwrap_err()
         .to_string();

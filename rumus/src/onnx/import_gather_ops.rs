@@ -80,21 +80,38 @@ pub(super) fn gather_elements(
 ) -> Result<DynTensor> {
     let (data, indices) = (arg(args, 0)?, arg(args, 1)?);
     let at = elements_axis(a, data.rank())?;
-    if indices.rank() != data.rank() {
+    let resolved = element_indices("GatherElements", data, indices, at)?;
+    let index = DynTensor::from_vec(resolved, indices.dims())?.to(&data.device())?;
+    data.gather(at as isize, &index)
+}
+
+/// The indices of `GatherElements` or `ScatterElements` along `axis`, resolved: they have
+/// the data's rank and no larger size on any other axis (so each names an element of the
+/// data), and each lies within the axis.
+pub(super) fn element_indices(
+    op: &str,
+    data: &DynTensor,
+    indices: &DynTensor,
+    axis: usize,
+) -> Result<Vec<i64>> {
+    let fits = indices.rank() == data.rank()
+        && (indices.dims().iter().zip(data.dims()))
+            .enumerate()
+            .all(|(d, (&i, &n))| d == axis || i <= n);
+    if !fits {
         return Err(invalid(format!(
-            "GatherElements of data {:?} by indices {:?}: the ranks must be equal",
+            "{op} of data {:?} by indices {:?}: the indices must have the data's rank and no \
+             larger size on any axis but {axis}",
             data.dims(),
             indices.dims()
         )));
     }
-    let size = data.dims()[at];
-    let resolved = index_values("GatherElements", indices)?
+    let size = data.dims()[axis];
+    index_values(op, indices)?
         .into_iter()
         .enumerate()
-        .map(|(k, i)| resolve("GatherElements", i, size, k, at))
-        .collect::<Result<Vec<_>>>()?;
-    let index = DynTensor::from_vec(resolved, indices.dims())?.to(&data.device())?;
-    data.gather(at as isize, &index)
+        .map(|(k, i)| resolve(op, i, size, k, axis))
+        .collect()
 }
 
 /// `GatherND`: each row of the last axis of `indices` (`k` values) picks a slice

@@ -5,7 +5,7 @@
 //! host first, so one out of range is an error naming it, and so is an index written twice
 //! under `none`, whose result ONNX leaves undefined (rumus refuses rather than pick one).
 
-use super::import_gather_ops::{elements_axis, index_values, resolve};
+use super::import_gather_ops::{element_indices, elements_axis, index_values, resolve};
 use super::import_ops::{Attributes, arg, invalid};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -85,12 +85,7 @@ pub(super) fn scatter_elements(
             indices.dims()
         )));
     }
-    let size = data.dims()[at];
-    let resolved = index_values(OP, indices)?
-        .into_iter()
-        .enumerate()
-        .map(|(k, i)| resolve(OP, i, size, k, at))
-        .collect::<Result<Vec<_>>>()?;
+    let resolved = element_indices(OP, data, indices, at)?;
     // Where each update lands in data's row-major order.
     let strides = row_major_strides(data.dims());
     let mut coords = vec![0usize; indices.rank()];
