@@ -136,7 +136,20 @@ fn ensure_allocatable(
 
 /// Fails when a result of `dims` with elements of `element_bytes` cannot be allocated; ops
 /// call it before their kernels run.
+#[inline]
 pub fn ensure_output(op: &str, dims: &[usize], element_bytes: usize) -> Result<()> {
+    // Every op checks its result here, most of them small: a saturating product (exact
+    // unless it overflows, and 0 when any size is) settles those without the full check.
+    let count = dims.iter().fold(1usize, |n, &d| n.saturating_mul(d));
+    if count < CHECKED_FROM_BYTES / 8 && element_bytes <= 8 && CEILING.with(|c| c.get().is_none()) {
+        return Ok(());
+    }
+    ensure_output_checked(op, dims, element_bytes)
+}
+
+/// [`ensure_output`] for results that are large or checked against a ceiling.
+#[cold]
+fn ensure_output_checked(op: &str, dims: &[usize], element_bytes: usize) -> Result<()> {
     let count = crate::shape::checked_numel(dims, op)?;
     ensure_allocatable(op, || format!("the result {dims:?}"), count, element_bytes)
 }

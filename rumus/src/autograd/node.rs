@@ -4,6 +4,8 @@
 //! when its tensors drop, and two losses from one forward share the same nodes.
 
 use std::cell::Cell;
+use std::mem::MaybeUninit;
+use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 use triomphe::Arc;
 use unsize::{CoerceUnsize, Coercion};
@@ -145,8 +147,10 @@ impl<R: BackwardRecord + ?Sized> Drop for Node<R> {
 /// `op` is built lazily so untracked calls allocate nothing.
 ///
 /// Inlined into every op, so an untracked call costs a load per input (the thread-local
-/// recording flag is read only when some input is tracked); the recording itself is
-/// [`attach`], compiled once.
+/// recording flag is read only when some input is tracked). A recorded op's record is built
+/// straight into its node's allocation (records hold dims and saved tensors; building one
+/// on the stack and moving it cost a `memcpy` and a store-forwarding stall per op); the rest
+/// of the recording is [`attach`], compiled once per record type.
 #[inline]
 pub(crate) fn record<R: BackwardRecord + 'static>(
     output: DynTensor,
@@ -154,20 +158,33 @@ pub(crate) fn record<R: BackwardRecord + 'static>(
     op: impl FnOnce() -> R,
 ) -> DynTensor {
     if inputs.iter().any(|t| t.requires_grad()) && is_grad_enabled() {
-        attach(output, inputs, op())
+        let mut node = Arc::<MaybeUninit<Node<R>>>::new_uninit();
+        // SAFETY: the node is fresh and reachable only from here; its record is written
+        // now and its edges by `attach`, before `assume_init`. Should `op` panic, the
+        // uninitialised node is freed without a drop.
+        unsafe { addr_of_mut!((*node.as_mut_ptr().cast::<Node<R>>()).op).write(op()) };
+        attach(output, inputs, node)
     } else {
         output
     }
 }
 
-/// `output` as the result of a new graph node running `op` on `inputs`.
+/// `output` as the result of `node`, whose record is written: its edges go to `inputs`.
 fn attach<R: BackwardRecord + 'static>(
     output: DynTensor,
     inputs: &[&DynTensor],
-    op: R,
+    mut node: Arc<MaybeUninit<Node<R>>>,
 ) -> DynTensor {
-    let edges = inputs.iter().map(|t| edge_to(t)).collect();
-    attach_edges(output, edges, op)
+    let place = node.as_mut_ptr().cast::<Node<R>>();
+    // SAFETY: `record` wrote the node's record; the edges are its last field, written here
+    // (an empty list first, then filled where it lives).
+    let node = unsafe {
+        let edges = addr_of_mut!((*place).inputs);
+        edges.write(Edges::new());
+        (*edges).extend(inputs.iter().map(|t| edge_to(t)));
+        node.assume_init()
+    };
+    attach_node(output, node)
 }
 
 /// Where the gradient of `input` goes, if it takes one.
@@ -186,14 +203,18 @@ pub(crate) fn attach_edges<R: BackwardRecord + 'static>(
     edges: Edges,
     op: R,
 ) -> DynTensor {
+    attach_node(output, Arc::new(Node { inputs: edges, op }))
+}
+
+/// `output` as the result of `node`, made the tensor's place on the graph.
+fn attach_node<R: BackwardRecord + 'static>(output: DynTensor, node: Arc<Node<R>>) -> DynTensor {
     live_counts::add(Count::GraphNodes, 1);
     // SAFETY: the coercion is a plain unsizing cast, which keeps the address (what
     // `Coercion::new` asks of it).
     let to_dyn = unsafe { Coercion::new(|node: *const Node<R>| node as *const Node) };
-    let node: Arc<Node> = Arc::new(Node { inputs: edges, op }).unsize(to_dyn);
     output.with_grad_meta(GradMeta {
         id: TensorId::fresh(),
-        node: Some(node),
+        node: Some(node.unsize(to_dyn)),
     })
 }
 

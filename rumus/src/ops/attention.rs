@@ -235,7 +235,7 @@ impl DynTensor {
 }
 
 /// A kernel's result in the view the kernel gave it.
-fn viewed((storage, layout): (Storage, Layout)) -> DynTensor {
+fn viewed((storage, layout): (triomphe::Arc<Storage>, Layout)) -> DynTensor {
     DynTensor::computed(storage, &[layout.numel()]).view_with(layout)
 }
 

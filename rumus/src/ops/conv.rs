@@ -699,7 +699,7 @@ fn depthwise_inference(
     weight: &DynTensor,
     bias: Option<&DynTensor>,
     window: &Window2d,
-) -> Result<Option<Storage>> {
+) -> Result<Option<triomphe::Arc<Storage>>> {
     let operands = || std::iter::once(x).chain([weight]).chain(bias);
     let recorded = crate::autograd::is_grad_enabled() && operands().any(DynTensor::requires_grad);
     let one_device = operands().all(|t| t.device() == x.device());

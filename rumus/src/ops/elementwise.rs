@@ -24,6 +24,13 @@ fn same_dtype(op: &'static str, a: &DynTensor, b: &DynTensor) -> Result<DType> {
     Ok(a.dtype())
 }
 
+/// `a == b`, compared inline: slice equality calls `memcmp`, a visible share of a
+/// 16-element op for the two or three sizes compared here.
+#[inline]
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// Both operands viewed with the broadcast output dims. An operand that has them already
 /// (most operands of most ops) lends its own layout instead of a copy.
 fn broadcast_pair<'a>(
@@ -78,7 +85,7 @@ impl DynTensor {
     fn binary(&self, rhs: &DynTensor, op: BinaryOp) -> Result<DynTensor> {
         apply(OpCall::Binary(op), &[self, rhs], |tape| {
             same_dtype(op.name(), self, rhs)?;
-            let out = if self.dims() == rhs.dims() {
+            let out = if same_dims(self.dims(), rhs.dims()) {
                 // No broadcasting: the operands' own layouts, no shape arithmetic.
                 binary_untracked((self, self.layout()), (rhs, rhs.layout()), op, self.dims())?
             } else {

@@ -32,7 +32,7 @@ impl DynTensor {
         &self,
         axis: usize,
         operands: &[&DynTensor; N],
-        f: impl FnOnce([Operand<'_>; N]) -> Result<Storage>,
+        f: impl FnOnce([Operand<'_>; N]) -> Result<triomphe::Arc<Storage>>,
     ) -> Result<DynTensor> {
         let last = self.rank() - 1;
         let mut perm: Vec<usize> = (0..self.rank()).filter(|&a| a != axis).collect();

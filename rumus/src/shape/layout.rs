@@ -1,6 +1,8 @@
 //! Runtime geometry of a tensor: sizes, strides and offset into its storage, plus the shape
 //! arithmetic every op shares (axis normalisation, broadcasting).
 
+use std::mem::MaybeUninit;
+
 use smallvec::SmallVec;
 
 use crate::error::ShapeError;
@@ -74,6 +76,30 @@ impl Layout {
             dims: Dims::from_buf_and_len(sizes, rank),
             strides: Dims::from_buf_and_len(strides, rank),
             offset: 0,
+        }
+    }
+
+    /// [`Layout::contiguous`] written into `place`, where the layout will live: sizes and
+    /// strides go straight into its inline arrays, not through a copy on the stack (an op's
+    /// result handle is built this way, in its heap allocation).
+    #[inline]
+    pub(crate) fn write_contiguous(place: &mut MaybeUninit<Layout>, dims: &[usize]) {
+        let rank = dims.len();
+        if rank > 6 {
+            place.write(Layout::contiguous(dims));
+            return;
+        }
+        let layout = place.write(Layout {
+            dims: Dims::from_buf_and_len([0; 6], rank),
+            strides: Dims::from_buf_and_len([0; 6], rank),
+            offset: 0,
+        });
+        let (sizes, strides) = (layout.dims.as_mut_slice(), layout.strides.as_mut_slice());
+        let mut step = 1usize;
+        for ((size, stride), &dim) in sizes.iter_mut().zip(strides.iter_mut()).zip(dims).rev() {
+            *size = dim;
+            *stride = step;
+            step = step.saturating_mul(dim);
         }
     }
 

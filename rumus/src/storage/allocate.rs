@@ -7,10 +7,12 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// `host` elements on `device`: kept as they are for the host, uploaded (an asked-for
     /// transfer) for a GPU.
-    pub(crate) fn from_host(device: &Device, host: CpuBuffer) -> Result<Storage> {
+    pub(crate) fn from_host(device: &Device, host: CpuBuffer) -> Result<Arc<Storage>> {
         Ok(match device {
             Device::Cpu => Storage::new(host),
             Device::Gpu(gpu) => Storage::uploaded(
@@ -30,7 +32,7 @@ impl Storage {
         dims: &[usize],
         value: f64,
         dtype: DType,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         Ok(match device {
             Device::Cpu => Storage::new(Cpu.full(dims, value, dtype)?),
             Device::Gpu(gpu) => Storage::on_gpu(gpu.full(dims, value, dtype)?),

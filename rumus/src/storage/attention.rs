@@ -13,10 +13,14 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 
+use triomphe::Arc;
+
 const OP: &str = "scaled_dot_product_attention";
 
 /// `(memory, layout)` as storage.
-fn stored<M: IntoStorage<Output = Storage>>((memory, layout): Viewed<M>) -> (Storage, Layout) {
+fn stored<M: IntoStorage<Output = Arc<Storage>>>(
+    (memory, layout): Viewed<M>,
+) -> (Arc<Storage>, Layout) {
     (memory.into_storage(), layout)
 }
 
@@ -29,7 +33,7 @@ impl Storage {
         mask: Option<Operand<'_>>,
         g: &Geometry,
         autocast: Option<DType>,
-    ) -> Result<Option<((Storage, Layout), Storage)>> {
+    ) -> Result<Option<((Arc<Storage>, Layout), Arc<Storage>)>> {
         let results = Cell::new(None);
         // Without a mask the queries stand in its place (locked once), unread.
         let has_mask = mask.is_some();
@@ -49,7 +53,7 @@ impl Storage {
         [out, lse, grad]: [Operand<'_>; 3],
         g: &Geometry,
         autocast: Option<DType>,
-    ) -> Result<[(Storage, Layout); 3]> {
+    ) -> Result<[(Arc<Storage>, Layout); 3]> {
         let results = Cell::new(None);
         let has_mask = mask.is_some();
         let m = mask.unwrap_or(q);

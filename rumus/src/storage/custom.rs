@@ -8,6 +8,8 @@ use crate::backend::Custom;
 use crate::backend::kinds::CustomKernel;
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// The op's forward pass on its inputs' backend, shaped `out_dims`; `None` where the
     /// op's own CPU kernel runs instead (inputs on the host).
@@ -15,7 +17,7 @@ impl Storage {
         kernel: &CustomKernel,
         inputs: &[Operand<'_>],
         out_dims: &[usize],
-    ) -> Result<Option<Storage>> {
+    ) -> Result<Option<Arc<Storage>>> {
         on_backend_many!(kernel.name, inputs, |be, srcs| be
             .custom_forward(kernel, srcs, out_dims))
     }
@@ -27,7 +29,7 @@ impl Storage {
         inputs: &[Operand<'_>],
         (output, grad): (Operand<'_>, Operand<'_>),
         needs: &[bool],
-    ) -> Result<Option<Vec<Option<Storage>>>> {
+    ) -> Result<Option<Vec<Option<Arc<Storage>>>>> {
         let n = inputs.len();
         let all: Vec<Operand<'_>> = inputs.iter().copied().chain([output, grad]).collect();
         // The gradients leave each backend's closure through this cell.

@@ -86,22 +86,22 @@ pub(super) trait IntoStorage {
 }
 
 impl IntoStorage for CpuBuffer {
-    type Output = Storage;
-    fn into_storage(self) -> Storage {
+    type Output = triomphe::Arc<Storage>;
+    fn into_storage(self) -> triomphe::Arc<Storage> {
         Storage::new(self)
     }
 }
 
 impl IntoStorage for GpuBuffer {
-    type Output = Storage;
-    fn into_storage(self) -> Storage {
+    type Output = triomphe::Arc<Storage>;
+    fn into_storage(self) -> triomphe::Arc<Storage> {
         Storage::on_gpu(self)
     }
 }
 
 impl IntoStorage for CudaBuffer {
-    type Output = Storage;
-    fn into_storage(self) -> Storage {
+    type Output = triomphe::Arc<Storage>;
+    fn into_storage(self) -> triomphe::Arc<Storage> {
         Storage::on_cuda(self)
     }
 }

@@ -10,9 +10,11 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 
+use triomphe::Arc;
+
 impl Storage {
     /// `op` of every element.
-    pub(crate) fn unary(x: Operand<'_>, op: UnaryOp) -> Result<Storage> {
+    pub(crate) fn unary(x: Operand<'_>, op: UnaryOp) -> Result<Arc<Storage>> {
         on_backend!(op.name(), [x], |be, [x]| be.unary(x, op))
     }
 
@@ -23,13 +25,13 @@ impl Storage {
         x: Operand<'_>,
         op: UnaryOp,
         draws: Option<DropoutDraws>,
-    ) -> Result<Option<Storage>> {
+    ) -> Result<Option<Arc<Storage>>> {
         on_backend!(op.name(), [grad, x], |be, [g, x]| be
             .activation_grad(g, x, op, draws))
     }
 
     /// `x` with dropout's `draws` applied.
-    pub(crate) fn dropout(x: Operand<'_>, draws: DropoutDraws) -> Result<Storage> {
+    pub(crate) fn dropout(x: Operand<'_>, draws: DropoutDraws) -> Result<Arc<Storage>> {
         on_backend!("dropout", [x], |be, [x]| be.dropout(x, draws))
     }
 
@@ -38,17 +40,17 @@ impl Storage {
         x: Operand<'_>,
         op: UnaryOp,
         draws: DropoutDraws,
-    ) -> Result<Option<Storage>> {
+    ) -> Result<Option<Arc<Storage>>> {
         on_backend!(op.name(), [x], |be, [x]| be.unary_dropout(x, op, draws))
     }
 
     /// `a op b`, both viewed with the output's dims.
-    pub(crate) fn binary(a: Operand<'_>, b: Operand<'_>, op: BinaryOp) -> Result<Storage> {
+    pub(crate) fn binary(a: Operand<'_>, b: Operand<'_>, op: BinaryOp) -> Result<Arc<Storage>> {
         on_backend!(op.name(), [a, b], |be, [a, b]| be.binary(a, b, op))
     }
 
     /// `a op b` as a `bool` mask, both viewed with the output's dims.
-    pub(crate) fn compare(a: Operand<'_>, b: Operand<'_>, op: CompareOp) -> Result<Storage> {
+    pub(crate) fn compare(a: Operand<'_>, b: Operand<'_>, op: CompareOp) -> Result<Arc<Storage>> {
         on_backend!("compare", [a, b], |be, [a, b]| be.compare(a, b, op))
     }
 
@@ -57,28 +59,28 @@ impl Storage {
         condition: Operand<'_>,
         on_true: Operand<'_>,
         on_false: Operand<'_>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("where", [condition, on_true, on_false], |be, [c, t, f]| be
             .select(c, t, f))
     }
 
     /// `a and b` of two masks viewed with the output's dims.
-    pub(crate) fn logical_and(a: Operand<'_>, b: Operand<'_>) -> Result<Storage> {
+    pub(crate) fn logical_and(a: Operand<'_>, b: Operand<'_>) -> Result<Arc<Storage>> {
         on_backend!("logical_and", [a, b], |be, [a, b]| be.logical_and(a, b))
     }
 
     /// `not x` of a mask.
-    pub(crate) fn logical_not(x: Operand<'_>) -> Result<Storage> {
+    pub(crate) fn logical_not(x: Operand<'_>) -> Result<Arc<Storage>> {
         on_backend!("logical_not", [x], |be, [x]| be.logical_not(x))
     }
 
     /// The elements converted to `dtype`.
-    pub(crate) fn cast(x: Operand<'_>, dtype: DType) -> Result<Storage> {
+    pub(crate) fn cast(x: Operand<'_>, dtype: DType) -> Result<Arc<Storage>> {
         on_backend!("to_dtype", [x], |be, [x]| be.cast(x, dtype))
     }
 
     /// A contiguous copy of the view.
-    pub(crate) fn copy(x: Operand<'_>) -> Result<Storage> {
+    pub(crate) fn copy(x: Operand<'_>) -> Result<Arc<Storage>> {
         on_backend!("contiguous", [x], |be, [x]| be.copy(x))
     }
 

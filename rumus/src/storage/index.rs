@@ -5,19 +5,25 @@ use super::dispatch::{Operand, on_backend};
 use crate::backend::Index;
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// The slices `indices` (1-D `i64`) of `x` along `axis`.
     pub(crate) fn index_select(
         x: Operand<'_>,
         axis: usize,
         indices: Operand<'_>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("index_select", [x, indices], |be, [x, i]| be
             .index_select(x, axis, i))
     }
 
     /// `x` read at `p with axis := indices[p]` for every position `p` of `indices`.
-    pub(crate) fn gather(x: Operand<'_>, axis: usize, indices: Operand<'_>) -> Result<Storage> {
+    pub(crate) fn gather(
+        x: Operand<'_>,
+        axis: usize,
+        indices: Operand<'_>,
+    ) -> Result<Arc<Storage>> {
         on_backend!("gather", [x, indices], |be, [x, i]| be.gather(x, axis, i))
     }
 
@@ -27,7 +33,7 @@ impl Storage {
         axis: usize,
         indices: Operand<'_>,
         source: Operand<'_>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("index_add", [base, indices, source], |be, [b, i, s]| be
             .index_add(b, axis, i, s))
     }
@@ -38,7 +44,7 @@ impl Storage {
         axis: usize,
         indices: Operand<'_>,
         source: Operand<'_>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("scatter_add", [base, indices, source], |be, [b, i, s]| be
             .scatter_add(b, axis, i, s))
     }

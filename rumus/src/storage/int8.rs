@@ -40,7 +40,7 @@ impl Storage {
         x: Operand<'_>,
         resident: &Int8Resident,
         m: usize,
-    ) -> Result<Option<Storage>> {
+    ) -> Result<Option<triomphe::Arc<Storage>>> {
         let Int8Resident::Gpu(weights) = resident else {
             return Ok(None);
         };

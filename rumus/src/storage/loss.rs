@@ -5,6 +5,8 @@ use super::dispatch::{Operand, on_backend};
 use crate::backend::Loss;
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// The cross-entropy's gradient with respect to the logits, from each row's log-sum-exp
     /// and weight (`[.., 2]` pairs) and the target classes.
@@ -12,7 +14,7 @@ impl Storage {
         logits: Operand<'_>,
         lse_and_weights: Operand<'_>,
         targets: Operand<'_>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!(
             "cross_entropy",
             [logits, lse_and_weights, targets],

@@ -5,6 +5,8 @@ use super::dispatch::{Operand, on_backend};
 use crate::backend::Matmul;
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// `a @ b` of operands broadcast to `[batch.., m, k]` and `[batch.., k, n]`, plus `bias`
     /// on every row; `widen` returns `f16` operands' sums in `f32` where the backend can.
@@ -17,7 +19,7 @@ impl Storage {
         bias: Option<Operand<'_>>,
         out_dims: &[usize],
         widen: bool,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         match bias {
             None => on_backend!("matmul", [a, b], |be, [a, b]| be
                 .matmul(a, b, None, out_dims, widen)),

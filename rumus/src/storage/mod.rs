@@ -4,9 +4,11 @@
 //! device buffers, and nothing moves between the two unless a transfer is asked for (or a
 //! host-only path reads a GPU tensor, which `backend::gpu::transfer_counts` counts).
 
+use std::mem::MaybeUninit;
 use std::ops::Deref;
+use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::backend::cuda::CudaBuffer;
 use crate::backend::gpu::GpuBuffer;
@@ -14,6 +16,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{DeviceError, Result};
 use crate::live_counts::{self, Count};
+use triomphe::Arc;
 
 mod allocate;
 mod attention;
@@ -198,7 +201,8 @@ pub struct Storage {
     /// For a small index tensor uploaded to a GPU, the host elements it was uploaded from,
     /// kept while nothing has written the storage (version 0): reading the labels back (to
     /// check them, as `cross_entropy` does) then needs no wait for the GPU's queue.
-    uploaded_from: Option<CpuBuffer>,
+    /// Boxed: kept for few storages, and a smaller `Storage` moves without a `memcpy`.
+    uploaded_from: Option<Box<CpuBuffer>>,
 }
 
 /// Largest index tensor whose host elements an upload keeps (64 Ki labels).
@@ -229,32 +233,33 @@ fn dtype_of_code(code: u8) -> DType {
 }
 
 impl Storage {
-    /// Host memory holding `buffer`, at version 0.
-    pub fn new(buffer: CpuBuffer) -> Self {
+    /// Host memory holding `buffer`, at version 0, ready to share.
+    pub fn new(buffer: CpuBuffer) -> Arc<Self> {
         let dtype = buffer.dtype();
-        Self::with_memory(buffer.len(), dtype, Memory::Host(buffer))
+        Self::shared(buffer.len(), dtype, Memory::Host(buffer))
     }
 
     /// Memory on a GPU.
-    pub fn on_gpu(buffer: GpuBuffer) -> Self {
+    pub fn on_gpu(buffer: GpuBuffer) -> Arc<Self> {
         let (len, dtype) = (buffer.len(), buffer.dtype());
-        Self::with_memory(len, dtype, Memory::Gpu(buffer))
+        Self::shared(len, dtype, Memory::Gpu(buffer))
     }
 
     /// Memory on a CUDA device.
-    pub fn on_cuda(buffer: CudaBuffer) -> Self {
+    pub fn on_cuda(buffer: CudaBuffer) -> Arc<Self> {
         let (len, dtype) = (buffer.len(), buffer.dtype());
-        Self::with_memory(len, dtype, Memory::Cuda(buffer))
+        Self::shared(len, dtype, Memory::Cuda(buffer))
     }
 
     /// `storage`, device memory just uploaded from `host` (the same elements); a small `i64`
     /// tensor keeps them for [`Storage::uploaded_elements`], so checking labels on the host
     /// needs no wait for the device.
-    pub(crate) fn uploaded(mut storage: Storage, host: &CpuBuffer) -> Self {
+    pub(crate) fn uploaded(mut storage: Arc<Storage>, host: &CpuBuffer) -> Arc<Storage> {
         if let CpuBuffer::I64(values) = host
             && values.len() * 8 <= MAX_KEPT_UPLOAD_BYTES
+            && let Some(fresh) = Arc::get_mut(&mut storage)
         {
-            storage.uploaded_from = Some(CpuBuffer::I64(values.clone()));
+            fresh.uploaded_from = Some(Box::new(CpuBuffer::I64(values.clone())));
         }
         storage
     }
@@ -263,20 +268,38 @@ impl Storage {
     /// has written it since.
     pub(crate) fn uploaded_elements(&self) -> Option<&CpuBuffer> {
         self.uploaded_from
-            .as_ref()
+            .as_deref()
             .filter(|_| self.version() == 0 && self.is_on_gpu())
     }
 
-    fn with_memory(len: usize, dtype: DType, memory: Memory) -> Self {
+    /// `memory` at version 0, written straight into its shared allocation: every op's result
+    /// comes through here, and building the struct on the stack to move it into the heap
+    /// cost a `memcpy` and a store-forwarding stall per op.
+    #[inline]
+    fn shared(len: usize, dtype: DType, memory: Memory) -> Arc<Self> {
         let bytes = len * dtype.size_in_bytes();
         live_counts::add(Count::StorageBytes, bytes as isize);
-        Storage {
-            on_gpu: AtomicBool::new(!matches!(memory, Memory::Host(_))),
-            memory: RwLock::new(memory),
-            version: AtomicU64::new(0),
-            dtype: AtomicU8::new(dtype_code(dtype)),
-            bytes: AtomicUsize::new(bytes),
-            uploaded_from: None,
+        let on_gpu = !matches!(memory, Memory::Host(_));
+        let mut fresh = Arc::<MaybeUninit<Storage>>::new_uninit();
+        let place = fresh.as_mut_ptr().cast::<Storage>();
+        // SAFETY: `place` is the fresh allocation's uninitialised `Storage`, reachable only
+        // from here; every field is written before `assume_init`.
+        unsafe {
+            // An empty lock first, then `memory` moved into it: `RwLock::new(memory)` went
+            // through a stack temporary copied with misaligned loads (another stall).
+            let lock = addr_of_mut!((*place).memory);
+            lock.write(RwLock::new(Memory::Host(CpuBuffer::Bool(Vec::new()))));
+            // The placeholder owns no heap memory, so overwriting it leaks nothing.
+            std::ptr::write(
+                (*lock).get_mut().unwrap_or_else(PoisonError::into_inner),
+                memory,
+            );
+            addr_of_mut!((*place).on_gpu).write(AtomicBool::new(on_gpu));
+            addr_of_mut!((*place).version).write(AtomicU64::new(0));
+            addr_of_mut!((*place).dtype).write(AtomicU8::new(dtype_code(dtype)));
+            addr_of_mut!((*place).bytes).write(AtomicUsize::new(bytes));
+            addr_of_mut!((*place).uploaded_from).write(None);
+            fresh.assume_init()
         }
     }
 

@@ -6,6 +6,8 @@ use super::dispatch::{Operand, on_backend};
 use crate::backend::Norm;
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// Layer normalisation over the last axis: the values and each row's `[mean, rstd]`, or
     /// `None` where the backend has no kernel for these operands.
@@ -14,7 +16,7 @@ impl Storage {
         weight: Option<Operand<'_>>,
         bias: Option<Operand<'_>>,
         eps: f64,
-    ) -> Result<Option<(Storage, Storage)>> {
+    ) -> Result<Option<(Arc<Storage>, Arc<Storage>)>> {
         let (has_weight, has_bias) = (weight.is_some(), bias.is_some());
         on_backend!(
             "layer_norm",
@@ -30,7 +32,7 @@ impl Storage {
         weight: Option<Operand<'_>>,
         stats: Operand<'_>,
         wanted: [bool; 3],
-    ) -> Result<[Option<Storage>; 3]> {
+    ) -> Result<[Option<Arc<Storage>>; 3]> {
         let has_weight = weight.is_some();
         on_backend!(
             "layer_norm",

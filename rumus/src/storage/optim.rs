@@ -6,6 +6,8 @@ use crate::backend::Optim;
 use crate::backend::kinds::AdamScalars;
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// One fused Adam step over the contiguous views `p`, `m`, `v` (written) from `g`;
     /// `false`, with nothing written, where the backend does not run it (dtypes, or
@@ -26,7 +28,7 @@ impl Storage {
         g: Operand<'_>,
         scale: f64,
         flag: Operand<'_>,
-    ) -> Result<Option<Storage>> {
+    ) -> Result<Option<Arc<Storage>>> {
         let out = on_backend_mut!("GradScaler::unscale", [flag], [g], |be, [flag], [g]| Ok(be
             .unscale_flagging_non_finite(g, scale, flag)?
             .map(IntoStorage::into_storage)))?;

@@ -7,20 +7,22 @@ use crate::backend::Reduce;
 use crate::backend::kinds::{Reduction, softmax_name};
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// `kind` over `axes` (sorted, distinct), laid out over the kept axes.
-    pub(crate) fn reduce(x: Operand<'_>, axes: &[usize], kind: Reduction) -> Result<Storage> {
+    pub(crate) fn reduce(x: Operand<'_>, axes: &[usize], kind: Reduction) -> Result<Arc<Storage>> {
         on_backend!(kind.name(), [x], |be, [x]| be.reduce(x, axes, kind))
     }
 
     /// The `i64` index of the largest (`max`) or smallest value along `axis`.
-    pub(crate) fn arg_reduce(x: Operand<'_>, axis: usize, max: bool) -> Result<Storage> {
+    pub(crate) fn arg_reduce(x: Operand<'_>, axis: usize, max: bool) -> Result<Arc<Storage>> {
         let op = if max { "argmax" } else { "argmin" };
         on_backend!(op, [x], |be, [x]| be.arg_reduce(x, axis, max))
     }
 
     /// Softmax (log-softmax with `log`) along the last axis of the view.
-    pub(crate) fn softmax(x: Operand<'_>, log: bool) -> Result<Storage> {
+    pub(crate) fn softmax(x: Operand<'_>, log: bool) -> Result<Arc<Storage>> {
         on_backend!(softmax_name(log), [x], |be, [x]| be.softmax(x, log))
     }
 
@@ -29,13 +31,17 @@ impl Storage {
         grad: Operand<'_>,
         x: Operand<'_>,
         log: bool,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!(softmax_name(log), [grad, x], |be, [g, x]| be
             .softmax_backward(g, x, log))
     }
 
     /// Each row's log-sum-exp along `axis`, which the result keeps with length 1.
-    pub(crate) fn logsumexp_rows(x: Operand<'_>, axis: usize, op: &'static str) -> Result<Storage> {
+    pub(crate) fn logsumexp_rows(
+        x: Operand<'_>,
+        axis: usize,
+        op: &'static str,
+    ) -> Result<Arc<Storage>> {
         on_backend!(op, [x], |be, [x]| be.logsumexp_rows(x, axis))
     }
 }

@@ -5,6 +5,8 @@ use super::dispatch::{Operand, on_backend};
 use crate::backend::{CsrPattern, Sparse};
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// The sparse matrix `(row_ptr, cols, values)` times the dense `x`.
     pub(crate) fn spmm(
@@ -12,7 +14,7 @@ impl Storage {
         cols: Operand<'_>,
         values: Operand<'_>,
         x: Operand<'_>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("spmm", [row_ptr, cols, values, x], |be, [r, c, v, x]| be
             .spmm(
                 CsrPattern {
@@ -30,7 +32,7 @@ impl Storage {
         cols: Operand<'_>,
         a: Operand<'_>,
         b: Operand<'_>,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("sddmm", [row_ptr, cols, a, b], |be, [r, c, a, b]| be.sddmm(
             CsrPattern {
                 row_ptr: r,
@@ -45,7 +47,7 @@ impl Storage {
     pub(crate) fn segment_max(
         row_ptr: Operand<'_>,
         messages: Operand<'_>,
-    ) -> Result<(Storage, Storage)> {
+    ) -> Result<(Arc<Storage>, Arc<Storage>)> {
         on_backend!("segment_max", [row_ptr, messages], |be, [r, m]| be
             .segment_max(r, m))
     }

@@ -8,6 +8,8 @@ use crate::backend::Update;
 use crate::error::Result;
 use crate::shape::Layout;
 
+use triomphe::Arc;
+
 impl Storage {
     /// `dst = dst * scale + alpha * src` in place (`src` viewed with `dst`'s dims).
     pub(crate) fn scale_add(
@@ -39,7 +41,7 @@ impl Storage {
 
 /// An update's source apart from its destination: a contiguous copy when it shares the
 /// destination's storage, else the source itself.
-struct Apart(Option<(Storage, Layout)>);
+struct Apart(Option<(Arc<Storage>, Layout)>);
 
 impl Apart {
     fn of(dst: Operand<'_>, src: Operand<'_>) -> Result<Apart> {

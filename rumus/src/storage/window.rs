@@ -8,6 +8,8 @@ use crate::backend::Windows;
 use crate::backend::kinds::{DirectConv, Window2d, WindowKernel};
 use crate::error::Result;
 
+use triomphe::Arc;
+
 impl Storage {
     /// `kernel` over the `planes` planes of `x`, shaped `out_dims`.
     pub(crate) fn window(
@@ -16,7 +18,7 @@ impl Storage {
         planes: usize,
         window: &Window2d,
         out_dims: &[usize],
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!(kernel.name(), [x], |be, [x]| be
             .window(x, kernel, planes, window, out_dims))
     }
@@ -27,7 +29,7 @@ impl Storage {
         x: Operand<'_>,
         planes: usize,
         window: &Window2d,
-    ) -> Result<(Option<Storage>, Storage)> {
+    ) -> Result<(Option<Arc<Storage>>, Arc<Storage>)> {
         // The second output leaves each backend's closure through this cell.
         let values = Cell::new(None);
         let indices = on_backend!("max_pool2d", [x], |be, [x]| {
@@ -47,7 +49,7 @@ impl Storage {
         bias: Option<Operand<'_>>,
         window: &Window2d,
         groups: usize,
-    ) -> Result<Option<(Storage, DirectConv)>> {
+    ) -> Result<Option<(Arc<Storage>, DirectConv)>> {
         let plan = Cell::new(None);
         let out = match bias {
             None => on_backend!("conv2d", [x, weight], |be, [x, w]| planned(
@@ -68,7 +70,7 @@ impl Storage {
         weight: Operand<'_>,
         bias: Option<Operand<'_>>,
         window: &Window2d,
-    ) -> Result<Option<Storage>> {
+    ) -> Result<Option<Arc<Storage>>> {
         match bias {
             None => on_backend!("conv2d", [x, weight], |be, [x, w]| be
                 .depthwise_conv2d(x, w, None, window)),
@@ -82,7 +84,7 @@ impl Storage {
         dy: Operand<'_>,
         weight: Operand<'_>,
         plan: &DirectConv,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("conv2d", [dy, weight], |be, [dy, w]| be
             .conv2d_direct_input_grad(dy, w, plan))
     }
@@ -92,13 +94,16 @@ impl Storage {
         x: Operand<'_>,
         dy: Operand<'_>,
         plan: &DirectConv,
-    ) -> Result<Storage> {
+    ) -> Result<Arc<Storage>> {
         on_backend!("conv2d", [x, dy], |be, [x, dy]| be
             .conv2d_direct_weight_grad(x, dy, plan))
     }
 
     /// The bias gradient of the direct convolution `plan`.
-    pub(crate) fn conv2d_direct_bias_grad(dy: Operand<'_>, plan: &DirectConv) -> Result<Storage> {
+    pub(crate) fn conv2d_direct_bias_grad(
+        dy: Operand<'_>,
+        plan: &DirectConv,
+    ) -> Result<Arc<Storage>> {
         on_backend!("conv2d", [dy], |be, [dy]| be
             .conv2d_direct_bias_grad(dy, plan))
     }

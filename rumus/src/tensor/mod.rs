@@ -8,6 +8,9 @@ pub(crate) mod typed;
 
 pub use typed::Tensor;
 
+use std::mem::MaybeUninit;
+use std::ptr::addr_of_mut;
+
 use triomphe::Arc;
 
 use crate::autograd::{GradMeta, Node, TensorId};
@@ -57,27 +60,48 @@ struct TensorImpl {
 impl DynTensor {
     #[inline]
     pub(crate) fn from_storage(storage: Arc<Storage>, layout: Layout) -> Self {
-        DynTensor(Arc::new(TensorImpl {
-            storage,
-            layout,
-            grad: None,
-        }))
+        Self::in_place(storage, |place| {
+            place.write(layout);
+        })
+    }
+
+    /// A tensor over `storage` whose layout `init_layout` writes: the handle is built where
+    /// it lives. Every op's result comes through here, and building the struct on the stack
+    /// to move it into the heap cost a `memcpy` and a store-forwarding stall per op.
+    #[inline]
+    fn in_place(storage: Arc<Storage>, init_layout: impl FnOnce(&mut MaybeUninit<Layout>)) -> Self {
+        let mut fresh = Arc::<MaybeUninit<TensorImpl>>::new_uninit();
+        let place = fresh.as_mut_ptr().cast::<TensorImpl>();
+        // SAFETY: `place` is the fresh allocation's uninitialised `TensorImpl`, reachable
+        // only from here; `init_layout` writes the layout (it gets it as `MaybeUninit`, whose
+        // `write` is the only way to fill it), and every other field is written before
+        // `assume_init`.
+        unsafe {
+            addr_of_mut!((*place).storage).write(storage);
+            init_layout(&mut *addr_of_mut!((*place).layout).cast::<MaybeUninit<Layout>>());
+            addr_of_mut!((*place).grad).write(None);
+            DynTensor(fresh.assume_init())
+        }
     }
 
     /// A fresh contiguous tensor over `buffer` (whose length the caller matched to `dims`).
     #[inline]
     pub(crate) fn from_buffer(buffer: CpuBuffer, dims: &[usize]) -> Self {
-        let layout = Layout::contiguous(dims);
-        debug_assert_eq!(buffer.len(), layout.numel());
-        Self::from_storage(Arc::new(Storage::new(buffer)), layout)
+        debug_assert_eq!(
+            Some(buffer.len()),
+            dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+        );
+        Self::computed(Storage::new(buffer), dims)
     }
 
     /// A fresh contiguous tensor over `storage`, a kernel's result of exactly `dims` elements.
     #[inline]
-    pub(crate) fn computed(storage: Storage, dims: &[usize]) -> Self {
-        let layout = Layout::contiguous(dims);
-        debug_assert_eq!(storage.len(), layout.numel());
-        Self::from_storage(Arc::new(storage), layout)
+    pub(crate) fn computed(storage: Arc<Storage>, dims: &[usize]) -> Self {
+        debug_assert_eq!(
+            Some(storage.len()),
+            dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+        );
+        Self::in_place(storage, |place| Layout::write_contiguous(place, dims))
     }
 
     /// This tensor as a kernel operand, read through its own layout.
