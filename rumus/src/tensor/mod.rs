@@ -75,10 +75,11 @@ impl DynTensor {
         // SAFETY: `place` is the fresh allocation's uninitialised `TensorImpl`, reachable
         // only from here; `init_layout` writes the layout (it gets it as `MaybeUninit`, whose
         // `write` is the only way to fill it), and every other field is written before
-        // `assume_init`.
+        // `assume_init`. The layout goes first: should it panic, `storage` is still ours
+        // and drops.
         unsafe {
-            addr_of_mut!((*place).storage).write(storage);
             init_layout(&mut *addr_of_mut!((*place).layout).cast::<MaybeUninit<Layout>>());
+            addr_of_mut!((*place).storage).write(storage);
             addr_of_mut!((*place).grad).write(None);
             DynTensor(fresh.assume_init())
         }
