@@ -17,10 +17,11 @@ use triomphe::Arc;
 
 const OP: &str = "scaled_dot_product_attention";
 
+/// A result of the fused kernels as storage, with the view it is read through.
+type StoredView = (Arc<Storage>, Layout);
+
 /// `(memory, layout)` as storage.
-fn stored<M: IntoStorage<Output = Arc<Storage>>>(
-    (memory, layout): Viewed<M>,
-) -> (Arc<Storage>, Layout) {
+fn stored<M: IntoStorage<Output = Arc<Storage>>>((memory, layout): Viewed<M>) -> StoredView {
     (memory.into_storage(), layout)
 }
 
@@ -33,7 +34,7 @@ impl Storage {
         mask: Option<Operand<'_>>,
         g: &Geometry,
         autocast: Option<DType>,
-    ) -> Result<Option<((Arc<Storage>, Layout), Arc<Storage>)>> {
+    ) -> Result<Option<(StoredView, Arc<Storage>)>> {
         let results = Cell::new(None);
         // Without a mask the queries stand in its place (locked once), unread.
         let has_mask = mask.is_some();
@@ -53,7 +54,7 @@ impl Storage {
         [out, lse, grad]: [Operand<'_>; 3],
         g: &Geometry,
         autocast: Option<DType>,
-    ) -> Result<[(Arc<Storage>, Layout); 3]> {
+    ) -> Result<[StoredView; 3]> {
         let results = Cell::new(None);
         let has_mask = mask.is_some();
         let m = mask.unwrap_or(q);
