@@ -6,6 +6,7 @@
 //! RAYON_NUM_THREADS=1 cargo run --release --example bench_cpu
 //! cargo run --release --example bench_cpu -- rss     # peak RSS (MB) of the MLP loop alone
 //! cargo run --release --example bench_cpu -- sgemm   # the matrix products only
+//! cargo run --release --example bench_cpu -- linear  # ... and the linear layers' forward
 //! cargo run --release --example bench_cpu -- ops     # the per-op overhead only
 //! cargo run --release --example bench_cpu -- ops_tracked   # ... tracked only (or _untracked)
 //! ```
@@ -186,6 +187,7 @@ fn main() -> rumus::Result<()> {
         return per_op_overhead(mode);
     }
     // `conv`, `mlp` (batch 256), `mlp64`, `cnn`, `transformer`, `pool`: one workload alone (for profiling);
+    // `sgemm` the products alone, `linear` the products and the linear layers;
     // `conv_kernels`: the direct convolution kernels' rates.
     match only.as_deref() {
         Some("conv") => {
@@ -233,6 +235,10 @@ fn main() -> rumus::Result<()> {
     if only.as_deref() == Some("sgemm") {
         return Ok(());
     }
+    linear_forward()?;
+    if only.as_deref() == Some("linear") {
+        return Ok(());
+    }
     println!("conv2d_fwd_bwd {:.4}", conv_forward_backward()?);
     for batch in [64, 256] {
         println!("mlp_step_b{batch} {:.4}", mlp_step(batch)?);
@@ -240,6 +246,20 @@ fn main() -> rumus::Result<()> {
     println!("cnn_step_b64 {:.4}", cnn_step(64)?);
     println!("transformer_step {:.4}", transformer_step()?);
     per_op_overhead("")
+}
+
+/// A linear layer's forward at batch 16 (`x W^T + b` with `W` stored `[out, in]`, as every
+/// `Linear` holds it), 512 -> 1000 and 4096 -> 4096, untracked.
+fn linear_forward() -> rumus::Result<()> {
+    for (input, output) in [(512usize, 1000usize), (4096, 4096)] {
+        let x = DynTensor::randn(&[16, input], DType::F32)?;
+        let weight = DynTensor::randn(&[output, input], DType::F32)?;
+        let bias = DynTensor::randn(&[output], DType::F32)?;
+        let reps = if input == 4096 { 10 } else { 50 };
+        let forward = || drop(x.linear(&weight, Some(&bias)).expect("linear"));
+        println!("linear_b16_{input}x{output} {:.4}", median_ms(3, reps, forward));
+    }
+    Ok(())
 }
 
 /// 1,000 chained additions of 16-element tensors, untracked and tracked: milliseconds per

@@ -72,6 +72,12 @@ def torch_workloads():
         reps = {2048: 5, 1024: 10}.get(n, 30)
         out[f"sgemm_{n}"] = median_ms(2, reps, lambda: a @ b)
 
+    with torch.no_grad():
+        for n_in, n_out in ((512, 1000), (4096, 4096)):
+            x, w, bias = torch.randn(16, n_in), torch.randn(n_out, n_in), torch.randn(n_out)
+            reps = 10 if n_in == 4096 else 50
+            out[f"linear_b16_{n_in}x{n_out}"] = median_ms(3, reps, lambda: F.linear(x, w, bias))
+
     x = torch.randn(64, 32, 28, 28, requires_grad=True)
     w = torch.randn(64, 32, 3, 3, requires_grad=True)
     bias = torch.randn(64, requires_grad=True)
