@@ -234,19 +234,19 @@ fn dtype_of_code(code: u8) -> DType {
 
 impl Storage {
     /// Host memory holding `buffer`, at version 0, ready to share.
-    pub fn new(buffer: CpuBuffer) -> Arc<Self> {
+    pub(crate) fn new(buffer: CpuBuffer) -> Arc<Self> {
         let dtype = buffer.dtype();
         Self::shared(buffer.len(), dtype, Memory::Host(buffer))
     }
 
     /// Memory on a GPU.
-    pub fn on_gpu(buffer: GpuBuffer) -> Arc<Self> {
+    pub(crate) fn on_gpu(buffer: GpuBuffer) -> Arc<Self> {
         let (len, dtype) = (buffer.len(), buffer.dtype());
         Self::shared(len, dtype, Memory::Gpu(buffer))
     }
 
     /// Memory on a CUDA device.
-    pub fn on_cuda(buffer: CudaBuffer) -> Arc<Self> {
+    pub(crate) fn on_cuda(buffer: CudaBuffer) -> Arc<Self> {
         let (len, dtype) = (buffer.len(), buffer.dtype());
         Self::shared(len, dtype, Memory::Cuda(buffer))
     }
