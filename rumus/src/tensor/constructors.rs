@@ -28,8 +28,8 @@ fn computed(
     Ok(match dtype {
         DType::F32 => build!(F32, |v| v as f32),
         DType::F64 => build!(F64, |v| v),
-        DType::F16 => build!(F16, half::f16::from_f64),
-        DType::BF16 => build!(BF16, half::bf16::from_f64),
+        DType::F16 => build!(F16, crate::element::f16_from_f64),
+        DType::BF16 => build!(BF16, crate::element::bf16_from_f64),
         DType::I64 => build!(I64, |v| v as i64),
         DType::Bool => build!(Bool, |v| v != 0.0),
     })

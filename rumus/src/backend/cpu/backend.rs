@@ -58,8 +58,16 @@ fn filled(dims: &[usize], dtype: DType, value: f64) -> Result<CpuBuffer> {
     Ok(match dtype {
         DType::F32 => CpuBuffer::F32(try_filled_vec(n, value as f32, dims)?),
         DType::F64 => CpuBuffer::F64(try_filled_vec(n, value, dims)?),
-        DType::F16 => CpuBuffer::F16(try_filled_vec(n, half::f16::from_f64(value), dims)?),
-        DType::BF16 => CpuBuffer::BF16(try_filled_vec(n, half::bf16::from_f64(value), dims)?),
+        DType::F16 => CpuBuffer::F16(try_filled_vec(
+            n,
+            crate::element::f16_from_f64(value),
+            dims,
+        )?),
+        DType::BF16 => CpuBuffer::BF16(try_filled_vec(
+            n,
+            crate::element::bf16_from_f64(value),
+            dims,
+        )?),
         DType::I64 => CpuBuffer::I64(try_filled_vec(n, value as i64, dims)?),
         DType::Bool => CpuBuffer::Bool(try_filled_vec(n, value != 0.0, dims)?),
     })

@@ -17,11 +17,11 @@ impl Allocate for CudaDevice {
             DType::F32 => self.launch_elements(kernel, n, &[&o, &(value as f32).to_bits(), &n64]),
             DType::F64 => self.launch_elements(kernel, n, &[&o, &value.to_bits(), &n64]),
             DType::F16 => {
-                let bits = half::f16::from_f64(value).to_bits();
+                let bits = crate::element::f16_from_f64(value).to_bits();
                 self.launch_elements(kernel, n, &[&o, &bits, &n64])
             }
             DType::BF16 => {
-                let bits = half::bf16::from_f64(value).to_bits();
+                let bits = crate::element::bf16_from_f64(value).to_bits();
                 self.launch_elements(kernel, n, &[&o, &bits, &n64])
             }
             DType::I64 => self.launch_elements(kernel, n, &[&o, &(value as i64), &n64]),

@@ -237,7 +237,7 @@ impl Allocate for GpuDevice {
             DType::Bool => u32::from(value != 0.0),
             DType::F32 | DType::F64 | DType::BF16 => (value as f32).to_bits(),
             DType::F16 => {
-                let bits = u32::from(half::f16::from_f64(value).to_bits());
+                let bits = u32::from(crate::element::f16_from_f64(value).to_bits());
                 bits | (bits << 16)
             }
         };
