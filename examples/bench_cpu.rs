@@ -257,7 +257,10 @@ fn linear_forward() -> rumus::Result<()> {
         let bias = DynTensor::randn(&[output], DType::F32)?;
         let reps = if input == 4096 { 10 } else { 50 };
         let forward = || drop(x.linear(&weight, Some(&bias)).expect("linear"));
-        println!("linear_b16_{input}x{output} {:.4}", median_ms(3, reps, forward));
+        println!(
+            "linear_b16_{input}x{output} {:.4}",
+            median_ms(3, reps, forward)
+        );
     }
     Ok(())
 }
