@@ -156,3 +156,38 @@ fn gpu_bf16_casts_copies_and_products_match_the_cpu() {
         assert_products_agree(name, (&a, &b), &values(&on_gpu), &cpu.to_f64_vec());
     }
 }
+
+/// Float casts on CUDA give the CPU's bits at every length and start: its kernel converts four
+/// elements at a time where a contiguous input starts aligned to four, one at a time for the
+/// rest of the length and for views that start between. From f64, values nudged off the
+/// f32 grid check that both round once (never to f32 first).
+#[test]
+fn cuda_float_casts_match_the_cpu_at_every_length_and_start() {
+    let Some(device) = gpu() else { return };
+    if !device.is_cuda() {
+        return;
+    }
+    for n in [1usize, 3, 4, 5, 8, 11, 1027] {
+        let f32s = tensor(&[n], n as u64);
+        let f64s = f32s
+            .to_dtype(DType::F64)
+            .unwrap()
+            .add_scalar(2f64.powi(-40))
+            .unwrap();
+        for x in [f32s, f64s] {
+            for start in 0..n.min(3) {
+                let view = x.narrow(0, start, n - start).unwrap();
+                let on_device = x.to(&device).unwrap().narrow(0, start, n - start).unwrap();
+                for dtype in [DType::F16, DType::BF16, DType::F64, DType::F32] {
+                    let want = view.to_dtype(dtype).unwrap();
+                    let got = on_device.to_dtype(dtype).unwrap();
+                    let what = format!("{} -> {dtype}, {n} elements from {start}", x.dtype());
+                    assert_eq!(got.to_f64_vec(), want.to_f64_vec(), "{what}");
+                    let back = got.to_dtype(DType::F32).unwrap();
+                    let want_back = want.to_dtype(DType::F32).unwrap();
+                    assert_eq!(back.to_f64_vec(), want_back.to_f64_vec(), "{what} and back");
+                }
+            }
+        }
+    }
+}

@@ -162,13 +162,28 @@ template <typename S> struct Convert {
     static __device__ __forceinline__ double to(S v) { return (double)v; }
     static __device__ __forceinline__ S from(double v) { return (S)v; }
 };
+// `v` as a float rounded toward zero, its last bit set when that dropped anything ("rounding
+// to odd"): rounded again to a 16-bit float it gives `v` correctly rounded, where rounding to
+// nearest twice would take a value just past a halfway point for the halfway point (as
+// rumus's host conversions, element.rs). Exact for every float, so casts of f32 lose nothing.
+__device__ __forceinline__ float float_rounded_to_odd(double v) {
+    float t = __double2float_rz(v);
+    if ((double)t != v && v == v) {
+        t = __int_as_float(__float_as_int(t) | 1);
+    }
+    return t;
+}
 template <> struct Convert<f16_bits> {
     static __device__ __forceinline__ double to(f16_bits v) { return (double)half_to_float(v); }
-    static __device__ __forceinline__ f16_bits from(double v) { return float_to_half((float)v); }
+    static __device__ __forceinline__ f16_bits from(double v) {
+        return float_to_half(float_rounded_to_odd(v));
+    }
 };
 template <> struct Convert<bf16_bits> {
     static __device__ __forceinline__ double to(bf16_bits v) { return (double)bf16_to_float(v); }
-    static __device__ __forceinline__ bf16_bits from(double v) { return float_to_bf16((float)v); }
+    static __device__ __forceinline__ bf16_bits from(double v) {
+        return float_to_bf16(float_rounded_to_odd(v));
+    }
 };
 template <> struct Convert<i64> {
     static __device__ __forceinline__ double to(i64 v) { return (double)v; }

@@ -179,6 +179,33 @@ template <typename A, typename B> __device__ void cast(B* out, const A* x, View 
     }
 }
 
+// Four elements in one aligned access each way: `T`s that are four contiguous elements.
+template <typename T> struct alignas(4 * sizeof(T)) Quad {
+    T v[4];
+};
+
+// `cast` of a contiguous input whose start is aligned to four elements (`x` and `out` point
+// at element 0 of the walk): one 16-byte load of f32 and one 8-byte store of f16 a thread
+// where the element loop issues four and four. Autocast's casts move gigabytes a training
+// step (a language model's logit gradients among them); the last `n % 4` go one by one.
+template <typename A, typename B> __device__ void cast_quads(B* out, const A* x, i64 n) {
+    const i64 quads = n / 4;
+    const Quad<A>* from = reinterpret_cast<const Quad<A>*>(x);
+    Quad<B>* to = reinterpret_cast<Quad<B>*>(out);
+    for (i64 q = first_index(); q < quads; q += grid_stride()) {
+        const Quad<A> a = from[q];
+        Quad<B> b;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            b.v[j] = Convert<B>::from(Convert<A>::to(a.v[j]));
+        }
+        to[q] = b;
+    }
+    for (i64 i = quads * 4 + first_index(); i < n; i += grid_stride()) {
+        out[i] = Convert<B>::from(Convert<A>::to(x[i]));
+    }
+}
+
 extern "C" __global__ void logical_and(u8* out, const u8* a, View va, const u8* b, View vb, i64 n) {
     for (i64 i = first_index(); i < n; i += grid_stride()) {
         out[i] = (a[at(va, i)] && b[at(vb, i)]) ? 1 : 0;
@@ -244,3 +271,15 @@ FOR_WIDTHS(WIDTH_ENTRIES)
         cast<A, B>(out, x, vx, n);                                                                \
     }
 FOR_DTYPES(CAST_FROM)
+
+// Contiguous, aligned casts between the float dtypes: `cast_quads_f32_f16`.
+#define QUAD_CAST_FROM(a_sfx, A)                                                                 \
+    QUAD_CAST_TO(a_sfx, A, f32, float)                                                           \
+    QUAD_CAST_TO(a_sfx, A, f64, double)                                                          \
+    QUAD_CAST_TO(a_sfx, A, f16, f16_bits)                                                        \
+    QUAD_CAST_TO(a_sfx, A, bf16, bf16_bits)
+#define QUAD_CAST_TO(a_sfx, A, b_sfx, B)                                                         \
+    extern "C" __global__ void cast_quads_##a_sfx##_##b_sfx(B* out, const A* x, i64 n) {         \
+        cast_quads<A, B>(out, x, n);                                                              \
+    }
+FOR_FLOATS(QUAD_CAST_FROM)

@@ -189,7 +189,23 @@ impl Pointwise for CudaDevice {
 
     fn cast(&self, x: Src<'_, CudaBuffer>, dtype: DType) -> Result<CudaBuffer> {
         let suffixes = [dtype_suffix(x.dtype()), dtype_suffix(dtype)];
-        self.map_view("to_dtype", x, ("cast", suffixes), dtype)
+        let out = CudaBuffer::uninit(self, x.numel(), dtype)?;
+        let start = x.memory.address(x.layout.offset());
+        let floats = [x.dtype(), dtype].iter().all(|&d| check_floating("to_dtype", d).is_ok());
+        let quad_aligned = |address: u64, dtype: DType| {
+            address.is_multiple_of(4 * dtype.size_in_bytes() as u64)
+        };
+        if floats
+            && x.layout.is_contiguous()
+            && quad_aligned(start, x.dtype())
+            && quad_aligned(out.address(0), dtype)
+        {
+            let kernel = self.kernel(MODULE, "cast_quads", suffixes)?;
+            let (o, n) = (out.address(0), x.numel());
+            self.launch_elements(kernel, n.div_ceil(4), &[&o, &start, &(n as i64)])?;
+            return Ok(out);
+        }
+        self.map_view_into("to_dtype", x, ("cast", suffixes), out)
     }
 
     fn copy(&self, x: Src<'_, CudaBuffer>) -> Result<CudaBuffer> {
@@ -206,8 +222,19 @@ impl CudaDevice {
         (kernel, suffixes): (&'static str, [&'static str; 2]),
         dtype: DType,
     ) -> Result<CudaBuffer> {
+        let out = CudaBuffer::uninit(self, x.numel(), dtype)?;
+        self.map_view_into(op, x, (kernel, suffixes), out)
+    }
+
+    /// [`map_view`](Self::map_view) into `out`, a fresh buffer of `x`'s element count.
+    fn map_view_into(
+        &self,
+        op: &'static str,
+        x: Src<'_, CudaBuffer>,
+        (kernel, suffixes): (&'static str, [&'static str; 2]),
+        out: CudaBuffer,
+    ) -> Result<CudaBuffer> {
         let n = x.numel();
-        let out = CudaBuffer::uninit(self, n, dtype)?;
         let [vx] = views(op, x.dims(), [x.layout])?;
         let kernel = self.kernel(MODULE, kernel, suffixes)?;
         let (o, px, n64) = (out.address(0), x.memory.address(0), n as i64);
