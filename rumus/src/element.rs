@@ -236,7 +236,7 @@ mod tests {
         match (value - lo).partial_cmp(&(hi - value)).unwrap() {
             std::cmp::Ordering::Less => below,
             std::cmp::Ordering::Greater => above,
-            std::cmp::Ordering::Equal if bits(below) % 2 == 0 => below,
+            std::cmp::Ordering::Equal if bits(below).is_multiple_of(2) => below,
             std::cmp::Ordering::Equal => above,
         }
     }
