@@ -88,19 +88,16 @@ impl DynTensor {
     /// A fresh contiguous tensor over `buffer` (whose length the caller matched to `dims`).
     #[inline]
     pub(crate) fn from_buffer(buffer: CpuBuffer, dims: &[usize]) -> Self {
-        debug_assert_eq!(
-            Some(buffer.len()),
-            dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
-        );
         Self::computed(Storage::new(buffer), dims)
     }
 
     /// A fresh contiguous tensor over `storage`, a kernel's result of exactly `dims` elements.
     #[inline]
     pub(crate) fn computed(storage: Arc<Storage>, dims: &[usize]) -> Self {
+        // (A zero among the dims makes an empty tensor however the others multiply.)
         debug_assert_eq!(
-            Some(storage.len()),
-            dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+            Ok(storage.len()),
+            crate::shape::checked_numel(dims, "a result").map_err(|_| ())
         );
         Self::in_place(storage, |place| Layout::write_contiguous(place, dims))
     }
