@@ -2,6 +2,8 @@
 //! contiguous; operands are visited one innermost row at a time so the inner loop is a plain
 //! strided walk that the compiler can vectorise when strides are 1.
 
+use std::mem::MaybeUninit;
+
 use super::parallel::for_each_row;
 use crate::shape::Layout;
 
@@ -30,52 +32,146 @@ fn inner(layout: &Layout) -> (usize, usize) {
     }
 }
 
+/// Elements visited per call of a row kernel when an operand's row is not contiguous in
+/// memory (strided, or broadcast from one value): they are gathered into a buffer of this
+/// many on the stack first.
+const GATHER: usize = 64;
+
+/// A kernel over runs of elements: writes `dst[i]` from `src[i]` for every `i` (the slices
+/// have equal lengths). The drivers below take the op as this trait object, so each walks
+/// layouts once per element type; only the loop inside the kernel is compiled per op. When
+/// each op instantiated the whole walk (contiguous, parallel, broadcast, strided and tiled
+/// paths), those copies were a third of the crate's LLVM IR.
+type Kernel1<'k, A, O> = dyn Fn(&[A], &mut [MaybeUninit<O>]) + Sync + 'k;
+/// [`Kernel1`] over two operands.
+type Kernel2<'k, A, B, O> = dyn Fn(&[A], &[B], &mut [MaybeUninit<O>]) + Sync + 'k;
+/// [`Kernel1`] over three operands.
+type Kernel3<'k, A, B, C, O> = dyn Fn(&[A], &[B], &[C], &mut [MaybeUninit<O>]) + Sync + 'k;
+
+/// `buffer` as slots a kernel writes: every slot a kernel sees it writes with a value.
+fn slots<O>(buffer: &mut [O]) -> &mut [MaybeUninit<O>] {
+    // SAFETY: `MaybeUninit<O>` has `O`'s layout, and the kernels only ever store initialised
+    // values through the slice, so `buffer` stays initialised.
+    unsafe { &mut *(buffer as *mut [O] as *mut [MaybeUninit<O>]) }
+}
+
+/// A contiguous output of `numel` elements filled by `fill(row, run)` over runs of `chunk`
+/// elements: small outputs straight into fresh capacity on this thread (tiny ones in a
+/// buffer this thread freed), larger ones split across the pool.
+fn contiguous_output<O: Copy + Send + Default + 'static>(
+    numel: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<O>]) + Sync,
+) -> Vec<O> {
+    if numel < super::parallel::PARALLEL_GRAIN {
+        let mut out = super::small_buffers::with_capacity(numel);
+        fill(0, &mut out.spare_capacity_mut()[..numel]);
+        // SAFETY: `fill` wrote all `numel` slots.
+        unsafe { out.set_len(numel) };
+        return out;
+    }
+    let mut out = super::pool::reused(numel, O::default());
+    let chunk = super::parallel::PARALLEL_GRAIN;
+    for_each_row(slots(&mut out), chunk, |row, dst| fill(row * chunk, dst));
+    out
+}
+
+/// One operand's elements along an output row, handed out as slices a kernel takes: a
+/// contiguous row is borrowed, a strided one gathered, a broadcast one repeated.
+struct RowReader<'a, A> {
+    data: &'a [A],
+    base: usize,
+    stride: usize,
+    /// Written before it is read: whole for a broadcast row (here, in `new`), the first
+    /// `len` slots for each strided run.
+    buffer: [MaybeUninit<A>; GATHER],
+}
+
+impl<'a, A: Copy> RowReader<'a, A> {
+    fn new(data: &'a [A], base: usize, stride: usize) -> Self {
+        let mut buffer = [MaybeUninit::uninit(); GATHER];
+        if stride == 0 {
+            buffer.fill(MaybeUninit::new(data[base]));
+        }
+        RowReader {
+            data,
+            base,
+            stride,
+            buffer,
+        }
+    }
+
+    /// Elements `first..first + len` of the row (`len <= GATHER` unless the row is
+    /// contiguous).
+    fn run(&mut self, first: usize, len: usize) -> &[A] {
+        match self.stride {
+            1 => return &self.data[self.base + first..][..len],
+            0 => {}
+            stride => {
+                let src = self.data[self.base + first * stride..]
+                    .iter()
+                    .step_by(stride);
+                let gathered = self.buffer[..len].iter_mut().zip(src);
+                assert_eq!(gathered.len(), len, "a strided run past its data");
+                for (slot, &x) in gathered {
+                    slot.write(x);
+                }
+            }
+        }
+        let run = &self.buffer[..len];
+        // SAFETY: the first `len` slots were written above, or all of them in `new`.
+        unsafe { &*(run as *const [MaybeUninit<A>] as *const [A]) }
+    }
+}
+
 /// `f` applied to every element of `a` (seen through `layout`), in row-major order.
 pub fn map<A: Copy + Sync, O: Copy + Send + Default + 'static>(
     a: &[A],
     layout: &Layout,
     f: impl Fn(A) -> O + Sync,
 ) -> Vec<O> {
+    map_runs(a, layout, &|src: &[A], dst: &mut [MaybeUninit<O>]| {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            d.write(f(s));
+        }
+    })
+}
+
+/// [`map`] with the op as a run kernel.
+fn map_runs<A: Copy + Sync, O: Copy + Send + Default + 'static>(
+    a: &[A],
+    layout: &Layout,
+    kernel: &Kernel1<'_, A, O>,
+) -> Vec<O> {
     let numel = layout.numel();
     if layout.is_contiguous() {
         let src = &a[layout.offset()..layout.offset() + numel];
-        // Small outputs stay on this thread and below the pool's sizes: filled straight
-        // from the iterator, never zero-filled (tiny ones in a buffer this thread freed).
-        if numel < super::parallel::PARALLEL_GRAIN {
-            let mut out = super::small_buffers::with_capacity(numel);
-            out.extend(src.iter().map(|&s| f(s)));
-            return out;
-        }
-        let mut out = super::pool::reused(numel, O::default());
-        let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
-        for_each_row(&mut out, chunk, |row, dst| {
-            for (d, &s) in dst.iter_mut().zip(&src[row * chunk..]) {
-                *d = f(s);
-            }
+        return contiguous_output(numel, |first, dst| {
+            kernel(&src[first..first + dst.len()], dst)
         });
-        return out;
     }
     let layout = &layout.coalesced();
     let (n, stride) = inner(layout);
     let mut out = super::pool::reused(numel, O::default());
     if stride > 1 && n > 1 && rows_are_neighbours(layout) {
-        transposed_tiles(a, layout, &mut out, f);
+        transposed_tiles(a, layout, slots(&mut out), kernel);
         return out;
     }
-    for_each_row(&mut out, n, |row, dst| {
+    for_each_row(slots(&mut out), n, |row, dst| {
         let base = row_start(row, layout);
-        if stride == 0 {
+        match stride {
             // A broadcast row: one value.
-            dst.fill(f(a[base]));
-        } else if stride == 1 {
-            // Contiguous runs (e.g. heads split off a permuted tensor): a loop the compiler
-            // vectorises.
-            for (d, &s) in dst.iter_mut().zip(&a[base..base + n]) {
-                *d = f(s);
+            0 => {
+                kernel(&a[base..=base], &mut dst[..1]);
+                let value = dst[0];
+                dst.fill(value);
             }
-        } else {
-            for (j, d) in dst.iter_mut().enumerate() {
-                *d = f(a[base + j * stride]);
+            // Contiguous runs (e.g. heads split off a permuted tensor).
+            1 => kernel(&a[base..base + n], dst),
+            _ => {
+                let mut row = RowReader::new(a, base, stride);
+                for (k, part) in dst.chunks_mut(GATHER).enumerate() {
+                    kernel(row.run(k * GATHER, part.len()), part);
+                }
             }
         }
     });
@@ -102,8 +198,8 @@ const TILE: usize = 32;
 fn transposed_tiles<A: Copy + Sync, O: Copy + Send>(
     a: &[A],
     layout: &Layout,
-    out: &mut [O],
-    f: impl Fn(A) -> O + Sync,
+    out: &mut [MaybeUninit<O>],
+    kernel: &Kernel1<'_, A, O>,
 ) {
     let (n, stride) = inner(layout);
     for_each_row(out, TILE * n, |chunk, dst| {
@@ -115,10 +211,11 @@ fn transposed_tiles<A: Copy + Sync, O: Copy + Send>(
             let end = (first + TILE).min(n);
             // Row by row of the tile: the rows' reads fall in the same `end - first` lines.
             for (k, &start) in starts.iter().enumerate() {
-                let src = a[start + first * stride..].iter().step_by(stride);
-                for (d, &x) in dst[k * n + first..k * n + end].iter_mut().zip(src) {
-                    *d = f(x);
-                }
+                let mut row = RowReader::new(a, start, stride);
+                kernel(
+                    row.run(first, end - first),
+                    &mut dst[k * n + first..k * n + end],
+                );
             }
         }
     });
@@ -171,6 +268,23 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'stati
     lb: &Layout,
     f: impl Fn(A, B) -> O + Sync,
 ) -> Vec<O> {
+    zip_runs(
+        (a, la),
+        (b, lb),
+        &|xs: &[A], ys: &[B], dst: &mut [MaybeUninit<O>]| {
+            for ((d, &x), &y) in dst.iter_mut().zip(xs).zip(ys) {
+                d.write(f(x, y));
+            }
+        },
+    )
+}
+
+/// [`zip_map`] with the op as a run kernel.
+fn zip_runs<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'static>(
+    (a, la): (&[A], &Layout),
+    (b, lb): (&[B], &Layout),
+    kernel: &Kernel2<'_, A, B, O>,
+) -> Vec<O> {
     debug_assert_eq!(la.dims(), lb.dims());
     let numel = la.numel();
     if la.is_contiguous() && lb.is_contiguous() {
@@ -178,48 +292,23 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, O: Copy + Send + Default + 'stati
             &a[la.offset()..la.offset() + numel],
             &b[lb.offset()..lb.offset() + numel],
         );
-        // As in `map`: one allocation, no zero fill.
-        if numel < super::parallel::PARALLEL_GRAIN {
-            let mut out = super::small_buffers::with_capacity(numel);
-            out.extend(sa.iter().zip(sb).map(|(&x, &y)| f(x, y)));
-            return out;
-        }
-        let mut out = super::pool::reused(numel, O::default());
-        let chunk = super::parallel::PARALLEL_GRAIN.min(numel.max(1));
-        for_each_row(&mut out, chunk, |row, dst| {
-            let start = row * chunk;
-            for ((d, &x), &y) in dst.iter_mut().zip(&sa[start..]).zip(&sb[start..]) {
-                *d = f(x, y);
-            }
+        return contiguous_output(numel, |first, dst| {
+            let end = first + dst.len();
+            kernel(&sa[first..end], &sb[first..end], dst)
         });
-        return out;
     }
     let mut out = super::pool::reused(numel, O::default());
     let (n, stride_a) = inner(la);
     let (_, stride_b) = inner(lb);
-    for_each_row(&mut out, n, |row, dst| {
-        let (base_a, base_b) = (row_start(row, la), row_start(row, lb));
-        match (stride_a, stride_b) {
-            (1, 0) => {
-                let y = b[base_b];
-                for (d, &x) in dst.iter_mut().zip(&a[base_a..base_a + n]) {
-                    *d = f(x, y);
-                }
-            }
-            (1, 1) => {
-                for ((d, &x), &y) in dst
-                    .iter_mut()
-                    .zip(&a[base_a..base_a + n])
-                    .zip(&b[base_b..base_b + n])
-                {
-                    *d = f(x, y);
-                }
-            }
-            _ => {
-                for (j, d) in dst.iter_mut().enumerate() {
-                    *d = f(a[base_a + j * stride_a], b[base_b + j * stride_b]);
-                }
-            }
+    for_each_row(slots(&mut out), n, |row, dst| {
+        let mut xs = RowReader::new(a, row_start(row, la), stride_a);
+        let mut ys = RowReader::new(b, row_start(row, lb), stride_b);
+        if stride_a == 1 && stride_b == 1 {
+            return kernel(xs.run(0, n), ys.run(0, n), dst);
+        }
+        for (k, part) in dst.chunks_mut(GATHER).enumerate() {
+            let (first, len) = (k * GATHER, part.len());
+            kernel(xs.run(first, len), ys.run(first, len), part);
         }
     });
     out
@@ -237,18 +326,27 @@ pub fn zip3_map<
     (c, lc): (&[C], &Layout),
     f: impl Fn(A, B, C) -> O + Sync,
 ) -> Vec<O> {
+    let kernel: &Kernel3<'_, A, B, C, O> = &|xs, ys, zs, dst| {
+        for (((d, &x), &y), &z) in dst.iter_mut().zip(xs).zip(ys).zip(zs) {
+            d.write(f(x, y, z));
+        }
+    };
     let numel = la.numel();
     let (n, stride_a) = inner(la);
     let (_, stride_b) = inner(lb);
     let (_, stride_c) = inner(lc);
     let mut out = super::pool::reused(numel, O::default());
-    for_each_row(&mut out, n, |row, dst| {
-        let (base_a, base_b, base_c) = (row_start(row, la), row_start(row, lb), row_start(row, lc));
-        for (j, d) in dst.iter_mut().enumerate() {
-            *d = f(
-                a[base_a + j * stride_a],
-                b[base_b + j * stride_b],
-                c[base_c + j * stride_c],
+    for_each_row(slots(&mut out), n, |row, dst| {
+        let mut xs = RowReader::new(a, row_start(row, la), stride_a);
+        let mut ys = RowReader::new(b, row_start(row, lb), stride_b);
+        let mut zs = RowReader::new(c, row_start(row, lc), stride_c);
+        for (k, part) in dst.chunks_mut(GATHER).enumerate() {
+            let (first, len) = (k * GATHER, part.len());
+            kernel(
+                xs.run(first, len),
+                ys.run(first, len),
+                zs.run(first, len),
+                part,
             );
         }
     });
@@ -288,6 +386,65 @@ mod tests {
             i /= size;
         }
         a[at]
+    }
+
+    /// Two and three operands in every row kind a kernel can get (contiguous, strided,
+    /// broadcast), with rows longer than a gathered run and ragged against it, give the
+    /// elements their walks name.
+    #[test]
+    fn operands_of_every_row_kind_reach_the_kernel_in_order() {
+        let dims = [3, 5, 2 * GATHER + 7];
+        let numel: usize = dims.iter().product();
+        let a: Vec<f32> = (0..numel + 1).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..numel + 1).map(|i| (i * 7 % 13) as f32).collect();
+        let contiguous = Layout::new(&dims, &crate::shape::contiguous_strides(&dims), 1);
+        // The same elements walked with the last two axes swapped: a strided inner axis.
+        let swapped_dims = [3, dims[2], 5];
+        let swapped = Layout::new(
+            &swapped_dims,
+            &crate::shape::contiguous_strides(&swapped_dims),
+            0,
+        )
+        .permute(&[0, 2, 1]);
+        // One value per row, broadcast along the inner axis.
+        let broadcast = Layout::new(&dims, &[dims[1], 1, 0], 2);
+        let views = [&contiguous, &swapped, &broadcast];
+        for la in views {
+            for lb in views {
+                let sum = zip_map(&a, la, &b, lb, |x, y| x + 1000.0 * y);
+                let expected: Vec<f32> = (0..numel)
+                    .map(|i| element(&a, la, i) + 1000.0 * element(&b, lb, i))
+                    .collect();
+                assert_eq!(sum, expected, "{la:?} with {lb:?}");
+                for lc in views {
+                    let mixed = zip3_map((&a, la), (&b, lb), (&a, lc), |x, y, z| {
+                        x + 100.0 * y - 0.5 * z
+                    });
+                    let expected: Vec<f32> = (0..numel)
+                        .map(|i| {
+                            element(&a, la, i) + 100.0 * element(&b, lb, i)
+                                - 0.5 * element(&a, lc, i)
+                        })
+                        .collect();
+                    assert_eq!(mixed, expected, "{la:?}, {lb:?}, {lc:?}");
+                }
+            }
+            let mapped = map(&a, la, |x| x * 3.0 - 1.0);
+            let expected: Vec<f32> = (0..numel).map(|i| element(&a, la, i) * 3.0 - 1.0).collect();
+            assert_eq!(mapped, expected, "{la:?}");
+        }
+    }
+
+    /// An output above the parallel grain, ragged against it, is written run by run at the
+    /// right places.
+    #[test]
+    fn large_contiguous_outputs_are_filled_at_every_run() {
+        let numel = 3 * super::super::parallel::PARALLEL_GRAIN + 5;
+        let a: Vec<f32> = (0..numel + 2).map(|i| i as f32).collect();
+        let layout = Layout::new(&[numel], &[1], 2);
+        let expected: Vec<f32> = a[2..].iter().map(|x| x * 2.0).collect();
+        assert_eq!(map(&a, &layout, |x| x * 2.0), expected);
+        assert_eq!(zip_map(&a, &layout, &a, &layout, |x, y| x + y), expected);
     }
 
     /// Transposed and permuted views, ragged against the tile size and large enough to be
