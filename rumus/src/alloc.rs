@@ -43,6 +43,8 @@ thread_local! {
 
 /// Runs `f` with `ceiling` on every request checked on this thread, then puts back the
 /// ceiling that was there before (also when `f` panics).
+// Set by the ONNX importer only (the `onnx` feature).
+#[cfg_attr(not(feature = "onnx"), allow(dead_code))]
 pub(crate) fn with_ceiling<R>(ceiling: Ceiling, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<Ceiling>);
     impl Drop for Restore {

@@ -15,7 +15,8 @@
 //!   [`Rmsprop`](optim::Rmsprop), [`Adagrad`](optim::Adagrad), schedules and clipping.
 //! - [`data`]: datasets, transforms and the [`DataLoader`](data::DataLoader); [`io`]:
 //!   safetensors and [`Checkpoint`](io::Checkpoint)s; [`train`]: the training loop.
-//! - [`onnx`]: export and import; [`ops`]: every op, and [`ops::custom`] for your own;
+//! - `onnx` (the `onnx` feature): export and import; [`ops`]: every op, and
+//!   [`ops::custom`] for your own;
 //!   [`device`] and [`backend`]: CPU and GPU kernels; [`rng`]: the global generator.
 #![warn(missing_docs)]
 // docs.rs documents every feature (`[package.metadata.docs.rs]`) and, through `doc_cfg`, badges
@@ -38,6 +39,8 @@ pub mod io;
 mod live_counts;
 pub mod llm;
 pub mod nn;
+#[cfg(feature = "onnx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "onnx")))]
 pub mod onnx;
 pub mod ops;
 pub mod optim;

@@ -22,6 +22,8 @@ type Pair = (usize, usize);
 /// An op call as data: which op and its non-tensor arguments (tensors that are not operands
 /// of the op's gradient, such as a mask or indices, too). The operands go beside it, in the
 /// order each variant names; `bias?` is there only when given.
+// Read by the ONNX tracer only (the `onnx` feature).
+#[cfg_attr(not(feature = "onnx"), allow(dead_code))]
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum OpCall<'a> {
     /// `[x]`.
@@ -204,6 +206,7 @@ pub(crate) fn install_autocast(
 
 /// Installs `hook` as this thread's tracer (`None` removes it) and returns the one it
 /// replaces.
+#[cfg_attr(not(feature = "onnx"), allow(dead_code))]
 pub(crate) fn install_trace(hook: Option<&'static dyn Trace>) -> Option<&'static dyn Trace> {
     set_flag(TRACE, hook.is_some());
     TRACE_HOOK.with(|h| h.replace(hook))

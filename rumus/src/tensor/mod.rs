@@ -149,11 +149,13 @@ impl DynTensor {
     }
 
     /// This tensor's identity while it lives: shared by its clones, not by views or copies.
+    #[cfg_attr(not(feature = "onnx"), allow(dead_code))]
     pub(crate) fn identity(&self) -> usize {
         Arc::as_ptr(&self.0).addr()
     }
 
     /// The name of the op that produced this tensor on the autograd tape, if one did.
+    #[cfg_attr(not(feature = "onnx"), allow(dead_code))]
     pub(crate) fn grad_fn_name(&self) -> Option<&'static str> {
         Some(self.0.grad.as_ref()?.node.as_ref()?.op.name())
     }
