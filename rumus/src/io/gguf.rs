@@ -23,6 +23,7 @@ use half::{bf16, f16};
 use memmap2::Mmap;
 
 use super::gguf_format::{self, GgmlType, GgufTensorInfo, GgufValue, Parsed};
+use super::gguf_kquants::KQuant;
 use super::safetensors::{format_error, io_error};
 use crate::backend::cpu::block_quant::dequantize;
 use crate::error::Result;
@@ -142,11 +143,11 @@ impl GgufFile {
     }
 
     /// Tensor `name`, decoded: `f32`, `f16` and `bf16` tensors in their dtype, quantized ones
-    /// dequantized to `f32`; dims as [`GgufTensorInfo::dims`] gives them.
+    /// (`q4_0`, `q4_1`, `q8_0` and the k-quants `q4_k`, `q5_k`, `q6_k`) dequantized to `f32`;
+    /// dims as [`GgufTensorInfo::dims`] gives them.
     ///
     /// # Errors
-    /// No such tensor, a type rumus does not decode (k-quants and the rest, named), or no
-    /// memory for the result.
+    /// No such tensor, a type rumus does not decode (named), or no memory for the result.
     pub fn tensor(&self, name: &str) -> Result<DynTensor> {
         let info = self.find(name)?;
         let raw = self.raw(name)?;
@@ -168,7 +169,12 @@ impl GgufFile {
                 dequantize(format.blocks(), raw, &mut out);
                 CpuBuffer::F32(out)
             }
-            GgmlType::Other(_) => return Err(self.unsupported(info)),
+            other => {
+                let kind = KQuant::of(other).ok_or_else(|| self.unsupported(info))?;
+                let mut out = crate::alloc::try_with_capacity("gguf", &what, numel)?;
+                super::gguf_kquants::dequantize(kind, raw, &mut out);
+                CpuBuffer::F32(out)
+            }
         };
         // (the element count matches the dims: the blocks were sized from them)
         Ok(DynTensor::from_buffer(buffer, &info.dims))
@@ -220,7 +226,8 @@ impl GgufFile {
         format_error(
             &self.path,
             format!(
-                "tensor `{}` is {}; rumus decodes f32, f16, bf16, q4_0, q4_1 and q8_0",
+                "tensor `{}` is {}; rumus decodes f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q5_k \
+                 and q6_k",
                 info.name,
                 info.ggml_type.name()
             ),

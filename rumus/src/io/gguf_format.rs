@@ -118,7 +118,16 @@ pub enum GgmlType {
     Q4_1,
     /// Blocks of 32: an f16 scale and 32 signed bytes.
     Q8_0,
-    /// Any other ggml type (k-quants and the rest), by its number.
+    /// Super-blocks of 256: f16 scale and minimum, eight 6-bit sub-block scales and
+    /// minimums, 256 unsigned 4-bit values (ggml's `q4_K`, `Q4_K_M` files' main type).
+    Q4K,
+    /// As [`GgmlType::Q4K`], with 5-bit values (ggml's `q5_K`, `Q5_K_M` files' main type).
+    Q5K,
+    /// Super-blocks of 256: an f16 scale, sixteen 8-bit sub-block scales, 256 signed 6-bit
+    /// values (ggml's `q6_K`; also the embeddings and some projections of `Q4_K_M` and
+    /// `Q5_K_M` files).
+    Q6K,
+    /// Any other ggml type (other k-quants, i-quants, ...), by its number.
     Other(u32),
 }
 
@@ -130,6 +139,9 @@ impl GgmlType {
             2 => GgmlType::Q4_0,
             3 => GgmlType::Q4_1,
             8 => GgmlType::Q8_0,
+            12 => GgmlType::Q4K,
+            13 => GgmlType::Q5K,
+            14 => GgmlType::Q6K,
             30 => GgmlType::BF16,
             other => GgmlType::Other(other),
         }
@@ -143,6 +155,9 @@ impl GgmlType {
             GgmlType::Q4_0 => Some((32, 18)),
             GgmlType::Q4_1 => Some((32, 20)),
             GgmlType::Q8_0 => Some((32, 34)),
+            GgmlType::Q4K => Some((256, 144)),
+            GgmlType::Q5K => Some((256, 176)),
+            GgmlType::Q6K => Some((256, 210)),
             GgmlType::Other(_) => None,
         }
     }
@@ -156,6 +171,9 @@ impl GgmlType {
             GgmlType::Q4_0 => "q4_0".into(),
             GgmlType::Q4_1 => "q4_1".into(),
             GgmlType::Q8_0 => "q8_0".into(),
+            GgmlType::Q4K => "q4_k".into(),
+            GgmlType::Q5K => "q5_k".into(),
+            GgmlType::Q6K => "q6_k".into(),
             GgmlType::Other(code) => format!("ggml type {code}"),
         }
     }

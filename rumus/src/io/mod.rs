@@ -6,6 +6,7 @@ mod checkpoint;
 mod checkpoint_dir;
 mod gguf;
 mod gguf_format;
+mod gguf_kquants;
 mod json;
 mod safetensors;
 mod safetensors_format;

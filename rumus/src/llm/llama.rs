@@ -39,7 +39,7 @@ pub enum WeightFormat {
     /// As the file stores them: `q4_0`, `q4_1` and `q8_0` matrices stay in their blocks and
     /// are multiplied as they are (a quarter to an eighth of f32's memory and memory
     /// traffic, with each activation block rounded to int8 as llama.cpp rounds it); other
-    /// tensors in f32.
+    /// tensors in f32 (k-quant matrices too: rumus has no k-quant products yet).
     AsStored,
     /// Every tensor dequantized to f32, multiplied in f32 (the file's values exactly, as
     /// PyTorch computes with them, at 4 to 7 times the memory).

@@ -1,0 +1,143 @@
+//! Decoding of ggml's k-quants, the encodings of the `Q4_K_M`, `Q5_K_M` and `Q6_K` files most
+//! language models ship as: super-blocks of 256 values, each split into sub-blocks that carry
+//! their own scale (and minimum) as small integers relative to the super-block's f16 scales.
+//! rumus dequantizes them to f32 when it reads them; the layouts are llama.cpp's
+//! (`block_q4_K`, `block_q5_K`, `block_q6_K` in ggml-common.h).
+
+use half::f16;
+
+use super::gguf_format::GgmlType;
+
+/// Which k-quant a tensor's bytes hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KQuant {
+    /// `d`, `dmin` (f16), 12 bytes of eight packed 6-bit scales and minimums, 128 bytes of
+    /// 4-bit values: 144 bytes; value = d * scale * q - dmin * min.
+    Q4K,
+    /// As `Q4K`, with a fifth bit of each value in 32 more bytes: 176 bytes.
+    Q5K,
+    /// 128 bytes of the values' low 4 bits, 64 of their high 2 bits, 16 signed 8-bit scales,
+    /// `d` (f16): 210 bytes; value = d * scale * (q - 32).
+    Q6K,
+}
+
+impl KQuant {
+    /// The k-quant a GGML type is, if it is one.
+    pub(super) fn of(ggml_type: GgmlType) -> Option<KQuant> {
+        match ggml_type {
+            GgmlType::Q4K => Some(KQuant::Q4K),
+            GgmlType::Q5K => Some(KQuant::Q5K),
+            GgmlType::Q6K => Some(KQuant::Q6K),
+            _ => None,
+        }
+    }
+
+    /// Bytes per super-block (of 256 values, as [`GgmlType::block`] also says).
+    pub(super) fn bytes(self) -> usize {
+        match self {
+            KQuant::Q4K => 144,
+            KQuant::Q5K => 176,
+            KQuant::Q6K => 210,
+        }
+    }
+}
+
+/// The super-blocks of `raw` (whole ones) appended to `out` as f32.
+pub(super) fn dequantize(kind: KQuant, raw: &[u8], out: &mut Vec<f32>) {
+    for block in raw.chunks_exact(kind.bytes()) {
+        match kind {
+            KQuant::Q4K => with_scales_and_minimums(block, false, out),
+            KQuant::Q5K => with_scales_and_minimums(block, true, out),
+            KQuant::Q6K => six_bit(block, out),
+        }
+    }
+}
+
+fn half_at(bytes: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
+}
+
+/// Scale and minimum of sub-block `j` (0..8) from the 12 packed bytes: six bits each, the
+/// first four sub-blocks' in the low bits of bytes 0-7, the last four's split between the
+/// nibbles of bytes 8-11 and the top two bits of bytes 0-7.
+fn scale_and_minimum(packed: &[u8], j: usize) -> (f32, f32) {
+    let (scale, minimum) = if j < 4 {
+        (packed[j] & 63, packed[j + 4] & 63)
+    } else {
+        (
+            (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4),
+            (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4),
+        )
+    };
+    (f32::from(scale), f32::from(minimum))
+}
+
+/// One Q4_K super-block, or a Q5_K one (`five_bit`), whose values' fifth bits sit between
+/// the scales and the low nibbles. Both start with `d`, `dmin` and the packed scales.
+fn with_scales_and_minimums(block: &[u8], five_bit: bool, out: &mut Vec<f32>) {
+    let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+    let packed = &block[4..16];
+    let (high_bits, low) = if five_bit {
+        (Some(&block[16..48]), &block[48..176])
+    } else {
+        (None, &block[16..144])
+    };
+    // Four runs of 64 values: 32 low nibbles then 32 high nibbles of the same 32 bytes, each
+    // half a sub-block of its own (and bit `2 * run + half` of the fifth bits).
+    for (run, nibbles) in low.chunks_exact(32).enumerate() {
+        for half in 0..2 {
+            let sub_block = 2 * run + half;
+            let (scale, minimum) = scale_and_minimum(packed, sub_block);
+            let (step, offset) = (d * scale, dmin * minimum);
+            out.extend(nibbles.iter().enumerate().map(|(l, &byte)| {
+                let mut q = if half == 0 { byte & 0x0f } else { byte >> 4 };
+                if let Some(high) = high_bits {
+                    q |= ((high[l] >> sub_block) & 1) << 4;
+                }
+                step * f32::from(q) - offset
+            }));
+        }
+    }
+}
+
+/// One Q6_K super-block: two halves of 128 values, each from 64 bytes of low nibbles, 32 of
+/// high bit pairs and 8 scales.
+fn six_bit(block: &[u8], out: &mut Vec<f32>) {
+    let d = half_at(block, 208);
+    let scales = &block[192..208];
+    for half in 0..2 {
+        let low = &block[64 * half..64 * half + 64];
+        let high = &block[128 + 32 * half..128 + 32 * half + 32];
+        let scales = &scales[8 * half..8 * half + 8];
+        // Quarter `k` of the 128 values: low nibbles (k = 0, 1) or high nibbles (k = 2, 3) of
+        // bytes 32 * (k % 2).., with bit pair k of `high`; 16 values per scale.
+        for k in 0..4 {
+            let nibbles = &low[32 * (k % 2)..32 * (k % 2) + 32];
+            out.extend((0..32).map(|l| {
+                let nibble = if k < 2 {
+                    nibbles[l] & 0x0f
+                } else {
+                    nibbles[l] >> 4
+                };
+                let q = (nibble | (((high[l] >> (2 * k)) & 3) << 4)) as i32 - 32;
+                let scale = f32::from(scales[2 * k + l / 16] as i8);
+                d * scale * q as f32
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decoder walks super-blocks of the size the file's layout check sized them by.
+    #[test]
+    fn super_blocks_have_the_size_the_file_format_gives() {
+        for ggml_type in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+            let kind = KQuant::of(ggml_type).expect("a k-quant");
+            assert_eq!(ggml_type.block(), Some((256, kind.bytes() as u64)));
+        }
+        assert_eq!(KQuant::of(GgmlType::Q4_0), None);
+    }
+}
