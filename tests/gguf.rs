@@ -126,6 +126,55 @@ fn k_quants_decode_as_llama_cpp_does() {
     }
 }
 
+/// k-quant matrices in the blocks rumus multiplies (`q4_K` rewritten as `q4_1`, `q5_K` and
+/// `q6_K` requantized to `q8_0`) stay within the bounds `GgufFile::quantized` documents of
+/// llama.cpp's dequantized values, block of 32 by block of 32.
+#[test]
+fn k_quant_matrices_in_blocks_stay_near_their_values() {
+    const KQUANTS: &str = include_str!("fixtures/gguf_kquants.txt");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kquants.gguf");
+    let file = GgufFile::open(path).unwrap();
+    let expected = common::fixture_file::case(KQUANTS, "kquants");
+    // Relative to each block's largest magnitude: q4_1's two f16s (3 * 2^-11), or q8_0's
+    // rounding to 1/254 of the peak plus its scale's f16 (2^-11 of 127 steps).
+    let cases = [
+        (
+            "t.q4_k",
+            rumus::nn::block_quantized::BlockFormat::Q4_1,
+            3.0 / 2048.0,
+        ),
+        (
+            "t.q5_k",
+            rumus::nn::block_quantized::BlockFormat::Q8_0,
+            1.0 / 254.0 + 1.0 / 2048.0,
+        ),
+        (
+            "t.q6_k",
+            rumus::nn::block_quantized::BlockFormat::Q8_0,
+            1.0 / 254.0 + 1.0 / 2048.0,
+        ),
+    ];
+    for (name, format, bound) in cases {
+        let blocks = file.quantized(name).unwrap();
+        assert_eq!(blocks.format(), format, "{name}");
+        let got = blocks.dequantize().unwrap().to_f64_vec();
+        let want = &expected[name].values;
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (k, (got, want)) in got.chunks(32).zip(want.chunks(32)).enumerate() {
+            let peak = want.iter().fold(0.0f64, |p, v| p.max(v.abs()));
+            for (g, w) in got.iter().zip(want) {
+                assert!(
+                    (g - w).abs() <= bound * peak + 1e-7,
+                    "{name} block {k}: {g} against {w} (peak {peak})"
+                );
+            }
+        }
+    }
+    let f32_matrix = GgufFile::open(small_path()).unwrap();
+    let refused = f32_matrix.quantized("t.f32").unwrap_err().to_string();
+    assert!(refused.contains("not one of the block types"), "{refused}");
+}
+
 #[test]
 fn the_smollm2_model_reads_as_llama_cpp_reads_it() {
     let Some(path) = common::smollm2::smollm2("the SmolLM2 GGUF model") else {

@@ -180,33 +180,47 @@ impl GgufFile {
         Ok(DynTensor::from_buffer(buffer, &info.dims))
     }
 
-    /// Matrix `name` (`[rows, cols]`) in its 4- or 8-bit blocks as stored, for products
-    /// that read it without expanding it ([`BlockQuantized::product`]).
+    /// Matrix `name` (`[rows, cols]`) in 4- or 8-bit blocks, for products that read it
+    /// without expanding it ([`BlockQuantized::product`]): `q4_0`, `q4_1` and `q8_0` as stored;
+    /// `q4_K` rewritten as `q4_1` blocks (each sub-block of 32 is one, its scale and minimum
+    /// rounded to f16: within 3 * 2^-11 of the sub-block's largest magnitude, at 1.11x the
+    /// bytes); `q5_K` and `q6_K` requantized to `q8_0` (within 1/254 of each block of 32's
+    /// largest magnitude, plus its scale's f16 rounding).
     ///
     /// # Errors
-    /// No such tensor, one that is not a matrix, or one of another type than `q4_0`, `q4_1`
-    /// and `q8_0` (use [`GgufFile::tensor`]).
+    /// No such tensor, one that is not a matrix, or one of another type (use
+    /// [`GgufFile::tensor`]).
     pub fn quantized(&self, name: &str) -> Result<BlockQuantized> {
         let info = self.find(name)?;
-        let format = block_format(info.ggml_type).ok_or_else(|| {
-            format_error(
-                &self.path,
-                format!(
-                    "tensor `{name}` is {}, not one of the block types q4_0, q4_1 and q8_0",
-                    info.ggml_type.name()
-                ),
-            )
-        })?;
         let [rows, cols] = info.dims[..] else {
             return Err(format_error(
                 &self.path,
                 format!("tensor `{name}` is {:?}, not a matrix", info.dims),
             ));
         };
-        let bytes = self.raw(name)?;
-        let mut raw = crate::alloc::try_with_capacity("gguf", name, bytes.len())?;
-        raw.extend_from_slice(bytes);
-        BlockQuantized::from_blocks(format, [rows, cols], raw)
+        if let Some(format) = block_format(info.ggml_type) {
+            let bytes = self.raw(name)?;
+            let mut raw = crate::alloc::try_with_capacity("gguf", name, bytes.len())?;
+            raw.extend_from_slice(bytes);
+            return BlockQuantized::from_blocks(format, [rows, cols], raw);
+        }
+        match info.ggml_type {
+            GgmlType::Q4K => {
+                let raw = super::gguf_kquants::q4k_as_q4_1(name, self.raw(name)?)?;
+                BlockQuantized::from_blocks(BlockFormat::Q4_1, [rows, cols], raw)
+            }
+            GgmlType::Q5K | GgmlType::Q6K => {
+                BlockQuantized::quantize(BlockFormat::Q8_0, &self.tensor(name)?)
+            }
+            other => Err(format_error(
+                &self.path,
+                format!(
+                    "tensor `{name}` is {}, not one of the block types q4_0, q4_1 and q8_0 or \
+                     the k-quants q4_k, q5_k and q6_k",
+                    other.name()
+                ),
+            )),
+        }
     }
 
     fn find(&self, name: &str) -> Result<&GgufTensorInfo> {

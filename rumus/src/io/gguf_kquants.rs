@@ -7,6 +7,7 @@
 use half::f16;
 
 use super::gguf_format::GgmlType;
+use crate::error::Result;
 
 /// Which k-quant a tensor's bytes hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +126,33 @@ fn six_bit(block: &[u8], out: &mut Vec<f32>) {
             }));
         }
     }
+}
+
+/// Q4_K super-blocks (`raw`, whole ones; `name` is the tensor's, for an allocation error)
+/// rewritten as q4_1 blocks, eight per super-block in the same order: a Q4_K sub-block of 32 values is a q4_1 block (scale
+/// `d * scale`, minimum `-dmin * minimum`, 4-bit values) whose two f16s round the products,
+/// so each value moves by at most 3 * 2^-11 of the sub-block's largest magnitude. The values
+/// of sub-block `2r + h` are the low (`h = 0`) or high nibbles of bytes `32r..32r + 32`; a
+/// q4_1 block holds value `j` in the low nibble of its byte `j` and value `j + 16` in the
+/// high one.
+pub(super) fn q4k_as_q4_1(name: &str, raw: &[u8]) -> Result<Vec<u8>> {
+    const Q4_1_BYTES: usize = 20;
+    let super_blocks = raw.len() / KQuant::Q4K.bytes();
+    let mut out = crate::alloc::try_with_capacity("gguf", name, super_blocks * 8 * Q4_1_BYTES)?;
+    for block in raw.chunks_exact(KQuant::Q4K.bytes()) {
+        let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+        let packed = &block[4..16];
+        for (run, nibbles) in block[16..144].chunks_exact(32).enumerate() {
+            for half in 0..2 {
+                let (scale, minimum) = scale_and_minimum(packed, 2 * run + half);
+                out.extend(f16::from_f32(d * scale).to_le_bytes());
+                out.extend(f16::from_f32(-(dmin * minimum)).to_le_bytes());
+                let level = |l: usize| (nibbles[l] >> (4 * half)) & 0x0f;
+                out.extend((0..16).map(|j| level(j) | level(j + 16) << 4));
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

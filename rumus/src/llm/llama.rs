@@ -39,7 +39,9 @@ pub enum WeightFormat {
     /// As the file stores them: `q4_0`, `q4_1` and `q8_0` matrices stay in their blocks and
     /// are multiplied as they are (a quarter to an eighth of f32's memory and memory
     /// traffic, with each activation block rounded to int8 as llama.cpp rounds it); other
-    /// tensors in f32 (k-quant matrices too: rumus has no k-quant products yet).
+    /// tensors in f32. k-quant matrices are multiplied as the nearest of those blocks
+    /// (`q4_K` as `q4_1`, `q5_K` and `q6_K` as `q8_0`;
+    /// [`GgufFile::quantized`](crate::io::GgufFile::quantized) says how near).
     AsStored,
     /// Every tensor dequantized to f32, multiplied in f32 (the file's values exactly, as
     /// PyTorch computes with them, at 4 to 7 times the memory).
@@ -97,7 +99,14 @@ impl Llama {
             check(name, dims)?;
             let blocks = matches!(
                 file.tensor_info(name).map(|i| i.ggml_type),
-                Some(GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+                Some(
+                    GgmlType::Q4_0
+                        | GgmlType::Q4_1
+                        | GgmlType::Q8_0
+                        | GgmlType::Q4K
+                        | GgmlType::Q5K
+                        | GgmlType::Q6K
+                )
             );
             if blocks && format == WeightFormat::AsStored {
                 return Ok(Matrix::Blocks(file.quantized(name)?));
