@@ -15,9 +15,10 @@
 //!   [`Rmsprop`](optim::Rmsprop), [`Adagrad`](optim::Adagrad), schedules and clipping.
 //! - [`data`]: datasets, transforms and the [`DataLoader`](data::DataLoader); [`io`]:
 //!   safetensors and [`Checkpoint`](io::Checkpoint)s; [`train`]: the training loop.
-//! - `onnx` (the `onnx` feature): export and import; [`ops`]: every op, and
-//!   [`ops::custom`] for your own;
-//!   [`device`] and [`backend`]: CPU and GPU kernels; [`rng`]: the global generator.
+//! - `onnx` (the `onnx` feature): export and import; `llm` (the `llm` feature): language
+//!   models from GGUF files and Hugging Face checkpoints.
+//! - [`ops`]: every op, and [`ops::custom`] for your own; [`device`] and [`backend`]: CPU and
+//!   GPU kernels; [`rng`]: the global generator.
 #![warn(missing_docs)]
 // docs.rs documents every feature (`[package.metadata.docs.rs]`) and, through `doc_cfg`, badges
 // each gated item with the feature that enables it.
@@ -37,6 +38,8 @@ pub mod element;
 pub mod error;
 pub mod io;
 mod live_counts;
+#[cfg(feature = "llm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub mod llm;
 pub mod nn;
 #[cfg(feature = "onnx")]

@@ -4,8 +4,11 @@
 mod atomic;
 mod checkpoint;
 mod checkpoint_dir;
+#[cfg(feature = "llm")]
 mod gguf;
+#[cfg(feature = "llm")]
 mod gguf_format;
+#[cfg(feature = "llm")]
 mod gguf_kquants;
 mod json;
 mod safetensors;
@@ -15,7 +18,11 @@ pub(crate) use self::atomic::AtomicFile;
 pub use self::atomic::write_atomic;
 pub use self::checkpoint::Checkpoint;
 pub use self::checkpoint_dir::{CheckpointManager, CheckpointScan};
+#[cfg(feature = "llm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub use self::gguf::GgufFile;
+#[cfg(feature = "llm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub use self::gguf_format::{GgmlType, GgufTensorInfo, GgufValue};
 pub use self::json::header_key_comparisons;
 pub use self::safetensors::{

@@ -1,19 +1,18 @@
-//! Language models from the files they ship in. [`Llama`] reads a Llama-architecture model
-//! (Llama 2/3, SmolLM2, TinyLlama, ...) from a GGUF file (or, with the `llm` feature, from a
-//! Hugging Face checkpoint folder), computes its next-token logits with
-//! a key/value cache, and continues a prompt greedily or by sampling; [`KvPool`] and
+//! Language models from the files they ship in (the `llm` feature, which also brings GGUF
+//! files, `io::GgufFile`, and their block-quantized matrices, `nn::block_quantized`).
+//! [`Llama`] reads a Llama-architecture model (Llama 2/3, SmolLM2, TinyLlama, ...) from a
+//! GGUF file or a Hugging Face checkpoint folder, computes its next-token logits with a
+//! key/value cache, and continues a prompt greedily or by sampling; [`KvPool`] and
 //! [`Llama::forward_paged`] run many sequences at once over one bounded pool of cache blocks
-//! (a server's continuous batching). With the `llm` feature, `Tokenizer` turns text into its
-//! token ids and back, and `chat_ml` writes a conversation in ChatML.
+//! (a server's continuous batching). [`Tokenizer`] turns text into its token ids and back,
+//! and [`chat_ml`] writes a conversation in ChatML.
 
 mod cache;
 mod config;
-#[cfg(feature = "llm")]
 mod hf;
 mod llama;
 mod paged;
 mod sampling;
-#[cfg(feature = "llm")]
 mod tokenizer;
 mod weights;
 
@@ -22,8 +21,6 @@ pub use config::LlamaConfig;
 pub use llama::{Llama, WeightFormat};
 pub use paged::{BatchEntry, DEFAULT_BLOCK_TOKENS, KvPool, PagedCache};
 pub use sampling::Sampling;
-#[cfg(feature = "llm")]
-#[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub use tokenizer::{Tokenizer, chat_ml};
 
 use crate::error::Error;

@@ -2,6 +2,8 @@
 
 mod activation;
 mod attention;
+#[cfg(feature = "llm")]
+#[cfg_attr(docsrs, doc(cfg(feature = "llm")))]
 pub mod block_quantized;
 mod checkpointed;
 mod construct;

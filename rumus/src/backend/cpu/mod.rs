@@ -4,6 +4,7 @@
 
 pub mod attention;
 mod backend;
+#[cfg(feature = "llm")]
 pub(crate) mod block_quant;
 mod buffer;
 mod concat;
@@ -19,6 +20,7 @@ pub(crate) mod int8;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
+#[cfg(feature = "llm")]
 pub(crate) mod paged_attention;
 pub mod parallel;
 pub mod pool;
