@@ -94,14 +94,19 @@ fn every_encoding_decodes_as_llama_cpp_does() {
     assert!(missing.contains("no tensor `t.absent`"), "{missing}");
 }
 
+/// `kquants.gguf` and the values gguf-py dequantizes its tensors to.
+fn k_quant_file() -> (GgufFile, std::collections::BTreeMap<String, FixtureTensor>) {
+    const KQUANTS: &str = include_str!("fixtures/gguf_kquants.txt");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kquants.gguf");
+    let file = GgufFile::open(path).unwrap();
+    (file, common::fixture_file::case(KQUANTS, "kquants"))
+}
+
 /// Super-blocks of every k-quant rumus decodes (random bits under realistic scales: every
 /// pattern is a valid encoding) dequantize bit for bit as llama.cpp's reference does.
 #[test]
 fn k_quants_decode_as_llama_cpp_does() {
-    const KQUANTS: &str = include_str!("fixtures/gguf_kquants.txt");
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kquants.gguf");
-    let file = GgufFile::open(path).unwrap();
-    let expected = common::fixture_file::case(KQUANTS, "kquants");
+    let (file, expected) = k_quant_file();
     let encodings = [
         ("t.q4_k", GgmlType::Q4K, "q4_k"),
         ("t.q5_k", GgmlType::Q5K, "q5_k"),
@@ -131,10 +136,7 @@ fn k_quants_decode_as_llama_cpp_does() {
 /// llama.cpp's dequantized values, block of 32 by block of 32.
 #[test]
 fn k_quant_matrices_in_blocks_stay_near_their_values() {
-    const KQUANTS: &str = include_str!("fixtures/gguf_kquants.txt");
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kquants.gguf");
-    let file = GgufFile::open(path).unwrap();
-    let expected = common::fixture_file::case(KQUANTS, "kquants");
+    let (file, expected) = k_quant_file();
     // Relative to each block's largest magnitude: q4_1's two f16s (3 * 2^-11), or q8_0's
     // rounding to 1/254 of the peak plus its scale's f16 (2^-11 of 127 steps).
     let cases = [
