@@ -102,8 +102,9 @@ fn k_quant_file() -> (GgufFile, std::collections::BTreeMap<String, FixtureTensor
     (file, common::fixture_file::case(KQUANTS, "kquants"))
 }
 
-/// Super-blocks of every k-quant rumus decodes (random bits under realistic scales: every
-/// pattern is a valid encoding) dequantize bit for bit as llama.cpp's reference does.
+/// Blocks of every k-quant rumus decodes, and of the 5-bit q5_0 and q5_1 (random bits under
+/// realistic scales: every pattern is a valid encoding), dequantize bit for bit as
+/// llama.cpp's reference does.
 #[test]
 fn k_quants_decode_as_llama_cpp_does() {
     let (file, expected) = k_quant_file();
@@ -111,6 +112,8 @@ fn k_quants_decode_as_llama_cpp_does() {
         ("t.q4_k", GgmlType::Q4K, "q4_k"),
         ("t.q5_k", GgmlType::Q5K, "q5_k"),
         ("t.q6_k", GgmlType::Q6K, "q6_k"),
+        ("t.q5_0", GgmlType::Q5_0, "q5_0"),
+        ("t.q5_1", GgmlType::Q5_1, "q5_1"),
     ];
     assert_eq!(file.tensor_infos().len(), encodings.len());
     for (name, ggml_type, type_name) in encodings {
@@ -122,41 +125,34 @@ fn k_quants_decode_as_llama_cpp_does() {
         assert_eq!(t.dims(), want.dims.as_slice(), "{name}: dims");
         assert_eq!(t.dtype(), DType::F32, "{name}: dtype");
         assert_eq!(t.to_f64_vec(), want.values, "{name}: values");
-        let super_blocks = want.values.len() as u64 / 256;
+        let (block, block_bytes) = ggml_type.block().unwrap();
         assert_eq!(
             file.raw(name).unwrap().len() as u64,
-            super_blocks * ggml_type.block().unwrap().1,
+            want.values.len() as u64 / block * block_bytes,
             "{name}: raw bytes"
         );
     }
 }
 
-/// k-quant matrices in the blocks rumus multiplies (`q4_K` rewritten as `q4_1`, `q5_K` and
-/// `q6_K` requantized to `q8_0`) stay within the bounds `GgufFile::quantized` documents of
+/// k-quant and 5-bit matrices in the blocks rumus multiplies (`q4_K` rewritten as `q4_1`, the
+/// others requantized to `q8_0`) stay within the bounds `GgufFile::quantized` documents of
 /// llama.cpp's dequantized values, block of 32 by block of 32.
 #[test]
 fn k_quant_matrices_in_blocks_stay_near_their_values() {
     let (file, expected) = k_quant_file();
     // Relative to each block's largest magnitude: q4_1's two f16s (3 * 2^-11), or q8_0's
     // rounding to 1/254 of the peak plus its scale's f16 (2^-11 of 127 steps).
+    use rumus::nn::block_quantized::BlockFormat;
+    let q4_1 = (BlockFormat::Q4_1, 3.0 / 2048.0);
+    let q8_0 = (BlockFormat::Q8_0, 1.0 / 254.0 + 1.0 / 2048.0);
     let cases = [
-        (
-            "t.q4_k",
-            rumus::nn::block_quantized::BlockFormat::Q4_1,
-            3.0 / 2048.0,
-        ),
-        (
-            "t.q5_k",
-            rumus::nn::block_quantized::BlockFormat::Q8_0,
-            1.0 / 254.0 + 1.0 / 2048.0,
-        ),
-        (
-            "t.q6_k",
-            rumus::nn::block_quantized::BlockFormat::Q8_0,
-            1.0 / 254.0 + 1.0 / 2048.0,
-        ),
+        ("t.q4_k", q4_1),
+        ("t.q5_k", q8_0),
+        ("t.q6_k", q8_0),
+        ("t.q5_0", q8_0),
+        ("t.q5_1", q8_0),
     ];
-    for (name, format, bound) in cases {
+    for (name, (format, bound)) in cases {
         let blocks = file.quantized(name).unwrap();
         assert_eq!(blocks.format(), format, "{name}");
         let got = blocks.dequantize().unwrap().to_f64_vec();

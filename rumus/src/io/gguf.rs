@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use half::{bf16, f16};
 use memmap2::Mmap;
 
+use super::gguf_dequantize::Encoding;
 use super::gguf_format::{self, GgmlType, GgufTensorInfo, GgufValue, Parsed};
-use super::gguf_kquants::KQuant;
 use super::safetensors::{format_error, io_error};
 use crate::backend::cpu::block_quant::dequantize;
 use crate::error::Result;
@@ -143,7 +143,8 @@ impl GgufFile {
     }
 
     /// Tensor `name`, decoded: `f32`, `f16` and `bf16` tensors in their dtype, quantized ones
-    /// (`q4_0`, `q4_1`, `q8_0` and the k-quants `q4_k`, `q5_k`, `q6_k`) dequantized to `f32`;
+    /// (`q4_0`, `q4_1`, `q5_0`, `q5_1`, `q8_0` and the k-quants `q4_k`, `q5_k`, `q6_k`)
+    /// dequantized to `f32`;
     /// dims as [`GgufTensorInfo::dims`] gives them.
     ///
     /// # Errors
@@ -170,9 +171,9 @@ impl GgufFile {
                 CpuBuffer::F32(out)
             }
             other => {
-                let kind = KQuant::of(other).ok_or_else(|| self.unsupported(info))?;
+                let kind = Encoding::of(other).ok_or_else(|| self.unsupported(info))?;
                 let mut out = crate::alloc::try_with_capacity("gguf", &what, numel)?;
-                super::gguf_kquants::dequantize(kind, raw, &mut out);
+                super::gguf_dequantize::dequantize(kind, raw, &mut out);
                 CpuBuffer::F32(out)
             }
         };
@@ -184,8 +185,8 @@ impl GgufFile {
     /// without expanding it ([`BlockQuantized::product`]): `q4_0`, `q4_1` and `q8_0` as stored;
     /// `q4_K` rewritten as `q4_1` blocks (each sub-block of 32 is one, its scale and minimum
     /// rounded to f16: within 3 * 2^-11 of the sub-block's largest magnitude, at 1.11x the
-    /// bytes); `q5_K` and `q6_K` requantized to `q8_0` (within 1/254 of each block of 32's
-    /// largest magnitude, plus its scale's f16 rounding).
+    /// bytes); `q5_0`, `q5_1`, `q5_K` and `q6_K` requantized to `q8_0` (within 1/254 of each
+    /// block of 32's largest magnitude, plus its scale's f16 rounding).
     ///
     /// # Errors
     /// No such tensor, one that is not a matrix, or one of another type (use
@@ -206,17 +207,17 @@ impl GgufFile {
         }
         match info.ggml_type {
             GgmlType::Q4K => {
-                let raw = super::gguf_kquants::q4k_as_q4_1(name, self.raw(name)?)?;
+                let raw = super::gguf_dequantize::q4k_as_q4_1(name, self.raw(name)?)?;
                 BlockQuantized::from_blocks(BlockFormat::Q4_1, [rows, cols], raw)
             }
-            GgmlType::Q5K | GgmlType::Q6K => {
+            GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q5K | GgmlType::Q6K => {
                 BlockQuantized::quantize(BlockFormat::Q8_0, &self.tensor(name)?)
             }
             other => Err(format_error(
                 &self.path,
                 format!(
-                    "tensor `{name}` is {}, not one of the block types q4_0, q4_1 and q8_0 or \
-                     the k-quants q4_k, q5_k and q6_k",
+                    "tensor `{name}` is {}, not one of the block types q4_0, q4_1, q5_0, q5_1 \
+                     and q8_0 or the k-quants q4_k, q5_k and q6_k",
                     other.name()
                 ),
             )),
@@ -240,8 +241,8 @@ impl GgufFile {
         format_error(
             &self.path,
             format!(
-                "tensor `{}` is {}; rumus decodes f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q5_k \
-                 and q6_k",
+                "tensor `{}` is {}; rumus decodes f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, \
+                 q8_0, q4_k, q5_k and q6_k",
                 info.name,
                 info.ggml_type.name()
             ),

@@ -118,6 +118,10 @@ pub enum GgmlType {
     Q4_1,
     /// Blocks of 32: an f16 scale and 32 signed bytes.
     Q8_0,
+    /// Blocks of 32: an f16 scale and 32 signed 5-bit values offset by 16.
+    Q5_0,
+    /// Blocks of 32: an f16 scale and an f16 minimum, 32 unsigned 5-bit values.
+    Q5_1,
     /// Super-blocks of 256: f16 scale and minimum, eight 6-bit sub-block scales and
     /// minimums, 256 unsigned 4-bit values (ggml's `q4_K`, `Q4_K_M` files' main type).
     Q4K,
@@ -138,6 +142,8 @@ impl GgmlType {
             1 => GgmlType::F16,
             2 => GgmlType::Q4_0,
             3 => GgmlType::Q4_1,
+            6 => GgmlType::Q5_0,
+            7 => GgmlType::Q5_1,
             8 => GgmlType::Q8_0,
             12 => GgmlType::Q4K,
             13 => GgmlType::Q5K,
@@ -155,6 +161,8 @@ impl GgmlType {
             GgmlType::Q4_0 => Some((32, 18)),
             GgmlType::Q4_1 => Some((32, 20)),
             GgmlType::Q8_0 => Some((32, 34)),
+            GgmlType::Q5_0 => Some((32, 22)),
+            GgmlType::Q5_1 => Some((32, 24)),
             GgmlType::Q4K => Some((256, 144)),
             GgmlType::Q5K => Some((256, 176)),
             GgmlType::Q6K => Some((256, 210)),
@@ -171,6 +179,8 @@ impl GgmlType {
             GgmlType::Q4_0 => "q4_0".into(),
             GgmlType::Q4_1 => "q4_1".into(),
             GgmlType::Q8_0 => "q8_0".into(),
+            GgmlType::Q5_0 => "q5_0".into(),
+            GgmlType::Q5_1 => "q5_1".into(),
             GgmlType::Q4K => "q4_k".into(),
             GgmlType::Q5K => "q5_k".into(),
             GgmlType::Q6K => "q6_k".into(),

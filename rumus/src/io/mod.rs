@@ -7,9 +7,9 @@ mod checkpoint_dir;
 #[cfg(feature = "llm")]
 mod gguf;
 #[cfg(feature = "llm")]
-mod gguf_format;
+mod gguf_dequantize;
 #[cfg(feature = "llm")]
-mod gguf_kquants;
+mod gguf_format;
 mod json;
 mod safetensors;
 mod safetensors_format;

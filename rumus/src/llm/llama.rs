@@ -40,7 +40,7 @@ pub enum WeightFormat {
     /// are multiplied as they are (a quarter to an eighth of f32's memory and memory
     /// traffic, with each activation block rounded to int8 as llama.cpp rounds it); other
     /// tensors in f32. k-quant matrices are multiplied as the nearest of those blocks
-    /// (`q4_K` as `q4_1`, `q5_K` and `q6_K` as `q8_0`;
+    /// (`q4_K` as `q4_1`; `q5_0`, `q5_1`, `q5_K` and `q6_K` as `q8_0`;
     /// [`GgufFile::quantized`](crate::io::GgufFile::quantized) says how near).
     AsStored,
     /// Every tensor dequantized to f32, multiplied in f32 (the file's values exactly, as
@@ -103,6 +103,8 @@ impl Llama {
                     GgmlType::Q4_0
                         | GgmlType::Q4_1
                         | GgmlType::Q8_0
+                        | GgmlType::Q5_0
+                        | GgmlType::Q5_1
                         | GgmlType::Q4K
                         | GgmlType::Q5K
                         | GgmlType::Q6K

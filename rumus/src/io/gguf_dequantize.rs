@@ -1,17 +1,24 @@
-//! Decoding of ggml's k-quants, the encodings of the `Q4_K_M`, `Q5_K_M` and `Q6_K` files most
-//! language models ship as: super-blocks of 256 values, each split into sub-blocks that carry
-//! their own scale (and minimum) as small integers relative to the super-block's f16 scales.
-//! rumus dequantizes them to f32 when it reads them; the layouts are llama.cpp's
-//! (`block_q4_K`, `block_q5_K`, `block_q6_K` in ggml-common.h).
+//! Decoding of the ggml encodings rumus reads but has no products for: the k-quants of the
+//! `Q4_K_M`, `Q5_K_M` and `Q6_K` files most language models ship as (super-blocks of 256
+//! values, each split into sub-blocks that carry their own scale and minimum as small
+//! integers relative to the super-block's f16 scales), and the 5-bit `q5_0` and `q5_1` blocks
+//! those files use for matrices whose rows are not whole super-blocks. rumus dequantizes them
+//! to f32 when it reads them; the layouts are llama.cpp's (`block_q5_0`, `block_q5_1`,
+//! `block_q4_K`, `block_q5_K`, `block_q6_K` in ggml-common.h).
 
 use half::f16;
 
 use super::gguf_format::GgmlType;
 use crate::error::Result;
 
-/// Which k-quant a tensor's bytes hold.
+/// Which of these encodings a tensor's bytes hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum KQuant {
+pub(super) enum Encoding {
+    /// Blocks of 32: `d` (f16), 32 fifth bits (a little-endian u32), 16 bytes of low
+    /// nibbles: 22 bytes; value = d * (q - 16).
+    Q5_0,
+    /// As `Q5_0` with a minimum `m` (f16) after `d`: 24 bytes; value = d * q + m.
+    Q5_1,
     /// `d`, `dmin` (f16), 12 bytes of eight packed 6-bit scales and minimums, 128 bytes of
     /// 4-bit values: 144 bytes; value = d * scale * q - dmin * min.
     Q4K,
@@ -22,40 +29,71 @@ pub(super) enum KQuant {
     Q6K,
 }
 
-impl KQuant {
-    /// The k-quant a GGML type is, if it is one.
-    pub(super) fn of(ggml_type: GgmlType) -> Option<KQuant> {
+impl Encoding {
+    /// The encoding a GGML type is, if it is one of these.
+    pub(super) fn of(ggml_type: GgmlType) -> Option<Encoding> {
         match ggml_type {
-            GgmlType::Q4K => Some(KQuant::Q4K),
-            GgmlType::Q5K => Some(KQuant::Q5K),
-            GgmlType::Q6K => Some(KQuant::Q6K),
+            GgmlType::Q5_0 => Some(Encoding::Q5_0),
+            GgmlType::Q5_1 => Some(Encoding::Q5_1),
+            GgmlType::Q4K => Some(Encoding::Q4K),
+            GgmlType::Q5K => Some(Encoding::Q5K),
+            GgmlType::Q6K => Some(Encoding::Q6K),
             _ => None,
         }
     }
 
-    /// Bytes per super-block (of 256 values, as [`GgmlType::block`] also says).
+    /// Bytes per block (of 32 values) or super-block (of 256), as [`GgmlType::block`] also
+    /// says.
     pub(super) fn bytes(self) -> usize {
         match self {
-            KQuant::Q4K => 144,
-            KQuant::Q5K => 176,
-            KQuant::Q6K => 210,
+            Encoding::Q5_0 => 22,
+            Encoding::Q5_1 => 24,
+            Encoding::Q4K => 144,
+            Encoding::Q5K => 176,
+            Encoding::Q6K => 210,
         }
     }
 }
 
-/// The super-blocks of `raw` (whole ones) appended to `out` as f32.
-pub(super) fn dequantize(kind: KQuant, raw: &[u8], out: &mut Vec<f32>) {
+/// The blocks of `raw` (whole ones) appended to `out` as f32.
+pub(super) fn dequantize(kind: Encoding, raw: &[u8], out: &mut Vec<f32>) {
     for block in raw.chunks_exact(kind.bytes()) {
         match kind {
-            KQuant::Q4K => with_scales_and_minimums(block, false, out),
-            KQuant::Q5K => with_scales_and_minimums(block, true, out),
-            KQuant::Q6K => six_bit(block, out),
+            Encoding::Q5_0 => five_bit(block, false, out),
+            Encoding::Q5_1 => five_bit(block, true, out),
+            Encoding::Q4K => with_scales_and_minimums(block, false, out),
+            Encoding::Q5K => with_scales_and_minimums(block, true, out),
+            Encoding::Q6K => six_bit(block, out),
         }
     }
 }
 
 fn half_at(bytes: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
+}
+
+/// One q5_0 block, or a q5_1 one (`with_minimum`): value `j` (0..16) is the low nibble of
+/// byte `j` with fifth bit `j`, value `j + 16` the high nibble with fifth bit `j + 16`.
+fn five_bit(block: &[u8], with_minimum: bool, out: &mut Vec<f32>) {
+    let d = half_at(block, 0);
+    let at = if with_minimum { 4 } else { 2 };
+    let minimum = half_at(block, 2);
+    // (As llama.cpp rounds: q5_0 subtracts 16 before its one multiplication.)
+    let value = |q: u8| {
+        if with_minimum {
+            d * f32::from(q) + minimum
+        } else {
+            d * (f32::from(q) - 16.0)
+        }
+    };
+    let fifth = u32::from_le_bytes([block[at], block[at + 1], block[at + 2], block[at + 3]]);
+    let nibbles = &block[at + 4..at + 20];
+    for half in 0..2 {
+        out.extend(nibbles.iter().enumerate().map(|(j, &byte)| {
+            let bit = ((fifth >> (j + 16 * half)) & 1) as u8;
+            value(((byte >> (4 * half)) & 0x0f) | bit << 4)
+        }));
+    }
 }
 
 /// Scale and minimum of sub-block `j` (0..8) from the 12 packed bytes: six bits each, the
@@ -137,9 +175,9 @@ fn six_bit(block: &[u8], out: &mut Vec<f32>) {
 /// high one.
 pub(super) fn q4k_as_q4_1(name: &str, raw: &[u8]) -> Result<Vec<u8>> {
     const Q4_1_BYTES: usize = 20;
-    let super_blocks = raw.len() / KQuant::Q4K.bytes();
+    let super_blocks = raw.len() / Encoding::Q4K.bytes();
     let mut out = crate::alloc::try_with_capacity("gguf", name, super_blocks * 8 * Q4_1_BYTES)?;
-    for block in raw.chunks_exact(KQuant::Q4K.bytes()) {
+    for block in raw.chunks_exact(Encoding::Q4K.bytes()) {
         let (d, dmin) = (half_at(block, 0), half_at(block, 2));
         let packed = &block[4..16];
         for (run, nibbles) in block[16..144].chunks_exact(32).enumerate() {
@@ -159,13 +197,17 @@ pub(super) fn q4k_as_q4_1(name: &str, raw: &[u8]) -> Result<Vec<u8>> {
 mod tests {
     use super::*;
 
-    /// The decoder walks super-blocks of the size the file's layout check sized them by.
+    /// The decoder walks blocks of the size the file's layout check sized them by.
     #[test]
-    fn super_blocks_have_the_size_the_file_format_gives() {
+    fn blocks_have_the_size_the_file_format_gives() {
+        for ggml_type in [GgmlType::Q5_0, GgmlType::Q5_1] {
+            let kind = Encoding::of(ggml_type).expect("a 5-bit type");
+            assert_eq!(ggml_type.block(), Some((32, kind.bytes() as u64)));
+        }
         for ggml_type in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
-            let kind = KQuant::of(ggml_type).expect("a k-quant");
+            let kind = Encoding::of(ggml_type).expect("a k-quant");
             assert_eq!(ggml_type.block(), Some((256, kind.bytes() as u64)));
         }
-        assert_eq!(KQuant::of(GgmlType::Q4_0), None);
+        assert_eq!(Encoding::of(GgmlType::Q4_0), None);
     }
 }
