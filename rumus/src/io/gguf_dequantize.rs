@@ -9,7 +9,9 @@
 use half::f16;
 
 use super::gguf_format::GgmlType;
+use crate::backend::cpu::block_quant::half_at;
 use crate::error::Result;
+use crate::nn::block_quantized::BlockFormat;
 
 /// Which of these encodings a tensor's bytes hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,23 +70,16 @@ pub(super) fn dequantize(kind: Encoding, raw: &[u8], out: &mut Vec<f32>) {
     }
 }
 
-fn half_at(bytes: &[u8], at: usize) -> f32 {
-    f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
-}
-
 /// One q5_0 block, or a q5_1 one (`with_minimum`): value `j` (0..16) is the low nibble of
 /// byte `j` with fifth bit `j`, value `j + 16` the high nibble with fifth bit `j + 16`.
 fn five_bit(block: &[u8], with_minimum: bool, out: &mut Vec<f32>) {
     let d = half_at(block, 0);
+    let minimum = with_minimum.then(|| half_at(block, 2));
     let at = if with_minimum { 4 } else { 2 };
-    let minimum = half_at(block, 2);
     // (As llama.cpp rounds: q5_0 subtracts 16 before its one multiplication.)
-    let value = |q: u8| {
-        if with_minimum {
-            d * f32::from(q) + minimum
-        } else {
-            d * (f32::from(q) - 16.0)
-        }
+    let value = |q: u8| match minimum {
+        Some(minimum) => d * f32::from(q) + minimum,
+        None => d * (f32::from(q) - 16.0),
     };
     let fifth = u32::from_le_bytes([block[at], block[at + 1], block[at + 2], block[at + 3]]);
     let nibbles = &block[at + 4..at + 20];
@@ -174,9 +169,9 @@ fn six_bit(block: &[u8], out: &mut Vec<f32>) {
 /// q4_1 block holds value `j` in the low nibble of its byte `j` and value `j + 16` in the
 /// high one.
 pub(super) fn q4k_as_q4_1(name: &str, raw: &[u8]) -> Result<Vec<u8>> {
-    const Q4_1_BYTES: usize = 20;
     let super_blocks = raw.len() / Encoding::Q4K.bytes();
-    let mut out = crate::alloc::try_with_capacity("gguf", name, super_blocks * 8 * Q4_1_BYTES)?;
+    let q4_1_bytes = BlockFormat::Q4_1.block_bytes();
+    let mut out = crate::alloc::try_with_capacity("gguf", name, super_blocks * 8 * q4_1_bytes)?;
     for block in raw.chunks_exact(Encoding::Q4K.bytes()) {
         let (d, dmin) = (half_at(block, 0), half_at(block, 2));
         let packed = &block[4..16];

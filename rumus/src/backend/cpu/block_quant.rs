@@ -55,7 +55,8 @@ impl Blocks {
     }
 }
 
-fn half_at(bytes: &[u8], at: usize) -> f32 {
+/// The little-endian f16 at byte `at` of a block, as f32 (also the GGUF decoders' scales).
+pub(crate) fn half_at(bytes: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
 }
 
