@@ -69,6 +69,7 @@ thread_local! {
 }
 
 /// Adds `delta` to `count` (negative to subtract).
+#[inline]
 pub(crate) fn add(count: Count, delta: isize) {
     let added = MINE.try_with(|mine| {
         // Only this thread writes its share, so a load and a store cannot lose an update.

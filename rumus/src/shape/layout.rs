@@ -114,28 +114,36 @@ impl Layout {
         }
     }
 
+    // The accessors are `#[inline]`: every op calls them from other codegen units, and the
+    // release profile does no link-time optimisation between units (Cargo.toml).
+
     /// Size of each axis.
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         &self.dims
     }
 
     /// Step in the storage, in elements, between neighbours along each axis.
+    #[inline]
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
 
     /// Index in the storage of the first element.
+    #[inline]
     pub fn offset(&self) -> usize {
         self.offset
     }
 
     /// Number of axes.
+    #[inline]
     pub fn rank(&self) -> usize {
         self.dims.len()
     }
 
     /// Number of elements: the product of the sizes (1 for a scalar). A zero anywhere makes
     /// it 0 however large the other sizes ([2^40, 2^40, 0] holds nothing).
+    #[inline]
     pub fn numel(&self) -> usize {
         if self.dims.contains(&0) {
             return 0;
@@ -144,6 +152,7 @@ impl Layout {
     }
 
     /// True when the elements are laid out row-major without gaps (offset may be non-zero).
+    #[inline]
     pub fn is_contiguous(&self) -> bool {
         let mut expected = 1;
         for (&size, &stride) in self.dims.iter().zip(&self.strides).rev() {

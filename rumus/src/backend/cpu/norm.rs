@@ -134,6 +134,7 @@ pub struct Affine<'a, T> {
 
 /// `sum(f(j))` for `j < n` in eight independent lanes, so the additions vectorise (one
 /// accumulator would be a chain the compiler must keep in order).
+#[inline]
 fn lane_sum<T: Float>(n: usize, f: impl Fn(usize) -> T) -> T {
     let mut lanes = [T::ZERO; 8];
     let full = n - n % 8;

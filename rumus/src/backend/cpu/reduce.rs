@@ -162,8 +162,10 @@ pub fn sum_slice<T: Float>(values: &[T]) -> T {
     let mut lanes = [T::ZERO; 8];
     let mut chunks = values.chunks_exact(8);
     for chunk in &mut chunks {
-        for (lane, &v) in lanes.iter_mut().zip(chunk) {
-            *lane += v;
+        // Indexed rather than zipped, as in `conv_tiles::step`: a `Zip` made per chunk of 8
+        // is a call where codegen units are not inlined into each other.
+        for (j, lane) in lanes.iter_mut().enumerate() {
+            *lane += chunk[j];
         }
     }
     let mut total = T::ZERO;
@@ -177,6 +179,8 @@ pub fn sum_slice<T: Float>(values: &[T]) -> T {
         + total
 }
 
+// `#[inline]` (as `sum_slice`): softmax calls both per row from another codegen unit.
+#[inline]
 fn extremum<T: Float>(values: &[T], want_max: bool) -> T {
     let mut acc = if want_max {
         T::NEG_INFINITY
