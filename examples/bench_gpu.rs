@@ -13,6 +13,7 @@
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
 //!                                                    # (`profile autocast`, `profile bf16`,
 //!                                                    # `profile gpt`, `profile attention`)
+//! cargo run --release --example bench_gpu steps      # the products, MLP and CNN steps
 //! cargo run --release --example bench_gpu gpt        # the GPT-2-small step alone
 //! cargo run --release --example bench_gpu attention  # causal attention, T = 4096, f32 and autocast
 //! cargo run --release --example bench_gpu cuda hgemm # any of these on the CUDA device
@@ -838,7 +839,9 @@ fn main() -> rumus::Result<()> {
     }
     println!("mlp_step_b{batch} {:.3} ms", mlp_step(&device, batch));
     println!("cnn_step_b{batch} {:.3} ms", cnn_step(&device, batch));
-    if !small {
+    // `steps`: the products, then the MLP and CNN steps alone (where the host's time per op
+    // shows).
+    if !small && !std::env::args().any(|a| a == "steps") {
         print_transformer();
         print_attention();
         print_gpt();

@@ -114,8 +114,8 @@ impl Layout {
         }
     }
 
-    // The accessors are `#[inline]`: every op calls them from other codegen units, and the
-    // release profile does no link-time optimisation between units (Cargo.toml).
+    // The accessors are `#[inline]`: every op calls them from other codegen units, which
+    // builds without link-time optimisation between units (`lto = "off"`) do not inline.
 
     /// Size of each axis.
     #[inline]

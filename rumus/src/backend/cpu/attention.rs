@@ -192,8 +192,16 @@ fn problem<'a, T>(
     }
 }
 
-fn dot<T: Float>(a: &[T], b: &[T]) -> T {
-    a.iter().zip(b).fold(T::ZERO, |sum, (&x, &y)| sum + x * y)
+/// `a . b` summed in order (the reference kernel's rounding). Indexed rather than zipped:
+/// a `Zip` per score is a call without LTO between codegen units.
+#[inline]
+fn chained_dot<T: Float>(a: &[T], b: &[T]) -> T {
+    let b = &b[..a.len()];
+    let mut sum = T::ZERO;
+    for (i, &x) in a.iter().enumerate() {
+        sum += x * b[i];
+    }
+    sum
 }
 
 impl<T: Float> Problem<'_, T> {
@@ -202,7 +210,7 @@ impl<T: Float> Problem<'_, T> {
         if self.padding.is_some_and(|p| p[j]) {
             return T::NEG_INFINITY;
         }
-        dot(&self.q[i * g.d..][..g.d], &self.k[j * g.d..][..g.d]) * T::from_f64(g.scale)
+        chained_dot(&self.q[i * g.d..][..g.d], &self.k[j * g.d..][..g.d]) * T::from_f64(g.scale)
     }
 }
 
@@ -298,7 +306,7 @@ pub fn backward<T: Float>(
                 }
                 let d_out = &saved.grad[row * g.dv..][..g.dv];
                 // sum_j p_ij (dO_i . v_j), the softmax's correction term.
-                let correction = dot(d_out, &saved.out[row * g.dv..][..g.dv]);
+                let correction = chained_dot(d_out, &saved.out[row * g.dv..][..g.dv]);
                 let q_i = &p.q[i * g.d..][..g.d];
                 for j in 0..g.visible_end(i) {
                     let score = p.score(g, i, j);
@@ -311,7 +319,7 @@ pub fn backward<T: Float>(
                     for (dv, &o) in dv[j * g.dv..][..g.dv].iter_mut().zip(d_out) {
                         *dv += prob * factor * o;
                     }
-                    let d_score = prob * (dot(d_out, v_j) * factor - correction) * scale;
+                    let d_score = prob * (chained_dot(d_out, v_j) * factor - correction) * scale;
                     let k_j = &p.k[j * g.d..][..g.d];
                     for (dq, &k) in dq[i * g.d..][..g.d].iter_mut().zip(k_j) {
                         *dq += d_score * k;

@@ -191,10 +191,11 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]
         let rows = out.len() / m.max(1);
         for group in (0..rows).step_by(ROWS) {
             // (a short last group repeats its last row; those results are dropped)
-            let weights = std::array::from_fn(|r| {
+            let mut weights: [&[u8]; ROWS] = [&[]; ROWS];
+            for (r, weights) in weights.iter_mut().enumerate() {
                 let row = first + (group + r).min(rows - 1);
-                &raw[row * row_bytes..][..row_bytes]
-            });
+                *weights = &raw[row * row_bytes..][..row_bytes];
+            }
             let blocks = k / BLOCK;
             // With several activation rows, the group's blocks are unpacked once for all.
             let shared = (m > 1).then(|| {
@@ -433,7 +434,12 @@ mod avx2 {
         assert!(blocks == 0 || first.is_multiple_of(blocks));
         let row = first.checked_div(blocks).unwrap_or(0);
         // SAFETY: `rows` checks the lengths.
-        unsafe { rows::<false>(kind, weights, unpacked, x, [row, row], blocks).map(|s| s[0]) }
+        let sums = unsafe { rows::<false>(kind, weights, unpacked, x, [row, row], blocks) };
+        let mut out = [0.0; ROWS];
+        for (r, out) in out.iter_mut().enumerate() {
+            *out = sums[r][0];
+        }
+        out
     }
 
     /// Checks every length `pair_of` reads within, then runs it for `kind`.
@@ -525,8 +531,14 @@ mod avx2 {
         let kind = kind_of(CODE & !UNPACKED);
         let from_unpacked = CODE & UNPACKED != 0;
         let (size, header) = (kind.bytes(), kind.header());
-        let bases = weights.map(<[u8]>::as_ptr);
-        let firsts = pair.map(|i| i * blocks);
+        // Loops and literal arrays here rather than `array::map` or `array::from_fn`: those
+        // are not `#[inline]`, and where codegen units are not inlined into each other they
+        // were calls in this loop (three per block: a third of a decode step).
+        let mut bases = [std::ptr::null(); ROWS];
+        for (r, base) in bases.iter_mut().enumerate() {
+            *base = weights[r].as_ptr();
+        }
+        let firsts = [pair[0] * blocks, pair[1] * blocks];
         let rows = if TWO { 2 } else { 1 };
         let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
         let mut offsets = [[0.0f32; 2]; ROWS];
@@ -534,9 +546,19 @@ mod avx2 {
             // SAFETY (every access): block `k` of each weight row and of each activation
             // row, inside them (the caller's asserts).
             unsafe {
-                let dx = firsts.map(|f| *x.scales.get_unchecked(f + k));
-                let scaled_sum = firsts.map(|f| *x.scaled_sums.get_unchecked(f + k));
-                let xq = firsts.map(|f| x.values.as_ptr().add((f + k) * BLOCK));
+                let [f0, f1] = firsts;
+                let dx = [
+                    *x.scales.get_unchecked(f0 + k),
+                    *x.scales.get_unchecked(f1 + k),
+                ];
+                let scaled_sum = [
+                    *x.scaled_sums.get_unchecked(f0 + k),
+                    *x.scaled_sums.get_unchecked(f1 + k),
+                ];
+                let xq = [
+                    x.values.as_ptr().add((f0 + k) * BLOCK),
+                    x.values.as_ptr().add((f1 + k) * BLOCK),
+                ];
                 for r in 0..ROWS {
                     let (d, m, w) = if from_unpacked {
                         let u = unpacked.get_unchecked(r * blocks + k);
@@ -568,10 +590,17 @@ mod avx2 {
                 }
             }
         }
-        std::array::from_fn(|r| std::array::from_fn(|j| horizontal_sum(acc[r][j]) + offsets[r][j]))
+        let mut sums = [[0.0; 2]; ROWS];
+        for (r, row) in sums.iter_mut().enumerate() {
+            for (j, sum) in row.iter_mut().enumerate() {
+                *sum = horizontal_sum(acc[r][j]) + offsets[r][j];
+            }
+        }
+        sums
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     fn horizontal_sum(v: __m256) -> f32 {
         let folded = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         let folded = _mm_add_ps(folded, _mm_movehl_ps(folded, folded));

@@ -105,3 +105,22 @@ macro_rules! with_float {
     };
 }
 pub(crate) use with_float;
+
+/// `out.extend_from_slice(values)`, compiled into the caller: `Vec::extend_from_slice` goes
+/// through `spec_extend`, which is not `#[inline]`, so where codegen units are not inlined into
+/// each other (`lto = "off"`, as the README's dev profile builds dependencies) a loop appending
+/// short rows (an edge's features in a graph layer) made a call per row.
+#[inline]
+pub(super) fn append<T: Copy>(out: &mut Vec<T>, values: &[T]) {
+    if out.capacity() - out.len() < values.len() {
+        // (`Vec::reserve` is not `#[inline]` either: callers that reserved skip the call.)
+        out.reserve(values.len());
+    }
+    // SAFETY: the capacity holds `values.len()` more elements (reserved above), the source
+    // cannot overlap the spare capacity, and the length covers them only once written.
+    unsafe {
+        let end = out.as_mut_ptr().add(out.len());
+        std::ptr::copy_nonoverlapping(values.as_ptr(), end, values.len());
+        out.set_len(out.len() + values.len());
+    }
+}

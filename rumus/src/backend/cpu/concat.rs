@@ -1,7 +1,7 @@
 //! Joining contiguous buffers along one axis; the CPU's side of the [`Join`] contract.
 
 use super::backend::{Cpu, ensure_output};
-use super::buffer::CpuBuffer;
+use super::buffer::{CpuBuffer, append};
 use crate::backend::contract::{Allocate, Join, Pointwise, Src};
 use crate::error::Result;
 
@@ -55,7 +55,7 @@ fn concat<T: Copy>(parts: &[(&[T], usize)], outer: usize, inner: usize) -> Vec<T
     for o in 0..outer {
         for (data, len) in parts {
             let run = len * inner;
-            out.extend_from_slice(&data[o * run..(o + 1) * run]);
+            append(&mut out, &data[o * run..(o + 1) * run]);
         }
     }
     out

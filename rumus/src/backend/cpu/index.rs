@@ -3,7 +3,7 @@
 //! the CPU's side of the [`Index`] contract.
 
 use super::backend::{Cpu, ensure_output};
-use super::buffer::{CpuBuffer, map_buffer};
+use super::buffer::{CpuBuffer, append, map_buffer};
 use super::parallel::for_each_row;
 use crate::backend::contract::{Index, Pointwise, Src, check_index_dtype};
 use crate::dtype::DType;
@@ -181,7 +181,7 @@ fn index_select<T: Copy>(
     for o in 0..outer {
         for &j in indices {
             let start = (o * size + j as usize) * inner;
-            out.extend_from_slice(&src[start..start + inner]);
+            append(&mut out, &src[start..start + inner]);
         }
     }
     out
@@ -198,8 +198,11 @@ fn index_add<T: Float>(
         for (j, &target) in indices.iter().enumerate() {
             let to = (o * size + target as usize) * inner;
             let from = (o * indices.len() + j) * inner;
-            for (d, &s) in dst[to..to + inner].iter_mut().zip(&src[from..from + inner]) {
-                *d += s;
+            // Indexed rather than zipped (`Zip::new` is not `#[inline]`: a call per index
+            // where codegen units are not inlined into each other).
+            let source = &src[from..from + inner];
+            for (i, d) in dst[to..to + inner].iter_mut().enumerate() {
+                *d += source[i];
             }
         }
     }

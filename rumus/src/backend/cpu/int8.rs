@@ -146,7 +146,13 @@ mod avx2 {
         let mut b = 0;
         while b < blocks {
             let group = (blocks - b).min(GROUP);
-            let ptrs = [0, 1, 2, 3].map(|g| block_ptr(b + g.min(group - 1)));
+            // Loops rather than `array::map` and `zip`, which are not `#[inline]`: calls per
+            // group of blocks where codegen units are not inlined into each other (20% of a
+            // small convolution's time).
+            let mut ptrs = [base; GROUP];
+            for (g, ptr) in ptrs.iter_mut().enumerate() {
+                *ptr = block_ptr(b + g.min(group - 1));
+            }
             let mut acc = [_mm256_setzero_si256(); GROUP];
             for (p, &pair) in pairs_of_a.iter().enumerate() {
                 let x = _mm256_set1_epi32(pair);
@@ -157,9 +163,9 @@ mod avx2 {
                         _mm256_add_epi32(acc[g], _mm256_madd_epi16(x, _mm256_cvtepi8_epi16(v)));
                 }
             }
-            for (lane, sums) in lanes.chunks_exact_mut(BLOCK).zip(&acc).take(group) {
-                // SAFETY: 8 i32 into a chunk of 8.
-                unsafe { _mm256_storeu_si256(lane.as_mut_ptr().cast(), *sums) };
+            for (g, sums) in acc.iter().enumerate().take(group) {
+                // SAFETY: 8 i32 into lanes `g * BLOCK..(g + 1) * BLOCK` of `GROUP * BLOCK`.
+                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().add(g * BLOCK).cast(), *sums) };
             }
             let start = b * BLOCK;
             let len = (out.len() - start).min(group * BLOCK);

@@ -10,6 +10,7 @@
 use rayon::prelude::*;
 
 use super::parallel::worth_splitting;
+use super::reduce::dot;
 
 /// How a pool's blocks and the model's heads are laid out.
 #[derive(Debug, Clone, Copy)]
@@ -76,8 +77,9 @@ pub(crate) fn paged_attention(
         out.fill(0.0);
         for (t, &weight) in scores.iter().enumerate() {
             let v = &values[layout.at(query.table, t, kv_head)..][..hw];
-            for (o, &x) in out.iter_mut().zip(v) {
-                *o += weight * x;
+            // Indexed rather than zipped (a `Zip` per key is a call without LTO).
+            for (i, o) in out.iter_mut().enumerate() {
+                *o += weight * v[i];
             }
         }
         for o in out.iter_mut() {
@@ -90,24 +92,6 @@ pub(crate) fn paged_attention(
     } else {
         out.chunks_mut(hw).enumerate().for_each(one_head);
     }
-}
-
-/// `a . b` in eight independent sums (which the compiler keeps in vector registers).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut sums = [0.0f32; 8];
-    let (a_blocks, b_blocks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_blocks
-        .remainder()
-        .iter()
-        .zip(b_blocks.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in a_blocks.zip(b_blocks) {
-        for i in 0..8 {
-            sums[i] += x[i] * y[i];
-        }
-    }
-    sums.iter().sum::<f32>() + tail
 }
 
 /// Copies `rows` tokens' keys or values (`[rows, token_width]`) into the pool buffer

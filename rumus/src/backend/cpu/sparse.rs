@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use super::backend::{Cpu, ensure_output};
 use super::buffer::CpuBuffer;
 use super::parallel::{threads, worth_splitting};
+use super::reduce::dot;
 use super::simd::widest_isa;
 use crate::backend::contract::{CsrPattern, Sparse, Src, check_index_dtype, split_rows};
 use crate::dtype::DType;
@@ -202,8 +203,9 @@ fn spmm_rows_plain<T: Float>(
                         sum[k] += v * x_part[k];
                     }
                 } else {
-                    for (s, &xv) in sum.iter_mut().zip(x_part) {
-                        *s += v * xv;
+                    // Indexed, as in `dot`: a `Zip` per entry is a call without LTO.
+                    for (k, &xv) in x_part.iter().enumerate() {
+                        sum[k] += v * xv;
                     }
                 }
             }
@@ -273,26 +275,6 @@ fn sddmm_rows_plain<T: Float>(
             out[e - first] = dot(a_row, shape.dense_row(b, shape.cols[e]));
         }
     }
-}
-
-/// A dot product in eight independent partial sums, so the compiler can keep them in one
-/// vector register (a single running sum is a chain it may not reorder).
-#[inline(always)]
-fn dot<T: Float>(a: &[T], b: &[T]) -> T {
-    const LANES: usize = 8;
-    let mut partial = [T::ZERO; LANES];
-    let (a_body, a_tail) = a.split_at(a.len() / LANES * LANES);
-    let (b_body, b_tail) = b.split_at(a_body.len());
-    for (ca, cb) in a_body.chunks_exact(LANES).zip(b_body.chunks_exact(LANES)) {
-        for k in 0..LANES {
-            partial[k] += ca[k] * cb[k];
-        }
-    }
-    let mut sum = partial.iter().fold(T::ZERO, |s, &p| s + p);
-    for (&x, &y) in a_tail.iter().zip(b_tail) {
-        sum += x * y;
-    }
-    sum
 }
 
 fn segment_max_typed<T: Float>(
