@@ -248,11 +248,15 @@ pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]
 const ROWS: usize = 4;
 
 /// Which dot-product loop this CPU runs.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
     Plain,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX2 with AVX-VNNI's `vpdpbusd` for the integer sums (one instruction where AVX2 takes
+    /// `vpmaddubsw` and `vpmaddwd`; the same sums, no intermediate saturates).
+    #[cfg(target_arch = "x86_64")]
+    AvxVnni,
 }
 
 impl Kernel {
@@ -262,6 +266,9 @@ impl Kernel {
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
         {
+            if is_x86_feature_detected!("avxvnni") {
+                return Kernel::AvxVnni;
+            }
             return Kernel::Avx2;
         }
         Kernel::Plain
@@ -280,9 +287,14 @@ impl Kernel {
     ) -> [f32; ROWS] {
         match self {
             Kernel::Plain => weights.map(|w| plain_dot(kind, w, x, first, blocks)),
-            // SAFETY: the CPU has AVX2, FMA and F16C (detected above).
+            // SAFETY: the CPU has AVX2, FMA and F16C (detected above), and AVX-VNNI for
+            // `AvxVnni`.
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => unsafe { avx2::dots(kind, weights, unpacked, x, first, blocks) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => unsafe {
+                avx2::dots_vnni(kind, weights, unpacked, x, first, blocks)
+            },
         }
     }
 
@@ -302,9 +314,13 @@ impl Kernel {
                 let [a, b] = pair.map(|i| self.dots(kind, weights, None, x, i * blocks, blocks));
                 std::array::from_fn(|r| [a[r], b[r]])
             }
-            // SAFETY: the CPU has AVX2, FMA and F16C (detected in `detect`).
+            // SAFETY: the CPU has what `detect` found.
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => unsafe { avx2::dots_pair(kind, weights, unpacked, x, pair, blocks) },
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => unsafe {
+                avx2::dots_pair_vnni(kind, weights, unpacked, x, pair, blocks)
+            },
         }
     }
 
@@ -316,7 +332,9 @@ impl Kernel {
             Kernel::Plain => {}
             // SAFETY: the CPU has AVX2, FMA and F16C (detected in `detect`).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::unpack_rows(kind, weights, blocks, out) },
+            Kernel::Avx2 | Kernel::AvxVnni => unsafe {
+                avx2::unpack_rows(kind, weights, blocks, out)
+            },
         }
     }
 }
@@ -392,59 +410,85 @@ mod avx2 {
         }
     }
 
-    /// The 32 integer products of unpacked weights `w` and 32 activations, as 8 i32 sums.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    unsafe fn products(kind: Blocks, w: __m256i, xq: *const i8) -> __m256i {
-        // SAFETY (load): the caller passes 32 activations.
-        let a = unsafe { _mm256_loadu_si256(xq.cast()) };
-        let pairs = match kind {
-            // |w| (unsigned) times x with w's sign: the same products, as vpmaddubsw wants.
-            Blocks::Q8_0 => _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
-            Blocks::Q4_0 | Blocks::Q4_1 => _mm256_maddubs_epi16(w, a),
-        };
-        _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
-    }
-
-    /// [`dots`] of two activation rows.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn dots_pair(
-        kind: Blocks,
-        weights: [&[u8]; ROWS],
-        unpacked: Option<&[Unpacked]>,
-        x: &QuantizedRows,
-        pair: [usize; 2],
-        blocks: usize,
-    ) -> [[f32; 2]; ROWS] {
-        // SAFETY: `rows` checks the lengths.
-        unsafe { rows::<true>(kind, weights, unpacked, x, pair, blocks) }
-    }
-
-    /// [`super::plain_dot`] of [`ROWS`] rows with AVX2: the same integer sums, the scales
-    /// applied in f32, in the order [`dots_pair`] adds them for either of its rows.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn dots(
-        kind: Blocks,
-        weights: [&[u8]; ROWS],
-        unpacked: Option<&[Unpacked]>,
-        x: &QuantizedRows,
-        first: usize,
-        blocks: usize,
-    ) -> [f32; ROWS] {
-        assert!(blocks == 0 || first.is_multiple_of(blocks));
-        let row = first.checked_div(blocks).unwrap_or(0);
-        // SAFETY: `rows` checks the lengths.
-        let sums = unsafe { rows::<false>(kind, weights, unpacked, x, [row, row], blocks) };
-        let mut out = [0.0; ROWS];
-        for (r, out) in out.iter_mut().enumerate() {
-            *out = sums[r][0];
+    /// The 32 integer products of unpacked weights `w` and 32 activations, as 8 i32 sums:
+    /// `vpmaddubsw` then `vpmaddwd`, or with `VNNI` one `vpdpbusd` (whose caller must enable
+    /// `avxvnni`). The pairs `vpmaddubsw` adds never saturate (at most 2 x 128 x 127), so
+    /// both give the same sums.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2 (and AVX-VNNI with `VNNI`); `xq` is readable for 32 bytes.
+    #[inline(always)]
+    unsafe fn products<const VNNI: bool>(kind: Blocks, w: __m256i, xq: *const i8) -> __m256i {
+        // SAFETY: as the caller promises.
+        unsafe {
+            let a = _mm256_loadu_si256(xq.cast());
+            // |w| (unsigned) times x with w's sign: the same products, as both instructions
+            // want an unsigned first operand.
+            let (unsigned, signed) = match kind {
+                Blocks::Q8_0 => (_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
+                Blocks::Q4_0 | Blocks::Q4_1 => (w, a),
+            };
+            if VNNI {
+                _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), unsigned, signed)
+            } else {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned, signed), _mm256_set1_epi16(1))
+            }
         }
-        out
     }
+
+    /// The entry points, each compiled for its instruction sets around the shared loops
+    /// (`#[inline(always)]`, so the intrinsics inline into them).
+    macro_rules! entry_points {
+        ($features:literal, $vnni:literal, $pair:ident, $single:ident) => {
+            /// [`dots`] of two activation rows.
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $pair(
+                kind: Blocks,
+                weights: [&[u8]; ROWS],
+                unpacked: Option<&[Unpacked]>,
+                x: &QuantizedRows,
+                pair: [usize; 2],
+                blocks: usize,
+            ) -> [[f32; 2]; ROWS] {
+                // SAFETY: `rows` checks the lengths.
+                unsafe { rows::<true, $vnni>(kind, weights, unpacked, x, pair, blocks) }
+            }
+
+            /// [`super::plain_dot`] of [`ROWS`] rows: the same integer sums, the scales
+            /// applied in f32, in the order the pair entry point adds them for either of its
+            /// rows.
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $single(
+                kind: Blocks,
+                weights: [&[u8]; ROWS],
+                unpacked: Option<&[Unpacked]>,
+                x: &QuantizedRows,
+                first: usize,
+                blocks: usize,
+            ) -> [f32; ROWS] {
+                assert!(blocks == 0 || first.is_multiple_of(blocks));
+                let row = first.checked_div(blocks).unwrap_or(0);
+                // SAFETY: `rows` checks the lengths.
+                let sums =
+                    unsafe { rows::<false, $vnni>(kind, weights, unpacked, x, [row, row], blocks) };
+                let mut out = [0.0; ROWS];
+                for (r, out) in out.iter_mut().enumerate() {
+                    *out = sums[r][0];
+                }
+                out
+            }
+        };
+    }
+
+    entry_points!("avx2,fma,f16c", false, dots_pair, dots);
+    entry_points!("avx2,fma,f16c,avxvnni", true, dots_pair_vnni, dots_vnni);
 
     /// Checks every length `pair_of` reads within, then runs it for `kind`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn rows<const TWO: bool>(
+    ///
+    /// # Safety
+    /// The CPU runs AVX2, FMA and F16C (and AVX-VNNI with `VNNI`), enabled in the caller.
+    #[inline(always)]
+    unsafe fn rows<const TWO: bool, const VNNI: bool>(
         kind: Blocks,
         weights: [&[u8]; ROWS],
         unpacked: Option<&[Unpacked]>,
@@ -466,17 +510,17 @@ mod avx2 {
         // SAFETY: whole blocks (the asserts above).
         unsafe {
             match (kind, unpacked) {
-                (Blocks::Q4_0, None) => pair_of::<Q4_0, TWO>(weights, &[], x, pair, blocks),
-                (Blocks::Q4_1, None) => pair_of::<Q4_1, TWO>(weights, &[], x, pair, blocks),
-                (Blocks::Q8_0, None) => pair_of::<Q8_0, TWO>(weights, &[], x, pair, blocks),
+                (Blocks::Q4_0, None) => pair_of::<Q4_0, TWO, VNNI>(weights, &[], x, pair, blocks),
+                (Blocks::Q4_1, None) => pair_of::<Q4_1, TWO, VNNI>(weights, &[], x, pair, blocks),
+                (Blocks::Q8_0, None) => pair_of::<Q8_0, TWO, VNNI>(weights, &[], x, pair, blocks),
                 (Blocks::Q4_0, Some(u)) => {
-                    pair_of::<UNPACKED_Q4_0, TWO>(weights, u, x, pair, blocks)
+                    pair_of::<UNPACKED_Q4_0, TWO, VNNI>(weights, u, x, pair, blocks)
                 }
                 (Blocks::Q4_1, Some(u)) => {
-                    pair_of::<UNPACKED_Q4_1, TWO>(weights, u, x, pair, blocks)
+                    pair_of::<UNPACKED_Q4_1, TWO, VNNI>(weights, u, x, pair, blocks)
                 }
                 (Blocks::Q8_0, Some(u)) => {
-                    pair_of::<UNPACKED_Q8_0, TWO>(weights, u, x, pair, blocks)
+                    pair_of::<UNPACKED_Q8_0, TWO, VNNI>(weights, u, x, pair, blocks)
                 }
             }
         }
@@ -519,9 +563,11 @@ mod avx2 {
     /// whether it comes alone or in a pair, so a sequence's sums do not depend on its
     /// neighbours in a batch. `CODE` is the layout, plus [`UNPACKED`] where the weights come
     /// from `unpacked` (the same values, read instead of decoded).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    unsafe fn pair_of<const CODE: u8, const TWO: bool>(
+    ///
+    /// # Safety
+    /// As [`rows`], which checked the lengths.
+    #[inline(always)]
+    unsafe fn pair_of<const CODE: u8, const TWO: bool, const VNNI: bool>(
         weights: [&[u8]; ROWS],
         unpacked: &[Unpacked],
         x: &QuantizedRows,
@@ -540,7 +586,8 @@ mod avx2 {
         }
         let firsts = [pair[0] * blocks, pair[1] * blocks];
         let rows = if TWO { 2 } else { 1 };
-        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+        // SAFETY: the caller enabled AVX.
+        let mut acc = [[unsafe { _mm256_setzero_ps() }; 2]; ROWS];
         let mut offsets = [[0.0f32; 2]; ROWS];
         for k in 0..blocks {
             // SAFETY (every access): block `k` of each weight row and of each activation
@@ -578,7 +625,7 @@ mod avx2 {
                         (d, m, unpack(kind, block.add(header)))
                     };
                     for j in 0..rows {
-                        let sums = _mm256_cvtepi32_ps(products(kind, w, xq[j]));
+                        let sums = _mm256_cvtepi32_ps(products::<VNNI>(kind, w, xq[j]));
                         let scale = _mm256_set1_ps(d * dx[j]);
                         acc[r][j] = _mm256_fmadd_ps(sums, scale, acc[r][j]);
                         match kind {
@@ -593,7 +640,8 @@ mod avx2 {
         let mut sums = [[0.0; 2]; ROWS];
         for (r, row) in sums.iter_mut().enumerate() {
             for (j, sum) in row.iter_mut().enumerate() {
-                *sum = horizontal_sum(acc[r][j]) + offsets[r][j];
+                // SAFETY: the caller enabled AVX2.
+                *sum = unsafe { horizontal_sum(acc[r][j]) } + offsets[r][j];
             }
         }
         sums
