@@ -210,6 +210,71 @@ fn the_fused_op_equals_the_spelled_out_attention() {
     }
 }
 
+/// Keys and values read in place from views (a cache narrowed to the tokens so far, one
+/// key/value head broadcast to every query head, a transposed `[B, S, H, d]`) give the same
+/// outputs and gradients, bit for bit, as the same tensors made contiguous first.
+#[test]
+fn views_of_a_cache_give_what_contiguous_operands_give() {
+    let _serial = serial();
+    let leaf = |dims: &[usize], seed| randn(dims, seed).requires_grad_().unwrap();
+    let q = leaf(&[2, 3, 70, 8], 11);
+    let cache_k = leaf(&[2, 3, 200, 8], 12);
+    let cache_v = leaf(&[2, 3, 200, 5], 13);
+    let shared_k = leaf(&[2, 1, 150, 8], 14);
+    let shared_v = leaf(&[2, 1, 150, 5], 15);
+    let tokens_first_k = leaf(&[2, 150, 3, 8], 16);
+    let tokens_first_v = leaf(&[2, 150, 3, 5], 17);
+    let cotangent = randn(&[2, 3, 70, 5], 18);
+    let views = [
+        (
+            "narrowed cache",
+            cache_k.narrow(2, 20, 150).unwrap(),
+            cache_v.narrow(2, 20, 150).unwrap(),
+        ),
+        (
+            "one head for three",
+            shared_k.broadcast_to(&[2, 3, 150, 8]).unwrap(),
+            shared_v.broadcast_to(&[2, 3, 150, 5]).unwrap(),
+        ),
+        (
+            "transposed",
+            tokens_first_k.transpose(1, 2).unwrap(),
+            tokens_first_v.transpose(1, 2).unwrap(),
+        ),
+    ];
+    for (what, k, v) in views {
+        for causal in [false, true] {
+            let options = SdpaOptions {
+                key_padding_mask: None,
+                causal,
+                scale: None,
+                dropout_p: 0.0,
+            };
+            let (k_copy, v_copy) = (k.contiguous().unwrap(), v.contiguous().unwrap());
+            let in_place = q.scaled_dot_product_attention(&k, &v, options).unwrap();
+            let copied = q
+                .scaled_dot_product_attention(&k_copy, &v_copy, options)
+                .unwrap();
+            assert_eq!(
+                in_place.to_f64_vec(),
+                copied.to_f64_vec(),
+                "{what}, causal {causal}"
+            );
+            let grads = |out: &DynTensor, k: &DynTensor, v: &DynTensor| {
+                rumus::autograd::grad_with(&[out], &[&cotangent], &[&q, k, v], false).unwrap()
+            };
+            let (a, b) = (grads(&in_place, &k, &v), grads(&copied, &k_copy, &v_copy));
+            for (name, (a, b)) in ["dq", "dk", "dv"].iter().zip(a.iter().zip(&b)) {
+                assert_eq!(
+                    a.to_f64_vec(),
+                    b.to_f64_vec(),
+                    "{what}, causal {causal}: {name}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn memory_stays_linear_in_the_sequence_length() {
     let _serial = serial();

@@ -4,6 +4,8 @@
 //! pass keeps each row's log-sum-exp; the backward pass recomputes the probabilities from it
 //! one block at a time, and dropout's draws with them (a hash of the seed and the index).
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use super::backend::Cpu;
@@ -28,6 +30,54 @@ fn values<T: Float>(x: Src<'_, CpuBuffer>) -> Result<Vec<T>> {
     }
 }
 
+/// A `[problems, rows, width]` operand as the kernels read it: each problem's `rows * width`
+/// elements in one contiguous run at `starts[n]`. A view whose rows are contiguous within each
+/// problem (a key/value cache narrowed to the tokens so far, heads shared by stride-0 axes) is
+/// borrowed as it is; any other view is copied once, row-major. Decoding a language model
+/// reads its whole cache every token, so the copy grew with the context.
+struct Operand<'a, T: Clone> {
+    data: Cow<'a, [T]>,
+    starts: Vec<usize>,
+}
+
+impl<T: Float> Operand<'_, T> {
+    fn read<'a>(x: Src<'a, CpuBuffer>, problems: usize, width: usize) -> Result<Operand<'a, T>> {
+        let (dims, strides) = (x.dims(), x.layout.strides());
+        let rank = dims.len();
+        let rows_contiguous = rank >= 2
+            && dims[rank - 1] == width
+            && (width <= 1 || strides[rank - 1] == 1)
+            && (dims[rank - 2] <= 1 || strides[rank - 2] == width);
+        if let (true, Some(data)) = (rows_contiguous, T::slice(x.memory)) {
+            let leading = &dims[..rank - 2];
+            let starts = (0..problems)
+                .map(|n| {
+                    let (mut rest, mut at) = (n, x.layout.offset());
+                    for (&size, &stride) in leading.iter().zip(&strides[..rank - 2]).rev() {
+                        at += rest % size * stride;
+                        rest /= size;
+                    }
+                    at
+                })
+                .collect();
+            return Ok(Operand {
+                data: Cow::Borrowed(data),
+                starts,
+            });
+        }
+        let per_problem = x.numel() / problems.max(1);
+        Ok(Operand {
+            data: Cow::Owned(values::<T>(x)?),
+            starts: (0..problems).map(|n| n * per_problem).collect(),
+        })
+    }
+
+    /// Problem `n`'s `len` elements.
+    fn problem(&self, n: usize, len: usize) -> &[T] {
+        &self.data[self.starts[n]..][..len]
+    }
+}
+
 /// The mask's elements, row-major.
 fn mask_values(mask: Option<Src<'_, CpuBuffer>>) -> Result<Option<Vec<bool>>> {
     mask.map(|m| match m.memory {
@@ -46,7 +96,11 @@ fn forward_typed<T: Float>(
     mask: Option<&[bool]>,
     g: &Geometry,
 ) -> Result<Forward<CpuBuffer>> {
-    let (q, k, v) = (values::<T>(q)?, values::<T>(k)?, values::<T>(v)?);
+    let (q, k, v) = (
+        Operand::read(q, g.batch, g.d)?,
+        Operand::read(k, g.batch, g.d)?,
+        Operand::read(v, g.batch, g.dv)?,
+    );
     let (out, lse) = forward((&q, &k, &v), mask, g);
     let layout = Layout::contiguous(&[g.batch, g.t, g.dv]);
     Ok(((T::into_buffer(out), layout), T::into_buffer(lse)))
@@ -59,7 +113,11 @@ fn backward_typed<T: Float>(
     g: &Geometry,
 ) -> Result<[Viewed<CpuBuffer>; 3]> {
     let [q, k, v] = operands;
-    let (q, k, v) = (values::<T>(q)?, values::<T>(k)?, values::<T>(v)?);
+    let (q, k, v) = (
+        Operand::read(q, g.batch, g.d)?,
+        Operand::read(k, g.batch, g.d)?,
+        Operand::read(v, g.batch, g.dv)?,
+    );
     let (out, lse, grad) = (values::<T>(out)?, values::<T>(lse)?, values::<T>(grad)?);
     let saved = Saved {
         out: &out,
@@ -168,6 +226,9 @@ impl<T: Float> Draws<T> {
     }
 }
 
+/// The three operands of `batch` problems.
+type Operands<'o, 'a, T> = (&'o Operand<'a, T>, &'o Operand<'a, T>, &'o Operand<'a, T>);
+
 /// One problem's operands.
 struct Problem<'a, T> {
     q: &'a [T],
@@ -177,17 +238,17 @@ struct Problem<'a, T> {
     padding: Option<&'a [bool]>,
 }
 
-fn problem<'a, T>(
+fn problem<'a, T: Float>(
     n: usize,
     g: &Geometry,
-    (q, k, v): (&'a [T], &'a [T], &'a [T]),
+    (q, k, v): Operands<'a, '_, T>,
     mask: Option<&'a [bool]>,
 ) -> Problem<'a, T> {
     let row = n / g.problems_per_mask_row.max(1);
     Problem {
-        q: &q[n * g.t * g.d..][..g.t * g.d],
-        k: &k[n * g.s * g.d..][..g.s * g.d],
-        v: &v[n * g.s * g.dv..][..g.s * g.dv],
+        q: q.problem(n, g.t * g.d),
+        k: k.problem(n, g.s * g.d),
+        v: v.problem(n, g.s * g.dv),
         padding: mask.map(|m| &m[row * g.s..][..g.s]),
     }
 }
@@ -216,8 +277,8 @@ impl<T: Float> Problem<'_, T> {
 
 /// The attention output `[batch, t, dv]` and each query row's log-sum-exp of its scores
 /// `[batch, t]` (minus infinity, with a zero output row, where every key is hidden).
-pub fn forward<T: Float>(
-    operands: (&[T], &[T], &[T]),
+fn forward<T: Float>(
+    operands: Operands<'_, '_, T>,
     mask: Option<&[bool]>,
     g: &Geometry,
 ) -> (Vec<T>, Vec<T>) {
@@ -281,8 +342,8 @@ pub struct Saved<'a, T> {
 
 /// The gradients of `q`, `k` and `v`, recomputing each probability from the saved
 /// log-sum-exp. Problems run in parallel; within one, rows run in order.
-pub fn backward<T: Float>(
-    operands: (&[T], &[T], &[T]),
+fn backward<T: Float>(
+    operands: Operands<'_, '_, T>,
     mask: Option<&[bool]>,
     saved: Saved<'_, T>,
     g: &Geometry,
