@@ -616,11 +616,14 @@ mod avx2 {
                         // row's bytes a few lines ahead (past the row's end is harmless: a
                         // prefetch never faults).
                         _mm_prefetch::<_MM_HINT_T0>(block.wrapping_add(PREFETCH_AHEAD).cast());
-                        let d = half(block.cast::<u16>().read_unaligned());
-                        let m = if kind == Blocks::Q4_1 {
-                            half(block.add(2).cast::<u16>().read_unaligned())
+                        let (d, m) = if kind == Blocks::Q4_1 {
+                            // Scale and minimum converted by one `vcvtph2ps`.
+                            let both = _mm_cvtph_ps(_mm_cvtsi32_si128(
+                                block.cast::<i32>().read_unaligned(),
+                            ));
+                            (_mm_cvtss_f32(both), _mm_cvtss_f32(_mm_movehdup_ps(both)))
                         } else {
-                            0.0
+                            (half(block.cast::<u16>().read_unaligned()), 0.0)
                         };
                         (d, m, unpack(kind, block.add(header)))
                     };
