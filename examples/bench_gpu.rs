@@ -12,7 +12,8 @@
 //! cargo run --release --example bench_gpu ops        # each op of one encoder block
 //! cargo run --release --example bench_gpu profile    # GPU time per kernel of one step
 //!                                                    # (`profile autocast`, `profile bf16`,
-//!                                                    # `profile gpt`, `profile attention`)
+//!                                                    # `profile gpt`, `profile gpt bf16`,
+//!                                                    # `profile attention`)
 //! cargo run --release --example bench_gpu steps      # the products, MLP and CNN steps
 //! cargo run --release --example bench_gpu gpt        # the GPT-2-small step alone
 //! cargo run --release --example bench_gpu attention  # causal attention, T = 4096, f32 and autocast
@@ -551,7 +552,11 @@ fn step_profile(device: &Device) -> rumus::Result<()> {
     let arg = |name: &str| std::env::args().any(|a| a == name);
     let mut step: Box<dyn FnMut()> = if arg("gpt") {
         let mut bench = GptBench::new(device);
-        Box::new(move || bench.step())
+        if arg("bf16") {
+            Box::new(move || bench.step_bf16())
+        } else {
+            Box::new(move || bench.step())
+        }
     } else if arg("attention") {
         Box::new(attention_call(device, Some(DType::BF16)))
     } else {

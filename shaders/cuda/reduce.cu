@@ -188,23 +188,63 @@ __device__ void arg_reduce(i64* out, const S* x, const View& kept, i64 outputs, 
     }
 }
 
-// The maximum and the sum of exponentials (relative to it) of one row; an infinite maximum
-// leaves the sum 1 (the row's log-sum-exp is that maximum), a NaN makes the maximum NaN.
+// One thread's (or a block's) running maximum `m` and sum of exponentials relative to it,
+// `s`, with `v` added: the sum rescaled when the maximum grows, so a row is read once (the
+// two-pass form, a maximum and then the sum, read every row twice). A NaN makes `m` NaN; an
+// infinite `m` makes `s` meaningless, which `row_statistics` replaces by 1.
+template <typename T> __device__ __forceinline__ void online_add(T* m, T* s, T v) {
+    if (v != v) {
+        *m = v;
+    } else if (v > *m) {
+        *s = *s * m_exp(*m - v) + (T)1;
+        *m = v;
+    } else if (v != -infinity<T>()) {
+        *s += m_exp(v - *m);
+    }
+}
+
+// Two running (maximum, sum) pairs as one: each sum rescaled to the larger maximum (a part
+// whose maximum is -inf holds no terms).
+template <typename T> __device__ __forceinline__ void online_merge(T* m, T* s, T m2, T s2) {
+    T top = Max<T>::combine(*m, m2);
+    T lower = -infinity<T>();
+    T sum = (*m == lower ? (T)0 : *s * m_exp(*m - top)) + (m2 == lower ? (T)0 : s2 * m_exp(m2 - top));
+    *m = top;
+    *s = sum;
+}
+
+// The maximum and the sum of exponentials (relative to it) of one row, in one pass over it;
+// an infinite maximum leaves the sum 1 (the row's log-sum-exp is that maximum), a NaN makes
+// the maximum NaN. Every thread of the block gets both.
 template <typename S, typename T>
 __device__ void row_statistics(const S* x, i64 base, i64 size, i64 stride, T* max_out, T* sum_out) {
-    T m = Max<T>::identity();
+    T m = Max<T>::identity(), s = (T)0;
     for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
-        m = Max<T>::combine(m, Num<S>::load(x[base + j * stride]));
+        online_add<T>(&m, &s, Num<S>::load(x[base + j * stride]));
     }
-    m = block_combine<T, Max<T> >(m);
-    T s = (T)0;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        T m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        online_merge<T>(&m, &s, m2, s2);
+    }
+    __shared__ double scratch_words[2][32];
+    T* maxima = (T*)scratch_words[0];
+    T* sums = (T*)scratch_words[1];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) {
+        maxima[warp] = m;
+        sums[warp] = s;
+    }
+    __syncthreads();
+    int warps = (blockDim.x + 31) >> 5;
+    m = lane < warps ? maxima[lane] : Max<T>::identity();
+    s = lane < warps ? sums[lane] : (T)0;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        T m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+        online_merge<T>(&m, &s, m2, s2);
+    }
     if (m != m || m == infinity<T>() || m == -infinity<T>()) {
         s = (T)1;
-    } else {
-        for (i64 j = threadIdx.x; j < size; j += blockDim.x) {
-            s += m_exp(Num<S>::load(x[base + j * stride]) - m);
-        }
-        s = block_combine<T, Sum<T> >(s);
     }
     *max_out = m;
     *sum_out = s;

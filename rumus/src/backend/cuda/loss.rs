@@ -7,6 +7,10 @@ use crate::backend::{Loss, Src};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
+/// Threads of a block that takes one row of logits (a vocabulary of tens of thousands of
+/// classes: many loads in flight per block).
+const ROW_THREADS: u32 = 512;
+
 impl Loss for CudaDevice {
     fn cross_entropy_grad(
         &self,
@@ -34,17 +38,33 @@ impl Loss for CudaDevice {
         let n = logits.numel();
         let (classes, inner) = (dims[1] as i64, dims[2..].iter().product::<usize>() as i64);
         let out = CudaBuffer::uninit(self, n, dtype)?;
-        let [vx] = views(OP, dims, [logits.layout])?;
         let [vp] = views(OP, lse_and_weights.dims(), [lse_and_weights.layout])?;
         let [vt] = views(OP, targets.dims(), [targets.layout])?;
-        let kernel = self.kernel("loss", "cross_entropy_grad", [dtype_suffix(dtype), ""])?;
-        let (o, px, pp, pt, n64) = (
+        let (o, px, pp, pt) = (
             out.address(0),
             logits.memory.address(0),
             lse_and_weights.memory.address(0),
             targets.memory.address(0),
-            n as i64,
         );
+        if inner == 1 && logits.layout.is_contiguous() && n > 0 {
+            // Row-major [N, C]: a block per row.
+            let rows = n as i64 / classes.max(1);
+            let offset = logits.layout.offset() as i64;
+            let kernel =
+                self.kernel("loss", "cross_entropy_grad_rows", [dtype_suffix(dtype), ""])?;
+            let blocks = (rows as u32).clamp(1, 65_535);
+            self.launch(
+                kernel,
+                (blocks, 1, 1),
+                (ROW_THREADS, 1, 1),
+                0,
+                &[&o, &px, &offset, &pp, &vp, &pt, &vt, &classes, &rows],
+            )?;
+            return Ok(out);
+        }
+        let [vx] = views(OP, dims, [logits.layout])?;
+        let kernel = self.kernel("loss", "cross_entropy_grad", [dtype_suffix(dtype), ""])?;
+        let n64 = n as i64;
         self.launch_elements(
             kernel,
             n,
