@@ -10,6 +10,8 @@ use rayon::prelude::*;
 
 use super::backend::Cpu;
 use super::buffer::CpuBuffer;
+use super::parallel::worth_splitting;
+use super::reduce::dot;
 use super::strided::map;
 use crate::backend::contract::{Attention, Forward, Src, Viewed};
 use crate::dtype::DType;
@@ -253,25 +255,13 @@ fn problem<'a, T: Float>(
     }
 }
 
-/// `a . b` summed in order (the reference kernel's rounding). Indexed rather than zipped:
-/// a `Zip` per score is a call without LTO between codegen units.
-#[inline]
-fn chained_dot<T: Float>(a: &[T], b: &[T]) -> T {
-    let b = &b[..a.len()];
-    let mut sum = T::ZERO;
-    for (i, &x) in a.iter().enumerate() {
-        sum += x * b[i];
-    }
-    sum
-}
-
 impl<T: Float> Problem<'_, T> {
     /// `scale q_i . k_j`, or minus infinity for a padding key.
     fn score(&self, g: &Geometry, i: usize, j: usize) -> T {
         if self.padding.is_some_and(|p| p[j]) {
             return T::NEG_INFINITY;
         }
-        chained_dot(&self.q[i * g.d..][..g.d], &self.k[j * g.d..][..g.d]) * T::from_f64(g.scale)
+        dot(&self.q[i * g.d..][..g.d], &self.k[j * g.d..][..g.d]) * T::from_f64(g.scale)
     }
 }
 
@@ -285,48 +275,59 @@ fn forward<T: Float>(
     let draws = g.draws::<T>();
     let mut out = vec![T::ZERO; g.batch * g.t * g.dv];
     let mut lse = vec![T::ZERO; g.batch * g.t];
-    out.par_chunks_mut(g.dv.max(1))
-        .zip(lse.par_iter_mut())
-        .enumerate()
-        .for_each(|(row, (acc, lse))| {
-            let (n, i) = (row / g.t, row % g.t);
-            let p = problem(n, g, operands, mask);
-            let mut scores = [T::ZERO; BLOCK];
-            let (mut max, mut sum) = (T::NEG_INFINITY, T::ZERO);
-            let end = g.visible_end(i);
-            for start in (0..end).step_by(BLOCK) {
-                let keys = start..(start + BLOCK).min(end);
-                let mut block_max = T::NEG_INFINITY;
-                for j in keys.clone() {
-                    scores[j - start] = p.score(g, i, j);
-                    block_max = block_max.max(scores[j - start]);
-                }
-                if block_max == T::NEG_INFINITY {
-                    continue;
-                }
-                let new_max = max.max(block_max);
-                let rescale = (max - new_max).exp();
-                sum *= rescale;
-                acc.iter_mut().for_each(|a| *a *= rescale);
-                for j in keys {
-                    let weight = (scores[j - start] - new_max).exp();
-                    sum += weight;
-                    // Dropout changes the probability in the output, not in the sum.
-                    let dropped = weight * draws.factor(n, i, j);
-                    for (a, &v) in acc.iter_mut().zip(&p.v[j * g.dv..][..g.dv]) {
-                        *a += dropped * v;
-                    }
-                }
-                max = new_max;
+    let one_row = |(row, (acc, lse)): (usize, (&mut [T], &mut T))| {
+        let (n, i) = (row / g.t, row % g.t);
+        let p = problem(n, g, operands, mask);
+        let mut scores = [T::ZERO; BLOCK];
+        let (mut max, mut sum) = (T::NEG_INFINITY, T::ZERO);
+        let end = g.visible_end(i);
+        for start in (0..end).step_by(BLOCK) {
+            let keys = start..(start + BLOCK).min(end);
+            let mut block_max = T::NEG_INFINITY;
+            for j in keys.clone() {
+                scores[j - start] = p.score(g, i, j);
+                block_max = block_max.max(scores[j - start]);
             }
-            if sum > T::ZERO {
-                let inverse = T::ONE / sum;
-                acc.iter_mut().for_each(|a| *a *= inverse);
-                *lse = max + sum.ln();
-            } else {
-                *lse = T::NEG_INFINITY;
+            if block_max == T::NEG_INFINITY {
+                continue;
             }
-        });
+            let new_max = max.max(block_max);
+            let rescale = (max - new_max).exp();
+            sum *= rescale;
+            acc.iter_mut().for_each(|a| *a *= rescale);
+            for j in keys {
+                let weight = (scores[j - start] - new_max).exp();
+                sum += weight;
+                // Dropout changes the probability in the output, not in the sum.
+                let dropped = weight * draws.factor(n, i, j);
+                for (a, &v) in acc.iter_mut().zip(&p.v[j * g.dv..][..g.dv]) {
+                    *a += dropped * v;
+                }
+            }
+            max = new_max;
+        }
+        if sum > T::ZERO {
+            let inverse = T::ONE / sum;
+            acc.iter_mut().for_each(|a| *a *= inverse);
+            *lse = max + sum.ln();
+        } else {
+            *lse = T::NEG_INFINITY;
+        }
+    };
+    // One query row alone (decoding) is a few thousand multiply-adds per head: with one
+    // thread, handing the heads to rayon's pool and sleeping until it is done cost more.
+    let visits = g.batch * g.t * g.s * (g.d + g.dv);
+    if worth_splitting(visits) {
+        out.par_chunks_mut(g.dv.max(1))
+            .zip(lse.par_iter_mut())
+            .enumerate()
+            .for_each(one_row);
+    } else {
+        out.chunks_mut(g.dv.max(1))
+            .zip(lse.iter_mut())
+            .enumerate()
+            .for_each(one_row);
+    }
     (out, lse)
 }
 
@@ -367,7 +368,7 @@ fn backward<T: Float>(
                 }
                 let d_out = &saved.grad[row * g.dv..][..g.dv];
                 // sum_j p_ij (dO_i . v_j), the softmax's correction term.
-                let correction = chained_dot(d_out, &saved.out[row * g.dv..][..g.dv]);
+                let correction = dot(d_out, &saved.out[row * g.dv..][..g.dv]);
                 let q_i = &p.q[i * g.d..][..g.d];
                 for j in 0..g.visible_end(i) {
                     let score = p.score(g, i, j);
@@ -380,7 +381,7 @@ fn backward<T: Float>(
                     for (dv, &o) in dv[j * g.dv..][..g.dv].iter_mut().zip(d_out) {
                         *dv += prob * factor * o;
                     }
-                    let d_score = prob * (chained_dot(d_out, v_j) * factor - correction) * scale;
+                    let d_score = prob * (dot(d_out, v_j) * factor - correction) * scale;
                     let k_j = &p.k[j * g.d..][..g.d];
                     for (dq, &k) in dq[i * g.d..][..g.d].iter_mut().zip(k_j) {
                         *dq += d_score * k;
