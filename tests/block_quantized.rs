@@ -32,7 +32,7 @@ fn quantizing_writes_the_blocks_llama_cpp_writes() {
         let values: Vec<f32> = source.values.iter().map(|&v| v as f32).collect();
         let weights = DynTensor::from_vec(values, &source.dims).unwrap();
         let ours = BlockQuantized::quantize(format, &weights).unwrap();
-        assert_eq!(ours.blocks(), file.raw(name).unwrap(), "{name}");
+        assert_eq!(ours.to_blocks(), file.raw(name).unwrap(), "{name}");
         let theirs = file.quantized(name).unwrap();
         assert_eq!((theirs.format(), theirs.dims()), (format, ours.dims()));
         assert_eq!(

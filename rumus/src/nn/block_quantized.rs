@@ -57,12 +57,16 @@ impl BlockFormat {
 }
 
 /// A `[rows, cols]` weight matrix in [`BlockFormat`] blocks, each row `cols / 32` blocks.
+///
+/// Held with the blocks of each eight rows interleaved (the layout the product kernels read
+/// eight rows at a time from; the same bytes, the last group of rows padded to eight);
+/// [`BlockQuantized::to_blocks`] gives them back in the file's order.
 #[derive(Debug, Clone)]
 pub struct BlockQuantized {
     format: BlockFormat,
     rows: usize,
     cols: usize,
-    raw: Vec<u8>,
+    interleaved: Vec<u8>,
 }
 
 fn invalid(op: &'static str, message: String) -> Error {
@@ -99,12 +103,16 @@ impl BlockQuantized {
                 ),
             ));
         }
-        Ok(BlockQuantized {
+        Ok(BlockQuantized::interleaved(format, rows, cols, &raw))
+    }
+
+    fn interleaved(format: BlockFormat, rows: usize, cols: usize, raw: &[u8]) -> BlockQuantized {
+        BlockQuantized {
             format,
             rows,
             cols,
-            raw,
-        })
+            interleaved: block_quant::interleave(format.blocks(), raw, rows, cols),
+        }
     }
 
     /// `weights` (`[rows, cols]`, f32 or wider, `cols` a multiple of 32) rounded to the
@@ -123,12 +131,7 @@ impl BlockQuantized {
         let values = weights.to_dtype(DType::F32)?.to_vec::<f32>()?;
         let mut raw = Vec::with_capacity(rows * cols / BLOCK * format.block_bytes());
         block_quant::quantize(format.blocks(), &values, &mut raw);
-        Ok(BlockQuantized {
-            format,
-            rows,
-            cols,
-            raw,
-        })
+        Ok(BlockQuantized::interleaved(format, rows, cols, &raw))
     }
 
     /// Its block format.
@@ -141,14 +144,27 @@ impl BlockQuantized {
         [self.rows, self.cols]
     }
 
-    /// Bytes its blocks take.
+    /// Bytes its blocks take (as in the file; memory holds up to seven padding rows more).
     pub fn bytes(&self) -> usize {
-        self.raw.len()
+        self.rows * self.row_bytes()
     }
 
-    /// Its encoded blocks.
-    pub fn blocks(&self) -> &[u8] {
-        &self.raw
+    /// Its encoded blocks in the file's order (row after row, as GGUF stores them).
+    pub fn to_blocks(&self) -> Vec<u8> {
+        let mut raw = Vec::with_capacity(self.rows * self.row_bytes());
+        for row in 0..self.rows {
+            self.append_row(row, &mut raw);
+        }
+        raw
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.cols / BLOCK * self.format.block_bytes()
+    }
+
+    /// Row `row`'s blocks in the file's layout, appended to `out`.
+    fn append_row(&self, row: usize, out: &mut Vec<u8>) {
+        block_quant::row_blocks(self.format.blocks(), &self.interleaved, self.cols, row, out);
     }
 
     /// The weights expanded to f32, `[rows, cols]`.
@@ -161,7 +177,7 @@ impl BlockQuantized {
             "a block-quantized matrix",
             self.rows * self.cols,
         )?;
-        block_quant::dequantize(self.format.blocks(), &self.raw, &mut out);
+        block_quant::dequantize(self.format.blocks(), &self.to_blocks(), &mut out);
         Ok(DynTensor::from_vec(out, &[self.rows, self.cols])?)
     }
 
@@ -170,8 +186,8 @@ impl BlockQuantized {
     /// # Errors
     /// An id outside `0..rows`.
     pub fn rows(&self, ids: &[i64]) -> Result<DynTensor> {
-        let row_bytes = self.cols / BLOCK * self.format.block_bytes();
         let mut out = Vec::with_capacity(ids.len() * self.cols);
+        let mut raw = Vec::with_capacity(self.row_bytes());
         for &id in ids {
             let row = usize::try_from(id).ok().filter(|&r| r < self.rows);
             let Some(row) = row else {
@@ -180,8 +196,9 @@ impl BlockQuantized {
                     format!("row {id} is outside the matrix's {} rows", self.rows),
                 ));
             };
-            let raw = &self.raw[row * row_bytes..][..row_bytes];
-            block_quant::dequantize(self.format.blocks(), raw, &mut out);
+            raw.clear();
+            self.append_row(row, &mut raw);
+            block_quant::dequantize(self.format.blocks(), &raw, &mut out);
         }
         Ok(DynTensor::from_vec(out, &[ids.len(), self.cols])?)
     }
@@ -206,7 +223,7 @@ impl BlockQuantized {
         let m = dims[..dims.len() - 1].iter().product();
         let out = block_quant::product(
             self.format.blocks(),
-            &self.raw,
+            &self.interleaved,
             [m, self.rows, self.cols],
             &values,
         );

@@ -12,10 +12,11 @@
 //! - `q4_1` (`d`, `m`, 32 x 4-bit `q`, value `q d + m`): `d dx sum(q xq) + m dx sum(xq)`
 //!
 //! A 4-bit block holds element `j` in the low nibble of byte `j` and element `j + 16` in its
-//! high nibble. The AVX2 kernel multiplies 32 unsigned weights by 32 signed activations in
-//! one `vpmaddubsw` (a signed `q8_0` weight gives its sign to the activation first); without
-//! AVX2 a plain loop computes the same integer sums. Weight rows are split across the rayon
-//! pool; each output is one row's dot product, so any thread count gives the same bits.
+//! high nibble. Matrices are held with each eight rows' blocks interleaved ([`interleave`]),
+//! so the vector kernels (AVX2, and AVX-VNNI's `vpdpbusd` where present) compute eight rows'
+//! sums in the lanes of one vector; without AVX2 a plain loop computes the same sums. Groups
+//! of rows are split across the rayon pool; every kernel adds each row's blocks in the plain
+//! loop's order with its rounding, so any kernel and any thread count give the same bits.
 
 use half::f16;
 use rayon::prelude::*;
@@ -133,12 +134,74 @@ pub(crate) fn quantize(kind: Blocks, values: &[f32], out: &mut Vec<u8>) {
     }
 }
 
-/// Activation rows quantized per block of 32: int8 values, each block's scale `dx`, and each
-/// block's `dx * sum(xq)` (what the offset or minimum of a 4-bit block multiplies).
+/// Weight rows the kernels multiply at once: each lane of an 8-wide vector holds one row's
+/// sum, so a block's scales, minimums and integer sums serve eight rows per instruction.
+pub(crate) const GROUP: usize = 8;
+
+/// The weights as the kernels read them: groups of [`GROUP`] rows (the last one padded with
+/// zero blocks), each group block after block, and each group block holding the eight rows'
+/// f16 scales, then (`q4_1`) their f16 minimums, then their value bytes four at a time:
+/// bytes `4c..4c + 4` of every row, row after row, then those of chunk `c + 1`. A 32-byte
+/// load of chunk `c` gives each row's elements `4c..4c + 4` in its own lane (a 4-bit block's
+/// low nibbles; the high nibbles are elements `16 + 4c..`), which is what `vpdpbusd` sums,
+/// so a block of eight rows takes eight multiply-add instructions and one scale each, where
+/// row by row each row's block took its own scale conversion, broadcast and horizontal work
+/// (three times the instructions). The same bytes as the file's layout, reordered.
+pub(crate) fn interleave(kind: Blocks, raw: &[u8], rows: usize, k: usize) -> Vec<u8> {
+    let (size, blocks) = (kind.bytes(), k / BLOCK);
+    let mut packed = vec![0u8; rows.div_ceil(GROUP) * GROUP * blocks * size];
+    for row in 0..rows {
+        for b in 0..blocks {
+            let block = &raw[(row * blocks + b) * size..][..size];
+            let group_block =
+                &mut packed[group_block_start(kind, blocks, row, b)..][..GROUP * size];
+            for (file, grouped, len) in placements(kind, row % GROUP) {
+                group_block[grouped..grouped + len].copy_from_slice(&block[file..file + len]);
+            }
+        }
+    }
+    packed
+}
+
+/// Row `row`'s blocks in the file's layout, appended to `out` (the inverse of
+/// [`interleave`] for one row).
+pub(crate) fn row_blocks(kind: Blocks, packed: &[u8], k: usize, row: usize, out: &mut Vec<u8>) {
+    let (size, blocks) = (kind.bytes(), k / BLOCK);
+    for b in 0..blocks {
+        let group_block = &packed[group_block_start(kind, blocks, row, b)..][..GROUP * size];
+        let start = out.len();
+        out.resize(start + size, 0);
+        for (file, grouped, len) in placements(kind, row % GROUP) {
+            out[start + file..start + file + len]
+                .copy_from_slice(&group_block[grouped..grouped + len]);
+        }
+    }
+}
+
+/// Where block `b` of `row`'s group starts in the interleaved layout.
+fn group_block_start(kind: Blocks, blocks: usize, row: usize, b: usize) -> usize {
+    ((row / GROUP) * blocks + b) * GROUP * kind.bytes()
+}
+
+/// For lane `r` of a group block: each piece of a file block as (offset in the file's
+/// block, offset in the group block, length).
+fn placements(kind: Blocks, r: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let header = kind.header();
+    let scale = (0, 2 * r, 2);
+    let minimum = (kind == Blocks::Q4_1).then_some((2, 2 * GROUP + 2 * r, 2));
+    let chunks = (0..(kind.bytes() - header) / 4)
+        .map(move |c| (header + 4 * c, header * GROUP + 32 * c + 4 * r, 4));
+    std::iter::once(scale).chain(minimum).chain(chunks)
+}
+
+/// Activation rows quantized per block of 32: int8 values, each block's scale `dx`, each
+/// block's `dx * sum(xq)` (what the offset or minimum of a 4-bit block multiplies) and its
+/// integer `sum(xq)`.
 struct QuantizedRows {
     values: Vec<i8>,
     scales: Vec<f32>,
     scaled_sums: Vec<f32>,
+    sums: Vec<i32>,
 }
 
 fn quantize_activations(x: &[f32]) -> QuantizedRows {
@@ -147,6 +210,7 @@ fn quantize_activations(x: &[f32]) -> QuantizedRows {
         values: vec![0; x.len()],
         scales: Vec::with_capacity(blocks),
         scaled_sums: Vec::with_capacity(blocks),
+        sums: Vec::with_capacity(blocks),
     };
     for (block, out) in x
         .chunks_exact(BLOCK)
@@ -169,102 +233,68 @@ fn quantize_activations(x: &[f32]) -> QuantizedRows {
         }
         rows.scales.push(dx);
         rows.scaled_sums.push(dx * sum as f32);
+        rows.sums.push(sum);
     }
     rows
 }
 
 /// `out[i, j] = sum_t x[i, t] w[j, t]` for activations `x` `[m, k]` and weights `w`
-/// `[n, k]` in `kind`'s blocks (`raw`, row-major, `k` a multiple of 32): `[m, n]`.
-pub(crate) fn product(kind: Blocks, raw: &[u8], [m, n, k]: [usize; 3], x: &[f32]) -> Vec<f32> {
+/// `[n, k]` in `kind`'s blocks, interleaved ([`interleave`]; `k` a multiple of 32): `[m, n]`.
+/// Each output is [`plain_dot`]'s sum bit for bit, whatever the kernel, the thread count or
+/// the other rows of `x`.
+pub(crate) fn product(kind: Blocks, packed: &[u8], [m, n, k]: [usize; 3], x: &[f32]) -> Vec<f32> {
     debug_assert_eq!(k % BLOCK, 0);
-    debug_assert_eq!(raw.len(), n * k / BLOCK * kind.bytes());
+    let (blocks, groups) = (k / BLOCK, n.div_ceil(GROUP));
+    let group_bytes = blocks * GROUP * kind.bytes();
+    debug_assert_eq!(packed.len(), groups * group_bytes);
     debug_assert_eq!(x.len(), m * k);
     let activations = quantize_activations(x);
-    let row_bytes = k / BLOCK * kind.bytes();
     let kernel = Kernel::detect();
-    // Rows of weights per task: a few tasks per thread, none tiny, whole groups.
-    let rows_per_task = n.div_ceil(threads() * 4).max(16).next_multiple_of(ROWS);
-    let mut transposed = vec![0.0f32; n * m];
-    let compute = |(chunk, out): (usize, &mut [f32])| {
-        let mut unpacked = Vec::new();
-        let first = chunk * rows_per_task;
-        let rows = out.len() / m.max(1);
-        for group in (0..rows).step_by(ROWS) {
-            // (a short last group repeats its last row; those results are dropped)
-            let mut weights: [&[u8]; ROWS] = [&[]; ROWS];
-            for (r, weights) in weights.iter_mut().enumerate() {
-                let row = first + (group + r).min(rows - 1);
-                *weights = &raw[row * row_bytes..][..row_bytes];
-            }
-            let blocks = k / BLOCK;
-            // With several activation rows, the group's blocks are unpacked once for all.
-            let shared = (m > 1).then(|| {
-                kernel.unpack(kind, weights, blocks, &mut unpacked);
-                &unpacked[..]
-            });
-            let mut i = 0;
-            while i + 1 < m {
-                let pair = [i, i + 1];
-                let sums = kernel.dots_pair(kind, weights, shared, &activations, pair, blocks);
-                for (r, pair) in sums.iter().enumerate().take(rows - group) {
-                    out[(group + r) * m + i] = pair[0];
-                    out[(group + r) * m + i + 1] = pair[1];
-                }
-                i += 2;
-            }
-            if i < m {
-                let sums = kernel.dots(kind, weights, shared, &activations, i * blocks, blocks);
-                for (r, &sum) in sums.iter().enumerate().take(rows - group) {
-                    out[(group + r) * m + i] = sum;
-                }
-            }
+    // Each group's sums for every activation row, [group][row][lane].
+    let mut grouped = vec![0.0f32; groups * m * GROUP];
+    let per_group = (m * GROUP).max(1);
+    // Groups per task: a few tasks per thread, none tiny.
+    let groups_per_task = groups.div_ceil(threads() * 4).max(2);
+    let compute = |(task, out): (usize, &mut [f32])| {
+        let first = task * groups_per_task;
+        for (g, out) in out.chunks_exact_mut(per_group).enumerate() {
+            let group = &packed[(first + g) * group_bytes..][..group_bytes];
+            kernel.group_sums(kind, group, blocks, &activations, out);
         }
     };
     if n * k * m >= super::parallel::PARALLEL_GRAIN && threads() > 1 {
-        transposed
-            .par_chunks_mut(rows_per_task * m.max(1))
+        grouped
+            .par_chunks_mut(groups_per_task * per_group)
             .enumerate()
             .for_each(compute);
     } else {
-        transposed
-            .chunks_mut(rows_per_task * m.max(1))
+        grouped
+            .chunks_mut(groups_per_task * per_group)
             .enumerate()
             .for_each(compute);
     }
     if m == 1 {
-        return transposed;
+        grouped.truncate(n);
+        return grouped;
     }
-    // Back to `[m, n]` in 8 x 8 blocks: element by element, the writes `n` apart took a
-    // tenth of a long prompt's time.
     let mut out = vec![0.0f32; m * n];
-    super::transpose::transpose(
-        super::simd::Isa::detect(),
-        super::transpose::Strided {
-            data: &transposed,
-            stride: m,
-        },
-        super::transpose::Strided {
-            data: &mut out,
-            stride: n,
-        },
-        [n, m],
-        None,
-    );
+    for (g, sums) in grouped.chunks_exact(per_group).enumerate() {
+        let lanes = GROUP.min(n - g * GROUP);
+        for (i, row) in sums.chunks_exact(GROUP).enumerate() {
+            out[i * n + g * GROUP..][..lanes].copy_from_slice(&row[..lanes]);
+        }
+    }
     out
 }
 
-/// Weight rows one kernel call multiplies with the same activations: their blocks are read as
-/// independent streams, and each activation block is loaded once for all of them.
-const ROWS: usize = 4;
-
-/// Which dot-product loop this CPU runs.
+/// Which loops this CPU runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kernel {
     Plain,
     #[cfg(target_arch = "x86_64")]
     Avx2,
     /// AVX2 with AVX-VNNI's `vpdpbusd` for the integer sums (one instruction where AVX2 takes
-    /// `vpmaddubsw` and `vpmaddwd`; the same sums, no intermediate saturates).
+    /// `vpmaddubsw` and `vpmaddwd`; the same sums).
     #[cfg(target_arch = "x86_64")]
     AvxVnni,
 }
@@ -284,80 +314,40 @@ impl Kernel {
         Kernel::Plain
     }
 
-    /// [`ROWS`] weight rows (`blocks` blocks each) with activation blocks
-    /// `first..first + blocks`; `unpacked`: the rows as [`Kernel::unpack`] left them.
-    fn dots(
+    /// One group's (`blocks` interleaved blocks of [`GROUP`] rows) sums with every row of
+    /// `x`, into `out` `[rows of x][GROUP]`.
+    fn group_sums(
         self,
         kind: Blocks,
-        weights: [&[u8]; ROWS],
-        unpacked: Option<&[Unpacked]>,
-        x: &QuantizedRows,
-        first: usize,
+        group: &[u8],
         blocks: usize,
-    ) -> [f32; ROWS] {
+        x: &QuantizedRows,
+        out: &mut [f32],
+    ) {
         match self {
-            Kernel::Plain => weights.map(|w| plain_dot(kind, w, x, first, blocks)),
+            Kernel::Plain => {
+                let mut row = Vec::new();
+                for r in 0..GROUP {
+                    row.clear();
+                    row_blocks(kind, group, blocks * BLOCK, r, &mut row);
+                    for (i, sums) in out.chunks_exact_mut(GROUP).enumerate() {
+                        sums[r] = plain_dot(kind, &row, x, i * blocks, blocks);
+                    }
+                }
+            }
             // SAFETY: the CPU has AVX2, FMA and F16C (detected above), and AVX-VNNI for
             // `AvxVnni`.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::dots(kind, weights, unpacked, x, first, blocks) },
+            Kernel::Avx2 => unsafe { avx2::group_sums(kind, group, blocks, x, out) },
             #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni => unsafe {
-                avx2::dots_vnni(kind, weights, unpacked, x, first, blocks)
-            },
-        }
-    }
-
-    /// [`Kernel::dots`] of the same weight rows with activation rows `pair` (of `blocks`
-    /// blocks each): `[row][activation]`.
-    fn dots_pair(
-        self,
-        kind: Blocks,
-        weights: [&[u8]; ROWS],
-        unpacked: Option<&[Unpacked]>,
-        x: &QuantizedRows,
-        pair: [usize; 2],
-        blocks: usize,
-    ) -> [[f32; 2]; ROWS] {
-        match self {
-            Kernel::Plain => {
-                let [a, b] = pair.map(|i| self.dots(kind, weights, None, x, i * blocks, blocks));
-                std::array::from_fn(|r| [a[r], b[r]])
-            }
-            // SAFETY: the CPU has what `detect` found.
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::dots_pair(kind, weights, unpacked, x, pair, blocks) },
-            #[cfg(target_arch = "x86_64")]
-            Kernel::AvxVnni => unsafe {
-                avx2::dots_pair_vnni(kind, weights, unpacked, x, pair, blocks)
-            },
-        }
-    }
-
-    /// The weight rows' blocks as the kernel multiplies them, into `out` (nothing for the
-    /// plain loop, which reads the bytes).
-    fn unpack(self, kind: Blocks, weights: [&[u8]; ROWS], blocks: usize, out: &mut Vec<Unpacked>) {
-        out.clear();
-        match self {
-            Kernel::Plain => {}
-            // SAFETY: the CPU has AVX2, FMA and F16C (detected in `detect`).
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 | Kernel::AvxVnni => unsafe {
-                avx2::unpack_rows(kind, weights, blocks, out)
-            },
+            Kernel::AvxVnni => unsafe { avx2::group_sums_vnni(kind, group, blocks, x, out) },
         }
     }
 }
 
-/// One weight block ready for the vector kernel: its 32 values as bytes (4-bit ones as
-/// unsigned 0..16, 8-bit ones signed), its scale and its minimum (q4_1; 0 otherwise).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Unpacked {
-    values: [u8; BLOCK],
-    d: f32,
-    m: f32,
-}
-
+/// One weight row (`blocks` blocks in the file's layout) with activation blocks
+/// `first..first + blocks`: per block, the exact integer sum times `d dx`, plus the offset's
+/// or minimum's share, added block after block. The reference every kernel equals.
 fn plain_dot(kind: Blocks, weights: &[u8], x: &QuantizedRows, first: usize, blocks: usize) -> f32 {
     let mut total = 0.0f32;
     for (b, block) in weights.chunks_exact(kind.bytes()).take(blocks).enumerate() {
@@ -392,282 +382,39 @@ fn plain_dot(kind: Blocks, weights: &[u8], x: &QuantizedRows, first: usize, bloc
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{BLOCK, Blocks, QuantizedRows, ROWS, Unpacked};
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn half(bits: u16) -> f32 {
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
-    }
-
-    /// One block's 32 weights as vpmaddubsw takes them: 4-bit values as unsigned bytes in
-    /// element order, 8-bit ones as they are (signed; [`products`] moves their signs).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    unsafe fn unpack(kind: Blocks, values: *const u8) -> __m256i {
-        // SAFETY (loads): the caller passes a whole block.
-        match kind {
-            Blocks::Q8_0 => unsafe { _mm256_loadu_si256(values.cast()) },
-            Blocks::Q4_0 | Blocks::Q4_1 => {
-                // The 16 bytes in both halves (a load, no shuffle); low nibbles from the first
-                // half, high nibbles from the second: elements 0..16, then 16..32.
-                let packed = unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(values.cast())) };
-                let mask = _mm256_set1_epi8(0x0f);
-                let low = _mm256_and_si256(packed, mask);
-                let high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);
-                _mm256_blend_epi32(low, high, 0xf0)
-            }
-        }
-    }
-
-    /// The 32 integer products of unpacked weights `w` and 32 activations, as 8 i32 sums:
-    /// `vpmaddubsw` then `vpmaddwd`, or with `VNNI` one `vpdpbusd` (whose caller must enable
-    /// `avxvnni`). The pairs `vpmaddubsw` adds never saturate (at most 2 x 128 x 127), so
-    /// both give the same sums.
-    ///
-    /// # Safety
-    /// The CPU runs AVX2 (and AVX-VNNI with `VNNI`); `xq` is readable for 32 bytes.
-    #[inline(always)]
-    unsafe fn products<const VNNI: bool>(kind: Blocks, w: __m256i, xq: *const i8) -> __m256i {
-        // SAFETY: as the caller promises.
-        unsafe {
-            let a = _mm256_loadu_si256(xq.cast());
-            // |w| (unsigned) times x with w's sign: the same products, as both instructions
-            // want an unsigned first operand.
-            let (unsigned, signed) = match kind {
-                Blocks::Q8_0 => (_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w)),
-                Blocks::Q4_0 | Blocks::Q4_1 => (w, a),
-            };
-            if VNNI {
-                _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), unsigned, signed)
-            } else {
-                _mm256_madd_epi16(_mm256_maddubs_epi16(unsigned, signed), _mm256_set1_epi16(1))
-            }
-        }
-    }
+    use super::{BLOCK, Blocks, GROUP, QuantizedRows};
 
     /// The entry points, each compiled for its instruction sets around the shared loops
     /// (`#[inline(always)]`, so the intrinsics inline into them).
-    macro_rules! entry_points {
-        ($features:literal, $vnni:literal, $pair:ident, $single:ident) => {
-            /// [`dots`] of two activation rows.
+    macro_rules! entry_point {
+        ($features:literal, $vnni:literal, $name:ident) => {
+            /// [`super::Kernel::group_sums`] on this instruction set.
             #[target_feature(enable = $features)]
-            pub(super) unsafe fn $pair(
+            pub(super) unsafe fn $name(
                 kind: Blocks,
-                weights: [&[u8]; ROWS],
-                unpacked: Option<&[Unpacked]>,
-                x: &QuantizedRows,
-                pair: [usize; 2],
+                group: &[u8],
                 blocks: usize,
-            ) -> [[f32; 2]; ROWS] {
-                // SAFETY: `rows` checks the lengths.
-                unsafe { rows::<true, $vnni>(kind, weights, unpacked, x, pair, blocks) }
-            }
-
-            /// [`super::plain_dot`] of [`ROWS`] rows: the same integer sums, the scales
-            /// applied in f32, in the order the pair entry point adds them for either of its
-            /// rows.
-            #[target_feature(enable = $features)]
-            pub(super) unsafe fn $single(
-                kind: Blocks,
-                weights: [&[u8]; ROWS],
-                unpacked: Option<&[Unpacked]>,
                 x: &QuantizedRows,
-                first: usize,
-                blocks: usize,
-            ) -> [f32; ROWS] {
-                assert!(blocks == 0 || first.is_multiple_of(blocks));
-                let row = first.checked_div(blocks).unwrap_or(0);
-                // SAFETY: `rows` checks the lengths.
-                let sums =
-                    unsafe { rows::<false, $vnni>(kind, weights, unpacked, x, [row, row], blocks) };
-                let mut out = [0.0; ROWS];
-                for (r, out) in out.iter_mut().enumerate() {
-                    *out = sums[r][0];
+                out: &mut [f32],
+            ) {
+                // SAFETY: `rows` checks the lengths; the caller's CPU runs `$features`.
+                unsafe {
+                    match kind {
+                        Blocks::Q4_0 => rows::<Q4_0, $vnni>(group, blocks, x, out),
+                        Blocks::Q4_1 => rows::<Q4_1, $vnni>(group, blocks, x, out),
+                        Blocks::Q8_0 => rows::<Q8_0, $vnni>(group, blocks, x, out),
+                    }
                 }
-                out
             }
         };
     }
 
-    entry_points!("avx2,fma,f16c", false, dots_pair, dots);
-    entry_points!("avx2,fma,f16c,avxvnni", true, dots_pair_vnni, dots_vnni);
+    entry_point!("avx2,fma,f16c", false, group_sums);
+    entry_point!("avx2,fma,f16c,avxvnni", true, group_sums_vnni);
 
-    /// Checks every length `pair_of` reads within, then runs it for `kind`.
-    ///
-    /// # Safety
-    /// The CPU runs AVX2, FMA and F16C (and AVX-VNNI with `VNNI`), enabled in the caller.
-    #[inline(always)]
-    unsafe fn rows<const TWO: bool, const VNNI: bool>(
-        kind: Blocks,
-        weights: [&[u8]; ROWS],
-        unpacked: Option<&[Unpacked]>,
-        x: &QuantizedRows,
-        pair: [usize; 2],
-        blocks: usize,
-    ) -> [[f32; 2]; ROWS] {
-        for w in weights {
-            assert!(w.len() >= blocks * kind.bytes());
-        }
-        if let Some(u) = unpacked {
-            assert!(u.len() >= ROWS * blocks);
-        }
-        for i in pair {
-            assert!(
-                x.values.len() >= (i + 1) * blocks * BLOCK && x.scales.len() >= (i + 1) * blocks
-            );
-        }
-        // SAFETY: whole blocks (the asserts above).
-        unsafe {
-            match (kind, unpacked) {
-                (Blocks::Q4_0, None) => pair_of::<Q4_0, TWO, VNNI>(weights, &[], x, pair, blocks),
-                (Blocks::Q4_1, None) => pair_of::<Q4_1, TWO, VNNI>(weights, &[], x, pair, blocks),
-                (Blocks::Q8_0, None) => pair_of::<Q8_0, TWO, VNNI>(weights, &[], x, pair, blocks),
-                (Blocks::Q4_0, Some(u)) => {
-                    pair_of::<UNPACKED_Q4_0, TWO, VNNI>(weights, u, x, pair, blocks)
-                }
-                (Blocks::Q4_1, Some(u)) => {
-                    pair_of::<UNPACKED_Q4_1, TWO, VNNI>(weights, u, x, pair, blocks)
-                }
-                (Blocks::Q8_0, Some(u)) => {
-                    pair_of::<UNPACKED_Q8_0, TWO, VNNI>(weights, u, x, pair, blocks)
-                }
-            }
-        }
-    }
-
-    /// The rows' blocks unpacked, row after row, into `out`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn unpack_rows(
-        kind: Blocks,
-        weights: [&[u8]; ROWS],
-        blocks: usize,
-        out: &mut Vec<Unpacked>,
-    ) {
-        let (size, header) = (kind.bytes(), kind.header());
-        for w in weights {
-            for block in w.chunks_exact(size).take(blocks) {
-                let mut u = Unpacked {
-                    d: half(u16::from_le_bytes([block[0], block[1]])),
-                    m: if kind == Blocks::Q4_1 {
-                        half(u16::from_le_bytes([block[2], block[3]]))
-                    } else {
-                        0.0
-                    },
-                    ..Unpacked::default()
-                };
-                // SAFETY: a whole block (chunks_exact), 32 bytes written.
-                unsafe {
-                    let values = unpack(kind, block.as_ptr().add(header));
-                    _mm256_storeu_si256(u.values.as_mut_ptr().cast(), values);
-                }
-                out.push(u);
-            }
-        }
-    }
-
-    /// Each weight row's sums with one or two activation rows: per block, the integer sums
-    /// of 32 products (8 lanes) scaled by `d * dx` into the pair's own accumulator, and the
-    /// 4-bit layouts' offset (`-8 d`) or minimum (`m`) times the block's `dx * sum(xq)` in a
-    /// scalar sum; then the lanes added and the scalar. Each row's arithmetic is the same
-    /// whether it comes alone or in a pair, so a sequence's sums do not depend on its
-    /// neighbours in a batch. `CODE` is the layout, plus [`UNPACKED`] where the weights come
-    /// from `unpacked` (the same values, read instead of decoded).
-    ///
-    /// # Safety
-    /// As [`rows`], which checked the lengths.
-    #[inline(always)]
-    unsafe fn pair_of<const CODE: u8, const TWO: bool, const VNNI: bool>(
-        weights: [&[u8]; ROWS],
-        unpacked: &[Unpacked],
-        x: &QuantizedRows,
-        pair: [usize; 2],
-        blocks: usize,
-    ) -> [[f32; 2]; ROWS] {
-        let kind = kind_of(CODE & !UNPACKED);
-        let from_unpacked = CODE & UNPACKED != 0;
-        let (size, header) = (kind.bytes(), kind.header());
-        // Loops and literal arrays here rather than `array::map` or `array::from_fn`: those
-        // are not `#[inline]`, and where codegen units are not inlined into each other they
-        // were calls in this loop (three per block: a third of a decode step).
-        let mut bases = [std::ptr::null(); ROWS];
-        for (r, base) in bases.iter_mut().enumerate() {
-            *base = weights[r].as_ptr();
-        }
-        let firsts = [pair[0] * blocks, pair[1] * blocks];
-        let rows = if TWO { 2 } else { 1 };
-        // SAFETY: the caller enabled AVX.
-        let mut acc = [[unsafe { _mm256_setzero_ps() }; 2]; ROWS];
-        let mut offsets = [[0.0f32; 2]; ROWS];
-        for k in 0..blocks {
-            // SAFETY (every access): block `k` of each weight row and of each activation
-            // row, inside them (the caller's asserts).
-            unsafe {
-                let [f0, f1] = firsts;
-                let dx = [
-                    *x.scales.get_unchecked(f0 + k),
-                    *x.scales.get_unchecked(f1 + k),
-                ];
-                let scaled_sum = [
-                    *x.scaled_sums.get_unchecked(f0 + k),
-                    *x.scaled_sums.get_unchecked(f1 + k),
-                ];
-                let xq = [
-                    x.values.as_ptr().add((f0 + k) * BLOCK),
-                    x.values.as_ptr().add((f1 + k) * BLOCK),
-                ];
-                for r in 0..ROWS {
-                    let (d, m, w) = if from_unpacked {
-                        let u = unpacked.get_unchecked(r * blocks + k);
-                        (u.d, u.m, _mm256_loadu_si256(u.values.as_ptr().cast()))
-                    } else {
-                        let block = bases[r].add(k * size);
-                        // Four rows stream at once, a 20-byte block at a time: ask for each
-                        // row's bytes a few lines ahead (past the row's end is harmless: a
-                        // prefetch never faults).
-                        _mm_prefetch::<_MM_HINT_T0>(block.wrapping_add(PREFETCH_AHEAD).cast());
-                        let (d, m) = if kind == Blocks::Q4_1 {
-                            // Scale and minimum converted by one `vcvtph2ps`.
-                            let both = _mm_cvtph_ps(_mm_cvtsi32_si128(
-                                block.cast::<i32>().read_unaligned(),
-                            ));
-                            (_mm_cvtss_f32(both), _mm_cvtss_f32(_mm_movehdup_ps(both)))
-                        } else {
-                            (half(block.cast::<u16>().read_unaligned()), 0.0)
-                        };
-                        (d, m, unpack(kind, block.add(header)))
-                    };
-                    for j in 0..rows {
-                        let sums = _mm256_cvtepi32_ps(products::<VNNI>(kind, w, xq[j]));
-                        let scale = _mm256_set1_ps(d * dx[j]);
-                        acc[r][j] = _mm256_fmadd_ps(sums, scale, acc[r][j]);
-                        match kind {
-                            Blocks::Q4_0 => offsets[r][j] -= 8.0 * d * scaled_sum[j],
-                            Blocks::Q4_1 => offsets[r][j] += m * scaled_sum[j],
-                            Blocks::Q8_0 => {}
-                        }
-                    }
-                }
-            }
-        }
-        let mut sums = [[0.0; 2]; ROWS];
-        for (r, row) in sums.iter_mut().enumerate() {
-            for (j, sum) in row.iter_mut().enumerate() {
-                // SAFETY: the caller enabled AVX2.
-                *sum = unsafe { horizontal_sum(acc[r][j]) } + offsets[r][j];
-            }
-        }
-        sums
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn horizontal_sum(v: __m256) -> f32 {
-        let folded = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let folded = _mm_add_ps(folded, _mm_movehl_ps(folded, folded));
-        let folded = _mm_add_ss(folded, _mm_shuffle_ps(folded, folded, 1));
-        _mm_cvtss_f32(folded)
-    }
+    const Q4_0: u8 = 0;
+    const Q4_1: u8 = 1;
+    const Q8_0: u8 = 2;
 
     fn kind_of(code: u8) -> Blocks {
         match code {
@@ -677,17 +424,142 @@ mod avx2 {
         }
     }
 
-    const Q4_0: u8 = 0;
-    const Q4_1: u8 = 1;
-    const Q8_0: u8 = 2;
-    /// Added to a layout's code: the weights come unpacked.
-    const UNPACKED: u8 = 4;
-    const UNPACKED_Q4_0: u8 = Q4_0 | UNPACKED;
-    const UNPACKED_Q4_1: u8 = Q4_1 | UNPACKED;
-    const UNPACKED_Q8_0: u8 = Q8_0 | UNPACKED;
+    /// Checks the lengths [`sums`] reads and writes within, then runs it over the activation
+    /// rows, four at a time (the group's weights unpacked once for the four) and then one.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2, FMA and F16C (and AVX-VNNI with `VNNI`), enabled in the caller.
+    #[inline(always)]
+    unsafe fn rows<const CODE: u8, const VNNI: bool>(
+        group: &[u8],
+        blocks: usize,
+        x: &QuantizedRows,
+        out: &mut [f32],
+    ) {
+        let m = out.len() / GROUP;
+        assert!(group.len() >= blocks * GROUP * kind_of(CODE).bytes());
+        assert!(x.values.len() >= m * blocks * BLOCK && x.scales.len() >= m * blocks);
+        assert!(x.scaled_sums.len() >= m * blocks && x.sums.len() >= m * blocks);
+        let mut i = 0;
+        while i + 4 <= m {
+            // SAFETY: the asserts above.
+            let totals =
+                unsafe { sums::<CODE, VNNI, 4>(group, blocks, x, [i, i + 1, i + 2, i + 3]) };
+            for (j, total) in totals.into_iter().enumerate() {
+                // SAFETY: row `i + j < m` of `out`.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add((i + j) * GROUP), total) };
+            }
+            i += 4;
+        }
+        while i < m {
+            // SAFETY: as above.
+            let [total] = unsafe { sums::<CODE, VNNI, 1>(group, blocks, x, [i]) };
+            // SAFETY: row `i < m` of `out`.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i * GROUP), total) };
+            i += 1;
+        }
+    }
 
-    /// Bytes ahead of the block in use that [`pair_of`] prefetches in each weight row.
-    const PREFETCH_AHEAD: usize = 384;
+    /// The group's eight rows' sums (one per lane) with activation rows `rows`: per block,
+    /// the block's eight value vectors (lane `r`: row `r`'s elements `4v..4v + 4` in vector
+    /// `v`) unpacked once, then for each activation row eight four-element multiply-adds
+    /// against its elements `4v..4v + 4` broadcast, and the scales applied as
+    /// [`super::plain_dot`] applies them, in the same order (no fused multiply-add), so each
+    /// lane is that loop's sum bit for bit.
+    ///
+    /// # Safety
+    /// As [`rows`], which checked the lengths.
+    #[inline(always)]
+    unsafe fn sums<const CODE: u8, const VNNI: bool, const J: usize>(
+        group: &[u8],
+        blocks: usize,
+        x: &QuantizedRows,
+        rows: [usize; J],
+    ) -> [__m256; J] {
+        let kind = kind_of(CODE);
+        let (size, header) = (kind.bytes(), kind.header());
+        // SAFETY (every access): block `b` of the group and of each activation row, inside
+        // them (the caller's asserts).
+        unsafe {
+            let mut totals = [_mm256_setzero_ps(); J];
+            let low_nibbles = _mm256_set1_epi8(0x0f);
+            for b in 0..blocks {
+                let block = group.as_ptr().add(b * GROUP * size);
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(block.cast()));
+                let values = block.add(header * GROUP);
+                let mut w = [_mm256_setzero_si256(); 8];
+                if CODE == Q8_0 {
+                    for (v, w) in w.iter_mut().enumerate() {
+                        let signed = _mm256_loadu_si256(values.add(32 * v).cast());
+                        // `vpdpbusd` wants unsigned weights: q + 128, whose extra 128 sum(xq)
+                        // comes off the integer sum below.
+                        *w = if VNNI {
+                            _mm256_xor_si256(signed, _mm256_set1_epi8(-128))
+                        } else {
+                            signed
+                        };
+                    }
+                } else {
+                    for c in 0..4 {
+                        let packed = _mm256_loadu_si256(values.add(32 * c).cast());
+                        w[c] = _mm256_and_si256(packed, low_nibbles);
+                        w[c + 4] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles);
+                    }
+                }
+                let offset_scale = match kind {
+                    Blocks::Q4_1 => _mm256_cvtph_ps(_mm_loadu_si128(block.add(2 * GROUP).cast())),
+                    Blocks::Q4_0 => _mm256_mul_ps(_mm256_set1_ps(-8.0), d),
+                    Blocks::Q8_0 => _mm256_setzero_ps(),
+                };
+                for (j, &i) in rows.iter().enumerate() {
+                    let at = i * blocks + b;
+                    let xq = x.values.as_ptr().add(at * BLOCK);
+                    let mut halves = [_mm256_setzero_si256(); 2];
+                    for v in 0..8 {
+                        let xv = _mm256_set1_epi32(xq.add(4 * v).cast::<i32>().read_unaligned());
+                        halves[v % 2] = multiply_add::<CODE, VNNI>(halves[v % 2], w[v], xv);
+                    }
+                    let mut sum = _mm256_add_epi32(halves[0], halves[1]);
+                    if VNNI && CODE == Q8_0 {
+                        let extra = _mm256_set1_epi32(128 * *x.sums.get_unchecked(at));
+                        sum = _mm256_sub_epi32(sum, extra);
+                    }
+                    let dx = _mm256_set1_ps(*x.scales.get_unchecked(at));
+                    let scaled_sum = _mm256_set1_ps(*x.scaled_sums.get_unchecked(at));
+                    let product = _mm256_mul_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum));
+                    let offset = _mm256_mul_ps(offset_scale, scaled_sum);
+                    totals[j] = _mm256_add_ps(totals[j], _mm256_add_ps(product, offset));
+                }
+            }
+            totals
+        }
+    }
+
+    /// `acc` plus, in each 32-bit lane, the sum of the four products of `w`'s bytes (unsigned
+    /// 4-bit levels, `q8_0` values shifted by 128 with `VNNI`, signed ones without) and `x`'s
+    /// bytes (signed): `vpdpbusd`, or `vpmaddubsw` and `vpmaddwd` (a signed weight giving its
+    /// sign to the activation first; no pair saturates: at most 2 x 128 x 127).
+    #[inline(always)]
+    unsafe fn multiply_add<const CODE: u8, const VNNI: bool>(
+        acc: __m256i,
+        w: __m256i,
+        x: __m256i,
+    ) -> __m256i {
+        // SAFETY: the caller enabled the instruction sets.
+        unsafe {
+            if VNNI {
+                _mm256_dpbusd_avx_epi32(acc, w, x)
+            } else {
+                let (unsigned, signed) = if CODE == Q8_0 {
+                    (_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
+                } else {
+                    (w, x)
+                };
+                let pairs = _mm256_maddubs_epi16(unsigned, signed);
+                _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -717,54 +589,71 @@ mod tests {
         raw
     }
 
+    /// Every kernel this CPU has gives each output exactly as the plain loop over the file's
+    /// layout, for each layout, with a number of rows that leaves the last group short, and
+    /// with one to six activation rows (the four-row loop and the one-row loop).
     #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn the_avx2_kernel_sums_what_the_plain_loop_sums() {
-        if !matches!(Kernel::detect(), Kernel::Avx2) {
-            eprintln!("skipped: this CPU has no AVX2");
-            return;
+    fn every_kernel_sums_what_the_plain_loop_sums() {
+        let mut kernels = vec![Kernel::Plain];
+        #[cfg(target_arch = "x86_64")]
+        match Kernel::detect() {
+            Kernel::AvxVnni => kernels.extend([Kernel::Avx2, Kernel::AvxVnni]),
+            Kernel::Avx2 => kernels.push(Kernel::Avx2),
+            Kernel::Plain => eprintln!("this CPU has no AVX2: the plain kernel alone"),
         }
         for kind in [Blocks::Q4_0, Blocks::Q4_1, Blocks::Q8_0] {
-            let (n, k) = (5, 7 * BLOCK);
-            let raw = random_blocks(kind, n * k / BLOCK, 7);
-            let x: Vec<f32> = (0..2 * k)
-                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-                .collect();
-            let activations = quantize_activations(&x);
-            let row_bytes = k / BLOCK * kind.bytes();
-            let weights: [&[u8]; ROWS] =
-                std::array::from_fn(|r| &raw[(r % n) * row_bytes..][..row_bytes]);
-            let pair = Kernel::Avx2.dots_pair(kind, weights, None, &activations, [0, 1], k / BLOCK);
-            let mut unpacked = Vec::new();
-            Kernel::Avx2.unpack(kind, weights, k / BLOCK, &mut unpacked);
-            let shared = Some(&unpacked[..]);
-            let from_unpacked =
-                Kernel::Avx2.dots_pair(kind, weights, shared, &activations, [0, 1], k / BLOCK);
-            let alone_unpacked: Vec<[f32; ROWS]> = (0..2)
-                .map(|i| {
-                    let first = i * k / BLOCK;
-                    Kernel::Avx2.dots(kind, weights, shared, &activations, first, k / BLOCK)
-                })
-                .collect();
-            for i in 0..2 {
-                let first = i * k / BLOCK;
-                let plain = Kernel::Plain.dots(kind, weights, None, &activations, first, k / BLOCK);
-                let fast = Kernel::Avx2.dots(kind, weights, None, &activations, first, k / BLOCK);
-                for (r, (p, f)) in plain.iter().zip(fast).enumerate() {
-                    assert!(
-                        (p - f).abs() <= 1e-5 * p.abs().max(1.0),
-                        "{kind:?} row {r}, input {i}: {p} vs {f}"
-                    );
-                    // Two activation rows at once, and from unpacked blocks: each row's
-                    // sums exactly as alone.
-                    assert_eq!(pair[r][i], f, "{kind:?} row {r}, input {i} of a pair");
-                    assert_eq!(
-                        from_unpacked[r][i], f,
-                        "{kind:?} row {r}, input {i} unpacked"
-                    );
-                    assert_eq!(alone_unpacked[i][r], f, "{kind:?} row {r}, input {i}");
+            let (n, blocks) = (13, 7);
+            let k = blocks * BLOCK;
+            let raw = random_blocks(kind, n * blocks, 7);
+            let packed = interleave(kind, &raw, n, k);
+            let row_bytes = blocks * kind.bytes();
+            for m in 1..=6 {
+                let x: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                    .collect();
+                let activations = quantize_activations(&x);
+                for &kernel in &kernels {
+                    for g in 0..n.div_ceil(GROUP) {
+                        let group_bytes = blocks * GROUP * kind.bytes();
+                        let group = &packed[g * group_bytes..][..group_bytes];
+                        let mut out = vec![f32::NAN; m * GROUP];
+                        kernel.group_sums(kind, group, blocks, &activations, &mut out);
+                        for row in g * GROUP..n.min((g + 1) * GROUP) {
+                            let weights = &raw[row * row_bytes..][..row_bytes];
+                            for i in 0..m {
+                                let plain =
+                                    plain_dot(kind, weights, &activations, i * blocks, blocks);
+                                let got = out[i * GROUP + row % GROUP];
+                                assert_eq!(
+                                    got.to_bits(),
+                                    plain.to_bits(),
+                                    "{kernel:?} {kind:?} row {row}, input {i} of {m}: {got} vs {plain}"
+                                );
+                            }
+                        }
+                    }
                 }
             }
+        }
+    }
+
+    /// Interleaving and taking a row back out give the file's bytes.
+    #[test]
+    fn interleaved_rows_come_back_as_the_file_stored_them() {
+        for kind in [Blocks::Q4_0, Blocks::Q4_1, Blocks::Q8_0] {
+            let (n, blocks) = (11, 3);
+            let raw = random_blocks(kind, n * blocks, 3);
+            let packed = interleave(kind, &raw, n, blocks * BLOCK);
+            assert_eq!(
+                packed.len(),
+                16 * blocks * kind.bytes(),
+                "{kind:?}: two groups"
+            );
+            let mut back = Vec::new();
+            for row in 0..n {
+                row_blocks(kind, &packed, blocks * BLOCK, row, &mut back);
+            }
+            assert_eq!(back, raw, "{kind:?}");
         }
     }
 }
