@@ -12,7 +12,8 @@
 //! ChatML template; default "Tell me a short story about a lighthouse."), `--raw` (the prompt
 //! as it is, no template), `--max-tokens N` (default 128), `--temperature T` (default 0:
 //! greedy), `--top-k K`, `--top-p P`, `--seed S` (default 0), `--f32` (dequantize the weights
-//! instead of multiplying them in their 4- and 8-bit blocks).
+//! instead of multiplying them in their 4- and 8-bit blocks), `--device cuda|gpu` (run on a
+//! GPU, the weights dense in f16 there; `--dtype f32|bf16` for others).
 
 use std::io::Write;
 use std::time::Instant;
@@ -20,6 +21,7 @@ use std::time::Instant;
 use rumus::io::GgufFile;
 use rumus::llm::{Llama, Sampling, Tokenizer, WeightFormat, chat_ml};
 use rumus::rng::Generator;
+use rumus::{DType, Device};
 
 struct Options {
     model: String,
@@ -29,6 +31,8 @@ struct Options {
     sampling: Sampling,
     seed: u64,
     format: WeightFormat,
+    device: Option<String>,
+    dtype: DType,
 }
 
 fn parse() -> Result<Options, String> {
@@ -43,6 +47,8 @@ fn parse() -> Result<Options, String> {
         },
         seed: 0,
         format: WeightFormat::AsStored,
+        device: None,
+        dtype: DType::F16,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -58,6 +64,15 @@ fn parse() -> Result<Options, String> {
             "--top-k" => options.sampling.top_k = Some(number(value()?)? as usize),
             "--top-p" => options.sampling.top_p = Some(number(value()?)?),
             "--seed" => options.seed = number(value()?)? as u64,
+            "--device" => options.device = Some(value()?),
+            "--dtype" => {
+                options.dtype = match value()?.as_str() {
+                    "f32" => DType::F32,
+                    "f16" => DType::F16,
+                    "bf16" => DType::BF16,
+                    other => return Err(format!("--dtype takes f32, f16 or bf16, not {other}")),
+                }
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -70,7 +85,10 @@ fn parse() -> Result<Options, String> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = parse().map_err(|e| format!("{e}; see the top of examples/chat.rs"))?;
     let file = GgufFile::open(&options.model)?;
-    let model = Llama::load(&file, options.format)?;
+    let mut model = Llama::load(&file, options.format)?;
+    if let Some(name) = &options.device {
+        model = model.to_device(&Device::named(name)?, options.dtype)?;
+    }
     let tokenizer = Tokenizer::from_gguf(&file)?;
     let text = if options.raw {
         options.prompt.clone()

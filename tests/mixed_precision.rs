@@ -91,6 +91,34 @@ fn products_under_autocast_are_the_f16_or_bf16_products_and_stay_f32() {
     assert!(autocast_with(DType::F64).is_err());
 }
 
+/// A model's weights already held in the scope's dtype (a language model's f16 matrices on a
+/// GPU) meet f32 activations: the product is the same one as with f32 weights rounded to that
+/// dtype, in f32; weights of the other 16-bit dtype are not autocast's to mix.
+#[test]
+fn autocast_multiplies_f32_inputs_by_weights_already_in_its_dtype() {
+    for dtype in [DType::F16, DType::BF16] {
+        let (x, w) = (tensor(&[5, 7], 4), tensor(&[3, 7], 5));
+        let stored = w.to_dtype(dtype).unwrap();
+        let _autocast = autocast_with(dtype).unwrap();
+        let mixed = x.linear(&stored, None).unwrap();
+        assert_eq!(mixed.dtype(), DType::F32);
+        assert_eq!(
+            mixed.to_f64_vec(),
+            x.linear(&w, None).unwrap().to_f64_vec(),
+            "{dtype}"
+        );
+        let other = if dtype == DType::F16 {
+            DType::BF16
+        } else {
+            DType::F16
+        };
+        assert!(
+            x.linear(&w.to_dtype(other).unwrap(), None).is_err(),
+            "{dtype}"
+        );
+    }
+}
+
 #[test]
 fn gradients_under_autocast_run_the_backward_products_in_f16_or_bf16() {
     for dtype in [DType::F16, DType::BF16] {

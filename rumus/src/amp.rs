@@ -123,7 +123,9 @@ pub fn autocast_disabled() -> AutocastGuard {
 }
 
 /// The autocast hook the ops run through while a scope is active: products of `f32`
-/// operands (and bias) run as [`product`]s in its dtype (`f16` or `bf16`).
+/// operands (and bias) run as [`product`]s in its dtype (`f16` or `bf16`), and so do
+/// products of an `f32` operand with one already in that dtype (a model's 16-bit weights,
+/// which need no rounding), as PyTorch's autocast multiplies them.
 struct HalfProducts(DType);
 
 impl Autocast for HalfProducts {
@@ -132,10 +134,11 @@ impl Autocast for HalfProducts {
     }
 
     fn applies(&self, call: &OpCall<'_>, operands: &[&DynTensor]) -> bool {
+        let takes = |t: &DynTensor| t.dtype() == DType::F32 || t.dtype() == self.0;
         matches!(
             (call, operands),
             (OpCall::Product, [lhs, rhs, ..])
-                if lhs.dtype() == DType::F32 && rhs.dtype() == DType::F32
+                if takes(lhs) && takes(rhs) && (lhs.dtype() == DType::F32 || rhs.dtype() == DType::F32)
         )
     }
 

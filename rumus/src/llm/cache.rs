@@ -1,6 +1,5 @@
 //! The keys and values a Llama model keeps of the tokens it has run.
 
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::DynTensor;
 
@@ -44,7 +43,7 @@ impl KvCache {
     /// No memory for the copy.
     pub fn try_clone(&self) -> Result<KvCache> {
         let copy = |t: &DynTensor| -> Result<DynTensor> {
-            let fresh = DynTensor::zeros(t.dims(), DType::F32)?;
+            let fresh = DynTensor::zeros_on(t.dims(), t.dtype(), &t.device())?;
             fresh.copy_(t)?;
             Ok(fresh)
         };
@@ -90,7 +89,7 @@ impl KvCache {
         self.layers
             .iter()
             .flatten()
-            .map(|l| 2 * l.keys.numel() * DType::F32.size_in_bytes())
+            .map(|l| 2 * l.keys.numel() * l.keys.dtype().size_in_bytes())
             .sum()
     }
 
@@ -114,9 +113,11 @@ impl KvCache {
         if layer.is_none() || stale {
             let mut dims = keys.dims().to_vec();
             dims[1] = capacity;
+            // On the keys' device, in their dtype.
+            let (dtype, device) = (keys.dtype(), keys.device());
             let grown = Layer {
-                keys: DynTensor::zeros(&dims, DType::F32)?,
-                values: DynTensor::zeros(&dims, DType::F32)?,
+                keys: DynTensor::zeros_on(&dims, dtype, &device)?,
+                values: DynTensor::zeros_on(&dims, dtype, &device)?,
             };
             if let Some(old) = layer.take()
                 && start > 0

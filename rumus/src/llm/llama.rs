@@ -12,6 +12,8 @@ use super::config::LlamaConfig;
 use super::invalid;
 use super::sampling::Sampling;
 use super::weights::Matrix;
+use crate::amp::{AutocastGuard, autocast_with};
+use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::io::{GgmlType, GgufFile};
@@ -58,7 +60,8 @@ pub(super) fn check_dims(name: &str, found: &[usize], expected: &[usize]) -> Res
     Ok(())
 }
 
-/// A Llama model on the CPU, its matrices in f32 or in the file's blocks ([`WeightFormat`]).
+/// A Llama model, its matrices in f32 or in the file's blocks ([`WeightFormat`]) on the CPU,
+/// or dense on a GPU ([`Llama::to_device`]).
 pub struct Llama {
     config: LlamaConfig,
     embedding: Matrix,
@@ -66,6 +69,11 @@ pub struct Llama {
     output_norm: DynTensor,
     /// `None`: the embedding (tied weights).
     output: Option<Matrix>,
+    /// Where its weights are, and where it computes.
+    device: Device,
+    /// The 16-bit dtype its matrices are held in, under whose autocast its products run;
+    /// `None`: f32 (or blocks) and no autocast.
+    half: Option<DType>,
 }
 
 impl Llama {
@@ -162,7 +170,74 @@ impl Llama {
             blocks,
             output,
             config,
+            device: Device::Cpu,
+            half: None,
         })
+    }
+
+    /// The model on `device` (a GPU through wgpu or CUDA, or the CPU), every matrix dense in
+    /// `dtype` (f32, f16 or bf16; block-quantized ones expanded, as the GPU backends multiply
+    /// dense matrices) and the norms' weights in f32; the token embedding stays on the host
+    /// as it is, for the lookup (the output matrix, tied or not, is on the device). With a 16-bit `dtype` its products run
+    /// under [`autocast_with`] in it (f32 accumulation and results, as PyTorch's f16 models
+    /// compute): the activations and the key/value cache stay f32.
+    ///
+    /// ```no_run
+    /// # fn main() -> rumus::Result<()> {
+    /// let file = rumus::io::GgufFile::open("SmolLM2-135M-Instruct.Q4_1.gguf")?;
+    /// let model = rumus::llm::Llama::from_gguf(&file)?.to_device(&rumus::Device::cuda()?, rumus::DType::F16)?;
+    /// let next = model.generate_greedy(&[1, 2, 3], 16, None)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `dtype` not a floating-point dtype, or the device out of memory.
+    pub fn to_device(&self, device: &Device, dtype: DType) -> Result<Llama> {
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(invalid(format!(
+                "a model's matrices are f32, f16 or bf16 on a device, not {dtype:?}"
+            )));
+        }
+        let matrix = |m: &Matrix| m.dense_on(device, dtype);
+        let vector = |v: &DynTensor| v.to(device);
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| {
+                Ok(Block {
+                    attn_norm: vector(&b.attn_norm)?,
+                    q: matrix(&b.q)?,
+                    k: matrix(&b.k)?,
+                    v: matrix(&b.v)?,
+                    attn_output: matrix(&b.attn_output)?,
+                    ffn_norm: vector(&b.ffn_norm)?,
+                    gate: matrix(&b.gate)?,
+                    up: matrix(&b.up)?,
+                    down: matrix(&b.down)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Llama {
+            config: self.config.clone(),
+            // Looked up on the host (a few rows a step, sent to the device): the GPU backends
+            // gather f32 only. The device holds the output matrix, tied or not.
+            embedding: self.embedding.clone(),
+            blocks,
+            output_norm: vector(&self.output_norm)?,
+            output: Some(matrix(self.output.as_ref().unwrap_or(&self.embedding))?),
+            device: device.clone(),
+            half: (dtype != DType::F32).then_some(dtype),
+        })
+    }
+
+    /// Where its weights are.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Autocast in its matrices' 16-bit dtype while the guard lives (none for f32 ones).
+    pub(super) fn autocast(&self) -> Result<Option<AutocastGuard>> {
+        self.half.map(autocast_with).transpose()
     }
 
     /// The model's configuration.
@@ -218,10 +293,13 @@ impl Llama {
     /// No tokens, or a token id outside the vocabulary.
     pub fn forward(&self, tokens: &[i64], cache: &mut KvCache) -> Result<DynTensor> {
         self.check_tokens(tokens)?;
-        let mut x = self.embedding.rows(tokens)?;
+        let _autocast = self.autocast()?;
+        let mut x = self.embed(tokens)?;
         let positions: Vec<usize> = (cache.len()..cache.len() + tokens.len()).collect();
-        let rotation = Rotation::at(&self.config, &positions)?;
-        let mask = causal_after(cache.len(), tokens.len())?;
+        let rotation = Rotation::at(&self.config, &positions, &self.device)?;
+        let mask = causal_after(cache.len(), tokens.len())?
+            .map(|m| m.to(&self.device))
+            .transpose()?;
         for (i, block) in self.blocks.iter().enumerate() {
             x = self.block(i, block, &x, &rotation, mask.as_ref(), cache)?;
         }
@@ -243,9 +321,9 @@ impl Llama {
         Ok(())
     }
 
-    /// The embeddings of `tokens` (`[T, width]`), the residual stream's start.
+    /// The embeddings of `tokens` (`[T, width]`, f32), the residual stream's start.
     pub(super) fn embed(&self, tokens: &[i64]) -> Result<DynTensor> {
-        self.embedding.rows(tokens)
+        self.embedding.rows(tokens)?.to(&self.device)
     }
 
     /// The blocks' weights, in order.
@@ -449,8 +527,8 @@ pub(super) struct Rotation {
 
 impl Rotation {
     /// The rotation of rows at `positions` (one per row, in any order: a batch of
-    /// sequences at different lengths).
-    pub(super) fn at(c: &LlamaConfig, positions: &[usize]) -> Result<Rotation> {
+    /// sequences at different lengths), its tables on `device`.
+    pub(super) fn at(c: &LlamaConfig, positions: &[usize], device: &Device) -> Result<Rotation> {
         let (pairs, t) = (c.head_width() / 2, positions.len());
         let angle = |p: usize, i: usize| {
             p as f64 * c.rope_base.powf(-2.0 * i as f64 / c.head_width() as f64)
@@ -461,7 +539,7 @@ impl Rotation {
                 .flat_map(|&p| (0..pairs).map(move |i| f(angle(p, i)) as f32))
                 .collect();
             // [T, 1, pairs, 1]: broadcast over heads and the pair's two elements.
-            Ok(DynTensor::from_vec(values, &[t, 1, pairs, 1])?)
+            DynTensor::from_vec(values, &[t, 1, pairs, 1])?.to(device)
         };
         Ok(Rotation {
             cos: table(f64::cos)?,

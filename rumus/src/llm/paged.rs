@@ -244,7 +244,8 @@ impl Llama {
             .iter()
             .flat_map(|e| e.cache.len..e.cache.len + e.tokens.len())
             .collect();
-        let rotation = Rotation::at(self.config(), &positions)?;
+        let _autocast = self.autocast()?;
+        let rotation = Rotation::at(self.config(), &positions, self.device())?;
         let layout = pool.layout;
         let scale = 1.0 / (layout.head_width as f32).sqrt();
         let (rows, width) = (tokens.len(), self.config().width);
@@ -281,7 +282,9 @@ impl Llama {
                 scale,
                 &mut attended,
             );
-            let attended = DynTensor::from_vec(attended, &[rows, width])?;
+            // (the pool is host memory: on a GPU model the step's queries, keys and values
+            // come to the host and the attended rows go back)
+            let attended = DynTensor::from_vec(attended, &[rows, width])?.to(self.device())?;
             x = self.attended(block, &x, &attended)?;
         }
         let mut last = Vec::with_capacity(batch.len());
@@ -291,7 +294,7 @@ impl Llama {
             last.push(end as i64 - 1);
             entry.cache.len += entry.tokens.len();
         }
-        let last = DynTensor::from_vec(last, &[batch.len()])?;
+        let last = DynTensor::from_vec(last, &[batch.len()])?.to(self.device())?;
         self.head(&x.index_select(0, &last)?)
     }
 }

@@ -1,0 +1,73 @@
+//! A Llama model on a GPU (`Llama::to_device`) against `transformers` and the CPU: the tiny
+//! randomly initialised Hugging Face Llama of `tests/hf_llama.rs` (grouped key/value heads,
+//! an untied output), its logits with f32 and f16 matrices, the same logits a token at a
+//! time through the key/value cache on the device, and greedy generation.
+
+mod common;
+
+use std::path::PathBuf;
+
+use rumus::DType;
+use rumus::llm::Llama;
+
+fn folder() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_llama")
+}
+
+#[test]
+fn a_llama_on_the_gpu_gives_the_logits_transformers_gives() {
+    let Some(device) = common::gpu::gpu() else {
+        return;
+    };
+    let _serial = common::gpu::serial();
+    let expected = common::fixture_file::case(include_str!("fixtures/hf_llama.txt"), "tiny_llama");
+    let tokens: Vec<i64> = expected["tokens"]
+        .values
+        .iter()
+        .map(|&t| t as i64)
+        .collect();
+    let want = &expected["logits"].values;
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1.0);
+    let on_cpu = Llama::from_hf(folder()).unwrap();
+    // f32 sums in another order; f16 matrices round every weight and each product's
+    // operands to 11 significant bits (with f32 accumulation).
+    for (dtype, tolerance) in [(DType::F32, 1e-4), (DType::F16, 2e-2)] {
+        let model = on_cpu.to_device(&device, dtype).unwrap();
+        assert_eq!(model.device(), &device);
+        let logits = model.logits(&tokens).unwrap();
+        assert_eq!(
+            logits.device(),
+            device,
+            "{dtype:?}: the logits stay on the device"
+        );
+        assert_eq!(logits.dims(), [tokens.len(), 256]);
+        let worst = common::max_abs_diff(&logits.to_f64_vec(), want);
+        assert!(
+            worst < tolerance * scale,
+            "{dtype:?}: worst {worst} of logits up to {scale}"
+        );
+        let mut cache = model.new_cache();
+        let stepwise: Vec<f64> = tokens
+            .iter()
+            .flat_map(|&t| model.forward(&[t], &mut cache).unwrap().to_f64_vec())
+            .collect();
+        let worst = common::max_abs_diff(&stepwise, want);
+        assert!(
+            worst < tolerance * scale,
+            "{dtype:?}, a token at a time: worst {worst}"
+        );
+    }
+    let f32_model = on_cpu.to_device(&device, DType::F32).unwrap();
+    assert_eq!(
+        f32_model.generate_greedy(&tokens[..3], 6, None).unwrap(),
+        on_cpu.generate_greedy(&tokens[..3], 6, None).unwrap(),
+        "greedy continuations"
+    );
+    let Err(refused) = on_cpu.to_device(&device, DType::I64) else {
+        panic!("an i64 model was made");
+    };
+    assert!(
+        refused.to_string().contains("f32, f16 or bf16"),
+        "{refused}"
+    );
+}
