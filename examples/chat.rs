@@ -84,12 +84,15 @@ fn parse() -> Result<Options, String> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = parse().map_err(|e| format!("{e}; see the top of examples/chat.rs"))?;
+    // The file's mapping goes once the model and tokenizer are read (the model holds its
+    // own copy of the weights), so its pages do not stay resident beside them.
     let file = GgufFile::open(&options.model)?;
     let mut model = Llama::load(&file, options.format)?;
+    let tokenizer = Tokenizer::from_gguf(&file)?;
+    drop(file);
     if let Some(name) = &options.device {
         model = model.to_device(&Device::named(name)?, options.dtype)?;
     }
-    let tokenizer = Tokenizer::from_gguf(&file)?;
     let text = if options.raw {
         options.prompt.clone()
     } else {
@@ -138,5 +141,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         prompt.len() as f64 / prefill.as_secs_f64(),
         decoded as f64 / (total - prefill).as_secs_f64().max(1e-9)
     );
+    if let Some(bytes) = resident_bytes() {
+        let c = model.config();
+        // f32 keys and values of every token held, per block.
+        let cache = 2 * c.blocks * c.kv_heads * c.head_width() * (prompt.len() + decoded + 1) * 4;
+        eprintln!(
+            "resident: {:.1} MB (weights {:.1} MB, key/value cache {:.1} MB)",
+            bytes as f64 / 1e6,
+            model.weight_bytes() as f64 / 1e6,
+            cache as f64 / 1e6
+        );
+    }
     Ok(())
+}
+
+/// The process's resident memory now (Linux: `/proc/self/statm`'s second field, in pages).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
 }

@@ -200,10 +200,7 @@ impl GgufFile {
             ));
         };
         if let Some(format) = block_format(info.ggml_type) {
-            let bytes = self.raw(name)?;
-            let mut raw = crate::alloc::try_with_capacity("gguf", name, bytes.len())?;
-            raw.extend_from_slice(bytes);
-            return BlockQuantized::from_blocks(format, [rows, cols], raw);
+            return BlockQuantized::from_blocks(format, [rows, cols], self.raw(name)?);
         }
         match info.ggml_type {
             GgmlType::Q4K => {

@@ -74,15 +74,17 @@ fn invalid(op: &'static str, message: String) -> Error {
 }
 
 impl BlockQuantized {
-    /// A matrix from its encoded blocks (as a GGUF file stores them, row after row).
+    /// A matrix from its encoded blocks (as a GGUF file stores them, row after row; a
+    /// slice of a mapped file is read in place, into the interleaved copy the matrix holds).
     ///
     /// # Errors
     /// `cols` not a multiple of 32, or `raw` not `rows * cols / 32` blocks long.
     pub fn from_blocks(
         format: BlockFormat,
         [rows, cols]: [usize; 2],
-        raw: Vec<u8>,
+        raw: impl AsRef<[u8]>,
     ) -> Result<BlockQuantized> {
+        let raw = raw.as_ref();
         const OP: &str = "BlockQuantized::from_blocks";
         if cols % BLOCK != 0 {
             return Err(invalid(
@@ -103,16 +105,21 @@ impl BlockQuantized {
                 ),
             ));
         }
-        Ok(BlockQuantized::interleaved(format, rows, cols, &raw))
+        BlockQuantized::interleaved(format, rows, cols, raw)
     }
 
-    fn interleaved(format: BlockFormat, rows: usize, cols: usize, raw: &[u8]) -> BlockQuantized {
-        BlockQuantized {
+    fn interleaved(
+        format: BlockFormat,
+        rows: usize,
+        cols: usize,
+        raw: &[u8],
+    ) -> Result<BlockQuantized> {
+        Ok(BlockQuantized {
             format,
             rows,
             cols,
-            interleaved: block_quant::interleave(format.blocks(), raw, rows, cols),
-        }
+            interleaved: block_quant::interleave(format.blocks(), raw, rows, cols)?,
+        })
     }
 
     /// `weights` (`[rows, cols]`, f32 or wider, `cols` a multiple of 32) rounded to the
@@ -131,7 +138,7 @@ impl BlockQuantized {
         let values = weights.to_dtype(DType::F32)?.to_vec::<f32>()?;
         let mut raw = Vec::with_capacity(rows * cols / BLOCK * format.block_bytes());
         block_quant::quantize(format.blocks(), &values, &mut raw);
-        Ok(BlockQuantized::interleaved(format, rows, cols, &raw))
+        BlockQuantized::interleaved(format, rows, cols, &raw)
     }
 
     /// Its block format.

@@ -22,6 +22,7 @@ use half::f16;
 use rayon::prelude::*;
 
 use super::parallel::threads;
+use crate::error::Result;
 
 /// Elements per block.
 pub(crate) const BLOCK: usize = 32;
@@ -147,9 +148,14 @@ pub(crate) const GROUP: usize = 8;
 /// so a block of eight rows takes eight multiply-add instructions and one scale each, where
 /// row by row each row's block took its own scale conversion, broadcast and horizontal work
 /// (three times the instructions). The same bytes as the file's layout, reordered.
-pub(crate) fn interleave(kind: Blocks, raw: &[u8], rows: usize, k: usize) -> Vec<u8> {
+///
+/// # Errors
+/// No memory for it.
+pub(crate) fn interleave(kind: Blocks, raw: &[u8], rows: usize, k: usize) -> Result<Vec<u8>> {
     let (size, blocks) = (kind.bytes(), k / BLOCK);
-    let mut packed = vec![0u8; rows.div_ceil(GROUP) * GROUP * blocks * size];
+    let len = rows.div_ceil(GROUP) * GROUP * blocks * size;
+    let mut packed = crate::alloc::try_with_capacity("BlockQuantized", "its blocks", len)?;
+    packed.resize(len, 0);
     for row in 0..rows {
         for b in 0..blocks {
             let block = &raw[(row * blocks + b) * size..][..size];
@@ -160,7 +166,7 @@ pub(crate) fn interleave(kind: Blocks, raw: &[u8], rows: usize, k: usize) -> Vec
             }
         }
     }
-    packed
+    Ok(packed)
 }
 
 /// Row `row`'s blocks in the file's layout, appended to `out` (the inverse of
@@ -605,7 +611,7 @@ mod tests {
             let (n, blocks) = (13, 7);
             let k = blocks * BLOCK;
             let raw = random_blocks(kind, n * blocks, 7);
-            let packed = interleave(kind, &raw, n, k);
+            let packed = interleave(kind, &raw, n, k).unwrap();
             let row_bytes = blocks * kind.bytes();
             for m in 1..=6 {
                 let x: Vec<f32> = (0..m * k)
@@ -643,7 +649,7 @@ mod tests {
         for kind in [Blocks::Q4_0, Blocks::Q4_1, Blocks::Q8_0] {
             let (n, blocks) = (11, 3);
             let raw = random_blocks(kind, n * blocks, 3);
-            let packed = interleave(kind, &raw, n, blocks * BLOCK);
+            let packed = interleave(kind, &raw, n, blocks * BLOCK).unwrap();
             assert_eq!(
                 packed.len(),
                 16 * blocks * kind.bytes(),
