@@ -11,7 +11,7 @@ use super::cache::KvCache;
 use super::config::LlamaConfig;
 use super::invalid;
 use super::sampling::Sampling;
-use super::weights::Matrix;
+use super::weights::{Matrix, Projections};
 use crate::amp::{AutocastGuard, autocast_with};
 use crate::device::Device;
 use crate::dtype::DType;
@@ -25,13 +25,12 @@ use crate::tensor::DynTensor;
 /// One block's weights (`[out, in]` matrices, as `linear` takes them).
 pub(super) struct Block {
     attn_norm: DynTensor,
-    q: Matrix,
-    k: Matrix,
-    v: Matrix,
+    /// The query, key and value projections.
+    qkv: Projections,
     attn_output: Matrix,
     ffn_norm: DynTensor,
-    gate: Matrix,
-    up: Matrix,
+    /// The feed-forward's gate and up projections.
+    gate_up: Projections,
     down: Matrix,
 }
 
@@ -148,13 +147,17 @@ impl Llama {
                 let w = |part: &str, dims: &[usize]| matrix(&name(part), dims);
                 Ok(Block {
                     attn_norm: vector(&name("attn_norm"), &[d])?,
-                    q: w("attn_q", &[d, d])?,
-                    k: w("attn_k", &[kv, d])?,
-                    v: w("attn_v", &[kv, d])?,
+                    qkv: Projections::new(vec![
+                        w("attn_q", &[d, d])?,
+                        w("attn_k", &[kv, d])?,
+                        w("attn_v", &[kv, d])?,
+                    ])?,
                     attn_output: w("attn_output", &[d, d])?,
                     ffn_norm: vector(&name("ffn_norm"), &[d])?,
-                    gate: w("ffn_gate", &[ff, d])?,
-                    up: w("ffn_up", &[ff, d])?,
+                    gate_up: Projections::new(vec![
+                        w("ffn_gate", &[ff, d])?,
+                        w("ffn_up", &[ff, d])?,
+                    ])?,
                     down: w("ffn_down", &[d, ff])?,
                 })
             })
@@ -206,13 +209,10 @@ impl Llama {
             .map(|b| {
                 Ok(Block {
                     attn_norm: vector(&b.attn_norm)?,
-                    q: matrix(&b.q)?,
-                    k: matrix(&b.k)?,
-                    v: matrix(&b.v)?,
+                    qkv: b.qkv.dense_on(device, dtype)?,
                     attn_output: matrix(&b.attn_output)?,
                     ffn_norm: vector(&b.ffn_norm)?,
-                    gate: matrix(&b.gate)?,
-                    up: matrix(&b.up)?,
+                    gate_up: b.gate_up.dense_on(device, dtype)?,
                     down: matrix(&b.down)?,
                 })
             })
@@ -252,10 +252,12 @@ impl Llama {
             .blocks
             .iter()
             .map(|b| {
-                [&b.q, &b.k, &b.v, &b.attn_output, &b.gate, &b.up, &b.down]
-                    .iter()
-                    .map(|m| m.bytes())
-                    .sum::<usize>()
+                b.qkv.bytes()
+                    + b.gate_up.bytes()
+                    + [&b.attn_output, &b.down]
+                        .iter()
+                        .map(|m| m.bytes())
+                        .sum::<usize>()
                     + vector(&b.attn_norm)
                     + vector(&b.ffn_norm)
             })
@@ -472,9 +474,10 @@ impl Llama {
         let c = &self.config;
         let (t, hw) = (x.dims()[0], c.head_width());
         let h = rms_norm(x, Some(&b.attn_norm), c.rms_eps)?;
-        let q = rotation.apply(&b.q.apply(&h)?.reshape(&[t, c.heads, hw])?)?;
-        let k = rotation.apply(&b.k.apply(&h)?.reshape(&[t, c.kv_heads, hw])?)?;
-        let v = b.v.apply(&h)?.reshape(&[t, c.kv_heads, hw])?;
+        let [q, k, v]: [DynTensor; 3] = b.qkv.apply(&h)?.try_into().expect("three projections");
+        let q = rotation.apply(&q.reshape(&[t, c.heads, hw])?)?;
+        let k = rotation.apply(&k.reshape(&[t, c.kv_heads, hw])?)?;
+        let v = v.reshape(&[t, c.kv_heads, hw])?;
         Ok([q, k, v])
     }
 
@@ -492,7 +495,8 @@ impl Llama {
     /// The block's second half: `x + down(silu(gate(h)) * up(h))`, `h = rms_norm(x)`.
     fn feed_forward(&self, b: &Block, x: &DynTensor) -> Result<DynTensor> {
         let h = rms_norm(x, Some(&b.ffn_norm), self.config.rms_eps)?;
-        let hidden = b.gate.apply(&h)?.silu()?.mul(&b.up.apply(&h)?)?;
+        let [gate, up]: [DynTensor; 2] = b.gate_up.apply(&h)?.try_into().expect("two projections");
+        let hidden = gate.silu()?.mul(&up)?;
         x.add(&b.down.apply(&hidden)?)
     }
 }

@@ -44,11 +44,110 @@ impl Matrix {
         Ok(Matrix::Dense(dense.to_dtype(dtype)?.to(device)?))
     }
 
+    /// Its output width (rows).
+    pub fn out_features(&self) -> usize {
+        match self {
+            Matrix::Dense(w) => w.dims()[0],
+            Matrix::Blocks(w) => w.dims()[0],
+        }
+    }
+
     /// Bytes its values take.
     pub fn bytes(&self) -> usize {
         match self {
             Matrix::Dense(w) => w.numel() * w.dtype().size_in_bytes(),
             Matrix::Blocks(w) => w.bytes(),
+        }
+    }
+}
+
+/// Matrices that multiply the same input (a block's query, key and value projections; its
+/// gate and up projections). Dense ones of one dtype and device are stacked into one: one
+/// product instead of several, the outputs split after (on a GPU each product is a launch,
+/// and at batch 1 decoding is bound by launches). Block matrices stay apart: stacked, the
+/// CPU's decoding measured 1-3% slower on two threads.
+#[derive(Clone)]
+pub(super) struct Projections {
+    /// The matrices' output widths, in order.
+    widths: Vec<usize>,
+    matrices: Stacked,
+}
+
+#[derive(Clone)]
+enum Stacked {
+    /// One matrix, the others' rows after the first's.
+    One(Matrix),
+    Apart(Vec<Matrix>),
+}
+
+impl Projections {
+    /// `matrices` (each `[out_i, in]`), stacked where all are dense alike.
+    pub fn new(matrices: Vec<Matrix>) -> Result<Projections> {
+        let widths = matrices.iter().map(Matrix::out_features).collect();
+        let dense: Option<Vec<&DynTensor>> = matrices
+            .iter()
+            .map(|m| match m {
+                Matrix::Dense(w) => Some(w),
+                Matrix::Blocks(_) => None,
+            })
+            .collect();
+        let stackable = dense.filter(|d| {
+            d.iter().all(|w| {
+                w.dtype() == d[0].dtype()
+                    && w.device() == d[0].device()
+                    && w.dims()[1..] == d[0].dims()[1..]
+            })
+        });
+        let matrices = match stackable {
+            Some(dense) if dense.len() > 1 => {
+                Stacked::One(Matrix::Dense(DynTensor::cat(&dense, 0)?))
+            }
+            _ => Stacked::Apart(matrices),
+        };
+        Ok(Projections { widths, matrices })
+    }
+
+    /// Each matrix's `x @ W^T`, in order (views of one product where stacked).
+    pub fn apply(&self, x: &DynTensor) -> Result<Vec<DynTensor>> {
+        match &self.matrices {
+            Stacked::Apart(matrices) => matrices.iter().map(|m| m.apply(x)).collect(),
+            Stacked::One(matrix) => {
+                let all = matrix.apply(x)?;
+                let mut start = 0;
+                self.widths
+                    .iter()
+                    .map(|&width| {
+                        let part = all.narrow(-1, start, width);
+                        start += width;
+                        part
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The same matrices dense in `dtype` on `device` (and so stacked).
+    pub fn dense_on(&self, device: &Device, dtype: DType) -> Result<Projections> {
+        let dense = match &self.matrices {
+            Stacked::One(m) => {
+                return Ok(Projections {
+                    widths: self.widths.clone(),
+                    matrices: Stacked::One(m.dense_on(device, dtype)?),
+                });
+            }
+            Stacked::Apart(ms) => ms
+                .iter()
+                .map(|m| m.dense_on(device, dtype))
+                .collect::<Result<_>>()?,
+        };
+        Projections::new(dense)
+    }
+
+    /// Bytes their values take.
+    pub fn bytes(&self) -> usize {
+        match &self.matrices {
+            Stacked::One(m) => m.bytes(),
+            Stacked::Apart(ms) => ms.iter().map(Matrix::bytes).sum(),
         }
     }
 }
