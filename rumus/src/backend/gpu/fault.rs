@@ -98,8 +98,15 @@ thread_local! {
 /// The first call installs a panic hook that stays silent for panics of a thread inside
 /// this function and hands every other panic to the hook that was there before, so panics
 /// elsewhere print as they did (and a hook the program installs later replaces this one).
+/// Called while the thread unwinds from a panic, it catches without installing anything.
 pub(crate) fn catch_quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
     static INSTALL: Once = Once::new();
+    // A thread that is unwinding may not touch the hook (the standard library aborts the
+    // process): a GPU buffer dropped during a panic is polled here first. The hook is then
+    // installed by the next call outside a panic.
+    if std::thread::panicking() {
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    }
     INSTALL.call_once(|| {
         let earlier = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
