@@ -1,7 +1,8 @@
 //! A Llama model on a GPU (`Llama::to_device`) against `transformers` and the CPU: the tiny
 //! randomly initialised Hugging Face Llama of `tests/hf_llama.rs` (grouped key/value heads,
 //! an untied output), its logits with f32 and f16 matrices, the same logits a token at a
-//! time through the key/value cache on the device, and greedy generation.
+//! time through the key/value cache on the device, a batch of sequences, and greedy
+//! generation.
 
 mod common;
 
@@ -63,6 +64,22 @@ fn a_llama_on_the_gpu_gives_the_logits_transformers_gives() {
         on_cpu.generate_greedy(&tokens[..3], 6, None).unwrap(),
         "greedy continuations"
     );
+    // A batch of two sequences on the device: each one's logits as it gives alone.
+    let (first, second): (Vec<i64>, Vec<i64>) = (
+        tokens[..4].to_vec(),
+        tokens[..4].iter().rev().copied().collect(),
+    );
+    let both = f32_model
+        .forward_batch(&[&first, &second], &mut f32_model.new_cache())
+        .unwrap();
+    for (i, sequence) in [&first, &second].into_iter().enumerate() {
+        let alone = f32_model.logits(sequence).unwrap().to_f64_vec();
+        let batched = both.narrow(0, i, 1).unwrap().to_f64_vec();
+        assert!(
+            common::max_abs_diff(&alone, &batched) < 1e-4 * scale,
+            "sequence {i} of the batch"
+        );
+    }
     let Err(refused) = on_cpu.to_device(&device, DType::I64) else {
         panic!("an i64 model was made");
     };

@@ -134,3 +134,42 @@ fn bad_checkpoints_are_errors_that_say_what_is_wrong() {
     .to_string();
     assert!(err.contains("rope scaling"), "{err}");
 }
+
+/// Several sequences run as one batch give each sequence's logits as it gives alone: the
+/// prompts together, then a token each through the batch's cache.
+#[test]
+fn a_batch_of_sequences_gives_each_sequence_s_logits() {
+    let model = Llama::from_hf(folder()).unwrap();
+    let prompts: [&[i64]; 3] = [&[5, 17, 99, 3], &[200, 1, 1, 42], &[7, 7, 7, 7]];
+    let next: [i64; 3] = [11, 250, 0];
+    let mut batch_cache = model.new_cache();
+    let together = model.forward_batch(&prompts, &mut batch_cache).unwrap();
+    assert_eq!(together.dims(), [3, 4, 256]);
+    let steps: Vec<&[i64]> = next.iter().map(std::slice::from_ref).collect();
+    let stepped = model.forward_batch(&steps, &mut batch_cache).unwrap();
+    assert_eq!(stepped.dims(), [3, 1, 256]);
+    for (i, prompt) in prompts.iter().enumerate() {
+        let mut cache = model.new_cache();
+        let alone = model.forward(prompt, &mut cache).unwrap().to_f64_vec();
+        let batched = together.narrow(0, i, 1).unwrap().to_f64_vec();
+        assert!(common::max_abs_diff(&alone, &batched) < 1e-5, "prompt {i}");
+        let alone = model.forward(&[next[i]], &mut cache).unwrap().to_f64_vec();
+        let batched = stepped.narrow(0, i, 1).unwrap().to_f64_vec();
+        assert!(common::max_abs_diff(&alone, &batched) < 1e-5, "step of {i}");
+    }
+    // One length per call, and a cache keeps its batch size.
+    let uneven = model.forward_batch(&[&[1, 2], &[3]], &mut model.new_cache());
+    assert!(
+        uneven
+            .unwrap_err()
+            .to_string()
+            .contains("one length per call")
+    );
+    let resized = model.forward_batch(&[&[1]], &mut batch_cache);
+    assert!(
+        resized
+            .unwrap_err()
+            .to_string()
+            .contains("batches of one size")
+    );
+}

@@ -93,26 +93,47 @@ impl KvCache {
             .sum()
     }
 
-    /// Appends block `block`'s keys and values of `new` tokens (`[kv_heads, new, hw]`,
-    /// following the `len()` held) and returns all its keys and values so far, `[kv_heads,
-    /// len() + new, hw]` views of its buffers.
+    /// Appends block `block`'s keys and values of `new` tokens (`[kv_heads, new, hw]`, or
+    /// `[B, kv_heads, new, hw]` for a batch of sequences, following the `len()` held) and
+    /// returns all its keys and values so far, `[.., len() + new, hw]` views of its buffers.
+    ///
+    /// # Errors
+    /// Keys of another batch or head layout than the cache holds.
     pub(super) fn append(
         &mut self,
         block: usize,
         keys: &DynTensor,
         values: &DynTensor,
     ) -> Result<(DynTensor, DynTensor)> {
-        let (new, start) = (keys.dims()[1], self.len);
+        // The token axis: the second from last.
+        let axis = keys.rank() - 2;
+        let at = axis as isize;
+        let (new, start) = (keys.dims()[axis], self.len);
         let needed = start + new;
         if needed > self.capacity {
             self.capacity = needed.max(2 * self.capacity);
         }
         let capacity = self.capacity;
         let layer = &mut self.layers[block];
-        let stale = layer.as_ref().is_some_and(|l| l.keys.dims()[1] < capacity);
+        if let Some(held) = layer.as_ref()
+            && (held.keys.rank() != keys.rank() || held.keys.dims()[..axis] != keys.dims()[..axis])
+        {
+            return Err(crate::error::Error::InvalidArgument {
+                op: "KvCache",
+                message: format!(
+                    "the cache holds keys {:?} a token; this step gives {:?} (a cache serves \
+                     batches of one size: make one per batch size)",
+                    &held.keys.dims()[..axis],
+                    &keys.dims()[..axis]
+                ),
+            });
+        }
+        let stale = layer
+            .as_ref()
+            .is_some_and(|l| l.keys.dims()[axis] < capacity);
         if layer.is_none() || stale {
             let mut dims = keys.dims().to_vec();
-            dims[1] = capacity;
+            dims[axis] = capacity;
             // On the keys' device, in their dtype.
             let (dtype, device) = (keys.dtype(), keys.device());
             let grown = Layer {
@@ -124,21 +145,21 @@ impl KvCache {
             {
                 grown
                     .keys
-                    .narrow(1, 0, start)?
-                    .copy_(&old.keys.narrow(1, 0, start)?)?;
+                    .narrow(at, 0, start)?
+                    .copy_(&old.keys.narrow(at, 0, start)?)?;
                 grown
                     .values
-                    .narrow(1, 0, start)?
-                    .copy_(&old.values.narrow(1, 0, start)?)?;
+                    .narrow(at, 0, start)?
+                    .copy_(&old.values.narrow(at, 0, start)?)?;
             }
             *layer = Some(grown);
         }
         let layer = layer.as_ref().expect("made above");
-        layer.keys.narrow(1, start, new)?.copy_(keys)?;
-        layer.values.narrow(1, start, new)?.copy_(values)?;
+        layer.keys.narrow(at, start, new)?.copy_(keys)?;
+        layer.values.narrow(at, start, new)?.copy_(values)?;
         Ok((
-            layer.keys.narrow(1, 0, needed)?,
-            layer.values.narrow(1, 0, needed)?,
+            layer.keys.narrow(at, 0, needed)?,
+            layer.values.narrow(at, 0, needed)?,
         ))
     }
 

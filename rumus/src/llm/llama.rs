@@ -294,19 +294,50 @@ impl Llama {
     /// # Errors
     /// No tokens, or a token id outside the vocabulary.
     pub fn forward(&self, tokens: &[i64], cache: &mut KvCache) -> Result<DynTensor> {
-        self.check_tokens(tokens)?;
+        self.forward_batch(&[tokens], cache)?
+            .reshape(&[tokens.len(), self.config.vocab])
+    }
+
+    /// [`Llama::forward`] of several sequences at once, each `sequences[i]` following the
+    /// `cache.len()` tokens of sequence `i` that the cache holds: the next-token logits
+    /// `[B, T, vocab]`. The sequences take the same number of tokens per call (a batch of
+    /// prompts of one length, then a token each per step); the cache keeps them side by side
+    /// (`[B, kv_heads, tokens, head_width]` a block), so it must be used with batches of
+    /// the one size. The products run once for all `B T` rows.
+    ///
+    /// # Errors
+    /// No sequences, sequences of different lengths, a cache of another batch size, or a
+    /// token id outside the vocabulary.
+    pub fn forward_batch(&self, sequences: &[&[i64]], cache: &mut KvCache) -> Result<DynTensor> {
+        let (batch, t) = (sequences.len(), sequences.first().map_or(0, |s| s.len()));
+        if batch == 0 {
+            return Err(invalid("no sequences to run".into()));
+        }
+        if let Some(other) = sequences.iter().find(|s| s.len() != t) {
+            return Err(invalid(format!(
+                "the sequences of a batch take one length per call; got {t} and {} tokens \
+                 (pad them, or run them apart)",
+                other.len()
+            )));
+        }
+        let tokens: Vec<i64> = sequences.iter().flat_map(|s| s.iter().copied()).collect();
+        for sequence in sequences {
+            self.check_tokens(sequence)?;
+        }
         let _autocast = self.autocast()?;
-        let mut x = self.embed(tokens)?;
-        let positions: Vec<usize> = (cache.len()..cache.len() + tokens.len()).collect();
+        let mut x = self.embed(&tokens)?;
+        let positions: Vec<usize> = (0..batch)
+            .flat_map(|_| cache.len()..cache.len() + t)
+            .collect();
         let rotation = Rotation::at(&self.config, &positions, &self.device)?;
-        let mask = causal_after(cache.len(), tokens.len())?
+        let mask = causal_after(cache.len(), t)?
             .map(|m| m.to(&self.device))
             .transpose()?;
         for (i, block) in self.blocks.iter().enumerate() {
-            x = self.block(i, block, &x, &rotation, mask.as_ref(), cache)?;
+            x = self.block(i, block, (&x, batch), &rotation, mask.as_ref(), cache)?;
         }
-        cache.advance(tokens.len());
-        self.head(&x)
+        cache.advance(t);
+        self.head(&x)?.reshape(&[batch, t, self.config.vocab])
     }
 
     /// `tokens` are some, each in the vocabulary, or an error naming the first that is not.
@@ -409,38 +440,52 @@ impl Llama {
         Ok(drawn)
     }
 
+    /// Block `index` of `b` on the residual stream `x` (`[B T, width]`, `batch` sequences of
+    /// `T` rows each).
     fn block(
         &self,
         index: usize,
         b: &Block,
-        x: &DynTensor,
+        (x, batch): (&DynTensor, usize),
         rotation: &Rotation,
         mask: Option<&DynTensor>,
         cache: &mut KvCache,
     ) -> Result<DynTensor> {
         let c = &self.config;
-        let t = x.dims()[0];
+        let t = x.dims()[0] / batch;
         let (hw, group) = (c.head_width(), c.heads / c.kv_heads);
-        // [T, heads, hw] -> [heads, T, hw]; this pass's keys and values, [kv_heads, T, hw],
-        // written after the cached ones.
-        let [q, k, v] = self.projections(b, x, rotation)?.map(|y| y.transpose(0, 1));
-        let (q, k, v) = (q?, k?, v?);
+        // A batch's tensors lead with the batch axis; one sequence's have none (the 3-D
+        // shapes the CPU kernels were tuned on: a leading axis of one cost 7% of a two-thread
+        // decode).
+        let lead: &[usize] = if batch == 1 { &[] } else { &[batch] };
+        let dims = |rest: &[usize]| -> Vec<usize> { lead.iter().chain(rest).copied().collect() };
+        // [B T, heads, hw] -> [B, heads, T, hw]; this pass's keys and values, [B, kv_heads,
+        // T, hw], written after the cached ones.
+        let split = |y: &DynTensor, heads: usize| -> Result<DynTensor> {
+            y.reshape(&dims(&[t, heads, hw]))?.transpose(-3, -2)
+        };
+        let [q, k, v] = self.projections(b, x, rotation)?;
+        let (q, k, v) = (
+            split(&q, c.heads)?,
+            split(&k, c.kv_heads)?,
+            split(&v, c.kv_heads)?,
+        );
         let (k, v) = cache.append(index, &k, &v)?;
         // Key and value head j serves query heads j * group .. (j + 1) * group.
-        let s = k.dims()[1];
+        let s = k.dims()[k.rank() - 2];
         if t == 1 {
             // One query per head: a key/value head's `group` query heads are its `group` rows
             // of queries, so the cached keys and values are read in place, not repeated.
             let attended = q
-                .reshape(&[c.kv_heads, group, hw])?
+                .reshape(&dims(&[c.kv_heads, group, hw]))?
                 .scaled_dot_product_attention(&k, &v, SdpaOptions::default())?
-                .reshape(&[1, c.width])?;
+                .reshape(&[batch, c.width])?;
             return self.attended(b, x, &attended);
         }
         let grouped = |y: &DynTensor| -> Result<DynTensor> {
-            y.unsqueeze(1)?
-                .broadcast_to(&[c.kv_heads, group, s, hw])?
-                .reshape(&[c.heads, s, hw])
+            y.unsqueeze(-3)?
+                .broadcast_to(&dims(&[c.kv_heads, group, s, hw]))?
+                .reshape(&dims(&[c.heads, s, hw]))
         };
         let (k, v) = (grouped(&k)?, grouped(&v)?);
         let attended = match mask {
@@ -459,7 +504,7 @@ impl Llama {
                 scores.add(mask)?.softmax(-1)?.matmul(&v)?
             }
         };
-        let attended = attended.transpose(0, 1)?.reshape(&[t, c.width])?;
+        let attended = attended.transpose(-3, -2)?.reshape(&[batch * t, c.width])?;
         self.attended(b, x, &attended)
     }
 

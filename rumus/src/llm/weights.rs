@@ -126,21 +126,32 @@ impl Projections {
         }
     }
 
-    /// The same matrices dense in `dtype` on `device` (and so stacked).
+    /// The same matrices dense in `dtype` on `device`, stacked (on the host, where every
+    /// dtype joins, then moved).
     pub fn dense_on(&self, device: &Device, dtype: DType) -> Result<Projections> {
-        let dense = match &self.matrices {
-            Stacked::One(m) => {
-                return Ok(Projections {
-                    widths: self.widths.clone(),
-                    matrices: Stacked::One(m.dense_on(device, dtype)?),
-                });
-            }
-            Stacked::Apart(ms) => ms
-                .iter()
-                .map(|m| m.dense_on(device, dtype))
-                .collect::<Result<_>>()?,
+        let stacked = match &self.matrices {
+            Stacked::One(m) => Projections {
+                widths: self.widths.clone(),
+                matrices: Stacked::One(m.dense_on(&Device::Cpu, dtype)?),
+            },
+            Stacked::Apart(ms) => Projections::new(
+                ms.iter()
+                    .map(|m| m.dense_on(&Device::Cpu, dtype))
+                    .collect::<Result<_>>()?,
+            )?,
         };
-        Projections::new(dense)
+        let matrices = match stacked.matrices {
+            Stacked::One(m) => Stacked::One(m.dense_on(device, dtype)?),
+            Stacked::Apart(ms) => Stacked::Apart(
+                ms.iter()
+                    .map(|m| m.dense_on(device, dtype))
+                    .collect::<Result<_>>()?,
+            ),
+        };
+        Ok(Projections {
+            widths: stacked.widths,
+            matrices,
+        })
     }
 
     /// Bytes their values take.
