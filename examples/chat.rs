@@ -104,9 +104,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         chat_ml(&[("user", &options.prompt)], true)
     };
     let prompt = tokenizer.encode(&text)?;
-    if options.batch > 1 {
-        return batch_throughput(&model, &prompt, options.batch, options.max_tokens);
-    }
     eprintln!(
         "{} blocks of width {}, {:.0} MB of weights; a prompt of {} tokens",
         model.config().blocks,
@@ -114,6 +111,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         model.weight_bytes() as f64 / 1e6,
         prompt.len()
     );
+    if options.batch > 1 {
+        return batch_throughput(&model, &prompt, options.batch, options.max_tokens);
+    }
     let (mut answer, mut printed) = (Vec::new(), 0);
     let mut rng = Generator::new(options.seed);
     let start = Instant::now();
