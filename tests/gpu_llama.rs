@@ -6,14 +6,9 @@
 
 mod common;
 
-use std::path::PathBuf;
-
+use common::tiny_llama::{expected, folder, logits_token_by_token};
 use rumus::DType;
 use rumus::llm::Llama;
-
-fn folder() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_llama")
-}
 
 #[test]
 fn a_llama_on_the_gpu_gives_the_logits_transformers_gives() {
@@ -21,14 +16,7 @@ fn a_llama_on_the_gpu_gives_the_logits_transformers_gives() {
         return;
     };
     let _serial = common::gpu::serial();
-    let expected = common::fixture_file::case(include_str!("fixtures/hf_llama.txt"), "tiny_llama");
-    let tokens: Vec<i64> = expected["tokens"]
-        .values
-        .iter()
-        .map(|&t| t as i64)
-        .collect();
-    let want = &expected["logits"].values;
-    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1.0);
+    let (tokens, want, scale) = expected();
     let on_cpu = Llama::from_hf(folder()).unwrap();
     // f32 sums in another order; f16 matrices round every weight and each product's
     // operands to 11 significant bits (with f32 accumulation).
@@ -42,17 +30,12 @@ fn a_llama_on_the_gpu_gives_the_logits_transformers_gives() {
             "{dtype:?}: the logits stay on the device"
         );
         assert_eq!(logits.dims(), [tokens.len(), 256]);
-        let worst = common::max_abs_diff(&logits.to_f64_vec(), want);
+        let worst = common::max_abs_diff(&logits.to_f64_vec(), &want);
         assert!(
             worst < tolerance * scale,
             "{dtype:?}: worst {worst} of logits up to {scale}"
         );
-        let mut cache = model.new_cache();
-        let stepwise: Vec<f64> = tokens
-            .iter()
-            .flat_map(|&t| model.forward(&[t], &mut cache).unwrap().to_f64_vec())
-            .collect();
-        let worst = common::max_abs_diff(&stepwise, want);
+        let worst = common::max_abs_diff(&logits_token_by_token(&model, &tokens), &want);
         assert!(
             worst < tolerance * scale,
             "{dtype:?}, a token at a time: worst {worst}"

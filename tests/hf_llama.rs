@@ -5,23 +5,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::scratch::Scratch;
+use common::tiny_llama::{expected, folder, logits_token_by_token};
 use rumus::llm::{Llama, LlamaConfig};
-
-fn folder() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_llama")
-}
 
 #[test]
 fn a_hugging_face_llama_gives_the_logits_transformers_gives() {
-    let expected = common::fixture_file::case(include_str!("fixtures/hf_llama.txt"), "tiny_llama");
-    let tokens: Vec<i64> = expected["tokens"]
-        .values
-        .iter()
-        .map(|&t| t as i64)
-        .collect();
+    let (tokens, want, scale) = expected();
     let model = Llama::from_hf(folder()).unwrap();
     let config = model.config();
     assert_eq!(
@@ -37,22 +29,15 @@ fn a_hugging_face_llama_gives_the_logits_transformers_gives() {
     assert_eq!(config.rope_base, 500_000.0);
     let logits = model.logits(&tokens).unwrap();
     assert_eq!(logits.dims(), [tokens.len(), 256]);
-    let want = &expected["logits"].values;
-    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let worst = common::max_abs_diff(&logits.to_f64_vec(), want);
+    let worst = common::max_abs_diff(&logits.to_f64_vec(), &want);
     // f32 sums in another order, against logits up to `scale`.
     assert!(
-        worst < 1e-5 * scale.max(1.0),
+        worst < 1e-5 * scale,
         "worst {worst} of logits up to {scale}"
     );
     // The key/value cache gives the same logits a token at a time.
-    let mut cache = model.new_cache();
-    let stepwise: Vec<f64> = tokens
-        .iter()
-        .flat_map(|&t| model.forward(&[t], &mut cache).unwrap().to_f64_vec())
-        .collect();
-    let worst = common::max_abs_diff(&stepwise, want);
-    assert!(worst < 1e-5 * scale.max(1.0), "cached: worst {worst}");
+    let worst = common::max_abs_diff(&logits_token_by_token(&model, &tokens), &want);
+    assert!(worst < 1e-5 * scale, "cached: worst {worst}");
 }
 
 #[test]

@@ -5,6 +5,7 @@ pub mod gpu;
 pub mod resnet;
 pub mod skip;
 pub mod smollm2;
+pub mod tiny_llama;
 
 use rumus::DynTensor;
 use rumus::autograd::{GradcheckOptions, enable_grad, grad_with, gradcheck};
