@@ -223,20 +223,26 @@ fn quantize_activations(x: &[f32]) -> QuantizedRows {
         .zip(rows.values.chunks_exact_mut(BLOCK))
     {
         let peak = block.iter().fold(0.0f32, |p, v| p.max(v.abs()));
-        // A NaN or infinity makes the scale NaN, so the block's products are NaN.
+        let mut sum = 0i32;
+        // A NaN or infinity makes the scale NaN, so the block's products are NaN (its values
+        // stay 0).
         let dx = if block.iter().all(|v| v.is_finite()) {
-            peak / 127.0
+            let dx = peak / 127.0;
+            let inverse = if dx > 0.0 { 1.0 / dx } else { 0.0 };
+            for (q, &v) in out.iter_mut().zip(block) {
+                // Round half away from zero: `r` is within +-127.5, so the conversion is
+                // exact and needs no saturating (the loop vectorizes; `as` would saturate
+                // element by element).
+                let r = (v * inverse).clamp(-127.0, 127.0);
+                // SAFETY: finite and within i32's range (the clamp above).
+                let level = unsafe { (r + 0.5f32.copysign(r)).to_int_unchecked::<i32>() };
+                *q = level as i8;
+                sum += level;
+            }
+            dx
         } else {
             f32::NAN
         };
-        let inverse = if dx > 0.0 { 1.0 / dx } else { 0.0 };
-        let mut sum = 0i32;
-        for (q, &v) in out.iter_mut().zip(block) {
-            // (round half away from zero, written without a library call per element)
-            let r = (v * inverse).clamp(-127.0, 127.0);
-            *q = (r + 0.5f32.copysign(r)) as i8;
-            sum += i32::from(*q);
-        }
         rows.scales.push(dx);
         rows.scaled_sums.push(dx * sum as f32);
         rows.sums.push(sum);
@@ -287,7 +293,15 @@ pub(crate) fn product(kind: Blocks, packed: &[u8], [m, n, k]: [usize; 3], x: &[f
     for (g, sums) in grouped.chunks_exact(per_group).enumerate() {
         let lanes = GROUP.min(n - g * GROUP);
         for (i, row) in sums.chunks_exact(GROUP).enumerate() {
-            out[i * n + g * GROUP..][..lanes].copy_from_slice(&row[..lanes]);
+            let at = i * n + g * GROUP;
+            if lanes == GROUP {
+                // A fixed-size move (a `memcpy` call per eight floats was 2% of a prompt).
+                let whole: &mut [f32; GROUP] =
+                    (&mut out[at..at + GROUP]).try_into().expect("eight");
+                *whole = row.try_into().expect("eight");
+            } else {
+                out[at..at + lanes].copy_from_slice(&row[..lanes]);
+            }
         }
     }
     out
