@@ -1,4 +1,5 @@
-//! A Llama weight matrix as the model holds it: f32, or in the file's 4- and 8-bit blocks.
+//! A Llama weight matrix as the model holds it: dense (f32 on the CPU; f32, f16 or bf16 on a
+//! device), or in the file's 4- and 8-bit blocks.
 
 use crate::device::Device;
 use crate::dtype::DType;
@@ -9,7 +10,8 @@ use crate::tensor::DynTensor;
 /// A `[out, in]` weight matrix.
 #[derive(Clone)]
 pub(super) enum Matrix {
-    /// f32 values (read from f32/f16/bf16 tensors, or dequantized).
+    /// Dense values: f32 on the CPU (read from f32/f16/bf16 tensors, or dequantized), in the
+    /// model's dtype on a device ([`Matrix::dense_on`]).
     Dense(DynTensor),
     /// The file's blocks, multiplied without expanding them.
     Blocks(BlockQuantized),
