@@ -181,9 +181,10 @@ impl Llama {
     /// The model on `device` (a GPU through wgpu or CUDA, or the CPU), every matrix dense in
     /// `dtype` (f32, f16 or bf16; block-quantized ones expanded, as the GPU backends multiply
     /// dense matrices) and the norms' weights in f32; the token embedding stays on the host
-    /// as it is, for the lookup (the output matrix, tied or not, is on the device). With a 16-bit `dtype` its products run
-    /// under [`autocast_with`] in it (f32 accumulation and results, as PyTorch's f16 models
-    /// compute): the activations and the key/value cache stay f32.
+    /// as it is, for the lookup (the output matrix, tied or not, is on the device). With a
+    /// 16-bit `dtype` its products run under [`autocast_with`] in it (f32 accumulation and
+    /// results, as PyTorch's f16 models compute): the activations and the key/value cache
+    /// stay f32.
     ///
     /// ```no_run
     /// # fn main() -> rumus::Result<()> {
